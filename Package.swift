@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// The folder tree is the architecture: manifest -> planner -> engine / store -> Haul (orchestration) -> CLI.
+/// C libraries come from the system through small system-library targets; only `HaulEngine` sees libcurl,
+/// only the manifest reader sees libyaml, only `HaulDigest` sees libcrypto.
+let package = Package(
+    name: "haul",
+    products: [
+        .executable(name: "haul", targets: ["HaulCommand"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // System libraries (apt providers named so SwiftPM can say what to install).
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLibYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CLinuxShims"),
+
+        // Libraries, in the order data flows through them.
+        .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
+        .target(name: "HaulManifest", dependencies: ["HaulDigest", "CLibYAML"]),
+        .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
+        .target(name: "HaulStore", dependencies: ["HaulDigest", "CLinuxShims"]),
+        .target(name: "HaulEngine", dependencies: ["HaulDigest", "CCurl"]),
+        .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest"]),
+        .executableTarget(name: "HaulCommand", dependencies: [
+            "Haul", "HaulManifest",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        // Tests. `HaulTestSupport` is real code too: a loopback HTTP server the tests start and stop.
+        .target(name: "HaulTestSupport", path: "Tests/HaulTestSupport"),
+        .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
+        .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
+        .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulDigest"]),
+        .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulTestSupport"]),
+        .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,17 @@
+// Linux calls that glibc declares only under _GNU_SOURCE, which Swift's Glibc module is not built with.
+// glibc (>= 2.28) exports them; we only restate the prototypes.
+#ifndef HAUL_LINUX_SHIMS_H
+#define HAUL_LINUX_SHIMS_H
+#include <fcntl.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+extern int syncfs(int fd);
+
+/// fcntl is variadic in C; these are the two forms haul uses (file locks come with the state cache).
+static inline int haul_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
+static inline int haul_fcntl_lock(int fd, int cmd, struct flock *lock) { return fcntl(fd, cmd, lock); }
+#endif

@@ -1,0 +1,147 @@
+/// The digest algorithms a manifest may name. SHA-1 and MD5 are accepted for old asset sets but are weak:
+/// the manifest loader warns about them.
+public enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
+    case sha256, sha384, sha512, sha1, md5
+
+    /// Length of a digest in bytes.
+    public var byteCount: Int {
+        switch self {
+        case .sha256: 32
+        case .sha384: 48
+        case .sha512: 64
+        case .sha1: 20
+        case .md5: 16
+        }
+    }
+
+    /// Collision attacks are practical against these; a pin made with them protects less.
+    public var isWeak: Bool { self == .sha1 || self == .md5 }
+}
+
+/// A computed or expected digest: the algorithm and its raw bytes. Two digests are equal only when both agree.
+public struct Digest: Sendable, Hashable, CustomStringConvertible {
+    public let algorithm: DigestAlgorithm
+    public let bytes: [UInt8]
+
+    public init(algorithm: DigestAlgorithm, bytes: [UInt8]) {
+        precondition(bytes.count == algorithm.byteCount, "digest length does not match its algorithm")
+        self.algorithm = algorithm
+        self.bytes = bytes
+    }
+
+    /// Parses lowercase or uppercase hex; nil unless it is exactly `algorithm.byteCount` bytes.
+    public init?(algorithm: DigestAlgorithm, hex: some StringProtocol) {
+        guard let bytes = Hex.decode(hex), bytes.count == algorithm.byteCount else { return nil }
+        self.init(algorithm: algorithm, bytes: bytes)
+    }
+
+    /// Parses standard base64 (as in Subresource Integrity); nil unless it decodes to the right length.
+    public init?(algorithm: DigestAlgorithm, base64: some StringProtocol) {
+        guard let bytes = Base64.decode(base64), bytes.count == algorithm.byteCount else { return nil }
+        self.init(algorithm: algorithm, bytes: bytes)
+    }
+
+    public var hex: String { Hex.encode(bytes) }
+    public var base64: String { Base64.encode(bytes) }
+
+    /// `sha256:9f86…`, the unambiguous form used in logs.
+    public var description: String { "\(algorithm.rawValue):\(hex)" }
+}
+
+/// Hex encoding without Foundation, so that hashing thousands of files does not allocate formatters.
+public enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    /// Whether every character is a hex digit (for precise error messages).
+    public static func isHex(_ text: some StringProtocol) -> Bool { text.utf8.allSatisfy { nibble($0) != nil } }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 §4), the alphabet Subresource Integrity uses.
+public enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let b0 = UInt32(bytes[index])
+            let b1 = index + 1 < bytes.count ? UInt32(bytes[index + 1]) : 0
+            let b2 = index + 2 < bytes.count ? UInt32(bytes[index + 2]) : 0
+            let triple = b0 << 16 | b1 << 8 | b2
+            out.append(alphabet[Int(triple >> 18 & 63)])
+            out.append(alphabet[Int(triple >> 12 & 63)])
+            out.append(index + 1 < bytes.count ? alphabet[Int(triple >> 6 & 63)] : UInt8(ascii: "="))
+            out.append(index + 2 < bytes.count ? alphabet[Int(triple & 63)] : UInt8(ascii: "="))
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        var values = [UInt8]()
+        var padding = 0
+        for c in text.utf8 {
+            if c == UInt8(ascii: "=") { padding += 1; continue }
+            guard padding == 0, let v = value(c) else { return nil }
+            values.append(v)
+        }
+        guard (values.count + padding) % 4 == 0, padding <= 2 else { return nil }
+        var out = [UInt8]()
+        var index = 0
+        while index < values.count {
+            let chunk = values[index..<min(index + 4, values.count)]
+            var triple: UInt32 = 0
+            for (offset, v) in chunk.enumerated() { triple |= UInt32(v) << (18 - 6 * offset) }
+            out.append(UInt8(triple >> 16 & 0xff))
+            if chunk.count > 2 { out.append(UInt8(triple >> 8 & 0xff)) }
+            if chunk.count > 3 { out.append(UInt8(triple & 0xff)) }
+            index += 4
+        }
+        return out
+    }
+
+    private static func value(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): c - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): c - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import CLibCrypto
+
+/// Incremental hashing through OpenSSL's EVP interface (which uses the CPU's SHA extensions).
+///
+/// Not thread-safe: one hasher belongs to one transfer or one file read at a time. `Sendable` only so that it
+/// can be handed from the thread that created it to the one that feeds it.
+public final class StreamingHasher: @unchecked Sendable {
+    public let algorithm: DigestAlgorithm
+    private let context: OpaquePointer
+    private var finished = false
+
+    public init(_ algorithm: DigestAlgorithm) {
+        self.algorithm = algorithm
+        guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
+        self.context = context
+        EVP_DigestInit_ex(context, Self.evpType(algorithm), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        precondition(!finished, "update after finalize")
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        EVP_DigestUpdate(context, base, bytes.count)
+    }
+
+    public func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
+
+    /// Ends the hash; the hasher cannot be fed afterwards.
+    public func finalize() -> Digest {
+        precondition(!finished, "finalize twice")
+        finished = true
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &out, &length)
+        return Digest(algorithm: algorithm, bytes: Array(out.prefix(Int(length))))
+    }
+
+    /// One-shot convenience for small buffers (tests, headers).
+    public static func digest(_ bytes: [UInt8], algorithm: DigestAlgorithm) -> Digest {
+        let hasher = StreamingHasher(algorithm)
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+
+    private static func evpType(_ algorithm: DigestAlgorithm) -> OpaquePointer? {
+        switch algorithm {
+        case .sha256: EVP_sha256()
+        case .sha384: EVP_sha384()
+        case .sha512: EVP_sha512()
+        case .sha1: EVP_sha1()
+        case .md5: EVP_md5()
+        }
+    }
+}
