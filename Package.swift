@@ -23,7 +23,7 @@ let package = Package(
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
-        .target(name: "HaulStore", dependencies: ["HaulDigest", "CLinuxShims"]),
+        .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "CCurl"]),
         .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest"]),
         .executableTarget(name: "HaulCommand", dependencies: [
@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "HaulTestSupport", path: "Tests/HaulTestSupport"),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
-        .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulDigest"]),
+        .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest"]),
         .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulTestSupport"]),
         .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest"]),
     ],

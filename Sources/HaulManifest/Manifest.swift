@@ -1,0 +1,249 @@
+import HaulDigest
+
+/// A validated manifest: what the user wants on disk. Everything here has been checked; a `Manifest` value
+/// cannot hold an absolute destination, a path escaping `root`, an unknown key or an unresolved `${VAR}`.
+public struct Manifest: Sendable {
+    /// The file the manifest was read from, as the user named it (used in messages).
+    public var sourcePath: String
+    public var version: Int
+    /// Absolute, lexically normalized directory under which every destination lives.
+    public var root: String
+    public var prune: Bool
+    public var files: [FileEntry]
+    /// Non-fatal findings (weak digest algorithms, …), reported but not blocking.
+    public var warnings: [Diagnostic]
+
+    public init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic]) {
+        self.sourcePath = sourcePath
+        self.version = version
+        self.root = root
+        self.prune = prune
+        self.files = files
+        self.warnings = warnings
+    }
+
+    /// Manifest format versions this build of haul reads.
+    public static let supportedVersions: [Int] = [1]
+}
+
+/// One `files:` entry with the `defaults:` already applied.
+public struct FileEntry: Sendable {
+    /// Position in `files:` (0-based), as in `files[3]` of messages.
+    public var index: Int
+    public var url: TemplatedString
+    /// Tried in order after `url` fails.
+    public var mirrors: [TemplatedString]
+    public var destination: DestinationPath
+    /// nil: the entry is unpinned (fetched when missing; refreshed later by revalidation).
+    public var checksum: Checksum?
+    public var size: Int64?
+    /// Permission bits applied before the file becomes visible.
+    public var mode: FileMode
+    /// Retries after the first attempt, per URL.
+    public var retries: Int
+    /// Stall window: no progress for this long fails the attempt.
+    public var timeout: Seconds
+    /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect).
+    public var headers: [HeaderField]
+    /// Where the entry starts in the manifest file.
+    public var location: SourceLocation
+
+    public init(index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
+                checksum: Checksum?, size: Int64?, mode: FileMode, retries: Int, timeout: Seconds,
+                headers: [HeaderField], location: SourceLocation) {
+        self.index = index
+        self.url = url
+        self.mirrors = mirrors
+        self.destination = destination
+        self.checksum = checksum
+        self.size = size
+        self.mode = mode
+        self.retries = retries
+        self.timeout = timeout
+        self.headers = headers
+        self.location = location
+    }
+
+    /// `url` followed by `mirrors`: the order in which sources are tried.
+    public var sources: [TemplatedString] { [url] + mirrors }
+}
+
+/// Built-in values for keys that neither the entry nor `defaults:` sets.
+public enum BuiltInDefaults {
+    public static let retries = 3
+    public static let timeout = Seconds(30)
+    public static let mode = FileMode(0o644)
+}
+
+/// A duration in whole or fractional seconds (`60s`, `5m`, `1.5s`, `250ms`, or a bare number of seconds).
+public struct Seconds: Sendable, Hashable, Comparable {
+    public var value: Double
+    public init(_ value: Double) { self.value = value }
+    public static func < (a: Seconds, b: Seconds) -> Bool { a.value < b.value }
+}
+
+/// POSIX permission bits (0...0o7777).
+public struct FileMode: Sendable, Hashable, CustomStringConvertible {
+    public var bits: UInt32
+    public init(_ bits: UInt32) { self.bits = bits }
+    /// Four-digit octal, as written in manifests: `0644`.
+    public var description: String {
+        let octal = String(bits, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+    }
+}
+
+public struct HeaderField: Sendable, Hashable {
+    public var name: String
+    public var value: TemplatedString
+    public init(name: String, value: TemplatedString) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A destination relative to `root`: non-empty components, none `.` or `..`, no NUL, never absolute.
+public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let components: [String]
+
+    /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, or NUL.
+    public init?(_ text: String) {
+        guard !text.isEmpty, !text.hasPrefix("/"), !text.utf8.contains(0) else { return nil }
+        var parts: [String] = []
+        for part in text.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == ".." { return nil }
+            parts.append(String(part))
+        }
+        guard !parts.isEmpty else { return nil }
+        self.components = parts
+    }
+
+    public var description: String { components.joined(separator: "/") }
+    public var fileName: String { components[components.count - 1] }
+    public var parentComponents: ArraySlice<String> { components.dropLast() }
+    public static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description < b.description }
+}
+
+/// A pinned digest and the notation the manifest used, so that messages show digests the way the user wrote them.
+public struct Checksum: Sendable, Hashable {
+    public enum Notation: Sendable, Hashable {
+        /// `sha256: <hex>` (also `sha384:`, `sha512:` keys)
+        case hexKey
+        /// `checksum: sha512:<hex>`
+        case prefixedHex
+        /// `integrity: sha384-<base64>` (Subresource Integrity)
+        case subresourceIntegrity
+    }
+
+    public var digest: Digest
+    public var notation: Notation
+
+    public init(digest: Digest, notation: Notation) {
+        self.digest = digest
+        self.notation = notation
+    }
+
+    public var algorithm: DigestAlgorithm { digest.algorithm }
+
+    /// Renders any digest of the same algorithm in this checksum's notation.
+    public func render(_ other: Digest) -> String {
+        switch notation {
+        case .hexKey: other.hex
+        case .prefixedHex: "\(other.algorithm.rawValue):\(other.hex)"
+        case .subresourceIntegrity: "\(other.algorithm.rawValue)-\(other.base64)"
+        }
+    }
+
+    /// The expected digest in the manifest's notation.
+    public var rendered: String { render(digest) }
+}
+
+/// A string from the manifest that may contain `${VAR}` references.
+///
+/// Values read from the environment are secrets until proven otherwise: `description` (and so every message
+/// built by interpolation) shows the template as written, with URL userinfo redacted. Only code that hands the
+/// value to the network asks for `expanded`, by name.
+public struct TemplatedString: Sendable, Hashable, CustomStringConvertible {
+    /// As written in the manifest, e.g. `Bearer ${ASSETS_TOKEN}`.
+    public let template: String
+    /// With every `${VAR}` replaced by its value. Do not print.
+    public let expanded: String
+
+    public init(template: String, expanded: String) {
+        self.template = template
+        self.expanded = expanded
+    }
+
+    /// A literal with no references.
+    public init(literal: String) {
+        self.template = literal
+        self.expanded = literal
+    }
+
+    public var referencesEnvironment: Bool { template != expanded }
+
+    /// Safe to print: the template, with any `user:password@` in a URL replaced by `***@`.
+    public var description: String { Redaction.redactingUserinfo(template) }
+}
+
+public enum Redaction {
+    /// `https://user:pw@host/x` → `https://***@host/x`; other text is returned unchanged.
+    public static func redactingUserinfo(_ text: String) -> String {
+        let chars = Array(text)
+        guard let colon = chars.firstIndex(of: ":"), colon + 2 < chars.count,
+              chars[colon + 1] == "/", chars[colon + 2] == "/" else { return text }
+        let authorityStart = colon + 3
+        var authorityEnd = authorityStart
+        while authorityEnd < chars.count, !"/?#".contains(chars[authorityEnd]) { authorityEnd += 1 }
+        guard let at = chars[authorityStart..<authorityEnd].lastIndex(of: "@") else { return text }
+        return String(chars[..<authorityStart]) + "***" + String(chars[at...])
+    }
+}
+
+/// 1-based line and column (columns count characters), as compilers print them.
+public struct SourceLocation: Sendable, Hashable, Comparable {
+    public var line: Int
+    public var column: Int
+    public init(line: Int, column: Int) {
+        self.line = line
+        self.column = column
+    }
+    public static func < (a: SourceLocation, b: SourceLocation) -> Bool { (a.line, a.column) < (b.line, b.column) }
+}
+
+/// One finding about a manifest, printed compiler-style:
+/// `haul.yaml:14:13: error: files[2].sha256: expected 64 hex digits, found 63`.
+public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
+    public enum Severity: String, Sendable, Hashable { case error, warning }
+
+    public var severity: Severity
+    public var file: String
+    public var location: SourceLocation?
+    /// Key path of the offending value (`files[2].sha256`), when there is one.
+    public var keyPath: String?
+    public var message: String
+
+    public init(severity: Severity, file: String, location: SourceLocation?, keyPath: String?, message: String) {
+        self.severity = severity
+        self.file = file
+        self.location = location
+        self.keyPath = keyPath
+        self.message = message
+    }
+
+    public var description: String {
+        var out = file
+        if let location { out += ":\(location.line):\(location.column)" }
+        out += ": \(severity.rawValue): "
+        if let keyPath { out += "\(keyPath): " }
+        return out + message
+    }
+}
+
+/// Every error found in a manifest, in file order. Thrown only when at least one has severity `.error`.
+public struct ManifestError: Error, Sendable, CustomStringConvertible {
+    public var diagnostics: [Diagnostic]
+    public init(diagnostics: [Diagnostic]) { self.diagnostics = diagnostics }
+    public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
+}
