@@ -1,0 +1,131 @@
+import HaulDigest
+import HaulEngine
+import HaulManifest
+import HaulPlanner
+
+/// Text for people: the plan, per-entry failures and the summary. Pure functions of results, so the exact
+/// wording is tested without running anything.
+public enum HumanReport {
+    /// One line per change, then a summary line. Kept files are counted, not listed.
+    public static func planLines(_ plan: Plan) -> [String] {
+        var lines: [String] = []
+        for planned in plan.entries {
+            let destination = planned.entry.destination.description
+            switch planned.action {
+            case .keep:
+                continue
+            case .fetch(.missing):
+                lines.append("+ \(destination) (missing)")
+            case .fetch(let reason):
+                lines.append("~ \(destination) (\(describe(reason, checksum: planned.entry.checksum)))")
+            case .refuse(let why):
+                lines.append("! \(destination) (\(why))")
+            }
+        }
+        lines.append(planSummary(plan))
+        return lines
+    }
+
+    public static func planSummary(_ plan: Plan) -> String {
+        guard plan.hasChanges else { return "No changes: \(count(plan.upToDateCount, "file")) up to date." }
+        var parts: [String] = []
+        let downloads = plan.downloads
+        if !downloads.isEmpty {
+            parts.append("\(downloads.count) to download" + bytesSuffix(downloads))
+        }
+        let replacements = plan.replacements
+        if !replacements.isEmpty { parts.append("\(replacements.count) to replace" + bytesSuffix(replacements)) }
+        let refusals = plan.refusals.count
+        if refusals > 0 { parts.append("\(refusals) blocked") }
+        parts.append("\(plan.upToDateCount) up to date")
+        return "Plan: " + parts.joined(separator: ", ") + "."
+    }
+
+    /// `(1.2 MiB)` when the manifest pins every size, `(at least 1.2 MiB)` when only some.
+    static func bytesSuffix(_ entries: [PlannedEntry]) -> String {
+        let sizes = entries.compactMap(\.entry.size)
+        guard !sizes.isEmpty else { return "" }
+        let total = ByteCount.format(sizes.reduce(0, +))
+        return sizes.count == entries.count ? " (\(total))" : " (at least \(total))"
+    }
+
+    static func describe(_ reason: FetchReason, checksum: Checksum?) -> String {
+        switch reason {
+        case .missing:
+            "missing"
+        case .digestMismatch(let local):
+            if let checksum { "checksum differs: have \(abbreviated(checksum.render(local))), want \(abbreviated(checksum.rendered))" }
+            else { "checksum differs" }
+        case .sizeMismatch(let local, let expected):
+            "size differs: have \(local) bytes, want \(expected)"
+        case .replacesSymlink:
+            "a symlink is in the way; it will be replaced"
+        case .unverified:
+            "local copy not verified"
+        }
+    }
+
+    /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
+    public static func failureLines(entry: FileEntry, failure: EntryFailure) -> [String] {
+        let destination = entry.destination.description
+        switch failure {
+        case .refused(let why):
+            return ["error: \(destination): \(why)"]
+        case .commit(let error):
+            return ["error: \(destination): \(error)"]
+        case .transfer(let transfer):
+            let attempts = transfer.lastFailurePerSource
+            if attempts.count == 1, let only = attempts.first {
+                return ["error: \(destination): \(only.sourceDisplayURL): \(describe(only.reason, checksum: entry.checksum))"]
+            }
+            return ["error: \(destination): all \(attempts.count) sources failed:"]
+                + attempts.map { "  \($0.sourceDisplayURL): \(describe($0.reason, checksum: entry.checksum))" }
+        }
+    }
+
+    /// A checksum mismatch is shown in the notation the manifest used for it.
+    static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
+        if case .digestMismatch(let expected, let actual) = reason, let checksum {
+            return "checksum mismatch: expected \(checksum.render(expected)), got \(checksum.render(actual))"
+        }
+        return reason.description
+    }
+
+    public static func syncSummary(_ result: SyncResult) -> String {
+        let fetched = result.fetchedFiles
+        let bytes = fetched.reduce(Int64(0)) { $0 + $1.size }
+        let failed = result.failures.count
+        var line = fetched.isEmpty && failed == 0
+            ? "Nothing to do: \(count(result.plan.upToDateCount, "file")) up to date"
+            : "Fetched \(count(fetched.count, "file")) (\(ByteCount.format(bytes))), \(result.plan.upToDateCount) up to date"
+        if failed > 0 { line += ", \(failed) failed" }
+        return line + " in \(formatSeconds(result.seconds))."
+    }
+
+    static func abbreviated(_ rendered: String) -> String {
+        rendered.count > 20 ? String(rendered.prefix(20)) + "…" : rendered
+    }
+
+    static func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+
+    static func formatSeconds(_ seconds: Double) -> String {
+        let tenths = Int((seconds * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10) s"
+    }
+}
+
+/// Byte counts the way people read them: 1 decimal place, binary units (`1.5 MiB`).
+public enum ByteCount {
+    public static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        if unit == 0 { return "\(bytes) B" }
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10) \(units[unit])"
+    }
+}

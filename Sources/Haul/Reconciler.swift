@@ -1,0 +1,188 @@
+import Dispatch
+import Glibc
+import HaulEngine
+import HaulManifest
+import HaulPlanner
+import HaulStore
+import Synchronization
+
+/// Settings of a run that come from the command line, not the manifest.
+public struct SyncOptions: Sendable {
+    public var jobs: Int
+    public var caFile: String?
+    public var durability: Durability
+
+    public init(jobs: Int = EngineConfiguration.defaultConcurrency, caFile: String? = nil, durability: Durability = .batched) {
+        self.jobs = jobs
+        self.caFile = caFile
+        self.durability = durability
+    }
+}
+
+/// Told what a sync does as it does it. Called from the engine's thread; implementations only record or print.
+public protocol SyncObserver: AnyObject {
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?)
+    func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
+}
+
+/// manifest → observe → plan → execute → verify → commit. Each step is a separate call so that `plan` and
+/// `sync --dry-run` stop after planning and nothing else is touched.
+public struct Reconciler: Sendable {
+    public let manifest: Manifest
+    public let options: SyncOptions
+
+    public init(manifest: Manifest, options: SyncOptions) {
+        self.manifest = manifest
+        self.options = options
+    }
+
+    /// Observes the disk (hashing where it must) and decides. No network, no writes.
+    public func plan() -> Plan {
+        Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Self.hashingThreads))
+    }
+
+    /// Fetches what the plan needs, verifies it while it streams, and commits it atomically.
+    /// A failed entry leaves its destination as it was; the others go on.
+    public func apply(_ plan: Plan, observer: SyncObserver?) -> SyncResult {
+        let started = MonotonicSeconds.now()
+        var outcomes: [EntryOutcome] = []
+        var fetches: [Int] = []
+        for (index, planned) in plan.entries.enumerated() {
+            switch planned.action {
+            case .keep:
+                outcomes.append(.upToDate)
+            case .refuse(let why):
+                outcomes.append(.failed(.refused(why)))
+                observer?.entry(planned.entry, finished: outcomes[index])
+            case .fetch:
+                // Replaced by the transfer's outcome below; an entry the engine never reports stays failed.
+                outcomes.append(.failed(.refused("not attempted")))
+                fetches.append(index)
+            }
+        }
+        if !fetches.isEmpty {
+            let staging = StagingArea(root: manifest.root)
+            do {
+                try staging.prepare()
+            } catch {
+                for index in fetches {
+                    outcomes[index] = .failed(.commit(error))
+                    observer?.entry(plan.entries[index].entry, finished: outcomes[index])
+                }
+                return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicSeconds.now() - started)
+            }
+            let execution = Execution(plan: plan, staging: staging,
+                                      committer: Committer(root: manifest.root, durability: options.durability),
+                                      observer: observer)
+            let engine = TransferEngine(configuration: EngineConfiguration(
+                temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs, caFile: options.caFile,
+                userAgent: "haul/\(HaulVersion.current)"))
+            engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution)
+            for (index, outcome) in execution.finish() { outcomes[index] = outcome }
+        }
+        return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicSeconds.now() - started)
+    }
+
+    /// Headers go with `url` only: a mirror is another party and gets none of them.
+    func transferRequest(for entry: FileEntry, id: Int) -> TransferRequest {
+        let headers = entry.headers.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
+        let sources = entry.sources.enumerated().map { index, url in
+            TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [])
+        }
+        return TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
+                               expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value)
+    }
+
+    /// Hashing local files is CPU-bound: one thread per core.
+    static var hashingThreads: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+}
+
+/// Receives the engine's events and turns verified files into commits, in batches, off the transfer thread.
+///
+/// Batching is what keeps durability affordable: one `syncfs` and one fsync per directory covers every file
+/// that finished within the batch window, instead of an fsync pair per file.
+private final class Execution: TransferDelegate, @unchecked Sendable {
+    // @unchecked: `plan`, `staging`, `committer` and `observer` are immutable references; the mutable state
+    // lives in `pending` and `outcomes`, both behind Mutexes. The observer is called from the engine thread and
+    // from the commit queue, never from both at once for the same entry.
+    private let plan: Plan
+    private let staging: StagingArea
+    private let committer: Committer
+    private let observer: SyncObserver?
+    private let commitQueue = DispatchQueue(label: "haul.commit")
+    private let pending = Mutex<(files: [(Int, DownloadedFile)], flushScheduled: Bool)>(([], false))
+    private let outcomes = Mutex<[Int: EntryOutcome]>([:])
+    /// How long verified files wait for company before a batch is committed.
+    private static let batchWindowMilliseconds = 20
+
+    init(plan: Plan, staging: StagingArea, committer: Committer, observer: SyncObserver?) {
+        self.plan = plan
+        self.staging = staging
+        self.committer = committer
+        self.observer = observer
+    }
+
+    func transfer(_ id: Int, didProduce event: TransferEvent) {
+        switch event {
+        case .progress:
+            break
+        case .attemptFailed(let failure, let retryIn):
+            observer?.entry(plan.entries[id].entry, attemptFailed: failure, retryIn: retryIn)
+        case .finished(.failure(let failure)):
+            record(id, .failed(.transfer(failure)))
+        case .finished(.success(let file)):
+            let scheduleFlush = pending.withLock { state in
+                state.files.append((id, file))
+                defer { state.flushScheduled = true }
+                return !state.flushScheduled
+            }
+            if scheduleFlush {
+                commitQueue.asyncAfter(deadline: .now() + .milliseconds(Self.batchWindowMilliseconds)) { self.flush() }
+            }
+        }
+    }
+
+    /// Waits for the last batch and returns every outcome the engine produced.
+    func finish() -> [Int: EntryOutcome] {
+        commitQueue.sync { flush() }
+        return outcomes.withLock { $0 }
+    }
+
+    private func flush() {
+        let batch = pending.withLock { state in
+            defer { state = ([], false) }
+            return state.files
+        }
+        guard !batch.isEmpty else { return }
+        let requests = batch.map { id, file in
+            let entry = plan.entries[id].entry
+            return CommitRequest(temporaryPath: file.temporaryPath, destination: entry.destination, mode: entry.mode)
+        }
+        for ((id, file), result) in zip(batch, committer.commit(requests)) {
+            switch result {
+            case .success:
+                record(id, .fetched(file))
+            case .failure(let error):
+                staging.discard(file.temporaryPath)
+                record(id, .failed(.commit(error)))
+            }
+        }
+    }
+
+    private func record(_ id: Int, _ outcome: EntryOutcome) {
+        outcomes.withLock { $0[id] = outcome }
+        observer?.entry(plan.entries[id].entry, finished: outcome)
+    }
+}
+
+enum MonotonicSeconds {
+    static func now() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+}
+
+public enum HaulVersion {
+    public static let current = "0.1.0"
+}

@@ -1,0 +1,149 @@
+import ArgumentParser
+import Glibc
+import Haul
+import HaulManifest
+
+@main
+struct HaulCLI: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "haul",
+        abstract: "Reconcile files on disk with a manifest of URLs and checksums.",
+        discussion: """
+        haul reads a YAML manifest, looks at what is on disk, plans only the downloads that are needed, fetches \
+        them concurrently while verifying each hash, and moves each verified file into place atomically.
+
+        Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed; 2 plan found \
+        changes; 3 the manifest is invalid (nothing touched); 64 usage error.
+        """,
+        version: HaulVersion.current,
+        subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self]
+    )
+
+    static func main() {
+        // A write to a closed pipe (`haul … | head`) must be an error to handle, not a silent death.
+        signal(SIGPIPE, SIG_IGN)
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options every subcommand that reads a manifest shares.
+struct ManifestOptions: ParsableArguments {
+    @Argument(help: "The manifest to read.")
+    var manifest: String = "haul.yaml"
+
+    @Flag(name: .shortAndLong, help: "Print only errors.")
+    var quiet = false
+
+    @Flag(name: .shortAndLong, help: "Also print each file fetched and each retry.")
+    var verbose = false
+
+    /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
+    func load() throws -> Manifest {
+        do {
+            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current)
+            Output.errors(manifest.warnings.map(\.description))
+            return manifest
+        } catch {
+            Output.errors(error.diagnostics.map(\.description))
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
+    }
+}
+
+/// Options for commands that may fetch.
+struct TransferOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "Transfers to run at once (1-256).")
+    var jobs: Int = 16
+
+    @Option(name: .customLong("ca-file"), help: ArgumentHelp(
+        "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE).", valueName: "file"))
+    var caFile: String?
+
+    func validate() throws {
+        guard (1...256).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 256, not \(jobs)") }
+        if let caFile = resolvedCAFile, access(caFile, R_OK) != 0 {
+            throw ValidationError("cannot read CA bundle \"\(caFile)\": \(String(cString: strerror(errno)))")
+        }
+    }
+
+    var resolvedCAFile: String? { caFile ?? Environment.current["HAUL_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 } }
+
+    var syncOptions: SyncOptions { SyncOptions(jobs: jobs, caFile: resolvedCAFile) }
+}
+
+struct Sync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Download what is missing or wrong, verify it, and move it into place.",
+        discussion: "Example: haul sync assets.yaml --jobs 32")
+
+    @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var transferOptions: TransferOptions
+
+    @Flag(help: "Print the plan and change nothing.")
+    var dryRun = false
+
+    func run() throws {
+        let manifest = try manifestOptions.load()
+        let reconciler = Reconciler(manifest: manifest, options: transferOptions.syncOptions)
+        let plan = reconciler.plan()
+        if dryRun {
+            Output.lines(HumanReport.planLines(plan))
+            return
+        }
+        if plan.hasChanges && !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
+        let printer = ProgressPrinter(verbose: manifestOptions.verbose)
+        let result = reconciler.apply(plan, observer: printer)
+        if !manifestOptions.quiet { Output.lines([HumanReport.syncSummary(result)]) }
+        if result.exitStatus != .success { throw ExitCode(result.exitStatus.rawValue) }
+    }
+}
+
+struct PlanCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plan",
+        abstract: "Show what sync would do. Exits 2 when anything would change.",
+        discussion: "Example: haul plan assets.yaml || echo \"changes pending\"")
+
+    @OptionGroup var manifestOptions: ManifestOptions
+
+    func run() throws {
+        let manifest = try manifestOptions.load()
+        let plan = Reconciler(manifest: manifest, options: SyncOptions()).plan()
+        if !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
+        if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
+    }
+}
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Hash every local file and compare with the manifest (no network).",
+        discussion: "Example: haul verify assets.yaml")
+
+    @OptionGroup var manifestOptions: ManifestOptions
+
+    func run() throws {
+        let result = VerificationResult(manifest: try manifestOptions.load())
+        let lines = result.lines()
+        if manifestOptions.quiet {
+            Output.lines(Array(lines.dropLast()))
+        } else {
+            Output.lines(lines)
+        }
+        if result.exitStatus != .success { throw ExitCode(result.exitStatus.rawValue) }
+    }
+}
+
+struct Schema: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the manifest's JSON Schema (draft 2020-12).",
+        discussion: "Example: haul schema > haul-manifest.schema.json")
+
+    func run() throws {
+        Output.lines([ManifestSchema.json])
+    }
+}

@@ -1,0 +1,143 @@
+import CCurl
+
+/// The few libcurl calls haul makes, typed. libcurl's variadic setters go through the C shims in `CCurl`.
+/// Handles are owned by one thread (the engine loop) at a time.
+enum Curl {
+    /// `curl_global_init` is not thread-safe; run it once, before any handle exists.
+    static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    static var version: String { String(cString: curl_version()) }
+}
+
+/// An easy handle, reset and reused across transfers so that thousands of small files do not each allocate one.
+final class EasyHandle {
+    let raw: UnsafeMutableRawPointer
+    /// libcurl writes the human-readable cause of a failure here; it must outlive the transfer.
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+
+    init?() {
+        _ = Curl.globalInit
+        guard let raw = curl_easy_init() else { return nil }
+        self.raw = raw
+    }
+
+    deinit {
+        curl_easy_cleanup(raw)
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    func reset() {
+        curl_easy_reset(raw)
+        curl_slist_free_all(headerList)
+        headerList = nil
+        errorBuffer[0] = 0
+    }
+
+    func set(_ option: CURLoption, _ value: Int) { _ = haul_easy_setopt_long(raw, option, value) }
+    func set(_ option: CURLoption, _ value: Bool) { set(option, value ? 1 : 0) }
+    func set(_ option: CURLoption, _ value: String) { _ = haul_easy_setopt_string(raw, option, value) }  // libcurl copies strings
+    func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) { _ = haul_easy_setopt_pointer(raw, option, pointer) }
+
+    /// Replaces the request headers; the list lives until the next reset.
+    func setHeaders(_ lines: [String]) {
+        curl_slist_free_all(headerList)
+        headerList = nil
+        for line in lines { headerList = curl_slist_append(headerList, line) }
+        _ = haul_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, headerList)
+    }
+
+    var responseCode: Int {
+        var code = 0
+        _ = haul_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    /// -1 when the server announced no length.
+    var contentLength: Int64 {
+        var length: curl_off_t = -1
+        _ = haul_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+        return Int64(length)
+    }
+
+    /// The absolute target of a 3xx answer's `Location`, resolved against the request URL.
+    var redirectURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard haul_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    var errorMessage: String { String(cString: errorBuffer) }
+}
+
+/// A multi handle: one connection cache and DNS cache shared by every transfer of a run.
+final class MultiHandle {
+    let raw: UnsafeMutableRawPointer
+
+    init?() {
+        _ = Curl.globalInit
+        guard let raw = curl_multi_init() else { return nil }
+        self.raw = raw
+    }
+
+    deinit { curl_multi_cleanup(raw) }
+
+    func set(_ option: CURLMoption, _ value: Int) { _ = haul_multi_setopt_long(raw, option, value) }
+    func add(_ easy: EasyHandle) { curl_multi_add_handle(raw, easy.raw) }
+    func remove(_ easy: EasyHandle) { curl_multi_remove_handle(raw, easy.raw) }
+
+    /// Drives every transfer as far as it can go without blocking.
+    func perform() {
+        var running: Int32 = 0
+        curl_multi_perform(raw, &running)
+    }
+
+    /// Sleeps until a socket is ready, `wakeUp()` is called, or `milliseconds` pass.
+    func poll(milliseconds: Int32) {
+        var ready: Int32 = 0
+        curl_multi_poll(raw, nil, 0, milliseconds, &ready)
+    }
+
+    func wakeUp() { curl_multi_wakeup(raw) }
+
+    /// Finished transfers and their result codes. The message is copied before the handle can be removed.
+    func completed() -> [(easy: UnsafeMutableRawPointer, result: CURLcode)] {
+        var out: [(UnsafeMutableRawPointer, CURLcode)] = []
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(raw, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            out.append((easy, message.pointee.data.result))
+        }
+        return out
+    }
+}
+
+extension CURLcode {
+    var message: String { String(cString: curl_easy_strerror(self)) }
+}
+
+/// Scheme, host and port of a URL, parsed by libcurl's own URL parser so that haul and libcurl agree on
+/// what a URL means. Two URLs share credentials only when their origins are equal.
+struct URLOrigin: Equatable {
+    var scheme: String
+    var host: String
+    var port: String
+
+    init?(_ url: String) {
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
+            var pointer: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(handle, which, &pointer, flags) == CURLUE_OK, let pointer else { return nil }
+            defer { curl_free(pointer) }
+            return String(cString: pointer)
+        }
+        guard let scheme = part(CURLUPART_SCHEME), let host = part(CURLUPART_HOST),
+              let port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)) else { return nil }
+        self.scheme = scheme.lowercased()
+        self.host = host.lowercased()
+        self.port = port
+    }
+}

@@ -1,0 +1,29 @@
+/// haul follows redirects itself, hop by hop, instead of letting libcurl do it: libcurl would forward custom
+/// headers (an `Authorization` from the manifest among them) to whatever host a redirect names.
+struct RedirectPolicy {
+    var maxRedirects: Int
+
+    enum Decision: Equatable {
+        /// Follow; `sendHeaders` says whether the source's headers may go to the new URL (same origin only).
+        case follow(url: String, sendHeaders: Bool)
+        case refuse(String)
+    }
+
+    /// - Parameters:
+    ///   - current: the URL that answered with a redirect
+    ///   - target: the absolute URL it points to
+    ///   - source: the URL the source's headers were written for
+    ///   - visited: URLs already requested in this attempt (a repeat is a loop)
+    func decide(current: String, target: String, source: String, visited: Set<String>) -> Decision {
+        guard visited.count <= maxRedirects else { return .refuse("more than \(maxRedirects) redirects") }
+        guard let from = URLOrigin(current), let to = URLOrigin(target) else {
+            return .refuse("unparsable redirect target")
+        }
+        guard to.scheme == "http" || to.scheme == "https" else {
+            return .refuse("redirect to unsupported scheme \"\(to.scheme)\"")
+        }
+        if from.scheme == "https" && to.scheme == "http" { return .refuse("redirect from https to http") }
+        if visited.contains(target) { return .refuse("redirect loop") }
+        return .follow(url: target, sendHeaders: URLOrigin(source) == to)
+    }
+}

@@ -1,0 +1,221 @@
+import CCurl
+import Glibc
+import HaulDigest
+
+/// Runs transfers concurrently over one libcurl multi handle.
+///
+/// Like a URLSession download task, each transfer writes to a temporary file, reports progress, tells a
+/// client-side error from a server's answer, and hands the finished file to its owner, who moves it into place.
+/// Unlike one, a file is finished only when its size and digest match what was pinned: verification happens while
+/// the bytes stream in, and a source that serves the wrong bytes hands over to the next.
+///
+/// `run` blocks the calling thread, which must not be one of Swift's cooperative pool: libcurl's loop would starve
+/// every other task there.
+public final class TransferEngine {
+    private let configuration: EngineConfiguration
+    private let redirects: RedirectPolicy
+
+    public init(configuration: EngineConfiguration) {
+        self.configuration = configuration
+        self.redirects = RedirectPolicy(maxRedirects: configuration.maxRedirects)
+    }
+
+    public static var libcurlVersion: String { Curl.version }
+
+    /// Fetches every request, reporting to `delegate` on this thread, and returns when all have finished.
+    public func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false) {
+        guard let multi = MultiHandle() else {
+            for request in requests {
+                delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
+                    AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "",
+                                   reason: .local(operation: "initialize libcurl for", path: "transfers", errno: ENOMEM)),
+                ]))))
+            }
+            return
+        }
+        var loop = Loop(engine: self, multi: multi, delegate: delegate, reportsProgress: reportsProgress)
+        loop.run(requests)
+    }
+
+    /// The mutable state of one `run`: queued requests, transfers in libcurl, transfers waiting to retry.
+    private struct Loop {
+        let engine: TransferEngine
+        let multi: MultiHandle
+        let delegate: TransferDelegate
+        let reportsProgress: Bool
+        var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        var waiting: [Transfer] = []
+        var idleHandles: [EasyHandle] = []
+
+        init(engine: TransferEngine, multi: MultiHandle, delegate: TransferDelegate, reportsProgress: Bool) {
+            self.engine = engine
+            self.multi = multi
+            self.delegate = delegate
+            self.reportsProgress = reportsProgress
+            let limit = max(1, engine.configuration.maxConcurrentTransfers)
+            multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, limit)
+            multi.set(CURLMOPT_MAXCONNECTS, limit * 2)
+        }
+
+        mutating func run(_ requests: [TransferRequest]) {
+            let limit = max(1, engine.configuration.maxConcurrentTransfers)
+            var queue = requests[...]
+            while !queue.isEmpty || !active.isEmpty || !waiting.isEmpty {
+                // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
+                let now = MonotonicClock.seconds()
+                if !waiting.isEmpty {
+                    let due = waiting.filter { $0.retryAt <= now }
+                    waiting.removeAll { $0.retryAt <= now }
+                    for transfer in due { attach(transfer) }
+                }
+                while active.count + waiting.count < limit, let request = queue.popFirst() {
+                    start(request)
+                }
+                multi.perform()
+                let finished = multi.completed()
+                for (easy, result) in finished { complete(easy, result) }
+                if finished.isEmpty && !active.isEmpty || !waiting.isEmpty && active.isEmpty {
+                    multi.poll(milliseconds: pollTimeout(now: now))
+                }
+            }
+        }
+
+        private func pollTimeout(now: Double) -> Int32 {
+            guard let soonest = waiting.map(\.retryAt).min() else { return 1000 }
+            return Int32(max(0, min(1000, (soonest - now) * 1000)))
+        }
+
+        private mutating func start(_ request: TransferRequest) {
+            guard !request.sources.isEmpty else { return }
+            let path = engine.configuration.temporaryDirectory + "/" + Self.randomName()
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            let easy = idleHandles.popLast() ?? EasyHandle()
+            guard descriptor >= 0, let easy else {
+                let code = descriptor < 0 ? errno : ENOMEM
+                if descriptor >= 0 { close(descriptor); unlink(path) }
+                delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
+                    AttemptFailure(sourceDisplayURL: request.sources[0].displayURL,
+                                   reason: .local(operation: "create temporary file", path: path, errno: code)),
+                ]))))
+                return
+            }
+            let delegate = self.delegate
+            let id = request.id
+            let transfer = Transfer(request: request, temporaryPath: path, descriptor: descriptor, easy: easy,
+                                    reportsProgress: reportsProgress) { delegate.transfer(id, didProduce: $0) }
+            attach(transfer)
+        }
+
+        /// Configures the transfer's handle for its current URL and hands it to libcurl.
+        private mutating func attach(_ transfer: Transfer) {
+            let easy = transfer.easy
+            let configuration = engine.configuration
+            easy.reset()
+            easy.set(CURLOPT_URL, transfer.currentURL)
+            easy.set(CURLOPT_NOSIGNAL, true)
+            // Only http and https, for the request and (belt and braces) for redirects, which haul follows itself.
+            easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+            easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+            easy.set(CURLOPT_FOLLOWLOCATION, false)
+            easy.set(CURLOPT_USERAGENT, configuration.userAgent)
+            easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
+            easy.set(CURLOPT_BUFFERSIZE, 256 * 1024)
+            let window = max(1, Int(transfer.request.stallTimeout.rounded(.up)))
+            easy.set(CURLOPT_CONNECTTIMEOUT, window)
+            easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
+            easy.set(CURLOPT_LOW_SPEED_TIME, window)
+            if transfer.currentURL.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
+            if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
+            if transfer.sendsHeaders {
+                easy.setHeaders(transfer.source.headers.map { "\($0.name): \($0.value)" })
+            }
+            // No Accept-Encoding: the bytes hashed are the bytes stored.
+            _ = haul_easy_setopt_write_callback(easy.raw, transferWriteCallback)
+            easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+            transfer.recordVisit()
+            active[easy.raw] = transfer
+            multi.add(easy)
+        }
+
+        private mutating func complete(_ raw: UnsafeMutableRawPointer, _ result: CURLcode) {
+            guard let transfer = active.removeValue(forKey: raw) else { return }
+            multi.remove(transfer.easy)
+            switch outcome(of: transfer, result) {
+            case .success(let file):
+                transfer.closeFile()
+                idleHandles.append(transfer.easy)
+                delegate.transfer(transfer.request.id, didProduce: .finished(.success(file)))
+            case .failure(.redirect(let url, let sendHeaders)):
+                transfer.beginRedirect(to: url, sendHeaders: sendHeaders)
+                attach(transfer)
+            case .failure(.attempt(let reason)):
+                let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
+                transfer.failures.append(failure)
+                if reason.isTransient && transfer.canRetry {
+                    let delay = engine.configuration.retryDelay(transfer.retriesUsed + 1)
+                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
+                    transfer.beginRetry()
+                    transfer.retryAt = MonotonicClock.seconds() + delay
+                    waiting.append(transfer)
+                } else if transfer.hasAnotherSource, !reason.isLocal {
+                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
+                    transfer.beginNextSource()
+                    attach(transfer)
+                } else {
+                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
+                    transfer.closeFile()
+                    unlink(transfer.temporaryPath)
+                    idleHandles.append(transfer.easy)
+                    delegate.transfer(transfer.request.id,
+                                      didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
+                }
+            }
+        }
+
+        private enum NotDone: Error {
+            case redirect(String, sendHeaders: Bool)
+            case attempt(FailureReason)
+        }
+
+        /// Judges a finished attempt: a verified file, a redirect to follow, or a failure.
+        private func outcome(of transfer: Transfer, _ result: CURLcode) -> Result<DownloadedFile, NotDone> {
+            if let reason = transfer.abortReason { return .failure(.attempt(reason)) }
+            guard result == CURLE_OK else {
+                let detail = transfer.easy.errorMessage
+                return .failure(.attempt(.network(code: Int(result.rawValue), message: detail.isEmpty ? result.message : detail)))
+            }
+            let status = transfer.easy.responseCode
+            if (300..<400).contains(status), let target = transfer.easy.redirectURL {
+                switch engine.redirects.decide(current: transfer.currentURL, target: target,
+                                               source: transfer.source.url, visited: transfer.visited) {
+                case .follow(let url, let sendHeaders): return .failure(.redirect(url, sendHeaders: sendHeaders && transfer.sendsHeaders))
+                case .refuse(let why): return .failure(.attempt(.redirectRefused(why)))
+                }
+            }
+            guard (200..<300).contains(status) else { return .failure(.attempt(.httpStatus(status))) }
+            let size = transfer.bytesWritten
+            let digest = transfer.finishBody()
+            if let expected = transfer.request.expectedSize, expected != size {
+                return .failure(.attempt(.sizeMismatch(expected: expected, actual: size)))
+            }
+            if let expected = transfer.request.expectedDigest, expected != digest {
+                return .failure(.attempt(.digestMismatch(expected: expected, actual: digest)))
+            }
+            return .success(DownloadedFile(temporaryPath: transfer.temporaryPath, size: size, digest: digest,
+                                           sourceDisplayURL: transfer.source.displayURL))
+        }
+
+        private static func randomName() -> String {
+            var generator = SystemRandomNumberGenerator()
+            return String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt32, radix: 16) + ".part"
+        }
+    }
+}
+
+extension FailureReason {
+    /// A local failure (disk full, permission) is the same whichever source is tried.
+    var isLocal: Bool {
+        if case .local = self { return true }
+        return false
+    }
+}

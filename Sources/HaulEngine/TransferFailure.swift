@@ -1,0 +1,77 @@
+import Glibc
+import HaulDigest
+
+/// Why one attempt at one URL failed.
+public enum FailureReason: Sendable, Equatable, CustomStringConvertible {
+    /// The client side: no route, refused, reset, timeout, TLS verification. `code` is libcurl's CURLcode.
+    case network(code: Int, message: String)
+    /// The server answered with a status outside 200..<300.
+    case httpStatus(Int)
+    case digestMismatch(expected: Digest, actual: Digest)
+    case sizeMismatch(expected: Int64, actual: Int64)
+    /// More bytes than the pinned size arrived; the transfer was cut.
+    case tooLarge(limit: Int64)
+    /// A redirect haul refuses to follow (scheme, downgrade, loop, too many hops).
+    case redirectRefused(String)
+    /// The local side: the temporary file could not be created or written.
+    case local(operation: String, path: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .network(_, let message): message
+        case .httpStatus(let status): "HTTP \(status)"
+        case .digestMismatch(let expected, let actual): "checksum mismatch: expected \(expected), got \(actual)"
+        case .sizeMismatch(let expected, let actual): "size mismatch: expected \(expected) bytes, got \(actual)"
+        case .tooLarge(let limit): "more than the expected \(limit) bytes"
+        case .redirectRefused(let why): "redirect refused: \(why)"
+        case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
+        }
+    }
+
+    /// Whether trying the same URL again can help. Checksum and size mismatches move on to the next source
+    /// instead: the same URL would most likely serve the same bytes.
+    public var isTransient: Bool {
+        switch self {
+        case .network(let code, _):
+            return !Self.permanentNetworkCodes.contains(code)
+        case .httpStatus(let status):
+            return status == 408 || status == 429 || (status >= 500 && status != 501 && status != 505)
+        case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .local:
+            return false
+        }
+    }
+
+    /// TLS verification failures and unsupported protocols are not going to change on a retry.
+    private static let permanentNetworkCodes: Set<Int> = [
+        1,  // CURLE_UNSUPPORTED_PROTOCOL
+        3,  // CURLE_URL_MALFORMAT
+        35, // CURLE_SSL_CONNECT_ERROR (handshake refused)
+        51, // CURLE_PEER_FAILED_VERIFICATION
+        53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91,
+    ]
+}
+
+/// One failed attempt: which URL (display form), why.
+public struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
+    public var sourceDisplayURL: String
+    public var reason: FailureReason
+    public var description: String { "\(sourceDisplayURL): \(reason)" }
+}
+
+/// Every source failed. `attempts` lists each URL tried and why it failed, in order.
+public struct TransferFailure: Error, Sendable, CustomStringConvertible {
+    public var attempts: [AttemptFailure]
+    public var description: String { attempts.map(\.description).joined(separator: "; ") }
+    /// The failure that ended each source, one per URL tried.
+    public var lastFailurePerSource: [AttemptFailure] {
+        var seen: [String: Int] = [:]
+        var out: [AttemptFailure] = []
+        for attempt in attempts {
+            if let index = seen[attempt.sourceDisplayURL] { out[index] = attempt } else {
+                seen[attempt.sourceDisplayURL] = out.count
+                out.append(attempt)
+            }
+        }
+        return out
+    }
+}

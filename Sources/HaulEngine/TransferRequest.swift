@@ -1,0 +1,122 @@
+import HaulDigest
+
+/// One place a file can be fetched from.
+public struct TransferSource: Sendable {
+    /// The URL handed to the network. May carry values from the environment: never print it.
+    public var url: String
+    /// What messages show for this source (the manifest's template, userinfo redacted).
+    public var displayURL: String
+    /// Sent only to this source's origin (scheme, host, port), never across origins on redirect.
+    public var headers: [HTTPHeader]
+
+    public init(url: String, displayURL: String, headers: [HTTPHeader] = []) {
+        self.url = url
+        self.displayURL = displayURL
+        self.headers = headers
+    }
+}
+
+public struct HTTPHeader: Sendable, Hashable {
+    public var name: String
+    public var value: String
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A file to fetch: its sources in order of preference and what the bytes must turn out to be.
+public struct TransferRequest: Sendable {
+    /// The caller's key for this transfer; events carry it back.
+    public var id: Int
+    /// `url` first, then mirrors. A source that fails (including a checksum mismatch) hands over to the next.
+    public var sources: [TransferSource]
+    /// Verified while the bytes stream in; nil for an unpinned file.
+    public var expectedDigest: Digest?
+    public var expectedSize: Int64?
+    /// Retries of one source after its first attempt, for transient failures only.
+    public var retries: Int
+    /// An attempt that moves less than `EngineConfiguration.lowSpeedLimit` bytes/s over this window fails.
+    public var stallTimeout: Double
+
+    public init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
+                retries: Int, stallTimeout: Double) {
+        self.id = id
+        self.sources = sources
+        self.expectedDigest = expectedDigest
+        self.expectedSize = expectedSize
+        self.retries = retries
+        self.stallTimeout = stallTimeout
+    }
+
+    /// Unpinned files are hashed with SHA-256 so that what was written can be recorded.
+    public var hashAlgorithm: DigestAlgorithm { expectedDigest?.algorithm ?? .sha256 }
+}
+
+public struct EngineConfiguration: Sendable {
+    /// Where in-flight bytes are written; must be on the same file system as the destinations.
+    public var temporaryDirectory: String
+    /// Transfers running at once.
+    public var maxConcurrentTransfers: Int
+    /// A CA bundle to verify TLS against instead of the system store (internal mirrors, tests).
+    public var caFile: String?
+    public var userAgent: String
+    /// Redirect hops followed per attempt; one more is an error.
+    public var maxRedirects: Int
+    /// Bytes per second below which, averaged over a request's `stallTimeout`, an attempt fails.
+    public var lowSpeedLimit: Int
+    /// Delay before retry number `n` (1-based) of the same source. Injectable so that tests run in milliseconds.
+    public var retryDelay: @Sendable (_ retry: Int) -> Double
+
+    public init(temporaryDirectory: String, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
+                caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
+                retryDelay: @escaping @Sendable (Int) -> Double = EngineConfiguration.exponentialBackoff) {
+        self.temporaryDirectory = temporaryDirectory
+        self.maxConcurrentTransfers = maxConcurrentTransfers
+        self.caFile = caFile
+        self.userAgent = userAgent
+        self.maxRedirects = maxRedirects
+        self.lowSpeedLimit = lowSpeedLimit
+        self.retryDelay = retryDelay
+    }
+
+    /// Enough to hide per-request latency on small files without hammering one server.
+    public static let defaultConcurrency = 16
+
+    /// 1 s, 2 s, 4 s, … capped at 30 s, with up to 25 % jitter so that many clients do not retry in step.
+    public static let exponentialBackoff: @Sendable (Int) -> Double = { retry in
+        let base = min(30.0, Double(1 << min(retry - 1, 5)))
+        return base * Double.random(in: 0.75...1.0)
+    }
+}
+
+/// Progress of one transfer, as URLSession reports it.
+public struct TransferProgress: Sendable, Equatable {
+    public var bytesWritten: Int
+    public var totalBytesWritten: Int64
+    /// nil when the server did not announce a length.
+    public var totalBytesExpected: Int64?
+}
+
+/// A verified file in the temporary directory. The caller owns it: move it into place or discard it.
+public struct DownloadedFile: Sendable {
+    public var temporaryPath: String
+    public var size: Int64
+    public var digest: Digest
+    /// The source that delivered these bytes.
+    public var sourceDisplayURL: String
+}
+
+public enum TransferEvent: Sendable {
+    case progress(TransferProgress)
+    /// An attempt failed; `retryIn` is the delay before the same source is tried again, nil when the engine
+    /// moves to the next source or gives up.
+    case attemptFailed(AttemptFailure, retryIn: Double?)
+    case finished(Result<DownloadedFile, TransferFailure>)
+}
+
+/// Receives events on the thread that called `TransferEngine.run`. Keep the work done here short: it holds up
+/// every transfer.
+public protocol TransferDelegate: AnyObject {
+    func transfer(_ id: Int, didProduce event: TransferEvent)
+}

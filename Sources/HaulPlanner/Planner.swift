@@ -1,0 +1,91 @@
+import HaulDigest
+import HaulManifest
+
+/// What is on disk at one destination, as far as planning needs to know. The store observes it; the planner
+/// never touches the file system, so every decision below is a function of values and can be tested from values.
+public enum LocalState: Sendable, Equatable {
+    case missing
+    /// `digest` is nil when it was not computed: no checksum to compare with, or the size already disagrees.
+    case file(size: Int64, digest: Digest?)
+    /// A symlink sits at the destination; it is replaced by a regular file, never written through.
+    case symlink
+    /// Something haul must not delete is in the way (a directory, a fifo, a device).
+    case obstructed(String)
+    /// The destination cannot be reached safely or read (a parent symlink leading outside root, EACCES, …).
+    case inaccessible(String)
+}
+
+/// Why a file must be fetched.
+public enum FetchReason: Sendable, Equatable {
+    case missing
+    case digestMismatch(local: Digest)
+    case sizeMismatch(local: Int64, expected: Int64)
+    case replacesSymlink
+    /// The local copy could not be checked against the pin; it is not trusted.
+    case unverified
+}
+
+/// What one entry needs.
+public enum Action: Sendable, Equatable {
+    /// Nothing to do: pinned content matches, or an unpinned file is present.
+    case keep
+    /// Fetch and commit. `.missing` is a download, anything else replaces existing content.
+    case fetch(FetchReason)
+    /// The entry cannot be synced as things stand; the message says why. Nothing is touched.
+    case refuse(String)
+
+    public var isChange: Bool {
+        if case .keep = self { return false }
+        return true
+    }
+}
+
+public struct PlannedEntry: Sendable {
+    public var entry: FileEntry
+    public var action: Action
+}
+
+/// The decision for every entry, in manifest order, with the totals a summary needs.
+public struct Plan: Sendable {
+    public var entries: [PlannedEntry]
+
+    public var downloads: [PlannedEntry] { entries.filter { if case .fetch(.missing) = $0.action { true } else { false } } }
+    public var replacements: [PlannedEntry] {
+        entries.filter { if case .fetch(let reason) = $0.action { reason != .missing } else { false } }
+    }
+    public var fetches: [PlannedEntry] { entries.filter { if case .fetch = $0.action { true } else { false } } }
+    public var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
+    public var upToDateCount: Int { entries.count { $0.action == .keep } }
+    /// Bytes to fetch, counting only entries whose size the manifest pins.
+    public var knownBytesToFetch: Int64 { fetches.reduce(0) { $0 + ($1.entry.size ?? 0) } }
+    public var hasChanges: Bool { entries.contains { $0.action.isChange } }
+}
+
+/// Desired state + observed state → plan. Pure: no I/O, no clock, no environment.
+public enum Planner {
+    public static func plan(_ files: [FileEntry], observed: [LocalState]) -> Plan {
+        precondition(files.count == observed.count, "one observation per entry")
+        return Plan(entries: zip(files, observed).map { PlannedEntry(entry: $0, action: decide($0, $1)) })
+    }
+
+    /// Content is identity: a pinned file whose digest matches is kept whatever its URL says.
+    public static func decide(_ entry: FileEntry, _ local: LocalState) -> Action {
+        switch local {
+        case .missing:
+            return .fetch(.missing)
+        case .symlink:
+            return .fetch(.replacesSymlink)
+        case .obstructed(let what):
+            return .refuse(what)
+        case .inaccessible(let why):
+            return .refuse(why)
+        case .file(let size, let digest):
+            if let expected = entry.size, expected != size {
+                return .fetch(.sizeMismatch(local: size, expected: expected))
+            }
+            guard let checksum = entry.checksum else { return .keep }
+            guard let digest else { return .fetch(.unverified) }
+            return digest == checksum.digest ? .keep : .fetch(.digestMismatch(local: digest))
+        }
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import HaulDigest
+import HaulTestSupport
+import XCTest
+
+/// The CLI contract, end to end: the real `haul` binary, a real loopback server, real files.
+final class SyncCommandTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
+
+    private func body(_ i: Int, size: Int = 4096) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) } }
+
+    /// Writes `haul.yaml` with one pinned entry per file: `dest` → served at `/dest`.
+    private func writeManifest(_ entries: [(dest: String, bytes: [UInt8])], server: LoopbackHTTPServer, extra: String = "",
+                               header: String = "") throws {
+        var yaml = "version: 1\nroot: ./out\n\(header)files:\n"
+        for (dest, bytes) in entries {
+            yaml += "  - url: \(server.url("/" + dest))\n    dest: \(dest)\n    sha256: \(sha256(bytes))\n    size: \(bytes.count)\n"
+        }
+        try directory.write("haul.yaml", yaml + extra)
+    }
+
+    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
+    }
+
+    private func outFile(_ dest: String) -> [UInt8]? { directory.read("out/" + dest) }
+
+    func testSyncFetchesEveryFileThenASecondSyncMakesNoRequest() throws {
+        let entries = (0..<40).map { (dest: "dir\($0 % 4)/file\($0).bin", bytes: body($0)) }
+        let server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.dest, $0.bytes) }))
+        defer { server.stop() }
+        try writeManifest(entries, server: server)
+
+        let first = try haul(["sync", "--jobs", "8"])
+        XCTAssertEqual(first.exitCode, 0, first.stderr)
+        for (dest, bytes) in entries { XCTAssertEqual(outFile(dest), bytes, dest) }
+        XCTAssertTrue(first.stdout.contains("Fetched 40 files"), first.stdout)
+        XCTAssertEqual(server.requests.count, 40)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp")
+        XCTAssertEqual(leftovers, [], "no temporary file is left behind")
+
+        server.resetLog()
+        let second = try haul(["sync"])
+        XCTAssertEqual(second.exitCode, 0, second.stderr)
+        XCTAssertEqual(server.requests.count, 0, "a second sync makes no request")
+        XCTAssertTrue(second.stdout.contains("Nothing to do: 40 files up to date"), second.stdout)
+    }
+
+    func testCorruptedLocalFileIsReplaced() throws {
+        let good = body(1)
+        let server = try LoopbackHTTPServer(files: ["/a.bin": good])
+        defer { server.stop() }
+        try writeManifest([("a.bin", good)], server: server)
+        try directory.write("out/a.bin", [UInt8](repeating: 0, count: good.count))
+
+        let plan = try haul(["plan"])
+        XCTAssertEqual(plan.exitCode, 2)
+        XCTAssertTrue(plan.stdout.contains("~ a.bin (checksum differs: have "), plan.stdout)
+        XCTAssertTrue(plan.stdout.contains("Plan: 1 to replace, 0 up to date."), plan.stdout)
+
+        let sync = try haul(["sync"])
+        XCTAssertEqual(sync.exitCode, 0, sync.stderr)
+        XCTAssertEqual(outFile("a.bin"), good)
+    }
+
+    func testNotFoundLeavesTheOldFileAndExits1WhileOthersSucceed() throws {
+        let good = body(2)
+        let server = try LoopbackHTTPServer(files: ["/ok.bin": good])
+        defer { server.stop() }
+        let wanted = body(3)
+        try writeManifest([("ok.bin", good), ("gone.bin", wanted)], server: server)
+        let old: [UInt8] = Array("old content".utf8)
+        try directory.write("out/gone.bin", old)
+
+        let sync = try haul(["sync"])
+        XCTAssertEqual(sync.exitCode, 1)
+        XCTAssertEqual(outFile("gone.bin"), old, "a failed entry keeps its old content")
+        XCTAssertEqual(outFile("ok.bin"), good, "one failure does not stop the others")
+        XCTAssertTrue(sync.stderr.contains("error: gone.bin: \(server.url("/gone.bin")): HTTP 404"), sync.stderr)
+    }
+
+    func testWrongChecksumLeavesTheOldFileAndNamesBothDigests() throws {
+        let served: [UInt8] = Array("what the server has".utf8)
+        let wanted: [UInt8] = Array("what the manifest wants".utf8)
+        let server = try LoopbackHTTPServer(files: ["/x.txt": served])
+        defer { server.stop() }
+        let sha512 = StreamingHasher.digest(wanted, algorithm: .sha512).hex
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(server.url("/x.txt"))
+                dest: x.txt
+                checksum: sha512:\(sha512)
+            """)
+        let old: [UInt8] = Array("previous".utf8)
+        try directory.write("out/x.txt", old)
+
+        let sync = try haul(["sync"])
+        XCTAssertEqual(sync.exitCode, 1)
+        XCTAssertEqual(outFile("x.txt"), old)
+        let actual = StreamingHasher.digest(served, algorithm: .sha512).hex
+        XCTAssertTrue(sync.stderr.contains("error: x.txt: \(server.url("/x.txt")): checksum mismatch: expected sha512:\(sha512), got sha512:\(actual)"),
+                      sync.stderr)
+    }
+
+    func testPlanExitCodesAndPlanMakesNoRequest() throws {
+        let bytes = body(4)
+        let server = try LoopbackHTTPServer(files: ["/p.bin": bytes])
+        defer { server.stop() }
+        try writeManifest([("p.bin", bytes)], server: server)
+
+        let pending = try haul(["plan"])
+        XCTAssertEqual(pending.exitCode, 2)
+        XCTAssertEqual(pending.stdout, "+ p.bin (missing)\nPlan: 1 to download (4.0 KiB), 0 up to date.\n")
+        let dryRun = try haul(["sync", "--dry-run"])
+        XCTAssertEqual(dryRun.exitCode, 0)
+        XCTAssertEqual(dryRun.stdout, pending.stdout)
+        XCTAssertEqual(server.requests.count, 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path + "/out"), "plan and dry-run touch nothing")
+
+        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        let clean = try haul(["plan"])
+        XCTAssertEqual(clean.exitCode, 0)
+        XCTAssertEqual(clean.stdout, "No changes: 1 file up to date.\n")
+    }
+
+    func testInvalidManifestExits3TouchesNothingAndMakesNoRequest() throws {
+        let server = try LoopbackHTTPServer(files: ["/a": [1]])
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(server.url("/a"))
+                dest: a
+                sha256: abc
+              - url: \(server.url("/b"))
+                dest: ../escape
+            """)
+        let result = try haul(["sync"])
+        XCTAssertEqual(result.exitCode, 3)
+        XCTAssertTrue(result.stderr.contains("haul.yaml:6:13: error: files[0].sha256: expected 64 hex digits, found 3"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("haul.yaml:8:11: error: files[1].dest"), result.stderr)
+        XCTAssertEqual(server.requests.count, 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path + "/out"))
+    }
+
+    func testVerifyHashesLocalFilesWithoutNetwork() throws {
+        let bytes = body(5)
+        let server = try LoopbackHTTPServer(files: ["/v.bin": bytes])
+        defer { server.stop() }
+        try writeManifest([("v.bin", bytes)], server: server)
+        XCTAssertEqual(try haul(["verify"]).exitCode, 1, "missing file")
+        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        server.resetLog()
+        let ok = try haul(["verify"])
+        XCTAssertEqual(ok.exitCode, 0, ok.stdout)
+        XCTAssertEqual(ok.stdout, "Verified 1 file.\n")
+        try directory.write("out/v.bin", Array("tampered".utf8))
+        let bad = try haul(["verify"])
+        XCTAssertEqual(bad.exitCode, 1)
+        XCTAssertTrue(bad.stdout.contains("differs v.bin (size differs: have 8 bytes, want 4096)"), bad.stdout)
+        XCTAssertEqual(server.requests.count, 0)
+    }
+
+    func testModeIsAppliedAndSecretsFromTheEnvironmentNeverAppear() throws {
+        let bytes: [UInt8] = Array("#!/bin/sh\necho hi\n".utf8)
+        let server = try LoopbackHTTPServer { request in
+            request.path == "/tool.sh" && request.header("Authorization") == "Bearer hunter2-secret" ? .ok(bytes) : .status(401)
+        }
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            defaults:
+              headers: { Authorization: "Bearer ${TOKEN}" }
+            files:
+              - url: \(server.url("/tool.sh"))
+                dest: bin/tool.sh
+                sha256: \(sha256(bytes))
+                mode: "0750"
+              - url: \(server.url("/denied"))
+                dest: denied
+            """)
+        let result = try haul(["sync", "--verbose"], environment: ["TOKEN": "hunter2-secret"])
+        XCTAssertEqual(result.exitCode, 1, "the second entry answers 401")
+        XCTAssertEqual(outFile("bin/tool.sh"), bytes)
+        var info = stat()
+        XCTAssertEqual(stat(directory.path + "/out/bin/tool.sh", &info), 0)
+        XCTAssertEqual(info.st_mode & 0o7777, 0o750)
+        XCTAssertFalse(result.stdout.contains("hunter2"), result.stdout)
+        XCTAssertFalse(result.stderr.contains("hunter2"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("error: denied: \(server.url("/denied")): HTTP 401"), result.stderr)
+
+        let missing = try haul(["sync"])
+        XCTAssertEqual(missing.exitCode, 3)
+        XCTAssertTrue(missing.stderr.contains("environment variable TOKEN is not set"), missing.stderr)
+    }
+
+    func testSymlinkedParentLeadingOutsideRootFailsThatEntryOnly() throws {
+        let outside = try TemporaryDirectory()
+        let a = body(6), b = body(7)
+        let server = try LoopbackHTTPServer(files: ["/link/a.bin": a, "/b.bin": b])
+        defer { server.stop() }
+        try writeManifest([("link/a.bin", a), ("b.bin", b)], server: server)
+        try FileManager.default.createDirectory(atPath: directory.path + "/out", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: directory.path + "/out/link", withDestinationPath: outside.path)
+
+        let result = try haul(["sync"])
+        XCTAssertEqual(result.exitCode, 1)
+        XCTAssertTrue(result.stderr.contains("error: link/a.bin:"), result.stderr)
+        XCTAssertNil(outside.read("a.bin"), "nothing is written outside root")
+        XCTAssertEqual(outFile("b.bin"), b)
+    }
+
+    func testUsageErrorsExit64AndVersionPrints() throws {
+        XCTAssertEqual(try haul(["sync", "--jobs", "0"]).exitCode, 64)
+        XCTAssertEqual(try haul(["frobnicate"]).exitCode, 64)
+        let version = try haul(["--version"])
+        XCTAssertEqual(version.exitCode, 0)
+        XCTAssertTrue(version.stdout.hasPrefix("0."), version.stdout)
+    }
+
+    func testSchemaCommandPrintsTheSchemaFile() throws {
+        let result = try haul(["schema"])
+        XCTAssertEqual(result.exitCode, 0)
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let file = try String(contentsOf: repository.appendingPathComponent("schema/haul-manifest.schema.json"), encoding: .utf8)
+        XCTAssertEqual(result.stdout.trimmingCharacters(in: .newlines), file.trimmingCharacters(in: .newlines))
+    }
+}

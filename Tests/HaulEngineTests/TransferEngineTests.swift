@@ -1,0 +1,262 @@
+import Glibc
+import HaulDigest
+import HaulEngine
+import HaulTestSupport
+import Synchronization
+import XCTest
+
+/// Real libcurl against a real loopback server, real temporary files.
+final class TransferEngineTests: XCTestCase {
+    private var temporary: TemporaryDirectory!
+
+    override func setUpWithError() throws {
+        temporary = try TemporaryDirectory()
+    }
+
+    private func engine(jobs: Int = 4) -> TransferEngine {
+        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path, maxConcurrentTransfers: jobs,
+                                                          retryDelay: { _ in 0.01 }))
+    }
+
+    private func request(_ id: Int, _ sources: [TransferSource], bytes: [UInt8]?, size: Int64? = nil, retries: Int = 0) -> TransferRequest {
+        TransferRequest(id: id, sources: sources, expectedDigest: bytes.map { StreamingHasher.digest($0, algorithm: .sha256) },
+                        expectedSize: size, retries: retries, stallTimeout: 5)
+    }
+
+    private func source(_ url: String, headers: [HTTPHeader] = []) -> TransferSource {
+        TransferSource(url: url, displayURL: url, headers: headers)
+    }
+
+    private func contents(_ path: String) -> [UInt8]? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return [UInt8](data)
+    }
+
+    private func leftoverTemporaryFiles() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: temporary.path)
+    }
+
+    func testFetchesManyFilesConcurrentlyIntoVerifiedTemporaryFilesOverReusedConnections() throws {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<60 { files["/f\(i)"] = (0..<(i * 977 + 1)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) } }
+        let server = try LoopbackHTTPServer(files: files)
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine(jobs: 4).run((0..<60).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
+        let results = recorder.results
+        XCTAssertEqual(results.count, 60)
+        for i in 0..<60 {
+            let file = try XCTUnwrap(try results[i]?.get(), "transfer \(i)")
+            XCTAssertEqual(contents(file.temporaryPath), files["/f\(i)"])
+            XCTAssertEqual(file.size, Int64(files["/f\(i)"]!.count))
+            XCTAssertTrue(file.temporaryPath.hasPrefix(temporary.path + "/") && file.temporaryPath.hasSuffix(".part"))
+        }
+        XCTAssertLessThanOrEqual(server.connectionCount, 4, "connections are reused, at most one per job")
+        XCTAssertEqual(server.requests.count, 60)
+        XCTAssertNil(server.requests.first { $0.header("Accept-Encoding") != nil }, "no Accept-Encoding: bytes hashed are bytes stored")
+    }
+
+    func testServerErrorIsAFailureAndNeverAFile() throws {
+        let server = try LoopbackHTTPServer(files: [:])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/missing"))], bytes: [1, 2, 3])], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
+        XCTAssertEqual(failure.attempts, [AttemptFailure(sourceDisplayURL: server.url("/missing"), reason: .httpStatus(404))])
+        XCTAssertEqual(try leftoverTemporaryFiles(), [], "a failed transfer leaves no temporary file")
+    }
+
+    func testChecksumMismatchMovesToTheMirrorWithoutRetryingTheSameURL() throws {
+        let good: [UInt8] = Array("the right bytes".utf8)
+        let server = try LoopbackHTTPServer(files: ["/bad": Array("the wrong bytes".utf8), "/good": good])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/bad")), source(server.url("/good"))], bytes: good, retries: 3)],
+                     delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(file.temporaryPath), good)
+        XCTAssertEqual(file.sourceDisplayURL, server.url("/good"))
+        XCTAssertEqual(server.requests.map(\.path), ["/bad", "/good"], "a mismatch is not retried on the same URL")
+        XCTAssertEqual(recorder.attemptFailures.count, 1)
+    }
+
+    func testEverySourceFailingListsEachURLAndWhy() throws {
+        let expected: [UInt8] = Array("expected".utf8)
+        let server = try LoopbackHTTPServer(files: ["/wrong": Array("not it".utf8)])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/wrong")), source(server.url("/gone"))], bytes: expected)], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
+        XCTAssertEqual(failure.lastFailurePerSource.map(\.sourceDisplayURL), [server.url("/wrong"), server.url("/gone")])
+        guard case .digestMismatch(let want, let got) = failure.attempts[0].reason else { return XCTFail("\(failure)") }
+        XCTAssertEqual(want, StreamingHasher.digest(expected, algorithm: .sha256))
+        XCTAssertEqual(got, StreamingHasher.digest(Array("not it".utf8), algorithm: .sha256))
+        XCTAssertEqual(failure.attempts[1].reason, .httpStatus(404))
+        XCTAssertEqual(try leftoverTemporaryFiles(), [])
+    }
+
+    func testTransientStatusIsRetriedExactlyRetriesTimes() throws {
+        let server = try LoopbackHTTPServer { _ in .status(503) }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: [1], retries: 2)], delegate: recorder)
+        XCTAssertEqual(server.requests.count, 3, "retries: 2 means 3 requests at most")
+        XCTAssertEqual(recorder.attemptFailures.map(\.retryIn).map { $0 != nil }, [true, true, false])
+        guard case .failure = recorder.results[0] else { return XCTFail("expected a failure") }
+    }
+
+    func testTransientFailureThenSuccess() throws {
+        let body: [UInt8] = Array("finally".utf8)
+        let count = Mutex(0)
+        let server = try LoopbackHTTPServer { _ in
+            let n = count.withLock { n in n += 1; return n }
+            return n == 1 ? .status(502) : .ok(body)
+        }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: body, retries: 1)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(file.temporaryPath), body)
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    func testPermanentStatusIsNotRetried() throws {
+        let server = try LoopbackHTTPServer { _ in .status(403) }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: [1], retries: 5)], delegate: recorder)
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testConnectionCutMidBodyIsAClientErrorAndTheRetryStartsClean() throws {
+        let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0) }
+        let count = Mutex(0)
+        let server = try LoopbackHTTPServer { _ in
+            let n = count.withLock { n in n += 1; return n }
+            var response = ServerResponse.ok(body)
+            if n == 1 { response.fault = .closeAfter(bytes: 40_000) }
+            return response
+        }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: body, retries: 1)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(file.temporaryPath), body, "no bytes of the cut attempt survive")
+        guard case .network = recorder.attemptFailures.first?.failure.reason else {
+            return XCTFail("a cut connection is a client-side error: \(recorder.attemptFailures)")
+        }
+    }
+
+    func testMoreBytesThanThePinnedSizeAbortsTheTransfer() throws {
+        let server = try LoopbackHTTPServer(files: ["/big": [UInt8](repeating: 7, count: 50_000)])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/big"))], bytes: [7], size: 1)], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
+        XCTAssertEqual(failure.attempts.map(\.reason), [.tooLarge(limit: 1)])
+    }
+
+    func testHeadersGoOnlyToTheirOriginAndNeverToMirrors() throws {
+        let body: [UInt8] = Array("body".utf8)
+        let mirror = try LoopbackHTTPServer(files: ["/x": body])
+        defer { mirror.stop() }
+        let primary = try LoopbackHTTPServer { _ in .status(500) }
+        defer { primary.stop() }
+        let recorder = Recorder()
+        let auth = [HTTPHeader(name: "Authorization", value: "Bearer s3cret")]
+        engine().run([request(0, [source(primary.url("/x"), headers: auth), source(mirror.url("/x"))], bytes: body)],
+                     delegate: recorder)
+        XCTAssertNotNil(try recorder.results[0]?.get())
+        XCTAssertEqual(primary.requests.first?.header("Authorization"), "Bearer s3cret")
+        XCTAssertEqual(mirror.requests.count, 1)
+        XCTAssertNil(mirror.requests.first?.header("Authorization"), "a mirror never gets the manifest's headers")
+    }
+
+    func testCrossOriginRedirectDropsHeadersSameOriginKeepsThem() throws {
+        let body: [UInt8] = Array("redirected".utf8)
+        let other = try LoopbackHTTPServer(files: ["/final": body])
+        defer { other.stop() }
+        let otherURL = other.url("/final")
+        let origin = try LoopbackHTTPServer { request in
+            switch request.path {
+            case "/start": ServerResponse(status: 302, headers: [("Location", "/hop")], body: [])
+            case "/hop": ServerResponse(status: 301, headers: [("Location", otherURL)], body: [])
+            default: .notFound
+            }
+        }
+        defer { origin.stop() }
+        let recorder = Recorder()
+        let auth = [HTTPHeader(name: "Authorization", value: "Bearer s3cret")]
+        engine().run([request(0, [source(origin.url("/start"), headers: auth)], bytes: body)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(file.temporaryPath), body)
+        XCTAssertEqual(origin.requests.map(\.path), ["/start", "/hop"])
+        XCTAssertEqual(origin.requests.map { $0.header("Authorization") }, ["Bearer s3cret", "Bearer s3cret"])
+        XCTAssertEqual(other.requests.count, 1)
+        XCTAssertNil(other.requests[0].header("Authorization"), "credentials never follow a redirect to another origin")
+    }
+
+    func testRedirectLoopAndForeignSchemesAreRefused() throws {
+        let server = try LoopbackHTTPServer { request in
+            switch request.path {
+            case "/a": ServerResponse(status: 302, headers: [("Location", "/b")], body: [])
+            case "/b": ServerResponse(status: 302, headers: [("Location", "/a")], body: [])
+            case "/file": ServerResponse(status: 302, headers: [("Location", "file:///etc/passwd")], body: [])
+            default: .notFound
+            }
+        }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/a"))], bytes: [1]), request(1, [source(server.url("/file"))], bytes: [1])],
+                     delegate: recorder)
+        guard case .failure(let loop) = recorder.results[0], case .failure(let file) = recorder.results[1] else {
+            return XCTFail("both must fail")
+        }
+        XCTAssertEqual(loop.attempts.map(\.reason), [.redirectRefused("redirect loop")])
+        XCTAssertEqual(file.attempts.map(\.reason), [.redirectRefused("redirect to unsupported scheme \"file\"")])
+    }
+
+    func testConnectionRefusedIsAClientSideError() throws {
+        // A port that was just free: bind, read the port, close.
+        let server = try LoopbackHTTPServer(files: [:])
+        let url = server.url("/x")
+        server.stop()
+        let recorder = Recorder()
+        engine().run([request(0, [source(url)], bytes: [1])], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0], case .network(let code, _) = failure.attempts[0].reason else {
+            return XCTFail("expected a network failure")
+        }
+        XCTAssertEqual(code, 7, "CURLE_COULDNT_CONNECT")
+    }
+
+    func testProgressReportsBytesWrittenAndExpectedTotals() throws {
+        let body = [UInt8](repeating: 1, count: 3_000_000)
+        let server = try LoopbackHTTPServer { _ in
+            var response = ServerResponse.ok(body)
+            response.fault = .trickle(bytesPerChunk: 500_000, interval: 0.15)
+            return response
+        }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: body)], delegate: recorder, reportsProgress: true)
+        let progress = recorder.progress
+        XCTAssertFalse(progress.isEmpty)
+        XCTAssertEqual(progress.map(\.totalBytesWritten), progress.map(\.totalBytesWritten).sorted())
+        XCTAssertTrue(progress.allSatisfy { $0.totalBytesExpected == 3_000_000 && $0.bytesWritten > 0 })
+    }
+}
+
+/// Collects engine events (delivered on the calling thread).
+final class Recorder: TransferDelegate {
+    var results: [Int: Result<DownloadedFile, TransferFailure>] = [:]
+    var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] = []
+    var progress: [TransferProgress] = []
+
+    func transfer(_ id: Int, didProduce event: TransferEvent) {
+        switch event {
+        case .progress(let p): progress.append(p)
+        case .attemptFailed(let failure, let retryIn): attemptFailures.append((failure, retryIn))
+        case .finished(let result): results[id] = result
+        }
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine (apt packages, if missing), builds haul, serves examples/basic/served/ on a
+# loopback port, and syncs examples/basic/haul.yaml twice: the first run fetches and verifies every file, the
+# second finds nothing to do. Nothing leaves 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup-debian.sh
+swift build -c release --product haul
+haul=.build/release/haul
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory examples/basic/served "$port" >/dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+export HAUL_EXAMPLE_BASE="http://127.0.0.1:$port"
+
+rm -rf examples/basic/downloaded
+echo "== haul sync examples/basic/haul.yaml (first run)"
+"$haul" sync examples/basic/haul.yaml --verbose
+echo
+echo "== haul sync examples/basic/haul.yaml (second run: nothing to fetch)"
+"$haul" sync examples/basic/haul.yaml
+echo
+echo "== haul verify examples/basic/haul.yaml"
+"$haul" verify examples/basic/haul.yaml

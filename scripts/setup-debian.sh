@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what haul needs to build and test on Debian, if it is missing. Idempotent; needs root (or sudo)
+# only when something must be installed.
+set -euo pipefail
+
+# Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto) and pkg-config to find them.
+# Tests: python3 with jsonschema and PyYAML validate the examples against the JSON Schema.
+packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3 python3-jsonschema python3-yaml ca-certificates)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Swift lives in /opt/swift on these machines; make it reachable for the scripts that source this one.
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+  export PATH="/opt/swift/usr/bin:$PATH"
+fi
+command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected a Swift 6 toolchain on PATH or in /opt/swift)" >&2; exit 1; }
