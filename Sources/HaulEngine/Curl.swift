@@ -121,23 +121,24 @@ extension CURLcode {
 /// what a URL means. Two URLs share credentials only when their origins are equal.
 struct URLOrigin: Equatable {
     var scheme: String
+    /// Empty for URLs without an authority (`file:///etc/passwd`).
     var host: String
     var port: String
 
     init?(_ url: String) {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
-        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        // NON_SUPPORT_SCHEME: parse any scheme, so that a refusal can name it.
+        guard curl_url_set(handle, CURLUPART_URL, url, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else { return nil }
         func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
             var pointer: UnsafeMutablePointer<CChar>?
             guard curl_url_get(handle, which, &pointer, flags) == CURLUE_OK, let pointer else { return nil }
             defer { curl_free(pointer) }
             return String(cString: pointer)
         }
-        guard let scheme = part(CURLUPART_SCHEME), let host = part(CURLUPART_HOST),
-              let port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)) else { return nil }
+        guard let scheme = part(CURLUPART_SCHEME) else { return nil }
         self.scheme = scheme.lowercased()
-        self.host = host.lowercased()
-        self.port = port
+        self.host = part(CURLUPART_HOST)?.lowercased() ?? ""
+        self.port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)) ?? ""
     }
 }

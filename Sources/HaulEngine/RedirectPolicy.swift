@@ -23,6 +23,7 @@ struct RedirectPolicy {
             return .refuse("redirect to unsupported scheme \"\(to.scheme)\"")
         }
         if from.scheme == "https" && to.scheme == "http" { return .refuse("redirect from https to http") }
+        guard !to.host.isEmpty else { return .refuse("redirect target has no host") }
         if visited.contains(target) { return .refuse("redirect loop") }
         return .follow(url: target, sendHeaders: URLOrigin(source) == to)
     }

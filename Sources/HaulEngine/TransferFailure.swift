@@ -55,6 +55,10 @@ public enum FailureReason: Sendable, Equatable, CustomStringConvertible {
 public struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
     public var sourceDisplayURL: String
     public var reason: FailureReason
+    public init(sourceDisplayURL: String, reason: FailureReason) {
+        self.sourceDisplayURL = sourceDisplayURL
+        self.reason = reason
+    }
     public var description: String { "\(sourceDisplayURL): \(reason)" }
 }
 
