@@ -1,0 +1,108 @@
+import Glibc
+
+/// The few file kinds the store distinguishes; everything that is not a file, directory or symlink is
+/// something haul never reads or replaces.
+enum FileKind {
+    case regular, directory, symlink, other
+
+    init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symlink
+        default: self = .other
+        }
+    }
+}
+
+/// A system call's value or its errno. Not `Result`, whose failure must be an `Error`: a bare errno lets
+/// callers match `.failure(ENOENT)` directly.
+enum Outcome<Value> {
+    case success(Value)
+    case failure(Int32)
+}
+
+/// Thin, allocation-light wrappers over the system calls the store uses. They exist so that errno is read
+/// right after the call that set it, before any Swift code that might allocate and clobber it.
+enum FileSystem {
+    /// `lstat`: never follows a final symlink.
+    static func linkStatus(_ path: String) -> Outcome<stat> {
+        var info = stat()
+        let rc = path.withCString { lstat($0, &info) }
+        return rc == 0 ? .success(info) : .failure(errno)
+    }
+
+    /// `stat`: follows symlinks (used only on paths already proven to stay inside root).
+    static func status(_ path: String) -> Outcome<stat> {
+        var info = stat()
+        let rc = path.withCString { stat($0, &info) }
+        return rc == 0 ? .success(info) : .failure(errno)
+    }
+
+    static func realPath(_ path: String) -> Outcome<String> {
+        let resolved: UnsafeMutablePointer<CChar>? = path.withCString { realpath($0, nil) }
+        guard let resolved else { return .failure(errno) }
+        defer { free(resolved) }
+        return .success(String(cString: resolved))
+    }
+
+    /// The text of a symlink, for messages only.
+    static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = path.withCString { readlink($0, &buffer, buffer.count - 1) }
+        guard count >= 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func makeDirectory(_ path: String, mode: mode_t) -> Int32? {
+        let rc = path.withCString { mkdir($0, mode) }
+        return rc == 0 ? nil : errno
+    }
+
+    /// `mkdir -p` for paths outside haul's jurisdiction (root itself and its ancestors), where the user chose
+    /// the path and symlinks along it are theirs to have.
+    static func makeDirectories(_ path: String, mode: mode_t) -> Int32? {
+        guard let failure = makeDirectory(path, mode: mode) else { return nil }
+        switch failure {
+        case EEXIST:
+            if case .success(let info) = status(path), FileKind(mode: info.st_mode) == .directory { return nil }
+            return ENOTDIR
+        case ENOENT:
+            let parent = parentOf(path)
+            guard parent != path, !parent.isEmpty else { return ENOENT }
+            if let parentFailure = makeDirectories(parent, mode: mode) { return parentFailure }
+            guard let again = makeDirectory(path, mode: mode) else { return nil }
+            if again == EEXIST, case .success(let info) = status(path),
+               FileKind(mode: info.st_mode) == .directory { return nil }
+            return again
+        default:
+            return failure
+        }
+    }
+
+    /// Opens a directory only to fsync it: the rename is durable only once its directory entry is.
+    static func syncDirectory(_ path: String) -> Int32? {
+        let fd = path.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        return fsync(fd) == 0 ? nil : errno
+    }
+
+    static func parentOf(_ path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        if slash == path.utf8.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    /// `base/relative`, without doubling the slash when base is `/`.
+    static func join(_ base: String, _ relative: String) -> String {
+        base.hasSuffix("/") ? base + relative : base + "/" + relative
+    }
+
+    /// Strips trailing slashes so that prefixes and joins compare and print consistently.
+    static func normalizedRoot(_ root: String) -> String {
+        var text = Substring(root)
+        while text.count > 1, text.hasSuffix("/") { text = text.dropLast() }
+        return text.isEmpty ? "." : String(text)
+    }
+}

@@ -1,0 +1,155 @@
+import Glibc
+import HaulDigest
+import HaulManifest
+
+/// What is at a destination now, as the planner needs it to decide whether to fetch.
+public enum ObservedFile: Sendable, Equatable {
+    case missing
+    /// `digest` is nil when hashing could not change the decision (no algorithm asked, or the size already
+    /// differs from the expected one).
+    case regularFile(size: Int64, digest: Digest?)
+    /// Something that is not a file is in the way; haul does not remove directories.
+    case directory
+    /// A symlink at the destination itself. Never followed: the committer replaces the link, not its target.
+    case symlink
+    /// FIFO, socket or device.
+    case otherKind
+    /// A parent directory is a symlink leading outside root; the message names it.
+    case escapesRoot(String)
+    case unreadable(StoreError)
+}
+
+public struct ObservationRequest: Sendable {
+    public var destination: DestinationPath
+    /// nil: only the kind and size are wanted (an unpinned entry).
+    public var algorithm: DigestAlgorithm?
+    /// When known, a file of another size is not hashed: it cannot match.
+    public var expectedSize: Int64?
+
+    public init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil) {
+        self.destination = destination
+        self.algorithm = algorithm
+        self.expectedSize = expectedSize
+    }
+}
+
+/// Looks at destinations without changing anything, and never reads a file outside root: parents are checked
+/// by the same rule the committer enforces, the final component is lstat'ed and opened with O_NOFOLLOW.
+public struct LocalObserver: Sendable {
+    public let root: String
+
+    /// `root` may not exist yet; every destination is then `.missing`.
+    public init(root: String) {
+        self.root = FileSystem.normalizedRoot(root)
+    }
+
+    public func observe(_ request: ObservationRequest) -> ObservedFile {
+        observeAll([request], concurrency: 1).first ?? .missing
+    }
+
+    /// Results are in request order. Parent directories are resolved once each, serially (a manifest has far
+    /// fewer folders than files); the per-file lstat, open and read run on `concurrency` threads.
+    public func observeAll(_ requests: [ObservationRequest], concurrency: Int) -> [ObservedFile] {
+        guard !requests.isEmpty else { return [] }
+        let realRoot: String
+        switch FileSystem.realPath(root) {
+        case .success(let resolved):
+            // A file where root should be would otherwise make top-level destinations look merely missing.
+            if case .success(let info) = FileSystem.status(resolved), FileKind(mode: info.st_mode) != .directory {
+                let failure = StoreError(operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
+                return Array(repeating: .unreadable(failure), count: requests.count)
+            }
+            realRoot = resolved
+        case .failure(ENOENT), .failure(ENOTDIR):
+            return Array(repeating: .missing, count: requests.count)
+        case .failure(let code):
+            let failure = StoreError(operation: "resolve root", path: root, errno: code)
+            return Array(repeating: .unreadable(failure), count: requests.count)
+        }
+
+        var resolver = ParentResolver(root: root, realRoot: realRoot, remembersFailures: true)
+        var parents: [ParentState] = []
+        parents.reserveCapacity(requests.count)
+        var previous: (components: ArraySlice<String>, state: ParentState)?
+        for request in requests {
+            let components = request.destination.parentComponents
+            // Manifests list files folder by folder, so the previous parent is usually this one: skip the join.
+            if let previous, previous.components == components {
+                parents.append(previous.state)
+            } else {
+                let state = resolver.resolve(components, create: false)
+                parents.append(state)
+                previous = (components, state)
+            }
+        }
+
+        let output = UnsafeMutableBufferPointer<ObservedFile>.allocate(capacity: requests.count)
+        output.initialize(repeating: .missing)
+        defer {
+            output.deinitialize()
+            output.deallocate()
+        }
+        let slots = DisjointWrites(buffer: output)
+        let chunk = 64
+        let counter = WorkCounter(count: requests.count, chunk: chunk)
+        let threads = max(1, min(concurrency, (requests.count + chunk - 1) / chunk))
+        let parentStates = parents
+        runOnThreads(threads) {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64)
+            defer { buffer.deallocate() }
+            while let range = counter.take() {
+                for index in range {
+                    slots.buffer[index] = Self.observeFile(requests[index], parent: parentStates[index], buffer: buffer)
+                }
+            }
+        }
+        return Array(output)
+    }
+
+    private static func observeFile(_ request: ObservationRequest, parent: ParentState,
+                                    buffer: UnsafeMutableRawBufferPointer) -> ObservedFile {
+        let directory: String
+        switch parent {
+        case .directory(let path): directory = path
+        case .missing: return .missing
+        case .escapes(let message): return .escapesRoot(message)
+        case .blocked(let code, let reason):
+            return .unreadable(StoreError(operation: "inspect", path: request.destination.description, errno: code,
+                                          detail: reason))
+        case .failed(let failure): return .unreadable(failure)
+        }
+
+        let path = FileSystem.join(directory, request.destination.fileName)
+        let info: stat
+        switch FileSystem.linkStatus(path) {
+        case .success(let found): info = found
+        case .failure(ENOENT), .failure(ENOTDIR): return .missing
+        case .failure(let code):
+            return .unreadable(StoreError(operation: "inspect", path: request.destination.description, errno: code))
+        }
+
+        switch FileKind(mode: info.st_mode) {
+        case .directory: return .directory
+        case .symlink: return .symlink
+        case .other: return .otherKind
+        case .regular: break
+        }
+        let size = Int64(info.st_size)
+        guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
+            return .regularFile(size: size, digest: nil)
+        }
+        do {
+            let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
+                                                           displayPath: request.destination.description)
+            return .regularFile(size: hashed, digest: digest)
+        } catch {
+            // The file changed between lstat and open: report what is there now rather than an error.
+            switch error.errno {
+            case ENOENT: return .missing
+            case ELOOP: return .symlink
+            case EISDIR: return .directory
+            default: return .unreadable(error)
+            }
+        }
+    }
+}

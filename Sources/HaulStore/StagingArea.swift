@@ -1,0 +1,83 @@
+import Glibc
+import Synchronization
+
+/// haul's private area under root, `<root>/.haul/tmp/`, where downloads are written before they are verified.
+///
+/// Temporary files live here rather than beside their destinations (`a.csv.part`) so that a crash never leaves
+/// a half-written file under a name the user or a glob might pick up, and so that one directory holds all the
+/// leftovers to clean. Being under root keeps them on the destinations' filesystem, which rename(2) needs.
+public final class StagingArea: Sendable {
+    public let root: String
+    public let directory: String
+    /// pid plus randomness: two haul processes on one root, or a pid reused after a crash, never collide.
+    private let namePrefix: String
+    private let sequence = Atomic<UInt64>(0)
+    private let prepared = Atomic<Bool>(false)
+
+    public init(root: String) {
+        self.root = FileSystem.normalizedRoot(root)
+        self.directory = FileSystem.join(FileSystem.join(self.root, ".haul"), "tmp")
+        let random = UInt32.random(in: .min ... .max)
+        self.namePrefix = "\(getpid())-\(String(random, radix: 16))"
+    }
+
+    /// Created with O_EXCL and 0600 so that nobody else can have it open or read it before it is verified; the
+    /// committer widens the mode only just before the rename.
+    public func makeTemporaryFile() throws(StoreError) -> String {
+        if !prepared.load(ordering: .acquiring) { try prepare() }
+        var recreated = false
+        for _ in 0..<16 {
+            let number = sequence.wrappingAdd(1, ordering: .relaxed).oldValue
+            let path = directory + "/" + namePrefix + "-" + String(number) + ".part"
+            let fd = path.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+            if fd >= 0 {
+                close(fd)
+                return path
+            }
+            let code = errno
+            switch code {
+            case EEXIST:
+                continue
+            case ENOENT where !recreated:
+                // Someone removed .haul/tmp while we ran (a cleanup script): make it again, once.
+                recreated = true
+                try prepare()
+            default:
+                throw StoreError(operation: "create temporary file", path: path, errno: code)
+            }
+        }
+        throw StoreError(operation: "create temporary file", path: directory, errno: EEXIST)
+    }
+
+    /// Only paths inside the staging directory are removed: the store never deletes anything else.
+    public func discard(_ path: String) {
+        guard path.hasPrefix(directory + "/") else { return }
+        _ = path.withCString { unlink($0) }
+    }
+
+    /// Creates root and the private area up front, so that a run can fail once, clearly, before any transfer.
+    public func prepare() throws(StoreError) {
+        if let code = FileSystem.makeDirectories(root, mode: 0o755) {
+            throw StoreError(operation: "create directory", path: root, errno: code)
+        }
+        try makePrivateDirectory(FileSystem.parentOf(directory))
+        try makePrivateDirectory(directory)
+        prepared.store(true, ordering: .releasing)
+    }
+
+    /// A symlink here would send every download somewhere else: refuse rather than follow it.
+    private func makePrivateDirectory(_ path: String) throws(StoreError) {
+        if let code = FileSystem.makeDirectory(path, mode: 0o700), code != EEXIST {
+            throw StoreError(operation: "create directory", path: path, errno: code)
+        }
+        switch FileSystem.linkStatus(path) {
+        case .success(let info) where FileKind(mode: info.st_mode) == .directory:
+            return
+        case .success:
+            throw StoreError(operation: "use", path: path, errno: ENOTDIR,
+                             detail: "not a directory (haul keeps its temporary files there)")
+        case .failure(let code):
+            throw StoreError(operation: "inspect", path: path, errno: code)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Glibc
+
+/// A failure of a local file operation, naming the path and the cause, e.g.
+/// `cannot rename into "data/a.csv": Permission denied`.
+///
+/// `errno` is kept so that callers can classify (out of space, permission, …) without parsing text. When haul's
+/// own path-safety rule refused the operation, no system call failed: `errno` is then 0 and `detail` says why.
+public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// What was attempted, phrased to follow "cannot": `rename into`, `create directory`, …
+    public let operation: String
+    /// Relative to root for destinations and the directories above them; absolute for haul's temporary files.
+    public let path: String
+    public let errno: Int32
+    /// Replaces strerror in the message when the system's wording alone would mislead (a directory in the
+    /// way, a symlink leaving root); nil for plain system-call failures.
+    public let detail: String?
+
+    public init(operation: String, path: String, errno: Int32, detail: String? = nil) {
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+        self.detail = detail
+    }
+
+    public var description: String {
+        "cannot \(operation) \"\(path)\": \(detail ?? StoreError.systemMessage(errno))"
+    }
+
+    /// glibc's strerror returns static text for every errno it knows and a thread-local buffer otherwise,
+    /// so it is safe from the observer's worker threads.
+    static func systemMessage(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "error \(code)" }
+        return String(cString: text)
+    }
+}

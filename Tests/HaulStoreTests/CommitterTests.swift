@@ -1,0 +1,278 @@
+import Foundation
+import Glibc
+import HaulDigest
+import HaulManifest
+import HaulStore
+import XCTest
+
+final class CommitterTests: XCTestCase {
+    /// A verified temporary file as the engine would leave it.
+    private func staged(_ staging: StagingArea, _ text: String) throws -> String {
+        let path = try staging.makeTemporaryFile()
+        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else { throw POSIXError(.EIO) }
+        return path
+    }
+
+    func testTemporaryFilesArePrivatePartFilesUnderHaulTmp() throws {
+        let scratch = try Scratch()
+        let root = scratch.at("not-yet/root")
+        let staging = StagingArea(root: root)
+        XCTAssertEqual(staging.directory, root + "/.haul/tmp")
+
+        var seen = Set<String>()
+        for _ in 0..<100 {
+            let path = try staging.makeTemporaryFile()
+            XCTAssertTrue(path.hasPrefix(root + "/.haul/tmp/"), path)
+            XCTAssertTrue(path.hasSuffix(".part"), path)
+            XCTAssertTrue(seen.insert(path).inserted, "duplicate \(path)")
+            XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/tmp/" + (path as NSString).lastPathComponent)), 0o600)
+        }
+        XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/tmp")), 0o700)
+        XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul")), 0o700)
+
+        let path = try XCTUnwrap(seen.first)
+        staging.discard(path)
+        staging.discard(path)  // ENOENT is ignored
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+
+        try scratch.write("keep.txt", "mine")
+        staging.discard(scratch.at("keep.txt"))
+        XCTAssertEqual(scratch.read("keep.txt"), Array("mine".utf8), "discard must only remove staging files")
+    }
+
+    func testStagingRefusesASymlinkedHaulDirectory() throws {
+        let scratch = try Scratch()
+        try scratch.mkdir("root")
+        try scratch.mkdir("elsewhere")
+        try scratch.symlink("root/.haul", to: scratch.at("elsewhere"))
+        XCTAssertThrowsError(try StagingArea(root: scratch.at("root")).makeTemporaryFile()) { error in
+            XCTAssertEqual((error as? StoreError)?.errno, ENOTDIR)
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("elsewhere")), [])
+    }
+
+    func testCommitCreatesParentsAndPlacesContent() throws {
+        let scratch = try Scratch()
+        let root = scratch.at("root")
+        let staging = StagingArea(root: root)
+        let committer = Committer(root: root)
+        let temporary = try staged(staging, "payload")
+        let results = committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("a/b/c/file.txt"),
+                                                      mode: FileMode(0o644))])
+        XCTAssertNil(results[0].failure)
+        XCTAssertEqual(scratch.read("root/a/b/c/file.txt"), Array("payload".utf8))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: temporary))
+        XCTAssertEqual(scratch.linkStatus("root/a/b").map { $0.st_mode & S_IFMT }, S_IFDIR)
+    }
+
+    func testModeIsExactRegardlessOfUmask() throws {
+        let scratch = try Scratch()
+        let root = scratch.at("root")
+        let staging = StagingArea(root: root)
+        let committer = Committer(root: root)
+        let previous = umask(0o077)
+        defer { umask(previous) }
+        var results = committer.commit([CommitRequest(temporaryPath: try staged(staging, "x"), destination: try dest("exec.sh"),
+                                                      mode: FileMode(0o755))])
+        XCTAssertNil(results[0].failure)
+        XCTAssertEqual(permissions(scratch.linkStatus("root/exec.sh")), 0o755)
+
+        umask(0)
+        results = committer.commit([CommitRequest(temporaryPath: try staged(staging, "y"), destination: try dest("private.key"),
+                                                  mode: FileMode(0o600))])
+        XCTAssertNil(results[0].failure)
+        XCTAssertEqual(permissions(scratch.linkStatus("root/private.key")), 0o600)
+    }
+
+    func testSymlinkAtDestinationIsReplacedNotWrittenThrough() throws {
+        let scratch = try Scratch()
+        let outside = try Scratch()
+        try outside.write("target.txt", "precious")
+        try scratch.mkdir("root")
+        try scratch.symlink("root/d.txt", to: outside.at("target.txt"))
+        let staging = StagingArea(root: scratch.at("root"))
+        let results = Committer(root: scratch.at("root")).commit([
+            CommitRequest(temporaryPath: try staged(staging, "new"), destination: try dest("d.txt"), mode: FileMode(0o644)),
+        ])
+        XCTAssertNil(results[0].failure)
+        XCTAssertTrue(isRegular(scratch.linkStatus("root/d.txt")))
+        XCTAssertEqual(scratch.read("root/d.txt"), Array("new".utf8))
+        XCTAssertEqual(outside.read("target.txt"), Array("precious".utf8))
+    }
+
+    func testDirectoryAtDestinationFailsThatRequestOnly() throws {
+        let scratch = try Scratch()
+        try scratch.mkdir("root/data/taken")
+        let staging = StagingArea(root: scratch.at("root"))
+        let blocked = try staged(staging, "one")
+        let results = Committer(root: scratch.at("root")).commit([
+            CommitRequest(temporaryPath: blocked, destination: try dest("data/taken"), mode: FileMode(0o644)),
+            CommitRequest(temporaryPath: try staged(staging, "two"), destination: try dest("data/fine.txt"), mode: FileMode(0o644)),
+        ])
+        let failure = try XCTUnwrap(results[0].failure)
+        XCTAssertEqual(failure.errno, EISDIR)
+        XCTAssertEqual(failure.description, "cannot rename into \"data/taken\": a directory is in the way")
+        XCTAssertNil(results[1].failure)
+        XCTAssertEqual(scratch.read("root/data/fine.txt"), Array("two".utf8))
+        XCTAssertEqual(scratch.linkStatus("root/data/taken").map { $0.st_mode & S_IFMT }, S_IFDIR)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: blocked), "the caller discards a failed request's temp file")
+    }
+
+    func testParentSymlinkInsideRootIsUsedOutsideIsRefused() throws {
+        let scratch = try Scratch()
+        let outside = try Scratch()
+        try scratch.mkdir("root/real")
+        try scratch.symlink("root/alias", to: "real")
+        try scratch.symlink("root/out", to: outside.path)
+        let staging = StagingArea(root: scratch.at("root"))
+        let escaping = try staged(staging, "evil")
+        let results = Committer(root: scratch.at("root")).commit([
+            CommitRequest(temporaryPath: escaping, destination: try dest("out/x.txt"), mode: FileMode(0o644)),
+            CommitRequest(temporaryPath: try staged(staging, "ok"), destination: try dest("alias/y.txt"), mode: FileMode(0o644)),
+            CommitRequest(temporaryPath: try staged(staging, "deep"), destination: try dest("out/new/z.txt"), mode: FileMode(0o644)),
+        ])
+        let failure = try XCTUnwrap(results[0].failure)
+        XCTAssertEqual(failure.errno, 0)
+        XCTAssertTrue(failure.description.hasPrefix("cannot write \"out/x.txt\": parent \"out\" is a symlink to "), failure.description)
+        XCTAssertTrue(failure.description.hasSuffix(", outside root"), failure.description)
+        XCTAssertNil(results[1].failure)
+        XCTAssertNotNil(results[2].failure)
+        XCTAssertEqual(scratch.read("root/real/y.txt"), Array("ok".utf8))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing may be created outside root")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: escaping))
+    }
+
+    func testHaulsOwnAreaIsNotADestination() throws {
+        let scratch = try Scratch()
+        let staging = StagingArea(root: scratch.path)
+        let results = Committer(root: scratch.path).commit([
+            CommitRequest(temporaryPath: try staged(staging, "x"), destination: try dest(".haul/tmp/other.part"), mode: FileMode(0o644)),
+        ])
+        XCTAssertEqual(results[0].failure?.errno, 0)
+    }
+
+    /// Tests run as root in CI, which bypasses permission bits: there the same guarantee is checked with a fault
+    /// root cannot override (the parent is a regular file).
+    func testUnwritableParentFailsNamingThePath() throws {
+        let scratch = try Scratch()
+        let staging = StagingArea(root: scratch.path)
+        let committer = Committer(root: scratch.path)
+        let temporary = try staged(staging, "new")
+        if geteuid() != 0 {
+            try scratch.write("ro/a.txt", "old")
+            XCTAssertEqual(chmod(scratch.at("ro"), 0o555), 0)
+            defer { chmod(scratch.at("ro"), 0o755) }
+            let failure = try XCTUnwrap(committer.commit([
+                CommitRequest(temporaryPath: temporary, destination: try dest("ro/a.txt"), mode: FileMode(0o644)),
+            ])[0].failure)
+            XCTAssertEqual(failure.errno, EACCES)
+            XCTAssertEqual(failure.description, "cannot rename into \"ro/a.txt\": Permission denied")
+            XCTAssertEqual(scratch.read("ro/a.txt"), Array("old".utf8))
+        } else {
+            try scratch.write("plain", "a file, not a folder")
+            let failure = try XCTUnwrap(committer.commit([
+                CommitRequest(temporaryPath: temporary, destination: try dest("plain/a.txt"), mode: FileMode(0o644)),
+            ])[0].failure)
+            XCTAssertEqual(failure.errno, ENOTDIR)
+            XCTAssertEqual(failure.description, "cannot write \"plain/a.txt\": parent \"plain\" is not a directory")
+            XCTAssertEqual(scratch.read("plain"), Array("a file, not a folder".utf8))
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: temporary))
+    }
+
+    /// A rename that the kernel refuses must leave the old bytes in place. Unprivileged: a 0555 parent. As root:
+    /// a temporary file on another filesystem (/dev/shm), which rename(2) refuses with EXDEV for anyone.
+    func testFailedRenameLeavesOldContentByteIdentical() throws {
+        let scratch = try Scratch()
+        var generator = SystemRandomNumberGenerator()
+        let old = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        try scratch.write("data/a.bin", old)
+        let committer = Committer(root: scratch.path)
+        let temporary: String
+        let expectedErrno: Int32
+        if geteuid() != 0 {
+            temporary = try StagingArea(root: scratch.path).makeTemporaryFile()
+            XCTAssertEqual(chmod(scratch.at("data"), 0o555), 0)
+            expectedErrno = EACCES
+        } else {
+            var here = stat(), shm = stat()
+            guard stat(scratch.path, &here) == 0, stat("/dev/shm", &shm) == 0, here.st_dev != shm.st_dev else {
+                throw XCTSkip("no second filesystem to make rename(2) fail as root")
+            }
+            var template = Array("/dev/shm/haul-store-test-XXXXXX".utf8CString)
+            let fd = mkstemp(&template)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            close(fd)
+            temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            expectedErrno = EXDEV
+        }
+        defer {
+            unlink(temporary)
+            chmod(scratch.at("data"), 0o755)
+        }
+        XCTAssertTrue(FileManager.default.createFile(atPath: temporary, contents: Data("replacement".utf8)))
+
+        let results = committer.commit([
+            CommitRequest(temporaryPath: temporary, destination: try dest("data/a.bin"), mode: FileMode(0o644)),
+        ])
+        let failure = try XCTUnwrap(results[0].failure)
+        XCTAssertEqual(failure.errno, expectedErrno)
+        XCTAssertEqual(failure.path, "data/a.bin")
+        XCTAssertTrue(failure.description.hasPrefix("cannot rename into \"data/a.bin\": "), failure.description)
+        XCTAssertEqual(scratch.read("data/a.bin"), old)
+    }
+
+    func testMissingTemporaryFileFailsBeforeAnyRename() throws {
+        let scratch = try Scratch()
+        try scratch.write("a.txt", "old")
+        let gone = StagingArea(root: scratch.path).directory + "/never-made.part"
+        let failure = try XCTUnwrap(Committer(root: scratch.path).commit([
+            CommitRequest(temporaryPath: gone, destination: try dest("a.txt"), mode: FileMode(0o644)),
+        ])[0].failure)
+        XCTAssertEqual(failure.errno, ENOENT)
+        XCTAssertEqual(failure.description, "cannot set mode 0644 on \"\(gone)\": No such file or directory")
+        XCTAssertEqual(scratch.read("a.txt"), Array("old".utf8))
+    }
+
+    func testManyFilesInBatchesAcrossFolders() throws {
+        let scratch = try Scratch()
+        let root = scratch.at("root")
+        let staging = StagingArea(root: root)
+        let committer = Committer(root: root)
+        for batch in 0..<4 {
+            var requests: [CommitRequest] = []
+            for index in 0..<100 {
+                let number = batch * 100 + index
+                requests.append(CommitRequest(temporaryPath: try staged(staging, "file \(number)"),
+                                              destination: try dest("folder\(number % 10)/f\(number).txt"),
+                                              mode: FileMode(0o644)))
+            }
+            XCTAssertTrue(committer.commit(requests).allSatisfy { $0.failure == nil })
+        }
+        for number in [0, 57, 399] {
+            XCTAssertEqual(scratch.read("root/folder\(number % 10)/f\(number).txt"), Array("file \(number)".utf8))
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.directory), [])
+    }
+
+    func testFolderRemovedBetweenBatchesIsRecreated() throws {
+        let scratch = try Scratch()
+        let staging = StagingArea(root: scratch.path)
+        let committer = Committer(root: scratch.path, durability: .none)
+        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "1"), destination: try dest("d/a"),
+                                                     mode: FileMode(0o644))])[0].failure)
+        try FileManager.default.removeItem(atPath: scratch.at("d"))
+        // The cached folder is gone: this batch reports it, and the next one makes the folder again.
+        let temporary = try staged(staging, "2")
+        XCTAssertEqual(committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("d/b"),
+                                                       mode: FileMode(0o644))])[0].failure?.errno, ENOENT)
+        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("d/b"),
+                                                     mode: FileMode(0o644))])[0].failure)
+        XCTAssertEqual(scratch.read("d/b"), Array("2".utf8))
+    }
+
+    func testStoreErrorDescription() {
+        XCTAssertEqual(StoreError(operation: "rename into", path: "data/a.csv", errno: EACCES).description,
+                       "cannot rename into \"data/a.csv\": Permission denied")
+    }
+}
