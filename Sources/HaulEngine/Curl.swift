@@ -99,7 +99,14 @@ final class MultiHandle {
         curl_multi_poll(raw, nil, 0, milliseconds, &ready)
     }
 
-    func wakeUp() { curl_multi_wakeup(raw) }
+    var wakeUpHandle: WakeUp { WakeUp(raw: raw) }
+
+    /// Lets another thread interrupt `poll`. curl_multi_wakeup is the one multi call documented as thread-safe;
+    /// the handle outlives every wake-up because the loop does not end while a trailing hash is pending.
+    struct WakeUp: @unchecked Sendable {
+        let raw: UnsafeMutableRawPointer
+        func wake() { curl_multi_wakeup(raw) }
+    }
 
     /// Finished transfers and their result codes. The message is copied before the handle can be removed.
     func completed() -> [(easy: UnsafeMutableRawPointer, result: CURLcode)] {

@@ -26,6 +26,9 @@ final class Transfer {
 
     // Per attempt.
     private var hasher: StreamingHasher
+    /// Set for large bodies: the hash trails the writer on another core instead of running in the callback.
+    private(set) var trailingHasher: TrailingHasher?
+    private var trailingWake: Int64 = 0
     private(set) var bytesWritten: Int64 = 0
     private var statusChecked = false
     /// True while the body of a non-2xx answer is read and thrown away.
@@ -57,6 +60,8 @@ final class Transfer {
     /// Starts over from byte 0 for a new attempt (same or next source, or a redirect hop).
     private func restartBody() {
         hasher = StreamingHasher(request.hashAlgorithm)
+        trailingHasher = nil
+        trailingWake = 0
         bytesWritten = 0
         statusChecked = false
         discarding = false
@@ -91,8 +96,12 @@ final class Transfer {
 
     func recordVisit() { visited.insert(currentURL) }
 
-    /// Ends the body: the digest of exactly the bytes written.
-    func finishBody() -> Digest { hasher.finalize() }
+    /// The digest of exactly the bytes written, for bodies hashed in the callback.
+    func finishInlineHash() -> Digest { hasher.finalize() }
+
+    /// Bodies at least this long (by Content-Length or pinned size) are hashed by a `TrailingHasher`: below it,
+    /// handing work to another thread costs more than hashing in place.
+    static let trailingHashThreshold: Int64 = 8 << 20
 
     func closeFile() { close(descriptor) }
 
@@ -108,6 +117,8 @@ final class Transfer {
             } else if let limit = request.expectedSize, easy.contentLength > limit {
                 abortReason = .tooLarge(limit: limit)
                 return 0
+            } else if max(easy.contentLength, request.expectedSize ?? -1) >= Self.trailingHashThreshold {
+                trailingHasher = TrailingHasher(path: temporaryPath, algorithm: request.hashAlgorithm)
             }
         }
         if discarding {
@@ -130,8 +141,12 @@ final class Transfer {
             }
             offset += written
         }
-        hasher.update(bytes)
         bytesWritten += Int64(bytes.count)
+        if let trailingHasher {
+            trailingHasher.written(upTo: bytesWritten, lastWake: &trailingWake)
+        } else {
+            hasher.update(bytes)
+        }
         if reportsProgress { reportProgress(chunk: bytes.count) }
         return bytes.count
     }

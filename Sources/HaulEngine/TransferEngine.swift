@@ -1,6 +1,7 @@
 import CCurl
 import Glibc
 import HaulDigest
+import Synchronization
 
 /// Runs transfers concurrently over one libcurl multi handle.
 ///
@@ -37,7 +38,8 @@ public final class TransferEngine {
         loop.run(requests)
     }
 
-    /// The mutable state of one `run`: queued requests, transfers in libcurl, transfers waiting to retry.
+    /// The mutable state of one `run`: queued requests, transfers in libcurl, transfers waiting to retry, and
+    /// transfers whose body is complete but whose trailing hash is still being computed.
     private struct Loop {
         let engine: TransferEngine
         let multi: MultiHandle
@@ -45,6 +47,8 @@ public final class TransferEngine {
         let reportsProgress: Bool
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
         var waiting: [Transfer] = []
+        var verifying: [ObjectIdentifier: Transfer] = [:]
+        let trailingDigests = TrailingDigests()
         var idleHandles: [EasyHandle] = []
 
         init(engine: TransferEngine, multi: MultiHandle, delegate: TransferDelegate, reportsProgress: Bool) {
@@ -60,7 +64,7 @@ public final class TransferEngine {
         mutating func run(_ requests: [TransferRequest]) {
             let limit = max(1, engine.configuration.maxConcurrentTransfers)
             var queue = requests[...]
-            while !queue.isEmpty || !active.isEmpty || !waiting.isEmpty {
+            while !queue.isEmpty || !active.isEmpty || !waiting.isEmpty || !verifying.isEmpty {
                 // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
                 let now = MonotonicClock.seconds()
                 if !waiting.isEmpty {
@@ -74,7 +78,12 @@ public final class TransferEngine {
                 multi.perform()
                 let finished = multi.completed()
                 for (easy, result) in finished { complete(easy, result) }
-                if finished.isEmpty && !active.isEmpty || !waiting.isEmpty && active.isEmpty {
+                let digests = trailingDigests.take()
+                for (key, digest) in digests {
+                    guard let transfer = verifying.removeValue(forKey: key) else { continue }
+                    judge(transfer, digest: digest)
+                }
+                if finished.isEmpty && digests.isEmpty && (!active.isEmpty || !waiting.isEmpty || !verifying.isEmpty) {
                     multi.poll(milliseconds: pollTimeout(now: now))
                 }
             }
@@ -140,74 +149,120 @@ public final class TransferEngine {
         private mutating func complete(_ raw: UnsafeMutableRawPointer, _ result: CURLcode) {
             guard let transfer = active.removeValue(forKey: raw) else { return }
             multi.remove(transfer.easy)
-            switch outcome(of: transfer, result) {
-            case .success(let file):
-                transfer.closeFile()
-                idleHandles.append(transfer.easy)
-                delegate.transfer(transfer.request.id, didProduce: .finished(.success(file)))
-            case .failure(.redirect(let url, let sendHeaders)):
+            switch response(of: transfer, result) {
+            case .redirect(let url, let sendHeaders):
                 transfer.beginRedirect(to: url, sendHeaders: sendHeaders)
                 attach(transfer)
-            case .failure(.attempt(let reason)):
-                let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
-                transfer.failures.append(failure)
-                if reason.isTransient && transfer.canRetry {
-                    let delay = engine.configuration.retryDelay(transfer.retriesUsed + 1)
-                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
-                    transfer.beginRetry()
-                    transfer.retryAt = MonotonicClock.seconds() + delay
-                    waiting.append(transfer)
-                } else if transfer.hasAnotherSource, !reason.isLocal {
-                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
-                    transfer.beginNextSource()
-                    attach(transfer)
+            case .failed(let reason):
+                fail(transfer, reason)
+            case .bodyComplete:
+                if let trailing = transfer.trailingHasher {
+                    let key = ObjectIdentifier(transfer)
+                    verifying[key] = transfer
+                    let digests = trailingDigests
+                    let wakeUp = multi.wakeUpHandle
+                    let path = transfer.temporaryPath
+                    trailing.finish(at: transfer.bytesWritten) { result in
+                        digests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) })
+                        wakeUp.wake()
+                    }
                 } else {
-                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
-                    transfer.closeFile()
-                    unlink(transfer.temporaryPath)
-                    idleHandles.append(transfer.easy)
-                    delegate.transfer(transfer.request.id,
-                                      didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
+                    judge(transfer, digest: .success(transfer.finishInlineHash()))
                 }
             }
         }
 
-        private enum NotDone: Error {
+        private enum Response {
+            case bodyComplete
             case redirect(String, sendHeaders: Bool)
-            case attempt(FailureReason)
+            case failed(FailureReason)
         }
 
-        /// Judges a finished attempt: a verified file, a redirect to follow, or a failure.
-        private func outcome(of transfer: Transfer, _ result: CURLcode) -> Result<DownloadedFile, NotDone> {
-            if let reason = transfer.abortReason { return .failure(.attempt(reason)) }
+        /// What a finished attempt was: a 2xx body to verify, a redirect to follow, or a failure.
+        private func response(of transfer: Transfer, _ result: CURLcode) -> Response {
+            if let reason = transfer.abortReason { return .failed(reason) }
             guard result == CURLE_OK else {
                 let detail = transfer.easy.errorMessage
-                return .failure(.attempt(.network(code: Int(result.rawValue), message: detail.isEmpty ? result.message : detail)))
+                return .failed(.network(code: Int(result.rawValue), message: detail.isEmpty ? result.message : detail))
             }
             let status = transfer.easy.responseCode
             if (300..<400).contains(status), let target = transfer.easy.redirectURL {
                 switch engine.redirects.decide(current: transfer.currentURL, target: target,
                                                source: transfer.source.url, visited: transfer.visited) {
-                case .follow(let url, let sendHeaders): return .failure(.redirect(url, sendHeaders: sendHeaders && transfer.sendsHeaders))
-                case .refuse(let why): return .failure(.attempt(.redirectRefused(why)))
+                case .follow(let url, let sendHeaders): return .redirect(url, sendHeaders: sendHeaders && transfer.sendsHeaders)
+                case .refuse(let why): return .failed(.redirectRefused(why))
                 }
             }
-            guard (200..<300).contains(status) else { return .failure(.attempt(.httpStatus(status))) }
+            guard (200..<300).contains(status) else { return .failed(.httpStatus(status)) }
+            return .bodyComplete
+        }
+
+        /// The bytes are all in: they are a file only if size and digest are what was pinned.
+        private mutating func judge(_ transfer: Transfer, digest: Result<Digest, FailureReason>) {
             let size = transfer.bytesWritten
-            let digest = transfer.finishBody()
-            if let expected = transfer.request.expectedSize, expected != size {
-                return .failure(.attempt(.sizeMismatch(expected: expected, actual: size)))
+            let reason: FailureReason? = switch digest {
+            case .failure(let reason): reason
+            case .success(let digest):
+                if let expected = transfer.request.expectedSize, expected != size {
+                    .sizeMismatch(expected: expected, actual: size)
+                } else if let expected = transfer.request.expectedDigest, expected != digest {
+                    .digestMismatch(expected: expected, actual: digest)
+                } else {
+                    nil
+                }
             }
-            if let expected = transfer.request.expectedDigest, expected != digest {
-                return .failure(.attempt(.digestMismatch(expected: expected, actual: digest)))
+            if let reason { return fail(transfer, reason) }
+            guard case .success(let digest) = digest else { return }
+            transfer.closeFile()
+            idleHandles.append(transfer.easy)
+            delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
+                temporaryPath: transfer.temporaryPath, size: size, digest: digest,
+                sourceDisplayURL: transfer.source.displayURL))))
+        }
+
+        /// Retries the same source for a transient failure, else moves to the next source, else gives up.
+        private mutating func fail(_ transfer: Transfer, _ reason: FailureReason) {
+            let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
+            transfer.failures.append(failure)
+            if reason.isTransient && transfer.canRetry {
+                let delay = engine.configuration.retryDelay(transfer.retriesUsed + 1)
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
+                transfer.beginRetry()
+                transfer.retryAt = MonotonicClock.seconds() + delay
+                waiting.append(transfer)
+            } else if transfer.hasAnotherSource, !reason.isLocal {
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
+                transfer.beginNextSource()
+                attach(transfer)
+            } else {
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
+                transfer.closeFile()
+                unlink(transfer.temporaryPath)
+                idleHandles.append(transfer.easy)
+                delegate.transfer(transfer.request.id,
+                                  didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
             }
-            return .success(DownloadedFile(temporaryPath: transfer.temporaryPath, size: size, digest: digest,
-                                           sourceDisplayURL: transfer.source.displayURL))
         }
 
         private static func randomName() -> String {
             var generator = SystemRandomNumberGenerator()
             return String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt32, radix: 16) + ".part"
+        }
+    }
+}
+
+/// Digests finished by trailing hashers on their queues, waiting for the loop to pick them up.
+private final class TrailingDigests: Sendable {
+    private let finished = Mutex<[(ObjectIdentifier, Result<Digest, FailureReason>)]>([])
+
+    func add(_ key: ObjectIdentifier, _ digest: Result<Digest, FailureReason>) {
+        finished.withLock { $0.append((key, digest)) }
+    }
+
+    func take() -> [(ObjectIdentifier, Result<Digest, FailureReason>)] {
+        finished.withLock { list in
+            defer { list.removeAll() }
+            return list
         }
     }
 }

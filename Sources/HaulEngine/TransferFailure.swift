@@ -2,7 +2,7 @@ import Glibc
 import HaulDigest
 
 /// Why one attempt at one URL failed.
-public enum FailureReason: Sendable, Equatable, CustomStringConvertible {
+public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     /// The client side: no route, refused, reset, timeout, TLS verification. `code` is libcurl's CURLcode.
     case network(code: Int, message: String)
     /// The server answered with a status outside 200..<300.

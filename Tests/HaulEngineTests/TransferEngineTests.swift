@@ -246,6 +246,69 @@ final class TransferEngineTests: XCTestCase {
     }
 }
 
+extension TransferEngineTests {
+    /// Bodies past the threshold are hashed by a trailing hasher on another thread: same verdicts as inline.
+    private var largeBody: [UInt8] {
+        var generator = SplitMix(seed: 42)
+        return (0..<(12 << 20) / 8).flatMap { _ in withUnsafeBytes(of: generator.next()) { Array($0) } }
+    }
+
+    func testLargeBodyIsVerifiedByTheTrailingHasher() throws {
+        let body = largeBody
+        let server = try LoopbackHTTPServer(files: ["/large": body])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/large"))], bytes: body)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(file.digest, StreamingHasher.digest(body, algorithm: .sha256))
+        XCTAssertEqual(contents(file.temporaryPath), body)
+    }
+
+    func testLargeBodyWithTheWrongDigestMovesToTheMirror() throws {
+        let body = largeBody
+        var corrupted = body
+        corrupted[corrupted.count - 1] ^= 0xff
+        let server = try LoopbackHTTPServer(files: ["/bad": corrupted, "/good": body])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/bad")), source(server.url("/good"))], bytes: body)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(file.sourceDisplayURL, server.url("/good"))
+        XCTAssertEqual(contents(file.temporaryPath), body)
+        guard case .digestMismatch = recorder.attemptFailures.first?.failure.reason else {
+            return XCTFail("\(recorder.attemptFailures)")
+        }
+    }
+
+    func testLargeBodyCutMidwayIsRetriedFromZero() throws {
+        let body = largeBody
+        let count = Mutex(0)
+        let server = try LoopbackHTTPServer { _ in
+            let n = count.withLock { n in n += 1; return n }
+            return n == 1 ? ServerResponse.ok(body).with(fault: .closeAfter(bytes: 9 << 20)) : .ok(body)
+        }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: body, retries: 1)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(file.temporaryPath), body)
+        XCTAssertEqual(server.requests.count, 2)
+    }
+}
+
+/// Deterministic pseudo-random bytes for test bodies.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
 /// Collects engine events (delivered on the calling thread).
 final class Recorder: TransferDelegate {
     var results: [Int: Result<DownloadedFile, TransferFailure>] = [:]
