@@ -37,6 +37,8 @@ final class Transfer {
     /// Set when the write callback aborts the transfer, so that libcurl's generic write error is not what the
     /// user sees.
     var abortReason: FailureReason?
+    /// The headers of the current response that haul acts on.
+    private(set) var responseHeaders = ResponseHeaders()
     private var lastProgressAt: Double = 0
     private let reportsProgress: Bool
     private let report: (TransferEvent) -> Void
@@ -59,6 +61,7 @@ final class Transfer {
 
     /// Starts over from byte 0 for a new attempt (same or next source, or a redirect hop).
     private func restartBody() {
+        responseHeaders = ResponseHeaders()
         hasher = StreamingHasher(request.hashAlgorithm)
         trailingHasher = nil
         trailingWake = 0
@@ -151,6 +154,12 @@ final class Transfer {
         return bytes.count
     }
 
+    /// One header line of the response (libcurl calls this for the status line too).
+    func receiveHeader(_ line: UnsafeRawBufferPointer) -> Int {
+        responseHeaders.consume(line)
+        return line.count
+    }
+
     private func reportProgress(chunk: Int) {
         let now = MonotonicClock.seconds()
         guard now - lastProgressAt >= 0.1 else { return }
@@ -167,6 +176,39 @@ enum MonotonicClock {
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
+}
+
+/// The response headers haul acts on, parsed as they arrive. A status line starts a new response.
+struct ResponseHeaders {
+    var retryAfter: RetryAfter?
+    var etag: String?
+    var lastModified: String?
+    var contentRange: String?
+
+    mutating func consume(_ line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            self = ResponseHeaders()
+            return
+        }
+        guard let colon = text.firstIndex(of: ":") else { return }
+        let value = String(text[text.index(after: colon)...]).trimmingWhitespace
+        switch text[..<colon].lowercased() {
+        case "retry-after": retryAfter = RetryAfter(headerValue: value)
+        case "etag": etag = value
+        case "last-modified": lastModified = value
+        case "content-range": contentRange = value
+        default: break
+        }
+    }
+}
+
+/// libcurl's header callback.
+let transferHeaderCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    guard let data, let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: size * count))
 }
 
 /// libcurl's write callback: a C function, so it finds its `Transfer` through the user pointer.

@@ -141,6 +141,8 @@ public final class TransferEngine {
             // No Accept-Encoding: the bytes hashed are the bytes stored.
             _ = haul_easy_setopt_write_callback(easy.raw, transferWriteCallback)
             easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+            _ = haul_easy_setopt_header_callback(easy.raw, transferHeaderCallback)
+            easy.set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
             transfer.recordVisit()
             active[easy.raw] = transfer
             multi.add(easy)
@@ -225,7 +227,8 @@ public final class TransferEngine {
             let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
             transfer.failures.append(failure)
             if reason.isTransient && transfer.canRetry {
-                let delay = engine.configuration.retryDelay(transfer.retriesUsed + 1)
+                let retryAfter = if case .httpStatus = reason { transfer.responseHeaders.retryAfter } else { RetryAfter?.none }
+                let delay = engine.configuration.retryPolicy.delay(beforeRetry: transfer.retriesUsed + 1, retryAfter: retryAfter)
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
                 transfer.beginRetry()
                 transfer.retryAt = MonotonicClock.seconds() + delay

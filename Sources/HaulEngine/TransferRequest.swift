@@ -65,29 +65,23 @@ public struct EngineConfiguration: Sendable {
     public var maxRedirects: Int
     /// Bytes per second below which, averaged over a request's `stallTimeout`, an attempt fails.
     public var lowSpeedLimit: Int
-    /// Delay before retry number `n` (1-based) of the same source. Injectable so that tests run in milliseconds.
-    public var retryDelay: @Sendable (_ retry: Int) -> Double
+    /// When to try the same source again. Injectable so that tests run in milliseconds.
+    public var retryPolicy: RetryPolicy
 
     public init(temporaryDirectory: String, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
-                retryDelay: @escaping @Sendable (Int) -> Double = EngineConfiguration.exponentialBackoff) {
+                retryPolicy: RetryPolicy = RetryPolicy()) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
         self.caFile = caFile
         self.userAgent = userAgent
         self.maxRedirects = maxRedirects
         self.lowSpeedLimit = lowSpeedLimit
-        self.retryDelay = retryDelay
+        self.retryPolicy = retryPolicy
     }
 
     /// Enough to hide per-request latency on small files without hammering one server.
     public static let defaultConcurrency = 16
-
-    /// 1 s, 2 s, 4 s, … capped at 30 s, with up to 25 % jitter so that many clients do not retry in step.
-    public static let exponentialBackoff: @Sendable (Int) -> Double = { retry in
-        let base = min(30.0, Double(1 << min(retry - 1, 5)))
-        return base * Double.random(in: 0.75...1.0)
-    }
 }
 
 /// Progress of one transfer, as URLSession reports it.

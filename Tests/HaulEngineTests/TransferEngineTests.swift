@@ -15,7 +15,7 @@ final class TransferEngineTests: XCTestCase {
 
     private func engine(jobs: Int = 4) -> TransferEngine {
         TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path, maxConcurrentTransfers: jobs,
-                                                          retryDelay: { _ in 0.01 }))
+                                                          retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
     }
 
     private func request(_ id: Int, _ sources: [TransferSource], bytes: [UInt8]?, size: Int64? = nil, retries: Int = 0) -> TransferRequest {
