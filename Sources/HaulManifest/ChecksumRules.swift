@@ -1,0 +1,108 @@
+import HaulDigest
+
+/// Parses the three ways a manifest pins a digest. Messages say exactly what is wrong (length, or which character
+/// at which position) because digests are pasted by hand and a single lost digit is the common mistake.
+enum ChecksumRules {
+    /// `sha256: <hex>` and its sha384/sha512 siblings.
+    static func hexKey(_ text: String, algorithm: DigestAlgorithm) throws(RuleFailure) -> Checksum {
+        let digest = try hexDigest(Substring(text), algorithm: algorithm, prefixCharacters: 0, expectation: "")
+        return Checksum(digest: digest, notation: .hexKey)
+    }
+
+    /// `checksum: sha512:<hex>`; sha1 and md5 are accepted here (and only here) for old asset sets.
+    static func prefixed(_ text: String) throws(RuleFailure) -> Checksum {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw RuleFailure("expected \"<algorithm>:<hex digits>\" with algorithm sha256, sha384, sha512, sha1 or md5")
+        }
+        let name = String(text[..<colon])
+        guard let algorithm = DigestAlgorithm(rawValue: name) else {
+            throw RuleFailure("unknown checksum algorithm \(Quoted.text(name)) "
+                              + "(expected sha256, sha384, sha512, sha1 or md5)")
+        }
+        let hex = text[text.index(after: colon)...]
+        let digest = try hexDigest(hex, algorithm: algorithm, prefixCharacters: name.count + 1,
+                                   expectation: " after \"\(name):\"")
+        return Checksum(digest: digest, notation: .prefixedHex)
+    }
+
+    /// Subresource Integrity: `sha384-<base64>`. SRI defines only the SHA-2 family, so sha1/md5 are rejected here.
+    static func integrity(_ text: String) throws(RuleFailure) -> Checksum {
+        guard let dash = text.firstIndex(of: "-") else {
+            throw RuleFailure("expected \"<algorithm>-<base64>\" (Subresource Integrity) "
+                              + "with algorithm sha256, sha384 or sha512")
+        }
+        let name = String(text[..<dash])
+        guard let algorithm = DigestAlgorithm(rawValue: name), !algorithm.isWeak else {
+            throw RuleFailure("unsupported integrity algorithm \(Quoted.text(name)) "
+                              + "(Subresource Integrity uses sha256, sha384 or sha512)")
+        }
+        let encoded = text[text.index(after: dash)...]
+        let expectedCount = (algorithm.byteCount + 2) / 3 * 4
+        let expectation = "\(expectedCount) base64 characters after \"\(name)-\""
+        var position = name.count + 1
+        for character in encoded {
+            position += 1
+            guard character.isASCII, let ascii = character.asciiValue, isBase64(ascii) else {
+                throw RuleFailure("invalid character \(Quoted.text(String(character))) at position \(position) "
+                                  + "(expected \(expectation))")
+            }
+        }
+        guard encoded.utf8.count == expectedCount else {
+            throw RuleFailure("expected \(expectation), found \(encoded.count)")
+        }
+        guard let digest = Digest(algorithm: algorithm, base64: encoded) else {
+            throw RuleFailure("invalid base64 padding after \"\(name)-\"")
+        }
+        return Checksum(digest: digest, notation: .subresourceIntegrity)
+    }
+
+    /// `prefixCharacters` shifts reported positions so that they count from the start of the whole value.
+    private static func hexDigest(_ hex: Substring, algorithm: DigestAlgorithm, prefixCharacters: Int,
+                                  expectation suffix: String) throws(RuleFailure) -> Digest {
+        let expected = algorithm.byteCount * 2
+        // Fast path: the common, valid case touches only bytes.
+        if hex.utf8.count == expected, let bytes = decodeHex(hex) { return Digest(algorithm: algorithm, bytes: bytes) }
+        var position = prefixCharacters
+        for character in hex {
+            position += 1
+            guard character.isHexDigit, character.isASCII else {
+                throw RuleFailure("invalid character \(Quoted.text(String(character))) at position \(position) "
+                                  + "(expected \(expected) hex digits\(suffix))")
+            }
+        }
+        throw RuleFailure("expected \(expected) hex digits\(suffix), found \(hex.count)")
+    }
+
+    /// Straight from the UTF-8 bytes, without the intermediate array `Hex.decode` builds: this runs once per entry.
+    private static func decodeHex(_ hex: Substring) -> [UInt8]? {
+        hex.withUTF8Buffer { input -> [UInt8]? in
+            guard input.count % 2 == 0 else { return nil }
+            // Digits, then letters of either case (bit 5 folds case); written out so it compiles to a tight loop.
+            for byte in input where byte &- UInt8(ascii: "0") >= 10 && (byte | 0x20) &- UInt8(ascii: "a") >= 6 {
+                return nil
+            }
+            return [UInt8](unsafeUninitializedCapacity: input.count / 2) { output, count in
+                for index in 0..<input.count / 2 {
+                    output[index] = nibble(input[2 * index]) << 4 | nibble(input[2 * index + 1])
+                }
+                count = input.count / 2
+            }
+        }
+    }
+
+    /// The value of an already checked hex digit: letters have bit 6 set, digits do not.
+    @inline(__always)
+    private static func nibble(_ c: UInt8) -> UInt8 {
+        (c & 0x0F) &+ (c >> 6) &* 9
+    }
+
+    private static func isBase64(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="):
+            true
+        default:
+            false
+        }
+    }
+}

@@ -1,0 +1,46 @@
+/// Rules for `headers:` mappings. Names must be tokens and values single-line because both end up verbatim in an
+/// HTTP request: a newline in a value (perhaps from an environment variable) would inject a header.
+enum HeaderRules {
+    /// RFC 7230 §3.2.6 `token`.
+    static func isToken(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
+    }
+
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default:
+            "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    static func hasForbiddenValueByte(_ text: String) -> Bool {
+        text.utf8.contains { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") || $0 == 0 }
+    }
+
+    /// ASCII lowercase; header names are tokens, so no Unicode case folding is needed.
+    static func canonicalName(_ name: String) -> String {
+        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return name }
+        let lowered = name.utf8.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0 }
+        return String(decoding: lowered, as: UTF8.self)
+    }
+
+    /// Per-file headers win over defaults by case-insensitive name; an overridden default keeps its place in the
+    /// order, taking the entry's spelling, and new headers follow.
+    static func merge(defaults: [HeaderField], entry: [HeaderField]) -> [HeaderField] {
+        guard !defaults.isEmpty else { return entry }
+        guard !entry.isEmpty else { return defaults }
+        var merged = defaults
+        for field in entry {
+            let name = canonicalName(field.name)
+            if let index = merged.firstIndex(where: { canonicalName($0.name) == name }) {
+                merged[index] = field
+            } else {
+                merged.append(field)
+            }
+        }
+        return merged
+    }
+}

@@ -1,0 +1,268 @@
+/// The manifest format as JSON Schema (draft 2020-12), for editors and CI; `schema/haul-manifest.schema.json` holds
+/// the same text (a test keeps them identical). The key sets come from the enums the loader dispatches on, so the
+/// schema cannot name a key the loader rejects or omit one it accepts without a test failing.
+public enum ManifestSchema {
+    /// Keys accepted at the top level of a manifest.
+    public static let topLevelKeys: Set<String> = Set(TopLevelKey.names)
+    /// Keys accepted under `defaults:`.
+    public static let defaultsKeys: Set<String> = Set(DefaultsKey.names)
+    /// Keys accepted in a `files:` entry.
+    public static let fileKeys: Set<String> = Set(FileKey.names)
+
+    /// Byte-identical to `schema/haul-manifest.schema.json`.
+    public static let json: String = ##"""
+{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "$id": "https://haul.dev/schema/manifest-v1.json",
+  "title": "haul manifest, version 1",
+  "description": "The files haul keeps in sync: each entry names a source URL, a destination under root and, ideally, a pinned digest. haul's own loader is authoritative; this schema mirrors its rules for editors and CI.",
+  "type": "object",
+  "additionalProperties": false,
+  "required": [
+    "version",
+    "files"
+  ],
+  "properties": {
+    "version": {
+      "description": "Manifest format version. This schema describes version 1.",
+      "const": 1
+    },
+    "root": {
+      "description": "Folder under which every destination lives: relative to the manifest's folder, or absolute. Resolved lexically (no symlink resolution). Default: the manifest's folder.",
+      "type": "string",
+      "minLength": 1,
+      "pattern": "^(?!.*\\$\\{)[^\\u0000]*$"
+    },
+    "defaults": {
+      "$ref": "#/$defs/defaults",
+      "description": "Values applied to every entry that does not set them itself."
+    },
+    "prune": {
+      "description": "When true, destinations that haul synced earlier from this manifest and that it no longer lists are deleted; never a file haul did not write, never one changed since haul wrote it, never outside root. Default: false.",
+      "type": "boolean"
+    },
+    "files": {
+      "description": "The files to keep in sync. May be empty.",
+      "type": "array",
+      "items": {
+        "$ref": "#/$defs/file"
+      }
+    }
+  },
+  "$defs": {
+    "defaults": {
+      "description": "Values applied to every entry that does not set them itself.",
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "retries": {
+          "$ref": "#/$defs/retries",
+          "description": "Retries after the first attempt, per URL: an integer from 0 to 100. Default: 3."
+        },
+        "timeout": {
+          "$ref": "#/$defs/timeout",
+          "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; greater than zero. Default: 30s."
+        },
+        "mode": {
+          "$ref": "#/$defs/mode",
+          "description": "Permission bits in octal such as \"0644\". Default: 0644."
+        },
+        "headers": {
+          "$ref": "#/$defs/headers",
+          "description": "HTTP request headers; an entry's headers override defaults of the same name (case-insensitive)."
+        }
+      }
+    },
+    "file": {
+      "description": "One file to fetch. At most one of sha256, sha384, sha512, checksum and integrity; with none, the entry is unpinned.",
+      "type": "object",
+      "additionalProperties": false,
+      "required": [
+        "url",
+        "dest"
+      ],
+      "properties": {
+        "url": {
+          "$ref": "#/$defs/url",
+          "description": "Where the file is fetched from first. ${VAR} references are replaced from the environment."
+        },
+        "dest": {
+          "description": "Destination relative to root: not absolute, no \"..\" component, no trailing \"/\", not inside .haul. Two entries may not share a destination, nor may one be a folder of another.",
+          "type": "string",
+          "minLength": 1,
+          "pattern": "^(?!/)(?!(?:.*/)?\\.\\.(?:/|$))(?!(?:\\.?/)*\\.haul(?:/|$))(?!.*\\$\\{)[^\\u0000]*[^/]$"
+        },
+        "sha256": {
+          "description": "Expected SHA-256 digest: 64 hex digits, either case.",
+          "type": "string",
+          "pattern": "^[0-9a-fA-F]{64}$"
+        },
+        "sha384": {
+          "description": "Expected SHA-384 digest: 96 hex digits, either case.",
+          "type": "string",
+          "pattern": "^[0-9a-fA-F]{96}$"
+        },
+        "sha512": {
+          "description": "Expected SHA-512 digest: 128 hex digits, either case.",
+          "type": "string",
+          "pattern": "^[0-9a-fA-F]{128}$"
+        },
+        "checksum": {
+          "description": "Expected digest as <algorithm>:<hex>. sha256, sha384, sha512; sha1 and md5 are accepted with a warning (weak).",
+          "type": "string",
+          "pattern": "^(?:sha256:[0-9a-fA-F]{64}|sha384:[0-9a-fA-F]{96}|sha512:[0-9a-fA-F]{128}|sha1:[0-9a-fA-F]{40}|md5:[0-9a-fA-F]{32})$"
+        },
+        "integrity": {
+          "description": "Expected digest in Subresource Integrity form: sha256-, sha384- or sha512- followed by the padded standard base64 of the digest.",
+          "type": "string",
+          "pattern": "^(?:sha256-[A-Za-z0-9+/]{43}=|sha384-[A-Za-z0-9+/]{64}|sha512-[A-Za-z0-9+/]{86}==)$"
+        },
+        "size": {
+          "description": "Expected size in bytes; a download of another size fails.",
+          "type": "integer",
+          "minimum": 0
+        },
+        "mirrors": {
+          "description": "Alternative URLs tried in order after url fails. ${VAR} references are replaced from the environment. Headers are not sent to mirrors.",
+          "type": "array",
+          "items": {
+            "$ref": "#/$defs/url"
+          }
+        },
+        "mode": {
+          "$ref": "#/$defs/mode",
+          "description": "Permission bits in octal such as \"0644\". Default: 0644."
+        },
+        "retries": {
+          "$ref": "#/$defs/retries",
+          "description": "Retries after the first attempt, per URL: an integer from 0 to 100. Default: 3."
+        },
+        "timeout": {
+          "$ref": "#/$defs/timeout",
+          "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; greater than zero. Default: 30s."
+        },
+        "headers": {
+          "$ref": "#/$defs/headers",
+          "description": "HTTP request headers; an entry's headers override defaults of the same name (case-insensitive)."
+        }
+      },
+      "not": {
+        "anyOf": [
+          {
+            "required": [
+              "sha256",
+              "sha384"
+            ]
+          },
+          {
+            "required": [
+              "sha256",
+              "sha512"
+            ]
+          },
+          {
+            "required": [
+              "sha256",
+              "checksum"
+            ]
+          },
+          {
+            "required": [
+              "sha256",
+              "integrity"
+            ]
+          },
+          {
+            "required": [
+              "sha384",
+              "sha512"
+            ]
+          },
+          {
+            "required": [
+              "sha384",
+              "checksum"
+            ]
+          },
+          {
+            "required": [
+              "sha384",
+              "integrity"
+            ]
+          },
+          {
+            "required": [
+              "sha512",
+              "checksum"
+            ]
+          },
+          {
+            "required": [
+              "sha512",
+              "integrity"
+            ]
+          },
+          {
+            "required": [
+              "checksum",
+              "integrity"
+            ]
+          }
+        ]
+      }
+    },
+    "url": {
+      "description": "An absolute http:// or https:// URL with a host, after ${VAR} expansion. A ${NAME} reference uses NAME = [A-Za-z_][A-Za-z0-9_]*; the variable must be set.",
+      "type": "string",
+      "pattern": "^(?:[hH][tT][tT][pP][sS]?://[^/?#\\s]|\\$\\{[A-Za-z_][A-Za-z0-9_]*\\})\\S*$"
+    },
+    "retries": {
+      "description": "Retries after the first attempt, per URL. Default: 3.",
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 100
+    },
+    "timeout": {
+      "description": "Stall window: an attempt that makes no progress for this long fails. 250ms, 1.5s, 60s, 5m, 1h or a bare number of seconds; greater than zero. Default: 30s.",
+      "oneOf": [
+        {
+          "type": "number",
+          "exclusiveMinimum": 0
+        },
+        {
+          "type": "string",
+          "pattern": "^(?=[0-9.]*[1-9])[0-9]+(?:\\.[0-9]+)?(?:ms|s|m|h)?$"
+        }
+      ]
+    },
+    "mode": {
+      "description": "Permission bits in octal, 0000 to 7777, such as \"0644\". Unquoted 0644 is read as octal too. Default: 0644.",
+      "oneOf": [
+        {
+          "type": "string",
+          "pattern": "^(?:0[oO])?0*[0-7]{1,4}$"
+        },
+        {
+          "type": "integer",
+          "minimum": 0,
+          "maximum": 7777
+        }
+      ]
+    },
+    "headers": {
+      "description": "HTTP request headers sent to the url's origin only. Entry headers override defaults with the same name (case-insensitive). ${VAR} references in values are replaced from the environment.",
+      "type": "object",
+      "propertyNames": {
+        "pattern": "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+      },
+      "additionalProperties": {
+        "description": "Header value: no CR, LF or NUL.",
+        "type": "string",
+        "pattern": "^[^\\r\\n\\u0000]*$"
+      }
+    }
+  }
+}
+
+"""##
+}

@@ -1,0 +1,538 @@
+import HaulDigest
+
+/// Turns a YAML document into a `Manifest`, reporting every problem rather than stopping at the first: a user
+/// fixing a 500-entry manifest wants the whole list in one run.
+struct ManifestValidator: YAMLEntrySink {
+    typealias NodeID = YAMLDocument.NodeID
+
+    /// Where a key lives, so key paths (`files[2].sha256`) are built only when a message needs one.
+    enum Scope {
+        case topLevel, defaults
+        case file(Int)
+
+        func path(_ key: String) -> String {
+            switch self {
+            case .topLevel: key
+            case .defaults: "defaults." + key
+            case .file(let index): "files[\(index)].\(key)"
+            }
+        }
+
+        /// The key path of the mapping itself.
+        var mappingPath: String? {
+            switch self {
+            case .topLevel: nil
+            case .defaults: "defaults"
+            case .file(let index): "files[\(index)]"
+            }
+        }
+    }
+
+    /// `defaults:` after validation; nil fields fall back to `BuiltInDefaults`.
+    struct Defaults {
+        var retries: Int?
+        var timeout: Seconds?
+        var mode: FileMode?
+        var headers: [HeaderField] = []
+    }
+
+    /// Which settings an entry made itself. Entries are validated before `defaults:` may have been read (it can
+    /// come later in the file), so they start from the built-in values and defaults fill in the rest at the end.
+    struct ExplicitSettings: OptionSet {
+        let rawValue: UInt8
+        static let mode = ExplicitSettings(rawValue: 1)
+        static let retries = ExplicitSettings(rawValue: 2)
+        static let timeout = ExplicitSettings(rawValue: 4)
+    }
+
+    /// The document being looked at: the whole top level in `validate`, or the arena holding one streamed entry
+    /// in `consume` (released right after, so the reader can keep appending without copying).
+    private var document = YAMLDocument()
+    private let environment: [String: String]
+    private let manifestDirectory: String
+    private let fileName: String
+    /// Top-level and `defaults:` findings.
+    private(set) var diagnostics: DiagnosticCollector
+    /// Findings inside `files:` items, kept apart: they are dropped if the file turns out to be unreadable as a
+    /// whole (syntax error, unsupported version).
+    private(set) var entryDiagnostics: DiagnosticCollector
+    private var entries: [FileEntry] = []
+    /// Parallel to `entries`.
+    private var explicitSettings: [ExplicitSettings] = []
+    private var registry = DestinationRegistry()
+
+    /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
+    /// more than reserving virtual memory that may go unused.
+    init(fileName: String, manifestDirectory: String, environment: [String: String], expectedEntries: Int = 0) {
+        self.fileName = fileName
+        self.manifestDirectory = manifestDirectory
+        self.environment = environment
+        self.diagnostics = DiagnosticCollector(file: fileName)
+        self.entryDiagnostics = DiagnosticCollector(file: fileName)
+        entries.reserveCapacity(expectedEntries)
+        explicitSettings.reserveCapacity(expectedEntries)
+        registry = DestinationRegistry(expectedCount: expectedEntries)
+    }
+
+    /// Adds the reader's findings (anchors, tags, …) to the top-level ones.
+    mutating func absorb(_ readerDiagnostics: DiagnosticCollector) {
+        diagnostics.append(contentsOf: readerDiagnostics)
+    }
+
+    /// Every finding, in file order.
+    var allDiagnostics: [Diagnostic] {
+        var all = diagnostics
+        all.append(contentsOf: entryDiagnostics)
+        return all.inFileOrder
+    }
+
+    // MARK: Top level
+
+    /// Checks the top level of `document` (whose `files:` items have been streamed to `consume`, or are still in
+    /// it) and builds the manifest; nil when any error was reported.
+    mutating func validate(_ document: YAMLDocument) -> Manifest? {
+        self.document = document
+        guard let rootID = document.root else { return nil }
+        guard document.kind(of: rootID) == .mapping else {
+            report(expected: "a mapping at the top level", rootID, path: nil)
+            return nil
+        }
+        // The version decides how everything else reads: for an unsupported one, other complaints (unknown keys,
+        // entries) would be noise, so it is checked first. A missing or malformed one is just another error and
+        // the rest is checked as the current version.
+        guard let version = version(of: rootID) else {
+            entryDiagnostics = DiagnosticCollector(file: fileName)
+            return nil
+        }
+        let pairs = keyedPairs(of: rootID, scope: .topLevel, as: TopLevelKey.self)
+
+        var root = PathRules.normalizeAbsolute(manifestDirectory)
+        var prune = false
+        var defaults = Defaults()
+        var filesUsed = false
+        for (key, _, value) in pairs {
+            switch key {
+            case .version:
+                break
+            case .root:
+                if let resolved = resolveRoot(value) { root = resolved }
+            case .prune:
+                if let flag = boolean(value, path: key.rawValue) { prune = flag }
+            case .defaults:
+                defaults = parseDefaults(value)
+            case .files:
+                filesUsed = parseFiles(value)
+            }
+        }
+        if !pairs.contains(where: { $0.key == .files }) {
+            diagnostics.error("missing required key \"files\" (use \"files: []\" for none)",
+                              at: document.location(of: rootID))
+        }
+        if !filesUsed {
+            // Streamed items belonged to a `files:` that turned out not to count (e.g. a duplicate key).
+            entryDiagnostics = DiagnosticCollector(file: fileName)
+            entries = []
+        }
+        guard !diagnostics.hasErrors, !entryDiagnostics.hasErrors else { return nil }
+        applyDefaults(defaults)
+        return Manifest(sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
+                        warnings: allDiagnostics)
+    }
+
+    /// In place: copying 100,000 entries into new values costs more than validating them.
+    private mutating func applyDefaults(_ defaults: Defaults) {
+        guard defaults.mode != nil || defaults.retries != nil || defaults.timeout != nil || !defaults.headers.isEmpty else {
+            return
+        }
+        for index in entries.indices {
+            let explicit = explicitSettings[index]
+            if let mode = defaults.mode, !explicit.contains(.mode) { entries[index].mode = mode }
+            if let retries = defaults.retries, !explicit.contains(.retries) { entries[index].retries = retries }
+            if let timeout = defaults.timeout, !explicit.contains(.timeout) { entries[index].timeout = timeout }
+            if !defaults.headers.isEmpty {
+                entries[index].headers = HeaderRules.merge(defaults: defaults.headers, entry: entries[index].headers)
+            }
+        }
+    }
+
+    /// Nil only for a well-formed but unsupported version.
+    private mutating func version(of rootID: NodeID) -> Int? {
+        let assumed = Manifest.supportedVersions[Manifest.supportedVersions.count - 1]
+        let pairs = document.pairs(of: rootID)
+        let key = TopLevelKey.version.rawValue
+        let versionPair = pairs.first { document.kind(of: $0.key) == .scalar && document.text(of: $0.key) == key }
+        guard let (_, value) = versionPair else {
+            diagnostics.error("missing required key \"version\" (this haul reads version \(supportedList))",
+                              at: document.location(of: rootID))
+            return assumed
+        }
+        guard let number = integer(value, path: key, expected: "an integer") else { return assumed }
+        guard let version = Int(exactly: number), Manifest.supportedVersions.contains(version) else {
+            diagnostics.error("unsupported manifest version \(number) (this haul reads version \(supportedList))",
+                              at: document.location(of: value), keyPath: key)
+            return nil
+        }
+        return version
+    }
+
+    private var supportedList: String { Manifest.supportedVersions.map(String.init).joined(separator: ", ") }
+
+    private mutating func resolveRoot(_ id: NodeID) -> String? {
+        guard let text = text(id, path: "root", expected: "a folder path") else { return nil }
+        let problem: String? = if text.isEmpty {
+            "expected a folder path, found an empty string"
+        } else if text.utf8.contains(0) {
+            "root must not contain a NUL character"
+        } else if EnvironmentExpansion.containsReference(text) {
+            EnvironmentExpansion.notExpandedHere
+        } else {
+            nil
+        }
+        if let problem {
+            diagnostics.error(problem, at: document.location(of: id), keyPath: "root")
+            return nil
+        }
+        return PathRules.resolve(text, against: manifestDirectory)
+    }
+
+    // MARK: defaults
+
+    private mutating func parseDefaults(_ id: NodeID) -> Defaults {
+        var defaults = Defaults()
+        guard requireKind(.mapping, id, path: "defaults") else { return defaults }
+        for (key, _, value) in keyedPairs(of: id, scope: .defaults, as: DefaultsKey.self) {
+            switch key {
+            case .retries: defaults.retries = retries(value, path: Scope.defaults.path(key.rawValue))
+            case .timeout: defaults.timeout = duration(value, path: Scope.defaults.path(key.rawValue))
+            case .mode: defaults.mode = mode(value, path: Scope.defaults.path(key.rawValue))
+            case .headers: defaults.headers = headers(value, scope: .defaults)
+            }
+        }
+        return defaults
+    }
+
+    // MARK: files
+
+    /// Whether `id` is the `files:` whose items are (or now become) the drafts.
+    private mutating func parseFiles(_ id: NodeID) -> Bool {
+        guard requireKind(.sequence, id, path: "files") else { return false }
+        if let streamed = document.streamedFiles, streamed.sequence == id { return true }
+        // Not streamed (the reader streams only the first top-level `files:`): validate the items now.
+        entries = []
+        explicitSettings = []
+        entryDiagnostics = DiagnosticCollector(file: fileName)
+        registry = DestinationRegistry()
+        let whole = document
+        for (index, item) in whole.childIDs(of: id).enumerated() {
+            consume(item: item, index: index, in: whole)
+        }
+        self.document = whole
+        return true
+    }
+
+    /// Validates one `files:` item (called by the reader while it streams, or by `parseFiles`).
+    mutating func consume(item id: NodeID, index: Int, in document: YAMLDocument) {
+        let previous = self.document
+        self.document = document
+        defer { self.document = previous }
+        // Entry findings go to their own collector; swap it in so the shared helpers can report normally.
+        swap(&diagnostics, &entryDiagnostics)
+        defer { swap(&diagnostics, &entryDiagnostics) }
+        if let (entry, explicit) = parseEntry(id, index: index) {
+            entries.append(entry)
+            explicitSettings.append(explicit)
+        }
+    }
+
+    private mutating func parseEntry(_ id: NodeID, index: Int) -> (FileEntry, ExplicitSettings)? {
+        let scope = Scope.file(index)
+        guard requireKind(.mapping, id, path: "files[\(index)]") else { return nil }
+        let errorsBefore = diagnostics.errorCount
+        let location = document.location(of: id)
+
+        var url: TemplatedString?, destination: DestinationPath?, checksum: Checksum?, size: Int64?
+        var mirrors: [TemplatedString] = [], headers: [HeaderField] = []
+        var mode: FileMode?, retries: Int?, timeout: Seconds?
+        var sawURL = false, sawDest = false
+        var firstChecksumKey: (key: FileKey, line: Int)?
+
+        for (key, keyNode, value) in keyedPairs(of: id, scope: scope, as: FileKey.self) {
+            switch key {
+            case .url:
+                sawURL = true
+                url = sourceURL(value, path: scope.path(key.rawValue))
+            case .mirrors:
+                mirrors = parseMirrors(value, scope: scope)
+            case .dest:
+                sawDest = true
+                destination = parseDestination(value, index: index, path: scope.path(key.rawValue))
+            case .sha256, .sha384, .sha512, .checksum, .integrity:
+                if let first = firstChecksumKey {
+                    diagnostics.error("conflicts with \(first.key.rawValue) (line \(first.line)): give at most one of "
+                                      + "sha256, sha384, sha512, checksum or integrity",
+                                      at: document.location(of: keyNode), keyPath: scope.path(key.rawValue))
+                    continue
+                }
+                firstChecksumKey = (key, document.location(of: keyNode).line)
+                checksum = parseChecksum(key, value, path: scope.path(key.rawValue))
+            case .size:
+                size = integer(value, path: scope.path(key.rawValue), expected: "a size in bytes (an integer of 0 or more)",
+                               range: 0...Int64.max)
+            case .mode:
+                mode = self.mode(value, path: scope.path(key.rawValue))
+            case .retries:
+                retries = self.retries(value, path: scope.path(key.rawValue))
+            case .timeout:
+                timeout = duration(value, path: scope.path(key.rawValue))
+            case .headers:
+                headers = self.headers(value, scope: scope)
+            }
+        }
+        if !sawURL { diagnostics.error("missing required key \"url\"", at: location, keyPath: scope.mappingPath) }
+        if !sawDest { diagnostics.error("missing required key \"dest\"", at: location, keyPath: scope.mappingPath) }
+
+        guard diagnostics.errorCount == errorsBefore, let url, let destination else { return nil }
+        var explicit = ExplicitSettings()
+        if mode != nil { explicit.insert(.mode) }
+        if retries != nil { explicit.insert(.retries) }
+        if timeout != nil { explicit.insert(.timeout) }
+        let entry = FileEntry(index: index, url: url, mirrors: mirrors, destination: destination, checksum: checksum,
+                              size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
+                              timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
+        return (entry, explicit)
+    }
+
+    private mutating func sourceURL(_ id: NodeID, path: @autoclosure () -> String) -> TemplatedString? {
+        guard let template = text(id, path: path(), expected: "a URL") else { return nil }
+        let location = document.location(of: id)
+        do {
+            let url = try EnvironmentExpansion.expand(template, environment: environment)
+            try URLRules.check(url)
+            return url
+        } catch {
+            let keyPath = path()
+            for message in error.messages { diagnostics.error(message, at: location, keyPath: keyPath) }
+            return nil
+        }
+    }
+
+    private mutating func parseMirrors(_ id: NodeID, scope: Scope) -> [TemplatedString] {
+        guard requireKind(.sequence, id, path: scope.path("mirrors")) else { return [] }
+        var mirrors: [TemplatedString] = []
+        for (position, item) in document.childIDs(of: id).enumerated() {
+            if let url = sourceURL(item, path: scope.path("mirrors[\(position)]")) { mirrors.append(url) }
+        }
+        return mirrors
+    }
+
+    private mutating func parseDestination(_ id: NodeID, index: Int, path: @autoclosure () -> String) -> DestinationPath? {
+        guard let text = text(id, path: path(), expected: "a file path") else { return nil }
+        let location = document.location(of: id)
+        do {
+            let (destination, normalized) = try PathRules.destination(text)
+            if let conflict = registry.claim(normalized, index: index, line: location.line) {
+                diagnostics.error(conflict, at: location, keyPath: path())
+                return nil
+            }
+            return destination
+        } catch {
+            for message in error.messages { diagnostics.error(message, at: location, keyPath: path()) }
+            return nil
+        }
+    }
+
+    private mutating func parseChecksum(_ key: FileKey, _ id: NodeID, path: @autoclosure () -> String) -> Checksum? {
+        guard let text = text(id, path: path(), expected: "a digest") else { return nil }
+        let location = document.location(of: id)
+        do {
+            let checksum: Checksum
+            switch key {
+            case .sha256: checksum = try ChecksumRules.hexKey(text, algorithm: .sha256)
+            case .sha384: checksum = try ChecksumRules.hexKey(text, algorithm: .sha384)
+            case .sha512: checksum = try ChecksumRules.hexKey(text, algorithm: .sha512)
+            case .integrity: checksum = try ChecksumRules.integrity(text)
+            default: checksum = try ChecksumRules.prefixed(text)
+            }
+            if checksum.algorithm.isWeak {
+                diagnostics.warning("\(checksum.algorithm.rawValue) is a weak digest algorithm (collisions are practical); "
+                                    + "prefer sha256", at: location, keyPath: path())
+            }
+            return checksum
+        } catch {
+            for message in error.messages { diagnostics.error(message, at: location, keyPath: path()) }
+            return nil
+        }
+    }
+
+    // MARK: headers
+
+    private mutating func headers(_ id: NodeID, scope: Scope) -> [HeaderField] {
+        guard requireKind(.mapping, id, path: scope.path("headers")) else { return [] }
+        var fields: [HeaderField] = []
+        var seen: [(name: String, canonical: String, line: Int)] = []
+        for (keyID, valueID) in document.pairs(of: id) {
+            guard let name = keyName(keyID, mappingPath: scope.path("headers")) else { continue }
+            let keyLocation = document.location(of: keyID)
+            guard HeaderRules.isToken(name) else {
+                diagnostics.error("invalid header name \(Quoted.text(name)) (a header name is an RFC 7230 token: "
+                                  + "letters, digits and !#$%&'*+-.^_`|~)", at: keyLocation, keyPath: scope.path("headers"))
+                continue
+            }
+            let canonical = HeaderRules.canonicalName(name)
+            if let earlier = seen.first(where: { $0.canonical == canonical }) {
+                let message = earlier.name == name
+                    ? "duplicate key \(Quoted.text(name)) (first on line \(earlier.line))"
+                    : "duplicate header \(Quoted.text(name)) "
+                        + "(also set as \(Quoted.text(earlier.name)) on line \(earlier.line))"
+                diagnostics.error(message, at: keyLocation, keyPath: scope.path("headers." + name))
+                continue
+            }
+            seen.append((name, canonical, keyLocation.line))
+            if let value = headerValue(valueID, path: scope.path("headers." + name)) {
+                fields.append(HeaderField(name: name, value: value))
+            }
+        }
+        return fields
+    }
+
+    private mutating func headerValue(_ id: NodeID, path: @autoclosure () -> String) -> TemplatedString? {
+        guard let template = text(id, path: path(), expected: "a string") else { return nil }
+        let location = document.location(of: id)
+        if HeaderRules.hasForbiddenValueByte(template) {
+            diagnostics.error("header value must not contain CR, LF or NUL", at: location, keyPath: path())
+            return nil
+        }
+        let value: TemplatedString
+        do {
+            value = try EnvironmentExpansion.expand(template, environment: environment)
+        } catch {
+            for message in error.messages { diagnostics.error(message, at: location, keyPath: path()) }
+            return nil
+        }
+        guard HeaderRules.hasForbiddenValueByte(value.expanded) else { return value }
+        // Blame the variable by name; its value may be a secret.
+        for name in EnvironmentExpansion.referencedNames(in: template)
+        where HeaderRules.hasForbiddenValueByte(environment[name] ?? "") {
+            diagnostics.error("environment variable \(name) holds CR, LF or NUL, which a header value cannot contain",
+                              at: location, keyPath: path())
+        }
+        return nil
+    }
+
+    // MARK: Typed scalars
+
+    private mutating func retries(_ id: NodeID, path: @autoclosure () -> String) -> Int? {
+        integer(id, path: path(), expected: "an integer from 0 to 100", range: 0...100).map { Int($0) }
+    }
+
+    private mutating func duration(_ id: NodeID, path: @autoclosure () -> String) -> Seconds? {
+        guard let text = text(id, path: path(), expected: "a duration") else { return nil }
+        do {
+            return try ScalarRules.duration(text)
+        } catch {
+            for message in error.messages { diagnostics.error(message, at: document.location(of: id), keyPath: path()) }
+            return nil
+        }
+    }
+
+    private mutating func mode(_ id: NodeID, path: @autoclosure () -> String) -> FileMode? {
+        guard let text = text(id, path: path(), expected: "octal permission bits such as \"0644\"") else { return nil }
+        do {
+            return try ScalarRules.mode(text)
+        } catch {
+            for message in error.messages { diagnostics.error(message, at: document.location(of: id), keyPath: path()) }
+            return nil
+        }
+    }
+
+    private mutating func boolean(_ id: NodeID, path: @autoclosure () -> String) -> Bool? {
+        if document.kind(of: id) == .scalar, document.form(of: id) == .plain,
+           let value = ScalarRules.boolean(document.text(of: id)) {
+            return value
+        }
+        report(expected: "true or false", id, path: path())
+        return nil
+    }
+
+    /// A plain (unquoted) decimal integer within `range`.
+    private mutating func integer(_ id: NodeID, path: @autoclosure () -> String, expected: String,
+                                  range: ClosedRange<Int64> = Int64.min...Int64.max) -> Int64? {
+        if document.kind(of: id) == .scalar, document.form(of: id) == .plain,
+           let value = ScalarRules.integer(document.text(of: id)), range.contains(value) {
+            return value
+        }
+        report(expected: expected, id, path: path())
+        return nil
+    }
+
+    /// The text of a non-null scalar; plain scalars count as text too (`dest: 2024` is the file "2024").
+    private mutating func text(_ id: NodeID, path: @autoclosure () -> String, expected: String) -> String? {
+        if document.kind(of: id) == .scalar, document.form(of: id) != .null { return document.text(of: id) }
+        report(expected: expected, id, path: path())
+        return nil
+    }
+
+    /// "expected …, found …" at the node; silent for aliases, which the reader already reported.
+    private mutating func report(expected: String, _ id: NodeID, path: @autoclosure () -> String?) {
+        guard document.kind(of: id) != .alias else { return }
+        diagnostics.error("expected \(expected), found \(document.describe(id))", at: document.location(of: id),
+                          keyPath: path())
+    }
+
+    /// Reports a wrong node kind (aliases were reported when read) and says whether `id` has `kind`.
+    private mutating func requireKind(_ kind: YAMLDocument.Kind, _ id: NodeID, path: @autoclosure () -> String) -> Bool {
+        if document.kind(of: id) == kind { return true }
+        report(expected: kind == .mapping ? "a mapping" : "a sequence", id, path: path())
+        return false
+    }
+
+    // MARK: Keys
+
+    /// A mapping key's text; keys must be non-null scalars.
+    private mutating func keyName(_ id: NodeID, mappingPath: @autoclosure () -> String?) -> String? {
+        if document.kind(of: id) == .scalar, document.form(of: id) != .null { return document.text(of: id) }
+        report(expected: "a key name", id, path: mappingPath())
+        return nil
+    }
+
+    /// The known keys of a mapping in file order, after reporting unknown and repeated ones.
+    private mutating func keyedPairs<Key: ManifestKey>(of id: NodeID, scope: Scope,
+                                                        as _: Key.Type) -> [(key: Key, keyNode: NodeID, value: NodeID)] {
+        var result: [(key: Key, keyNode: NodeID, value: NodeID)] = []
+        result.reserveCapacity(document.childCount(of: id) / 2)
+        let children = document.childIDs(of: id)
+        var index = children.startIndex
+        while index + 1 < children.endIndex {
+            let keyID = children[index], valueID = children[index + 1]
+            index += 2
+            guard let name = keyName(keyID, mappingPath: scope.mappingPath) else { continue }
+            let location = document.location(of: keyID)
+            guard let key = Key.named(name) else {
+                // A key with control characters would break the one-line key path; the message quotes it safely.
+                let printable = !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
+                diagnostics.error(unknownKeyMessage(name, known: Key.names, scope: scope), at: location,
+                                  keyPath: printable ? scope.path(name) : scope.mappingPath)
+                continue
+            }
+            if let earlier = result.first(where: { $0.key == key }) {
+                let firstLine = document.location(of: earlier.keyNode).line
+                diagnostics.error("duplicate key \(Quoted.text(name)) (first on line \(firstLine))", at: location,
+                                  keyPath: scope.path(name))
+                continue
+            }
+            result.append((key, keyID, valueID))
+        }
+        return result
+    }
+
+    private func unknownKeyMessage(_ name: String, known: [String], scope: Scope) -> String {
+        let base = "unknown key \(Quoted.text(name))"
+        if let suggestion = KeySuggestion.closest(to: name, among: known) {
+            return base + "; did you mean \(Quoted.text(suggestion))?"
+        }
+        if case .defaults = scope, FileKey.named(name) != nil {
+            return base + "; defaults can set only retries, timeout, mode and headers"
+        }
+        return base
+    }
+}

@@ -1,0 +1,120 @@
+/// Lexical path handling for `root` and `dest`. Nothing here touches the file system: the manifest is validated
+/// before anything exists on disk, and symlinks are the store's business.
+enum PathRules {
+    /// Collapses `//`, `.` and `..` in an absolute path; `..` at `/` stays at `/`.
+    static func normalizeAbsolute(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch part {
+            case ".": continue
+            case "..": _ = parts.popLast()
+            default: parts.append(part)
+            }
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// `relative` against `base`, unless `relative` is already absolute.
+    static func resolve(_ relative: String, against base: String) -> String {
+        normalizeAbsolute(relative.hasPrefix("/") ? relative : base + "/" + relative)
+    }
+
+    /// The private folder haul keeps under root (state, partial downloads); no destination may live there.
+    static let privateFolder = ".haul"
+
+    /// A destination with every rule applied, or the reason it is unusable. Accepts exactly what
+    /// `DestinationPath(_:)` accepts, minus trailing slashes, `${`, and paths inside `.haul`.
+    /// `normalized` is the path as `DestinationPath.description` spells it, without rebuilding it when `text`
+    /// already is in that form (the common case).
+    static func destination(_ text: String) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
+        var shown: String { Quoted.text(text) }
+        let scan = text.withUTF8Buffer { bytes in
+            var scan = scanDestination(bytes)
+            if scan.isASCII {
+                scan.parts = scan.components.map {
+                    String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self)
+                }
+            }
+            return scan
+        }
+        if scan.isEmpty { throw RuleFailure("expected a file path relative to root, found an empty string") }
+        if scan.hasNUL { throw RuleFailure("destination must not contain a NUL character") }
+        if scan.isAbsolute { throw RuleFailure("destination \(shown) is absolute; destinations are relative to root") }
+        if scan.hasReference { throw RuleFailure(EnvironmentExpansion.notExpandedHere) }
+        if scan.hasDotDot { throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root") }
+
+        let parts: [String]
+        if scan.isASCII {
+            parts = scan.parts
+        } else {
+            // Beyond ASCII, let `DestinationPath` split on Characters so both agree on every edge case.
+            if text.split(separator: "/").contains("..") {
+                throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root")
+            }
+            parts = DestinationPath(text)?.components ?? []
+        }
+        guard !parts.isEmpty else { throw RuleFailure("destination \(shown) names root itself, not a file") }
+        if scan.hasTrailingSlash { throw RuleFailure("destination \(shown) ends with \"/\"; a destination names a file") }
+        if parts[0] == privateFolder {
+            throw RuleFailure(parts.count == 1
+                ? "\".haul\" is haul's private folder under root"
+                : "\(shown) is inside \".haul\", haul's private folder under root")
+        }
+        let path = DestinationPath(validatedComponents: parts)
+        return (path, scan.isNormalized ? text : path.description)
+    }
+
+    /// One pass over a destination's bytes collecting everything the rules ask about.
+    private struct DestinationScan {
+        var isEmpty = true, isAbsolute = false, hasTrailingSlash = false, hasNUL = false, hasReference = false
+        var hasDotDot = false, isASCII = true
+        /// False when splitting drops something (`//`, `.`), i.e. the text differs from the normalized path.
+        var isNormalized = true
+        /// Byte ranges of the kept components.
+        var components: [Range<Int>] = []
+        /// The kept components as strings (ASCII paths only).
+        var parts: [String] = []
+    }
+
+    private static func scanDestination(_ bytes: UnsafeBufferPointer<UInt8>) -> DestinationScan {
+        var result = DestinationScan()
+        result.components.reserveCapacity(8)
+        let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
+        result.isEmpty = bytes.isEmpty
+        result.isAbsolute = bytes.first == slash
+        result.hasTrailingSlash = bytes.last == slash
+        var start = 0
+        var previous: UInt8 = 0
+        for index in 0...bytes.count {
+            let byte = index < bytes.count ? bytes[index] : slash
+            if byte == 0 { result.hasNUL = true }
+            if byte >= 0x80 { result.isASCII = false }
+            if previous == UInt8(ascii: "$") && byte == UInt8(ascii: "{") { result.hasReference = true }
+            previous = byte
+            guard byte == slash else { continue }
+            let length = index - start
+            if length == 0 || (length == 1 && bytes[start] == dot) {
+                if index < bytes.count || length == 1 { result.isNormalized = false }
+            } else if length == 2 && bytes[start] == dot && bytes[start + 1] == dot {
+                result.hasDotDot = true
+            } else {
+                result.components.append(start..<index)
+            }
+            start = index + 1
+        }
+        return result
+    }
+}
+
+extension DestinationPath {
+    /// For components already checked by `PathRules` (non-empty, not `.` or `..`, no `/` or NUL): skips the
+    /// second, Character-level split `init?(_:)` would do, which dominated loading large manifests.
+    fileprivate init(validatedComponents: [String]) {
+        self.components = validatedComponents
+    }
+}
+
+extension EnvironmentExpansion {
+    static let notExpandedHere =
+        "\"${\" is not allowed here: environment variables expand only in url, mirrors and header values"
+}

@@ -1,0 +1,85 @@
+/// Readers for the typed scalars of a manifest. They take the scalar's text, not a YAML-resolved value, so that
+/// `mode: 0644` means octal 644 whatever YAML 1.1 or 1.2 would make of it.
+enum ScalarRules {
+    /// Plain decimal digits only: `retries: "5"` or `retries: 5.0` are mistakes worth pointing out.
+    static func integer(_ text: String) -> Int64? {
+        text.withUTF8Buffer { bytes -> Int64? in
+            let negative = bytes.first == UInt8(ascii: "-")
+            let digits = bytes.dropFirst(negative ? 1 : 0)
+            guard !digits.isEmpty, digits.count <= 18 else { return nil }
+            var value: Int64 = 0
+            for byte in digits {
+                let digit = byte &- UInt8(ascii: "0")
+                guard digit < 10 else { return nil }
+                value = value * 10 + Int64(digit)
+            }
+            return negative ? -value : value
+        }
+    }
+
+    /// YAML 1.2 core-schema booleans; `yes`/`on` are refused rather than guessed at.
+    static func boolean(_ text: String) -> Bool? {
+        switch text {
+        case "true", "True", "TRUE": true
+        case "false", "False", "FALSE": false
+        default: nil
+        }
+    }
+
+    /// `60s`, `5m`, `1h`, `250ms`, `1.5s` or bare seconds; must be positive because a zero stall window would fail
+    /// every transfer at once.
+    static func duration(_ text: String) throws(RuleFailure) -> Seconds {
+        let expectation = "expected a duration such as \"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, "
+            + "found \(Quoted.text(text))"
+        var number = Substring(text)
+        var scale = 1.0
+        for (suffix, factor) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)] where number.hasSuffix(suffix) {
+            number = number.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        guard isDecimal(number), let value = Double(number) else { throw RuleFailure(expectation) }
+        guard value > 0 else { throw RuleFailure("must be greater than zero, found \(Quoted.text(text))") }
+        return Seconds(value * scale)
+    }
+
+    /// Octal permission bits, with or without a leading `0` or `0o`.
+    static func mode(_ text: String) throws(RuleFailure) -> FileMode {
+        let bits = text.withUTF8Buffer { bytes -> UInt32? in
+            var digits = bytes[...]
+            if digits.count > 2, digits[0] == UInt8(ascii: "0"), digits[1] | 0x20 == UInt8(ascii: "o") {
+                digits = digits.dropFirst(2)
+            }
+            guard !digits.isEmpty else { return nil }
+            var value: UInt32 = 0
+            for byte in digits {
+                let digit = byte &- UInt8(ascii: "0")
+                guard digit < 8 else { return nil }
+                value = value * 8 + UInt32(digit)
+                guard value <= 0o7777 else { return nil }
+            }
+            return value
+        }
+        guard let bits else {
+            throw RuleFailure("expected octal permission bits from \"0000\" to \"7777\" such as \"0644\", "
+                              + "found \(Quoted.text(text))")
+        }
+        return FileMode(bits)
+    }
+
+    /// `digits` or `digits.digits`: no sign, exponent, `inf` or `nan`, which `Double(_:)` would otherwise accept.
+    private static func isDecimal(_ text: Substring) -> Bool {
+        var sawDigit = false, sawPoint = false, digitAfterPoint = false
+        for byte in text.utf8 {
+            if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
+                sawDigit = true
+                if sawPoint { digitAfterPoint = true }
+            } else if byte == UInt8(ascii: "."), sawDigit, !sawPoint {
+                sawPoint = true
+            } else {
+                return false
+            }
+        }
+        return sawDigit && (!sawPoint || digitAfterPoint)
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import HaulManifest
+import XCTest
+
+/// `ManifestLoader.load(path:)`: reading from disk, paths as given, root relative to the manifest's folder.
+final class LoaderFileTests: XCTestCase {
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("haul-manifest-tests-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory + "/project/sub", withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func write(_ text: String, to relative: String) throws -> String {
+        let path = directory + "/" + relative
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func testAbsolutePath() throws {
+        let path = try write("version: 1\nroot: ../out\nfiles:\n  - {url: \"https://e.com/a\", dest: a}\n", to: "project/sub/haul.yaml")
+        let manifest = try ManifestLoader.load(path: path, environment: [:])
+        XCTAssertEqual(manifest.sourcePath, path)
+        XCTAssertEqual(manifest.root, directory + "/project/out")
+        XCTAssertEqual(manifest.files.count, 1)
+    }
+
+    func testRootDefaultsToTheManifestsFolder() throws {
+        let path = try write("version: 1\nfiles: []\n", to: "project/haul.yaml")
+        XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).root, directory + "/project")
+    }
+
+    func testRelativePathResolvesAgainstTheWorkingDirectory() throws {
+        _ = try write("version: 1\nroot: assets\nfiles:\n  - {url: \"https://e.com/a\", dest: a, sha256: x}\n", to: "project/haul.yaml")
+        let cwd = FileManager.default.currentDirectoryPath
+        let upToRoot = Array(repeating: "..", count: cwd.split(separator: "/").count).joined(separator: "/")
+        let relative = (upToRoot.isEmpty ? "." : upToRoot) + directory + "/./project//haul.yaml"
+        do {
+            _ = try ManifestLoader.load(path: relative, environment: [:])
+            XCTFail("expected an error")
+        } catch {
+            XCTAssertEqual(error.diagnostics.map(\.description),
+                           ["\(relative):4:47: error: files[0].sha256: invalid character \"x\" at position 1 (expected 64 hex digits)"],
+                           "messages name the file as the user did")
+        }
+        try Data("version: 1\nroot: assets\nfiles: []\n".utf8).write(to: URL(fileURLWithPath: directory + "/project/haul.yaml"))
+        let manifest = try ManifestLoader.load(path: relative, environment: [:])
+        XCTAssertEqual(manifest.root, directory + "/project/assets")
+        XCTAssertEqual(manifest.sourcePath, relative)
+    }
+
+    func testMissingFile() {
+        let path = "no-such-folder-\(UUID().uuidString)/haul.yaml"
+        do {
+            _ = try ManifestLoader.load(path: path, environment: [:])
+            XCTFail("expected an error")
+        } catch {
+            XCTAssertEqual(error.diagnostics.map(\.description), ["\(path): error: cannot read manifest: No such file or directory"])
+            XCTAssertNil(error.diagnostics.first?.location)
+            XCTAssertEqual(error.description, "\(path): error: cannot read manifest: No such file or directory")
+        }
+    }
+
+    func testDirectoryInsteadOfFile() {
+        do {
+            _ = try ManifestLoader.load(path: directory, environment: [:])
+            XCTFail("expected an error")
+        } catch {
+            XCTAssertEqual(error.diagnostics.map(\.description), ["\(directory): error: cannot read manifest: Is a directory"])
+        }
+    }
+
+    func testLargeFileIsReadCompletely() throws {
+        var text = "version: 1\nfiles:\n"
+        for index in 0..<2000 { text += "  - {url: \"https://e.com/\(index)\", dest: \"d/\(index)\", sha256: \(Fixture.sha256)}\n" }
+        let path = try write(text, to: "project/big.yaml")
+        XCTAssertGreaterThan(text.utf8.count, 1 << 16, "spans several read chunks")
+        XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).files.count, 2000)
+    }
+}

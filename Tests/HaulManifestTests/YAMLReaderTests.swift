@@ -1,0 +1,131 @@
+import HaulManifest
+import XCTest
+
+/// YAML-level rules: syntax errors, anchors and aliases, documents, tags, encodings.
+final class YAMLReaderTests: XCTestCase {
+    func testSyntaxErrorsUseLibyamlsProblemAndMark() {
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles: [\n"),
+                       ["haul.yaml:3:1: error: did not find expected node content (while parsing a flow node at line 3, column 1)"])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n\t- url: x\n"),
+                       ["haul.yaml:3:1: error: found character that cannot start any token (while scanning for the next token at line 3, column 1)"])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles: []\n  extra: 1\n"),
+                       ["haul.yaml:3:3: error: did not find expected key (while parsing a block mapping at line 1, column 1)"])
+    }
+
+    func testSyntaxErrorHidesEntryFindings() {
+        // Entries before the syntax error were already checked while streaming; only the syntax error is reported.
+        let yaml = "version: 1\nfiles:\n  - {url: \"ftp://x\", dest: a}\n  - {url: [\n"
+        XCTAssertEqual(Fixture.diagnostics(yaml).count, 1)
+        XCTAssertTrue(Fixture.diagnostics(yaml)[0].hasPrefix("haul.yaml:5:1: error: "), Fixture.diagnostics(yaml)[0])
+    }
+
+    func testInvalidUTF8IsReportedWithAPosition() throws {
+        var bytes = Array("version: 1\nfiles: []\nx: \"".utf8)
+        bytes += [0xC3, 0x28]
+        bytes += Array("\"\n".utf8)
+        do {
+            _ = try ManifestLoader.parse(bytes: bytes, fileName: "haul.yaml", manifestDirectory: "/", environment: [:])
+            XCTFail("expected an error")
+        } catch {
+            XCTAssertEqual(error.diagnostics.map(\.description), ["haul.yaml:3:6: error: invalid trailing UTF-8 octet"], "the column of the offending octet")
+        }
+    }
+
+    func testAnchorsAndAliasesAreRejectedWherePlaced() {
+        let yaml = """
+            version: 1
+            files:
+              - &entry {url: "https://example.com/a", dest: a}
+              - *entry
+
+            """
+        XCTAssertEqual(Fixture.diagnostics(yaml), [
+            "haul.yaml:3:5: error: anchor \"&entry\" is not supported: haul manifests do not use anchors or aliases",
+            "haul.yaml:4:5: error: alias \"*entry\" is not supported: haul manifests do not use anchors or aliases",
+        ])
+    }
+
+    func testAliasInsideAnEntryValue() {
+        let yaml = """
+            version: 1
+            defaults: {timeout: &t 30s}
+            files:
+              - {url: "https://example.com/a", dest: a, timeout: *t}
+
+            """
+        XCTAssertEqual(Fixture.diagnostics(yaml), [
+            "haul.yaml:2:21: error: anchor \"&t\" is not supported: haul manifests do not use anchors or aliases",
+            "haul.yaml:4:54: error: alias \"*t\" is not supported: haul manifests do not use anchors or aliases",
+        ])
+    }
+
+    func testAliasBombIsRejectedQuickly() {
+        var yaml = "version: 1\na: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+        for (previous, name) in zip(names, names.dropFirst()) {
+            yaml += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 9).joined(separator: ",") + "]\n"
+        }
+        yaml += "files: [*i, *i, *i]\n"
+        let clock = ContinuousClock()
+        var diagnostics: [String] = []
+        let elapsed = clock.measure { diagnostics = Fixture.diagnostics(yaml) }
+        XCTAssertLessThan(elapsed, .seconds(1), "aliases are never expanded")
+        XCTAssertEqual(diagnostics.first, "haul.yaml:2:1: error: a: unknown key \"a\"")
+        XCTAssertEqual(diagnostics[1], "haul.yaml:2:4: error: anchor \"&a\" is not supported: haul manifests do not use anchors or aliases")
+        XCTAssertEqual(diagnostics.last, "haul.yaml:11:17: error: alias \"*i\" is not supported: haul manifests do not use anchors or aliases")
+        XCTAssertEqual(diagnostics.filter { $0.contains("alias \"*") }.count, 8 * 9 + 3)
+        XCTAssertEqual(diagnostics.filter { $0.contains("anchor \"&") }.count, 9)
+    }
+
+    func testASingleDocumentOnly() {
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles: []\n---\nversion: 1\nfiles: []\n"),
+                       ["haul.yaml:3:1: error: a manifest is a single YAML document; found a second one"])
+        XCTAssertNotNil(Fixture.manifest("---\nversion: 1\nfiles: []\n...\n"), "explicit markers around one document are fine")
+        XCTAssertNotNil(Fixture.manifest("%YAML 1.2\n---\nversion: 1\nfiles: []\n"))
+    }
+
+    func testTags() throws {
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://example.com/a", "dest: !!binary aGVsbG8=")),
+                       ["haul.yaml:4:11: error: unsupported YAML tag \"!!binary\" (haul manifests use plain YAML values)"])
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: !secret https://example.com/a", "dest: a")),
+                       ["haul.yaml:3:10: error: unsupported YAML tag \"!secret\" (haul manifests use plain YAML values)"])
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://example.com/a", "dest: a", "retries: !!str 5")),
+                       ["haul.yaml:5:14: error: files[0].retries: expected an integer from 0 to 100, found the string \"5\""])
+        let yaml = """
+            version: !!int 1
+            prune: !!bool false
+            files: !!seq
+              - !!map {url: !!str "https://example.com/a", dest: ! 2024, retries: !!int 4, mirrors: !!seq []}
+
+            """
+        let manifest = try XCTUnwrap(Fixture.manifest(yaml))
+        XCTAssertEqual(manifest.files[0].destination.description, "2024")
+        XCTAssertEqual(manifest.files[0].retries, 4)
+        XCTAssertEqual(manifest.files[0].mirrors, [])
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://example.com/a", "dest: a", "size: !!null 5")),
+                       ["haul.yaml:5:11: error: files[0].size: expected a size in bytes (an integer of 0 or more), found null"])
+    }
+
+    func testBlockScalarsAreText() throws {
+        let yaml = "version: 1\nfiles:\n  - url: >-\n      https://example.com/folded\n    dest: |-\n      literal.txt\n"
+        let manifest = try XCTUnwrap(Fixture.manifest(yaml))
+        XCTAssertEqual(manifest.files[0].url.expanded, "https://example.com/folded")
+        XCTAssertEqual(manifest.files[0].destination.description, "literal.txt")
+    }
+
+    func testByteOrderMarkAndUTF16() throws {
+        let text = "version: 1\nfiles:\n  - {url: \"https://example.com/é\", dest: \"é\"}\n"
+        let withBOM = [0xEF, 0xBB, 0xBF] + Array(text.utf8)
+        XCTAssertEqual(try ManifestLoader.parse(bytes: withBOM, fileName: "m", manifestDirectory: "/", environment: [:])
+            .files[0].destination.description, "é")
+        var utf16: [UInt8] = [0xFF, 0xFE]
+        for unit in text.utf16 { utf16 += [UInt8(unit & 0xFF), UInt8(unit >> 8)] }
+        XCTAssertEqual(try ManifestLoader.parse(bytes: utf16, fileName: "m", manifestDirectory: "/", environment: [:])
+            .files[0].url.expanded, "https://example.com/é")
+    }
+
+    func testColumnsCountCharacters() {
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - {dest: \"ééé\", url: x}\n"),
+                       ["haul.yaml:3:24: error: files[0].url: expected an absolute http:// or https:// URL, found \"x\""])
+    }
+}
