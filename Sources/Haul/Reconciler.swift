@@ -76,7 +76,7 @@ public struct Reconciler: Sendable {
                                       observer: observer)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs, caFile: options.caFile,
-                userAgent: "haul/\(HaulVersion.current)"))
+                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory))
             engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution)
             for (index, outcome) in execution.finish() { outcomes[index] = outcome }
         }

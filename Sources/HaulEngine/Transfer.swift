@@ -2,14 +2,19 @@ import CCurl
 import Glibc
 import HaulDigest
 
-/// The state of one request while it is in the engine: which source and hop it is on, the temporary file it
-/// writes, and the running hash. Confined to the engine's thread; libcurl's callbacks reach it through an
-/// unretained pointer that the engine's table keeps alive.
+/// The state of one request while it is in the engine: which source and hop it is on, the file it writes,
+/// how much of it is already there (resume), and the running hash. Confined to the engine's thread; libcurl's
+/// callbacks reach it through an unretained pointer that the engine's table keeps alive.
 final class Transfer {
     let request: TransferRequest
+    /// A random name for unpinned files; for pinned ones, the partial named by the expected digest.
     let temporaryPath: String
+    /// Whether bytes may be kept across attempts and runs (pinned files only: the digest judges the splice).
+    let isResumable: Bool
     let easy: EasyHandle
     private let descriptor: Int32
+    /// Ceiling on the body when the manifest pins no size.
+    private let maxBodyBytes: Int64
 
     /// Index into `request.sources`.
     private(set) var sourceIndex = 0
@@ -24,15 +29,25 @@ final class Transfer {
     /// Monotonic time at which a scheduled retry may start.
     var retryAt: Double = 0
 
+    // Resume state, kept across attempts at the same source.
+    /// Bytes already in the file when the current attempt started; the attempt asks for the rest.
+    private(set) var resumeOffset: Int64 = 0
+    /// What the server said identifies the bytes we have (from the response, or the partial's metadata).
+    private(set) var validator: ResumeValidator?
+    /// The file holds bytes from an earlier attempt: a digest mismatch then earns one full refetch.
+    private(set) var holdsResumedBytes = false
+    private(set) var didFullRefetch = false
+
     // Per attempt.
     private var hasher: StreamingHasher
-    /// Set for large bodies: the hash trails the writer on another core instead of running in the callback.
+    /// Set for large or resumed bodies: the hash trails the writer on another core, reading the file from byte 0.
     private(set) var trailingHasher: TrailingHasher?
     private var trailingWake: Int64 = 0
+    /// Body bytes of this attempt.
     private(set) var bytesWritten: Int64 = 0
     private var statusChecked = false
     /// True while the body of a non-2xx answer is read and thrown away.
-    private var discarding = false
+    private(set) var discarding = false
     private var discardedBytes = 0
     /// Set when the write callback aborts the transfer, so that libcurl's generic write error is not what the
     /// user sees.
@@ -43,24 +58,37 @@ final class Transfer {
     private let reportsProgress: Bool
     private let report: (TransferEvent) -> Void
 
-    init(request: TransferRequest, temporaryPath: String, descriptor: Int32, easy: EasyHandle,
+    init(request: TransferRequest, file: TemporaryFile, easy: EasyHandle, maxBodyBytes: Int64,
          reportsProgress: Bool, report: @escaping (TransferEvent) -> Void) {
         self.request = request
-        self.temporaryPath = temporaryPath
-        self.descriptor = descriptor
+        self.temporaryPath = file.path
+        self.descriptor = file.descriptor
+        self.isResumable = file.isPartial
         self.easy = easy
+        self.maxBodyBytes = maxBodyBytes
         self.reportsProgress = reportsProgress
         self.report = report
         self.currentURL = request.sources[0].url
         self.hasher = StreamingHasher(request.hashAlgorithm)
+        if let resume = file.resume {
+            resumeOffset = resume.offset
+            validator = resume.validator
+            holdsResumedBytes = true
+        }
     }
 
     var source: TransferSource { request.sources[sourceIndex] }
     var hasAnotherSource: Bool { sourceIndex + 1 < request.sources.count }
     var canRetry: Bool { retriesUsed < request.retries }
+    /// Everything in the file: resumed bytes plus this attempt's body.
+    var totalBytes: Int64 { resumeOffset + bytesWritten }
+    /// The current attempt asks for the rest of a partial.
+    var requestsRange: Bool { resumeOffset > 0 && validator != nil }
+    /// A partial that is already as long as the pinned size needs only its hash checked, not a request.
+    var partialLooksComplete: Bool { requestsRange && request.expectedSize == resumeOffset }
 
-    /// Starts over from byte 0 for a new attempt (same or next source, or a redirect hop).
-    private func restartBody() {
+    /// Per-attempt state back to "nothing received yet".
+    private func resetAttempt() {
         responseHeaders = ResponseHeaders()
         hasher = StreamingHasher(request.hashAlgorithm)
         trailingHasher = nil
@@ -70,31 +98,68 @@ final class Transfer {
         discarding = false
         discardedBytes = 0
         abortReason = nil
+    }
+
+    /// Drops every byte: the next attempt starts from 0.
+    private func dropBytes() {
+        resetAttempt()
+        emptyFile()
+    }
+
+    /// The file and the hash back to zero bytes; the response being read stays as it is.
+    private func emptyFile() {
+        resumeOffset = 0
+        holdsResumedBytes = false
+        bytesWritten = 0
+        hasher = StreamingHasher(request.hashAlgorithm)
+        trailingHasher = nil
+        trailingWake = 0
         _ = ftruncate(descriptor, 0)
     }
 
-    func beginRetry() {
+    /// Another attempt at the same source. A resumable file keeps what arrived if the server gave a validator
+    /// that lets the next request ask for the rest safely.
+    func beginRetry(keepingBytes: Bool) {
         retriesUsed += 1
-        currentURL = source.url
-        sendsHeaders = true
-        visited = []
-        restartBody()
+        restartAtSource()
+        if keepingBytes && isResumable && validator != nil && totalBytes > 0 {
+            let kept = totalBytes
+            resetAttempt()
+            resumeOffset = kept
+            holdsResumedBytes = true
+        } else {
+            dropBytes()
+        }
     }
 
     func beginNextSource() {
         sourceIndex += 1
         retriesUsed = 0
+        validator = nil
+        restartAtSource()
+        dropBytes()
+    }
+
+    /// After a digest mismatch on bytes that were partly resumed: throw them away and fetch once in full.
+    func beginFullRefetch() {
+        didFullRefetch = true
+        validator = nil
+        restartAtSource()
+        dropBytes()
+    }
+
+    private func restartAtSource() {
         currentURL = source.url
         sendsHeaders = true
         visited = []
-        restartBody()
     }
 
+    /// Redirects are hops of one attempt: bytes already resumed stay, the new hop asks for the same range.
     func beginRedirect(to url: String, sendHeaders: Bool) {
         visited.insert(currentURL)
         currentURL = url
         sendsHeaders = sendHeaders
-        restartBody()
+        resetAttempt()
     }
 
     func recordVisit() { visited.insert(currentURL) }
@@ -102,11 +167,52 @@ final class Transfer {
     /// The digest of exactly the bytes written, for bodies hashed in the callback.
     func finishInlineHash() -> Digest { hasher.finalize() }
 
+    /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
+    func startTrailingHash() -> TrailingHasher? {
+        if trailingHasher == nil { trailingHasher = TrailingHasher(path: temporaryPath, algorithm: request.hashAlgorithm) }
+        return trailingHasher
+    }
+
     /// Bodies at least this long (by Content-Length or pinned size) are hashed by a `TrailingHasher`: below it,
     /// handing work to another thread costs more than hashing in place.
     static let trailingHashThreshold: Int64 = 8 << 20
 
     func closeFile() { close(descriptor) }
+
+    /// Decides, on the first body byte, what this response is: a body to keep (whole, or the rest of a partial),
+    /// or one to discard. Returns false to abort the transfer (`abortReason` says why).
+    private func acceptResponse() -> Bool {
+        let status = easy.responseCode
+        guard (200..<300).contains(status) else {
+            discarding = true
+            return true
+        }
+        let length = easy.contentLength
+        if requestsRange {
+            if status == 206 {
+                guard let start = responseHeaders.contentRange.flatMap(contentRangeStart), start == resumeOffset else {
+                    abortReason = .resumeRejected("the server answered a resume with a different range (\(responseHeaders.contentRange ?? "no Content-Range"))")
+                    return false
+                }
+            } else {
+                // A 200 to a resume request is the whole body from byte 0: the partial is dropped.
+                emptyFile()
+            }
+        } else if status == 206 {
+            abortReason = .resumeRejected("partial content (206) that haul did not ask for")
+            return false
+        }
+        if let fresh = ResumeValidator(responseHeaders) { validator = fresh }
+        let limit = request.expectedSize ?? maxBodyBytes
+        if length >= 0, resumeOffset + length > limit {
+            abortReason = .tooLarge(limit: limit)
+            return false
+        }
+        if resumeOffset > 0 || max(length, request.expectedSize ?? -1) >= Self.trailingHashThreshold {
+            _ = startTrailingHash()
+        }
+        return true
+    }
 
     /// The write path: every body byte goes through here once, into the file and the hash together.
     /// Returning fewer bytes than offered makes libcurl abort the transfer.
@@ -114,29 +220,22 @@ final class Transfer {
         if bytes.isEmpty { return 0 }
         if !statusChecked {
             statusChecked = true
-            let status = easy.responseCode
-            if !(200..<300).contains(status) {
-                discarding = true
-            } else if let limit = request.expectedSize, easy.contentLength > limit {
-                abortReason = .tooLarge(limit: limit)
-                return 0
-            } else if max(easy.contentLength, request.expectedSize ?? -1) >= Self.trailingHashThreshold {
-                trailingHasher = TrailingHasher(path: temporaryPath, algorithm: request.hashAlgorithm)
-            }
+            guard acceptResponse() else { return 0 }
         }
         if discarding {
             // Redirect and error bodies are read so the connection can be reused, but only a little of them.
             discardedBytes += bytes.count
             return discardedBytes > 1 << 16 ? 0 : bytes.count
         }
-        if let limit = request.expectedSize, bytesWritten + Int64(bytes.count) > limit {
+        let limit = request.expectedSize ?? maxBodyBytes
+        if totalBytes + Int64(bytes.count) > limit {
             abortReason = .tooLarge(limit: limit)
             return 0
         }
         guard let base = bytes.baseAddress else { return 0 }
         var offset = 0
         while offset < bytes.count {
-            let written = pwrite(descriptor, base + offset, bytes.count - offset, off_t(bytesWritten) + off_t(offset))
+            let written = pwrite(descriptor, base + offset, bytes.count - offset, off_t(totalBytes) + off_t(offset))
             if written < 0 {
                 if errno == EINTR { continue }
                 abortReason = .local(operation: "write", path: temporaryPath, errno: errno)
@@ -146,7 +245,7 @@ final class Transfer {
         }
         bytesWritten += Int64(bytes.count)
         if let trailingHasher {
-            trailingHasher.written(upTo: bytesWritten, lastWake: &trailingWake)
+            trailingHasher.written(upTo: totalBytes, lastWake: &trailingWake)
         } else {
             hasher.update(bytes)
         }
@@ -164,10 +263,20 @@ final class Transfer {
         let now = MonotonicClock.seconds()
         guard now - lastProgressAt >= 0.1 else { return }
         lastProgressAt = now
-        let expected = easy.contentLength
-        report(.progress(TransferProgress(bytesWritten: chunk, totalBytesWritten: bytesWritten,
-                                          totalBytesExpected: expected >= 0 ? expected : request.expectedSize)))
+        let length = easy.contentLength
+        report(.progress(TransferProgress(bytesWritten: chunk, totalBytesWritten: totalBytes,
+                                          totalBytesExpected: length >= 0 ? resumeOffset + length : request.expectedSize)))
     }
+}
+
+/// The file a transfer writes, as the engine opened it.
+struct TemporaryFile {
+    var path: String
+    var descriptor: Int32
+    /// Named by the expected digest under the partial directory; kept on failure for a later resume.
+    var isPartial: Bool
+    /// Bytes already there, and the validator to resume them with.
+    var resume: (offset: Int64, validator: ResumeValidator)?
 }
 
 enum MonotonicClock {

@@ -15,10 +15,12 @@ import Synchronization
 public final class TransferEngine {
     private let configuration: EngineConfiguration
     private let redirects: RedirectPolicy
+    fileprivate let partials: PartialStore?
 
     public init(configuration: EngineConfiguration) {
         self.configuration = configuration
         self.redirects = RedirectPolicy(maxRedirects: configuration.maxRedirects)
+        self.partials = configuration.partialDirectory.map(PartialStore.init(directory:))
     }
 
     public static var libcurlVersion: String { Curl.version }
@@ -50,6 +52,8 @@ public final class TransferEngine {
         var verifying: [ObjectIdentifier: Transfer] = [:]
         let trailingDigests = TrailingDigests()
         var idleHandles: [EasyHandle] = []
+        /// Partial files held by a transfer of this run: a second entry with the same digest gets its own file.
+        var partialsInUse: Set<String> = []
 
         init(engine: TransferEngine, multi: MultiHandle, delegate: TransferDelegate, reportsProgress: Bool) {
             self.engine = engine
@@ -96,23 +100,64 @@ public final class TransferEngine {
 
         private mutating func start(_ request: TransferRequest) {
             guard !request.sources.isEmpty else { return }
-            let path = engine.configuration.temporaryDirectory + "/" + Self.randomName()
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            let easy = idleHandles.popLast() ?? EasyHandle()
-            guard descriptor >= 0, let easy else {
-                let code = descriptor < 0 ? errno : ENOMEM
-                if descriptor >= 0 { close(descriptor); unlink(path) }
-                delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
-                    AttemptFailure(sourceDisplayURL: request.sources[0].displayURL,
-                                   reason: .local(operation: "create temporary file", path: path, errno: code)),
-                ]))))
-                return
+            let file: TemporaryFile
+            switch openFile(for: request) {
+            case .success(let opened): file = opened
+            case .failure(let reason): return refuse(request, reason)
+            }
+            guard let easy = idleHandles.popLast() ?? EasyHandle() else {
+                close(file.descriptor)
+                partialsInUse.remove(file.path)
+                return refuse(request, .local(operation: "initialize libcurl for", path: file.path, errno: ENOMEM))
             }
             let delegate = self.delegate
             let id = request.id
-            let transfer = Transfer(request: request, temporaryPath: path, descriptor: descriptor, easy: easy,
+            let transfer = Transfer(request: request, file: file, easy: easy, maxBodyBytes: engine.configuration.maxBodyBytes,
                                     reportsProgress: reportsProgress) { delegate.transfer(id, didProduce: $0) }
-            attach(transfer)
+            if transfer.partialLooksComplete {
+                // Everything is already here (a run ended between download and commit): only the hash is left.
+                verify(transfer)
+            } else {
+                attach(transfer)
+            }
+        }
+
+        /// A request that fails before any attempt could start.
+        private func refuse(_ request: TransferRequest, _ reason: FailureReason) {
+            delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
+                AttemptFailure(sourceDisplayURL: request.sources[0].displayURL, reason: reason),
+            ]))))
+        }
+
+        /// A pinned file gets the partial named by its digest (resuming it when its metadata says how); anything
+        /// else, or a second entry wanting the same partial in this run, gets a fresh random name.
+        private mutating func openFile(for request: TransferRequest) -> Result<TemporaryFile, FailureReason> {
+            if let digest = request.expectedDigest, let partials = engine.partials {
+                let path = partials.path(for: digest)
+                if partialsInUse.insert(path).inserted {
+                    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+                    guard descriptor >= 0 else {
+                        partialsInUse.remove(path)
+                        return .failure(.local(operation: "open partial file", path: path, errno: errno))
+                    }
+                    var info = stat()
+                    let size = fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
+                    let metadata = partials.metadata(forPartial: path)
+                    let resumable = size > 0 && metadata?.sourceKey == PartialStore.sourceKey(request.sources[0].url)
+                        && size <= (request.expectedSize ?? .max)
+                    if let metadata, resumable {
+                        return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true,
+                                                      resume: (size, metadata.validator)))
+                    }
+                    _ = ftruncate(descriptor, 0)
+                    partials.removeMetadata(forPartial: path)
+                    return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true, resume: nil))
+                }
+            }
+            let path = engine.configuration.temporaryDirectory + "/" + Self.randomName()
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard descriptor >= 0 else { return .failure(.local(operation: "create temporary file", path: path, errno: errno)) }
+            return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: false, resume: nil))
         }
 
         /// Configures the transfer's handle for its current URL and hands it to libcurl.
@@ -135,9 +180,12 @@ public final class TransferEngine {
             easy.set(CURLOPT_LOW_SPEED_TIME, window)
             if transfer.currentURL.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
             if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
-            if transfer.sendsHeaders {
-                easy.setHeaders(transfer.source.headers.map { "\($0.name): \($0.value)" })
+            var headers = transfer.sendsHeaders ? transfer.source.headers.map { "\($0.name): \($0.value)" } : []
+            if transfer.requestsRange, let validator = transfer.validator {
+                headers.append("Range: bytes=\(transfer.resumeOffset)-")
+                headers.append("If-Range: \(validator.ifRangeValue)")
             }
+            easy.setHeaders(headers)
             // No Accept-Encoding: the bytes hashed are the bytes stored.
             _ = haul_easy_setopt_write_callback(easy.raw, transferWriteCallback)
             easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
@@ -158,19 +206,24 @@ public final class TransferEngine {
             case .failed(let reason):
                 fail(transfer, reason)
             case .bodyComplete:
-                if let trailing = transfer.trailingHasher {
-                    let key = ObjectIdentifier(transfer)
-                    verifying[key] = transfer
-                    let digests = trailingDigests
-                    let wakeUp = multi.wakeUpHandle
-                    let path = transfer.temporaryPath
-                    trailing.finish(at: transfer.bytesWritten) { result in
-                        digests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) })
-                        wakeUp.wake()
-                    }
-                } else {
-                    judge(transfer, digest: .success(transfer.finishInlineHash()))
-                }
+                verify(transfer)
+            }
+        }
+
+        /// Every byte is in: the digest decides. Inline-hashed bodies are judged now; trailing hashes report back
+        /// through `trailingDigests` and a wake-up, so the loop never waits for a hash.
+        private mutating func verify(_ transfer: Transfer) {
+            guard transfer.trailingHasher != nil || transfer.holdsResumedBytes, let trailing = transfer.startTrailingHash() else {
+                return judge(transfer, digest: .success(transfer.finishInlineHash()))
+            }
+            let key = ObjectIdentifier(transfer)
+            verifying[key] = transfer
+            let digests = trailingDigests
+            let wakeUp = multi.wakeUpHandle
+            let path = transfer.temporaryPath
+            trailing.finish(at: transfer.totalBytes) { result in
+                digests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) })
+                wakeUp.wake()
             }
         }
 
@@ -183,7 +236,8 @@ public final class TransferEngine {
         /// What a finished attempt was: a 2xx body to verify, a redirect to follow, or a failure.
         private func response(of transfer: Transfer, _ result: CURLcode) -> Response {
             if let reason = transfer.abortReason { return .failed(reason) }
-            guard result == CURLE_OK else {
+            // An error body is read only so far; cutting it short is not a network failure.
+            guard result == CURLE_OK || transfer.discarding && result == CURLE_WRITE_ERROR else {
                 let detail = transfer.easy.errorMessage
                 return .failed(.network(code: Int(result.rawValue), message: detail.isEmpty ? result.message : detail))
             }
@@ -201,7 +255,7 @@ public final class TransferEngine {
 
         /// The bytes are all in: they are a file only if size and digest are what was pinned.
         private mutating func judge(_ transfer: Transfer, digest: Result<Digest, FailureReason>) {
-            let size = transfer.bytesWritten
+            let size = transfer.totalBytes
             let reason: FailureReason? = switch digest {
             case .failure(let reason): reason
             case .success(let digest):
@@ -213,13 +267,34 @@ public final class TransferEngine {
                     nil
                 }
             }
-            if let reason { return fail(transfer, reason) }
+            if let reason {
+                if transfer.holdsResumedBytes && !transfer.didFullRefetch && !reason.isLocal {
+                    // The splice may be what went wrong: the final hash is the judge, so fetch once in full.
+                    let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
+                    transfer.failures.append(failure)
+                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: 0))
+                    transfer.beginFullRefetch()
+                    engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
+                    return attach(transfer)
+                }
+                return fail(transfer, reason)
+            }
             guard case .success(let digest) = digest else { return }
             transfer.closeFile()
-            idleHandles.append(transfer.easy)
+            release(transfer)
             delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
                 temporaryPath: transfer.temporaryPath, size: size, digest: digest,
                 sourceDisplayURL: transfer.source.displayURL))))
+        }
+
+        /// The transfer is leaving the engine: its handle goes back to the pool, its partial name is free again,
+        /// and no metadata outlives a partial that has become a file (or been discarded).
+        private mutating func release(_ transfer: Transfer) {
+            idleHandles.append(transfer.easy)
+            if transfer.isResumable {
+                partialsInUse.remove(transfer.temporaryPath)
+                engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
+            }
         }
 
         /// Retries the same source for a transient failure, else moves to the next source, else gives up.
@@ -230,7 +305,7 @@ public final class TransferEngine {
                 let retryAfter = if case .httpStatus = reason { transfer.responseHeaders.retryAfter } else { RetryAfter?.none }
                 let delay = engine.configuration.retryPolicy.delay(beforeRetry: transfer.retriesUsed + 1, retryAfter: retryAfter)
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
-                transfer.beginRetry()
+                transfer.beginRetry(keepingBytes: reason.keepsPartial)
                 transfer.retryAt = MonotonicClock.seconds() + delay
                 waiting.append(transfer)
             } else if transfer.hasAnotherSource, !reason.isLocal {
@@ -240,8 +315,17 @@ public final class TransferEngine {
             } else {
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
                 transfer.closeFile()
-                unlink(transfer.temporaryPath)
-                idleHandles.append(transfer.easy)
+                let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
+                let metadata = transfer.validator.map {
+                    PartialMetadata(sourceKey: PartialStore.sourceKey(transfer.source.url), validator: $0)
+                }
+                release(transfer)
+                if keepsPartial, let metadata, let partials = engine.partials {
+                    // The next run resumes from here.
+                    partials.save(metadata, forPartial: transfer.temporaryPath)
+                } else {
+                    unlink(transfer.temporaryPath)
+                }
                 delegate.transfer(transfer.request.id,
                                   didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
             }
@@ -274,6 +358,12 @@ extension FailureReason {
     /// A local failure (disk full, permission) is the same whichever source is tried.
     var isLocal: Bool {
         if case .local = self { return true }
+        return false
+    }
+
+    /// Only a transfer cut short by the network leaves bytes worth resuming.
+    var keepsPartial: Bool {
+        if case .network = self { return true }
         return false
     }
 }

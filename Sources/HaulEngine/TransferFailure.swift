@@ -13,6 +13,8 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     case tooLarge(limit: Int64)
     /// A redirect haul refuses to follow (scheme, downgrade, loop, too many hops).
     case redirectRefused(String)
+    /// The server's answer to a resume cannot be spliced onto the bytes we have.
+    case resumeRejected(String)
     /// The local side: the temporary file could not be created or written.
     case local(operation: String, path: String, errno: Int32)
 
@@ -24,6 +26,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
         case .sizeMismatch(let expected, let actual): "size mismatch: expected \(expected) bytes, got \(actual)"
         case .tooLarge(let limit): "more than the expected \(limit) bytes"
         case .redirectRefused(let why): "redirect refused: \(why)"
+        case .resumeRejected(let why): "resume refused: \(why)"
         case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         }
     }
@@ -36,6 +39,9 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
             return !Self.permanentNetworkCodes.contains(code)
         case .httpStatus(let status):
             return status == 408 || status == 429 || (status >= 500 && status != 501 && status != 505)
+        case .resumeRejected:
+            // The retry starts from byte 0 (the bytes are dropped), which is likely to work.
+            return true
         case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .local:
             return false
         }

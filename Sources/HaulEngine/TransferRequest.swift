@@ -67,10 +67,16 @@ public struct EngineConfiguration: Sendable {
     public var lowSpeedLimit: Int
     /// When to try the same source again. Injectable so that tests run in milliseconds.
     public var retryPolicy: RetryPolicy
+    /// Where interrupted downloads of pinned files are kept to be resumed (same file system as the
+    /// destinations); nil: they are not kept across runs.
+    public var partialDirectory: String?
+    /// Largest body accepted for a file whose size the manifest does not pin.
+    public var maxBodyBytes: Int64
 
     public init(temporaryDirectory: String, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
-                retryPolicy: RetryPolicy = RetryPolicy()) {
+                retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: String? = nil,
+                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
         self.caFile = caFile
@@ -78,10 +84,15 @@ public struct EngineConfiguration: Sendable {
         self.maxRedirects = maxRedirects
         self.lowSpeedLimit = lowSpeedLimit
         self.retryPolicy = retryPolicy
+        self.partialDirectory = partialDirectory
+        self.maxBodyBytes = maxBodyBytes
     }
 
     /// Enough to hide per-request latency on small files without hammering one server.
     public static let defaultConcurrency = 16
+
+    /// 16 GiB: far above any asset a manifest would leave unsized, far below filling a CI disk by accident.
+    public static let defaultMaxBodyBytes: Int64 = 16 << 30
 }
 
 /// Progress of one transfer, as URLSession reports it.

@@ -9,6 +9,8 @@ import Synchronization
 public final class StagingArea: Sendable {
     public let root: String
     public let directory: String
+    /// Interrupted downloads of pinned files, named by their digest, kept for the next attempt to resume.
+    public let partialDirectory: String
     /// pid plus randomness: two haul processes on one root, or a pid reused after a crash, never collide.
     private let namePrefix: String
     private let sequence = Atomic<UInt64>(0)
@@ -17,6 +19,7 @@ public final class StagingArea: Sendable {
     public init(root: String) {
         self.root = FileSystem.normalizedRoot(root)
         self.directory = FileSystem.join(FileSystem.join(self.root, ".haul"), "tmp")
+        self.partialDirectory = FileSystem.join(FileSystem.join(self.root, ".haul"), "partial")
         let random = UInt32.random(in: .min ... .max)
         self.namePrefix = "\(getpid())-\(String(random, radix: 16))"
     }
@@ -49,9 +52,9 @@ public final class StagingArea: Sendable {
         throw StoreError(operation: "create temporary file", path: directory, errno: EEXIST)
     }
 
-    /// Only paths inside the staging directory are removed: the store never deletes anything else.
+    /// Only paths inside the staging directories are removed: the store never deletes anything else.
     public func discard(_ path: String) {
-        guard path.hasPrefix(directory + "/") else { return }
+        guard path.hasPrefix(directory + "/") || path.hasPrefix(partialDirectory + "/") else { return }
         _ = path.withCString { unlink($0) }
     }
 
@@ -62,6 +65,7 @@ public final class StagingArea: Sendable {
         }
         try makePrivateDirectory(FileSystem.parentOf(directory))
         try makePrivateDirectory(directory)
+        try makePrivateDirectory(partialDirectory)
         prepared.store(true, ordering: .releasing)
     }
 

@@ -1,0 +1,107 @@
+import Glibc
+import HaulDigest
+
+/// Interrupted downloads of pinned files, kept under haul's private area so that the next attempt (in this run
+/// or the next) resumes instead of starting over.
+///
+/// A partial is named by the digest it must end up with, so it can only ever be completed into that content;
+/// its `.meta` file says which URL the bytes came from (as a hash: URLs may carry secrets) and the validator that
+/// guarantees a resumed request continues the same version of the file.
+struct PartialStore {
+    let directory: String
+
+    func path(for digest: Digest) -> String { "\(directory)/\(digest.algorithm.rawValue)-\(digest.hex).part" }
+
+    func metadata(forPartial path: String) -> PartialMetadata? {
+        let descriptor = open(path + ".meta", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let count = read(descriptor, &bytes, bytes.count)
+        guard count > 0 else { return nil }
+        return PartialMetadata(encoded: String(decoding: bytes[..<count], as: UTF8.self))
+    }
+
+    /// Written next to the partial, atomically (temporary name, then rename), so a crash never leaves half of it.
+    func save(_ metadata: PartialMetadata, forPartial path: String) {
+        let temporary = path + ".meta.new"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { return }
+        let text = Array(metadata.encoded.utf8)
+        let written = write(descriptor, text, text.count)
+        close(descriptor)
+        if written == text.count { rename(temporary, path + ".meta") } else { unlink(temporary) }
+    }
+
+    func removeMetadata(forPartial path: String) { unlink(path + ".meta") }
+
+    /// Which source the bytes came from, without writing its URL (which may hold a token) to disk.
+    static func sourceKey(_ url: String) -> String { StreamingHasher.digest(Array(url.utf8), algorithm: .sha256).hex }
+}
+
+struct PartialMetadata: Equatable {
+    var sourceKey: String
+    var validator: ResumeValidator
+
+    init(sourceKey: String, validator: ResumeValidator) {
+        self.sourceKey = sourceKey
+        self.validator = validator
+    }
+
+    var encoded: String {
+        switch validator {
+        case .etag(let tag): "source \(sourceKey)\netag \(tag)\n"
+        case .lastModified(let date): "source \(sourceKey)\nlast-modified \(date)\n"
+        }
+    }
+
+    init?(encoded: String) {
+        var source: String?
+        var validator: ResumeValidator?
+        for line in encoded.split(separator: "\n") {
+            guard let space = line.firstIndex(of: " ") else { continue }
+            let value = String(line[line.index(after: space)...])
+            switch line[..<space] {
+            case "source": source = value
+            case "etag": validator = .etag(value)
+            case "last-modified": validator = .lastModified(value)
+            default: continue
+            }
+        }
+        guard let source, let validator else { return nil }
+        self.init(sourceKey: source, validator: validator)
+    }
+}
+
+/// What makes a resumed request safe: `If-Range` with it makes the server send the rest of *this* version, or
+/// the whole new version (200) — never the rest of another version spliced onto ours.
+enum ResumeValidator: Equatable {
+    case etag(String)
+    case lastModified(String)
+
+    /// A strong ETag if there is one (weak ones are not allowed in If-Range), else Last-Modified.
+    init?(_ headers: ResponseHeaders) {
+        if let tag = headers.etag, !tag.hasPrefix("W/"), tag.hasPrefix("\"") {
+            self = .etag(tag)
+        } else if let date = headers.lastModified, !date.isEmpty {
+            self = .lastModified(date)
+        } else {
+            return nil
+        }
+    }
+
+    var ifRangeValue: String {
+        switch self {
+        case .etag(let tag): tag
+        case .lastModified(let date): date
+        }
+    }
+}
+
+/// `Content-Range: bytes 100-199/200` → 100; nil for anything else (including `bytes */200`).
+func contentRangeStart(_ value: String) -> Int64? {
+    guard value.hasPrefix("bytes ") else { return nil }
+    let range = value.dropFirst(6)
+    guard let dash = range.firstIndex(of: "-") else { return nil }
+    return Int64(range[..<dash])
+}
