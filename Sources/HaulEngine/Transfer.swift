@@ -55,6 +55,8 @@ final class Transfer {
     /// The headers of the current response that haul acts on.
     private(set) var responseHeaders = ResponseHeaders()
     private var lastProgressAt: Double = 0
+    /// When bytes last arrived (or the attempt began): the stall clock.
+    private var lastActivityAt: Double = 0
     private let reportsProgress: Bool
     private let report: (TransferEvent) -> Void
 
@@ -162,7 +164,24 @@ final class Transfer {
         resetAttempt()
     }
 
-    func recordVisit() { visited.insert(currentURL) }
+    /// Called as the attempt (or a redirect hop) goes to libcurl.
+    func recordVisit() {
+        visited.insert(currentURL)
+        lastActivityAt = MonotonicClock.seconds()
+    }
+
+    /// libcurl's transfer-info callback runs at least once a second, even when nothing arrives: the place to
+    /// notice that nothing has arrived for the whole stall window. Returns false to abort.
+    func checkForStall() -> Bool {
+        let idle = MonotonicClock.seconds() - lastActivityAt
+        guard idle > request.stallTimeout else { return true }
+        abortReason = .network(code: 28, message: "no data for \(Self.format(seconds: request.stallTimeout))")
+        return false
+    }
+
+    private static func format(seconds: Double) -> String {
+        seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
 
     /// The digest of exactly the bytes written, for bodies hashed in the callback.
     func finishInlineHash() -> Digest { hasher.finalize() }
@@ -223,6 +242,7 @@ final class Transfer {
             guard acceptResponse() else { return 0 }
         }
         if discarding {
+            lastActivityAt = MonotonicClock.seconds()
             // Redirect and error bodies are read so the connection can be reused, but only a little of them.
             discardedBytes += bytes.count
             return discardedBytes > 1 << 16 ? 0 : bytes.count
@@ -244,6 +264,7 @@ final class Transfer {
             offset += written
         }
         bytesWritten += Int64(bytes.count)
+        lastActivityAt = MonotonicClock.seconds()
         if let trailingHasher {
             trailingHasher.written(upTo: totalBytes, lastWake: &trailingWake)
         } else {
@@ -255,6 +276,7 @@ final class Transfer {
 
     /// One header line of the response (libcurl calls this for the status line too).
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Int {
+        lastActivityAt = MonotonicClock.seconds()
         responseHeaders.consume(line)
         return line.count
     }
@@ -310,6 +332,13 @@ struct ResponseHeaders {
         default: break
         }
     }
+}
+
+/// libcurl's transfer-info callback: only used to detect stalls.
+let transferInfoCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32 = {
+    context, _, _, _, _ in
+    guard let context else { return 0 }
+    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().checkForStall() ? 0 : 1
 }
 
 /// libcurl's header callback.

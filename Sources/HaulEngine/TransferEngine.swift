@@ -174,6 +174,8 @@ public final class TransferEngine {
             easy.set(CURLOPT_USERAGENT, configuration.userAgent)
             easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
             easy.set(CURLOPT_BUFFERSIZE, 256 * 1024)
+            // Stalls (no byte for the whole window) are caught by the transfer-info callback; libcurl's
+            // low-speed check adds the floor: less than `lowSpeedLimit` bytes/s averaged over the window.
             let window = max(1, Int(transfer.request.stallTimeout.rounded(.up)))
             easy.set(CURLOPT_CONNECTTIMEOUT, window)
             easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
@@ -191,6 +193,9 @@ public final class TransferEngine {
             easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
             _ = haul_easy_setopt_header_callback(easy.raw, transferHeaderCallback)
             easy.set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+            _ = haul_easy_setopt_xferinfo_callback(easy.raw, transferInfoCallback)
+            easy.set(CURLOPT_XFERINFODATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+            easy.set(CURLOPT_NOPROGRESS, false)
             transfer.recordVisit()
             active[easy.raw] = transfer
             multi.add(easy)

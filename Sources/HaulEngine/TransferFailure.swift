@@ -52,7 +52,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
         1,  // CURLE_UNSUPPORTED_PROTOCOL
         3,  // CURLE_URL_MALFORMAT
         35, // CURLE_SSL_CONNECT_ERROR (handshake refused)
-        51, // CURLE_PEER_FAILED_VERIFICATION
+        51, // obsolete alias of 60 before 7.62
         53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91,
     ]
 }

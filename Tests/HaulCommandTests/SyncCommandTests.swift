@@ -1,6 +1,7 @@
 import Foundation
 import HaulDigest
 import HaulTestSupport
+import Synchronization
 import XCTest
 
 /// The CLI contract, end to end: the real `haul` binary, a real loopback server, real files.
@@ -238,5 +239,35 @@ final class SyncCommandTests: XCTestCase {
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let file = try String(contentsOf: repository.appendingPathComponent("schema/haul-manifest.schema.json"), encoding: .utf8)
         XCTAssertEqual(result.stdout.trimmingCharacters(in: .newlines), file.trimmingCharacters(in: .newlines))
+    }
+}
+
+extension SyncCommandTests {
+    /// An interrupted run leaves the destination alone and its partial in haul's area; the next run resumes it.
+    func testAnInterruptedSyncResumesInTheNextRun() throws {
+        let data = (0..<400_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        let files = StaticFiles(["/big.bin": data])
+        let cut = Mutex(true)
+        let server = try LoopbackHTTPServer { request in
+            let response = files.respond(to: request)
+            return cut.withLock { $0 } ? response.with(fault: .resetAfter(bytes: 150_000)) : response
+        }
+        defer { server.stop() }
+        try writeManifest([("big.bin", data)], server: server, header: "defaults:\n  retries: 0\n")
+        let old: [UInt8] = Array("old".utf8)
+        try directory.write("out/big.bin", old)
+
+        let first = try haul(["sync"])
+        XCTAssertEqual(first.exitCode, 1)
+        XCTAssertEqual(outFile("big.bin"), old, "the destination is never half a file")
+        let partials = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial")
+        XCTAssertEqual(partials.filter { $0.hasSuffix(".part") }.count, 1)
+
+        cut.withLock { $0 = false }
+        let second = try haul(["sync"])
+        XCTAssertEqual(second.exitCode, 0, second.stderr)
+        XCTAssertEqual(outFile("big.bin"), data)
+        XCTAssertEqual(server.requests.last?.header("Range"), "bytes=150000-")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial"), [])
     }
 }
