@@ -9,12 +9,19 @@ import Synchronization
 /// Settings of a run that come from the command line, not the manifest.
 public struct SyncOptions: Sendable {
     public var jobs: Int
+    public var connectionsPerHost: Int
     public var caFile: String?
+    /// Largest body accepted for an entry without `size`.
+    public var maxFileSize: Int64
     public var durability: Durability
 
-    public init(jobs: Int = EngineConfiguration.defaultConcurrency, caFile: String? = nil, durability: Durability = .batched) {
+    public init(jobs: Int = EngineConfiguration.defaultConcurrency,
+                connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
+                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched) {
         self.jobs = jobs
+        self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
+        self.maxFileSize = maxFileSize
         self.durability = durability
     }
 }
@@ -75,8 +82,10 @@ public struct Reconciler: Sendable {
                                       committer: Committer(root: manifest.root, durability: options.durability),
                                       observer: observer)
             let engine = TransferEngine(configuration: EngineConfiguration(
-                temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs, caFile: options.caFile,
-                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory))
+                temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs,
+                maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
+                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
+                maxBodyBytes: options.maxFileSize))
             engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution)
             for (index, outcome) in execution.finish() { outcomes[index] = outcome }
         }

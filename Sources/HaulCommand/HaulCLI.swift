@@ -64,8 +64,16 @@ struct TransferOptions: ParsableArguments {
         "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE).", valueName: "file"))
     var caFile: String?
 
+    @Option(name: .customLong("per-host"), help: "Connections to one host at once (HTTP/2 multiplexes over one).")
+    var perHost: Int = 16
+
+    @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
+        "Largest download accepted for an entry without size (e.g. 500M, 2G).", valueName: "size"))
+    var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
+
     func validate() throws {
         guard (1...256).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 256, not \(jobs)") }
+        guard (1...256).contains(perHost) else { throw ValidationError("--per-host must be between 1 and 256, not \(perHost)") }
         if let caFile = resolvedCAFile, access(caFile, R_OK) != 0 {
             throw ValidationError("cannot read CA bundle \"\(caFile)\": \(String(cString: strerror(errno)))")
         }
@@ -73,7 +81,9 @@ struct TransferOptions: ParsableArguments {
 
     var resolvedCAFile: String? { caFile ?? Environment.current["HAUL_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 } }
 
-    var syncOptions: SyncOptions { SyncOptions(jobs: jobs, caFile: resolvedCAFile) }
+    var syncOptions: SyncOptions {
+        SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes)
+    }
 }
 
 struct Sync: ParsableCommand {
@@ -145,5 +155,36 @@ struct Schema: ParsableCommand {
 
     func run() throws {
         Output.lines([ManifestSchema.json])
+    }
+}
+
+/// `1048576`, `512K`, `500M`, `2G`, `1T` (binary units).
+struct ByteSize: ExpressibleByArgument, CustomStringConvertible {
+    var bytes: Int64
+
+    var description: String {
+        for (suffix, unit) in [("T", Int64(1) << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] where bytes % unit == 0 {
+            return "\(bytes / unit)\(suffix)"
+        }
+        return "\(bytes)"
+    }
+
+    var defaultValueDescription: String { description }
+
+    init(bytes: Int64) { self.bytes = bytes }
+
+    init?(argument: String) {
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var text = argument.uppercased()
+        if text.hasSuffix("IB") { text.removeLast(2) } else if text.hasSuffix("B") { text.removeLast() }
+        var multiplier: Int64 = 1
+        if let last = text.last, let unit = units[last] {
+            multiplier = unit
+            text.removeLast()
+        }
+        guard let value = Int64(text), value > 0 else { return nil }
+        let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
+        guard !overflow else { return nil }
+        bytes = product
     }
 }

@@ -62,6 +62,7 @@ public final class TransferEngine {
             self.reportsProgress = reportsProgress
             let limit = max(1, engine.configuration.maxConcurrentTransfers)
             multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, limit)
+            multi.set(CURLMOPT_MAX_HOST_CONNECTIONS, max(1, engine.configuration.maxConnectionsPerHost))
             multi.set(CURLMOPT_MAXCONNECTS, limit * 2)
         }
 

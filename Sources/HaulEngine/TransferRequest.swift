@@ -58,6 +58,8 @@ public struct EngineConfiguration: Sendable {
     public var temporaryDirectory: String
     /// Transfers running at once.
     public var maxConcurrentTransfers: Int
+    /// Connections open to one host at once (HTTP/2 multiplexes many transfers over one).
+    public var maxConnectionsPerHost: Int
     /// A CA bundle to verify TLS against instead of the system store (internal mirrors, tests).
     public var caFile: String?
     public var userAgent: String
@@ -74,11 +76,12 @@ public struct EngineConfiguration: Sendable {
     public var maxBodyBytes: Int64
 
     public init(temporaryDirectory: String, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
-                caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
+                maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
                 retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: String? = nil,
                 maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
+        self.maxConnectionsPerHost = maxConnectionsPerHost
         self.caFile = caFile
         self.userAgent = userAgent
         self.maxRedirects = maxRedirects
@@ -90,6 +93,9 @@ public struct EngineConfiguration: Sendable {
 
     /// Enough to hide per-request latency on small files without hammering one server.
     public static let defaultConcurrency = 16
+
+    /// Enough parallelism over HTTP/1.1 to fill a link, few enough not to look like an attack to one mirror.
+    public static let defaultConnectionsPerHost = 16
 
     /// 16 GiB: far above any asset a manifest would leave unsized, far below filling a CI disk by accident.
     public static let defaultMaxBodyBytes: Int64 = 16 << 30

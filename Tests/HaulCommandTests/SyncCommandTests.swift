@@ -271,3 +271,30 @@ extension SyncCommandTests {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial"), [])
     }
 }
+
+extension SyncCommandTests {
+    /// Proxies come from the usual environment variables (libcurl's own handling, which haul keeps on).
+    func testProxyFromTheEnvironmentIsUsedAndNoProxyBypassesIt() throws {
+        let bytes: [UInt8] = Array("through the proxy".utf8)
+        let origin = try LoopbackHTTPServer(files: ["/p.txt": bytes])
+        defer { origin.stop() }
+        let originURL = origin.url("/p.txt")
+        let proxy = try LoopbackHTTPServer { request in
+            request.target == originURL ? .ok(bytes) : .status(502)
+        }
+        defer { proxy.stop() }
+        try writeManifest([("p.txt", bytes)], server: origin)
+
+        let proxied = try haul(["sync"], environment: ["http_proxy": proxy.baseURL])
+        XCTAssertEqual(proxied.exitCode, 0, proxied.stderr)
+        XCTAssertEqual(outFile("p.txt"), bytes)
+        XCTAssertEqual(proxy.requests.map(\.target), [originURL], "the request went through the proxy, in absolute form")
+        XCTAssertEqual(origin.requests.count, 0)
+
+        try FileManager.default.removeItem(atPath: directory.path + "/out/p.txt")
+        let direct = try haul(["sync"], environment: ["http_proxy": proxy.baseURL, "no_proxy": "127.0.0.1"])
+        XCTAssertEqual(direct.exitCode, 0, direct.stderr)
+        XCTAssertEqual(origin.requests.count, 1, "no_proxy sends it direct")
+        XCTAssertEqual(proxy.requests.count, 1)
+    }
+}

@@ -323,3 +323,17 @@ final class Recorder: TransferDelegate {
         }
     }
 }
+
+extension TransferEngineTests {
+    func testPerHostConnectionCapHolds() throws {
+        let files = Dictionary(uniqueKeysWithValues: (0..<20).map { ("/f\($0)", [UInt8](repeating: UInt8($0), count: 30_000)) })
+        let server = try LoopbackHTTPServer(files: files)
+        defer { server.stop() }
+        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path,
+                                                                       maxConcurrentTransfers: 8, maxConnectionsPerHost: 2))
+        let recorder = Recorder()
+        engine.run((0..<20).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
+        XCTAssertEqual(recorder.results.values.filter { (try? $0.get()) != nil }.count, 20)
+        XCTAssertLessThanOrEqual(server.connectionCount, 2)
+    }
+}
