@@ -45,7 +45,7 @@ public enum HumanReport {
     static func bytesSuffix(_ entries: [PlannedEntry]) -> String {
         let sizes = entries.compactMap(\.entry.size)
         guard !sizes.isEmpty else { return "" }
-        let total = ByteCount.format(sizes.reduce(0, +))
+        let total = ByteCount.format(sizes.saturatingSum())
         return sizes.count == entries.count ? " (\(total))" : " (at least \(total))"
     }
 
@@ -93,7 +93,7 @@ public enum HumanReport {
 
     public static func syncSummary(_ result: SyncResult) -> String {
         let fetched = result.fetchedFiles
-        let bytes = fetched.reduce(Int64(0)) { $0 + $1.size }
+        let bytes = fetched.map(\.size).saturatingSum()
         let failed = result.failures.count
         var line = fetched.isEmpty && failed == 0
             ? "Nothing to do: \(count(result.plan.upToDateCount, "file")) up to date"

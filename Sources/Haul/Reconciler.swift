@@ -26,8 +26,9 @@ public struct SyncOptions: Sendable {
     }
 }
 
-/// Told what a sync does as it does it. Called from the engine's thread; implementations only record or print.
-public protocol SyncObserver: AnyObject {
+/// Told what a sync does as it does it. Called from the engine's thread and from the commit queue, possibly at
+/// the same time: implementations must be thread-safe (they only record or print).
+public protocol SyncObserver: AnyObject, Sendable {
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?)
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
 }
@@ -95,8 +96,10 @@ public struct Reconciler: Sendable {
     /// Headers go with `url` only: a mirror is another party and gets none of them.
     func transferRequest(for entry: FileEntry, id: Int) -> TransferRequest {
         let headers = entry.headers.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
+        let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
         let sources = entry.sources.enumerated().map { index, url in
-            TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [])
+            TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [],
+                           secrets: url.environmentValues + (index == 0 ? headerSecrets : []))
         }
         return TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
                                expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value)
@@ -110,10 +113,7 @@ public struct Reconciler: Sendable {
 ///
 /// Batching is what keeps durability affordable: one `syncfs` and one fsync per directory covers every file
 /// that finished within the batch window, instead of an fsync pair per file.
-private final class Execution: TransferDelegate, @unchecked Sendable {
-    // @unchecked: `plan`, `staging`, `committer` and `observer` are immutable references; the mutable state
-    // lives in `pending` and `outcomes`, both behind Mutexes. The observer is called from the engine thread and
-    // from the commit queue, never from both at once for the same entry.
+private final class Execution: TransferDelegate, Sendable {
     private let plan: Plan
     private let staging: StagingArea
     private let committer: Committer

@@ -101,8 +101,8 @@ final class MultiHandle {
 
     var wakeUpHandle: WakeUp { WakeUp(raw: raw) }
 
-    /// Lets another thread interrupt `poll`. curl_multi_wakeup is the one multi call documented as thread-safe;
-    /// the handle outlives every wake-up because the loop does not end while a trailing hash is pending.
+    /// Lets another thread interrupt `poll`. curl_multi_wakeup is the one multi call documented as thread-safe.
+    /// The caller must make sure the handle outlives the call (see `TrailingDigests.add`).
     struct WakeUp: @unchecked Sendable {
         let raw: UnsafeMutableRawPointer
         func wake() { curl_multi_wakeup(raw) }
@@ -144,8 +144,27 @@ struct URLOrigin: Equatable {
             return String(cString: pointer)
         }
         guard let scheme = part(CURLUPART_SCHEME) else { return nil }
-        self.scheme = scheme.lowercased()
-        self.host = part(CURLUPART_HOST)?.lowercased() ?? ""
+        self.scheme = Self.asciiLowercased(scheme)
+        // ASCII case-folding only: Unicode lowercasing would make "K" (Kelvin sign) equal "k".
+        self.host = part(CURLUPART_HOST).map(Self.asciiLowercased) ?? ""
         self.port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)) ?? ""
     }
+
+    private static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }, as: UTF8.self)
+    }
+}
+
+/// Resolves a `Location` header against the URL that sent it, with libcurl's parser. Used when libcurl did not
+/// (it computes the redirect URL only for a transfer it completed, not one haul cut short).
+func resolveRedirect(_ location: String, against base: String) -> String? {
+    guard let handle = curl_url() else { return nil }
+    defer { curl_url_cleanup(handle) }
+    let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
+    guard curl_url_set(handle, CURLUPART_URL, base, flags) == CURLUE_OK,
+          curl_url_set(handle, CURLUPART_URL, location, flags) == CURLUE_OK else { return nil }
+    var pointer: UnsafeMutablePointer<CChar>?
+    guard curl_url_get(handle, CURLUPART_URL, &pointer, 0) == CURLUE_OK, let pointer else { return nil }
+    defer { curl_free(pointer) }
+    return String(cString: pointer)
 }

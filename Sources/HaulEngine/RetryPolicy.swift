@@ -59,7 +59,7 @@ public enum RetryAfter: Sendable, Equatable {
     /// nil for anything that is neither form.
     public init?(headerValue: String) {
         let value = headerValue.trimmingWhitespace
-        if !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+        if !value.isEmpty, value.utf8.count <= 12, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             guard let seconds = Double(value) else { return nil }
             self = .seconds(seconds)
             return
@@ -82,7 +82,8 @@ enum HTTPDate {
         else { return nil }
         let time = parts[4].split(separator: ":")
         guard time.count == 3, let hour = Int(time[0]), let minute = Int(time[1]), let second = Int(time[2]),
-              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
+              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
+              (1970...9999).contains(year)  // bounded, so a hostile date cannot overflow the arithmetic below
         else { return nil }
         let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
         return Double(days * 86_400 + hour * 3_600 + minute * 60 + second)
@@ -96,16 +97,5 @@ enum HTTPDate {
         let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         return era * 146_097 + dayOfEra - 719_468
-    }
-}
-
-extension String {
-    var trimmingWhitespace: String {
-        let bytes = Array(utf8)
-        var start = 0
-        var end = bytes.count
-        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 || bytes[start] == 0x0d || bytes[start] == 0x0a { start += 1 }
-        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 || bytes[end - 1] == 0x0d || bytes[end - 1] == 0x0a { end -= 1 }
-        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }

@@ -116,7 +116,10 @@ final class Transfer {
         hasher = StreamingHasher(request.hashAlgorithm)
         trailingHasher = nil
         trailingWake = 0
-        _ = ftruncate(descriptor, 0)
+        if ftruncate(descriptor, 0) != 0 {
+            // Old bytes past the new end would be committed without having been hashed.
+            abortReason = .local(operation: "truncate", path: temporaryPath, errno: errno)
+        }
     }
 
     /// Another attempt at the same source. A resumable file keeps what arrived if the server gave a validator
@@ -311,10 +314,13 @@ enum MonotonicClock {
 
 /// The response headers haul acts on, parsed as they arrive. A status line starts a new response.
 struct ResponseHeaders {
-    var retryAfter: RetryAfter?
+    /// Kept raw: parsed only when a retry needs it, not for every response of every hop.
+    var retryAfterValue: String?
+    var retryAfter: RetryAfter? { retryAfterValue.flatMap(RetryAfter.init(headerValue:)) }
     var etag: String?
     var lastModified: String?
     var contentRange: String?
+    var location: String?
 
     mutating func consume(_ line: UnsafeRawBufferPointer) {
         let text = String(decoding: line, as: UTF8.self)
@@ -325,10 +331,11 @@ struct ResponseHeaders {
         guard let colon = text.firstIndex(of: ":") else { return }
         let value = String(text[text.index(after: colon)...]).trimmingWhitespace
         switch text[..<colon].lowercased() {
-        case "retry-after": retryAfter = RetryAfter(headerValue: value)
+        case "retry-after": retryAfterValue = value
         case "etag": etag = value
         case "last-modified": lastModified = value
         case "content-range": contentRange = value
+        case "location": location = value
         default: break
         }
     }

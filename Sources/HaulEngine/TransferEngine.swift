@@ -77,7 +77,8 @@ public final class TransferEngine {
                     waiting.removeAll { $0.retryAt <= now }
                     for transfer in due { attach(transfer) }
                 }
-                while active.count + waiting.count < limit, let request = queue.popFirst() {
+                // Transfers still being hashed hold a file and a hashing thread: they count against --jobs.
+                while active.count + waiting.count + verifying.count < limit, let request = queue.popFirst() {
                     start(request)
                 }
                 multi.perform()
@@ -100,7 +101,9 @@ public final class TransferEngine {
         }
 
         private mutating func start(_ request: TransferRequest) {
-            guard !request.sources.isEmpty else { return }
+            guard !request.sources.isEmpty else {
+                return delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: []))))
+            }
             let file: TemporaryFile
             switch openFile(for: request) {
             case .success(let opened): file = opened
@@ -124,7 +127,7 @@ public final class TransferEngine {
         }
 
         /// A request that fails before any attempt could start.
-        private func refuse(_ request: TransferRequest, _ reason: FailureReason) {
+        private func refuse(_ request: TransferRequest, _ reason: FailureReason) {  // sources is non-empty here
             delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
                 AttemptFailure(sourceDisplayURL: request.sources[0].displayURL, reason: reason),
             ]))))
@@ -133,7 +136,8 @@ public final class TransferEngine {
         /// A pinned file gets the partial named by its digest (resuming it when its metadata says how); anything
         /// else, or a second entry wanting the same partial in this run, gets a fresh random name.
         private mutating func openFile(for request: TransferRequest) -> Result<TemporaryFile, FailureReason> {
-            if let digest = request.expectedDigest, let partials = engine.partials {
+            if let digest = request.expectedDigest, let partials = engine.partials,
+               (request.expectedSize ?? .max) >= Self.resumableSize {
                 let path = partials.path(for: digest)
                 if partialsInUse.insert(path).inserted {
                     let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -150,7 +154,12 @@ public final class TransferEngine {
                         return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true,
                                                       resume: (size, metadata.validator)))
                     }
-                    _ = ftruncate(descriptor, 0)
+                    if ftruncate(descriptor, 0) != 0 {
+                        let code = errno
+                        close(descriptor)
+                        partialsInUse.remove(path)
+                        return .failure(.local(operation: "truncate", path: path, errno: code))
+                    }
                     partials.removeMetadata(forPartial: path)
                     return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true, resume: nil))
                 }
@@ -228,8 +237,7 @@ public final class TransferEngine {
             let wakeUp = multi.wakeUpHandle
             let path = transfer.temporaryPath
             trailing.finish(at: transfer.totalBytes) { result in
-                digests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) })
-                wakeUp.wake()
+                digests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) }, waking: wakeUp)
             }
         }
 
@@ -245,10 +253,14 @@ public final class TransferEngine {
             // An error body is read only so far; cutting it short is not a network failure.
             guard result == CURLE_OK || transfer.discarding && result == CURLE_WRITE_ERROR else {
                 let detail = transfer.easy.errorMessage
-                return .failed(.network(code: Int(result.rawValue), message: detail.isEmpty ? result.message : detail))
+                let message = Self.scrub(detail.isEmpty ? result.message : detail, of: transfer.source.secrets)
+                return .failed(.network(code: Int(result.rawValue), message: message))
             }
             let status = transfer.easy.responseCode
-            if (300..<400).contains(status), let target = transfer.easy.redirectURL {
+            if (300..<400).contains(status),
+               let target = transfer.easy.redirectURL ?? transfer.responseHeaders.location.flatMap({
+                   resolveRedirect($0, against: transfer.currentURL)
+               }) {
                 switch engine.redirects.decide(current: transfer.currentURL, target: target,
                                                source: transfer.source.url, visited: transfer.visited) {
                 case .follow(let url, let sendHeaders): return .redirect(url, sendHeaders: sendHeaders && transfer.sendsHeaders)
@@ -286,11 +298,20 @@ public final class TransferEngine {
                 return fail(transfer, reason)
             }
             guard case .success(let digest) = digest else { return }
+            var path = transfer.temporaryPath
+            if transfer.isResumable {
+                // The digest-named slot is shared by every entry with this content: the verified file leaves it
+                // for a name of its own before its owner (who commits later) gets it.
+                let owned = engine.configuration.temporaryDirectory + "/" + Self.randomName()
+                guard rename(path, owned) == 0 else {
+                    return fail(transfer, .local(operation: "move verified file to", path: owned, errno: errno))
+                }
+                path = owned
+            }
             transfer.closeFile()
             release(transfer)
             delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
-                temporaryPath: transfer.temporaryPath, size: size, digest: digest,
-                sourceDisplayURL: transfer.source.displayURL))))
+                temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL))))
         }
 
         /// The transfer is leaving the engine: its handle goes back to the pool, its partial name is free again,
@@ -337,6 +358,19 @@ public final class TransferEngine {
             }
         }
 
+        /// libcurl's messages may quote the host or URL it was given; none of the source's secrets survive.
+        static func scrub(_ message: String, of secrets: [String]) -> String {
+            var message = message
+            for secret in secrets.sorted(by: { $0.count > $1.count }) where !secret.isEmpty {
+                message = message.replacingAll(secret, with: "***")
+            }
+            return message
+        }
+
+        /// Below this, a pinned file is fetched again whole rather than resumed: the partial's bookkeeping
+        /// would cost more than the bytes.
+        static let resumableSize: Int64 = 256 << 10
+
         private static func randomName() -> String {
             var generator = SystemRandomNumberGenerator()
             return String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt32, radix: 16) + ".part"
@@ -348,8 +382,13 @@ public final class TransferEngine {
 private final class TrailingDigests: Sendable {
     private let finished = Mutex<[(ObjectIdentifier, Result<Digest, FailureReason>)]>([])
 
-    func add(_ key: ObjectIdentifier, _ digest: Result<Digest, FailureReason>) {
-        finished.withLock { $0.append((key, digest)) }
+    /// The wake-up happens under the lock that `take` needs: the loop cannot see the last digest, finish, and
+    /// free the multi handle while this thread is still about to wake it.
+    func add(_ key: ObjectIdentifier, _ digest: Result<Digest, FailureReason>, waking wakeUp: MultiHandle.WakeUp) {
+        finished.withLock {
+            $0.append((key, digest))
+            wakeUp.wake()
+        }
     }
 
     func take() -> [(ObjectIdentifier, Result<Digest, FailureReason>)] {

@@ -9,10 +9,15 @@ public struct TransferSource: Sendable {
     /// Sent only to this source's origin (scheme, host, port), never across origins on redirect.
     public var headers: [HTTPHeader]
 
-    public init(url: String, displayURL: String, headers: [HTTPHeader] = []) {
+    /// Text that must never appear in a message (values from the environment in `url` or `headers`): libcurl's
+    /// own error text can name a host or echo a URL, and is scrubbed of these before it reaches a failure.
+    public var secrets: [String]
+
+    public init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = []) {
         self.url = url
         self.displayURL = displayURL
         self.headers = headers
+        self.secrets = secrets
     }
 }
 

@@ -27,6 +27,7 @@ enum EnvironmentExpansion {
         out.reserveCapacity(bytes.count)
         var problems: [String] = []
         var reported = Set<String>()
+        var values: [String] = []
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
@@ -47,13 +48,14 @@ enum EnvironmentExpansion {
                                 + "(a name is a letter or _ followed by letters, digits or _)")
             } else if let value = environment[name] {
                 out.append(contentsOf: value.utf8)
+                if !value.isEmpty { values.append(value) }
             } else if reported.insert(name).inserted {
                 problems.append("environment variable \(name) is not set")
             }
             index = end + 1
         }
         guard problems.isEmpty else { throw RuleFailure(messages: problems) }
-        return TemplatedString(template: template, expanded: String(decoding: out, as: UTF8.self))
+        return TemplatedString(template: template, expanded: String(decoding: out, as: UTF8.self), environmentValues: values)
     }
 
     /// Names referenced by a template that expanded cleanly, for messages that must blame a variable, not a value.

@@ -2,6 +2,13 @@
 /// HTTP request: a newline in a value (perhaps from an environment variable) would inject a header.
 enum HeaderRules {
     /// RFC 7230 §3.2.6 `token`.
+    /// Headers a manifest may not set, in `canonicalName` form: haul's own resume, revalidation, encoding and
+    /// framing depend on them.
+    static let ownedByHaul: Set<String> = [
+        "range", "if-range", "accept-encoding", "te", "host", "content-length", "transfer-encoding", "connection",
+        "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "upgrade", "keep-alive",
+    ].reduce(into: Set<String>()) { $0.insert(canonicalName($1)) }
+
     static func isToken(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
     }

@@ -107,13 +107,18 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
     public let components: [String]
 
     /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, or NUL.
+    ///
+    /// Splits on the byte `/`, as the kernel does. Splitting on Characters would let a combining mark glue
+    /// itself to a slash (`link/\u{301}x` is one Character-level component) and hide a parent from the
+    /// symlink checks.
     public init?(_ text: String) {
-        guard !text.isEmpty, !text.hasPrefix("/"), !text.utf8.contains(0) else { return nil }
+        let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
+        guard !text.isEmpty, text.utf8.first != slash, !text.utf8.contains(0) else { return nil }
         var parts: [String] = []
-        for part in text.split(separator: "/", omittingEmptySubsequences: true) {
-            if part == "." { continue }
-            if part == ".." { return nil }
-            parts.append(String(part))
+        for part in text.utf8.split(separator: slash, omittingEmptySubsequences: true) {
+            if part.elementsEqual([dot]) { continue }
+            if part.elementsEqual([dot, dot]) { return nil }
+            parts.append(String(decoding: part, as: UTF8.self))
         }
         guard !parts.isEmpty else { return nil }
         self.components = parts
@@ -170,18 +175,34 @@ public struct TemplatedString: Sendable, Hashable, CustomStringConvertible {
     /// With every `${VAR}` replaced by its value. Do not print.
     public let expanded: String
 
-    public init(template: String, expanded: String) {
+    /// The values substituted for `${VAR}`s, so that text produced by others (a libcurl error message naming
+    /// the host it could not reach) can be scrubbed of them before it is shown.
+    public let environmentValues: [String]
+
+    public init(template: String, expanded: String, environmentValues: [String] = []) {
         self.template = template
         self.expanded = expanded
+        self.environmentValues = environmentValues
     }
 
     /// A literal with no references.
     public init(literal: String) {
         self.template = literal
         self.expanded = literal
+        self.environmentValues = []
     }
 
     public var referencesEnvironment: Bool { template != expanded }
+
+    /// Identity is the template and what it expands to; `environmentValues` follows from them.
+    public static func == (a: TemplatedString, b: TemplatedString) -> Bool {
+        a.template == b.template && a.expanded == b.expanded
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(template)
+        hasher.combine(expanded)
+    }
 
     /// Safe to print: the template, with any `user:password@` in a URL replaced by `***@`.
     public var description: String { Redaction.redactingUserinfo(template) }

@@ -120,7 +120,8 @@ public enum ManifestSchema {
         "size": {
           "description": "Expected size in bytes; a download of another size fails.",
           "type": "integer",
-          "minimum": 0
+          "minimum": 0,
+          "maximum": 1125899906842624
         },
         "mirrors": {
           "description": "Alternative URLs tried in order after url fails. ${VAR} references are replaced from the environment. Headers are not sent to mirrors.",
@@ -236,16 +237,16 @@ public enum ManifestSchema {
       ]
     },
     "mode": {
-      "description": "Permission bits in octal, 0000 to 7777, such as \"0644\". Unquoted 0644 is read as octal too. Default: 0644.",
+      "description": "Permission bits in octal, 0000 to 0777, such as \"0644\" (setuid, setgid and sticky bits are refused). Unquoted 0644 is read as octal too. Default: 0644.",
       "oneOf": [
         {
           "type": "string",
-          "pattern": "^(?:0[oO])?0*[0-7]{1,4}$"
+          "pattern": "^(?:0[oO])?0*[0-7]{1,3}$"
         },
         {
           "type": "integer",
           "minimum": 0,
-          "maximum": 7777
+          "maximum": 777
         }
       ]
     },

@@ -3,6 +3,9 @@ import HaulDigest
 /// Turns a YAML document into a `Manifest`, reporting every problem rather than stopping at the first: a user
 /// fixing a 500-entry manifest wants the whole list in one run.
 struct ManifestValidator: YAMLEntrySink {
+    /// 1 PiB: far above any real file, low enough that totals over 100,000 entries cannot overflow.
+    static let maximumSize: Int64 = 1 << 50
+
     typealias NodeID = YAMLDocument.NodeID
 
     /// Where a key lives, so key paths (`files[2].sha256`) are built only when a message needs one.
@@ -278,6 +281,11 @@ struct ManifestValidator: YAMLEntrySink {
             case .size:
                 size = integer(value, path: scope.path(key.rawValue), expected: "a size in bytes (an integer of 0 or more)",
                                range: 0...Int64.max)
+                if let bytes = size, bytes > Self.maximumSize {
+                    diagnostics.error("\(bytes) bytes is more than haul accepts for one file (1 PiB)",
+                                      at: document.location(of: value), keyPath: scope.path(key.rawValue))
+                    size = nil
+                }
             case .mode:
                 mode = self.mode(value, path: scope.path(key.rawValue))
             case .retries:
@@ -379,6 +387,12 @@ struct ManifestValidator: YAMLEntrySink {
                 continue
             }
             let canonical = HeaderRules.canonicalName(name)
+            if HeaderRules.ownedByHaul.contains(canonical) {
+                diagnostics.error("header \(Quoted.text(name)) is set by haul itself (it decides ranges, encodings, "
+                                  + "validators and framing so that the bytes hashed are the bytes stored)",
+                                  at: keyLocation, keyPath: scope.path("headers." + name))
+                continue
+            }
             if let earlier = seen.first(where: { $0.canonical == canonical }) {
                 let message = earlier.name == name
                     ? "duplicate key \(Quoted.text(name)) (first on line \(earlier.line))"

@@ -28,13 +28,10 @@ enum PathRules {
     /// already is in that form (the common case).
     static func destination(_ text: String) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
         var shown: String { Quoted.text(text) }
+        // Components are cut at the byte "/" for every path, ASCII or not, exactly as the kernel will cut them.
         let scan = text.withUTF8Buffer { bytes in
             var scan = scanDestination(bytes)
-            if scan.isASCII {
-                scan.parts = scan.components.map {
-                    String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self)
-                }
-            }
+            scan.parts = scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
             return scan
         }
         if scan.isEmpty { throw RuleFailure("expected a file path relative to root, found an empty string") }
@@ -43,16 +40,7 @@ enum PathRules {
         if scan.hasReference { throw RuleFailure(EnvironmentExpansion.notExpandedHere) }
         if scan.hasDotDot { throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root") }
 
-        let parts: [String]
-        if scan.isASCII {
-            parts = scan.parts
-        } else {
-            // Beyond ASCII, let `DestinationPath` split on Characters so both agree on every edge case.
-            if text.split(separator: "/").contains("..") {
-                throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root")
-            }
-            parts = DestinationPath(text)?.components ?? []
-        }
+        let parts = scan.parts
         guard !parts.isEmpty else { throw RuleFailure("destination \(shown) names root itself, not a file") }
         if scan.hasTrailingSlash { throw RuleFailure("destination \(shown) ends with \"/\"; a destination names a file") }
         if parts[0] == privateFolder {
@@ -67,7 +55,7 @@ enum PathRules {
     /// One pass over a destination's bytes collecting everything the rules ask about.
     private struct DestinationScan {
         var isEmpty = true, isAbsolute = false, hasTrailingSlash = false, hasNUL = false, hasReference = false
-        var hasDotDot = false, isASCII = true
+        var hasDotDot = false
         /// False when splitting drops something (`//`, `.`), i.e. the text differs from the normalized path.
         var isNormalized = true
         /// Byte ranges of the kept components.
@@ -88,7 +76,6 @@ enum PathRules {
         for index in 0...bytes.count {
             let byte = index < bytes.count ? bytes[index] : slash
             if byte == 0 { result.hasNUL = true }
-            if byte >= 0x80 { result.isASCII = false }
             if previous == UInt8(ascii: "$") && byte == UInt8(ascii: "{") { result.hasReference = true }
             previous = byte
             guard byte == slash else { continue }

@@ -40,6 +40,8 @@ enum ScalarRules {
         }
         guard isDecimal(number), let value = Double(number) else { throw RuleFailure(expectation) }
         guard value > 0 else { throw RuleFailure("must be greater than zero, found \(Quoted.text(text))") }
+        // A stall window longer than a day is a typo, and an unbounded one would overflow the engine's timers.
+        guard value * scale <= 86_400 else { throw RuleFailure("must be at most 24h, found \(Quoted.text(text))") }
         return Seconds(value * scale)
     }
 
@@ -63,6 +65,11 @@ enum ScalarRules {
         guard let bits else {
             throw RuleFailure("expected octal permission bits from \"0000\" to \"7777\" such as \"0644\", "
                               + "found \(Quoted.text(text))")
+        }
+        // A downloaded file must not become setuid/setgid when haul runs as root in CI.
+        guard bits & 0o7000 == 0 else {
+            throw RuleFailure("setuid, setgid and sticky bits are not applied to downloaded files; "
+                              + "use at most \"0777\", found \(Quoted.text(text))")
         }
         return FileMode(bits)
     }

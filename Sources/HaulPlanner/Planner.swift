@@ -57,7 +57,7 @@ public struct Plan: Sendable {
     public var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
     public var upToDateCount: Int { entries.count { $0.action == .keep } }
     /// Bytes to fetch, counting only entries whose size the manifest pins.
-    public var knownBytesToFetch: Int64 { fetches.reduce(0) { $0 + ($1.entry.size ?? 0) } }
+    public var knownBytesToFetch: Int64 { fetches.compactMap(\.entry.size).saturatingSum() }
     public var hasChanges: Bool { entries.contains { $0.action.isChange } }
 }
 
@@ -86,6 +86,16 @@ public enum Planner {
             guard let checksum = entry.checksum else { return .keep }
             guard let digest else { return .fetch(.unverified) }
             return digest == checksum.digest ? .keep : .fetch(.digestMismatch(local: digest))
+        }
+    }
+}
+
+extension Sequence<Int64> {
+    /// Totals for display: saturate rather than trap, whatever sizes a manifest claims.
+    public func saturatingSum() -> Int64 {
+        reduce(0) { total, next in
+            let (sum, overflow) = total.addingReportingOverflow(next)
+            return overflow ? .max : sum
         }
     }
 }

@@ -60,9 +60,9 @@ final class ResumeTests: XCTestCase {
         XCTAssertNil(server.requests[0].header("Range"))
         XCTAssertEqual(server.requests[1].header("Range"), "bytes=100000-")
         XCTAssertEqual(server.requests[1].header("If-Range"), files.etag("/f"))
-        XCTAssertEqual(file.temporaryPath, partials + "/sha256-\(StreamingHasher.digest(data, algorithm: .sha256).hex).part",
-                       "a pinned file is written under haul's partial area, never under a destination name")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: file.temporaryPath + ".meta"), "no metadata outlives a finished file")
+        XCTAssertTrue(file.temporaryPath.hasPrefix(temporary.path + "/tmp/"), "the verified file gets a name of its own")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: partials), [],
+                       "the digest-named partial and its metadata are gone once the file is verified")
     }
 
     func testInterruptedPartialIsKeptAndTheNextRunResumesIt() throws {
@@ -155,6 +155,31 @@ final class ResumeTests: XCTestCase {
         guard case .digestMismatch = recorder.attemptFailures.last?.failure.reason else { return XCTFail("\(recorder.attemptFailures)") }
     }
 
+    /// Two entries with the same content share the digest-named slot one after the other; neither may see the
+    /// other's bytes, even when the second one's transfer is cut.
+    func testEntriesWithTheSameDigestNeverShareBytes() throws {
+        let data = body(11)
+        let files = StaticFiles(["/one": data, "/two": data])
+        let served = Mutex(0)
+        let server = try LoopbackHTTPServer { request in
+            let n = served.withLock { n in n += 1; return n }
+            let response = files.respond(to: request)
+            return n == 2 ? response.with(fault: .closeAfter(bytes: 1_000)) : response
+        }
+        defer { server.stop() }
+        let digest = StreamingHasher.digest(data, algorithm: .sha256)
+        let engine = TransferEngine(configuration: EngineConfiguration(
+            temporaryDirectory: temporary.path + "/tmp", maxConcurrentTransfers: 1, partialDirectory: partials))
+        let recorder = Recorder()
+        engine.run([0, 1].map { id in
+            TransferRequest(id: id, sources: [TransferSource(url: server.url(id == 0 ? "/one" : "/two"), displayURL: "x")],
+                            expectedDigest: digest, expectedSize: Int64(data.count), retries: 0, stallTimeout: 5)
+        }, delegate: recorder)
+        let first = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(first.temporaryPath), data, "the finished file is untouched by the second transfer")
+        guard case .failure = recorder.results[1] else { return XCTFail("the second transfer was cut") }
+    }
+
     func testUnpinnedFilesAreNeverResumedOrKept() throws {
         let data = body(9)
         let files = StaticFiles(["/f": data])
@@ -178,7 +203,8 @@ final class ResumeTests: XCTestCase {
                             "source \(StreamingHasher.digest(Array(server.url("/f").utf8), algorithm: .sha256).hex)\netag \"x\"\n")
         let recorder = fetch(server.url("/f"), pinned: data)
         let file = try XCTUnwrap(try recorder.results[0]?.get())
-        XCTAssertEqual(file.temporaryPath, partial)
+        XCTAssertEqual(contents(file.temporaryPath), data)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: partial))
         XCTAssertEqual(server.requests.count, 0)
     }
 }

@@ -77,3 +77,12 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(recorder.attemptFailures.map(\.retryIn), [0.05, 0.05], "Retry-After (capped) is the floor")
     }
 }
+
+extension RetryPolicyTests {
+    func testHostileRetryAfterDatesAreIgnoredNotTrapped() {
+        XCTAssertNil(RetryAfter(headerValue: "Sun, 06 Nov 300000000000 08:49:37 GMT"))
+        XCTAssertNil(RetryAfter(headerValue: "Sun, 06 Nov 1969 08:49:37 GMT"))
+        XCTAssertNil(RetryAfter(headerValue: "99999999999999999999999"))
+        XCTAssertEqual(RetryAfter(headerValue: "Fri, 31 Dec 9999 23:59:59 GMT"), .date(253_402_300_799))
+    }
+}

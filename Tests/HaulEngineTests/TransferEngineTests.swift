@@ -337,3 +337,55 @@ extension TransferEngineTests {
         XCTAssertLessThanOrEqual(server.connectionCount, 2)
     }
 }
+
+extension TransferEngineTests {
+    /// A failed longer attempt must not leave its tail behind a shorter right one: the file is exactly the bytes
+    /// that were hashed.
+    func testALongerWrongBodyLeavesNoTailBehindTheShorterRightOne() throws {
+        let right: [UInt8] = Array(repeating: 1, count: 50_000)
+        let server = try LoopbackHTTPServer(files: ["/long": [UInt8](repeating: 2, count: 200_000), "/right": right])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/long")), source(server.url("/right"))], bytes: right)], delegate: recorder)
+        let file = try XCTUnwrap(try recorder.results[0]?.get())
+        XCTAssertEqual(contents(file.temporaryPath), right)
+    }
+
+    func testARedirectWithALargeBodyIsStillFollowed() throws {
+        let body: [UInt8] = Array("the target".utf8)
+        let server = try LoopbackHTTPServer { request in
+            request.path == "/moved"
+                ? ServerResponse(status: 302, headers: [("Location", "/target")], body: [UInt8](repeating: 0x20, count: 500_000))
+                : request.path == "/target" ? .ok(body) : .notFound
+        }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/moved"))], bytes: body)], delegate: recorder)
+        XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get()).temporaryPath), body)
+    }
+
+    func testALargeErrorBodyStillReportsItsStatusAndIsNotRetriedAsANetworkFailure() throws {
+        let server = try LoopbackHTTPServer { _ in .status(404, body: [UInt8](repeating: 0x41, count: 500_000)) }
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/x"))], bytes: [1], retries: 3)], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
+        XCTAssertEqual(failure.attempts.map(\.reason), [.httpStatus(404)])
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testLibcurlMessagesAreScrubbedOfTheSourcesSecrets() throws {
+        let server = try LoopbackHTTPServer(files: [:])
+        let port = String(server.port)
+        server.stop()
+        let recorder = Recorder()
+        let url = "http://127.0.0.1:\(port)/x"
+        engine().run([request(0, [TransferSource(url: url, displayURL: "http://127.0.0.1:${PORT}/x", secrets: [port])], bytes: [1])],
+                     delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0], case .network(7, let message) = failure.attempts[0].reason else {
+            return XCTFail("expected a refused connection")
+        }
+        XCTAssertFalse(message.contains(port), message)
+        XCTAssertTrue(message.contains("***"), message)
+    }
+}

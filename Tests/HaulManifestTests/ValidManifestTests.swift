@@ -197,7 +197,7 @@ final class ValidManifestTests: XCTestCase {
                 timeout: 60
               - url: http://[::1]:9/b
                 dest: 2024
-                mode: 0o7777
+                mode: 0o777
                 timeout: 1.5
                 size: 0
                 sha384: \(String(repeating: "ab", count: 48))
@@ -210,7 +210,7 @@ final class ValidManifestTests: XCTestCase {
             """
         let manifest = try XCTUnwrap(Fixture.manifest(yaml))
         XCTAssertFalse(manifest.prune)
-        XCTAssertEqual(manifest.files.map(\.mode), [FileMode(0o644), FileMode(0o7777), BuiltInDefaults.mode])
+        XCTAssertEqual(manifest.files.map(\.mode), [FileMode(0o644), FileMode(0o777), BuiltInDefaults.mode])
         XCTAssertEqual(manifest.files.map(\.timeout), [Seconds(60), Seconds(1.5), Seconds(3600)])
         XCTAssertEqual(manifest.files[1].destination.description, "2024")
         XCTAssertEqual(manifest.files[1].size, 0)
