@@ -298,3 +298,29 @@ extension SyncCommandTests {
         XCTAssertEqual(proxy.requests.count, 1)
     }
 }
+
+extension SyncCommandTests {
+    /// A value from the environment in a URL stays out of every output, including libcurl's own error text.
+    func testSecretsInURLsNeverAppearEvenInLibcurlErrors() throws {
+        let closed = try LoopbackHTTPServer(files: [:])
+        let port = String(closed.port)
+        closed.stop()
+        let token = "tok-\(UUID().uuidString)"
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: http://127.0.0.1:${PORT}/x?token=${TOKEN}
+                dest: x
+                retries: 0
+            """)
+        let result = try haul(["sync", "--verbose"], environment: ["PORT": port, "TOKEN": token])
+        XCTAssertEqual(result.exitCode, 1)
+        XCTAssertTrue(result.stderr.contains("error: x: http://127.0.0.1:${PORT}/x?token=${TOKEN}: "), result.stderr)
+        for output in [result.stdout, result.stderr] {
+            XCTAssertFalse(output.contains(token), output)
+            XCTAssertFalse(output.contains("port \(port)"), output)
+            XCTAssertFalse(output.contains(":\(port)"), output)
+        }
+    }
+}
