@@ -322,22 +322,58 @@ struct ResponseHeaders {
     var contentRange: String?
     var location: String?
 
+    /// Runs for every header line of every response: names haul ignores cost a few byte compares, no allocation.
     mutating func consume(_ line: UnsafeRawBufferPointer) {
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
+        if Self.hasPrefix(line, Self.statusPrefix) {
             self = ResponseHeaders()
             return
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
-        let value = String(text[text.index(after: colon)...]).trimmingWhitespace
-        switch text[..<colon].lowercased() {
-        case "retry-after": retryAfterValue = value
-        case "etag": etag = value
-        case "last-modified": lastModified = value
-        case "content-range": contentRange = value
-        case "location": location = value
-        default: break
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
+        guard let field = Self.field(named: name) else { return }
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]), as: UTF8.self).trimmingWhitespace
+        switch field {
+        case .etag: etag = value
+        case .location: location = value
+        case .retryAfter: retryAfterValue = value
+        case .lastModified: lastModified = value
+        case .contentRange: contentRange = value
         }
+    }
+
+    private enum Field: CaseIterable {
+        case etag, location, retryAfter, lastModified, contentRange
+
+        var lowercaseName: [UInt8] {
+            switch self {
+            case .etag: Array("etag".utf8)
+            case .location: Array("location".utf8)
+            case .retryAfter: Array("retry-after".utf8)
+            case .lastModified: Array("last-modified".utf8)
+            case .contentRange: Array("content-range".utf8)
+            }
+        }
+    }
+
+    private static let fields: [(name: [UInt8], field: Field)] = Field.allCases.map { ($0.lowercaseName, $0) }
+    private static let statusPrefix: [UInt8] = Array("HTTP/".utf8)
+
+    private static func field(named name: UnsafeRawBufferPointer) -> Field? {
+        for candidate in fields where candidate.name.count == name.count {
+            var equal = true
+            for index in 0..<name.count where name[index] | 0x20 != candidate.name[index] {
+                equal = false
+                break
+            }
+            if equal { return candidate.field }
+        }
+        return nil
+    }
+
+    private static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: [UInt8]) -> Bool {
+        guard line.count >= prefix.count else { return false }
+        for index in 0..<prefix.count where line[index] != prefix[index] { return false }
+        return true
     }
 }
 
