@@ -52,7 +52,7 @@ public struct Reconciler: Sendable {
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically.
     /// A failed entry leaves its destination as it was; the others go on.
     public func apply(_ plan: Plan, observer: SyncObserver?) -> SyncResult {
-        let started = MonotonicSeconds.now()
+        let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         var fetches: [Int] = []
         for (index, planned) in plan.entries.enumerated() {
@@ -77,7 +77,7 @@ public struct Reconciler: Sendable {
                     outcomes[index] = .failed(.commit(error))
                     observer?.entry(plan.entries[index].entry, finished: outcomes[index])
                 }
-                return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicSeconds.now() - started)
+                return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
             let execution = Execution(plan: plan, staging: staging,
                                       committer: Committer(root: manifest.root, durability: options.durability),
@@ -90,7 +90,7 @@ public struct Reconciler: Sendable {
             engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution)
             for (index, outcome) in execution.finish() { outcomes[index] = outcome }
         }
-        return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicSeconds.now() - started)
+        return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
     }
 
     /// Headers go with `url` only: a mirror is another party and gets none of them.
@@ -181,14 +181,6 @@ private final class Execution: TransferDelegate, Sendable {
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.entries[id].entry, finished: outcome)
-    }
-}
-
-enum MonotonicSeconds {
-    static func now() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }
 

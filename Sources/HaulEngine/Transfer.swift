@@ -304,8 +304,9 @@ struct TemporaryFile {
     var resume: (offset: Int64, validator: ResumeValidator)?
 }
 
-enum MonotonicClock {
-    static func seconds() -> Double {
+/// Seconds on CLOCK_MONOTONIC: for durations, immune to wall-clock jumps.
+public enum MonotonicClock {
+    public static func seconds() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9

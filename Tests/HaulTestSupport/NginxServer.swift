@@ -459,29 +459,8 @@ enum ChildProcess {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         if let addCloseFrom { _ = addCloseFrom(&actions, 3) }
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
-        let environment = ProcessRunner.minimalEnvironment
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        guard result == 0 else { throw ProcessRunnerError.spawnFailed(executable: executable, errno: result) }
-        return pid
+        return try ProcessRunner.spawn(executable, arguments, actions: &actions, environment: ProcessRunner.minimalEnvironment,
+                                       newProcessGroup: false)
     }
 
     /// Waits for the child to exit; false if it is still running after `seconds`.

@@ -165,6 +165,13 @@ public enum ProcessRunner {
             }
         }
 
+        return try spawn(executable, arguments, actions: &actions, environment: environment, newProcessGroup: true)
+    }
+
+    /// posix_spawn with the signal state a child should start with (default dispositions, nothing blocked),
+    /// optionally in its own process group so that a timeout can kill whatever it started too.
+    static func spawn(_ executable: String, _ arguments: [String], actions: inout posix_spawn_file_actions_t,
+                      environment: [String: String], newProcessGroup: Bool) throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -175,9 +182,12 @@ public enum ProcessRunner {
         var mask = sigset_t()
         sigemptyset(&mask)
         posix_spawnattr_setsigmask(&attributes, &mask)
-        // Its own process group, so a timeout kills whatever the child started as well.
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+        if newProcessGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
