@@ -281,6 +281,16 @@ final class Transfer {
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Int {
         lastActivityAt = MonotonicClock.seconds()
         responseHeaders.consume(line)
+        // The blank line ends the headers: an announced length above the limit fails before any body byte.
+        if line.count <= 2, (200..<300).contains(easy.responseCode) {
+            let length = easy.contentLength
+            let limit = request.expectedSize ?? maxBodyBytes
+            let expectedRest = easy.responseCode == 206 ? resumeOffset + length : length
+            if length >= 0, expectedRest > limit {
+                abortReason = .tooLarge(limit: limit)
+                return 0
+            }
+        }
         return line.count
     }
 

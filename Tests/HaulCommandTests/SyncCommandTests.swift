@@ -324,3 +324,43 @@ extension SyncCommandTests {
         }
     }
 }
+
+extension SyncCommandTests {
+    /// TLS is always verified: against the system store by default, against a bundle named by `--ca-file` or
+    /// `HAUL_CA_FILE` for internal mirrors.
+    func testTLSIsVerifiedAgainstTheCABundleFromTheFlagOrTheEnvironment() throws {
+        let served = try TemporaryDirectory()
+        let bytes: [UInt8] = Array("over https".utf8)
+        try served.write("s.txt", bytes)
+        let authority = try TestCertificateAuthority()
+        let nginx = try NginxServer(root: served.path, authority: authority)
+        defer { nginx.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(nginx.httpsURL("/s.txt"))
+                dest: s.txt
+                sha256: \(sha256(bytes))
+                retries: 3
+            """)
+
+        let untrusted = try haul(["sync"])
+        XCTAssertEqual(untrusted.exitCode, 1)
+        XCTAssertTrue(untrusted.stderr.contains("error: s.txt: \(nginx.httpsURL("/s.txt")): SSL certificate problem"), untrusted.stderr)
+        XCTAssertNil(outFile("s.txt"))
+
+        let viaEnvironment = try haul(["sync"], environment: ["HAUL_CA_FILE": authority.caCertificatePath])
+        XCTAssertEqual(viaEnvironment.exitCode, 0, viaEnvironment.stderr)
+        XCTAssertEqual(outFile("s.txt"), bytes)
+
+        try FileManager.default.removeItem(atPath: directory.path + "/out/s.txt")
+        let viaFlag = try haul(["sync", "--ca-file", authority.caCertificatePath])
+        XCTAssertEqual(viaFlag.exitCode, 0, viaFlag.stderr)
+        XCTAssertEqual(outFile("s.txt"), bytes)
+
+        let missing = try haul(["sync", "--ca-file", directory.path + "/nope.pem"])
+        XCTAssertEqual(missing.exitCode, 64)
+        XCTAssertTrue(missing.stderr.contains("cannot read CA bundle"), missing.stderr)
+    }
+}

@@ -60,9 +60,10 @@ final class LimitTests: XCTestCase {
     }
 
     func testAContentLengthAboveTheLimitFailsBeforeTheBody() throws {
-        let server = try LoopbackHTTPServer { _ in .ok([UInt8](repeating: 3, count: 10_000)) }
+        // The server announces 10,000 bytes and then stalls before sending any: only the headers can fail it.
+        let server = try LoopbackHTTPServer { _ in ServerResponse.ok([UInt8](repeating: 3, count: 10_000)).with(fault: .stallAfter(bytes: 0, seconds: 30)) }
         defer { server.stop() }
-        let recorder = try run(server, pinned: nil, retries: 0, maxBodyBytes: 4_096)
+        let recorder = try run(server, pinned: nil, retries: 0, stallTimeout: 20, maxBodyBytes: 4_096)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
         XCTAssertEqual(failure.attempts.map(\.reason), [.tooLarge(limit: 4_096)])
     }
