@@ -99,6 +99,9 @@ struct Sync: ParsableCommand {
 
     func run() throws {
         let manifest = try manifestOptions.load()
+        if manifest.prune {
+            Output.errors(["warning: \(manifest.sourcePath): prune is not implemented yet; no file is deleted"])
+        }
         let reconciler = Reconciler(manifest: manifest, options: transferOptions.syncOptions)
         let plan = reconciler.plan()
         if dryRun {

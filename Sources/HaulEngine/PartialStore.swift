@@ -103,5 +103,6 @@ func contentRangeStart(_ value: String) -> Int64? {
     guard value.hasPrefix("bytes ") else { return nil }
     let range = value.dropFirst(6)
     guard let dash = range.firstIndex(of: "-") else { return nil }
-    return Int64(range[..<dash])
+    guard let start = Int64(range[..<dash]), start >= 0 else { return nil }
+    return start
 }

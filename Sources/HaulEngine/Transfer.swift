@@ -226,7 +226,7 @@ final class Transfer {
         }
         if let fresh = ResumeValidator(responseHeaders) { validator = fresh }
         let limit = request.expectedSize ?? maxBodyBytes
-        if length >= 0, resumeOffset + length > limit {
+        if length >= 0, resumeOffset.addingReportingOverflow(length).overflow || resumeOffset + length > limit {
             abortReason = .tooLarge(limit: limit)
             return false
         }
@@ -285,8 +285,10 @@ final class Transfer {
         if line.count <= 2, (200..<300).contains(easy.responseCode) {
             let length = easy.contentLength
             let limit = request.expectedSize ?? maxBodyBytes
-            let expectedRest = easy.responseCode == 206 ? resumeOffset + length : length
-            if length >= 0, expectedRest > limit {
+            // A 206 ends where its range says; whether that range is acceptable is judged with the first body byte.
+            let start = easy.responseCode == 206 ? responseHeaders.contentRange.flatMap(contentRangeStart) ?? resumeOffset : 0
+            let (end, overflow) = max(0, start).addingReportingOverflow(length)
+            if length >= 0, overflow || end > limit {
                 abortReason = .tooLarge(limit: limit)
                 return 0
             }
