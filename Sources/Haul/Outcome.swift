@@ -50,5 +50,7 @@ public enum ExitStatus: Int32, Sendable {
     case changesPending = 2
     /// The manifest is invalid: nothing touched, no request made.
     case invalidManifest = 3
+    /// Another haul is syncing the same root (without `--wait`).
+    case rootBusy = 4
     case usage = 64
 }

@@ -50,7 +50,8 @@ public struct Reconciler: Sendable {
     }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically.
-    /// A failed entry leaves its destination as it was; the others go on.
+    /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
+    /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
     public func apply(_ plan: Plan, observer: SyncObserver?) -> SyncResult {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
@@ -72,6 +73,9 @@ public struct Reconciler: Sendable {
             let staging = StagingArea(root: manifest.root)
             do {
                 try staging.prepare()
+                staging.sweep(keepingPartials: Set(fetches.compactMap { plan.entries[$0].entry.checksum }.map {
+                    PartialStore.fileName(for: $0.digest)
+                }))
             } catch {
                 for index in fetches {
                     outcomes[index] = .failed(.commit(error))

@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Haul
 import HaulManifest
+import HaulStore
 
 @main
 struct HaulCLI: ParsableCommand {
@@ -97,17 +98,30 @@ struct Sync: ParsableCommand {
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
 
+    @Flag(help: "If another haul is syncing the same root, wait for it instead of exiting with status 4.")
+    var wait = false
+
     func run() throws {
         let manifest = try manifestOptions.load()
         if manifest.prune {
             Output.errors(["warning: \(manifest.sourcePath): prune is not implemented yet; no file is deleted"])
         }
         let reconciler = Reconciler(manifest: manifest, options: transferOptions.syncOptions)
-        let plan = reconciler.plan()
         if dryRun {
-            Output.lines(HumanReport.planLines(plan))
+            Output.lines(HumanReport.planLines(reconciler.plan()))
             return
         }
+        // Held until the process exits: observing, fetching and committing all happen under it.
+        let lock: RunLock
+        do {
+            lock = try RunLock(root: manifest.root, wait: wait,
+                               holder: "pid \(getpid()), haul sync \(manifestOptions.manifest)")
+        } catch {
+            Output.errors(["error: \(error)"])
+            throw ExitCode(error.isBusy ? ExitStatus.rootBusy.rawValue : ExitStatus.entryFailed.rawValue)
+        }
+        defer { withExtendedLifetime(lock) {} }
+        let plan = reconciler.plan()
         if plan.hasChanges && !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
         let printer = ProgressPrinter(verbose: manifestOptions.verbose)
         let result = reconciler.apply(plan, observer: printer)
@@ -189,5 +203,12 @@ struct ByteSize: ExpressibleByArgument, CustomStringConvertible {
         let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
         guard !overflow else { return nil }
         bytes = product
+    }
+}
+
+extension RunLock.Failure {
+    var isBusy: Bool {
+        if case .busy = self { return true }
+        return false
     }
 }

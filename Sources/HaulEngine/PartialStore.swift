@@ -7,10 +7,13 @@ import HaulDigest
 /// A partial is named by the digest it must end up with, so it can only ever be completed into that content;
 /// its `.meta` file says which URL the bytes came from (as a hash: URLs may carry secrets) and the validator that
 /// guarantees a resumed request continues the same version of the file.
-struct PartialStore {
+public struct PartialStore {
     let directory: String
 
-    func path(for digest: Digest) -> String { "\(directory)/\(digest.algorithm.rawValue)-\(digest.hex).part" }
+    func path(for digest: Digest) -> String { "\(directory)/\(Self.fileName(for: digest))" }
+
+    /// The one spelling of a partial's name, shared with whoever sweeps the partial directory.
+    public static func fileName(for digest: Digest) -> String { "\(digest.algorithm.rawValue)-\(digest.hex).part" }
 
     func metadata(forPartial path: String) -> PartialMetadata? {
         let descriptor = open(path + ".meta", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)

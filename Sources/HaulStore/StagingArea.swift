@@ -52,6 +52,30 @@ public final class StagingArea: Sendable {
         throw StoreError(operation: "create temporary file", path: directory, errno: EEXIST)
     }
 
+    /// Removes what crashed or interrupted runs left behind: every temporary file, and every partial whose name
+    /// is not in `keptPartials` (partials of files the manifest still wants stay, with their metadata, to be
+    /// resumed). Only safe while holding the root's `RunLock`: another run's live files would look the same.
+    public func sweep(keepingPartials keptPartials: Set<String>) {
+        for name in Self.entries(of: directory) { _ = unlink(directory + "/" + name) }
+        for name in Self.entries(of: partialDirectory) {
+            let base = name.hasSuffix(".meta") ? String(name.dropLast(5)) : name
+            if !keptPartials.contains(base) { _ = unlink(partialDirectory + "/" + name) }
+        }
+    }
+
+    private static func entries(of directory: String) -> [String] {
+        guard let stream = opendir(directory) else { return [] }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// Only paths inside the staging directories are removed: the store never deletes anything else.
     public func discard(_ path: String) {
         guard path.hasPrefix(directory + "/") || path.hasPrefix(partialDirectory + "/") else { return }

@@ -1,0 +1,63 @@
+import Glibc
+
+/// One sync at a time per root: an exclusive `flock` on `<root>/.haul/lock`, held for the life of the process.
+///
+/// A kernel lock rather than a pid file, so that it is released when its holder dies however it dies (SIGKILL
+/// included) and a stale file never blocks anyone. The file's content only names the holder for the message of
+/// whoever finds the root busy.
+public final class RunLock: Sendable {
+    private let descriptor: Int32
+
+    public enum Failure: Error, Sendable, CustomStringConvertible {
+        /// Another process holds the lock; `holder` is what it wrote about itself.
+        case busy(root: String, holder: String)
+        case system(StoreError)
+
+        public var description: String {
+            switch self {
+            case .busy(let root, let holder):
+                "another haul is syncing \"\(root)\" (\(holder)); wait for it, or run with --wait"
+            case .system(let error):
+                error.description
+            }
+        }
+    }
+
+    /// - Parameters:
+    ///   - root: created (with `.haul/`) if missing: a sync would create it anyway.
+    ///   - wait: block until the holder is done instead of failing at once.
+    ///   - holder: a line naming this process for others' messages (pid, command).
+    public init(root: String, wait: Bool, holder: String) throws(Failure) {
+        let root = FileSystem.normalizedRoot(root)
+        let privateFolder = FileSystem.join(root, ".haul")
+        for directory in [root, privateFolder] {
+            if let code = FileSystem.makeDirectories(directory, mode: directory == root ? 0o755 : 0o700) {
+                throw .system(StoreError(operation: "create directory", path: directory, errno: code))
+            }
+        }
+        let path = FileSystem.join(privateFolder, "lock")
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw .system(StoreError(operation: "open", path: path, errno: errno)) }
+        while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            defer { close(descriptor) }
+            if code == EWOULDBLOCK { throw .busy(root: root, holder: Self.readHolder(descriptor)) }
+            throw .system(StoreError(operation: "lock", path: path, errno: code))
+        }
+        self.descriptor = descriptor
+        let line = Array((holder + "\n").utf8)
+        _ = ftruncate(descriptor, 0)
+        _ = pwrite(descriptor, line, line.count, 0)
+    }
+
+    deinit { close(descriptor) }  // closing releases the lock
+
+    private static func readHolder(_ descriptor: Int32) -> String {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let count = pread(descriptor, &buffer, buffer.count, 0)
+        guard count > 0 else { return "holder unknown" }
+        let text = String(decoding: buffer[..<count], as: UTF8.self)
+        return text.split(separator: "\n").first.map(String.init) ?? "holder unknown"
+    }
+}
