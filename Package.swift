@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "CCurl"]),
         .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest"]),
         .executableTarget(name: "HaulCommand", dependencies: [
-            "Haul", "HaulManifest", "HaulStore",
+            "Haul", "HaulManifest", "HaulStore", "HaulEngine",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 

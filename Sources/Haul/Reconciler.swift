@@ -52,7 +52,7 @@ public struct Reconciler: Sendable {
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically.
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
     /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
-    public func apply(_ plan: Plan, observer: SyncObserver?) -> SyncResult {
+    public func apply(_ plan: Plan, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         var fetches: [Int] = []
@@ -91,7 +91,8 @@ public struct Reconciler: Sendable {
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
                 maxBodyBytes: options.maxFileSize))
-            engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution)
+            engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution,
+                       cancellation: cancellation)
             for (index, outcome) in execution.finish() { outcomes[index] = outcome }
         }
         return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Haul
+import HaulEngine
 import HaulManifest
 import HaulStore
 
@@ -111,6 +112,8 @@ struct Sync: ParsableCommand {
             Output.lines(HumanReport.planLines(reconciler.plan()))
             return
         }
+        let cancellation = Cancellation()
+        let interrupts = InterruptWatcher(cancelling: cancellation)
         // Held until the process exits: observing, fetching and committing all happen under it.
         let lock: RunLock
         do {
@@ -124,7 +127,13 @@ struct Sync: ParsableCommand {
         let plan = reconciler.plan()
         if plan.hasChanges && !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
         let printer = ProgressPrinter(verbose: manifestOptions.verbose)
-        let result = reconciler.apply(plan, observer: printer)
+        let result = reconciler.apply(plan, observer: printer, cancellation: cancellation)
+        if let status = interrupts.exitStatus {
+            let stopped = result.failures.count
+            Output.errors(["haul: interrupted by \(interrupts.signalName); \(stopped) unfinished "
+                           + "\(stopped == 1 ? "entry keeps its" : "entries keep their") old content (partial downloads are kept to resume)"])
+            throw ExitCode(status)
+        }
         if !manifestOptions.quiet { Output.lines([HumanReport.syncSummary(result)]) }
         if result.exitStatus != .success { throw ExitCode(result.exitStatus.rawValue) }
     }

@@ -52,6 +52,8 @@ final class ProgressPrinter: SyncObserver, Sendable {
             break
         case .fetched(let file):
             if verbose { Output.lines(["fetched \(entry.destination) (\(ByteCount.format(file.size))) from \(file.sourceDisplayURL)"]) }
+        case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
+            break  // one line for the whole interruption, not one per entry
         case .failed(let failure):
             Output.errors(HumanReport.failureLines(entry: entry, failure: failure))
         }

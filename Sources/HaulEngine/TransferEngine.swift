@@ -26,7 +26,8 @@ public final class TransferEngine {
     public static var libcurlVersion: String { Curl.version }
 
     /// Fetches every request, reporting to `delegate` on this thread, and returns when all have finished.
-    public func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false) {
+    public func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
+                    cancellation: Cancellation? = nil) {
         guard let multi = MultiHandle() else {
             for request in requests {
                 delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
@@ -37,7 +38,9 @@ public final class TransferEngine {
             return
         }
         var loop = Loop(engine: self, multi: multi, delegate: delegate, reportsProgress: reportsProgress)
-        loop.run(requests)
+        cancellation?.attach(multi.wakeUpHandle)
+        defer { cancellation?.detach() }
+        loop.run(requests, cancellation: cancellation)
     }
 
     /// The mutable state of one `run`: queued requests, transfers in libcurl, transfers waiting to retry, and
@@ -66,10 +69,11 @@ public final class TransferEngine {
             multi.set(CURLMOPT_MAXCONNECTS, limit * 2)
         }
 
-        mutating func run(_ requests: [TransferRequest]) {
+        mutating func run(_ requests: [TransferRequest], cancellation: Cancellation?) {
             let limit = max(1, engine.configuration.maxConcurrentTransfers)
             var queue = requests[...]
             while !queue.isEmpty || !active.isEmpty || !waiting.isEmpty || !verifying.isEmpty {
+                if cancellation?.isCancelled == true { return stopAll(queued: queue) }
                 // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
                 let now = MonotonicClock.seconds()
                 if !waiting.isEmpty {
@@ -92,6 +96,24 @@ public final class TransferEngine {
                 if finished.isEmpty && digests.isEmpty && (!active.isEmpty || !waiting.isEmpty || !verifying.isEmpty) {
                     multi.poll(milliseconds: pollTimeout(now: now))
                 }
+            }
+        }
+
+        /// Interrupted: every transfer ends now as `.interrupted`. Partials of pinned files are kept (with their
+        /// validator) for the next run; other temporary files are removed. Queued requests never start.
+        private mutating func stopAll(queued: ArraySlice<TransferRequest>) {
+            // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
+            trailingDigests.close()
+            let inFlight = Array(active.values) + waiting + Array(verifying.values)
+            for transfer in active.values { multi.remove(transfer.easy) }
+            active = [:]
+            waiting = []
+            verifying = [:]
+            for transfer in inFlight { giveUp(transfer, .interrupted) }
+            for request in queued {
+                delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
+                    AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "", reason: .interrupted),
+                ]))))
             }
         }
 
@@ -341,21 +363,31 @@ public final class TransferEngine {
                 attach(transfer)
             } else {
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
-                transfer.closeFile()
-                let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
-                let metadata = transfer.validator.map {
-                    PartialMetadata(sourceKey: PartialStore.sourceKey(transfer.source.url), validator: $0)
-                }
-                release(transfer)
-                if keepsPartial, let metadata, let partials = engine.partials {
-                    // The next run resumes from here.
-                    partials.save(metadata, forPartial: transfer.temporaryPath)
-                } else {
-                    unlink(transfer.temporaryPath)
-                }
-                delegate.transfer(transfer.request.id,
-                                  didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
+                giveUp(transfer, nil)
             }
+        }
+
+        /// The transfer ends in failure: keep a resumable partial for the next run, drop anything else.
+        /// `extra` is a last failure to record (an interruption) on top of those already listed.
+        private mutating func giveUp(_ transfer: Transfer, _ extra: FailureReason?) {
+            if let extra {
+                transfer.failures.append(AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: extra))
+            }
+            let reason = transfer.failures.last?.reason ?? .interrupted
+            transfer.closeFile()
+            let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
+            let metadata = transfer.validator.map {
+                PartialMetadata(sourceKey: PartialStore.sourceKey(transfer.source.url), validator: $0)
+            }
+            release(transfer)
+            if keepsPartial, let metadata, let partials = engine.partials {
+                // The next run resumes from here.
+                partials.save(metadata, forPartial: transfer.temporaryPath)
+            } else {
+                unlink(transfer.temporaryPath)
+            }
+            delegate.transfer(transfer.request.id,
+                              didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
         }
 
         /// libcurl's messages may quote the host or URL it was given; none of the source's secrets survive.
@@ -380,21 +412,25 @@ public final class TransferEngine {
 
 /// Digests finished by trailing hashers on their queues, waiting for the loop to pick them up.
 private final class TrailingDigests: Sendable {
-    private let finished = Mutex<[(ObjectIdentifier, Result<Digest, FailureReason>)]>([])
+    private let finished = Mutex<(list: [(ObjectIdentifier, Result<Digest, FailureReason>)], closed: Bool)>(([], false))
 
     /// The wake-up happens under the lock that `take` needs: the loop cannot see the last digest, finish, and
     /// free the multi handle while this thread is still about to wake it.
     func add(_ key: ObjectIdentifier, _ digest: Result<Digest, FailureReason>, waking wakeUp: MultiHandle.WakeUp) {
-        finished.withLock {
-            $0.append((key, digest))
+        finished.withLock { state in
+            guard !state.closed else { return }
+            state.list.append((key, digest))
             wakeUp.wake()
         }
     }
 
+    /// After this, `add` neither records nor wakes.
+    func close() { finished.withLock { $0.closed = true } }
+
     func take() -> [(ObjectIdentifier, Result<Digest, FailureReason>)] {
-        finished.withLock { list in
-            defer { list.removeAll() }
-            return list
+        finished.withLock { state in
+            defer { state.list.removeAll() }
+            return state.list
         }
     }
 }
@@ -406,9 +442,11 @@ extension FailureReason {
         return false
     }
 
-    /// Only a transfer cut short by the network leaves bytes worth resuming.
+    /// Only a transfer cut short (by the network or an interruption) leaves bytes worth resuming.
     var keepsPartial: Bool {
-        if case .network = self { return true }
-        return false
+        switch self {
+        case .network, .interrupted: true
+        default: false
+        }
     }
 }

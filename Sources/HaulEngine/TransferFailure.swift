@@ -17,6 +17,8 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     case resumeRejected(String)
     /// The local side: the temporary file could not be created or written.
     case local(operation: String, path: String, errno: Int32)
+    /// The run was interrupted (SIGINT, SIGTERM) before this transfer finished.
+    case interrupted
 
     public var description: String {
         switch self {
@@ -28,6 +30,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
         case .redirectRefused(let why): "redirect refused: \(why)"
         case .resumeRejected(let why): "resume refused: \(why)"
         case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
+        case .interrupted: "interrupted"
         }
     }
 
@@ -42,7 +45,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
         case .resumeRejected:
             // The retry starts from byte 0 (the bytes are dropped), which is likely to work.
             return true
-        case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .local:
+        case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .local, .interrupted:
             return false
         }
     }

@@ -83,3 +83,62 @@ final class LocalStateCommandTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial"), [])
     }
 }
+
+extension LocalStateCommandTests {
+    /// Starts `haul sync` as a real process and sends it `signal` once the server has sent part of the body.
+    private func interruptedSync(_ signal: Int32, server: LoopbackHTTPServer) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: HaulProcess.executablePath)
+        process.arguments = ["sync", "--quiet"]
+        process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
+        process.environment = ProcessRunner.minimalEnvironment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while server.requests.isEmpty && Date() < deadline { usleep(10_000) }
+        usleep(300_000)  // let the first bytes land in the partial
+        kill(process.processIdentifier, signal)
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        if process.isRunning { XCTAssertEqual(exited.wait(timeout: .now() + 10), .success, "haul stops promptly") }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    func testSIGINTStopsTransfersKeepsOldContentAndTheResumablePartial() throws {
+        let bytes = (0..<600_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let files = StaticFiles(["/f": bytes])
+        let stall = Mutex(true)
+        let server = try LoopbackHTTPServer { request in
+            let response = files.respond(to: request)
+            return stall.withLock { $0 } ? response.with(fault: .stallAfter(bytes: 200_000, seconds: 20)) : response
+        }
+        defer { server.stop() }
+        try writeManifest(url: server.url("/f"), bytes: bytes)
+        let old: [UInt8] = Array("old content".utf8)
+        try directory.write("out/f.bin", old)
+
+        XCTAssertEqual(try interruptedSync(SIGINT, server: server), 130)
+        XCTAssertEqual(directory.read("out/f.bin"), old)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), [])
+        let partials = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial")
+        XCTAssertEqual(Set(partials.map { $0.hasSuffix(".meta") }), [true, false], "the partial and its validator are kept: \(partials)")
+
+        stall.withLock { $0 = false }
+        let resumed = try haul(["sync"])
+        XCTAssertEqual(resumed.exitCode, 0, resumed.stderr)
+        XCTAssertEqual(directory.read("out/f.bin"), bytes)
+        XCTAssertEqual(server.requests.last?.header("Range"), "bytes=200000-")
+    }
+
+    func testSIGTERMExits143() throws {
+        let bytes = [UInt8](repeating: 1, count: 50_000)
+        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 1_000, seconds: 20)) }
+        defer { server.stop() }
+        try writeManifest(url: server.url("/f"), bytes: bytes)
+        XCTAssertEqual(try interruptedSync(SIGTERM, server: server), 143)
+        XCTAssertNil(directory.read("out/f.bin"))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), [])
+    }
+}
