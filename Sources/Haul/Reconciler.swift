@@ -44,15 +44,45 @@ public struct Reconciler: Sendable {
         self.options = options
     }
 
-    /// Observes the disk (hashing where it must) and decides. No network, no writes.
-    public func plan() -> Plan {
-        Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Self.hashingThreads))
+    /// Observes the disk and decides. No network, no writes. A file whose identity matches the state cache is
+    /// not hashed again; `rehash` ignores the cache and hashes everything.
+    public func assess(rehash: Bool = false) -> Assessment {
+        let (cache, warning) = rehash ? (StateCache(), nil) : StateCache.load(root: manifest.root)
+        let observed = Observation.observe(manifest, cache: cache, concurrency: Self.hashingThreads)
+        return Assessment(plan: Planner.plan(manifest.files, observed: observed.map(\.state)),
+                          records: observed.map(\.record), cache: cache, cacheWarning: warning)
     }
+
+    public func plan() -> Plan { assess().plan }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically.
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
     /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
-    public func apply(_ plan: Plan, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
+    public func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
+        let result = execute(assessment.plan, observer: observer, cancellation: cancellation)
+        saveState(assessment, result)
+        return result
+    }
+
+    /// The cache after this run claims exactly what is on disk: a fetched file with the identity it has now,
+    /// an untouched one as observed, nothing for a destination that is missing or not a regular file.
+    /// Records of destinations the manifest no longer lists are kept (pruning will need them). Written only
+    /// when it changed.
+    private func saveState(_ assessment: Assessment, _ result: SyncResult) {
+        var cache = assessment.cache
+        for (index, planned) in result.plan.entries.enumerated() {
+            let destination = planned.entry.destination.description
+            var record = assessment.records[index]
+            if case .fetched(let file) = result.outcomes[index] {
+                record = FileIdentity.of(path: manifest.root + "/" + destination)
+                    .map { StateRecord(identity: $0, digest: file.digest) }
+            }
+            cache.records[destination] = record
+        }
+        if cache != assessment.cache { try? cache.save(root: manifest.root) }
+    }
+
+    private func execute(_ plan: Plan, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         var fetches: [Int] = []

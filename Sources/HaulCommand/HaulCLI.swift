@@ -102,6 +102,9 @@ struct Sync: ParsableCommand {
     @Flag(help: "If another haul is syncing the same root, wait for it instead of exiting with status 4.")
     var wait = false
 
+    @Flag(help: "Hash every local file instead of trusting the state cache for unchanged ones.")
+    var rehash = false
+
     func run() throws {
         let manifest = try manifestOptions.load()
         if manifest.prune {
@@ -109,7 +112,7 @@ struct Sync: ParsableCommand {
         }
         let reconciler = Reconciler(manifest: manifest, options: transferOptions.syncOptions)
         if dryRun {
-            Output.lines(HumanReport.planLines(reconciler.plan()))
+            Output.lines(HumanReport.planLines(reconciler.assess(rehash: rehash).plan))
             return
         }
         let cancellation = Cancellation()
@@ -124,10 +127,12 @@ struct Sync: ParsableCommand {
             throw ExitCode(error.isBusy ? ExitStatus.rootBusy.rawValue : ExitStatus.entryFailed.rawValue)
         }
         defer { withExtendedLifetime(lock) {} }
-        let plan = reconciler.plan()
+        let assessment = reconciler.assess(rehash: rehash)
+        if let warning = assessment.cacheWarning { Output.errors(["warning: \(warning)"]) }
+        let plan = assessment.plan
         if plan.hasChanges && !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
         let printer = ProgressPrinter(verbose: manifestOptions.verbose)
-        let result = reconciler.apply(plan, observer: printer, cancellation: cancellation)
+        let result = reconciler.apply(assessment, observer: printer, cancellation: cancellation)
         if let status = interrupts.exitStatus {
             let stopped = result.failures.count
             Output.errors(["haul: interrupted by \(interrupts.signalName); \(stopped) unfinished "

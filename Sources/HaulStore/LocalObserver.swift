@@ -25,11 +25,16 @@ public struct ObservationRequest: Sendable {
     public var algorithm: DigestAlgorithm?
     /// When known, a file of another size is not hashed: it cannot match.
     public var expectedSize: Int64?
+    /// What the state cache remembers of this destination: its digest is used, without hashing, only when
+    /// the file's identity is exactly the recorded one.
+    public var known: StateRecord?
 
-    public init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil) {
+    public init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
+                known: StateRecord? = nil) {
         self.destination = destination
         self.algorithm = algorithm
         self.expectedSize = expectedSize
+        self.known = known
     }
 }
 
@@ -50,6 +55,12 @@ public struct LocalObserver: Sendable {
     /// Results are in request order. Parent directories are resolved once each, serially (a manifest has far
     /// fewer folders than files); the per-file lstat, open and read run on `concurrency` threads.
     public func observeAll(_ requests: [ObservationRequest], concurrency: Int) -> [ObservedFile] {
+        observeAllRecording(requests, concurrency: concurrency).map(\.file)
+    }
+
+    /// Like `observeAll`, with, for each file whose digest is known, the record the state cache should keep.
+    public func observeAllRecording(_ requests: [ObservationRequest], concurrency: Int)
+        -> [(file: ObservedFile, record: StateRecord?)] {
         guard !requests.isEmpty else { return [] }
         let realRoot: String
         switch FileSystem.realPath(root) {
@@ -57,14 +68,14 @@ public struct LocalObserver: Sendable {
             // A file where root should be would otherwise make top-level destinations look merely missing.
             if case .success(let info) = FileSystem.status(resolved), FileKind(mode: info.st_mode) != .directory {
                 let failure = StoreError(operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
-                return Array(repeating: .unreadable(failure), count: requests.count)
+                return Array(repeating: (.unreadable(failure), nil), count: requests.count)
             }
             realRoot = resolved
         case .failure(ENOENT), .failure(ENOTDIR):
-            return Array(repeating: .missing, count: requests.count)
+            return Array(repeating: (.missing, nil), count: requests.count)
         case .failure(let code):
             let failure = StoreError(operation: "resolve root", path: root, errno: code)
-            return Array(repeating: .unreadable(failure), count: requests.count)
+            return Array(repeating: (.unreadable(failure), nil), count: requests.count)
         }
 
         var resolver = ParentResolver(root: root, realRoot: realRoot, remembersFailures: true)
@@ -83,8 +94,8 @@ public struct LocalObserver: Sendable {
             }
         }
 
-        let output = UnsafeMutableBufferPointer<ObservedFile>.allocate(capacity: requests.count)
-        output.initialize(repeating: .missing)
+        let output = UnsafeMutableBufferPointer<(file: ObservedFile, record: StateRecord?)>.allocate(capacity: requests.count)
+        output.initialize(repeating: (.missing, nil))
         defer {
             output.deinitialize()
             output.deallocate()
@@ -107,7 +118,14 @@ public struct LocalObserver: Sendable {
     }
 
     private static func observeFile(_ request: ObservationRequest, parent: ParentState,
-                                    buffer: UnsafeMutableRawBufferPointer) -> ObservedFile {
+                                    buffer: UnsafeMutableRawBufferPointer) -> (file: ObservedFile, record: StateRecord?) {
+        var record: StateRecord?
+        let file = observeFile(request, parent: parent, buffer: buffer, record: &record)
+        return (file, record)
+    }
+
+    private static func observeFile(_ request: ObservationRequest, parent: ParentState,
+                                    buffer: UnsafeMutableRawBufferPointer, record: inout StateRecord?) -> ObservedFile {
         let directory: String
         switch parent {
         case .directory(let path): directory = path
@@ -138,9 +156,17 @@ public struct LocalObserver: Sendable {
         guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
             return .regularFile(size: size, digest: nil)
         }
+        let identity = FileIdentity(info)
+        if let known = request.known, known.identity == identity, known.digest.algorithm == algorithm {
+            record = known
+            return .regularFile(size: size, digest: known.digest)
+        }
         do {
             let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
                                                            displayPath: request.destination.description)
+            // The identity from before the read: if the file changed meanwhile, its ctime moved on and the record
+            // will not match next time.
+            if hashed == size { record = StateRecord(identity: identity, digest: digest) }
             return .regularFile(size: hashed, digest: digest)
         } catch {
             // The file changed between lstat and open: report what is there now rather than an error.

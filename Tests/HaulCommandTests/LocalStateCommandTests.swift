@@ -142,3 +142,72 @@ extension LocalStateCommandTests {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), [])
     }
 }
+
+extension LocalStateCommandTests {
+    private func syncedFixture() throws -> (server: LoopbackHTTPServer, bytes: [UInt8], statePath: String) {
+        let bytes = [UInt8](repeating: 8, count: 4_096)
+        let server = try LoopbackHTTPServer(files: ["/f": bytes])
+        try writeManifest(url: server.url("/f"), bytes: bytes)
+        let first = try haul(["sync"])
+        XCTAssertEqual(first.exitCode, 0, first.stderr)
+        return (server, bytes, directory.path + "/out/.haul/state")
+    }
+
+    func testTheStateCacheIsTrustedOnlyForAnUnchangedIdentityAndVerifyAndRehashIgnoreIt() throws {
+        let (server, bytes, statePath) = try syncedFixture()
+        defer { server.stop() }
+        let state = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
+        let realDigest = StreamingHasher.digest(bytes, algorithm: .sha256).hex
+        XCTAssertTrue(state.hasPrefix("haul-state\t1\nf.bin\t"), state)
+        XCTAssertTrue(state.contains("sha256:\(realDigest)"), state)
+
+        // A record claiming other content for the same identity is believed: proof that a match skips hashing.
+        let lying = state.replacingOccurrences(of: realDigest, with: String(repeating: "0", count: 64))
+        try lying.write(toFile: statePath, atomically: false, encoding: .utf8)
+        XCTAssertEqual(try haul(["plan"]).exitCode, 2, "the cached (wrong) digest was used without hashing")
+        let verify = try haul(["verify"])
+        XCTAssertEqual(verify.exitCode, 0, "verify hashes everything: \(verify.stdout)")
+        server.resetLog()
+        let rehash = try haul(["sync", "--rehash"])
+        XCTAssertEqual(rehash.exitCode, 0, rehash.stderr)
+        XCTAssertTrue(rehash.stdout.contains("Nothing to do"), rehash.stdout)
+        XCTAssertEqual(server.requests.count, 0)
+        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).contains(realDigest),
+                      "the state was rebuilt from what is on disk")
+    }
+
+    func testACorruptStateFileCostsAWarningNotCorrectness() throws {
+        let (server, bytes, statePath) = try syncedFixture()
+        defer { server.stop() }
+        try "garbage\u{0}\n".write(toFile: statePath, atomically: false, encoding: .utf8)
+        server.resetLog()
+        let result = try haul(["sync"])
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("is corrupt or from another haul version; hashing every file to rebuild it"), result.stderr)
+        XCTAssertEqual(server.requests.count, 0, "re-hashing found the file right: no request")
+        XCTAssertEqual(directory.read("out/f.bin"), bytes)
+        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t1\n"))
+
+        try FileManager.default.removeItem(atPath: statePath)
+        let again = try haul(["sync"])
+        XCTAssertEqual(again.exitCode, 0)
+        XCTAssertEqual(again.stderr, "", "a missing state is simply rebuilt")
+        XCTAssertEqual(server.requests.count, 0)
+    }
+
+    func testASameSizeEditWithItsMtimeRestoredIsStillNoticed() throws {
+        let (server, bytes, _) = try syncedFixture()
+        defer { server.stop() }
+        let path = directory.path + "/out/f.bin"
+        var before = stat()
+        XCTAssertEqual(stat(path, &before), 0)
+        try directory.write("out/f.bin", [UInt8](repeating: 9, count: bytes.count))
+        var times = [before.st_atim, before.st_mtim]
+        XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0, "mtime set back; ctime cannot be")
+        let plan = try haul(["plan"])
+        XCTAssertEqual(plan.exitCode, 2, plan.stdout)
+        XCTAssertTrue(plan.stdout.contains("~ f.bin (checksum differs"), plan.stdout)
+        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(directory.read("out/f.bin"), bytes)
+    }
+}

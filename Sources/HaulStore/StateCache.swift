@@ -1,0 +1,182 @@
+import Glibc
+import HaulDigest
+import HaulManifest
+
+/// A file's identity as the kernel reports it. If all of it is unchanged, the content is the content haul saw:
+/// writing a file changes its mtime and ctime, and ctime cannot be set back from user space.
+public struct FileIdentity: Sendable, Hashable {
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: Int64
+    public var modifiedNanoseconds: Int64
+    public var changedNanoseconds: Int64
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modifiedNanoseconds = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        changedNanoseconds = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+    }
+
+    init(device: UInt64, inode: UInt64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modifiedNanoseconds = modifiedNanoseconds
+        self.changedNanoseconds = changedNanoseconds
+    }
+
+    /// The identity of the file at `path` (not following a final symlink), nil if there is none.
+    public static func of(path: String) -> FileIdentity? {
+        guard case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .regular else { return nil }
+        return FileIdentity(info)
+    }
+}
+
+/// What haul knows about one file it wrote or hashed: its identity then, and its digest.
+public struct StateRecord: Sendable, Hashable {
+    public var identity: FileIdentity
+    public var digest: Digest
+    public init(identity: FileIdentity, digest: Digest) {
+        self.identity = identity
+        self.digest = digest
+    }
+}
+
+/// `<root>/.haul/state`: a hint that lets a no-op sync skip hashing, never an authority. A missing, corrupt or
+/// foreign file costs time (everything is hashed again), never correctness; a record is used only when the
+/// file's identity is exactly the recorded one.
+public struct StateCache: Sendable, Equatable {
+    public var records: [String: StateRecord]
+
+    public init(records: [String: StateRecord] = [:]) { self.records = records }
+
+    static let header = "haul-state\t1"
+
+    public static func path(root: String) -> String {
+        FileSystem.join(FileSystem.join(FileSystem.normalizedRoot(root), ".haul"), "state")
+    }
+
+    /// The cache and, when the file existed but could not be used, a warning saying why.
+    public static func load(root: String) -> (cache: StateCache, warning: String?) {
+        let path = path(root: root)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            return (StateCache(), errno == ENOENT ? nil : "cannot read \(path): \(StoreError.systemMessage(errno)); hashing every file")
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = read(descriptor, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+        guard let cache = parse(bytes) else {
+            return (StateCache(), "\(path) is corrupt or from another haul version; hashing every file to rebuild it")
+        }
+        return (cache, nil)
+    }
+
+    static func parse(_ bytes: [UInt8]) -> StateCache? {
+        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
+        guard let first = lines.popFirst(), first.elementsEqual(header.utf8) else { return nil }
+        var records: [String: StateRecord] = [:]
+        records.reserveCapacity(lines.count)
+        for line in lines {
+            let fields = line.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false)
+            guard fields.count == 7,
+                  let destination = unescape(fields[0]),
+                  let device = UInt64(String(decoding: fields[1], as: UTF8.self)),
+                  let inode = UInt64(String(decoding: fields[2], as: UTF8.self)),
+                  let size = Int64(String(decoding: fields[3], as: UTF8.self)),
+                  let modified = Int64(String(decoding: fields[4], as: UTF8.self)),
+                  let changed = Int64(String(decoding: fields[5], as: UTF8.self)),
+                  let digest = parseDigest(fields[6]),
+                  DestinationPath(destination)?.description == destination  // paths are validated before use
+            else { return nil }
+            records[destination] = StateRecord(identity: FileIdentity(device: device, inode: inode, size: size,
+                                                                      modifiedNanoseconds: modified, changedNanoseconds: changed),
+                                               digest: digest)
+        }
+        return StateCache(records: records)
+    }
+
+    func serialized() -> [UInt8] {
+        var out = Array((Self.header + "\n").utf8)
+        for (destination, record) in records.sorted(by: { $0.key < $1.key }) {
+            let identity = record.identity
+            out.append(contentsOf: Self.escape(destination))
+            out.append(contentsOf: "\t\(identity.device)\t\(identity.inode)\t\(identity.size)\t\(identity.modifiedNanoseconds)\t\(identity.changedNanoseconds)\t\(record.digest)\n".utf8)
+        }
+        return out
+    }
+
+    /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half.
+    public func save(root: String) throws(StoreError) {
+        let path = Self.path(root: root)
+        let temporary = path + ".new"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw StoreError(operation: "write", path: temporary, errno: errno) }
+        let bytes = serialized()
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else {
+                let code = errno
+                close(descriptor)
+                unlink(temporary)
+                throw StoreError(operation: "write", path: temporary, errno: code)
+            }
+            offset += written
+        }
+        close(descriptor)
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw StoreError(operation: "rename into", path: path, errno: code)
+        }
+    }
+
+    private static func parseDigest(_ field: ArraySlice<UInt8>) -> Digest? {
+        guard let colon = field.firstIndex(of: UInt8(ascii: ":")),
+              let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self)) else { return nil }
+        return Digest(algorithm: algorithm, hex: String(decoding: field[(colon + 1)...], as: UTF8.self))
+    }
+
+    /// Tabs, newlines and `%` in a name would break the line format: percent-encoded.
+    private static func escape(_ text: String) -> [UInt8] {
+        var out: [UInt8] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "%"): out.append(contentsOf: "%25".utf8)
+            case UInt8(ascii: "\t"): out.append(contentsOf: "%09".utf8)
+            case UInt8(ascii: "\n"): out.append(contentsOf: "%0A".utf8)
+            case UInt8(ascii: "\r"): out.append(contentsOf: "%0D".utf8)
+            default: out.append(byte)
+            }
+        }
+        return out
+    }
+
+    private static func unescape(_ field: ArraySlice<UInt8>) -> String? {
+        var out: [UInt8] = []
+        var index = field.startIndex
+        while index < field.endIndex {
+            if field[index] == UInt8(ascii: "%") {
+                guard index + 2 < field.endIndex,
+                      let value = UInt8(String(decoding: field[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
+                else { return nil }
+                out.append(value)
+                index += 3
+            } else {
+                out.append(field[index])
+                index += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
