@@ -267,13 +267,14 @@ final class Transfer {
             offset += written
         }
         bytesWritten += Int64(bytes.count)
-        lastActivityAt = MonotonicClock.seconds()
+        let now = MonotonicClock.seconds()
+        lastActivityAt = now
         if let trailingHasher {
             trailingHasher.written(upTo: totalBytes, lastWake: &trailingWake)
         } else {
             hasher.update(bytes)
         }
-        if reportsProgress { reportProgress(chunk: bytes.count) }
+        if reportsProgress { reportProgress(chunk: bytes.count, now: now) }
         return bytes.count
     }
 
@@ -296,8 +297,7 @@ final class Transfer {
         return line.count
     }
 
-    private func reportProgress(chunk: Int) {
-        let now = MonotonicClock.seconds()
+    private func reportProgress(chunk: Int, now: Double) {
         guard now - lastProgressAt >= 0.1 else { return }
         lastProgressAt = now
         let length = easy.contentLength

@@ -61,7 +61,7 @@ enum ChecksumRules {
                                   expectation suffix: String) throws(RuleFailure) -> Digest {
         let expected = algorithm.byteCount * 2
         // Fast path: the common, valid case touches only bytes.
-        if hex.utf8.count == expected, let bytes = decodeHex(hex) { return Digest(algorithm: algorithm, bytes: bytes) }
+        if hex.utf8.count == expected, let digest = Digest(algorithm: algorithm, hex: hex) { return digest }
         var position = prefixCharacters
         for character in hex {
             position += 1
@@ -71,29 +71,6 @@ enum ChecksumRules {
             }
         }
         throw RuleFailure("expected \(expected) hex digits\(suffix), found \(hex.count)")
-    }
-
-    /// Straight from the UTF-8 bytes, without the intermediate array `Hex.decode` builds: this runs once per entry.
-    private static func decodeHex(_ hex: Substring) -> [UInt8]? {
-        hex.withUTF8Buffer { input -> [UInt8]? in
-            guard input.count % 2 == 0 else { return nil }
-            // Digits, then letters of either case (bit 5 folds case); written out so it compiles to a tight loop.
-            for byte in input where byte &- UInt8(ascii: "0") >= 10 && (byte | 0x20) &- UInt8(ascii: "a") >= 6 {
-                return nil
-            }
-            return [UInt8](unsafeUninitializedCapacity: input.count / 2) { output, count in
-                for index in 0..<input.count / 2 {
-                    output[index] = nibble(input[2 * index]) << 4 | nibble(input[2 * index + 1])
-                }
-                count = input.count / 2
-            }
-        }
-    }
-
-    /// The value of an already checked hex digit: letters have bit 6 set, digits do not.
-    @inline(__always)
-    private static func nibble(_ c: UInt8) -> UInt8 {
-        (c & 0x0F) &+ (c >> 6) &* 9
     }
 
     private static func isBase64(_ c: UInt8) -> Bool {

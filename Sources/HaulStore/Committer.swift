@@ -4,7 +4,7 @@ import HaulManifest
 import Synchronization
 
 public struct CommitRequest: Sendable {
-    /// A verified file from `StagingArea.makeTemporaryFile()`, closed.
+    /// A verified file in the staging area (the engine's temporary file), closed.
     public var temporaryPath: String
     public var destination: DestinationPath
     public var mode: FileMode

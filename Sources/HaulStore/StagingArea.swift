@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// haul's private area under root, `<root>/.haul/tmp/`, where downloads are written before they are verified.
 ///
@@ -11,45 +10,11 @@ public final class StagingArea: Sendable {
     public let directory: String
     /// Interrupted downloads of pinned files, named by their digest, kept for the next attempt to resume.
     public let partialDirectory: String
-    /// pid plus randomness: two haul processes on one root, or a pid reused after a crash, never collide.
-    private let namePrefix: String
-    private let sequence = Atomic<UInt64>(0)
-    private let prepared = Atomic<Bool>(false)
 
     public init(root: String) {
         self.root = FileSystem.normalizedRoot(root)
         self.directory = FileSystem.join(FileSystem.join(self.root, ".haul"), "tmp")
         self.partialDirectory = FileSystem.join(FileSystem.join(self.root, ".haul"), "partial")
-        let random = UInt32.random(in: .min ... .max)
-        self.namePrefix = "\(getpid())-\(String(random, radix: 16))"
-    }
-
-    /// Created with O_EXCL and 0600 so that nobody else can have it open or read it before it is verified; the
-    /// committer widens the mode only just before the rename.
-    public func makeTemporaryFile() throws(StoreError) -> String {
-        if !prepared.load(ordering: .acquiring) { try prepare() }
-        var recreated = false
-        for _ in 0..<16 {
-            let number = sequence.wrappingAdd(1, ordering: .relaxed).oldValue
-            let path = directory + "/" + namePrefix + "-" + String(number) + ".part"
-            let fd = path.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
-            if fd >= 0 {
-                close(fd)
-                return path
-            }
-            let code = errno
-            switch code {
-            case EEXIST:
-                continue
-            case ENOENT where !recreated:
-                // Someone removed .haul/tmp while we ran (a cleanup script): make it again, once.
-                recreated = true
-                try prepare()
-            default:
-                throw StoreError(operation: "create temporary file", path: path, errno: code)
-            }
-        }
-        throw StoreError(operation: "create temporary file", path: directory, errno: EEXIST)
     }
 
     /// Removes what crashed or interrupted runs left behind: every temporary file, and every partial whose name
@@ -90,7 +55,6 @@ public final class StagingArea: Sendable {
         try makePrivateDirectory(FileSystem.parentOf(directory))
         try makePrivateDirectory(directory)
         try makePrivateDirectory(partialDirectory)
-        prepared.store(true, ordering: .releasing)
     }
 
     /// A symlink here would send every download somewhere else: refuse rather than follow it.

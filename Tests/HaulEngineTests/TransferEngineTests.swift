@@ -50,7 +50,11 @@ final class TransferEngineTests: XCTestCase {
             XCTAssertEqual(contents(file.temporaryPath), files["/f\(i)"])
             XCTAssertEqual(file.size, Int64(files["/f\(i)"]!.count))
             XCTAssertTrue(file.temporaryPath.hasPrefix(temporary.path + "/") && file.temporaryPath.hasSuffix(".part"))
+            var info = stat()
+            XCTAssertEqual(stat(file.temporaryPath, &info), 0)
+            XCTAssertEqual(info.st_mode & 0o777, 0o600, "nobody else can read unverified bytes")
         }
+        XCTAssertEqual(Set(results.values.compactMap { try? $0.get().temporaryPath }).count, 60, "every transfer has its own file")
         XCTAssertLessThanOrEqual(server.connectionCount, 4, "connections are reused, at most one per job")
         XCTAssertEqual(server.requests.count, 60)
         XCTAssertNil(server.requests.first { $0.header("Accept-Encoding") != nil }, "no Accept-Encoding: bytes hashed are bytes stored")

@@ -8,29 +8,23 @@ import XCTest
 final class CommitterTests: XCTestCase {
     /// A verified temporary file as the engine would leave it.
     private func staged(_ staging: StagingArea, _ text: String) throws -> String {
-        let path = try staging.makeTemporaryFile()
+        let path = try staging.makeTestFile()
         guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else { throw POSIXError(.EIO) }
         return path
     }
 
-    func testTemporaryFilesArePrivatePartFilesUnderHaulTmp() throws {
+    func testStagingDirectoriesArePrivateAndDiscardOnlyRemovesStagingFiles() throws {
         let scratch = try Scratch()
         let root = scratch.at("not-yet/root")
         let staging = StagingArea(root: root)
         XCTAssertEqual(staging.directory, root + "/.haul/tmp")
-
-        var seen = Set<String>()
-        for _ in 0..<100 {
-            let path = try staging.makeTemporaryFile()
-            XCTAssertTrue(path.hasPrefix(root + "/.haul/tmp/"), path)
-            XCTAssertTrue(path.hasSuffix(".part"), path)
-            XCTAssertTrue(seen.insert(path).inserted, "duplicate \(path)")
-            XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/tmp/" + (path as NSString).lastPathComponent)), 0o600)
-        }
+        XCTAssertEqual(staging.partialDirectory, root + "/.haul/partial")
+        try staging.prepare()
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/tmp")), 0o700)
+        XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/partial")), 0o700)
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul")), 0o700)
 
-        let path = try XCTUnwrap(seen.first)
+        let path = try staging.makeTestFile()
         staging.discard(path)
         staging.discard(path)  // ENOENT is ignored
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
@@ -45,7 +39,7 @@ final class CommitterTests: XCTestCase {
         try scratch.mkdir("root")
         try scratch.mkdir("elsewhere")
         try scratch.symlink("root/.haul", to: scratch.at("elsewhere"))
-        XCTAssertThrowsError(try StagingArea(root: scratch.at("root")).makeTemporaryFile()) { error in
+        XCTAssertThrowsError(try StagingArea(root: scratch.at("root")).prepare()) { error in
             XCTAssertEqual((error as? StoreError)?.errno, ENOTDIR)
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("elsewhere")), [])
@@ -191,7 +185,7 @@ final class CommitterTests: XCTestCase {
         let temporary: String
         let expectedErrno: Int32
         if geteuid() != 0 {
-            temporary = try StagingArea(root: scratch.path).makeTemporaryFile()
+            temporary = try StagingArea(root: scratch.path).makeTestFile()
             XCTAssertEqual(chmod(scratch.at("data"), 0o555), 0)
             expectedErrno = EACCES
         } else {

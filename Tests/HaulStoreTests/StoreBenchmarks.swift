@@ -65,7 +65,7 @@ final class StoreBenchmarks: XCTestCase {
             for batch in 0..<10 {
                 var requests: [CommitRequest] = []
                 for index in 0..<500 {
-                    let path = try staging.makeTemporaryFile()
+                    let path = try staging.makeTestFile()
                     let fd = open(path, O_WRONLY)
                     _ = Array(repeating: UInt8(index & 0xff), count: 16 * 1024).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
                     close(fd)

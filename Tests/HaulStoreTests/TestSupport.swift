@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HaulManifest
+import HaulStore
 import XCTest
 
 /// A real directory under $TMPDIR, removed (after restoring write permission) when the test ends.
@@ -70,5 +71,17 @@ func permissions(_ info: stat?) -> mode_t? { info.map { $0.st_mode & 0o7777 } }
 extension Result where Success == Void {
     var failure: Failure? {
         if case .failure(let error) = self { error } else { nil }
+    }
+}
+
+extension StagingArea {
+    /// Stands in for the engine, which writes each download into a fresh private file in the staging area.
+    func makeTestFile() throws -> String {
+        try prepare()
+        let path = directory + "/" + UUID().uuidString + ".part"
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        close(fd)
+        return path
     }
 }
