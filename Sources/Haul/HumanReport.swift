@@ -18,8 +18,17 @@ public enum HumanReport {
                 lines.append("+ \(destination) (missing)")
             case .fetch(let reason):
                 lines.append("~ \(destination) (\(describe(reason, checksum: planned.entry.checksum)))")
+            case .revalidate:
+                lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
             case .refuse(let why):
                 lines.append("! \(destination) (\(why))")
+            }
+        }
+        for prune in plan.prunes {
+            switch prune.action {
+            case .delete: lines.append("- \(prune.destination) (no longer in the manifest)")
+            case .keep(let why): lines.append("! \(prune.destination) (not pruned: \(why))")
+            case .forget: continue
             }
         }
         lines.append(planSummary(plan))
@@ -35,6 +44,10 @@ public enum HumanReport {
         }
         let replacements = plan.replacements
         if !replacements.isEmpty { parts.append("\(replacements.count) to replace" + bytesSuffix(replacements)) }
+        let revalidations = plan.revalidations.count
+        if revalidations > 0 { parts.append("\(revalidations) to revalidate") }
+        let deletions = plan.deletions.count
+        if deletions > 0 { parts.append("\(deletions) to prune") }
         let refusals = plan.refusals.count
         if refusals > 0 { parts.append("\(refusals) blocked") }
         parts.append("\(plan.upToDateCount) up to date")
@@ -91,15 +104,29 @@ public enum HumanReport {
         return reason.description
     }
 
+    /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed in 0.4 s.`
     public static func syncSummary(_ result: SyncResult) -> String {
         let fetched = result.fetchedFiles
         let bytes = fetched.map(\.size).saturatingSum()
-        let failed = result.failures.count
-        var line = fetched.isEmpty && failed == 0
-            ? "Nothing to do: \(count(result.plan.upToDateCount, "file")) up to date"
-            : "Fetched \(count(fetched.count, "file")) (\(ByteCount.format(bytes))), \(result.plan.upToDateCount) up to date"
+        let failed = result.failures.count + result.pruneFailures.count
+        let confirmed = result.notModifiedCount
+        let upToDate = result.plan.upToDateCount + confirmed
+        var line = fetched.isEmpty && failed == 0 && result.deletedCount == 0
+            ? "Nothing to do: \(count(upToDate, "file")) up to date"
+            : "Fetched \(count(fetched.count, "file")) (\(ByteCount.format(bytes))), \(upToDate) up to date"
+        if confirmed > 0 { line += " (\(confirmed) confirmed by their server)" }
+        if result.deletedCount > 0 { line += ", \(result.deletedCount) pruned" }
         if failed > 0 { line += ", \(failed) failed" }
         return line + " in \(formatSeconds(result.seconds))."
+    }
+
+    /// A prune that did not delete: a warning when the file was kept (the user's now), an error when deleting failed.
+    public static func pruneLine(_ destination: DestinationPath, _ outcome: PruneOutcome) -> String? {
+        switch outcome {
+        case .deleted, .forgotten: nil
+        case .kept(let why): "warning: \(destination): not pruned: \(why); haul no longer manages it"
+        case .failed(let error): "error: \(destination): \(error)"
+        }
     }
 
     static func abbreviated(_ rendered: String) -> String {

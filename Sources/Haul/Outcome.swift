@@ -6,8 +6,20 @@ import HaulStore
 /// What happened to one entry in a sync.
 public enum EntryOutcome: Sendable {
     case upToDate
+    /// Revalidated: the server said the copy on disk is current (304); nothing was written.
+    case notModified
     case fetched(DownloadedFile)
     case failed(EntryFailure)
+}
+
+/// What happened to one file the manifest no longer lists.
+public enum PruneOutcome: Sendable {
+    case deleted
+    /// Not what haul wrote any more: left in place, and no longer managed by haul.
+    case kept(String)
+    /// Already gone; the record of it is dropped.
+    case forgotten
+    case failed(StoreError)
 }
 
 /// Why an entry could not be brought to its desired state. Its destination keeps its old content.
@@ -24,7 +36,14 @@ public enum EntryFailure: Error, Sendable {
 public struct SyncResult: Sendable {
     public var plan: Plan
     public var outcomes: [EntryOutcome]
+    public var prunes: [(DestinationPath, PruneOutcome)] = []
     public var seconds: Double
+
+    public init(plan: Plan, outcomes: [EntryOutcome], seconds: Double) {
+        self.plan = plan
+        self.outcomes = outcomes
+        self.seconds = seconds
+    }
 
     public var failures: [(entry: FileEntry, failure: EntryFailure)] {
         zip(plan.entries, outcomes).compactMap { planned, outcome in
@@ -37,7 +56,15 @@ public struct SyncResult: Sendable {
         outcomes.compactMap { if case .fetched(let file) = $0 { file } else { nil } }
     }
 
-    public var exitStatus: ExitStatus { failures.isEmpty ? .success : .entryFailed }
+    public var pruneFailures: [(DestinationPath, StoreError)] {
+        prunes.compactMap { if case .failed(let error) = $0.1 { ($0.0, error) } else { nil } }
+    }
+
+    public var deletedCount: Int { prunes.count { if case .deleted = $0.1 { true } else { false } } }
+
+    public var notModifiedCount: Int { outcomes.count { if case .notModified = $0 { true } else { false } } }
+
+    public var exitStatus: ExitStatus { failures.isEmpty && pruneFailures.isEmpty ? .success : .entryFailed }
 }
 
 /// The exit statuses of the CLI contract.

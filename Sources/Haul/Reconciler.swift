@@ -14,15 +14,19 @@ public struct SyncOptions: Sendable {
     /// Largest body accepted for an entry without `size`.
     public var maxFileSize: Int64
     public var durability: Durability
+    /// Delete what this manifest wrote earlier and no longer lists (also on with the manifest's `prune: true`).
+    public var prune: Bool
 
     public init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
-                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched) {
+                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
+                prune: Bool = false) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
         self.maxFileSize = maxFileSize
         self.durability = durability
+        self.prune = prune
     }
 }
 
@@ -31,6 +35,7 @@ public struct SyncOptions: Sendable {
 public protocol SyncObserver: AnyObject, Sendable {
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?)
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
+    func pruned(_ destination: DestinationPath, outcome: PruneOutcome)
 }
 
 /// manifest → observe → plan → execute → verify → commit. Each step is a separate call so that `plan` and
@@ -44,45 +49,90 @@ public struct Reconciler: Sendable {
         self.options = options
     }
 
+    public var prunes: Bool { options.prune || manifest.prune }
+
     /// Observes the disk and decides. No network, no writes. A file whose identity matches the state cache is
-    /// not hashed again; `rehash` ignores the cache and hashes everything.
+    /// not hashed again; `rehash` ignores the cache and hashes everything (but still knows which files haul
+    /// wrote: pruning and revalidation need that, and hashing cannot recover it).
     public func assess(rehash: Bool = false) -> Assessment {
-        let (cache, warning) = rehash ? (StateCache(), nil) : StateCache.load(root: manifest.root)
-        let observed = Observation.observe(manifest, cache: cache, concurrency: Self.hashingThreads)
-        return Assessment(plan: Planner.plan(manifest.files, observed: observed.map(\.state)),
-                          records: observed.map(\.record), cache: cache, cacheWarning: warning)
+        let (cache, warning) = StateCache.load(root: manifest.root)
+        let manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
+        let observed = Observation.observe(manifest, cache: cache, rehash: rehash, concurrency: Self.hashingThreads)
+        let candidates = prunes ? Observation.pruneCandidates(manifest, cache: cache, manifestKey: manifestKey,
+                                                              rehash: rehash, concurrency: Self.hashingThreads) : []
+        let plan = Planner.plan(manifest.files, observed: observed.map(\.state), pruning: candidates.map(\.candidate))
+        return Assessment(plan: plan, records: observed.map(\.record), pruneIdentities: candidates.map(\.identity),
+                          cache: cache, cacheWarning: warning, manifestKey: manifestKey)
     }
 
     public func plan() -> Plan { assess().plan }
 
-    /// Fetches what the plan needs, verifies it while it streams, and commits it atomically.
+    /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes.
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
     /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
     public func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
-        let result = execute(assessment.plan, observer: observer, cancellation: cancellation)
+        var result = execute(assessment, observer: observer, cancellation: cancellation)
+        if cancellation?.isCancelled != true { result.prunes = prune(assessment, observer: observer) }
         saveState(assessment, result)
         return result
     }
 
-    /// The cache after this run claims exactly what is on disk: a fetched file with the identity it has now,
-    /// an untouched one as observed, nothing for a destination that is missing or not a regular file.
-    /// Records of destinations the manifest no longer lists are kept (pruning will need them). Written only
-    /// when it changed.
+    /// Deletes only what the plan found unchanged since haul wrote it; the rest is reported and forgotten.
+    private func prune(_ assessment: Assessment, observer: SyncObserver?) -> [(DestinationPath, PruneOutcome)] {
+        let pruner = Pruner(root: manifest.root)
+        return zip(assessment.plan.prunes, assessment.pruneIdentities).map { planned, identity in
+            let outcome: PruneOutcome = switch planned.action {
+            case .forget: .forgotten
+            case .keep(let why): .kept(why)
+            case .delete:
+                if let identity {
+                    switch pruner.delete(planned.destination, expected: identity) {
+                    case .success: .deleted
+                    case .failure(let error): .failed(error)
+                    }
+                } else {
+                    .kept("could not be identified")
+                }
+            }
+            observer?.pruned(planned.destination, outcome: outcome)
+            return (planned.destination, outcome)
+        }
+    }
+
+    /// The cache after this run claims exactly what is on disk: a fetched file with the identity it has now and
+    /// where it came from, an untouched one as observed, nothing for a destination that is missing or not a
+    /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
+    /// found modified, or gone): pruning needs them. Written only when it changed.
     private func saveState(_ assessment: Assessment, _ result: SyncResult) {
         var cache = assessment.cache
         for (index, planned) in result.plan.entries.enumerated() {
             let destination = planned.entry.destination.description
             var record = assessment.records[index]
+            if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
+               earlier.digest == observed.digest {
+                // Re-hashed after a touch or with --rehash: still the content haul wrote.
+                record?.origin = earlier.origin
+            }
             if case .fetched(let file) = result.outcomes[index] {
-                record = FileIdentity.of(path: manifest.root + "/" + destination)
-                    .map { StateRecord(identity: $0, digest: file.digest) }
+                record = FileIdentity.of(path: manifest.root + "/" + destination).map {
+                    StateRecord(identity: $0, digest: file.digest, origin: Origin(
+                        manifestKey: assessment.manifestKey, sourceKey: file.sourceKey,
+                        etag: file.validators?.etag, lastModified: file.validators?.lastModified))
+                }
             }
             cache.records[destination] = record
+        }
+        for (destination, outcome) in result.prunes {
+            switch outcome {
+            case .deleted, .forgotten, .kept: cache.records[destination.description] = nil
+            case .failed: continue
+            }
         }
         if cache != assessment.cache { try? cache.save(root: manifest.root) }
     }
 
-    private func execute(_ plan: Plan, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {
+    private func execute(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {
+        let plan = assessment.plan
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         var fetches: [Int] = []
@@ -93,7 +143,7 @@ public struct Reconciler: Sendable {
             case .refuse(let why):
                 outcomes.append(.failed(.refused(why)))
                 observer?.entry(planned.entry, finished: outcomes[index])
-            case .fetch:
+            case .fetch, .revalidate:
                 // Replaced by the transfer's outcome below; an entry the engine never reports stays failed.
                 outcomes.append(.failed(.refused("not attempted")))
                 fetches.append(index)
@@ -121,20 +171,28 @@ public struct Reconciler: Sendable {
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
                 maxBodyBytes: options.maxFileSize))
-            engine.run(fetches.map { transferRequest(for: plan.entries[$0].entry, id: $0) }, delegate: execution,
+            engine.run(fetches.map { transferRequest(for: plan.entries[$0], id: $0, record: assessment.records[$0]) },
+                       delegate: execution,
                        cancellation: cancellation)
             for (index, outcome) in execution.finish() { outcomes[index] = outcome }
         }
         return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
     }
 
-    /// Headers go with `url` only: a mirror is another party and gets none of them.
-    func transferRequest(for entry: FileEntry, id: Int) -> TransferRequest {
+    /// Headers go with `url` only: a mirror is another party and gets none of them. A revalidation asks
+    /// conditionally only the source that delivered the copy on disk; its validators mean nothing elsewhere.
+    func transferRequest(for planned: PlannedEntry, id: Int, record: StateRecord?) -> TransferRequest {
+        let entry = planned.entry
         let headers = entry.headers.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
         let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
+        let origin = planned.action == .revalidate ? record?.origin : nil
         let sources = entry.sources.enumerated().map { index, url in
-            TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [],
-                           secrets: url.environmentValues + (index == 0 ? headerSecrets : []))
+            var source = TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [],
+                                        secrets: url.environmentValues + (index == 0 ? headerSecrets : []))
+            if let origin, origin.sourceKey == source.key {
+                source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
+            }
+            return source
         }
         return TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
                                expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value)
@@ -174,6 +232,8 @@ private final class Execution: TransferDelegate, Sendable {
             observer?.entry(plan.entries[id].entry, attemptFailed: failure, retryIn: retryIn)
         case .finished(.failure(let failure)):
             record(id, .failed(.transfer(failure)))
+        case .notModified:
+            record(id, .notModified)
         case .finished(.success(let file)):
             let scheduleFlush = pending.withLock { state in
                 state.files.append((id, file))

@@ -4,8 +4,9 @@ import HaulPlanner
 /// `haul verify`: hash every local file and compare with the manifest. No network, no writes.
 public struct VerificationResult: Sendable {
     public var plan: Plan
-    /// Entries whose local file is missing, differs, or cannot be checked.
-    public var problems: [PlannedEntry] { plan.entries.filter { $0.action.isChange } }
+    /// Entries whose local file is missing, differs, or cannot be checked. An unpinned file that is present is
+    /// not one: with no checksum, there is nothing to verify it against.
+    public var problems: [PlannedEntry] { plan.entries.filter { $0.action.isChange && $0.action != .revalidate } }
     public var exitStatus: ExitStatus { problems.isEmpty ? .success : .entryFailed }
 
     public init(manifest: Manifest) {
@@ -16,14 +17,14 @@ public struct VerificationResult: Sendable {
         var lines = problems.map { planned -> String in
             let destination = planned.entry.destination.description
             switch planned.action {
-            case .keep: return "ok \(destination)"
+            case .keep, .revalidate: return "ok \(destination)"
             case .fetch(.missing): return "missing \(destination)"
             case .fetch(let reason): return "differs \(destination) (\(HumanReport.describe(reason, checksum: planned.entry.checksum)))"
             case .refuse(let why): return "unreadable \(destination) (\(why))"
             }
         }
-        let unpinned = plan.entries.count { $0.action == .keep && $0.entry.checksum == nil }
-        let verified = plan.entries.count { $0.action == .keep } - unpinned
+        let unpinned = plan.revalidations.count
+        let verified = plan.upToDateCount
         var summary = "Verified \(HumanReport.count(verified, "file"))"
         if unpinned > 0 { summary += ", \(unpinned) unpinned present" }
         if !problems.isEmpty { summary += ", \(problems.count) with problems" }

@@ -15,7 +15,8 @@ struct HaulCLI: ParsableCommand {
         them concurrently while verifying each hash, and moves each verified file into place atomically.
 
         Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed; 2 plan found \
-        changes; 3 the manifest is invalid (nothing touched); 64 usage error.
+        changes; 3 the manifest is invalid or refused (nothing touched); 4 another haul is syncing the same root; \
+        64 usage error; 130/143 interrupted.
         """,
         version: HaulVersion.current,
         subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self]
@@ -52,6 +53,30 @@ struct ManifestOptions: ParsableArguments {
             return manifest
         } catch {
             Output.errors(error.diagnostics.map(\.description))
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
+    }
+}
+
+/// What a run may do beyond fetching, and what it refuses up front.
+struct PolicyOptions: ParsableArguments {
+    @Flag(help: ArgumentHelp("Delete files this manifest synced earlier and no longer lists (as `prune: true` does). "
+                             + "Only unchanged files haul wrote are deleted; modified ones are kept with a warning."))
+    var prune = false
+
+    @Flag(help: "With pruning, accept an empty files list (which deletes every file this manifest synced).")
+    var force = false
+
+    @Flag(name: .customLong("require-checksums"),
+          help: "Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
+    var requireChecksums = false
+
+    /// Prints each violation and exits 3 before anything is observed or fetched.
+    func enforce(on manifest: Manifest) throws {
+        let violations = RunPolicy.violations(manifest, requireChecksums: requireChecksums,
+                                              prune: prune || manifest.prune, force: force)
+        guard violations.isEmpty else {
+            Output.errors(violations.map(\.description))
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }
@@ -95,6 +120,7 @@ struct Sync: ParsableCommand {
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var transferOptions: TransferOptions
+    @OptionGroup var policy: PolicyOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -107,10 +133,10 @@ struct Sync: ParsableCommand {
 
     func run() throws {
         let manifest = try manifestOptions.load()
-        if manifest.prune {
-            Output.errors(["warning: \(manifest.sourcePath): prune is not implemented yet; no file is deleted"])
-        }
-        let reconciler = Reconciler(manifest: manifest, options: transferOptions.syncOptions)
+        try policy.enforce(on: manifest)
+        var options = transferOptions.syncOptions
+        options.prune = policy.prune
+        let reconciler = Reconciler(manifest: manifest, options: options)
         if dryRun {
             Output.lines(HumanReport.planLines(reconciler.assess(rehash: rehash).plan))
             return
@@ -151,10 +177,12 @@ struct PlanCommand: ParsableCommand {
         discussion: "Example: haul plan assets.yaml || echo \"changes pending\"")
 
     @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var policy: PolicyOptions
 
     func run() throws {
         let manifest = try manifestOptions.load()
-        let plan = Reconciler(manifest: manifest, options: SyncOptions()).plan()
+        try policy.enforce(on: manifest)
+        let plan = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune)).plan()
         if !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }

@@ -50,6 +50,8 @@ final class ProgressPrinter: SyncObserver, Sendable {
         switch outcome {
         case .upToDate:
             break
+        case .notModified:
+            if verbose { Output.lines(["unchanged \(entry.destination) (the server answered 304)"]) }
         case .fetched(let file):
             if verbose { Output.lines(["fetched \(entry.destination) (\(ByteCount.format(file.size))) from \(file.sourceDisplayURL)"]) }
         case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
@@ -57,5 +59,10 @@ final class ProgressPrinter: SyncObserver, Sendable {
         case .failed(let failure):
             Output.errors(HumanReport.failureLines(entry: entry, failure: failure))
         }
+    }
+
+    func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {
+        if case .deleted = outcome, verbose { Output.lines(["pruned \(destination)"]) }
+        if let line = HumanReport.pruneLine(destination, outcome) { Output.errors([line]) }
     }
 }

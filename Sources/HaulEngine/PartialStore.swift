@@ -37,9 +37,6 @@ public struct PartialStore {
     }
 
     func removeMetadata(forPartial path: String) { unlink(path + ".meta") }
-
-    /// Which source the bytes came from, without writing its URL (which may hold a token) to disk.
-    static func sourceKey(_ url: String) -> String { StreamingHasher.digest(Array(url.utf8), algorithm: .sha256).hex }
 }
 
 struct PartialMetadata: Equatable {

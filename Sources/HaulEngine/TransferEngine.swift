@@ -170,7 +170,7 @@ public final class TransferEngine {
                     var info = stat()
                     let size = fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
                     let metadata = partials.metadata(forPartial: path)
-                    let resumable = size > 0 && metadata?.sourceKey == PartialStore.sourceKey(request.sources[0].url)
+                    let resumable = size > 0 && metadata?.sourceKey == request.sources[0].key
                         && size <= (request.expectedSize ?? .max)
                     if let metadata, resumable {
                         return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true,
@@ -215,6 +215,7 @@ public final class TransferEngine {
             if transfer.currentURL.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
             if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
             var headers = transfer.sendsHeaders ? transfer.source.headers.map { "\($0.name): \($0.value)" } : []
+            if let conditional = transfer.source.conditional { headers += conditional.requestHeaders }
             if transfer.requestsRange, let validator = transfer.validator {
                 headers.append("Range: bytes=\(transfer.resumeOffset)-")
                 headers.append("If-Range: \(validator.ifRangeValue)")
@@ -244,6 +245,11 @@ public final class TransferEngine {
                 fail(transfer, reason)
             case .bodyComplete:
                 verify(transfer)
+            case .notModified:
+                transfer.closeFile()
+                release(transfer)
+                if !transfer.isResumable { unlink(transfer.temporaryPath) }
+                delegate.transfer(transfer.request.id, didProduce: .notModified(sourceDisplayURL: transfer.source.displayURL))
             }
         }
 
@@ -265,6 +271,7 @@ public final class TransferEngine {
 
         private enum Response {
             case bodyComplete
+            case notModified
             case redirect(String, sendHeaders: Bool)
             case failed(FailureReason)
         }
@@ -289,6 +296,7 @@ public final class TransferEngine {
                 case .refuse(let why): return .failed(.redirectRefused(why))
                 }
             }
+            if status == 304 && transfer.source.conditional != nil { return .notModified }
             guard (200..<300).contains(status) else { return .failed(.httpStatus(status)) }
             return .bodyComplete
         }
@@ -333,7 +341,9 @@ public final class TransferEngine {
             transfer.closeFile()
             release(transfer)
             delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
-                temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL))))
+                temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL,
+                sourceKey: transfer.source.key,
+                validators: HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified)))))
         }
 
         /// The transfer is leaving the engine: its handle goes back to the pool, its partial name is free again,
@@ -377,7 +387,7 @@ public final class TransferEngine {
             transfer.closeFile()
             let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
             let metadata = transfer.validator.map {
-                PartialMetadata(sourceKey: PartialStore.sourceKey(transfer.source.url), validator: $0)
+                PartialMetadata(sourceKey: transfer.source.key, validator: $0)
             }
             release(transfer)
             if keepsPartial, let metadata, let partials = engine.partials {

@@ -13,11 +13,42 @@ public struct TransferSource: Sendable {
     /// own error text can name a host or echo a URL, and is scrubbed of these before it reaches a failure.
     public var secrets: [String]
 
-    public init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = []) {
+    /// Validators of the copy on disk, when it came from this source: the request becomes conditional
+    /// (`If-None-Match`, `If-Modified-Since`) and a 304 ends the transfer as `.notModified`, writing nothing.
+    /// A validator describes one resource, so it is never sent to another source.
+    public var conditional: HTTPValidators?
+
+    public init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = [],
+                conditional: HTTPValidators? = nil) {
         self.url = url
         self.displayURL = displayURL
         self.headers = headers
         self.secrets = secrets
+        self.conditional = conditional
+    }
+
+    /// Names this source on disk without writing its URL (which may hold a token): a hash of the URL.
+    public var key: String { Self.key(url) }
+
+    public static func key(_ url: String) -> String { StreamingHasher.digest(Array(url.utf8), algorithm: .sha256).hex }
+}
+
+/// What a server said identifies the version it sent (`ETag`, `Last-Modified`), as it said it.
+public struct HTTPValidators: Sendable, Hashable {
+    public var etag: String?
+    public var lastModified: String?
+
+    public init?(etag: String?, lastModified: String?) {
+        let etag = etag.flatMap { $0.isEmpty ? nil : $0 }
+        let lastModified = lastModified.flatMap { $0.isEmpty ? nil : $0 }
+        guard etag != nil || lastModified != nil else { return nil }
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// Both when both are known: a server that ignores `If-None-Match` may still honour the date.
+    var requestHeaders: [String] {
+        (etag.map { ["If-None-Match: \($0)"] } ?? []) + (lastModified.map { ["If-Modified-Since: \($0)"] } ?? [])
     }
 }
 
@@ -121,6 +152,9 @@ public struct DownloadedFile: Sendable {
     public var digest: Digest
     /// The source that delivered these bytes.
     public var sourceDisplayURL: String
+    /// That source's `key`, and what it said identifies this version: what a later conditional request sends.
+    public var sourceKey: String
+    public var validators: HTTPValidators?
 }
 
 public enum TransferEvent: Sendable {
@@ -129,6 +163,9 @@ public enum TransferEvent: Sendable {
     /// moves to the next source or gives up.
     case attemptFailed(AttemptFailure, retryIn: Double?)
     case finished(Result<DownloadedFile, TransferFailure>)
+    /// A source asked conditionally answered 304: the copy on disk is current and nothing was written.
+    /// Like `.finished`, it ends the transfer: every request ends with exactly one of the two.
+    case notModified(sourceDisplayURL: String)
 }
 
 /// Receives events on the thread that called `TransferEngine.run`. Keep the work done here short: it holds up

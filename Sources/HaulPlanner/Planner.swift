@@ -27,10 +27,13 @@ public enum FetchReason: Sendable, Equatable {
 
 /// What one entry needs.
 public enum Action: Sendable, Equatable {
-    /// Nothing to do: pinned content matches, or an unpinned file is present.
+    /// Nothing to do: the pinned content is in place.
     case keep
     /// Fetch and commit. `.missing` is a download, anything else replaces existing content.
     case fetch(FetchReason)
+    /// An unpinned file is present: only its server can say whether it is current, so it is asked with a
+    /// conditional request; an unchanged answer (304) writes nothing.
+    case revalidate
     /// The entry cannot be synced as things stand; the message says why. Nothing is touched.
     case refuse(String)
 
@@ -45,27 +48,82 @@ public struct PlannedEntry: Sendable {
     public var action: Action
 }
 
-/// The decision for every entry, in manifest order, with the totals a summary needs.
+/// A file haul wrote for this manifest in an earlier run, at a destination the manifest no longer lists, and
+/// what is there now.
+public struct PruneCandidate: Sendable, Equatable {
+    public var destination: DestinationPath
+    public var written: Digest
+    public var local: LocalState
+
+    public init(destination: DestinationPath, written: Digest, local: LocalState) {
+        self.destination = destination
+        self.written = written
+        self.local = local
+    }
+}
+
+public enum PruneAction: Sendable, Equatable {
+    /// Still exactly what haul wrote: deleted.
+    case delete
+    /// No longer what haul wrote (the user changed or replaced it): kept, with a warning saying why.
+    case keep(String)
+    /// Already gone: only haul's record of it is dropped.
+    case forget
+}
+
+public struct PlannedPrune: Sendable, Equatable {
+    public var destination: DestinationPath
+    public var action: PruneAction
+}
+
+/// The decision for every entry, in manifest order, and for every file to prune, with the totals a summary needs.
 public struct Plan: Sendable {
     public var entries: [PlannedEntry]
+    /// Empty unless pruning is on.
+    public var prunes: [PlannedPrune]
+
+    public init(entries: [PlannedEntry], prunes: [PlannedPrune] = []) {
+        self.entries = entries
+        self.prunes = prunes
+    }
 
     public var downloads: [PlannedEntry] { entries.filter { if case .fetch(.missing) = $0.action { true } else { false } } }
     public var replacements: [PlannedEntry] {
         entries.filter { if case .fetch(let reason) = $0.action { reason != .missing } else { false } }
     }
     public var fetches: [PlannedEntry] { entries.filter { if case .fetch = $0.action { true } else { false } } }
+    public var revalidations: [PlannedEntry] { entries.filter { $0.action == .revalidate } }
     public var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
+    public var deletions: [PlannedPrune] { prunes.filter { $0.action == .delete } }
     public var upToDateCount: Int { entries.count { $0.action == .keep } }
     /// Bytes to fetch, counting only entries whose size the manifest pins.
     public var knownBytesToFetch: Int64 { fetches.compactMap(\.entry.size).saturatingSum() }
-    public var hasChanges: Bool { entries.contains { $0.action.isChange } }
+    /// Whether applying it may change anything on disk (a revalidation may).
+    public var hasChanges: Bool { entries.contains { $0.action.isChange } || !deletions.isEmpty }
 }
 
 /// Desired state + observed state → plan. Pure: no I/O, no clock, no environment.
 public enum Planner {
-    public static func plan(_ files: [FileEntry], observed: [LocalState]) -> Plan {
+    public static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = []) -> Plan {
         precondition(files.count == observed.count, "one observation per entry")
-        return Plan(entries: zip(files, observed).map { PlannedEntry(entry: $0, action: decide($0, $1)) })
+        return Plan(entries: zip(files, observed).map { PlannedEntry(entry: $0, action: decide($0, $1)) },
+                    prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) })
+    }
+
+    /// Only haul's own, unchanged bytes are deleted: anything else at that path is the user's now.
+    public static func decide(_ candidate: PruneCandidate) -> PruneAction {
+        switch candidate.local {
+        case .missing:
+            return .forget
+        case .file(_, let digest):
+            return digest == candidate.written ? .delete : .keep("modified since haul wrote it")
+        case .symlink:
+            return .keep("replaced by a symlink since haul wrote it")
+        case .obstructed(let what):
+            return .keep(what)
+        case .inaccessible(let why):
+            return .keep(why)
+        }
     }
 
     /// Content is identity: a pinned file whose digest matches is kept whatever its URL says.
@@ -83,7 +141,7 @@ public enum Planner {
             if let expected = entry.size, expected != size {
                 return .fetch(.sizeMismatch(local: size, expected: expected))
             }
-            guard let checksum = entry.checksum else { return .keep }
+            guard let checksum = entry.checksum else { return .revalidate }
             guard let digest else { return .fetch(.unverified) }
             return digest == checksum.digest ? .keep : .fetch(.digestMismatch(local: digest))
         }

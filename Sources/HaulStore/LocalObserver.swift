@@ -153,10 +153,12 @@ public struct LocalObserver: Sendable {
         case .regular: break
         }
         let size = Int64(info.st_size)
+        let identity = FileIdentity(info)
         guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
+            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators).
+            if request.algorithm == nil, let known = request.known, known.identity == identity { record = known }
             return .regularFile(size: size, digest: nil)
         }
-        let identity = FileIdentity(info)
         if let known = request.known, known.identity == identity, known.digest.algorithm == algorithm {
             record = known
             return .regularFile(size: size, digest: known.digest)

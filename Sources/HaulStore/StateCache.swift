@@ -38,9 +38,32 @@ public struct FileIdentity: Sendable, Hashable {
 public struct StateRecord: Sendable, Hashable {
     public var identity: FileIdentity
     public var digest: Digest
-    public init(identity: FileIdentity, digest: Digest) {
+    /// Set when haul wrote the file, nil when it only found the right content in place: pruning deletes only
+    /// what haul wrote, and revalidation asks only the source that delivered it.
+    public var origin: Origin?
+
+    public init(identity: FileIdentity, digest: Digest, origin: Origin? = nil) {
         self.identity = identity
         self.digest = digest
+        self.origin = origin
+    }
+}
+
+/// Where a file haul wrote came from.
+public struct Origin: Sendable, Hashable {
+    /// Which manifest wrote it (`StateCache.manifestKey`): a manifest prunes only its own files.
+    public var manifestKey: String
+    /// The source that delivered it (a hash of its URL, which may hold a token).
+    public var sourceKey: String
+    /// The validators that source sent with it, for a conditional request later.
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(manifestKey: String, sourceKey: String, etag: String? = nil, lastModified: String? = nil) {
+        self.manifestKey = manifestKey
+        self.sourceKey = sourceKey
+        self.etag = etag
+        self.lastModified = lastModified
     }
 }
 
@@ -52,7 +75,7 @@ public struct StateCache: Sendable, Equatable {
 
     public init(records: [String: StateRecord] = [:]) { self.records = records }
 
-    static let header = "haul-state\t1"
+    static let header = "haul-state\t2"
 
     public static func path(root: String) -> String {
         FileSystem.join(FileSystem.join(FileSystem.normalizedRoot(root), ".haul"), "state")
@@ -80,6 +103,8 @@ public struct StateCache: Sendable, Equatable {
         return (cache, nil)
     }
 
+    /// One line per file: `dest dev ino size mtime_ns ctime_ns digest`, then, for files haul wrote,
+    /// `manifest-key source-key etag last-modified` (empty fields when unknown), tab-separated.
     static func parse(_ bytes: [UInt8]) -> StateCache? {
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
         guard let first = lines.popFirst(), first.elementsEqual(header.utf8) else { return nil }
@@ -87,7 +112,7 @@ public struct StateCache: Sendable, Equatable {
         records.reserveCapacity(lines.count)
         for line in lines {
             let fields = line.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false)
-            guard fields.count == 7,
+            guard fields.count == 7 || fields.count == 11,
                   let destination = unescape(fields[0]),
                   let device = UInt64(String(decoding: fields[1], as: UTF8.self)),
                   let inode = UInt64(String(decoding: fields[2], as: UTF8.self)),
@@ -97,9 +122,17 @@ public struct StateCache: Sendable, Equatable {
                   let digest = parseDigest(fields[6]),
                   DestinationPath(destination)?.description == destination  // paths are validated before use
             else { return nil }
+            var origin: Origin?
+            if fields.count == 11 {
+                guard let manifestKey = unescape(fields[7]), let sourceKey = unescape(fields[8]),
+                      let etag = unescape(fields[9]), let lastModified = unescape(fields[10]),
+                      !manifestKey.isEmpty, !sourceKey.isEmpty else { return nil }
+                origin = Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag.isEmpty ? nil : etag,
+                                lastModified: lastModified.isEmpty ? nil : lastModified)
+            }
             records[destination] = StateRecord(identity: FileIdentity(device: device, inode: inode, size: size,
                                                                       modifiedNanoseconds: modified, changedNanoseconds: changed),
-                                               digest: digest)
+                                               digest: digest, origin: origin)
         }
         return StateCache(records: records)
     }
@@ -109,9 +142,24 @@ public struct StateCache: Sendable, Equatable {
         for (destination, record) in records.sorted(by: { $0.key < $1.key }) {
             let identity = record.identity
             out.append(contentsOf: Self.escape(destination))
-            out.append(contentsOf: "\t\(identity.device)\t\(identity.inode)\t\(identity.size)\t\(identity.modifiedNanoseconds)\t\(identity.changedNanoseconds)\t\(record.digest)\n".utf8)
+            out.append(contentsOf: "\t\(identity.device)\t\(identity.inode)\t\(identity.size)\t\(identity.modifiedNanoseconds)\t\(identity.changedNanoseconds)\t\(record.digest)".utf8)
+            if let origin = record.origin {
+                for field in [origin.manifestKey, origin.sourceKey, origin.etag ?? "", origin.lastModified ?? ""] {
+                    out.append(UInt8(ascii: "\t"))
+                    out.append(contentsOf: Self.escape(field))
+                }
+            }
+            out.append(UInt8(ascii: "\n"))
         }
         return out
+    }
+
+    /// Names a manifest in the state without writing its path: a hash of its real path. A manifest that
+    /// moves no longer prunes what it wrote before, which errs on the side of keeping files.
+    public static func manifestKey(path: String) -> String {
+        var resolved = path
+        if case .success(let real) = FileSystem.realPath(path) { resolved = real }
+        return String(StreamingHasher.digest(Array(resolved.utf8), algorithm: .sha256).hex.prefix(32))
     }
 
     /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half.

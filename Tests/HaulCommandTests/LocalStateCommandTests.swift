@@ -132,6 +132,26 @@ extension LocalStateCommandTests {
         XCTAssertEqual(server.requests.last?.header("Range"), "bytes=200000-")
     }
 
+    func testAnInterruptedRunSavesTheStateOfWhatItCommitted() throws {
+        let fast = [UInt8](repeating: 1, count: 1_000), slow = [UInt8](repeating: 2, count: 50_000)
+        let server = try LoopbackHTTPServer { request in
+            request.path == "/fast" ? .ok(fast) : ServerResponse.ok(slow).with(fault: .stallAfter(bytes: 1_000, seconds: 20))
+        }
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - {url: "\(server.url("/fast"))", dest: fast.bin, sha256: \(StreamingHasher.digest(fast, algorithm: .sha256).hex)}
+              - {url: "\(server.url("/slow"))", dest: slow.bin, sha256: \(StreamingHasher.digest(slow, algorithm: .sha256).hex)}
+            """)
+        XCTAssertEqual(try interruptedSync(SIGTERM, server: server), 143)
+        XCTAssertEqual(directory.read("out/fast.bin"), fast)
+        let state = String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self)
+        XCTAssertTrue(state.contains("\nfast.bin\t"), "the committed file is recorded: \(state)")
+        XCTAssertFalse(state.contains("slow.bin"), state)
+    }
+
     func testSIGTERMExits143() throws {
         let bytes = [UInt8](repeating: 1, count: 50_000)
         let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 1_000, seconds: 20)) }
@@ -158,7 +178,7 @@ extension LocalStateCommandTests {
         defer { server.stop() }
         let state = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
         let realDigest = StreamingHasher.digest(bytes, algorithm: .sha256).hex
-        XCTAssertTrue(state.hasPrefix("haul-state\t1\nf.bin\t"), state)
+        XCTAssertTrue(state.hasPrefix("haul-state\t2\nf.bin\t"), state)
         XCTAssertTrue(state.contains("sha256:\(realDigest)"), state)
 
         // A record claiming other content for the same identity is believed: proof that a match skips hashing.
@@ -186,7 +206,7 @@ extension LocalStateCommandTests {
         XCTAssertTrue(result.stderr.contains("is corrupt or from another haul version; hashing every file to rebuild it"), result.stderr)
         XCTAssertEqual(server.requests.count, 0, "re-hashing found the file right: no request")
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
-        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t1\n"))
+        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t2\n"))
 
         try FileManager.default.removeItem(atPath: statePath)
         let again = try haul(["sync"])

@@ -318,12 +318,14 @@ final class Recorder: TransferDelegate {
     var results: [Int: Result<DownloadedFile, TransferFailure>] = [:]
     var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] = []
     var progress: [TransferProgress] = []
+    var notModified: [Int: String] = [:]
 
     func transfer(_ id: Int, didProduce event: TransferEvent) {
         switch event {
         case .progress(let p): progress.append(p)
         case .attemptFailed(let failure, let retryIn): attemptFailures.append((failure, retryIn))
         case .finished(let result): results[id] = result
+        case .notModified(let source): notModified[id] = source
         }
     }
 }

@@ -37,14 +37,16 @@ final class PlannerTests: XCTestCase {
                        .fetch(.sizeMismatch(local: 3, expected: 15)))
     }
 
-    func testUnpinnedPresentFileIsKept() {
-        XCTAssertEqual(Planner.decide(entry("a"), .file(size: 99, digest: nil)), .keep)
+    func testUnpinnedPresentFileIsRevalidatedWithItsServer() {
+        XCTAssertEqual(Planner.decide(entry("a"), .file(size: 99, digest: nil)), .revalidate)
+        XCTAssertTrue(Planner.plan([entry("a")], observed: [.file(size: 99, digest: nil)]).hasChanges,
+                      "a revalidation may change the file: plan reports it")
     }
 
     func testUnpinnedFileWithPinnedSizeIsReplacedWhenSizeDiffers() {
         XCTAssertEqual(Planner.decide(entry("a", size: 10), .file(size: 99, digest: nil)),
                        .fetch(.sizeMismatch(local: 99, expected: 10)))
-        XCTAssertEqual(Planner.decide(entry("a", size: 99), .file(size: 99, digest: nil)), .keep)
+        XCTAssertEqual(Planner.decide(entry("a", size: 99), .file(size: 99, digest: nil)), .revalidate)
     }
 
     func testSymlinkAtDestinationIsReplaced() {
@@ -69,12 +71,15 @@ final class PlannerTests: XCTestCase {
             entry("wrong", checksum: pinned, size: 15, index: 2),
             entry("blocked", checksum: pinned, index: 3),
             entry("unpinned-new", index: 4),
+            entry("unpinned-present", index: 5),
         ]
         let plan = Planner.plan(files, observed: [
             .file(size: 15, digest: digest), .missing, .file(size: 15, digest: otherDigest),
-            .obstructed("a directory is in the way"), .missing,
+            .obstructed("a directory is in the way"), .missing, .file(size: 1, digest: nil),
         ])
-        XCTAssertEqual(plan.entries.map(\.entry.destination.description), ["keep", "new", "wrong", "blocked", "unpinned-new"])
+        XCTAssertEqual(plan.entries.map(\.entry.destination.description),
+                       ["keep", "new", "wrong", "blocked", "unpinned-new", "unpinned-present"])
+        XCTAssertEqual(plan.revalidations.map(\.entry.destination.description), ["unpinned-present"])
         XCTAssertEqual(plan.downloads.map(\.entry.destination.description), ["new", "unpinned-new"])
         XCTAssertEqual(plan.replacements.map(\.entry.destination.description), ["wrong"])
         XCTAssertEqual(plan.fetches.count, 3)
@@ -89,5 +94,33 @@ final class PlannerTests: XCTestCase {
         XCTAssertFalse(plan.hasChanges)
         XCTAssertEqual(plan.upToDateCount, 1)
         XCTAssertTrue(Planner.plan([], observed: []).entries.isEmpty)
+    }
+
+    // MARK: Pruning
+
+    private func candidate(_ dest: String, _ local: LocalState) -> PruneCandidate {
+        PruneCandidate(destination: DestinationPath(dest)!, written: digest, local: local)
+    }
+
+    func testPruneDeletesOnlyWhatIsStillExactlyWhatHaulWrote() {
+        XCTAssertEqual(Planner.decide(candidate("a", .file(size: 15, digest: digest))), .delete)
+        XCTAssertEqual(Planner.decide(candidate("a", .file(size: 15, digest: otherDigest))), .keep("modified since haul wrote it"))
+        XCTAssertEqual(Planner.decide(candidate("a", .file(size: 3, digest: nil))), .keep("modified since haul wrote it"),
+                       "a size that differs is a modification, even unhashed")
+        XCTAssertEqual(Planner.decide(candidate("a", .symlink)), .keep("replaced by a symlink since haul wrote it"))
+        XCTAssertEqual(Planner.decide(candidate("a", .obstructed("a directory is in the way"))), .keep("a directory is in the way"))
+        XCTAssertEqual(Planner.decide(candidate("a", .inaccessible("parent \"x\" leads outside root"))),
+                       .keep("parent \"x\" leads outside root"))
+        XCTAssertEqual(Planner.decide(candidate("a", .missing)), .forget)
+    }
+
+    func testOnlyDeletionsCountAsPruneChanges() {
+        let keepOnly = Planner.plan([entry("a", checksum: pinned)], observed: [.file(size: 15, digest: digest)],
+                                    pruning: [candidate("old", .file(size: 15, digest: otherDigest)), candidate("gone", .missing)])
+        XCTAssertFalse(keepOnly.hasChanges, "a kept modified file and a forgotten record change nothing on disk")
+        XCTAssertTrue(keepOnly.deletions.isEmpty)
+        let deleting = Planner.plan([], observed: [], pruning: [candidate("old", .file(size: 15, digest: digest))])
+        XCTAssertTrue(deleting.hasChanges)
+        XCTAssertEqual(deleting.deletions.map(\.destination.description), ["old"])
     }
 }

@@ -1,0 +1,58 @@
+import HaulDigest
+import HaulTestSupport
+import XCTest
+
+@testable import HaulStore
+
+/// The state file's format: what it keeps, what it refuses, and that a refusal costs time, never correctness.
+final class StateCacheTests: XCTestCase {
+    private let digest = StreamingHasher.digest(Array("x".utf8), algorithm: .sha256)
+
+    private func record(_ inode: UInt64, origin: Origin? = nil) -> StateRecord {
+        StateRecord(identity: FileIdentity(device: 1, inode: inode, size: 1, modifiedNanoseconds: 1_700_000_000_123_456_789,
+                                           changedNanoseconds: 1_700_000_000_987_654_321),
+                    digest: digest, origin: origin)
+    }
+
+    func testRecordsWithAndWithoutOriginRoundTripIncludingAwkwardNamesAndValidators() throws {
+        let cache = StateCache(records: [
+            "found.bin": record(1),
+            "dir/with\ttab%and\nnewline.bin": record(2, origin: Origin(manifestKey: "m1", sourceKey: "s1",
+                                                                         etag: "\"tag\twith tab\"", lastModified: nil)),
+            "written.bin": record(3, origin: Origin(manifestKey: "m1", sourceKey: "s2", etag: nil,
+                                                    lastModified: "Tue, 14 Nov 2023 22:13:21 GMT")),
+        ])
+        let bytes = cache.serialized()
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t2\n"))
+        XCTAssertEqual(StateCache.parse(bytes), cache)
+    }
+
+    func testForeignOrDamagedFilesAreRejectedWhole() {
+        let line = "a.bin\t1\t2\t3\t4\t5\t\(digest)"
+        XCTAssertNotNil(StateCache.parse(Array("haul-state\t2\n\(line)\n".utf8)))
+        for text in [
+            "haul-state\t1\n\(line)\n",                          // an older format
+            "haul-state\t2\n\(line)\tm\n",                       // a truncated origin
+            "haul-state\t2\n../escape\t1\t2\t3\t4\t5\t\(digest)\n",  // a path that leaves root
+            "haul-state\t2\n/abs\t1\t2\t3\t4\t5\t\(digest)\n",
+            "haul-state\t2\n\(line)\t\ts\t\t\n",                 // an origin without its manifest
+            "haul-state\t2\na.bin\tx\t2\t3\t4\t5\t\(digest)\n",
+            "haul-state\t2\na.bin\t1\t2\t3\t4\t5\tmd4:00\n",
+        ] {
+            XCTAssertNil(StateCache.parse(Array(text.utf8)), text)
+        }
+    }
+
+    func testSaveAndLoadThroughTheFileSystem() throws {
+        let directory = try TemporaryDirectory()
+        try directory.makeDirectory(".haul")
+        let cache = StateCache(records: ["a.bin": record(7, origin: Origin(manifestKey: "m", sourceKey: "s"))])
+        try cache.save(root: directory.path)
+        let (loaded, warning) = StateCache.load(root: directory.path)
+        XCTAssertNil(warning)
+        XCTAssertEqual(loaded, cache)
+        try directory.write(".haul/state", "haul-state\t1\n")
+        XCTAssertEqual(StateCache.load(root: directory.path).cache, StateCache())
+        XCTAssertNotNil(StateCache.load(root: directory.path).warning)
+    }
+}
