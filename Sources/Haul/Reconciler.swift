@@ -33,9 +33,21 @@ public struct SyncOptions: Sendable {
 /// Told what a sync does as it does it. Called from the engine's thread and from the commit queue, possibly at
 /// the same time: implementations must be thread-safe (they only record or print).
 public protocol SyncObserver: AnyObject, Sendable {
+    /// Whether `progress` should be called at all: measuring progress costs a little on every chunk.
+    var wantsProgress: Bool { get }
+    /// The entry's first request went out, to `source` (display form).
+    func entry(_ entry: FileEntry, started source: String)
+    /// At most ten times a second per transfer.
+    func entry(_ entry: FileEntry, progress: TransferProgress)
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?)
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome)
+}
+
+extension SyncObserver {
+    public var wantsProgress: Bool { false }
+    public func entry(_ entry: FileEntry, started source: String) {}
+    public func entry(_ entry: FileEntry, progress: TransferProgress) {}
 }
 
 /// manifest → observe → plan → execute → verify → commit. Each step is a separate call so that `plan` and
@@ -172,7 +184,7 @@ public struct Reconciler: Sendable {
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
                 maxBodyBytes: options.maxFileSize))
             engine.run(fetches.map { transferRequest(for: plan.entries[$0], id: $0, record: assessment.records[$0]) },
-                       delegate: execution,
+                       delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
                        cancellation: cancellation)
             for (index, outcome) in execution.finish() { outcomes[index] = outcome }
         }
@@ -226,8 +238,10 @@ private final class Execution: TransferDelegate, Sendable {
 
     func transfer(_ id: Int, didProduce event: TransferEvent) {
         switch event {
-        case .progress:
-            break
+        case .started(let source):
+            observer?.entry(plan.entries[id].entry, started: source)
+        case .progress(let progress):
+            observer?.entry(plan.entries[id].entry, progress: progress)
         case .attemptFailed(let failure, let retryIn):
             observer?.entry(plan.entries[id].entry, attemptFailed: failure, retryIn: retryIn)
         case .finished(.failure(let failure)):

@@ -39,11 +39,9 @@ struct ManifestOptions: ParsableArguments {
     @Argument(help: "The manifest to read.")
     var manifest: String = "haul.yaml"
 
-    @Flag(name: .shortAndLong, help: "Print only errors.")
-    var quiet = false
+    @OptionGroup var reporting: ReportingOptions
 
-    @Flag(name: .shortAndLong, help: "Also print each file fetched and each retry.")
-    var verbose = false
+    var quiet: Bool { reporting.quiet }
 
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest {
@@ -137,8 +135,9 @@ struct Sync: ParsableCommand {
         var options = transferOptions.syncOptions
         options.prune = policy.prune
         let reconciler = Reconciler(manifest: manifest, options: options)
+        let reporter = manifestOptions.reporting.makeReporter()
         if dryRun {
-            Output.lines(HumanReport.planLines(reconciler.assess(rehash: rehash).plan))
+            reporter.plan(reconciler.assess(rehash: rehash).plan, acting: false)
             return
         }
         let cancellation = Cancellation()
@@ -154,19 +153,12 @@ struct Sync: ParsableCommand {
         }
         defer { withExtendedLifetime(lock) {} }
         let assessment = reconciler.assess(rehash: rehash)
-        if let warning = assessment.cacheWarning { Output.errors(["warning: \(warning)"]) }
-        let plan = assessment.plan
-        if plan.hasChanges && !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
-        let printer = ProgressPrinter(verbose: manifestOptions.verbose)
-        let result = reconciler.apply(assessment, observer: printer, cancellation: cancellation)
-        if let status = interrupts.exitStatus {
-            let stopped = result.failures.count
-            Output.errors(["haul: interrupted by \(interrupts.signalName); \(stopped) unfinished "
-                           + "\(stopped == 1 ? "entry keeps its" : "entries keep their") old content (partial downloads are kept to resume)"])
-            throw ExitCode(status)
-        }
-        if !manifestOptions.quiet { Output.lines([HumanReport.syncSummary(result)]) }
-        if result.exitStatus != .success { throw ExitCode(result.exitStatus.rawValue) }
+        if let warning = assessment.cacheWarning { reporter.warning(warning) }
+        reporter.plan(assessment.plan, acting: true)
+        let result = reconciler.apply(assessment, observer: reporter, cancellation: cancellation)
+        let status = interrupts.exitStatus ?? result.exitStatus.rawValue
+        reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
+        if status != 0 { throw ExitCode(status) }
     }
 }
 
@@ -183,7 +175,7 @@ struct PlanCommand: ParsableCommand {
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
         let plan = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune)).plan()
-        if !manifestOptions.quiet { Output.lines(HumanReport.planLines(plan)) }
+        manifestOptions.reporting.makeReporter().plan(plan, acting: false)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }
 }

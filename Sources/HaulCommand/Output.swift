@@ -33,36 +33,3 @@ enum Output {
 enum Environment {
     static var current: [String: String] { ProcessInfo.processInfo.environment }
 }
-
-/// Prints failures as they happen (and, with --verbose, every fetch and retry).
-final class ProgressPrinter: SyncObserver, Sendable {
-    let verbose: Bool
-
-    init(verbose: Bool) { self.verbose = verbose }
-
-    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {
-        guard verbose else { return }
-        let next = retryIn.map { "; retrying in \(String(format: "%.1f", $0)) s" } ?? ""
-        Output.errors(["warning: \(entry.destination): \(failure)\(next)"])
-    }
-
-    func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
-        switch outcome {
-        case .upToDate:
-            break
-        case .notModified:
-            if verbose { Output.lines(["unchanged \(entry.destination) (the server answered 304)"]) }
-        case .fetched(let file):
-            if verbose { Output.lines(["fetched \(entry.destination) (\(ByteCount.format(file.size))) from \(file.sourceDisplayURL)"]) }
-        case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
-            break  // one line for the whole interruption, not one per entry
-        case .failed(let failure):
-            Output.errors(HumanReport.failureLines(entry: entry, failure: failure))
-        }
-    }
-
-    func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {
-        if case .deleted = outcome, verbose { Output.lines(["pruned \(destination)"]) }
-        if let line = HumanReport.pruneLine(destination, outcome) { Output.errors([line]) }
-    }
-}

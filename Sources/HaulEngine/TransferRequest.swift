@@ -158,6 +158,8 @@ public struct DownloadedFile: Sendable {
 }
 
 public enum TransferEvent: Sendable {
+    /// The first request of this transfer went out (a request queued behind `--jobs` has not started yet).
+    case started(sourceDisplayURL: String)
     case progress(TransferProgress)
     /// An attempt failed; `retryIn` is the delay before the same source is tried again, nil when the engine
     /// moves to the next source or gives up.

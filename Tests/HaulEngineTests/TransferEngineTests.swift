@@ -319,9 +319,11 @@ final class Recorder: TransferDelegate {
     var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] = []
     var progress: [TransferProgress] = []
     var notModified: [Int: String] = [:]
+    var started: [Int: String] = [:]
 
     func transfer(_ id: Int, didProduce event: TransferEvent) {
         switch event {
+        case .started(let source): started[id] = source
         case .progress(let p): progress.append(p)
         case .attemptFailed(let failure, let retryIn): attemptFailures.append((failure, retryIn))
         case .finished(let result): results[id] = result

@@ -1,0 +1,67 @@
+import ArgumentParser
+import Glibc
+import Haul
+import HaulManifest
+import HaulPlanner
+
+/// How a sync shows what it does. `sync`, `plan` and `verify` tell their reporter what happened; the reporter
+/// alone decides what is written where, so `--json` can promise that nothing else reaches stdout.
+protocol RunReporter: SyncObserver {
+    /// A problem that does not stop the run (an unusable state cache, a prune that kept a modified file).
+    func warning(_ text: String)
+    /// The plan, before anything is fetched; `acting` is false for `plan` and `--dry-run`.
+    func plan(_ plan: Plan, acting: Bool)
+    /// The end of a sync. `interruptedBy` names the signal that stopped it, if one did.
+    func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?)
+}
+
+/// `--progress`: what a person or a log sees while files arrive.
+enum ProgressStyle: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// `bar` on a terminal, `plain` elsewhere (a pipe, a CI log, `TERM=dumb`).
+    case auto
+    /// A live view redrawn in place: overall line and one line per active transfer.
+    case bar
+    /// One line per finished file and a heartbeat for long transfers: no cursor movement, fit for logs.
+    case plain
+    /// Only the plan, failures and the summary.
+    case none
+
+    /// `auto` made concrete for this process: cursor tricks only on a terminal that understands them, and not in CI.
+    func resolved(environment: [String: String], stderrIsTerminal: Bool) -> ProgressStyle {
+        guard self == .auto else { return self }
+        let term = environment["TERM"] ?? ""
+        let inCI = !(environment["CI"] ?? "").isEmpty
+        return stderrIsTerminal && !inCI && term != "dumb" && !term.isEmpty ? .bar : .plain
+    }
+}
+
+/// Options every command that reports shares.
+struct ReportingOptions: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Print only errors.")
+    var quiet = false
+
+    @Flag(name: .shortAndLong, help: "Also print each file fetched and each retry.")
+    var verbose = false
+
+    @Option(help: ArgumentHelp("Progress while files arrive: auto (bar on a terminal, plain otherwise), bar, plain, none.",
+                               valueName: "style"))
+    var progress: ProgressStyle = .auto
+
+    @Flag(help: "Write newline-delimited JSON events to stdout (plan, start, progress, retry, done, failed, pruned, summary) and nothing else.")
+    var json = false
+
+    func makeReporter() -> RunReporter {
+        if json { return JSONReporter() }
+        let environment = Environment.current
+        let style = quiet ? .none : progress.resolved(environment: environment, stderrIsTerminal: isatty(STDERR_FILENO) == 1)
+        return HumanReporter(style: style, quiet: quiet, verbose: verbose,
+                             colour: Colour.enabled(environment: environment, isTerminal: isatty(STDERR_FILENO) == 1))
+    }
+}
+
+/// ANSI colour for a terminal, never for a pipe, never with `NO_COLOR` (https://no-color.org).
+enum Colour {
+    static func enabled(environment: [String: String], isTerminal: Bool) -> Bool {
+        isTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
+    }
+}
