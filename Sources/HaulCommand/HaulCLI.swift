@@ -190,7 +190,9 @@ struct Verify: ParsableCommand {
     func run() throws {
         let result = VerificationResult(manifest: try manifestOptions.load())
         let lines = result.lines()
-        if manifestOptions.quiet {
+        if manifestOptions.reporting.json {
+            Output.lines([JSONEvents.verify(result).encoded()])
+        } else if manifestOptions.quiet {
             Output.lines(Array(lines.dropLast()))
         } else {
             Output.lines(lines)

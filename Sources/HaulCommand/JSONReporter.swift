@@ -2,13 +2,45 @@ import Haul
 import HaulEngine
 import HaulManifest
 import HaulPlanner
+import Synchronization
 
-/// `--json`: one JSON object per line on stdout, nothing else there.
+/// `--json`: one JSON object per line on stdout and nothing else there; warnings stay on stderr.
 final class JSONReporter: RunReporter, Sendable {
-    func warning(_ text: String) {}
-    func plan(_ plan: Plan, acting: Bool) {}
-    func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {}
-    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {}
-    func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {}
-    func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {}
+    /// Progress of one transfer at most this often: enough for a dashboard, not a flood in a log.
+    static let progressInterval = 0.5
+    private let lastProgress = Mutex<[Int: Double]>([:])
+
+    var wantsProgress: Bool { true }
+
+    private func emit(_ event: JSONValue?) {
+        if let event { Output.lines([event.encoded()]) }
+    }
+
+    func warning(_ text: String) { Output.errors(["warning: \(text)"]) }
+
+    func plan(_ plan: Plan, acting: Bool) { emit(JSONEvents.plan(plan)) }
+
+    func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
+        emit(JSONEvents.summary(result, exitStatus: exitStatus, interruptedBy: signal))
+    }
+
+    func entry(_ entry: FileEntry, started source: String) { emit(JSONEvents.start(entry, source: source)) }
+
+    func entry(_ entry: FileEntry, progress: TransferProgress) {
+        let now = MonotonicClock.seconds()
+        let due = lastProgress.withLock { last in
+            guard now - (last[entry.index] ?? 0) >= Self.progressInterval else { return false }
+            last[entry.index] = now
+            return true
+        }
+        if due { emit(JSONEvents.progress(entry, progress)) }
+    }
+
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {
+        emit(JSONEvents.retry(entry, failure, retryIn: retryIn))
+    }
+
+    func entry(_ entry: FileEntry, finished outcome: EntryOutcome) { emit(JSONEvents.finished(entry, outcome)) }
+
+    func pruned(_ destination: DestinationPath, outcome: PruneOutcome) { emit(JSONEvents.pruned(destination, outcome)) }
 }

@@ -1,7 +1,10 @@
 import HaulDigest
 
 /// One place a file can be fetched from.
-public struct TransferSource: Sendable {
+///
+/// Printing one in any way (`description`, `debugDescription`, `dump`, a struct holding it) shows only
+/// `displayURL`: the URL, headers and secrets it carries for the network never reach text by accident.
+public struct TransferSource: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The URL handed to the network. May carry values from the environment: never print it.
     public var url: String
     /// What messages show for this source (the manifest's template, userinfo redacted).
@@ -26,6 +29,10 @@ public struct TransferSource: Sendable {
         self.secrets = secrets
         self.conditional = conditional
     }
+
+    public var description: String { displayURL }
+    public var debugDescription: String { displayURL }
+    public var customMirror: Mirror { Mirror(self, children: ["displayURL": displayURL], displayStyle: .struct) }
 
     /// Names this source on disk without writing its URL (which may hold a token): a hash of the URL.
     public var key: String { Self.key(url) }
@@ -52,9 +59,13 @@ public struct HTTPValidators: Sendable, Hashable {
     }
 }
 
-public struct HTTPHeader: Sendable, Hashable {
+/// A header to send. Its value may come from the environment, so printing one shows only its name.
+public struct HTTPHeader: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var name: String
     public var value: String
+    public var description: String { "\(name): ***" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["name": name], displayStyle: .struct) }
     public init(name: String, value: String) {
         self.name = name
         self.value = value

@@ -169,7 +169,11 @@ public struct Checksum: Sendable, Hashable {
 /// Values read from the environment are secrets until proven otherwise: `description` (and so every message
 /// built by interpolation) shows the template as written, with URL userinfo redacted. Only code that hands the
 /// value to the network asks for `expanded`, by name.
-public struct TemplatedString: Sendable, Hashable, CustomStringConvertible {
+///
+/// `debugDescription` and reflection (`dump`, `"\(entry)"` of a struct that holds one) show the same redacted
+/// template, so no way of printing a manifest value reveals what the environment supplied.
+public struct TemplatedString: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+                               CustomReflectable {
     /// As written in the manifest, e.g. `Bearer ${ASSETS_TOKEN}`.
     public let template: String
     /// With every `${VAR}` replaced by its value. Do not print.
@@ -206,6 +210,8 @@ public struct TemplatedString: Sendable, Hashable, CustomStringConvertible {
 
     /// Safe to print: the template, with any `user:password@` in a URL replaced by `***@`.
     public var description: String { Redaction.redactingUserinfo(template) }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["template": description], displayStyle: .struct) }
 }
 
 public enum Redaction {

@@ -1,0 +1,219 @@
+import HaulEngine
+import HaulManifest
+import HaulPlanner
+import HaulStore
+
+/// A JSON value with keys in a fixed order, so that every event reads the same from run to run. Encoding is
+/// done here rather than with Foundation's encoder: the schema is small, and its order is part of the contract.
+public enum JSONValue: Sendable, Equatable {
+    case string(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+    case null
+    case array([JSONValue])
+    case object([(String, JSONValue)])
+
+    public static func == (a: JSONValue, b: JSONValue) -> Bool { a.encoded() == b.encoded() }
+
+    public static func string(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    public static func int(_ value: Int64?) -> JSONValue { value.map { .int($0) } ?? .null }
+
+    public func encoded() -> String {
+        var out = ""
+        encode(into: &out)
+        return out
+    }
+
+    private func encode(into out: inout String) {
+        switch self {
+        case .string(let text): Self.quote(text, into: &out)
+        case .int(let number): out += String(number)
+        case .double(let number):
+            // Durations and delays: milliseconds are enough, and finite by construction.
+            out += number.isFinite ? String((number * 1000).rounded() / 1000) : "null"
+        case .bool(let flag): out += flag ? "true" : "false"
+        case .null: out += "null"
+        case .array(let items):
+            out += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { out += "," }
+                item.encode(into: &out)
+            }
+            out += "]"
+        case .object(let members):
+            out += "{"
+            for (index, (key, value)) in members.enumerated() {
+                if index > 0 { out += "," }
+                Self.quote(key, into: &out)
+                out += ":"
+                value.encode(into: &out)
+            }
+            out += "}"
+        }
+    }
+
+    private static func quote(_ text: String, into out: inout String) {
+        out += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}
+
+/// The events of `--json`, one object per line; README documents each. URLs are always the manifest's
+/// display form (`${VAR}` kept, userinfo redacted) and error texts are the same scrubbed texts people see.
+public enum JSONEvents {
+    public static let schemaVersion: Int64 = 1
+
+    public static func plan(_ plan: Plan) -> JSONValue {
+        var changes: [JSONValue] = []
+        for planned in plan.entries {
+            let action: String
+            var reason: String?
+            switch planned.action {
+            case .keep: continue
+            case .fetch(.missing): action = "download"
+            case .fetch(let why):
+                action = "replace"
+                reason = HumanReport.describe(why, checksum: planned.entry.checksum)
+            case .revalidate: action = "revalidate"
+            case .refuse(let why):
+                action = "blocked"
+                reason = why
+            }
+            changes.append(.object([("dest", .string(planned.entry.destination.description)), ("action", .string(action)),
+                                    ("reason", .string(reason)), ("size", .int(planned.entry.size))]))
+        }
+        for prune in plan.prunes {
+            switch prune.action {
+            case .delete:
+                changes.append(.object([("dest", .string(prune.destination.description)), ("action", .string("prune")),
+                                        ("reason", .null), ("size", .null)]))
+            case .keep(let why):
+                changes.append(.object([("dest", .string(prune.destination.description)), ("action", .string("keep")),
+                                        ("reason", .string(why)), ("size", .null)]))
+            case .forget: continue
+            }
+        }
+        return .object([
+            ("event", .string("plan")), ("version", .int(schemaVersion)), ("changes", .array(changes)),
+            ("download", .int(Int64(plan.downloads.count))), ("replace", .int(Int64(plan.replacements.count))),
+            ("revalidate", .int(Int64(plan.revalidations.count))), ("prune", .int(Int64(plan.deletions.count))),
+            ("blocked", .int(Int64(plan.refusals.count))), ("up_to_date", .int(Int64(plan.upToDateCount))),
+            ("bytes", .int(plan.knownBytesToFetch)),
+        ])
+    }
+
+    public static func start(_ entry: FileEntry, source: String) -> JSONValue {
+        .object([("event", .string("start")), ("dest", .string(entry.destination.description)), ("url", .string(source))])
+    }
+
+    public static func progress(_ entry: FileEntry, _ progress: TransferProgress) -> JSONValue {
+        .object([("event", .string("progress")), ("dest", .string(entry.destination.description)),
+                 ("bytes", .int(progress.totalBytesWritten)), ("total", .int(progress.totalBytesExpected))])
+    }
+
+    /// An attempt failed and haul tries again: the same URL after `retry_in` seconds, or (`retry_in` null) the
+    /// next URL now. nil for the last failure of the last URL: a `failed` event follows.
+    public static func retry(_ entry: FileEntry, _ failure: AttemptFailure, retryIn: Double?) -> JSONValue? {
+        let next: String
+        if retryIn != nil {
+            next = failure.sourceDisplayURL
+        } else if let index = entry.sources.firstIndex(where: { $0.description == failure.sourceDisplayURL }),
+                  index + 1 < entry.sources.count {
+            next = entry.sources[index + 1].description
+        } else {
+            return nil
+        }
+        return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
+                        ("url", .string(failure.sourceDisplayURL)),
+                        ("error", .string(HumanReport.describe(failure.reason, checksum: entry.checksum))),
+                        ("retry_in", retryIn.map { .double($0) } ?? .null), ("next_url", .string(next))])
+    }
+
+    /// `done` for a file in place (fetched, or confirmed unchanged by its server), `failed` otherwise;
+    /// nil for an entry that was already up to date (the plan counted it).
+    public static func finished(_ entry: FileEntry, _ outcome: EntryOutcome) -> JSONValue? {
+        let dest = ("dest", JSONValue.string(entry.destination.description))
+        switch outcome {
+        case .upToDate:
+            return nil
+        case .notModified:
+            return .object([("event", .string("done")), dest, ("result", .string("not-modified")), ("url", .null),
+                             ("bytes", .null), ("digest", .null)])
+        case .fetched(let file):
+            return .object([("event", .string("done")), dest, ("result", .string("fetched")),
+                            ("url", .string(file.sourceDisplayURL)), ("bytes", .int(file.size)),
+                            ("digest", .string(file.digest.description))])
+        case .failed(let failure):
+            var sources: [JSONValue] = []
+            if case .transfer(let transfer) = failure {
+                sources = transfer.lastFailurePerSource.map {
+                    .object([("url", .string($0.sourceDisplayURL)),
+                             ("error", .string(HumanReport.describe($0.reason, checksum: entry.checksum)))])
+                }
+            }
+            let message = HumanReport.failureLines(entry: entry, failure: failure)
+                .map { $0.hasPrefix("error: ") ? String($0.dropFirst(7)) : $0.trimmingPrefix("  ") }
+                .joined(separator: "; ")
+            return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
+        }
+    }
+
+    public static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {
+        let dest = ("dest", JSONValue.string(destination.description))
+        switch outcome {
+        case .deleted: return .object([("event", .string("pruned")), dest, ("result", .string("deleted")), ("reason", .null)])
+        case .kept(let why): return .object([("event", .string("pruned")), dest, ("result", .string("kept")), ("reason", .string(why))])
+        case .forgotten: return nil
+        case .failed(let error):
+            return .object([("event", .string("failed")), dest, ("error", .string(error.description)), ("sources", .array([]))])
+        }
+    }
+
+    /// `haul verify --json`: one event, the problems found and the counts.
+    public static func verify(_ result: VerificationResult) -> JSONValue {
+        let problems: [JSONValue] = result.problems.map { planned in
+            let (problem, detail): (String, String?) = switch planned.action {
+            case .fetch(.missing): ("missing", nil)
+            case .fetch(let reason): ("differs", HumanReport.describe(reason, checksum: planned.entry.checksum))
+            case .refuse(let why): ("unreadable", why)
+            case .keep, .revalidate: ("ok", nil)
+            }
+            return .object([("dest", .string(planned.entry.destination.description)), ("problem", .string(problem)),
+                            ("detail", .string(detail))])
+        }
+        return .object([("event", .string("verify")), ("verified", .int(Int64(result.plan.upToDateCount))),
+                        ("unpinned", .int(Int64(result.plan.revalidations.count))), ("problems", .array(problems)),
+                        ("exit_status", .int(Int64(result.exitStatus.rawValue)))])
+    }
+
+    public static func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) -> JSONValue {
+        let fetched = result.fetchedFiles
+        return .object([
+            ("event", .string("summary")), ("fetched", .int(Int64(fetched.count))),
+            ("bytes", .int(fetched.map(\.size).saturatingSum())),
+            ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(result.notModifiedCount))),
+            ("pruned", .int(Int64(result.deletedCount))),
+            ("failed", .int(Int64(result.failures.count + result.pruneFailures.count))),
+            ("seconds", .double(result.seconds)), ("exit_status", .int(Int64(exitStatus))),
+            ("interrupted", .string(signal)),
+        ])
+    }
+}
+
+extension String {
+    fileprivate func trimmingPrefix(_ prefix: String) -> String { hasPrefix(prefix) ? String(dropFirst(prefix.count)) : self }
+}
