@@ -114,7 +114,16 @@ struct TransferOptions: ParsableArguments {
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Download what is missing or wrong, verify it, and move it into place.",
-        discussion: "Example: haul sync assets.yaml --jobs 32")
+        discussion: """
+        Examples:
+          haul sync                            (haul.yaml in this folder)
+          haul sync assets.yaml --jobs 32 --per-host 8
+          haul sync assets.yaml --dry-run      (print the plan only)
+          haul sync assets.yaml --require-checksums --progress plain   (CI)
+          haul sync assets.yaml --prune        (delete what is no longer listed)
+          haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
+          HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
+        """)
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var transferOptions: TransferOptions
@@ -166,7 +175,13 @@ struct PlanCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "plan",
         abstract: "Show what sync would do. Exits 2 when anything would change.",
-        discussion: "Example: haul plan assets.yaml || echo \"changes pending\"")
+        usage: "haul plan [<options>] [<manifest>]",
+        discussion: """
+        Exits 0 when nothing would change, 2 when something would (a revalidation of an unpinned file included).
+        Examples:
+          haul plan assets.yaml || echo "changes pending"
+          haul plan assets.yaml --prune --json
+        """)
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var policy: PolicyOptions
@@ -183,7 +198,13 @@ struct PlanCommand: ParsableCommand {
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Hash every local file and compare with the manifest (no network).",
-        discussion: "Example: haul verify assets.yaml")
+        usage: "haul verify [<options>] [<manifest>]",
+        discussion: """
+        Ignores the state cache: every pinned file is hashed. Exits 1 if any file is missing or differs.
+        Examples:
+          haul verify assets.yaml
+          haul verify assets.yaml --quiet --json
+        """)
 
     @OptionGroup var manifestOptions: ManifestOptions
 
