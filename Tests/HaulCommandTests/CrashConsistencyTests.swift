@@ -21,6 +21,11 @@ final class CrashConsistencyTests: XCTestCase {
         directory = try TemporaryDirectory(prefix: "haul-crash")
     }
 
+    /// XCTest keeps test case objects until the end of the run: dropping the directory here removes it now.
+    override func tearDown() {
+        directory = nil
+    }
+
     // MARK: Mid-transfer
 
     func testSIGKILLWhileEveryTransferIsMidBodyKeepsEveryDestinationAsItWas() throws {
