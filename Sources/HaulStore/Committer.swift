@@ -63,7 +63,14 @@ public final class Committer: Sendable {
             }
             let code = errno
             let destination = batch[item.index].destination.description
-            let detail: String? = code == EISDIR ? "a directory is in the way" : nil
+            let detail: String? = switch code {
+            case EISDIR: "a directory is in the way"
+            // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
+            // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
+            case EXDEV: "its folder is on another mount than haul's staging area \(FileSystem.parentOf(item.source)) "
+                + "(rename(2) cannot cross mounts)"
+            default: nil
+            }
             results[item.index] = .failure(StoreError(operation: "rename into", path: destination, errno: code, detail: detail))
             if code == ENOENT || code == ENOTDIR { lostParent = true }
         }

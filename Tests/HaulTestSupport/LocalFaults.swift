@@ -1,0 +1,261 @@
+import Glibc
+
+/// Why a local fault cannot be produced on this machine (not root, no mount permission, a file system without
+/// the needed feature, a missing tool). Tests turn it into a skip that says so.
+public struct FaultUnavailable: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Mounts that produce real kernel errors (ENOSPC, EXDEV), undone by `unmount()` or at the latest by `deinit`.
+/// Needs CAP_SYS_ADMIN (root in most containers); without it `FaultUnavailable` says so.
+public final class TestMount: Sendable {
+    public let path: String
+
+    private init(path: String) { self.path = path }
+
+    deinit { unmount() }
+
+    /// A tmpfs of `size` bytes at `path` (an existing directory): writes past it fail with ENOSPC.
+    public static func tmpfs(at path: String, size: Int) throws -> TestMount {
+        try run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", path], what: "mount a tmpfs")
+        return TestMount(path: path)
+    }
+
+    /// `path` bind-mounted onto itself, read-only: a separate mount with the same files.
+    public static func readOnlyBind(at path: String) throws -> TestMount {
+        try run(["mount", "--bind", path, path], what: "bind-mount")
+        let mount = TestMount(path: path)
+        try run(["mount", "-o", "remount,ro,bind", path], what: "remount a bind mount read-only")
+        return mount
+    }
+
+    /// Changes a tmpfs's size in place (its files stay).
+    public func resize(to size: Int) throws {
+        try Self.run(["mount", "-o", "remount,size=\(size)", path], what: "resize a tmpfs")
+    }
+
+    /// Idempotent; lazy, so a process still holding a descriptor there cannot keep the mount alive.
+    public func unmount() {
+        _ = try? ProcessRunner.run("umount", ["-l", path], timeout: 20)
+    }
+
+    private static func run(_ command: [String], what: String) throws {
+        guard geteuid() == 0 else { throw FaultUnavailable("cannot \(what): the tests do not run as root") }
+        let result: ProcessResult
+        do {
+            result = try ProcessRunner.run(command[0], Array(command.dropFirst()), timeout: 20)
+        } catch {
+            throw FaultUnavailable("cannot \(what): \(error)")
+        }
+        guard result.exitCode == 0 else {
+            throw FaultUnavailable("cannot \(what) here (\(command.joined(separator: " ")) exited \(result.exitCode): "
+                                   + "\(result.stderr.trimmingTrailingNewlines))")
+        }
+    }
+}
+
+/// The ext4/xfs/btrfs immutable attribute (`chattr +i`): nobody, root included, may add, remove or rename
+/// entries in such a directory. Removed again by `release()` or `deinit`, so the test's directory can be deleted.
+public final class ImmutableAttribute: Sendable {
+    public let path: String
+
+    public init(_ path: String) throws {
+        guard geteuid() == 0 else { throw FaultUnavailable("chattr +i needs root (CAP_LINUX_IMMUTABLE)") }
+        let result: ProcessResult
+        do {
+            result = try ProcessRunner.run("chattr", ["+i", path], timeout: 20)
+        } catch {
+            throw FaultUnavailable("cannot run chattr: \(error)")
+        }
+        guard result.exitCode == 0 else {
+            throw FaultUnavailable("chattr +i is not supported here (the file system of \(path) may not have the "
+                                   + "immutable attribute): \(result.stderr.trimmingTrailingNewlines)")
+        }
+        self.path = path
+    }
+
+    deinit { release() }
+
+    public func release() {
+        _ = try? ProcessRunner.run("chattr", ["-i", path], timeout: 20)
+    }
+}
+
+/// Runs a command as an unprivileged user through util-linux's `setpriv`, because tests run as root and root
+/// ignores permission bits: a directory the user cannot write is only a fault for someone else.
+public enum Unprivileged {
+    /// nobody/nogroup on Debian.
+    public static let uid: uid_t = 65534
+    public static let gid: gid_t = 65534
+
+    /// The command line that runs `arguments` as `uid`/`gid` with no supplementary groups.
+    public static func command(_ arguments: [String]) -> [String] {
+        ["setpriv", "--reuid=\(uid)", "--regid=\(gid)", "--clear-groups"] + arguments
+    }
+
+    /// Throws `FaultUnavailable` unless `setpriv` can run `haul --version` as the unprivileged user from
+    /// `directory` (which must be reachable by that user).
+    public static func checkAvailable(currentDirectory directory: String) throws {
+        guard geteuid() == 0 else { throw FaultUnavailable("the tests do not run as root: cannot switch to uid \(uid)") }
+        let arguments = command([HaulProcess.executablePath, "--version"])
+        let result: ProcessResult
+        do {
+            result = try ProcessRunner.run(arguments[0], Array(arguments.dropFirst()), currentDirectory: directory, timeout: 20)
+        } catch {
+            throw FaultUnavailable("cannot run setpriv: \(error)")
+        }
+        guard result.exitCode == 0 else {
+            throw FaultUnavailable("cannot run haul as uid \(uid) with setpriv (exit \(result.exitCode)): "
+                                   + "\(result.stderr.trimmingTrailingNewlines)")
+        }
+    }
+
+    /// `chown -R` to the unprivileged user.
+    public static func giveAway(_ path: String) throws {
+        let result = try ProcessRunner.run("chown", ["-R", "\(uid):\(gid)", path], timeout: 20)
+        guard result.exitCode == 0 else { throw FaultUnavailable("chown failed: \(result.stderr)") }
+    }
+}
+
+/// An LD_PRELOAD library that SIGKILLs the process at an exact system call, so a test can stop a real `haul` at a
+/// precise step of its commit (before the first rename, between two renames, before a directory's fsync,
+/// before the state cache is renamed into place) instead of sleeping and hoping. haul is killed, not asked to
+/// stop: nothing of its own runs after the signal, exactly as with the OOM killer or `kill -9`.
+///
+/// Interposing works because haul calls these through libc's dynamic symbols; counting is process-wide, so
+/// "the 3rd rename" is deterministic whichever thread commits.
+public enum KillSwitch {
+    /// Where haul must die.
+    public enum Point: Sendable, CustomStringConvertible {
+        /// The `n`th rename(2) whose target path starts with `prefix` (1-based), before it happens.
+        case rename(n: Int, targetPrefix: String)
+        /// The `n`th syncfs(2), before it happens.
+        case syncfs(n: Int)
+        /// The `n`th fsync(2) of a descriptor open on exactly `path`, before it happens.
+        case fsync(n: Int, path: String)
+
+        public var description: String {
+            switch self {
+            case .rename(let n, let prefix): "rename #\(n) into \(prefix)…"
+            case .syncfs(let n): "syncfs #\(n)"
+            case .fsync(let n, let path): "fsync #\(n) of \(path)"
+            }
+        }
+    }
+
+    /// The environment that arms the switch in a child.
+    public static func environment(_ point: Point) throws -> [String: String] {
+        var environment = ["LD_PRELOAD": try library.get()]
+        switch point {
+        case .rename(let n, let prefix): environment["HAUL_TEST_KILL_AT_RENAME"] = "\(n):\(prefix)"
+        case .syncfs(let n): environment["HAUL_TEST_KILL_AT_SYNCFS"] = "\(n)"
+        case .fsync(let n, let path): environment["HAUL_TEST_KILL_AT_FSYNC"] = "\(n):\(path)"
+        }
+        return environment
+    }
+
+    static let source = """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <signal.h>
+        #include <stdatomic.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <unistd.h>
+
+        static int (*real_rename)(const char *, const char *);
+        static int (*real_syncfs)(int);
+        static int (*real_fsync)(int);
+        static atomic_long renames, syncfses, fsyncs;
+
+        __attribute__((constructor)) static void haul_kill_switch_init(void) {
+            real_rename = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+            real_syncfs = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
+            real_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+        }
+
+        static void die(void) { kill(getpid(), SIGKILL); for (;;) pause(); }
+
+        /* "N:TEXT" -> N, and *text points at TEXT ("" when there is none). */
+        static long parse(const char *spec, const char **text) {
+            char *end;
+            long n = strtol(spec, &end, 10);
+            *text = *end == ':' ? end + 1 : end;
+            return n;
+        }
+
+        int rename(const char *from, const char *to) {
+            const char *spec = getenv("HAUL_TEST_KILL_AT_RENAME");
+            if (spec && to) {
+                const char *prefix;
+                long n = parse(spec, &prefix);
+                if (strncmp(to, prefix, strlen(prefix)) == 0 && atomic_fetch_add(&renames, 1) + 1 == n) die();
+            }
+            return real_rename(from, to);
+        }
+
+        int syncfs(int fd) {
+            const char *spec = getenv("HAUL_TEST_KILL_AT_SYNCFS");
+            if (spec) {
+                const char *unused;
+                long n = parse(spec, &unused);
+                if (atomic_fetch_add(&syncfses, 1) + 1 == n) die();
+            }
+            return real_syncfs(fd);
+        }
+
+        int fsync(int fd) {
+            const char *spec = getenv("HAUL_TEST_KILL_AT_FSYNC");
+            if (spec) {
+                const char *path;
+                long n = parse(spec, &path);
+                char link[64], target[4096];
+                snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+                ssize_t length = readlink(link, target, sizeof target - 1);
+                if (length > 0) {
+                    target[length] = 0;
+                    if (strcmp(target, path) == 0 && atomic_fetch_add(&fsyncs, 1) + 1 == n) die();
+                }
+            }
+            return real_fsync(fd);
+        }
+        """
+
+    /// Compiled once per build directory (next to the test bundle), named by a hash of its source.
+    static let library: Result<String, FaultUnavailable> = compile()
+
+    private static func compile() -> Result<String, FaultUnavailable> {
+        let executable = HaulProcess.executablePath
+        guard let slash = executable.lastIndex(of: "/") else { return .failure(FaultUnavailable("no build directory")) }
+        let directory = String(executable[..<slash])
+        let path = "\(directory)/haul-test-kill-switch-\(StaticFiles.etag(for: Array(source.utf8)).filter(\.isHexDigit)).so"
+        if access(path, R_OK) == 0 { return .success(path) }
+        let unique = "\(path).\(getpid()).tmp"
+        let sourcePath = unique + ".c"
+        guard let file = fopen(sourcePath, "w") else {
+            return .failure(FaultUnavailable("cannot write \(sourcePath): \(String(cString: strerror(errno)))"))
+        }
+        defer { unlink(sourcePath) }
+        let bytes = Array(source.utf8)
+        let written = fwrite(bytes, 1, bytes.count, file)
+        fclose(file)
+        guard written == bytes.count else { return .failure(FaultUnavailable("cannot write \(sourcePath)")) }
+        for compiler in ["cc", "clang", "gcc"] {
+            guard let result = try? ProcessRunner.run(compiler, ["-shared", "-fPIC", "-O1", "-o", unique, sourcePath, "-ldl"],
+                                                      timeout: 60) else { continue }
+            if result.exitCode == 0, rename(unique, path) == 0 { return .success(path) }
+            unlink(unique)
+        }
+        return .failure(FaultUnavailable("no C compiler (cc, clang, gcc) could build the LD_PRELOAD kill switch"))
+    }
+}
+
+extension String {
+    var trimmingTrailingNewlines: String {
+        var text = self
+        while text.hasSuffix("\n") { text.removeLast() }
+        return text
+    }
+}
