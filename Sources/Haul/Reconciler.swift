@@ -161,7 +161,10 @@ public struct Reconciler: Sendable {
                 fetches.append(index)
             }
         }
-        if !fetches.isEmpty {
+        if fetches.isEmpty {
+            // Nothing to fetch, so no partial is wanted: whatever an interrupted or killed run left goes.
+            StagingArea(root: manifest.root).sweep(keepingPartials: [])
+        } else {
             let staging = StagingArea(root: manifest.root)
             do {
                 try staging.prepare()

@@ -25,6 +25,8 @@ struct HaulCLI: ParsableCommand {
     static func main() {
         // A write to a closed pipe (`haul … | head`) must be an error to handle, not a silent death.
         signal(SIGPIPE, SIG_IGN)
+        // Likewise a file-size limit (`ulimit -f`): one entry fails with EFBIG, the run goes on.
+        signal(SIGXFSZ, SIG_IGN)
         do {
             var command = try parseAsRoot()
             try command.run()

@@ -59,9 +59,12 @@ final class Transfer {
     private var lastActivityAt: Double = 0
     private let reportsProgress: Bool
     private let report: (TransferEvent) -> Void
+    /// Where a resumable file's metadata goes, written as soon as a response is accepted (not only when the
+    /// transfer gives up): a run killed mid-body (SIGKILL, OOM, power) still leaves a partial the next run resumes.
+    private let partials: PartialStore?
 
     init(request: TransferRequest, file: TemporaryFile, easy: EasyHandle, maxBodyBytes: Int64,
-         reportsProgress: Bool, report: @escaping (TransferEvent) -> Void) {
+         partials: PartialStore?, reportsProgress: Bool, report: @escaping (TransferEvent) -> Void) {
         self.request = request
         self.temporaryPath = file.path
         self.descriptor = file.descriptor
@@ -70,6 +73,7 @@ final class Transfer {
         self.maxBodyBytes = maxBodyBytes
         self.reportsProgress = reportsProgress
         self.report = report
+        self.partials = file.isPartial ? partials : nil
         self.currentURL = request.sources[0].url
         self.hasher = StreamingHasher(request.hashAlgorithm)
         if let resume = file.resume {
@@ -224,7 +228,14 @@ final class Transfer {
             abortReason = .resumeRejected("partial content (206) that haul did not ask for")
             return false
         }
-        if let fresh = ResumeValidator(responseHeaders) { validator = fresh }
+        if let fresh = ResumeValidator(responseHeaders) {
+            validator = fresh
+            // Before the first byte lands: the metadata never describes bytes it does not cover.
+            partials?.save(PartialMetadata(sourceKey: source.key, validator: fresh), forPartial: temporaryPath)
+        } else if isResumable {
+            // Bytes without a validator cannot be resumed safely; whatever metadata there was no longer applies.
+            partials?.removeMetadata(forPartial: temporaryPath)
+        }
         let limit = request.expectedSize ?? maxBodyBytes
         if length >= 0, resumeOffset.addingReportingOverflow(length).overflow || resumeOffset + length > limit {
             abortReason = .tooLarge(limit: limit)

@@ -139,7 +139,7 @@ public final class TransferEngine {
             let delegate = self.delegate
             let id = request.id
             let transfer = Transfer(request: request, file: file, easy: easy, maxBodyBytes: engine.configuration.maxBodyBytes,
-                                    reportsProgress: reportsProgress) { delegate.transfer(id, didProduce: $0) }
+                                    partials: engine.partials, reportsProgress: reportsProgress) { delegate.transfer(id, didProduce: $0) }
             delegate.transfer(id, didProduce: .started(sourceDisplayURL: request.sources[0].displayURL))
             if transfer.partialLooksComplete {
                 // Everything is already here (a run ended between download and commit): only the hash is left.

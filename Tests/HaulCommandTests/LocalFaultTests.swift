@@ -122,32 +122,15 @@ final class LocalFaultTests: XCTestCase {
     }
 
     /// The same limit with SIGXFSZ at its default (what `ulimit -f` in a shell gives): the kernel sends SIGXFSZ
-    /// on the first write past the limit, and unless haul ignores it, it kills the whole run. Whatever happens,
-    /// nothing may be damaged and the next run must finish the job; that haul dies at all is a known bug, and
-    /// this test is skipped (after checking the damage) until it is fixed.
+    /// on the first write past the limit, and unless haul ignores it, it kills the whole run: haul ignores it,
+    /// so only the entry that hit the limit fails (EFBIG).
     func testAFileSizeLimitDoesNotKillHaulWithSIGXFSZ() throws {
         let (entries, server) = try fileSizeLimitFixture()
         defer { server.stop() }
         let result = try ProcessRunner.run("/bin/sh", ["-c", "ulimit -f 512; exec \"$0\" \"$@\"",
                                                        HaulProcess.executablePath, "sync", "--jobs", "1"],
                                            currentDirectory: directory.path, timeout: 60)
-        if result.exitCode == 128 + SIGXFSZ {
-            let expectations = [
-                DestinationExpectation(destination: "a.bin", old: nil, new: entries[0].bytes),
-                DestinationExpectation(destination: "big.bin", old: Array("old".utf8), new: entries[1].bytes),
-                DestinationExpectation(destination: "z.bin", old: nil, new: entries[2].bytes),
-            ]
-            XCTAssertEqual(RootInspection.crashViolations(root: directory.path("out"), expectations: expectations,
-                                                          sha256: sha256), [])
-            XCTAssertEqual(out("big.bin"), Array("old".utf8))
-            let next = try haul(["sync"])
-            XCTAssertEqual(next.exitCode, 0, next.stderr)
-            for entry in entries { XCTAssertEqual(out(entry.destination), entry.bytes, entry.destination) }
-            assertNothingStaged()
-            throw XCTSkip("KNOWN BUG: haul is killed by SIGXFSZ under a file size limit (exit \(result.exitCode)) "
-                          + "instead of failing the one entry with EFBIG; HaulCLI.main should ignore SIGXFSZ as it "
-                          + "ignores SIGPIPE. Damage checked: none.")
-        }
+        XCTAssertNotEqual(result.exitCode, 128 + SIGXFSZ, "haul ignores SIGXFSZ and fails only the one entry")
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: big.bin: \(server.url("/big.bin")): cannot write ")
         assertContains(result.stderr, "File too large")

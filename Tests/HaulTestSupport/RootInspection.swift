@@ -48,7 +48,7 @@ public enum StateFile {
         case records([StateFileRecord])
     }
 
-    public static let header = "haul-state\t1"
+    public static let header = "haul-state\t2"
 
     public static func path(root: String) -> String { root + "/.haul/state" }
 
@@ -56,7 +56,7 @@ public enum StateFile {
         guard let bytes = readFile(path(root: root)) else { return .absent }
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
         guard let first = lines.popFirst(), String(decoding: first, as: UTF8.self) == header else {
-            return .malformed("the first line is not \"haul-state<TAB>1\"")
+            return .malformed("the first line is not \"haul-state<TAB>2\"")
         }
         var records: [StateFileRecord] = []
         for (number, line) in lines.enumerated() {
