@@ -415,9 +415,27 @@ private struct LayoutBuilder {
         var isFlow: Bool
         var start: Mark
         var children = 0
-        /// The text of the key whose value comes next (mappings only).
-        var key: String?
+        /// The key whose value comes next (mappings only).
+        var key = Key.other
     }
+
+    /// The only key names the layout cares about, recognized from the bytes without making a `String`.
+    enum Key {
+        case files, url, dest, other
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            // Gated on the length: almost every scalar is a value far longer than any of these names.
+            self = switch bytes.count {
+            case 3 where bytes.elementsEqual(FileKey.url.rawValue.utf8): .url
+            case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
+            case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
+            default: .other
+            }
+        }
+    }
+
+    /// Plain scalars YAML reads as null.
+    private static let nullSpellings: [[UInt8]] = ["", "~", "null", "Null", "NULL"].map { Array($0.utf8) }
 
     private(set) var layout = ManifestLayout()
     private(set) var finished = false
@@ -442,13 +460,12 @@ private struct LayoutBuilder {
             finished = true
         case YAML_SCALAR_EVENT:
             let scalar = event.data.scalar
-            let text = String(decoding: UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length),
-                              as: UTF8.self)
-            let isNull = scalar.tag == nil && scalar.style == YAML_PLAIN_SCALAR_STYLE
-                && ["", "~", "null", "Null", "NULL"].contains(text)
-            scalarNode(text: text, isNull: isNull, start: start, end: end)
+            let bytes = UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length)
+            let isNull = scalar.tag == nil && scalar.style == YAML_PLAIN_SCALAR_STYLE && bytes.count <= 4
+                && Self.nullSpellings.contains { $0.elementsEqual(bytes) }
+            scalarNode(bytes, isNull: isNull, start: start, end: end)
         case YAML_ALIAS_EVENT:
-            scalarNode(text: nil, isNull: false, start: start, end: end)
+            scalarNode(nil, isNull: false, start: start, end: end)
         case YAML_SEQUENCE_START_EVENT:
             openCollection(isMapping: false, isFlow: event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE, start: start)
         case YAML_MAPPING_START_EVENT:
@@ -460,33 +477,34 @@ private struct LayoutBuilder {
         }
     }
 
-    /// Where the node starting now sits, with the bookkeeping its parent needs; `keyText` names it if it is a key.
-    private mutating func begin(keyText: String?) -> (role: Role, valueOf: String?, parentIsEntry: Bool) {
-        guard let parentIndex = frames.indices.last else { return (.root, nil, false) }
-        var parent = frames[parentIndex]
-        defer { frames[parentIndex] = parent }
-        let isKey = parent.isMapping && parent.children % 2 == 0
-        parent.children += 1
+    /// Where the node starting now sits, with the bookkeeping its parent needs; `key` names it if it is a key.
+    private mutating func begin(key: Key) -> (role: Role, valueOf: Key, parentIsEntry: Bool) {
+        guard let parentIndex = frames.indices.last else { return (.root, .other, false) }
+        let isKey = frames[parentIndex].isMapping && frames[parentIndex].children % 2 == 0
+        frames[parentIndex].children += 1
+        let parent = frames[parentIndex]
         if isKey {
-            parent.key = keyText
-            return (.other, nil, parent.role == .item)
+            frames[parentIndex].key = key
+            return (.other, .other, parent.role == .item)
         }
-        let valueOf = parent.isMapping ? parent.key : nil
+        let valueOf = parent.isMapping ? parent.key : .other
         switch parent.role {
-        case .root where parent.isMapping && valueOf == TopLevelKey.files.rawValue && !filesSeen:
+        case .root where parent.isMapping && valueOf == .files && !filesSeen:
             filesSeen = true
-            return (.files, nil, false)
+            return (.files, .other, false)
         case .files:
-            return (.item, nil, false)
+            return (.item, .other, false)
         default:
             return (.other, valueOf, parent.role == .item)
         }
     }
 
-    private mutating func scalarNode(text: String?, isNull: Bool, start: Mark, end: Mark) {
+    /// `bytes` nil for an alias. Text is made only for the few scalars kept: a manifest has hundreds of thousands.
+    private mutating func scalarNode(_ bytes: UnsafeBufferPointer<UInt8>?, isNull: Bool, start: Mark, end: Mark) {
+        let key = bytes.map(Key.init) ?? .other
         let isRootKey = frames.count == 1 && frames[0].role == .root && frames[0].isMapping && frames[0].children % 2 == 0
-        if isRootKey && text == TopLevelKey.files.rawValue && filesKeyEnd == nil { filesKeyEnd = end }
-        let place = begin(keyText: text)
+        if isRootKey && key == .files && filesKeyEnd == nil { filesKeyEnd = end }
+        let place = begin(key: key)
         switch place.role {
         case .root:
             // An empty document reads as one empty scalar.
@@ -497,14 +515,15 @@ private struct LayoutBuilder {
             if isNull, let keyEnd = filesKeyEnd {
                 layout.files = .null(keyEnd: keyEnd, start: start, end: end)
             } else {
-                layout.files = .other(found: text.map { isNull ? "null" : Quoted.text($0) } ?? "an alias", at: start)
+                let found = bytes.map { isNull ? "null" : Quoted.text(String(decoding: $0, as: UTF8.self)) } ?? "an alias"
+                layout.files = .other(found: found, at: start)
             }
         case .item:
             startItem(at: start, isFlowMapping: false, isBlockMapping: false)
         case .other:
-            if place.parentIsEntry, let text {
-                if place.valueOf == FileKey.dest.rawValue { listed.destination = (text, start) }
-                if place.valueOf == FileKey.url.rawValue { listed.url = (text, start) }
+            if place.parentIsEntry, let bytes, place.valueOf == .dest || place.valueOf == .url {
+                let text = String(decoding: bytes, as: UTF8.self)
+                if place.valueOf == .dest { listed.destination = (text, start) } else { listed.url = (text, start) }
             }
         }
         noteContent(end: end)
@@ -512,7 +531,7 @@ private struct LayoutBuilder {
     }
 
     private mutating func openCollection(isMapping: Bool, isFlow: Bool, start: Mark) {
-        var role = begin(keyText: nil).role
+        var role = begin(key: .other).role
         switch role {
         case .root where !isMapping:
             layout.root = .other(found: "a sequence", at: start)

@@ -34,6 +34,13 @@ public struct EntryDraft: Sendable {
         self.url = expanded
     }
 
+    /// The entry with a stand-in digest and size, to check that a manifest can take it (and that its values
+    /// read back exactly) before anything is downloaded.
+    public var trialEntry: PinnedEntry {
+        pinned(digest: Digest(algorithm: .sha256, bytes: [UInt8](repeating: 0, count: DigestAlgorithm.sha256.byteCount)),
+               size: 0)
+    }
+
     /// The entry to write once the bytes have been measured.
     public func pinned(digest: Digest, size: Int64) -> PinnedEntry {
         PinnedEntry(url: url.template, destination: destination, digest: digest, size: size)
