@@ -18,7 +18,7 @@ struct HaulCLI: ParsableCommand {
         changes; 3 the manifest is invalid (nothing touched); 64 usage error.
         """,
         version: HaulVersion.current,
-        subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self]
+        subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
     )
 
     static func main() {
