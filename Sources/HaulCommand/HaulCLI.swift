@@ -19,7 +19,7 @@ struct HaulCLI: ParsableCommand {
         64 usage error; 130/143 interrupted.
         """,
         version: HaulVersion.current,
-        subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self]
+        subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
     )
 
     static func main() {

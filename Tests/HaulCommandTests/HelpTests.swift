@@ -4,7 +4,7 @@ import XCTest
 /// Help teaches by example, fits an 80-column terminal, and completions come from the same definitions.
 final class HelpTests: XCTestCase {
     func testEveryCommandsHelpHasExamplesAndFitsEightyColumns() throws {
-        for command in ["sync", "plan", "verify", "schema"] {
+        for command in ["sync", "plan", "verify", "add", "schema"] {
             let help = try HaulProcess.run([command, "--help"])
             XCTAssertEqual(help.exitCode, 0, command)
             XCTAssertTrue(help.stdout.contains("Example"), "\(command) --help has no example:\n\(help.stdout)")

@@ -1,0 +1,108 @@
+import Glibc
+import HaulDigest
+import HaulEngine
+import HaulManifest
+import HaulStore
+
+/// What one download of a URL turned out to be.
+public struct Measurement: Sendable {
+    public let digest: Digest
+    public let size: Int64
+    /// The URL as messages may show it (userinfo redacted).
+    public let sourceDisplayURL: String
+}
+
+/// Why a URL could not be measured.
+public enum PinFailure: Error, Sendable, CustomStringConvertible {
+    /// The private temporary directory could not be made.
+    case workspace(StoreError)
+    /// The server did not deliver (every attempt is listed), or the run was interrupted.
+    case transfer(TransferFailure)
+    /// The engine stopped before it reported on the transfer (shown URL).
+    case unfinished(String)
+
+    public var description: String {
+        switch self {
+        case .unfinished(let url): "\(url): the transfer did not finish"
+        case .workspace(let error): "\(error)"
+        case .transfer(let failure): "\(failure)"
+        }
+    }
+}
+
+/// Downloads a URL once to learn its digest and size, for `haul add`.
+///
+/// It goes through the same `TransferEngine` as `sync` (same TLS settings, redirect rules, retries and size
+/// limit), so a URL that can be pinned is one `sync` can fetch. The bytes are written to a private temporary
+/// directory outside any root and deleted afterwards: pinning records what the file is; placing it is `sync`'s
+/// job, done under the root's lock with an atomic commit.
+public enum Pinner {
+    /// `attemptFailed` hears about each failed attempt (and whether it will be retried), on this thread.
+    public static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+                               attemptFailed: @escaping (AttemptFailure, Double?) -> Void = { _, _ in })
+        throws(PinFailure) -> Measurement {
+        let workspace = try makeWorkspace()
+        defer { removeWorkspace(workspace) }
+        let engine = TransferEngine(configuration: EngineConfiguration(
+            temporaryDirectory: workspace, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
+            caFile: options.caFile, userAgent: "haul/\(HaulVersion.current)", maxBodyBytes: options.maxFileSize))
+        let request = TransferRequest(
+            id: 0,
+            sources: [TransferSource(url: url.expanded, displayURL: url.description, secrets: url.environmentValues)],
+            expectedDigest: nil, expectedSize: nil,
+            retries: BuiltInDefaults.retries, stallTimeout: BuiltInDefaults.timeout.value)
+        let collector = Collector(attemptFailed: attemptFailed)
+        engine.run([request], delegate: collector, cancellation: cancellation)
+        switch collector.result {
+        case .success(let file):
+            return Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL)
+        case .failure(let failure):
+            throw .transfer(failure)
+        case nil:
+            // The engine reports every request; this is only reached if it stopped before starting one.
+            throw .unfinished(url.description)
+        }
+    }
+
+    /// `$TMPDIR/haul-add.XXXXXX`, mode 0700: nobody else reads the bytes while they are measured.
+    private static func makeWorkspace() throws(PinFailure) -> String {
+        var base = getenv("TMPDIR").map { String(cString: $0) } ?? ""
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        if base.isEmpty { base = "/tmp" }
+        var template = Array("\(base)/haul-add.XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } != nil }
+        guard made else { throw .workspace(StoreError(operation: "create a temporary directory in", path: base, errno: errno)) }
+        return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whatever the engine left (the measured file, a partial one after a failure), then the directory.
+    private static func removeWorkspace(_ path: String) {
+        if let stream = opendir(path) {
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                if name != "." && name != ".." { unlink(path + "/" + name) }
+            }
+            closedir(stream)
+        }
+        rmdir(path)
+    }
+
+    /// Receives the engine's events for the one request, on the engine's (this) thread.
+    private final class Collector: TransferDelegate {
+        var result: Result<DownloadedFile, TransferFailure>?
+        let attemptFailed: (AttemptFailure, Double?) -> Void
+
+        init(attemptFailed: @escaping (AttemptFailure, Double?) -> Void) { self.attemptFailed = attemptFailed }
+
+        func transfer(_ id: Int, didProduce event: TransferEvent) {
+            switch event {
+            case .started, .progress: break
+            case .attemptFailed(let failure, let retryIn): attemptFailed(failure, retryIn)
+            case .finished(let outcome): result = outcome
+            case .notModified: break  // never asked conditionally
+            }
+        }
+    }
+}

@@ -1,0 +1,588 @@
+import CLibYAML
+
+/// Appends an entry to a manifest's text without disturbing anything else in it: comments, blank lines, key
+/// order, quoting and indentation stay byte for byte, and the new entry copies the indentation (and, for
+/// one-line `{…}` entries, the flow style) of the entry before it.
+///
+/// The manifest is never re-serialized: a YAML round trip through a tree would drop every comment. Instead the
+/// editor reads libyaml's events for their marks (where each node starts and ends), decides where the new text
+/// goes, and splices bytes. It is pure (bytes in, bytes out) so that every layout can be tested without a file
+/// system; the caller reloads the result with `ManifestLoader` before writing it anywhere.
+public enum ManifestEditor {
+    /// `original` nil: there is no manifest yet, and a minimal valid one is made around the entry.
+    public static func appending(_ entry: PinnedEntry, to original: [UInt8]?,
+                                 fileName: String) throws(ManifestEditError) -> ManifestEdit {
+        guard let original else {
+            return ManifestEdit(bytes: Array(newManifest(with: entry, lineBreak: "\n").utf8), entryIndex: 0, sameURL: [])
+        }
+        let source = try SourceText(original, fileName: fileName)
+        let layout = try ManifestLayout.scan(source, fileName: fileName)
+
+        for listed in layout.entries {
+            guard let (text, mark) = listed.destination,
+                  let normalized = try? PathRules.destination(text).normalized, normalized == entry.destination else { continue }
+            throw ManifestEditError(reason: .destinationTaken(index: listed.index), diagnostic: Diagnostic(
+                severity: .error, file: fileName, location: mark.location, keyPath: "files[\(listed.index)].dest",
+                message: "\(Quoted.text(entry.destination)) is already the destination of files[\(listed.index)]"))
+        }
+        let sameURL = layout.entries.compactMap { listed -> ListedEntry? in
+            guard let (url, mark) = listed.url, url == entry.url else { return nil }
+            return ListedEntry(index: listed.index, destination: listed.destination?.text, location: mark.location)
+        }
+
+        var splice = Splice(source: source)
+        try plan(entry, layout: layout, source: source, fileName: fileName, into: &splice)
+        return ManifestEdit(bytes: splice.apply(), entryIndex: layout.fileCount, sameURL: sameURL)
+    }
+
+    /// The smallest manifest the loader accepts, holding `entry`.
+    static func newManifest(with entry: PinnedEntry, lineBreak: String) -> String {
+        (["\(TopLevelKey.version.rawValue): \(Manifest.supportedVersions[Manifest.supportedVersions.count - 1])",
+          "\(TopLevelKey.files.rawValue):"] + entry.blockLines(dashColumn: 2, keyColumn: 4))
+            .map { $0 + lineBreak }.joined()
+    }
+
+    /// Decides the splice for each layout the manifest can have.
+    private static func plan(_ entry: PinnedEntry, layout: ManifestLayout, source: SourceText, fileName: String,
+                             into splice: inout Splice) throws(ManifestEditError) {
+        func notEditable(_ message: String, at mark: Mark?, keyPath: String?) -> ManifestEditError {
+            ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
+                severity: .error, file: fileName, location: mark?.location, keyPath: keyPath, message: message))
+        }
+
+        let root: (flow: Bool, start: Mark, end: Mark, pairs: Int)
+        switch layout.root {
+        case .empty:
+            // Only comments (or nothing): the manifest starts after them.
+            splice.insertLines(at: source.bytes.count, newManifest(with: entry, lineBreak: source.lineBreak))
+            return
+        case .other(let found, let mark):
+            throw notEditable("expected a mapping at the top level, found \(found)", at: mark, keyPath: nil)
+        case .mapping(let flow, let start, let end, let pairs):
+            root = (flow, start, end, pairs)
+        }
+        let filesKey = TopLevelKey.files.rawValue
+        // Nested block entries: two columns deeper than the top-level keys, as in haul's documentation.
+        let dashColumn = root.start.column + 2
+
+        switch layout.files {
+        case .other(let found, let mark):
+            throw notEditable("expected a sequence, found \(found)", at: mark, keyPath: filesKey)
+
+        case .absent where root.flow:
+            let text = "\(filesKey): [\(entry.flowMapping)]"
+            if let last = layout.rootContentEnd, root.pairs > 0 {
+                splice.insert(at: source.offset(of: last), ", " + text)
+            } else {
+                splice.insert(at: source.offset(of: root.end) - 1, text)  // just inside the `}`
+            }
+
+        case .absent:
+            let point = source.insertionPoint(after: layout.rootContentEnd ?? root.start,
+                                              keepingCommentsDeeperThan: root.start.column)
+            let keyLine = String(repeating: " ", count: root.start.column) + filesKey + ":"
+            splice.insertLines(at: point, [keyLine] + entry.blockLines(dashColumn: dashColumn, keyColumn: dashColumn + 2))
+
+        case .null(let keyEnd, let start, let end):
+            let hasText = end.index > start.index
+            if root.flow {
+                if hasText {
+                    splice.replace(source.offset(of: start)..<source.offset(of: end), with: "[\(entry.flowMapping)]")
+                } else if let colon = source.offset(ofNext: UInt8(ascii: ":"), from: source.offset(of: keyEnd)) {
+                    splice.insert(at: colon + 1, " [\(entry.flowMapping)]")
+                } else {
+                    throw notEditable("expected a sequence after \"\(filesKey)\"", at: keyEnd, keyPath: filesKey)
+                }
+                return
+            }
+            var lineEnd = source.offset(of: keyEnd)
+            if hasText {
+                // `files: ~` becomes `files:`; the block sequence goes on the lines below.
+                let range = source.withLeadingBlanks(source.offset(of: start)..<source.offset(of: end))
+                splice.replace(range, with: "")
+                lineEnd = range.upperBound
+            }
+            splice.insertLines(at: source.nextLineStart(from: lineEnd),
+                               entry.blockLines(dashColumn: dashColumn, keyColumn: dashColumn + 2))
+
+        case .sequence(let sequence):
+            if sequence.flow {
+                try planFlowSequence(entry, sequence, rootIsFlow: root.flow, dashColumn: dashColumn, source: source,
+                                     into: &splice)
+                return
+            }
+            guard let last = sequence.last else {
+                throw notEditable("cannot find the end of \"\(filesKey)\"", at: sequence.start, keyPath: filesKey)
+            }
+            let point = source.insertionPoint(after: last.contentEnd, keepingCommentsDeeperThan: sequence.start.column)
+            let lines: [String]
+            if last.isFlowMapping && last.start.line == last.contentEnd.line {
+                let pad = String(repeating: " ", count: max(1, last.start.column - sequence.start.column - 1))
+                lines = [String(repeating: " ", count: sequence.start.column) + "-" + pad + entry.flowMapping]
+            } else {
+                let keyColumn = last.isBlockMapping ? last.start.column : sequence.start.column + 2
+                lines = entry.blockLines(dashColumn: sequence.start.column, keyColumn: keyColumn)
+            }
+            splice.insertLines(at: point, lines)
+        }
+    }
+
+    private static func planFlowSequence(_ entry: PinnedEntry, _ sequence: ManifestLayout.Sequence, rootIsFlow: Bool,
+                                         dashColumn: Int, source: SourceText, into splice: inout Splice) throws(ManifestEditError) {
+        guard let last = sequence.last else {
+            let closing = source.offset(of: sequence.end) - 1
+            if rootIsFlow {
+                splice.insert(at: closing, entry.flowMapping)
+            } else {
+                // `files: []` under a block mapping becomes a block sequence: the form every later entry extends.
+                let range = source.withLeadingBlanks(source.offset(of: sequence.start)..<(closing + 1))
+                splice.replace(range, with: "")
+                splice.insertLines(at: source.nextLineStart(from: range.upperBound),
+                                   entry.blockLines(dashColumn: dashColumn, keyColumn: dashColumn + 2))
+            }
+            return
+        }
+        // One item per line stays one item per line; items side by side stay side by side.
+        let previousLine = sequence.beforeLastEnd?.line ?? sequence.start.line
+        let separator = last.start.line > previousLine
+            ? "," + source.lineBreak + String(repeating: " ", count: last.start.column)
+            : ", "
+        splice.insert(at: source.offset(of: last.contentEnd), separator + entry.flowMapping)
+    }
+}
+
+/// The edited manifest.
+public struct ManifestEdit: Sendable {
+    public let bytes: [UInt8]
+    /// The new entry's position in `files:` (`files[entryIndex]`).
+    public let entryIndex: Int
+    /// Entries already fetching the same URL: legal (one file in two places), worth a warning.
+    public let sameURL: [ListedEntry]
+}
+
+/// An entry already in the manifest, as the editor saw it.
+public struct ListedEntry: Sendable, Hashable {
+    public let index: Int
+    public let destination: String?
+    /// Where its `url` value is.
+    public let location: SourceLocation
+}
+
+/// Why a manifest's text cannot take the entry, as a compiler-style diagnostic pointing into the file.
+public struct ManifestEditError: Error, Sendable, CustomStringConvertible {
+    public enum Reason: Sendable, Hashable {
+        /// The destination already belongs to `files[index]`.
+        case destinationTaken(index: Int)
+        /// The text is not something the editor can extend: not YAML, not UTF-8, not a mapping at the top level,
+        /// or `files` holds something other than a sequence.
+        case notEditable
+    }
+
+    public let reason: Reason
+    public let diagnostic: Diagnostic
+
+    public var description: String { diagnostic.description }
+}
+
+// MARK: - Positions
+
+/// A libyaml mark: 0-based line and column, and `index`, the position counted in characters (Unicode scalars,
+/// a CRLF counting two) from the start of the text after any byte order mark.
+struct Mark {
+    var index: Int
+    var line: Int
+    var column: Int
+
+    init(_ mark: yaml_mark_t) {
+        index = Int(mark.index)
+        line = Int(mark.line)
+        column = Int(mark.column)
+    }
+
+    var location: SourceLocation { SourceLocation(line: line + 1, column: column + 1) }
+}
+
+/// The manifest's bytes with the questions the editor asks of them.
+struct SourceText {
+    let bytes: [UInt8]
+    /// Where libyaml's character count starts: after a UTF-8 byte order mark.
+    let start: Int
+    /// The file's own line ending, used for every line the editor adds.
+    let lineBreak: String
+
+    init(_ bytes: [UInt8], fileName: String) throws(ManifestEditError) {
+        self.bytes = bytes
+        start = bytes.starts(with: [0xef, 0xbb, 0xbf]) ? 3 : 0
+        // libyaml also reads UTF-16, but text spliced into it would be UTF-8: refuse rather than corrupt.
+        guard String(validating: bytes[start...], as: UTF8.self) != nil else {
+            throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
+                severity: .error, file: fileName, location: nil, keyPath: nil,
+                message: "the manifest is not UTF-8 text; haul edits only UTF-8 manifests"))
+        }
+        let firstBreak = bytes.firstIndex { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }
+        lineBreak = firstBreak.map { bytes[$0] == UInt8(ascii: "\r") && $0 + 1 < bytes.count
+            && bytes[$0 + 1] == UInt8(ascii: "\n") } == true ? "\r\n" : "\n"
+    }
+
+    /// The byte offset of a mark. Linear, but the editor converts a handful of marks per edit.
+    func offset(of mark: Mark) -> Int {
+        var offset = start
+        var remaining = mark.index
+        while remaining > 0 && offset < bytes.count {
+            offset += 1
+            while offset < bytes.count && bytes[offset] & 0xc0 == 0x80 { offset += 1 }
+            remaining -= 1
+        }
+        return offset
+    }
+
+    private func isBreak(_ byte: UInt8) -> Bool { byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") }
+    private func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+
+    /// The start of the line after the one holding `offset` (the end of the text if there is none).
+    func nextLineStart(from offset: Int) -> Int {
+        var index = offset
+        while index < bytes.count && !isBreak(bytes[index]) { index += 1 }
+        guard index < bytes.count else { return index }
+        if bytes[index] == UInt8(ascii: "\r"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "\n") {
+            return index + 2
+        }
+        return index + 1
+    }
+
+    private func lineStart(of offset: Int) -> Int {
+        var index = offset
+        while index > start && !isBreak(bytes[index - 1]) { index -= 1 }
+        return index
+    }
+
+    /// Where text goes after a node whose content ends at `end`: at the start of the next line, after any
+    /// comment lines indented deeper than `column` that follow without a blank line (they annotate the node:
+    /// a commented-out key, a note about the last value). Comments at `column` or shallower, or after a blank
+    /// line, belong to what follows and stay after the new text.
+    func insertionPoint(after end: Mark, keepingCommentsDeeperThan column: Int) -> Int {
+        let offset = offset(of: end)
+        let lineStart = lineStart(of: offset)
+        // A block scalar's end mark can sit on a later line, past the blanks it swallowed; that line has not
+        // been written on yet.
+        var point = bytes[lineStart..<offset].allSatisfy(isBlank) ? lineStart : nextLineStart(from: offset)
+        while point < bytes.count {
+            var index = point
+            while index < bytes.count && isBlank(bytes[index]) { index += 1 }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "#"), index - point > column else { break }
+            point = nextLineStart(from: index)
+        }
+        return point
+    }
+
+    /// `range` extended back over the spaces and tabs before it, so that removing a value leaves no trailing blanks.
+    func withLeadingBlanks(_ range: Range<Int>) -> Range<Int> {
+        var lower = range.lowerBound
+        while lower > start && isBlank(bytes[lower - 1]) { lower -= 1 }
+        return lower..<range.upperBound
+    }
+
+    /// The next `byte` at or after `offset`, skipping only blanks.
+    func offset(ofNext byte: UInt8, from offset: Int) -> Int? {
+        var index = offset
+        while index < bytes.count && isBlank(bytes[index]) { index += 1 }
+        return index < bytes.count && bytes[index] == byte ? index : nil
+    }
+}
+
+/// Replacements on the original bytes, applied together so that each offset refers to the original text.
+struct Splice {
+    let source: SourceText
+    private var edits: [(range: Range<Int>, text: [UInt8])] = []
+
+    init(source: SourceText) { self.source = source }
+
+    mutating func replace(_ range: Range<Int>, with text: String) { edits.append((range, Array(text.utf8))) }
+
+    mutating func insert(at offset: Int, _ text: String) { replace(offset..<offset, with: text) }
+
+    /// Whole lines at a line start (or at the very end, after ending an unterminated last line).
+    mutating func insertLines(at offset: Int, _ lines: [String]) {
+        insertLines(at: offset, lines.map { $0 + source.lineBreak }.joined())
+    }
+
+    mutating func insertLines(at offset: Int, _ text: String) {
+        let needsBreak = offset > source.start
+            && source.bytes[offset - 1] != UInt8(ascii: "\n") && source.bytes[offset - 1] != UInt8(ascii: "\r")
+        insert(at: offset, (needsBreak ? source.lineBreak : "") + text)
+    }
+
+    func apply() -> [UInt8] {
+        var bytes = source.bytes
+        // Back to front, so that earlier offsets stay valid; at one offset, later edits come after earlier ones.
+        for edit in edits.enumerated().sorted(by: { ($0.element.range.lowerBound, $0.offset) > ($1.element.range.lowerBound, $1.offset) }) {
+            bytes.replaceSubrange(edit.element.range, with: edit.element.text)
+        }
+        return bytes
+    }
+}
+
+// MARK: - Layout
+
+/// What the editor needs to know about a manifest's structure, read from libyaml's events: where the top-level
+/// mapping and `files:` start and end, where the last entry's content ends, and each entry's `url` and `dest`.
+struct ManifestLayout {
+    enum Root {
+        /// No document, or an empty one: only comments and blank lines.
+        case empty
+        case mapping(flow: Bool, start: Mark, end: Mark, pairs: Int)
+        /// Not a mapping; `found` as messages say it ("a sequence").
+        case other(found: String, at: Mark)
+    }
+
+    struct Item {
+        var start: Mark
+        /// After the item's last scalar or closing bracket: block collections "end" where the next token starts,
+        /// which may be several comment lines later.
+        var contentEnd: Mark
+        var isFlowMapping: Bool
+        var isBlockMapping: Bool
+    }
+
+    struct Sequence {
+        var flow: Bool
+        var start: Mark
+        var end: Mark
+        var last: Item?
+        /// The content end of the item before `last`, if any.
+        var beforeLastEnd: Mark?
+    }
+
+    enum Files {
+        case absent
+        /// `files:`, `files: ~` or `files: null`: `keyEnd` is where the key ends.
+        case null(keyEnd: Mark, start: Mark, end: Mark)
+        case sequence(Sequence)
+        case other(found: String, at: Mark)
+    }
+
+    struct Listed {
+        var index: Int
+        var url: (text: String, mark: Mark)?
+        var destination: (text: String, mark: Mark)?
+    }
+
+    var root = Root.empty
+    /// The end of the last content inside the top-level mapping.
+    var rootContentEnd: Mark?
+    var files = Files.absent
+    var fileCount = 0
+    var entries: [Listed] = []
+
+    static func scan(_ source: SourceText, fileName: String) throws(ManifestEditError) -> ManifestLayout {
+        var builder = LayoutBuilder()
+        let bytes = source.bytes
+        let failure: Diagnostic? = bytes.withUnsafeBufferPointer { buffer -> Diagnostic? in
+            guard let base = buffer.baseAddress else { return nil }  // empty text: nothing to scan
+            let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+            defer { parser.deallocate() }
+            guard yaml_parser_initialize(parser) == 1 else {
+                return Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil,
+                                  message: "cannot parse YAML: out of memory")
+            }
+            defer { yaml_parser_delete(parser) }
+            yaml_parser_set_input_string(parser, base, buffer.count)
+            var event = yaml_event_t()
+            while !builder.finished {
+                guard yaml_parser_parse(parser, &event) == 1 else {
+                    let problem = parser.pointee.problem.map { String(cString: $0) } ?? "invalid YAML"
+                    let location = parser.pointee.error == YAML_READER_ERROR
+                        ? nil : Mark(parser.pointee.problem_mark).location
+                    return Diagnostic(severity: .error, file: fileName, location: location, keyPath: nil, message: problem)
+                }
+                builder.handle(event)
+                yaml_event_delete(&event)
+            }
+            return nil
+        }
+        if let failure { throw ManifestEditError(reason: .notEditable, diagnostic: failure) }
+        return builder.layout
+    }
+}
+
+/// Follows the event stream with a stack of open collections, noting only what `ManifestLayout` holds.
+private struct LayoutBuilder {
+    enum Role { case root, files, item, other }
+
+    struct Frame {
+        var role: Role
+        var isMapping: Bool
+        var isFlow: Bool
+        var start: Mark
+        var children = 0
+        /// The key whose value comes next (mappings only).
+        var key = Key.other
+    }
+
+    /// The only key names the layout cares about, recognized from the bytes without making a `String`.
+    enum Key {
+        case files, url, dest, other
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            // Gated on the length: almost every scalar is a value far longer than any of these names.
+            self = switch bytes.count {
+            case 3 where bytes.elementsEqual(FileKey.url.rawValue.utf8): .url
+            case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
+            case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
+            default: .other
+            }
+        }
+    }
+
+    /// Plain scalars YAML reads as null.
+    private static let nullSpellings: [[UInt8]] = ["", "~", "null", "Null", "NULL"].map { Array($0.utf8) }
+
+    private(set) var layout = ManifestLayout()
+    private(set) var finished = false
+    private var frames: [Frame] = []
+    private var documents = 0
+    private var filesKeyEnd: Mark?
+    private var filesSeen = false
+    /// The item being read, if any.
+    private var item: ManifestLayout.Item?
+    private var listed = ManifestLayout.Listed(index: 0)
+    private var sequenceLast: ManifestLayout.Item?
+    private var sequenceBeforeLastEnd: Mark?
+
+    mutating func handle(_ event: yaml_event_t) {
+        let start = Mark(event.start_mark), end = Mark(event.end_mark)
+        switch event.type {
+        case YAML_DOCUMENT_START_EVENT:
+            documents += 1
+            // Only the first document is a manifest; the loader reports any other.
+            if documents > 1 { finished = true }
+        case YAML_DOCUMENT_END_EVENT, YAML_STREAM_END_EVENT:
+            finished = true
+        case YAML_SCALAR_EVENT:
+            let scalar = event.data.scalar
+            let bytes = UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length)
+            let isNull = scalar.tag == nil && scalar.style == YAML_PLAIN_SCALAR_STYLE && bytes.count <= 4
+                && Self.nullSpellings.contains { $0.elementsEqual(bytes) }
+            scalarNode(bytes, isNull: isNull, start: start, end: end)
+        case YAML_ALIAS_EVENT:
+            scalarNode(nil, isNull: false, start: start, end: end)
+        case YAML_SEQUENCE_START_EVENT:
+            openCollection(isMapping: false, isFlow: event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE, start: start)
+        case YAML_MAPPING_START_EVENT:
+            openCollection(isMapping: true, isFlow: event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE, start: start)
+        case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+            closeCollection(end: end)
+        default:
+            break
+        }
+    }
+
+    /// Where the node starting now sits, with the bookkeeping its parent needs; `key` names it if it is a key.
+    private mutating func begin(key: Key) -> (role: Role, valueOf: Key, parentIsEntry: Bool) {
+        guard let parentIndex = frames.indices.last else { return (.root, .other, false) }
+        let isKey = frames[parentIndex].isMapping && frames[parentIndex].children % 2 == 0
+        frames[parentIndex].children += 1
+        let parent = frames[parentIndex]
+        if isKey {
+            frames[parentIndex].key = key
+            return (.other, .other, parent.role == .item)
+        }
+        let valueOf = parent.isMapping ? parent.key : .other
+        switch parent.role {
+        case .root where parent.isMapping && valueOf == .files && !filesSeen:
+            filesSeen = true
+            return (.files, .other, false)
+        case .files:
+            return (.item, .other, false)
+        default:
+            return (.other, valueOf, parent.role == .item)
+        }
+    }
+
+    /// `bytes` nil for an alias. Text is made only for the few scalars kept: a manifest has hundreds of thousands.
+    private mutating func scalarNode(_ bytes: UnsafeBufferPointer<UInt8>?, isNull: Bool, start: Mark, end: Mark) {
+        let key = bytes.map(Key.init) ?? .other
+        let isRootKey = frames.count == 1 && frames[0].role == .root && frames[0].isMapping && frames[0].children % 2 == 0
+        if isRootKey && key == .files && filesKeyEnd == nil { filesKeyEnd = end }
+        let place = begin(key: key)
+        switch place.role {
+        case .root:
+            // An empty document reads as one empty scalar.
+            layout.root = isNull && end.index == start.index ? .empty : .other(found: isNull ? "null" : "a scalar", at: start)
+            finished = true
+            return
+        case .files:
+            if isNull, let keyEnd = filesKeyEnd {
+                layout.files = .null(keyEnd: keyEnd, start: start, end: end)
+            } else {
+                let found = bytes.map { isNull ? "null" : Quoted.text(String(decoding: $0, as: UTF8.self)) } ?? "an alias"
+                layout.files = .other(found: found, at: start)
+            }
+        case .item:
+            startItem(at: start, isFlowMapping: false, isBlockMapping: false)
+        case .other:
+            if place.parentIsEntry, let bytes, place.valueOf == .dest || place.valueOf == .url {
+                let text = String(decoding: bytes, as: UTF8.self)
+                if place.valueOf == .dest { listed.destination = (text, start) } else { listed.url = (text, start) }
+            }
+        }
+        noteContent(end: end)
+        if place.role == .item { finishItem() }
+    }
+
+    private mutating func openCollection(isMapping: Bool, isFlow: Bool, start: Mark) {
+        var role = begin(key: .other).role
+        switch role {
+        case .root where !isMapping:
+            layout.root = .other(found: "a sequence", at: start)
+            finished = true
+            return
+        case .files where isMapping:
+            layout.files = .other(found: "a mapping", at: start)
+            role = .other
+        case .item:
+            startItem(at: start, isFlowMapping: isMapping && isFlow, isBlockMapping: isMapping && !isFlow)
+        default:
+            break
+        }
+        frames.append(Frame(role: role, isMapping: isMapping, isFlow: isFlow, start: start))
+    }
+
+    private mutating func closeCollection(end: Mark) {
+        guard let frame = frames.popLast() else { return }
+        // A block collection's end event sits where the next token starts; only a bracket ends content.
+        if frame.isFlow { noteContent(end: end) }
+        switch frame.role {
+        case .item:
+            finishItem()
+        case .files:
+            layout.files = .sequence(ManifestLayout.Sequence(flow: frame.isFlow, start: frame.start, end: end,
+                                                             last: sequenceLast, beforeLastEnd: sequenceBeforeLastEnd))
+        case .root:
+            layout.root = .mapping(flow: frame.isFlow, start: frame.start, end: end, pairs: frame.children / 2)
+            finished = true
+        case .other:
+            break
+        }
+    }
+
+    private mutating func noteContent(end: Mark) {
+        if !frames.isEmpty { layout.rootContentEnd = end }
+        item?.contentEnd = end
+    }
+
+    private mutating func startItem(at start: Mark, isFlowMapping: Bool, isBlockMapping: Bool) {
+        item = ManifestLayout.Item(start: start, contentEnd: start, isFlowMapping: isFlowMapping,
+                                   isBlockMapping: isBlockMapping)
+        listed = ManifestLayout.Listed(index: layout.fileCount)
+    }
+
+    private mutating func finishItem() {
+        guard let finished = item else { return }
+        sequenceBeforeLastEnd = sequenceLast?.contentEnd
+        sequenceLast = finished
+        item = nil
+        layout.entries.append(listed)
+        layout.fileCount += 1
+    }
+}

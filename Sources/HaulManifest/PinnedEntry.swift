@@ -1,0 +1,251 @@
+import HaulDigest
+
+/// What `haul add` was asked to pin, checked against the rules the loader applies to a `files:` entry *before*
+/// anything is fetched: a URL or destination the manifest would reject is a usage error, not a wasted download.
+public struct EntryDraft: Sendable {
+    /// As typed (the template) and as fetched (expanded). A `${VAR}` in the argument means what it means in a
+    /// manifest, so the URL written is the URL `sync` will fetch and the pin matches it.
+    public let url: TemplatedString
+    /// Normalized the way the loader normalizes destinations (`a//./b` → `a/b`), so duplicate checks compare
+    /// like with like.
+    public let destination: String
+
+    /// `destination` nil: the URL's last path segment, percent-decoded (what `curl -O` would name the file).
+    public init(url: String, destination: String?, environment: [String: String]) throws(EntryDraftError) {
+        let expanded: TemplatedString
+        do {
+            expanded = try EnvironmentExpansion.expand(url, environment: environment)
+            try URLRules.check(expanded)
+        } catch {
+            throw EntryDraftError(messages: error.messages)
+        }
+        let text: String
+        if let destination {
+            text = destination
+        } else {
+            text = try Self.fileName(of: expanded)
+        }
+        do {
+            self.destination = try PathRules.destination(text).normalized
+        } catch {
+            let hint = destination == nil ? " (derived from the URL; choose one with --dest)" : ""
+            throw EntryDraftError(messages: error.messages.map { $0 + hint })
+        }
+        self.url = expanded
+    }
+
+    /// The entry with a stand-in digest and size, to check that a manifest can take it (and that its values
+    /// read back exactly) before anything is downloaded.
+    public var trialEntry: PinnedEntry {
+        pinned(digest: Digest(algorithm: .sha256, bytes: [UInt8](repeating: 0, count: DigestAlgorithm.sha256.byteCount)),
+               size: 0)
+    }
+
+    /// The entry to write once the bytes have been measured.
+    public func pinned(digest: Digest, size: Int64) -> PinnedEntry {
+        PinnedEntry(url: url.template, destination: destination, digest: digest, size: size)
+    }
+
+    /// The last segment of the URL's path, percent-decoded. Taken from the template, never from the expanded
+    /// text: a destination must not carry a value read from the environment into the manifest.
+    static func fileName(of url: TemplatedString) throws(EntryDraftError) -> String {
+        let shown = Quoted.text(url.description)
+        let bytes = Array(url.template.utf8)
+        // URLRules has checked the expanded text; the template has the same shape unless a variable supplies
+        // the scheme or host, and then there is no literal path to take a name from.
+        guard let schemeEnd = bytes.firstIndex(of: UInt8(ascii: ":")), bytes.count > schemeEnd + 2,
+              bytes[schemeEnd + 1] == UInt8(ascii: "/"), bytes[schemeEnd + 2] == UInt8(ascii: "/") else {
+            throw EntryDraftError("cannot take a file name from URL \(shown); choose a destination with --dest")
+        }
+        let afterAuthority = bytes[(schemeEnd + 3)...]
+        let pathEnd = afterAuthority.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
+        let hostAndPath = bytes[(schemeEnd + 3)..<pathEnd]
+        guard let lastSlash = hostAndPath.lastIndex(of: UInt8(ascii: "/")), lastSlash + 1 < pathEnd else {
+            throw EntryDraftError("URL \(shown) has no file name at the end of its path; choose a destination with --dest")
+        }
+        let segment = Array(bytes[(lastSlash + 1)..<pathEnd])
+        let decoded = percentDecoded(segment)
+        guard let name = String(validating: decoded, as: UTF8.self) else {
+            throw EntryDraftError("the file name in URL \(shown) is not UTF-8 once decoded; choose a destination with --dest")
+        }
+        // A decoded "/" would turn one segment into folders the URL never named; control characters make file
+        // names that break shells and terminals.
+        if decoded.contains(UInt8(ascii: "/")) || decoded.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
+            throw EntryDraftError("the file name in URL \(shown) decodes to \(Quoted.text(name)), which is not a "
+                                  + "plain file name; choose a destination with --dest")
+        }
+        return name
+    }
+
+    /// `%41` → `A`; a `%` not followed by two hex digits stays as it is.
+    private static func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
+        func hexValue(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return out
+    }
+}
+
+/// Why an `EntryDraft` cannot be made: the messages the loader would give for the same values.
+public struct EntryDraftError: Error, Sendable, CustomStringConvertible {
+    public let messages: [String]
+    init(_ message: String) { messages = [message] }
+    init(messages: [String]) { self.messages = messages }
+    public var description: String { messages.joined(separator: "; ") }
+}
+
+/// One complete, pinned entry: `url`, `dest`, the digest and `size`, as `haul add` writes it.
+public struct PinnedEntry: Sendable, Hashable {
+    /// Written as given (a `${VAR}` stays a reference).
+    public let url: String
+    public let destination: String
+    public let digest: Digest
+    public let size: Int64
+
+    public init(url: String, destination: String, digest: Digest, size: Int64) {
+        self.url = url
+        self.destination = destination
+        self.digest = digest
+        self.size = size
+    }
+
+    /// A standalone sequence item, for `haul add --print`: paste it under `files:`.
+    public var yamlSnippet: String {
+        blockLines(dashColumn: 0, keyColumn: 2).joined(separator: "\n") + "\n"
+    }
+
+    /// Whether the loader read `entry` back as exactly this pin: the last guard before a manifest is replaced,
+    /// catching any quoting that would change a value.
+    public func matches(_ entry: FileEntry) -> Bool {
+        entry.url.template == url && entry.destination.description == destination
+            && entry.checksum?.digest == digest && entry.size == size
+    }
+
+    // MARK: Rendering
+
+    /// Keys in the order people read an entry: where from, where to, what it must be.
+    private func fields(flow: Bool) -> [(key: String, value: String)] {
+        let checksum: (key: String, value: String) = switch digest.algorithm {
+        case .sha256, .sha384, .sha512: (digest.algorithm.rawValue, digest.hex)
+        case .sha1, .md5: (FileKey.checksum.rawValue, "\(digest.algorithm.rawValue):\(digest.hex)")
+        }
+        return [
+            (FileKey.url.rawValue, YAMLScalarText.render(url, flow: flow)),
+            (FileKey.dest.rawValue, YAMLScalarText.render(destination, flow: flow)),
+            checksum,
+            (FileKey.size.rawValue, String(size)),
+        ]
+    }
+
+    /// The entry as block-style lines: the first starts with `-` at `dashColumn`, keys start at `keyColumn`.
+    func blockLines(dashColumn: Int, keyColumn: Int) -> [String] {
+        let keyIndent = String(repeating: " ", count: keyColumn)
+        let first = String(repeating: " ", count: dashColumn) + "-"
+            + String(repeating: " ", count: max(1, keyColumn - dashColumn - 1))
+        return fields(flow: false).enumerated().map { index, field in
+            (index == 0 ? first : keyIndent) + field.key + ": " + field.value
+        }
+    }
+
+    /// `{url: …, dest: …, sha256: …, size: …}`, for manifests written in flow style.
+    var flowMapping: String {
+        "{" + fields(flow: true).map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}"
+    }
+}
+
+/// Writes a string as a YAML scalar that reads back as exactly that string: plain when that is unambiguous,
+/// double-quoted with escapes otherwise.
+enum YAMLScalarText {
+    static func render(_ text: String, flow: Bool) -> String {
+        needsQuotes(text, flow: flow) ? doubleQuoted(text) : text
+    }
+
+    /// Conservative: quoting a value that did not need it costs two characters; failing to quote one that did
+    /// changes what the manifest says.
+    static func needsQuotes(_ text: String, flow: Bool) -> Bool {
+        guard let first = text.unicodeScalars.first, let last = text.unicodeScalars.last else { return true }
+        // Indicators that start something other than a plain scalar (or might, depending on what follows).
+        if "-?:,[]{}#&*!|>'\"%@` \t".unicodeScalars.contains(first) { return true }
+        if last == " " || last == ":" { return true }
+        if text.contains(": ") || text.contains("#") { return true }
+        // In flow context `,[]{}` end a plain scalar, and some readers (PyYAML) refuse any `:` there.
+        if flow && text.unicodeScalars.contains(where: { ",[]{}:".unicodeScalars.contains($0) }) { return true }
+        if text.unicodeScalars.contains(where: { !isPlainPrintable($0) }) { return true }
+        return looksLikeNonString(text)
+    }
+
+    /// Values YAML 1.1 or 1.2 readers would take as null, a boolean or a number (`yes`, `~`, `1e3`, `.inf`):
+    /// haul reads them as text, other tools reading the manifest would not.
+    private static func looksLikeNonString(_ text: String) -> Bool {
+        let words: Set<String> = ["~", "null", "true", "false", "yes", "no", "on", "off", "y", "n"]
+        if words.contains(text.lowercased()) { return true }
+        var rest = Substring(text)
+        if rest.first == "+" || rest.first == "-" { rest = rest.dropFirst() }
+        guard let head = rest.first else { return false }
+        if head.isASCII && head.isNumber { return true }
+        if head == "." {
+            let afterDot = rest.dropFirst()
+            if let digit = afterDot.first, digit.isASCII, digit.isNumber { return true }
+            return ["inf", "nan"].contains(afterDot.lowercased())
+        }
+        return false
+    }
+
+    /// Printable and not a line break by YAML's definition (which counts NEL, LS and PS as breaks).
+    private static func isPlainPrintable(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x20...0x7e: true
+        case 0xa0...0x2027, 0x202a...0xd7ff, 0xe000...0xfefe, 0xff00...0xfffd, 0x10000...0x10ffff: true
+        default: false
+        }
+    }
+
+    static func doubleQuoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\0": out += "\\0"
+            case "\t": out += "\\t"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\u{85}": out += "\\N"
+            case "\u{2028}": out += "\\L"
+            case "\u{2029}": out += "\\P"
+            default:
+                if scalar.value == 0x20 || isPlainPrintable(scalar) {
+                    out.unicodeScalars.append(scalar)
+                } else if scalar.value <= 0xff {
+                    out += "\\x" + hex(scalar.value, digits: 2)
+                } else {
+                    out += "\\u" + hex(scalar.value, digits: 4)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    private static func hex(_ value: UInt32, digits: Int) -> String {
+        let text = String(value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: max(0, digits - text.count)) + text
+    }
+}

@@ -1,0 +1,390 @@
+import HaulDigest
+import HaulManifest
+import XCTest
+
+/// `ManifestEditor`: the entry lands after the last entry of `files:`, in the manifest's own style, and every
+/// other byte stays where it was. Each edited text is also loaded back to prove it is a valid manifest that
+/// holds exactly the pinned entry.
+final class ManifestEditorTests: XCTestCase {
+    private let hex = Fixture.sha256
+    private var digest: Digest { Digest(algorithm: .sha256, hex: hex)! }
+    private var entry: PinnedEntry {
+        PinnedEntry(url: "https://example.com/v2/new.bin", destination: "new.bin", digest: digest, size: 4096)
+    }
+
+    /// The edited text, after checking that it loads and that the new entry reads back as pinned.
+    private func edit(_ text: String, _ pinned: PinnedEntry? = nil, file: StaticString = #filePath,
+                      line: UInt = #line) throws -> String {
+        let pinned = pinned ?? entry
+        let result = try ManifestEditor.appending(pinned, to: Array(text.utf8), fileName: Fixture.fileName)
+        let edited = String(decoding: result.bytes, as: UTF8.self)
+        if let manifest = Fixture.manifest(edited, file: file, line: line) {
+            XCTAssertEqual(manifest.files.count, result.entryIndex + 1, file: file, line: line)
+            XCTAssertTrue(manifest.files.last.map(pinned.matches) ?? false, "the new entry reads back as pinned:\n\(edited)",
+                          file: file, line: line)
+        }
+        return edited
+    }
+
+    private func editError(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> ManifestEditError? {
+        do {
+            _ = try ManifestEditor.appending(entry, to: Array(text.utf8), fileName: Fixture.fileName)
+            XCTFail("expected the edit to be refused", file: file, line: line)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    // MARK: Block sequences
+
+    func testCommentedManifestKeepsEveryCommentAndGainsTheEntryAfterTheLastOne() throws {
+        let original = """
+            # Assets for the build. Keep sorted by dest.
+            version: 1   # format version
+            root: ./assets
+
+            defaults:
+              retries: 5   # flaky CDN
+
+            files:
+              # The toolchain.
+              - url: https://example.com/v1.2/tool.tar.gz   # mirrored below
+                dest: bin/tool.tar.gz
+                sha256: \(hex)
+                mirrors:
+                  - https://mirror.example.org/tool.tar.gz
+                # mode: "0755"   (not yet)
+
+              # - url: https://example.com/old.bin   (retired)
+              #   dest: old.bin
+
+            # Trailing notes stay at the end.
+
+            """
+        XCTAssertEqual(try edit(original), """
+            # Assets for the build. Keep sorted by dest.
+            version: 1   # format version
+            root: ./assets
+
+            defaults:
+              retries: 5   # flaky CDN
+
+            files:
+              # The toolchain.
+              - url: https://example.com/v1.2/tool.tar.gz   # mirrored below
+                dest: bin/tool.tar.gz
+                sha256: \(hex)
+                mirrors:
+                  - https://mirror.example.org/tool.tar.gz
+                # mode: "0755"   (not yet)
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+
+              # - url: https://example.com/old.bin   (retired)
+              #   dest: old.bin
+
+            # Trailing notes stay at the end.
+
+            """)
+    }
+
+    func testIndentationIsCopiedFromTheLastEntry() throws {
+        let deep = "version: 1\nfiles:\n    -   url: https://e.com/a\n        dest: a\n"
+        XCTAssertEqual(try edit(deep), deep + """
+                -   url: https://example.com/v2/new.bin
+                    dest: new.bin
+                    sha256: \(hex)
+                    size: 4096
+
+            """)
+        let indentless = "version: 1\nfiles:\n- url: https://e.com/a\n  dest: a\n"
+        XCTAssertEqual(try edit(indentless), indentless + """
+            - url: https://example.com/v2/new.bin
+              dest: new.bin
+              sha256: \(hex)
+              size: 4096
+
+            """)
+    }
+
+    func testTopLevelKeysAndCommentsAfterFilesStayAfterTheNewEntry() throws {
+        let original = """
+            version: 1
+            files:
+              - url: https://e.com/a
+                dest: a
+                headers:
+                  X-Team: data   # who to ask
+            # Pruning is off until the migration ends.
+            prune: false
+            defaults:
+              timeout: 60s
+            """
+        XCTAssertEqual(try edit(original), """
+            version: 1
+            files:
+              - url: https://e.com/a
+                dest: a
+                headers:
+                  X-Team: data   # who to ask
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+            # Pruning is off until the migration ends.
+            prune: false
+            defaults:
+              timeout: 60s
+            """)
+    }
+
+    func testOneLineFlowEntriesGetAOneLineFlowEntry() throws {
+        let original = "version: 1\nfiles:\n  - {url: https://e.com/a, dest: a}  # first\n  - {url: https://e.com/b, dest: b}\n"
+        XCTAssertEqual(try edit(original), original
+            + "  - {url: \"https://example.com/v2/new.bin\", dest: new.bin, sha256: \(hex), size: 4096}\n")
+    }
+
+    func testLiteralBlockScalarAsTheLastValue() throws {
+        let original = "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n    headers:\n      X-Note: |-\n        line one\n\n  # about the next entry\nprune: false\n"
+        XCTAssertEqual(try edit(original), "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n    headers:\n      X-Note: |-\n        line one\n\n"
+            + "  - url: https://example.com/v2/new.bin\n    dest: new.bin\n    sha256: \(hex)\n    size: 4096\n"
+            + "  # about the next entry\nprune: false\n")
+    }
+
+    // MARK: Line endings and encodings
+
+    func testCRLFManifestGetsCRLFLines() throws {
+        let original = "version: 1\r\nfiles:\r\n  - url: https://e.com/a\r\n    dest: a\r\n# end\r\n"
+        XCTAssertEqual(try edit(original), "version: 1\r\nfiles:\r\n  - url: https://e.com/a\r\n    dest: a\r\n"
+            + "  - url: https://example.com/v2/new.bin\r\n    dest: new.bin\r\n    sha256: \(hex)\r\n    size: 4096\r\n# end\r\n")
+    }
+
+    func testMissingFinalNewlineIsSupplied() throws {
+        XCTAssertEqual(try edit("version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a  # last"), """
+            version: 1
+            files:
+              - url: https://e.com/a
+                dest: a  # last
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+
+            """)
+    }
+
+    /// libyaml counts positions in characters; the splice is in bytes. Multi-byte text before the insertion point
+    /// (and a byte order mark) must not shift it.
+    func testByteOrderMarkAndMultibyteTextBeforeTheInsertionPoint() throws {
+        let head = "\u{feff}# Données — größere Dateien 📦 " + String(repeating: "ä", count: 40) + "\nversion: 1\nfiles:\n"
+            + "  - url: https://e.com/ü\n    dest: \"été/ça.csv\"\n"
+        let tail = "prune: false\n# ünd so weiter\n"
+        XCTAssertEqual(try edit(head + tail), head
+            + "  - url: https://example.com/v2/new.bin\n    dest: new.bin\n    sha256: \(hex)\n    size: 4096\n" + tail)
+    }
+
+    // MARK: files: that is not (yet) a block sequence
+
+    func testEmptyFlowSequenceBecomesABlockSequenceKeepingItsComment() throws {
+        XCTAssertEqual(try edit("version: 1\nfiles: []   # none yet\nprune: false\n"), """
+            version: 1
+            files:   # none yet
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+            prune: false
+
+            """)
+        XCTAssertEqual(try edit("version: 1\nfiles: []"), """
+            version: 1
+            files:
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+
+            """)
+    }
+
+    func testFlowSequenceGainsAFlowItem() throws {
+        XCTAssertEqual(try edit("version: 1\nfiles: [{url: https://e.com/a, dest: a}]  # inline\n"),
+                       "version: 1\nfiles: [{url: https://e.com/a, dest: a}, {url: \"https://example.com/v2/new.bin\", "
+                       + "dest: new.bin, sha256: \(hex), size: 4096}]  # inline\n")
+        XCTAssertEqual(try edit("version: 1\nfiles: [\n    {url: https://e.com/a, dest: a},\n]\n"),
+                       "version: 1\nfiles: [\n    {url: https://e.com/a, dest: a},\n    {url: \"https://example.com/v2/new.bin\", "
+                       + "dest: new.bin, sha256: \(hex), size: 4096},\n]\n")
+    }
+
+    func testNullFilesGetsABlockSequence() throws {
+        let expected = """
+            version: 1
+            files:
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+            # later
+            prune: false
+
+            """
+        XCTAssertEqual(try edit("version: 1\nfiles:\n# later\nprune: false\n"), expected)
+        XCTAssertEqual(try edit("version: 1\nfiles: ~\n# later\nprune: false\n"), expected)
+        XCTAssertEqual(try edit("version: 1\nfiles: null\n# later\nprune: false\n"), expected)
+    }
+
+    func testMissingFilesKeyIsAddedAfterTheTopLevelContent() throws {
+        XCTAssertEqual(try edit("# assets\nversion: 1\nroot: out   # relative\n\n# end of manifest\n"), """
+            # assets
+            version: 1
+            root: out   # relative
+            files:
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+
+            # end of manifest
+
+            """)
+    }
+
+    func testFlowTopLevelMappingStaysFlow() throws {
+        let flowEntry = "{url: \"https://example.com/v2/new.bin\", dest: new.bin, sha256: \(hex), size: 4096}"
+        XCTAssertEqual(try edit("{version: 1, files: []}\n"), "{version: 1, files: [\(flowEntry)]}\n")
+        XCTAssertEqual(try edit("{version: 1}\n"), "{version: 1, files: [\(flowEntry)]}\n")
+        XCTAssertEqual(try edit("{version: 1, files: ~}\n"), "{version: 1, files: [\(flowEntry)]}\n")
+    }
+
+    func testEmptyOrCommentOnlyManifestGetsAMinimalOne() throws {
+        let minimal = "version: 1\nfiles:\n  - url: https://example.com/v2/new.bin\n    dest: new.bin\n    sha256: \(hex)\n    size: 4096\n"
+        XCTAssertEqual(try edit(""), minimal)
+        XCTAssertEqual(try edit("# assets for the demo\n"), "# assets for the demo\n" + minimal)
+        XCTAssertEqual(try edit("# no newline"), "# no newline\n" + minimal)
+        let created = try ManifestEditor.appending(entry, to: nil, fileName: Fixture.fileName)
+        XCTAssertEqual(String(decoding: created.bytes, as: UTF8.self), minimal)
+        XCTAssertEqual(created.entryIndex, 0)
+        XCTAssertNotNil(Fixture.manifest(minimal))
+    }
+
+    // MARK: Refusals and findings
+
+    func testDuplicateDestinationIsNamedWithItsPosition() {
+        let original = "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n  - url: https://e.com/b\n    dest: ./sub//new.bin\n"
+        let pinned = PinnedEntry(url: "https://e.com/c", destination: "sub/new.bin", digest: digest, size: 1)
+        do {
+            _ = try ManifestEditor.appending(pinned, to: Array(original.utf8), fileName: Fixture.fileName)
+            XCTFail("expected a refusal")
+        } catch {
+            XCTAssertEqual(error.reason, .destinationTaken(index: 1))
+            XCTAssertEqual(error.description,
+                           "haul.yaml:6:11: error: files[1].dest: \"sub/new.bin\" is already the destination of files[1]")
+        }
+    }
+
+    func testSameURLIsReportedButAllowed() throws {
+        let original = "version: 1\nfiles:\n  - url: https://example.com/v2/new.bin\n    dest: old.bin\n"
+        let result = try ManifestEditor.appending(entry, to: Array(original.utf8), fileName: Fixture.fileName)
+        XCTAssertEqual(result.sameURL.map(\.index), [0])
+        XCTAssertEqual(result.sameURL.first?.destination, "old.bin")
+        XCTAssertEqual(result.sameURL.first?.location, SourceLocation(line: 3, column: 10))
+        XCTAssertEqual(result.entryIndex, 1)
+    }
+
+    func testLayoutsThatCannotTakeAnEntryAreRefusedWithAPosition() {
+        XCTAssertEqual(editError("- a\n- b\n")?.description,
+                       "haul.yaml:1:1: error: expected a mapping at the top level, found a sequence")
+        XCTAssertEqual(editError("version: 1\nfiles:\n  url: https://e.com/a\n")?.description,
+                       "haul.yaml:3:3: error: files: expected a sequence, found a mapping")
+        XCTAssertEqual(editError("version: 1\nfiles: everything\n")?.description,
+                       "haul.yaml:2:8: error: files: expected a sequence, found \"everything\"")
+        XCTAssertEqual(editError("version: 1\nfiles: [\n")?.reason, .notEditable)
+        let utf16: [UInt8] = [0xff, 0xfe] + Array("version: 1\n".utf8).flatMap { [$0, 0] }
+        XCTAssertThrowsError(try ManifestEditor.appending(entry, to: utf16, fileName: Fixture.fileName)) { error in
+            XCTAssertEqual((error as? ManifestEditError)?.description,
+                           "haul.yaml: error: the manifest is not UTF-8 text; haul edits only UTF-8 manifests")
+        }
+    }
+
+    // MARK: Values
+
+    /// Values that would read back differently (or not at all) unquoted are double-quoted; each edited manifest
+    /// is loaded back by `edit`, which checks the values survive exactly.
+    func testValuesThatNeedQuotingAreQuotedAndReadBackExactly() throws {
+        let cases: [(url: String, dest: String, urlText: String, destText: String)] = [
+            ("https://e.com/a#frag", "plain.bin", "\"https://e.com/a#frag\"", "plain.bin"),
+            ("https://e.com/x?a=b:c", "yes", "https://e.com/x?a=b:c", "\"yes\""),
+            ("https://e.com/x", "- dash", "https://e.com/x", "\"- dash\""),
+            ("https://e.com/x", "2024", "https://e.com/x", "\"2024\""),
+            ("https://e.com/x", "a: b", "https://e.com/x", "\"a: b\""),
+            ("https://e.com/x", "tab\there", "https://e.com/x", "\"tab\\there\""),
+            ("https://e.com/x", "say \"hi\"\\", "https://e.com/x", "say \"hi\"\\"),
+            ("https://e.com/x", "line\u{2028}sep", "https://e.com/x", "\"line\\Lsep\""),
+            ("https://e.com/x", "été/ça.csv", "https://e.com/x", "été/ça.csv"),
+            ("https://e.com/x", ".env", "https://e.com/x", ".env"),
+            ("https://e.com/x", "*star", "https://e.com/x", "\"*star\""),
+        ]
+        for (url, dest, urlText, destText) in cases {
+            let pinned = PinnedEntry(url: url, destination: dest, digest: digest, size: 7)
+            let edited = try edit("version: 1\nfiles: []\n", pinned)
+            XCTAssertEqual(edited, "version: 1\nfiles:\n  - url: \(urlText)\n    dest: \(destText)\n    sha256: \(hex)\n    size: 7\n")
+            // The same values inside a flow mapping, where `,[]{}` matter too.
+            _ = try edit("{version: 1, files: []}", pinned)
+        }
+        let flow = PinnedEntry(url: "https://e.com/x", destination: "a,b[c]", digest: digest, size: 7)
+        XCTAssertTrue(try edit("{version: 1, files: []}", flow).contains("dest: \"a,b[c]\""))
+    }
+
+    func testPrintedSnippet() {
+        XCTAssertEqual(entry.yamlSnippet, """
+            - url: https://example.com/v2/new.bin
+              dest: new.bin
+              sha256: \(hex)
+              size: 4096
+
+            """)
+    }
+
+    // MARK: Drafts
+
+    private func draft(_ url: String, dest: String? = nil, environment: [String: String] = [:]) -> Result<EntryDraft, EntryDraftError> {
+        Result { () throws(EntryDraftError) in try EntryDraft(url: url, destination: dest, environment: environment) }
+    }
+
+    func testDestinationDefaultsToTheURLsDecodedFileName() throws {
+        XCTAssertEqual(try draft("https://e.com/a/b/data%20set.csv?sig=1#top").get().destination, "data set.csv")
+        XCTAssertEqual(try draft("https://e.com/tool.tar.gz").get().destination, "tool.tar.gz")
+        XCTAssertEqual(try draft("https://e.com/x", dest: "./bin//tool").get().destination, "bin/tool")
+        let templated = try draft("https://${HOST}/files/a.bin", environment: ["HOST": "e.com"]).get()
+        XCTAssertEqual(templated.destination, "a.bin")
+        XCTAssertEqual(templated.url.expanded, "https://e.com/files/a.bin")
+        XCTAssertEqual(templated.pinned(digest: digest, size: 1).url, "https://${HOST}/files/a.bin",
+                       "the manifest gets the reference, not its value")
+    }
+
+    func testDraftsTheLoaderWouldRejectAreRefused() {
+        func messages(_ url: String, dest: String? = nil, environment: [String: String] = [:]) -> [String] {
+            if case .failure(let error) = draft(url, dest: dest, environment: environment) { return error.messages }
+            return []
+        }
+        XCTAssertEqual(messages("https://e.com/"),
+                       ["URL \"https://e.com/\" has no file name at the end of its path; choose a destination with --dest"])
+        XCTAssertEqual(messages("https://user:secret@e.com"),
+                       ["URL \"https://***@e.com\" has no file name at the end of its path; choose a destination with --dest"])
+        XCTAssertEqual(messages("https://e.com/a%2Fb"),
+                       ["the file name in URL \"https://e.com/a%2Fb\" decodes to \"a/b\", which is not a plain file name; "
+                        + "choose a destination with --dest"])
+        XCTAssertEqual(messages("https://e.com/.."),
+                       ["destination \"..\" contains \"..\"; destinations must stay inside root (derived from the URL; "
+                        + "choose one with --dest)"])
+        XCTAssertEqual(messages("https://e.com/x", dest: ".haul/state"),
+                       ["\".haul/state\" is inside \".haul\", haul's private folder under root"])
+        XCTAssertEqual(messages("https://e.com/x", dest: "/etc/passwd"),
+                       ["destination \"/etc/passwd\" is absolute; destinations are relative to root"])
+        XCTAssertEqual(messages("ftp://e.com/x"), ["unsupported URL scheme \"ftp\" (haul fetches http and https)"])
+        XCTAssertEqual(messages("https://e.com/${TOKEN}/x"), ["environment variable TOKEN is not set"])
+    }
+}
