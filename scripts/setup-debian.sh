@@ -5,8 +5,8 @@ set -euo pipefail
 
 # Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto) and pkg-config to find them.
 # Tests: python3 with jsonschema and PyYAML validate the examples against the JSON Schema; nginx and openssl
-# give the TLS and HTTP/2 tests a real server with a test CA.
-packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3 python3-jsonschema python3-yaml ca-certificates openssl nginx-light)
+# give the TLS and HTTP/2 tests a real server with a test CA; tmux gives the live-progress test a real terminal.
+packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3 python3-jsonschema python3-yaml ca-certificates openssl nginx-light tmux)
 
 missing=()
 for package in "${packages[@]}"; do
