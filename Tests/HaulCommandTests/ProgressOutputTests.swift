@@ -241,8 +241,11 @@ private final class Tmux {
         return try capture(name, escapes: false)
     }
 
+    /// Ends every session and removes the socket, which tmux leaves behind (in /tmp/tmux-UID: the child's
+    /// minimal environment has no TMUX_TMPDIR).
     func killServer() {
         _ = try? tmux(["kill-server"])
+        unlink("/tmp/tmux-\(getuid())/\(socket)")
     }
 
     private func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
