@@ -49,7 +49,7 @@ struct ManifestOptions: ParsableArguments {
     func load() throws -> Manifest {
         do {
             let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current)
-            Output.errors(manifest.warnings.map(\.description))
+            if !quiet { Output.errors(manifest.warnings.map(\.description)) }
             return manifest
         } catch {
             Output.errors(error.diagnostics.map(\.description))

@@ -6,27 +6,83 @@ import HaulPlanner
 
 /// Text for people: the plan on stdout, failures and warnings on stderr as they happen, progress on stderr in
 /// the chosen style, the summary on stdout.
+///
+/// | what             | none | plain                   | bar                      | --verbose adds            |
+/// |------------------|------|-------------------------|--------------------------|---------------------------|
+/// | plan, summary    | yes  | yes                     | yes (view erased first)  |                           |
+/// | failures         | yes  | yes                     | above the view           |                           |
+/// | a file done      |      | `fetched a (1.2 MiB)`   | (the view)               | the line in every style, with its URL |
+/// | a retry          |      | `retry a: HTTP 503; …`  | above the view           | the line in every style, with the URL |
+/// | a long transfer  |      | a heartbeat every 5 s   | (the view)               |                           |
+///
+/// `--quiet` prints errors only. Plan and summary text are exactly `HumanReport`'s; colour, when enabled, only
+/// paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
 final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle
     let quiet: Bool
     let verbose: Bool
+    /// Colour on stderr (`Colour.enabled` was asked about stderr).
     let colour: Bool
+    /// Colour on stdout too: it may be a pipe (`haul sync | tee log`) while stderr is the terminal.
+    private let colourStdout: Bool
+    private let tracker: ProgressTracker?
+    private let display: Display
+
+    private enum Display: Sendable {
+        case none
+        case plain(PlainProgress)
+        case bar(TerminalView)
+    }
 
     init(style: ProgressStyle, quiet: Bool, verbose: Bool, colour: Bool) {
         self.style = style
         self.quiet = quiet
         self.verbose = verbose
         self.colour = colour
+        colourStdout = colour && isatty(STDOUT_FILENO) == 1
+        switch quiet ? .none : style {
+        case .none:
+            tracker = nil
+            display = .none
+        case .bar:
+            let tracker = ProgressTracker(rateWindow: TerminalView.rateWindow)
+            self.tracker = tracker
+            display = .bar(TerminalView(tracker: tracker))
+        case .plain, .auto:  // `auto` is resolved before this; unresolved, the safe choice is no cursor tricks
+            let tracker = ProgressTracker(rateWindow: PlainProgress.rateWindow)
+            self.tracker = tracker
+            display = .plain(PlainProgress(tracker: tracker))
+        }
     }
 
-    func warning(_ text: String) { Output.errors(["warning: \(text)"]) }
+    /// Lines a log gets for each file done and each retry, without `--verbose`.
+    private var linePerFile: Bool {
+        if case .plain = display { return true }
+        return false
+    }
+
+    var wantsProgress: Bool { tracker != nil }
+
+    func warning(_ text: String) {
+        guard !quiet else { return }
+        Output.errors([paintDiagnostic("warning: \(text)")])
+    }
 
     func plan(_ plan: Plan, acting: Bool) {
-        guard !quiet, plan.hasChanges || !acting else { return }
-        Output.lines(HumanReport.planLines(plan))
+        if !quiet, plan.hasChanges || !acting {
+            let lines = HumanReport.planLines(plan)
+            Output.lines(colourStdout ? lines.map(paintPlanLine) : lines)
+        }
+        guard acting, let tracker else { return }
+        let transfers = tracker.update { model, _ in
+            model.expect(plan)
+            return model.filesTotal
+        }
+        if transfers > 0 { startDisplay() }
     }
 
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
+        endDisplay()
         if let signal {
             let stopped = result.failures.count
             Output.errors(["haul: interrupted by \(signal); \(stopped) unfinished "
@@ -36,29 +92,110 @@ final class HumanReporter: RunReporter, Sendable {
         if !quiet { Output.lines([HumanReport.syncSummary(result)]) }
     }
 
+    func entry(_ entry: FileEntry, started source: String) {
+        guard let tracker else { return }
+        tracker.update { model, now in model.started(name(entry), size: entry.size, now: now) }
+        startDisplay()
+    }
+
+    func entry(_ entry: FileEntry, progress: TransferProgress) {
+        tracker?.update { model, now in model.progress(name(entry), progress, size: entry.size, now: now) }
+    }
+
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {
-        guard verbose else { return }
-        let next = retryIn.map { "; retrying in \(String(format: "%.1f", $0)) s" } ?? ""
-        Output.errors(["warning: \(entry.destination): \(failure)\(next)"])
+        tracker?.update { model, _ in model.attemptFailed(name(entry), retrying: retryIn != nil) }
+        // An interruption is said once, in the summary, not once per transfer it stopped.
+        guard !quiet, failure.reason != .interrupted else { return }
+        let destination = ProgressFormatting.displayName(entry.destination.description)
+        // Without --verbose the URL is left out: a log line per retry should be short; with mirrors, the
+        // final error names every URL anyway.
+        let cause = verbose ? failure.description : failure.reason.description
+        if let retryIn, verbose || tracker != nil {
+            Output.errors([paint("retry", ANSI.yellow, colour)
+                           + " \(destination): \(cause); retrying in \(String(format: "%.1f", retryIn)) s"])
+        } else if retryIn == nil, verbose {
+            // This source is given up: the next mirror is tried, or the entry fails with its own error line.
+            Output.errors([paintDiagnostic("warning: \(destination): \(failure)")])
+        }
     }
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
+        let destination = ProgressFormatting.displayName(entry.destination.description)
         switch outcome {
         case .upToDate:
             break
         case .notModified:
-            if verbose { Output.lines(["unchanged \(entry.destination) (the server answered 304)"]) }
+            tracker?.update { model, _ in model.finished(name(entry), .unchanged) }
+            if !quiet, verbose || linePerFile { Output.lines(["unchanged \(destination) (the server answered 304)"]) }
         case .fetched(let file):
-            if verbose { Output.lines(["fetched \(entry.destination) (\(ByteCount.format(file.size))) from \(file.sourceDisplayURL)"]) }
+            tracker?.update { model, _ in model.finished(name(entry), .fetched(size: file.size)) }
+            guard !quiet, verbose || linePerFile else { break }
+            let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
+            Output.lines([verbose ? line + " from \(file.sourceDisplayURL)" : line])
         case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
-            break  // one line for the whole interruption, not one per entry
+            tracker?.update { model, _ in model.finished(name(entry), .failed) }
+            // one line for the whole interruption, not one per entry
         case .failed(let failure):
-            Output.errors(HumanReport.failureLines(entry: entry, failure: failure))
+            tracker?.update { model, _ in model.finished(name(entry), .failed) }
+            Output.errors(HumanReport.failureLines(entry: entry, failure: failure).map(paintDiagnostic))
         }
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {
-        if case .deleted = outcome, verbose { Output.lines(["pruned \(destination)"]) }
-        if let line = HumanReport.pruneLine(destination, outcome) { Output.errors([line]) }
+        if case .deleted = outcome, !quiet, verbose || linePerFile {
+            Output.lines(["pruned \(ProgressFormatting.displayName(destination.description))"])
+        }
+        if case .kept = outcome, quiet { return }  // a warning, and --quiet prints errors only
+        if let line = HumanReport.pruneLine(destination, outcome) { Output.errors([paintDiagnostic(line)]) }
+    }
+
+    // MARK: Display
+
+    private func name(_ entry: FileEntry) -> String { entry.destination.description }
+
+    private func startDisplay() {
+        switch display {
+        case .none: break
+        case .plain(let plain): plain.start()
+        case .bar(let view): view.start()
+        }
+    }
+
+    private func endDisplay() {
+        switch display {
+        case .none: break
+        case .plain(let plain): plain.end()
+        case .bar(let view): view.end()
+        }
+    }
+
+    // MARK: Colour
+
+    /// `+` green, `~` yellow, `↻` cyan, `-` red, `!` bold red: the marker only, the words stay as they are.
+    private func paintPlanLine(_ line: String) -> String {
+        guard let marker = line.first, line.dropFirst().first == " " else { return line }
+        let code: String? = switch marker {
+        case "+": ANSI.green
+        case "~": ANSI.yellow
+        case "↻": ANSI.cyan
+        case "-": ANSI.red
+        case "!": ANSI.boldRed
+        default: nil
+        }
+        guard let code else { return line }
+        return ANSI.paint(String(marker), code) + line.dropFirst()
+    }
+
+    /// `error:` in bold red, `warning:` in yellow, on stderr when colour is on.
+    private func paintDiagnostic(_ line: String) -> String {
+        guard colour else { return line }
+        for (prefix, code) in [("error:", ANSI.boldRed), ("warning:", ANSI.yellow)] where line.hasPrefix(prefix) {
+            return ANSI.paint(prefix, code) + line.dropFirst(prefix.count)
+        }
+        return line
+    }
+
+    private func paint(_ text: String, _ code: String, _ enabled: Bool) -> String {
+        enabled ? ANSI.paint(text, code) : text
     }
 }

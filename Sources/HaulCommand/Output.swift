@@ -5,28 +5,125 @@ import HaulManifest
 import Synchronization
 
 /// stdout for results, stderr for diagnostics; whole lines, never interleaved mid-line across threads.
+///
+/// While the live progress view is up (`showLive`), it sits at the bottom of the terminal, on stderr, and every
+/// line written through here appears above it: the view is erased, the line written and the view drawn again,
+/// all under the one lock, so no line lands in the middle of a frame and no frame is drawn over a line.
 enum Output {
-    private static let lock = Mutex(())
+    /// The frame on screen, if any: its lines (to draw it again after a line is printed above it) and the
+    /// columns each took (to know how many rows to move up even if the terminal narrowed and wrapped them).
+    private struct LiveRegion {
+        var lines: [String]
+        var columns: [Int]
+    }
+
+    private static let live = Mutex<LiveRegion?>(nil)
+    /// Decided once: whether stdout shares the screen with the view (then stdout lines must be written above
+    /// it too), or goes to a file or a pipe (then the view need not move for it).
+    private static let stdoutIsTerminal = isatty(STDOUT_FILENO) == 1
 
     static func lines(_ lines: [String]) { write(lines, to: STDOUT_FILENO) }
     static func errors(_ lines: [String]) { write(lines, to: STDERR_FILENO) }
 
-    /// Straight to the file descriptor: no stdio buffer to flush, and a closed pipe (EPIPE, SIGPIPE ignored)
-    /// simply ends the output.
     private static func write(_ lines: [String], to descriptor: Int32) {
         guard !lines.isEmpty else { return }
-        var text = lines.joined(separator: "\n") + "\n"
-        lock.withLock { _ in
-            text.withUTF8 { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let written = Glibc.write(descriptor, bytes.baseAddress.map { $0 + offset }, bytes.count - offset)
-                    if written < 0 && errno == EINTR { continue }
-                    if written <= 0 { return }
-                    offset += written
-                }
+        let text = lines.joined(separator: "\n") + "\n"
+        live.withLock { region in
+            guard let shown = region, descriptor == STDERR_FILENO || stdoutIsTerminal else {
+                writeAll(text, to: descriptor)
+                return
+            }
+            if descriptor == STDERR_FILENO {
+                writeAll(erase(shown) + text + draw(shown.lines), to: STDERR_FILENO)  // one write: no flicker
+            } else {
+                writeAll(erase(shown), to: STDERR_FILENO)
+                writeAll(text, to: descriptor)
+                writeAll(draw(shown.lines), to: STDERR_FILENO)
             }
         }
+    }
+
+    /// Replaces the live view on stderr with `frame` in a single write(2): back to the frame's first row, then
+    /// each line cleared and rewritten in place (never the whole view cleared first, which would flicker), then
+    /// any rows the old frame had beyond the new one cleared. Each line must already fit in the terminal's
+    /// width - 1, so that no line wraps.
+    static func showLive(_ frame: [String]) {
+        live.withLock { region in
+            let oldRows = region.map(rows(of:)) ?? 0
+            // The row the cursor rests on is cleared too: a `^C` the terminal echoed there goes with the view.
+            let text = up(oldRows) + draw(frame) + clearRows(max(0, oldRows - frame.count) + 1)
+            writeAll(text, to: STDERR_FILENO)
+            region = LiveRegion(lines: frame, columns: frame.map { ProgressFormatting.columns(of: $0) })
+        }
+    }
+
+    /// Erases the live view, leaving the cursor where the view began: what is printed next takes its place.
+    static func endLive() {
+        live.withLock { region in
+            guard let shown = region else { return }
+            writeAll(erase(shown), to: STDERR_FILENO)
+            region = nil
+        }
+    }
+
+    /// Back to the first row of the frame, every row of it cleared.
+    ///
+    /// Row by row (EL), not with "erase below" (ED): when the frame fills the screen, ED from its top is a
+    /// clear-screen, and tmux (`scroll-on-clear`, on by default) then copies the whole frame into the
+    /// scrollback every time a line is printed above it.
+    /// The row below the frame, where the cursor rests, is cleared too: nothing of ours is there, but a `^C`
+    /// that the terminal echoed is.
+    private static func erase(_ region: LiveRegion) -> String {
+        let rows = rows(of: region)
+        return up(rows) + clearRows(rows + 1)
+    }
+
+    /// Rows the frame occupies now: a line narrower than the old width may wrap onto several rows if the
+    /// terminal was narrowed since (terminals that reflow do that).
+    private static func rows(of region: LiveRegion) -> Int {
+        let width = max(1, TerminalSize.current(STDERR_FILENO).columns)
+        return region.columns.reduce(0) { $0 + max(1, ($1 + width - 1) / width) }
+    }
+
+    private static func up(_ rows: Int) -> String { rows > 0 ? "\r\u{1B}[\(rows)A" : "\r" }
+
+    /// Clears `count` rows from the cursor's down (moving down never scrolls), then returns to the first.
+    private static func clearRows(_ count: Int) -> String {
+        guard count > 0 else { return "" }
+        return Array(repeating: "\u{1B}[2K", count: count).joined(separator: "\u{1B}[B")
+            + (count > 1 ? "\u{1B}[\(count - 1)A" : "")
+    }
+
+    private static func draw(_ lines: [String]) -> String {
+        lines.map { "\u{1B}[2K" + $0 + "\n" }.joined()
+    }
+
+    /// Straight to the file descriptor: no stdio buffer to flush, and a closed pipe (EPIPE, SIGPIPE ignored)
+    /// simply ends the output.
+    private static func writeAll(_ text: String, to descriptor: Int32) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(descriptor, bytes.baseAddress.map { $0 + offset }, bytes.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+}
+
+/// The terminal's size from the kernel (TIOCGWINSZ), asked again for every frame so a resized window is
+/// followed; 80×24 when the descriptor is not a terminal or the terminal does not say.
+struct TerminalSize: Equatable {
+    var columns: Int
+    var rows: Int
+
+    static func current(_ descriptor: Int32) -> TerminalSize {
+        var size = winsize()
+        guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0 else { return TerminalSize(columns: 80, rows: 24) }
+        return TerminalSize(columns: size.ws_col > 0 ? Int(size.ws_col) : 80, rows: size.ws_row > 0 ? Int(size.ws_row) : 24)
     }
 }
 

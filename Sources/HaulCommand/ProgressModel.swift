@@ -1,0 +1,281 @@
+import Foundation
+import Glibc
+import Haul
+import HaulEngine
+import HaulManifest
+import HaulPlanner
+import Synchronization
+
+/// Bytes per second over the last few seconds, from samples of a cumulative counter.
+///
+/// Sampled on a timer rather than on every progress callback: a stalled transfer sends no callbacks, and its
+/// rate must still fall to zero. A window of seconds smooths the bursts of a network read loop.
+struct RateMeter {
+    let window: Double
+    private var samples: [(time: Double, bytes: Int64)] = []
+
+    init(window: Double) { self.window = window }
+
+    mutating func add(time: Double, bytes: Int64) {
+        samples.append((time, bytes))
+        // Keep one sample at or before the window's start, so the span covers the whole window.
+        while samples.count > 2, samples[1].time <= time - window { samples.removeFirst() }
+    }
+
+    /// nil until the samples span a quarter of a second: a rate from one burst would be noise.
+    var rate: Double? {
+        guard let first = samples.first, let last = samples.last, last.time - first.time >= 0.25 else { return nil }
+        return Double(max(0, last.bytes - first.bytes)) / (last.time - first.time)
+    }
+}
+
+/// What is known about the run's transfers at one moment: counts, bytes, per-transfer state, rates. A value
+/// type changed only through `ProgressTracker`'s lock; its methods take the time as an argument so that tests
+/// drive it with a fake clock.
+struct ProgressModel {
+    struct Active {
+        let name: String
+        let started: Double
+        /// The file's bytes so far, a resumed prefix included (what the bar shows).
+        var written: Int64 = 0
+        /// The server's announced length, else the manifest's `size`.
+        var expected: Int64?
+        /// Bytes received during this run (what the rate counts): a resumed prefix is not a download.
+        var received: Int64 = 0
+        var seenProgress = false
+        var meter: RateMeter
+        var note: String?
+        var lastMentioned: Double?
+    }
+
+    let rateWindow: Double
+    private(set) var filesTotal = 0
+    private(set) var filesDone = 0
+    private(set) var failed = 0
+    /// Entries not yet started, by destination, with the size the manifest pins (nil: unknown).
+    private var pending: [String: Int64?] = [:]
+    private var unknownPending = 0
+    private var knownPendingBytes: Int64 = 0
+    private(set) var active: [String: Active] = [:]
+    private var finishedBytes: Int64 = 0
+    private var received: Int64 = 0
+    private var meter: RateMeter
+    /// When a heartbeat line last appeared (the run's start before the first): the limit is for the whole run.
+    private var lastHeartbeat: Double
+
+    init(rateWindow: Double, now: Double) {
+        self.rateWindow = rateWindow
+        meter = RateMeter(window: rateWindow)
+        lastHeartbeat = now
+    }
+
+    /// The entries this run will transfer: fetches and revalidations. Refused entries never start.
+    mutating func expect(_ plan: Plan) {
+        for planned in plan.entries {
+            switch planned.action {
+            case .fetch, .revalidate: expect(planned.entry.destination.description, size: planned.entry.size)
+            case .keep, .refuse: continue
+            }
+        }
+    }
+
+    private mutating func expect(_ name: String, size: Int64?) {
+        guard pending[name] == nil, active[name] == nil else { return }
+        pending[name] = .some(size)
+        filesTotal += 1
+        // Wrapping arithmetic: whatever sizes a manifest claims, adding and later subtracting never traps,
+        // and the result is exact whenever the true total fits.
+        if let size { knownPendingBytes &+= size } else { unknownPending += 1 }
+    }
+
+    /// Takes `name` out of the pending set, if it is there.
+    private mutating func unpend(_ name: String) -> Bool {
+        guard let size = pending.removeValue(forKey: name) else { return false }
+        if let size { knownPendingBytes &-= size } else { unknownPending -= 1 }
+        return true
+    }
+
+    mutating func started(_ name: String, size: Int64?, now: Double) {
+        if !unpend(name) && active[name] == nil {
+            filesTotal += 1  // not in the plan we were shown; count it all the same
+        }
+        guard active[name] == nil else { return }
+        active[name] = Active(name: name, started: now, expected: size, meter: RateMeter(window: rateWindow))
+    }
+
+    /// `totalBytesWritten` counts the file from byte 0 and restarts when an attempt starts over; only what
+    /// arrived is added to `received`. `bytesWritten` is the last chunk, which tells a resumed prefix (the
+    /// first report's total minus its chunk) from downloaded bytes.
+    mutating func progress(_ name: String, _ progress: TransferProgress, size: Int64?, now: Double) {
+        if active[name] == nil { started(name, size: size, now: now) }
+        guard var transfer = active[name] else { return }
+        let total = progress.totalBytesWritten
+        let delta = transfer.seenProgress && total >= transfer.written ? total - transfer.written
+            : min(Int64(progress.bytesWritten), max(0, total))
+        transfer.seenProgress = true
+        transfer.written = total
+        transfer.received += delta
+        received += delta
+        if let expected = progress.totalBytesExpected { transfer.expected = expected }
+        transfer.note = nil
+        active[name] = transfer
+    }
+
+    /// Between a failed attempt and the next: the row says so instead of showing a rate.
+    mutating func attemptFailed(_ name: String, retrying: Bool) {
+        active[name]?.note = retrying ? "retrying" : nil
+    }
+
+    enum Ending { case fetched(size: Int64), unchanged, failed }
+
+    /// Fetched, unchanged (304), or failed: the entry leaves the view; its bytes count as done only if fetched.
+    mutating func finished(_ name: String, _ ending: Ending) {
+        let wasPending = unpend(name)
+        let transfer = active.removeValue(forKey: name)
+        guard wasPending || transfer != nil else { return }  // a refusal, never one of the transfers
+        filesDone += 1
+        switch ending {
+        case .fetched(let size):
+            finishedBytes += size
+            // The last chunks arrive after the last report (reports are rate-limited).
+            received += max(0, size - (transfer?.written ?? 0))
+        case .unchanged:
+            break
+        case .failed:
+            failed += 1
+        }
+    }
+
+    /// Feeds the meters; called on every tick of the display.
+    mutating func sample(now: Double) {
+        meter.add(time: now, bytes: received)
+        for (name, var transfer) in active {
+            transfer.meter.add(time: now, bytes: transfer.received)
+            active[name] = transfer
+        }
+    }
+
+    var bytesDone: Int64 { ([finishedBytes] + active.values.map(\.written)).saturatingSum() }
+
+    /// nil while any remaining entry's size is unknown: an ETA from a partial total would be wrong.
+    var bytesTotal: Int64? {
+        guard unknownPending == 0 else { return nil }
+        var sizes = [finishedBytes, knownPendingBytes]
+        for transfer in active.values {
+            guard let expected = transfer.expected else { return nil }
+            sizes.append(max(expected, transfer.written))
+        }
+        return sizes.saturatingSum()
+    }
+
+    var rate: Double? { meter.rate }
+
+    /// Active transfers, oldest first: a stable order, so rows do not jump around between frames.
+    var activeInOrder: [Active] {
+        active.values.sorted { ($0.started, $0.name) < ($1.started, $1.name) }
+    }
+
+    /// The live view: an overall line, then up to `maxTransferLines` rows (fewer on a short terminal, so the
+    /// frame never scrolls, which would break moving back up over it), then `… and N more`.
+    func frame(columns: Int, rows: Int) -> [String] {
+        var lines = [ProgressFormatting.overallLine(filesDone: filesDone, filesTotal: filesTotal, failed: failed,
+                                                    bytesDone: bytesDone, bytesTotal: bytesTotal, rate: rate,
+                                                    width: columns)]
+        let transfers = activeInOrder
+        // Leave room for the overall line, the "more" line and the line the cursor rests on.
+        let room = max(0, min(ProgressFormatting.maxTransferLines, rows - 3))
+        let shown = min(transfers.count, room)
+        lines += ProgressFormatting.transferLines(transfers.prefix(shown).map {
+            ProgressFormatting.TransferRow(name: $0.name, done: $0.written, total: $0.expected, rate: $0.meter.rate,
+                                           note: $0.note)
+        }, width: columns)
+        if transfers.count > shown && rows >= 3 {
+            lines.append(ProgressFormatting.moreLine(transfers.count - shown, width: columns))
+        }
+        return lines
+    }
+
+    /// The heartbeat of a log: at most one line per `interval` for the whole run, about a transfer running for
+    /// at least `interval`, the one mentioned least recently, so that several long transfers take turns.
+    mutating func heartbeat(now: Double, interval: Double) -> String? {
+        guard now - lastHeartbeat >= interval else { return nil }
+        let candidates = active.values.filter { now - $0.started >= interval }
+        guard let chosen = candidates.min(by: {
+            ($0.lastMentioned ?? -.infinity, $0.started, $0.name) < ($1.lastMentioned ?? -.infinity, $1.started, $1.name)
+        }) else { return nil }
+        lastHeartbeat = now
+        active[chosen.name]?.lastMentioned = now
+        return ProgressFormatting.heartbeatLine(name: chosen.name, done: chosen.written, total: chosen.expected,
+                                               rate: chosen.meter.rate)
+    }
+}
+
+/// The model behind a lock: the engine thread and the commit queue report into it while the ticker reads it.
+final class ProgressTracker: Sendable {
+    private let model: Mutex<ProgressModel>
+
+    init(rateWindow: Double) {
+        model = Mutex(ProgressModel(rateWindow: rateWindow, now: MonotonicClock.seconds()))
+    }
+
+    func update<T>(_ body: (inout ProgressModel, Double) -> T) -> T {
+        let now = MonotonicClock.seconds()
+        return model.withLock { body(&$0, now) }
+    }
+}
+
+/// Calls `tick` every `interval` seconds on its own thread until `stop()`, which returns only after the last
+/// tick has finished: after it, nothing is drawn any more.
+///
+/// A plain thread rather than a Dispatch timer: it blocks SIGINT and SIGTERM itself, so the signals keep going to
+/// `InterruptWatcher`'s `sigwait` whichever thread started it, and `stop()` can wait for it deterministically.
+final class Ticker: Sendable {
+    private let stopRequested = DispatchSemaphore(value: 0)
+    private let stopped = DispatchSemaphore(value: 0)
+    private let running = Atomic<Bool>(true)
+
+    init(interval: Double, _ tick: @escaping @Sendable () -> Void) {
+        let thread = Thread { [stopRequested, stopped] in
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGINT)
+            sigaddset(&signals, SIGTERM)
+            pthread_sigmask(SIG_BLOCK, &signals, nil)
+            while stopRequested.wait(timeout: .now() + interval) == .timedOut { tick() }
+            stopped.signal()
+        }
+        thread.name = "haul.progress"
+        thread.start()
+    }
+
+    /// Idempotent.
+    func stop() {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        stopRequested.signal()
+        stopped.wait()
+    }
+}
+
+/// A `Ticker` that starts at most once: started when there is something to show, stopped for good at the end.
+final class TickerSlot: Sendable {
+    private enum State { case idle, running(Ticker), ended }
+    private let state = Mutex(State.idle)
+
+    /// Later calls, and calls after `stop()`, do nothing.
+    func start(interval: Double, _ tick: @escaping @Sendable () -> Void) {
+        state.withLock { state in
+            guard case .idle = state else { return }
+            state = .running(Ticker(interval: interval, tick))
+        }
+    }
+
+    /// Returns once the last tick has finished.
+    func stop() {
+        let running: Ticker? = state.withLock { state in
+            defer { state = .ended }
+            if case .running(let ticker) = state { return ticker }
+            return nil
+        }
+        running?.stop()
+    }
+}

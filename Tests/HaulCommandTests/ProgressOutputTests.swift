@@ -1,0 +1,426 @@
+import Foundation
+import Glibc
+import HaulDigest
+import HaulTestSupport
+import XCTest
+
+@testable import HaulCommand
+@testable import HaulEngine
+
+/// What people and logs see while files arrive: the plain format when piped, the heartbeat, and the live view on
+/// a real terminal (tmux at 80 columns), through the real binary against a real loopback server.
+final class ProgressOutputTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
+
+    private func body(_ seed: Int, size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed) } }
+
+    /// `haul.yaml` with one pinned entry per file, served at `/dest`.
+    private func writeManifest(_ entries: [(dest: String, bytes: [UInt8])], server: LoopbackHTTPServer) throws {
+        var yaml = "version: 1\nroot: ./out\nfiles:\n"
+        for (dest, bytes) in entries {
+            yaml += "  - url: \(server.url("/" + dest))\n    dest: \(dest)\n    sha256: \(sha256(bytes))\n    size: \(bytes.count)\n"
+        }
+        try directory.write("haul.yaml", yaml)
+    }
+
+    /// Serves `entries`; paths under `/slow/` trickle at about 320 KiB/s (16 KiB every 50 ms).
+    private func server(_ entries: [(dest: String, bytes: [UInt8])], chunk: Int = 16 * 1024, interval: Double = 0.05,
+                        failFirst: String? = nil) throws -> LoopbackHTTPServer {
+        let files = StaticFiles(Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.dest, $0.bytes) }))
+        let script = ScriptedResponses(then: { request in
+            let response = files.respond(to: request)
+            return request.path.hasPrefix("/slow/") ? response.with(fault: .trickle(bytesPerChunk: chunk, interval: interval)) : response
+        })
+        if let failFirst { script.enqueue([.status(503)], for: "/" + failFirst) }
+        return try LoopbackHTTPServer(handler: script.respond)
+    }
+
+    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
+    }
+
+    // MARK: Piped: plain
+
+    /// A pipe gets plain progress whether or not `CI` is set: one `fetched` line per file, no escape sequence.
+    func testPipedOutputIsPlainOneLinePerFileAndNeverAnEscape() throws {
+        let entries = (0..<3).map { (dest: "data/f\($0).bin", bytes: body($0, size: 5000)) }
+        let server = try server(entries)
+        defer { server.stop() }
+        try writeManifest(entries, server: server)
+
+        for environment in [[:], ["CI": "true", "TERM": "xterm-256color"], ["TERM": "dumb"]] {
+            try? FileManager.default.removeItem(atPath: directory.path("out"))
+            let result = try haul(["sync"], environment: environment)
+            XCTAssertEqual(result.exitCode, 0, result.stderr)
+            XCTAssertFalse((result.stdout + result.stderr).contains("\u{1B}"), "\(environment): \(result.stdout)\(result.stderr)")
+            let fetched = result.stdout.split(separator: "\n").filter { $0.hasPrefix("fetched ") }
+            XCTAssertEqual(fetched.sorted(), entries.map { "fetched \($0.dest) (4.9 KiB)" }, "\(environment)")
+            XCTAssertTrue(result.stdout.contains("Fetched 3 files (14.6 KiB), 0 up to date"), result.stdout)
+            XCTAssertEqual(result.stderr, "", "nothing is slow: no heartbeat, no retry")
+        }
+    }
+
+    /// `--progress none` prints the plan and the summary only; `--quiet`, nothing at all when all goes well.
+    func testProgressNoneHasNoFileLinesAndQuietPrintsNothing() throws {
+        let entries = (0..<2).map { (dest: "f\($0).bin", bytes: body($0, size: 100)) }
+        let server = try server(entries)
+        defer { server.stop() }
+        try writeManifest(entries, server: server)
+
+        let none = try haul(["sync", "--progress", "none"])
+        XCTAssertEqual(none.exitCode, 0, none.stderr)
+        XCTAssertFalse(none.stdout.contains("fetched"), none.stdout)
+        XCTAssertEqual(none.stdout.split(separator: "\n").count, 4, "two plan lines, the plan summary, the summary: \(none.stdout)")
+        XCTAssertEqual(none.stderr, "")
+
+        try FileManager.default.removeItem(atPath: directory.path("out"))
+        let quiet = try haul(["sync", "--quiet", "--progress", "plain"])
+        XCTAssertEqual(quiet.exitCode, 0, quiet.stderr)
+        XCTAssertEqual(quiet.stdout, "")
+        XCTAssertEqual(quiet.stderr, "")
+    }
+
+    /// A retry is one line on stderr in plain mode, as it happens; without --verbose it leaves the URL out.
+    func testARetryIsOneLine() throws {
+        let entries = [(dest: "a.bin", bytes: body(1, size: 1000))]
+        let server = try server(entries, failFirst: "a.bin")
+        defer { server.stop() }
+        try writeManifest(entries, server: server)
+
+        let result = try haul(["sync"])
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        let lines = result.stderr.split(separator: "\n")
+        XCTAssertEqual(lines.count, 1, result.stderr)
+        XCTAssertTrue(lines.first?.hasPrefix("retry a.bin: HTTP 503; retrying in ") ?? false, result.stderr)
+        XCTAssertTrue(lines.first?.hasSuffix(" s") ?? false, result.stderr)
+        XCTAssertTrue(result.stdout.contains("fetched a.bin (1000 B)\n"), result.stdout)
+    }
+
+    /// A log shows that a long transfer is alive, but not more than once every five seconds for the whole
+    /// run: two transfers of about seven seconds give one heartbeat, not one each.
+    func testHeartbeatForSlowTransfersAtMostOnceEveryFiveSeconds() throws {
+        let entries = (0..<2).map { (dest: "slow/part\($0).bin", bytes: body($0, size: 36 * 32 * 1024)) }
+        let server = try server(entries, chunk: 32 * 1024, interval: 0.2)  // 160 KiB/s: about 7 s each
+        defer { server.stop() }
+        try writeManifest(entries, server: server)
+
+        let started = MonotonicClock.seconds()
+        let result = try haul(["sync"], environment: ["CI": "true"])
+        let elapsed = MonotonicClock.seconds() - started
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        let beats = result.stderr.split(separator: "\n").filter { $0.hasPrefix("still fetching ") }
+        XCTAssertGreaterThanOrEqual(elapsed, 5, "the transfers must outlast one heartbeat interval")
+        XCTAssertGreaterThanOrEqual(beats.count, 1, result.stderr)
+        XCTAssertLessThanOrEqual(beats.count, Int(elapsed / PlainProgress.heartbeatInterval), "\(elapsed) s: \(result.stderr)")
+        let pattern = try NSRegularExpression(pattern: #"^still fetching slow/part[01]\.bin: [0-9.]+ (B|KiB|MiB) / 1\.1 MiB, [0-9.]+ (B|KiB|MiB)/s$"#)
+        for beat in beats {
+            let line = String(beat)
+            XCTAssertNotNil(pattern.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)), line)
+        }
+        XCTAssertFalse(result.stderr.contains("\u{1B}"))
+        XCTAssertEqual(result.stdout.split(separator: "\n").filter { $0.hasPrefix("fetched slow/") }.count, 2, result.stdout)
+    }
+
+    // MARK: A real terminal
+
+    /// The live view under tmux at 80×24: while files trickle in, an overall line and per-transfer lines, none
+    /// wider than 79 columns (a long name is middle-truncated); after exit, no trace of it, and the summary.
+    /// With NO_COLOR, no escape sequence at any time; without it, the plan's markers are coloured.
+    func testLiveViewUnderTmuxAt80Columns() throws {
+        let tmux = try Tmux()
+        defer { tmux.killServer() }
+        let longName = "a/very/long/directory/name/that/keeps/going/and/going/until/it/cannot/fit/in/eighty/columns/file.bin"
+        let entries = [
+            (dest: "slow/trickle.bin", bytes: body(1, size: 1_200_000)),
+            (dest: "slow/" + longName, bytes: body(2, size: 1_000_000)),
+            (dest: "small.txt", bytes: body(3, size: 300)),
+        ]
+        let server = try server(entries)
+        defer { server.stop() }
+        try writeManifest(entries, server: server)
+
+        // Colour is on by default on a terminal: the plan's `+` is green.
+        try tmux.run("plan", in: directory.path, arguments: ["plan"], environment: [:])
+        let plan = try tmux.waitForExit("plan")
+        XCTAssertTrue(try tmux.capture("plan", escapes: true).contains("\u{1B}[32m+"), plan)
+
+        try tmux.run("sync", in: directory.path, arguments: ["sync"], environment: ["NO_COLOR": "1"])
+        var frame: [String]?
+        var sawEscape = false
+        let deadline = MonotonicClock.seconds() + 30
+        while MonotonicClock.seconds() < deadline {
+            let screen = try tmux.capture("sync", escapes: true)
+            sawEscape = sawEscape || screen.contains("\u{1B}")
+            if screen.contains("haul exited") { break }
+            let lines = screen.components(separatedBy: "\n")
+            if let top = lines.firstIndex(where: { $0.range(of: #"^\[\d+/3 files\]"#, options: .regularExpression) != nil }) {
+                let view = Array(lines[top...].prefix { !$0.isEmpty })
+                if view.contains(where: { $0.contains("slow/trickle.bin") && $0.contains("[#") }),
+                   view.contains(where: { $0.contains("…columns/file.bin") }) {
+                    frame = view
+                    break
+                }
+            }
+            usleep(100_000)
+        }
+        let lastScreen = try tmux.capture("sync", escapes: false)
+        let running = try XCTUnwrap(frame, "no frame with both transfers was seen:\n" + lastScreen)
+        print("frame at 80 columns:\n" + running.joined(separator: "\n"))
+        for line in running {
+            XCTAssertLessThanOrEqual(ProgressFormatting.columns(of: line), 79, "wider than 80 columns - 1: \(line)")
+        }
+        XCTAssertNotNil(running[0].range(of: #"^\[\d/3 files\] [0-9.]+ (B|KiB|MiB) / 2\.1 MiB"#, options: .regularExpression),
+                        running[0])
+        let longRow = try XCTUnwrap(running.first { $0.contains("…columns/file.bin") })
+        XCTAssertTrue(longRow.hasPrefix("  slow/a/"), "the name keeps its head and its tail: \(longRow)")
+
+        let finished = try tmux.waitForExit("sync")
+        XCTAssertTrue(finished.contains("haul exited 0"), finished)
+        let history = try tmux.capture("sync", escapes: true, history: true)
+        XCTAssertFalse(history.contains("\u{1B}") || sawEscape, "NO_COLOR: no escape sequence at any time:\n\(history)")
+        XCTAssertNil(history.range(of: #"(?m)^\[\d+/\d+ files\]"#, options: .regularExpression),
+                     "the view is erased, and no copy of it is left in the scrollback:\n\(history)")
+        XCTAssertFalse(history.contains("slow/trickle.bin  ["), history)
+        XCTAssertTrue(history.contains("Fetched 3 files (2.1 MiB), 0 up to date"), history)
+        XCTAssertNil(history.range(of: "(?m)^fetched ", options: .regularExpression), "the view replaces per-file lines")
+    }
+}
+
+/// A private tmux server (its own socket, `-L`, and no configuration file) for tests that need a terminal.
+private final class Tmux {
+    let socket = "haul-test-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+
+    /// Skips the test when tmux is not installed (scripts/setup-debian.sh installs it).
+    init() throws {
+        do {
+            _ = try ProcessRunner.run("tmux", ["-V"], timeout: 10)
+        } catch ProcessRunnerError.spawnFailed {
+            throw XCTSkip("tmux is not installed; the live-view test needs a terminal (apt-get install tmux)")
+        }
+    }
+
+    @discardableResult
+    private func tmux(_ arguments: [String]) throws -> ProcessResult {
+        try ProcessRunner.run("tmux", ["-L", socket, "-f", "/dev/null"] + arguments, timeout: 20)
+    }
+
+    /// Runs haul in a new detached 80×24 session named `name` with a clean environment (the pane's TERM only),
+    /// then prints `haul exited <status>` and waits, so the screen can still be read after haul exited.
+    func run(_ name: String, in directory: String, arguments: [String], environment: [String: String]) throws {
+        let variables = ProcessRunner.minimalEnvironment.merging(environment) { $1 }
+            .sorted { $0.key < $1.key }.map { quote("\($0.key)=\($0.value)") }
+        let command = "env -i TERM=\"$TERM\" \(variables.joined(separator: " ")) \(quote(HaulProcess.executablePath)) "
+            + arguments.map(quote).joined(separator: " ") + "; echo \"haul exited $?\"; sleep 600"
+        let result = try tmux(["new-session", "-d", "-s", name, "-x", "80", "-y", "24", "-c", directory, command])
+        guard result.exitCode == 0 else { throw XCTSkip("tmux cannot start a session here: \(result.stderr)") }
+    }
+
+    /// The visible screen (or all history too), wrapped lines joined, with escape sequences for attributes
+    /// when `escapes` is true.
+    func capture(_ name: String, escapes: Bool, history: Bool = false) throws -> String {
+        var arguments = ["capture-pane", "-p", "-J", "-t", name]
+        if escapes { arguments.append("-e") }
+        if history { arguments += ["-S", "-"] }
+        return try tmux(arguments).stdout
+    }
+
+    func waitForExit(_ name: String, timeout: Double = 60) throws -> String {
+        let deadline = MonotonicClock.seconds() + timeout
+        while MonotonicClock.seconds() < deadline {
+            let screen = try capture(name, escapes: false)
+            if screen.contains("haul exited") { return screen }
+            usleep(100_000)
+        }
+        XCTFail("haul did not exit within \(timeout) s")
+        return try capture(name, escapes: false)
+    }
+
+    /// Ends every session and removes the socket, which tmux leaves behind (in /tmp/tmux-UID: the child's
+    /// minimal environment has no TMUX_TMPDIR).
+    func killServer() {
+        _ = try? tmux(["kill-server"])
+        unlink("/tmp/tmux-\(getuid())/\(socket)")
+    }
+
+    private func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+}
+
+/// The pure pieces of progress output: layout, truncation, numbers, and the model's bookkeeping under a fake clock.
+final class ProgressFormattingTests: XCTestCase {
+    private typealias F = ProgressFormatting
+
+    func testBarIsProportionalAndFullOnlyWhenDone() {
+        XCTAssertEqual(F.bar(fraction: 0.5, width: 10), "[#####-----]")
+        XCTAssertEqual(F.bar(fraction: 0, width: 4), "[----]")
+        XCTAssertEqual(F.bar(fraction: 0.999, width: 10), "[#########-]", "not full while bytes are missing")
+        XCTAssertEqual(F.bar(fraction: 1, width: 10), "[##########]")
+        XCTAssertEqual(F.bar(fraction: 7, width: 3), "[###]")
+        XCTAssertEqual(F.bar(fraction: .nan, width: 3), "[---]")
+        XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 0), "[###-------]")
+        XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 2), "[--###-----]")
+        XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 8), "[-------###]")
+        XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 9), "[------###-]", "it bounces back")
+        for phase in 0 ..< 40 { XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: Int64(phase)).count, 12) }
+    }
+
+    func testTruncateMiddleKeepsTheHeadAndMoreOfTheTail() {
+        XCTAssertEqual(F.truncateMiddle("short.txt", to: 20), "short.txt")
+        XCTAssertEqual(F.truncateMiddle("data/very/long/path/file.csv", to: 15), "data…h/file.csv")
+        XCTAssertEqual(F.columns(of: F.truncateMiddle("data/very/long/path/file.csv", to: 15)), 15)
+        XCTAssertEqual(F.truncateMiddle("abc", to: 1), "…")
+        XCTAssertEqual(F.truncateMiddle("abc", to: 0), "")
+        // Two columns per CJK character: never one column too many.
+        let wide = "データ/とても長いファイル名です.csv"
+        for width in 1 ... 30 { XCTAssertLessThanOrEqual(F.columns(of: F.truncateMiddle(wide, to: width)), width, "\(width)") }
+        XCTAssertEqual(F.columns(of: "日本"), 4)
+        XCTAssertEqual(F.clip("日本語", to: 5), "日本")
+    }
+
+    func testControlCharactersInNamesNeverReachTheTerminal() {
+        XCTAssertEqual(F.displayName("a\u{1B}[31mb\nc\u{7F}.txt"), "a?[31mb?c?.txt")
+        XCTAssertEqual(F.displayName("plain/name.txt"), "plain/name.txt")
+    }
+
+    func testRateDurationAndETA() {
+        XCTAssertEqual(F.rate(8.1 * 1_048_576), "8.1 MiB/s")
+        XCTAssertEqual(F.rate(800 * 1024), "800.0 KiB/s")
+        XCTAssertEqual(F.rate(0), "0 B/s")
+        XCTAssertEqual(F.duration(0.2), "1s")
+        XCTAssertEqual(F.duration(11), "11s")
+        XCTAssertEqual(F.duration(125), "2m05s")
+        XCTAssertEqual(F.duration(3720), "1h02m")
+        XCTAssertEqual(F.duration(400_000), ">99h")
+        XCTAssertEqual(F.duration(.infinity), "?")
+        XCTAssertEqual(F.eta(remaining: 100, rate: 50), 2)
+        XCTAssertNil(F.eta(remaining: 100, rate: nil))
+        XCTAssertNil(F.eta(remaining: 100, rate: 0))
+        XCTAssertNil(F.eta(remaining: 0, rate: 10))
+    }
+
+    func testOverallLineShowsAnETAOnlyWhenTheTotalIsKnown() {
+        let mib = 1_048_576.0
+        XCTAssertEqual(F.overallLine(filesDone: 12, filesTotal: 40, failed: 0, bytesDone: Int64(35.2 * mib),
+                                     bytesTotal: Int64(120 * mib), rate: 8.1 * mib, width: 80),
+                       "[12/40 files] 35.2 MiB / 120.0 MiB  8.1 MiB/s  ETA 11s")
+        XCTAssertEqual(F.overallLine(filesDone: 1, filesTotal: 3, failed: 1, bytesDone: 2048, bytesTotal: nil,
+                                     rate: 1024, width: 80),
+                       "[1/3 files, 1 failed] 2.0 KiB  1.0 KiB/s")
+        XCTAssertEqual(F.overallLine(filesDone: 0, filesTotal: 3, failed: 0, bytesDone: 0, bytesTotal: 10, rate: nil,
+                                     width: 80), "[0/3 files] 0 B / 10 B")
+        XCTAssertEqual(F.overallLine(filesDone: 12, filesTotal: 40, failed: 0, bytesDone: 0, bytesTotal: 10, rate: nil,
+                                     width: 12), "[12/40 file")
+    }
+
+    func testTransferLinesLineUpAndNeverExceedTheWidth() {
+        let rows = [
+            F.TransferRow(name: "data/a.csv", done: 1_258_291, total: 4_194_304, rate: 800 * 1024, note: nil),
+            F.TransferRow(name: "a/very/long/directory/name/that/goes/on/and/on/forever/file.tar.gz", done: 5,
+                          total: nil, rate: nil, note: "retrying"),
+            F.TransferRow(name: "データ/とても長いファイル名です.csv", done: 1 << 40, total: 1 << 41, rate: 1e12, note: nil),
+        ]
+        let at80 = F.transferLines(rows, width: 80)
+        XCTAssertEqual(at80[0], "  data/a.csv                [##--------]        1.2 MiB / 4.0 MiB   800.0 KiB/s")
+        XCTAssertTrue(at80[1].hasPrefix("  a/very/…ever/file.tar.gz  [###-------]"), at80[1])
+        XCTAssertTrue(at80[1].hasSuffix("5 B      retrying"), at80[1])
+        let barColumns = at80.compactMap { line in line.range(of: "  [").map { F.columns(of: line[..<$0.lowerBound]) } }
+        XCTAssertEqual(barColumns.count, 3)
+        XCTAssertEqual(Set(barColumns).count, 1, "the bars start in the same column: \(at80)")
+        for width in 1 ... 200 {
+            for line in F.transferLines(rows, width: width) + [F.moreLine(12, width: width)] {
+                XCTAssertLessThanOrEqual(F.columns(of: line), max(1, width - 1), "width \(width): \(line)")
+            }
+        }
+        XCTAssertEqual(F.transferLines([rows[0]], width: 120)[0],
+                       "  data/a.csv  [########----------------------]        1.2 MiB / 4.0 MiB   800.0 KiB/s", "at most 30 cells")
+        XCTAssertEqual(F.transferLines([rows[0]], width: 40)[0], "  data/a.csv  1.2 MiB / 4.0 MiB", "narrow: no bar, no rate")
+    }
+
+    // MARK: The model
+
+    private func progress(_ total: Int64, chunk: Int, of expected: Int64? = nil) -> TransferProgress {
+        TransferProgress(bytesWritten: chunk, totalBytesWritten: total, totalBytesExpected: expected)
+    }
+
+    func testReceivedBytesExcludeAResumedPrefixAndSurviveARestart() {
+        var model = ProgressModel(rateWindow: 3, now: 0)
+        model.started("a", size: 10_000, now: 0)
+        model.progress("a", progress(6_100, chunk: 100, of: 10_000), size: 10_000, now: 0.1)  // resumed at 6000
+        model.sample(now: 0.1)
+        model.progress("a", progress(7_100, chunk: 100), size: 10_000, now: 1.1)
+        model.sample(now: 1.1)
+        XCTAssertEqual(model.active["a"]?.received, 1_100)
+        XCTAssertEqual(model.active["a"]?.meter.rate ?? 0, 1_000, accuracy: 0.001, "the resumed prefix is not a download")
+        XCTAssertEqual(model.bytesDone, 7_100, "but it is done")
+        model.attemptFailed("a", retrying: true)
+        XCTAssertEqual(model.active["a"]?.note, "retrying")
+        model.progress("a", progress(300, chunk: 300), size: 10_000, now: 2)  // the next attempt starts over
+        XCTAssertEqual(model.active["a"]?.received, 1_400)
+        XCTAssertNil(model.active["a"]?.note)
+        model.finished("a", .fetched(size: 10_000))
+        XCTAssertEqual(model.filesDone, 1)
+        XCTAssertEqual(model.bytesDone, 10_000)
+    }
+
+    func testTotalsAreKnownOnlyWhenEverySizeIs() {
+        var model = ProgressModel(rateWindow: 3, now: 0)
+        model.started("sized", size: 100, now: 0)
+        XCTAssertEqual(model.bytesTotal, 100)
+        model.started("unsized", size: nil, now: 0)
+        XCTAssertNil(model.bytesTotal)
+        model.progress("unsized", progress(10, chunk: 10, of: 50), size: nil, now: 0.1)
+        XCTAssertEqual(model.bytesTotal, 150, "the server announced a length")
+        model.finished("unsized", .failed)
+        XCTAssertEqual(model.bytesTotal, 100)
+        XCTAssertEqual(model.failed, 1)
+        model.finished("refused, never started", .failed)
+        XCTAssertEqual(model.failed, 1, "an entry that was never a transfer is not counted")
+        XCTAssertEqual(model.filesTotal, 2)
+    }
+
+    func testHeartbeatIsAtMostOnceAnIntervalAndTransfersTakeTurns() {
+        var model = ProgressModel(rateWindow: 5, now: 0)
+        model.started("a", size: 100, now: 0)
+        model.started("b", size: 100, now: 0.5)
+        XCTAssertNil(model.heartbeat(now: 4.9, interval: 5))
+        XCTAssertEqual(model.heartbeat(now: 5, interval: 5), "still fetching a: 0 B / 100 B, 0 B/s")
+        XCTAssertNil(model.heartbeat(now: 9.9, interval: 5), "one line per interval for the whole run")
+        XCTAssertEqual(model.heartbeat(now: 10, interval: 5)?.hasPrefix("still fetching b:"), true)
+        XCTAssertEqual(model.heartbeat(now: 15, interval: 5)?.hasPrefix("still fetching a:"), true)
+        model.finished("a", .fetched(size: 100))
+        model.finished("b", .fetched(size: 100))
+        model.started("c", size: nil, now: 16)
+        XCTAssertNil(model.heartbeat(now: 20, interval: 5), "c is not long yet")
+        XCTAssertEqual(model.heartbeat(now: 21, interval: 5), "still fetching c: 0 B, 0 B/s")
+    }
+
+    func testFrameListsAtMostEightTransfersAndFitsAShortTerminal() {
+        var model = ProgressModel(rateWindow: 3, now: 0)
+        for index in 0 ..< 12 { model.started("f\(index < 10 ? "0" : "")\(index).bin", size: 1000, now: Double(index)) }
+        let tall = model.frame(columns: 80, rows: 24)
+        XCTAssertEqual(tall.count, 10)
+        XCTAssertEqual(tall[1].hasPrefix("  f00.bin"), true, "oldest first")
+        XCTAssertEqual(tall.last, "  … and 4 more")
+        let short = model.frame(columns: 80, rows: 6)
+        XCTAssertEqual(short.count, 5, "never as tall as the terminal: \(short)")
+        XCTAssertEqual(short.last, "  … and 9 more")
+        XCTAssertEqual(model.frame(columns: 80, rows: 2).count, 1)
+    }
+
+    func testRateMeterSmoothsOverItsWindowAndFallsToZeroWhenStalled() {
+        var meter = RateMeter(window: 2)
+        meter.add(time: 0, bytes: 0)
+        XCTAssertNil(meter.rate)
+        meter.add(time: 0.1, bytes: 1000)
+        XCTAssertNil(meter.rate, "a tenth of a second is a burst, not a rate")
+        meter.add(time: 1, bytes: 1000)
+        XCTAssertEqual(meter.rate ?? 0, 1000, accuracy: 0.001)
+        for tick in 2 ... 6 { meter.add(time: Double(tick), bytes: 1000) }
+        XCTAssertEqual(meter.rate, 0)
+    }
+}
