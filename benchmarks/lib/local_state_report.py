@@ -107,9 +107,17 @@ def main():
                 verdict(rss < 200, f"{sc}: no-op peak RSS under 200 MiB: {rss:.1f} MiB")
             h, c = find(sc, haul_label), find(sc, curl_label)
             if med(h) and med(c):
-                verdict(med(h) <= med(c), f"{sc}: first full sync (every hash verified) no slower than curl --parallel "
-                        f"(unverified): haul {med(h):.2f} s vs curl {med(c):.2f} s = {med(h) / med(c):.2f}x "
-                        f"(peak RSS haul {h['rss_kib_max'] / 1024:.0f} MiB, curl {c['rss_kib_max'] / 1024:.0f} MiB)")
+                # On a shared 2-core machine a tool's runs can all land in a slow phase: the verdict needs the
+                # medians and the best runs to agree, and says so when they do not.
+                by_med, by_min = med(h) / med(c), h["wall_min"] / c["wall_min"]
+                text = (f"{sc}: first full sync (every hash verified) no slower than curl --parallel (unverified): "
+                        f"haul {med(h):.2f} s vs curl {med(c):.2f} s median = {by_med:.2f}x, best runs "
+                        f"{h['wall_min']:.2f} vs {c['wall_min']:.2f} s = {by_min:.2f}x; client CPU {h['cpu_median']:.2f} vs "
+                        f"{c['cpu_median']:.2f} s (peak RSS haul {h['rss_kib_max'] / 1024:.0f} MiB, curl {c['rss_kib_max'] / 1024:.0f} MiB)")
+                if (by_med <= 1) == (by_min <= 1):
+                    verdict(by_med <= 1, text)
+                else:
+                    out.append(f"- **UNDECIDED (noise: median and best runs disagree; re-run)** {text}")
         ns, ctl = proof(sc, "nostate"), proof(sc, "control")
         nsr = find(sc, "haul no-op: .haul/state deleted (re-hash), requests counted")
         t = [x for x in timed if x["scenario"] == sc and x["label"] == (nsr or {}).get("label")]
