@@ -8,6 +8,7 @@ records; TIMED.jsonl: requests the counting server saw during each counted timed
 Ratios are wall-time medians over curl --parallel's median (same scenario, same run of the script).
 """
 import json
+import statistics
 import sys
 
 ORDER = ["large", "huge-manifest"]
@@ -41,8 +42,8 @@ def main():
         return None
 
     out = []
-    out.append("| scenario | measurement | runs | wall s median [min..max] | × curl | CPU s | peak RSS MiB | status |")
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("| scenario | measurement | runs | wall s median [min..max] | × curl | CPU s | peak RSS MiB | steal s | status |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for sc in scenarios:
         curl = find(sc, curl_label)
         warm = proof(sc, "warm")
@@ -50,7 +51,7 @@ def main():
             w = r.get("wall_median")
             ok = [x for x in r["runs"] if x.get("ok")]
             if not w:
-                out.append(f"| {sc} | {r['label']} | 0 | – | – | – | – | {r['status']}: {'; '.join(r['problems'])} |")
+                out.append(f"| {sc} | {r['label']} | 0 | – | – | – | – | – | {r['status']}: {'; '.join(r['problems'])} |")
                 continue
             ratio = f"{w / curl['wall_median']:.2f}" if curl and curl.get("wall_median") else "–"
             probs = sorted(set(p.split(": ", 1)[-1] for p in r["problems"]))
@@ -67,7 +68,7 @@ def main():
                 notes.append(f"{r['noisy_discarded']} disturbed run(s) discarded and repeated")
             status = r["status"] + (f" ({'; '.join(notes)})" if notes else "")
             out.append(f"| {sc} | {r['label']} | {len(ok)} | {w:.3f} [{r['wall_min']:.3f}..{r['wall_max']:.3f}] | {ratio} "
-                       f"| {r['cpu_median']:.2f} | {r['rss_kib_max'] / 1024:.1f} | {status} |")
+                       f"| {r['cpu_median']:.2f} | {r['rss_kib_max'] / 1024:.1f} | {r.get('steal_median', 0):.2f} | {status} |")
 
     out.append("")
     out.append("| scenario | proof run (untimed, one run) | exit | requests in access log | connect() (strace) | user files changed | .haul changed | verdict |")
@@ -107,14 +108,26 @@ def main():
                 verdict(rss < 200, f"{sc}: no-op peak RSS under 200 MiB: {rss:.1f} MiB")
             h, c = find(sc, haul_label), find(sc, curl_label)
             if med(h) and med(c):
-                # On a shared 2-core machine a tool's runs can all land in a slow phase: the verdict needs the
-                # medians and the best runs to agree, and says so when they do not.
+                # On this shared VM a tool's runs can all land in a slow phase. measure.py discards runs with foreign
+                # CPU load in the guest, but not hypervisor steal (CPU time taken from the guest, which inflates wall
+                # time without showing as load): the verdict uses runs whose steal was under 5% of their wall time,
+                # and otherwise asks for medians and best runs to agree.
+                def clean(r):
+                    return [x["wall"] for x in r["runs"] if x.get("ok") and x.get("steal", 0) <= 0.05 * x["wall"]]
+                ch, cc = clean(h), clean(c)
                 by_med, by_min = med(h) / med(c), h["wall_min"] / c["wall_min"]
                 text = (f"{sc}: first full sync (every hash verified) no slower than curl --parallel (unverified): "
-                        f"haul {med(h):.2f} s vs curl {med(c):.2f} s median = {by_med:.2f}x, best runs "
-                        f"{h['wall_min']:.2f} vs {c['wall_min']:.2f} s = {by_min:.2f}x; client CPU {h['cpu_median']:.2f} vs "
-                        f"{c['cpu_median']:.2f} s (peak RSS haul {h['rss_kib_max'] / 1024:.0f} MiB, curl {c['rss_kib_max'] / 1024:.0f} MiB)")
-                if (by_med <= 1) == (by_min <= 1):
+                        f"median haul {med(h):.2f} s vs curl {med(c):.2f} s = {by_med:.2f}x, best runs "
+                        f"{h['wall_min']:.2f} vs {c['wall_min']:.2f} s = {by_min:.2f}x")
+                if ch and cc:
+                    by_clean = statistics.median(ch) / statistics.median(cc)
+                    text += (f", runs without steal ({len(ch)} haul, {len(cc)} curl): {statistics.median(ch):.2f} vs "
+                             f"{statistics.median(cc):.2f} s = {by_clean:.2f}x")
+                text += (f"; client CPU {h['cpu_median']:.2f} vs {c['cpu_median']:.2f} s; peak RSS haul "
+                         f"{h['rss_kib_max'] / 1024:.0f} MiB, curl {c['rss_kib_max'] / 1024:.0f} MiB")
+                if ch and cc:
+                    verdict(by_clean <= 1, text)
+                elif (by_med <= 1) == (by_min <= 1):
                     verdict(by_med <= 1, text)
                 else:
                     out.append(f"- **UNDECIDED (noise: median and best runs disagree; re-run)** {text}")
