@@ -29,7 +29,12 @@ enum Observation {
         let listed = Set(manifest.files.map(\.destination.description))
         let owned = cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
             .sorted { $0.key < $1.key }
-            .compactMap { key, record in DestinationPath(key).map { ($0, record) } }
+            // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
+            // folder, spelled as the manifest would spell it, can be pruned.
+            .compactMap { key, record -> (DestinationPath, StateRecord)? in
+                guard let path = DestinationPath(key), path.description == key, path.components.first != ".haul" else { return nil }
+                return (path, record)
+            }
         let requests = owned.map { destination, record in
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
                                expectedSize: record.identity.size, known: rehash ? nil : record)

@@ -116,7 +116,9 @@ public struct Reconciler: Sendable {
     /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
     /// found modified, or gone): pruning needs them. Written only when it changed.
     private func saveState(_ assessment: Assessment, _ result: SyncResult) {
+        // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
         var cache = assessment.cache
+        var changed = false
         for (index, planned) in result.plan.entries.enumerated() {
             let destination = planned.entry.destination.description
             var record = assessment.records[index]
@@ -132,15 +134,19 @@ public struct Reconciler: Sendable {
                         etag: file.validators?.etag, lastModified: file.validators?.lastModified))
                 }
             }
-            cache.records[destination] = record
+            if cache.records[destination] != record {
+                cache.records[destination] = record
+                changed = true
+            }
         }
         for (destination, outcome) in result.prunes {
             switch outcome {
-            case .deleted, .forgotten, .kept: cache.records[destination.description] = nil
+            case .deleted, .forgotten, .kept:
+                if cache.records.removeValue(forKey: destination.description) != nil { changed = true }
             case .failed: continue
             }
         }
-        if cache != assessment.cache { try? cache.save(root: manifest.root) }
+        if changed { try? cache.save(root: manifest.root) }
     }
 
     private func execute(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {

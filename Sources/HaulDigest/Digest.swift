@@ -69,6 +69,11 @@ public enum Hex {
         return Array(text.utf8).withUnsafeBufferPointer(decode(bytes:))
     }
 
+    /// The same for text that is still bytes (a line of a file being parsed), without making a String of it.
+    public static func decode(utf8 bytes: ArraySlice<UInt8>) -> [UInt8]? {
+        bytes.withUnsafeBufferPointer(decode(bytes:))
+    }
+
     private static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         guard input.count % 2 == 0 else { return nil }
         // Digits, then letters of either case (bit 5 folds case); written out so it compiles to a tight loop.

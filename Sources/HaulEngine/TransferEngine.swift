@@ -57,6 +57,11 @@ public final class TransferEngine {
         var idleHandles: [EasyHandle] = []
         /// Partial files held by a transfer of this run: a second entry with the same digest gets its own file.
         var partialsInUse: Set<String> = []
+        let namePrefix: String = {
+            var generator = SystemRandomNumberGenerator()
+            return String(generator.next() as UInt64, radix: 16) + "-"
+        }()
+        var temporaryCount = 0
 
         init(engine: TransferEngine, multi: MultiHandle, delegate: TransferDelegate, reportsProgress: Bool) {
             self.engine = engine
@@ -187,7 +192,7 @@ public final class TransferEngine {
                     return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true, resume: nil))
                 }
             }
-            let path = engine.configuration.temporaryDirectory + "/" + Self.randomName()
+            let path = engine.configuration.temporaryDirectory + "/" + temporaryName()
             let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else { return .failure(.local(operation: "create temporary file", path: path, errno: errno)) }
             return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: false, resume: nil))
@@ -333,7 +338,7 @@ public final class TransferEngine {
             if transfer.isResumable {
                 // The digest-named slot is shared by every entry with this content: the verified file leaves it
                 // for a name of its own before its owner (who commits later) gets it.
-                let owned = engine.configuration.temporaryDirectory + "/" + Self.randomName()
+                let owned = engine.configuration.temporaryDirectory + "/" + temporaryName()
                 guard rename(path, owned) == 0 else {
                     return fail(transfer, .local(operation: "move verified file to", path: owned, errno: errno))
                 }
@@ -414,9 +419,11 @@ public final class TransferEngine {
         /// would cost more than the bytes.
         static let resumableSize: Int64 = 256 << 10
 
-        private static func randomName() -> String {
-            var generator = SystemRandomNumberGenerator()
-            return String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt32, radix: 16) + ".part"
+        /// Unique within the run (a random prefix per run, then a counter) without a getrandom call per file;
+        /// files are created with O_EXCL all the same.
+        private mutating func temporaryName() -> String {
+            temporaryCount += 1
+            return namePrefix + String(temporaryCount, radix: 16) + ".part"
         }
     }
 }

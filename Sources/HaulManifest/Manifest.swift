@@ -105,6 +105,8 @@ public struct HeaderField: Sendable, Hashable {
 /// A destination relative to `root`: non-empty components, none `.` or `..`, no NUL, never absolute.
 public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConvertible {
     public let components: [String]
+    /// The normalized path, `a/b/c`: built once, since it keys the state cache and every message.
+    public let description: String
 
     /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, or NUL.
     ///
@@ -122,9 +124,13 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
         }
         guard !parts.isEmpty else { return nil }
         self.components = parts
+        self.description = parts.joined(separator: "/")
     }
 
-    public var description: String { components.joined(separator: "/") }
+    /// Equal components make equal paths; `description` follows from them.
+    public static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description == b.description }
+    public func hash(into hasher: inout Hasher) { hasher.combine(description) }
+
     public var fileName: String { components[components.count - 1] }
     public var parentComponents: ArraySlice<String> { components.dropLast() }
     public static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description < b.description }

@@ -48,8 +48,8 @@ enum PathRules {
                 ? "\".haul\" is haul's private folder under root"
                 : "\(shown) is inside \".haul\", haul's private folder under root")
         }
-        let path = DestinationPath(validatedComponents: parts)
-        return (path, scan.isNormalized ? text : path.description)
+        let path = DestinationPath(validatedComponents: parts, description: scan.isNormalized ? text : parts.joined(separator: "/"))
+        return (path, path.description)
     }
 
     /// One pass over a destination's bytes collecting everything the rules ask about.
@@ -96,8 +96,9 @@ enum PathRules {
 extension DestinationPath {
     /// For components already checked by `PathRules` (non-empty, not `.` or `..`, no `/` or NUL): skips the
     /// second, Character-level split `init?(_:)` would do, which dominated loading large manifests.
-    fileprivate init(validatedComponents: [String]) {
+    fileprivate init(validatedComponents: [String], description: String) {
         self.components = validatedComponents
+        self.description = description
     }
 }
 

@@ -105,22 +105,33 @@ public struct StateCache: Sendable, Equatable {
 
     /// One line per file: `dest dev ino size mtime_ns ctime_ns digest`, then, for files haul wrote,
     /// `manifest-key source-key etag last-modified` (empty fields when unknown), tab-separated.
+    ///
+    /// Read straight from the bytes (a 100,000-file state is read on every no-op sync). Paths get a cheap check
+    /// here (relative, no `..`, not haul's own folder); a record is only ever looked up by a destination the
+    /// manifest validated, and pruning validates fully the paths it takes from the cache.
     static func parse(_ bytes: [UInt8]) -> StateCache? {
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
         guard let first = lines.popFirst(), first.elementsEqual(header.utf8) else { return nil }
         var records: [String: StateRecord] = [:]
         records.reserveCapacity(lines.count)
+        var fields: [ArraySlice<UInt8>] = []
+        fields.reserveCapacity(11)
         for line in lines {
-            let fields = line.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false)
+            fields.removeAll(keepingCapacity: true)
+            var start = line.startIndex
+            for index in line.indices where line[index] == UInt8(ascii: "\t") {
+                fields.append(line[start..<index])
+                start = index + 1
+            }
+            fields.append(line[start..<line.endIndex])
             guard fields.count == 7 || fields.count == 11,
-                  let destination = unescape(fields[0]),
-                  let device = UInt64(String(decoding: fields[1], as: UTF8.self)),
-                  let inode = UInt64(String(decoding: fields[2], as: UTF8.self)),
-                  let size = Int64(String(decoding: fields[3], as: UTF8.self)),
-                  let modified = Int64(String(decoding: fields[4], as: UTF8.self)),
-                  let changed = Int64(String(decoding: fields[5], as: UTF8.self)),
-                  let digest = parseDigest(fields[6]),
-                  DestinationPath(destination)?.description == destination  // paths are validated before use
+                  let destination = unescape(fields[0]), Self.staysInsideRoot(destination),
+                  let device = UInt64(decimal: fields[1]),
+                  let inode = UInt64(decimal: fields[2]),
+                  let size = Int64(decimal: fields[3]),
+                  let modified = Int64(decimal: fields[4]),
+                  let changed = Int64(decimal: fields[5]),
+                  let digest = parseDigest(fields[6])
             else { return nil }
             var origin: Origin?
             if fields.count == 11 {
@@ -139,19 +150,45 @@ public struct StateCache: Sendable, Equatable {
 
     func serialized() -> [UInt8] {
         var out = Array((Self.header + "\n").utf8)
+        out.reserveCapacity(records.count * 160)
+        // Sorted so that the file is the same for the same records (diffable, and written only when changed).
         for (destination, record) in records.sorted(by: { $0.key < $1.key }) {
             let identity = record.identity
-            out.append(contentsOf: Self.escape(destination))
-            out.append(contentsOf: "\t\(identity.device)\t\(identity.inode)\t\(identity.size)\t\(identity.modifiedNanoseconds)\t\(identity.changedNanoseconds)\t\(record.digest)".utf8)
+            Self.appendEscaped(destination, to: &out)
+            Self.appendDecimal(identity.device, to: &out)
+            Self.appendDecimal(identity.inode, to: &out)
+            Self.appendDecimal(identity.size, to: &out)
+            Self.appendDecimal(identity.modifiedNanoseconds, to: &out)
+            Self.appendDecimal(identity.changedNanoseconds, to: &out)
+            out.append(UInt8(ascii: "\t"))
+            out.append(contentsOf: record.digest.algorithm.rawValue.utf8)
+            out.append(UInt8(ascii: ":"))
+            out.append(contentsOf: Hex.encode(record.digest.bytes).utf8)
             if let origin = record.origin {
                 for field in [origin.manifestKey, origin.sourceKey, origin.etag ?? "", origin.lastModified ?? ""] {
                     out.append(UInt8(ascii: "\t"))
-                    out.append(contentsOf: Self.escape(field))
+                    Self.appendEscaped(field, to: &out)
                 }
             }
             out.append(UInt8(ascii: "\n"))
         }
         return out
+    }
+
+    /// A tab, then the number in decimal, without making a String of it.
+    private static func appendDecimal<T: BinaryInteger>(_ value: T, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\t"))
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = UInt64(value.magnitude)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var count = 0
+            repeat {
+                digits[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            for index in stride(from: count - 1, through: 0, by: -1) { out.append(digits[index]) }
+        }
     }
 
     /// Names a manifest in the state without writing its path: a hash of its real path. A manifest that
@@ -189,15 +226,20 @@ public struct StateCache: Sendable, Equatable {
         }
     }
 
+    static func staysInsideRoot(_ path: String) -> Bool {
+        guard !path.isEmpty, !path.hasPrefix("/"), path != ".haul", !path.hasPrefix(".haul/") else { return false }
+        return !path.utf8.split(separator: UInt8(ascii: "/")).contains { $0.elementsEqual("..".utf8) }
+    }
+
     private static func parseDigest(_ field: ArraySlice<UInt8>) -> Digest? {
         guard let colon = field.firstIndex(of: UInt8(ascii: ":")),
-              let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self)) else { return nil }
-        return Digest(algorithm: algorithm, hex: String(decoding: field[(colon + 1)...], as: UTF8.self))
+              let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self)),
+              let bytes = Hex.decode(utf8: field[(colon + 1)...]), bytes.count == algorithm.byteCount else { return nil }
+        return Digest(algorithm: algorithm, bytes: bytes)
     }
 
     /// Tabs, newlines and `%` in a name would break the line format: percent-encoded.
-    private static func escape(_ text: String) -> [UInt8] {
-        var out: [UInt8] = []
+    private static func appendEscaped(_ text: String, to out: inout [UInt8]) {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "%"): out.append(contentsOf: "%25".utf8)
@@ -207,10 +249,10 @@ public struct StateCache: Sendable, Equatable {
             default: out.append(byte)
             }
         }
-        return out
     }
 
     private static func unescape(_ field: ArraySlice<UInt8>) -> String? {
+        if !field.contains(UInt8(ascii: "%")) { return String(decoding: field, as: UTF8.self) }
         var out: [UInt8] = []
         var index = field.startIndex
         while index < field.endIndex {
@@ -226,5 +268,26 @@ public struct StateCache: Sendable, Equatable {
             }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension FixedWidthInteger {
+    /// Plain decimal digits with an optional leading `-`, read from bytes; nil on anything else or on overflow.
+    init?(decimal bytes: ArraySlice<UInt8>) {
+        var digits = bytes[...]
+        let negative = digits.first == UInt8(ascii: "-")
+        if negative { digits = digits.dropFirst() }
+        guard !digits.isEmpty, digits.count <= 20 else { return nil }
+        var value: Self = 0
+        for byte in digits {
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = negative ? shifted.subtractingReportingOverflow(Self(digit))
+                                             : shifted.addingReportingOverflow(Self(digit))
+            guard !overflow1, !overflow2 else { return nil }
+            value = next
+        }
+        self = value
     }
 }
