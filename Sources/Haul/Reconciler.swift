@@ -130,7 +130,8 @@ public struct Reconciler: Sendable {
             if case .fetched(let file) = result.outcomes[index] {
                 record = FileIdentity.of(path: manifest.root + "/" + destination).map {
                     StateRecord(identity: $0, digest: file.digest, origin: Origin(
-                        manifestKey: assessment.manifestKey, sourceKey: file.sourceKey,
+                        manifestKey: assessment.manifestKey,
+                        sourceKey: planned.entry.checksum == nil ? TransferSource.key(planned.entry.sources[file.sourceIndex].expanded) : nil,
                         etag: file.validators?.etag, lastModified: file.validators?.lastModified))
                 }
             }

@@ -348,8 +348,9 @@ public final class TransferEngine {
             release(transfer)
             delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
                 temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL,
-                sourceKey: transfer.source.key,
-                validators: HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified)))))
+                sourceIndex: transfer.sourceIndex,
+                validators: transfer.request.expectedDigest != nil ? nil
+                    : HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified)))))
         }
 
         /// The transfer is leaving the engine: its handle goes back to the pool, its partial name is free again,

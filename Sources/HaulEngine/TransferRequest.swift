@@ -163,8 +163,10 @@ public struct DownloadedFile: Sendable {
     public var digest: Digest
     /// The source that delivered these bytes.
     public var sourceDisplayURL: String
-    /// That source's `key`, and what it said identifies this version: what a later conditional request sends.
-    public var sourceKey: String
+    /// Which of the request's sources delivered them (0: `url`).
+    public var sourceIndex: Int
+    /// What that source said identifies this version, for a later conditional request. Kept for unpinned files
+    /// only: a pinned file is identified by its digest, and 100,000 of them need not carry two strings each.
     public var validators: HTTPValidators?
 }
 

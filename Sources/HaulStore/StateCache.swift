@@ -53,13 +53,13 @@ public struct StateRecord: Sendable, Hashable {
 public struct Origin: Sendable, Hashable {
     /// Which manifest wrote it (`StateCache.manifestKey`): a manifest prunes only its own files.
     public var manifestKey: String
-    /// The source that delivered it (a hash of its URL, which may hold a token).
-    public var sourceKey: String
-    /// The validators that source sent with it, for a conditional request later.
+    /// For an unpinned file, the source that delivered it (a hash of its URL, which may hold a token) and the
+    /// validators it sent, for a conditional request later; nil for a pinned file, which its digest identifies.
+    public var sourceKey: String?
     public var etag: String?
     public var lastModified: String?
 
-    public init(manifestKey: String, sourceKey: String, etag: String? = nil, lastModified: String? = nil) {
+    public init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil) {
         self.manifestKey = manifestKey
         self.sourceKey = sourceKey
         self.etag = etag
@@ -116,6 +116,7 @@ public struct StateCache: Sendable, Equatable {
         records.reserveCapacity(lines.count)
         var fields: [ArraySlice<UInt8>] = []
         fields.reserveCapacity(11)
+        var lastManifestKey = ""
         for line in lines {
             fields.removeAll(keepingCapacity: true)
             var start = line.startIndex
@@ -135,11 +136,16 @@ public struct StateCache: Sendable, Equatable {
             else { return nil }
             var origin: Origin?
             if fields.count == 11 {
-                guard let manifestKey = unescape(fields[7]), let sourceKey = unescape(fields[8]),
-                      let etag = unescape(fields[9]), let lastModified = unescape(fields[10]),
-                      !manifestKey.isEmpty, !sourceKey.isEmpty else { return nil }
-                origin = Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag.isEmpty ? nil : etag,
-                                lastModified: lastModified.isEmpty ? nil : lastModified)
+                // Every file one manifest wrote carries the same key: one String serves them all.
+                guard !fields[7].isEmpty else { return nil }
+                if !fields[7].elementsEqual(lastManifestKey.utf8) {
+                    guard let key = unescape(fields[7]), !key.isEmpty else { return nil }
+                    lastManifestKey = key
+                }
+                guard let sourceKey = unescape(fields[8]), let etag = unescape(fields[9]),
+                      let lastModified = unescape(fields[10]) else { return nil }
+                origin = Origin(manifestKey: lastManifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
+                                etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
             }
             records[destination] = StateRecord(identity: FileIdentity(device: device, inode: inode, size: size,
                                                                       modifiedNanoseconds: modified, changedNanoseconds: changed),
@@ -165,7 +171,7 @@ public struct StateCache: Sendable, Equatable {
             out.append(UInt8(ascii: ":"))
             out.append(contentsOf: Hex.encode(record.digest.bytes).utf8)
             if let origin = record.origin {
-                for field in [origin.manifestKey, origin.sourceKey, origin.etag ?? "", origin.lastModified ?? ""] {
+                for field in [origin.manifestKey, origin.sourceKey ?? "", origin.etag ?? "", origin.lastModified ?? ""] {
                     out.append(UInt8(ascii: "\t"))
                     Self.appendEscaped(field, to: &out)
                 }

@@ -27,7 +27,7 @@ final class RevalidationTests: XCTestCase {
         let url = server.url("/data.csv")
         let file = try XCTUnwrap(try run([TransferSource(url: url, displayURL: url)]).results[0]?.get())
         XCTAssertEqual(file.validators, HTTPValidators(etag: files.etag("/data.csv"), lastModified: files.lastModified("/data.csv")))
-        XCTAssertEqual(file.sourceKey, TransferSource.key(url))
+        XCTAssertEqual(file.sourceIndex, 0)
         XCTAssertNil(server.requests[0].header("If-None-Match"))
     }
 
@@ -69,6 +69,7 @@ final class RevalidationTests: XCTestCase {
             TransferSource(url: server.url("/mirror.csv"), displayURL: "mirror"),
         ])
         XCTAssertEqual(try recorder.results[0]?.get().sourceDisplayURL, "mirror")
+        XCTAssertEqual(try recorder.results[0]?.get().sourceIndex, 1)
         XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, ["\"primary-tag\"", nil])
     }
 
