@@ -119,6 +119,7 @@ public struct Reconciler: Sendable {
         // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
         var cache = assessment.cache
         var changed = false
+        let pinnedOrigin = Origin(manifestKey: assessment.manifestKey)
         for (index, planned) in result.plan.entries.enumerated() {
             let destination = planned.entry.destination.description
             var record = assessment.records[index]
@@ -128,11 +129,12 @@ public struct Reconciler: Sendable {
                 record?.origin = earlier.origin
             }
             if case .fetched(let file) = result.outcomes[index] {
+                let origin = planned.entry.checksum != nil ? pinnedOrigin : Origin(
+                    manifestKey: assessment.manifestKey,
+                    sourceKey: TransferSource.key(planned.entry.sources[file.sourceIndex].expanded),
+                    etag: file.validators?.etag, lastModified: file.validators?.lastModified)
                 record = FileIdentity.of(path: manifest.root + "/" + destination).map {
-                    StateRecord(identity: $0, digest: file.digest, origin: Origin(
-                        manifestKey: assessment.manifestKey,
-                        sourceKey: planned.entry.checksum == nil ? TransferSource.key(planned.entry.sources[file.sourceIndex].expanded) : nil,
-                        etag: file.validators?.etag, lastModified: file.validators?.lastModified))
+                    StateRecord(identity: $0, digest: file.digest, origin: origin)
                 }
             }
             if cache.records[destination] != record {

@@ -50,20 +50,35 @@ public struct StateRecord: Sendable, Hashable {
 }
 
 /// Where a file haul wrote came from.
-public struct Origin: Sendable, Hashable {
+///
+/// A class, immutable, so that a record holds a reference rather than four strings: every pinned file one
+/// manifest wrote shares one instance (100,000 records stay small in memory).
+public final class Origin: Sendable, Hashable {
     /// Which manifest wrote it (`StateCache.manifestKey`): a manifest prunes only its own files.
-    public var manifestKey: String
+    public let manifestKey: String
     /// For an unpinned file, the source that delivered it (a hash of its URL, which may hold a token) and the
     /// validators it sent, for a conditional request later; nil for a pinned file, which its digest identifies.
-    public var sourceKey: String?
-    public var etag: String?
-    public var lastModified: String?
+    public let sourceKey: String?
+    public let etag: String?
+    public let lastModified: String?
 
     public init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil) {
         self.manifestKey = manifestKey
         self.sourceKey = sourceKey
         self.etag = etag
         self.lastModified = lastModified
+    }
+
+    public static func == (a: Origin, b: Origin) -> Bool {
+        a === b || (a.manifestKey == b.manifestKey && a.sourceKey == b.sourceKey && a.etag == b.etag
+                    && a.lastModified == b.lastModified)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(manifestKey)
+        hasher.combine(sourceKey)
+        hasher.combine(etag)
+        hasher.combine(lastModified)
     }
 }
 
@@ -116,7 +131,7 @@ public struct StateCache: Sendable, Equatable {
         records.reserveCapacity(lines.count)
         var fields: [ArraySlice<UInt8>] = []
         fields.reserveCapacity(11)
-        var lastManifestKey = ""
+        var shared = Origin(manifestKey: "")
         for line in lines {
             fields.removeAll(keepingCapacity: true)
             var start = line.startIndex
@@ -136,16 +151,20 @@ public struct StateCache: Sendable, Equatable {
             else { return nil }
             var origin: Origin?
             if fields.count == 11 {
-                // Every file one manifest wrote carries the same key: one String serves them all.
+                // Every pinned file one manifest wrote has the same origin: one instance serves them all.
                 guard !fields[7].isEmpty else { return nil }
-                if !fields[7].elementsEqual(lastManifestKey.utf8) {
-                    guard let key = unescape(fields[7]), !key.isEmpty else { return nil }
-                    lastManifestKey = key
+                if !fields[7].elementsEqual(shared.manifestKey.utf8) {
+                    guard let key = unescape(fields[7]) else { return nil }
+                    shared = Origin(manifestKey: key)
                 }
-                guard let sourceKey = unescape(fields[8]), let etag = unescape(fields[9]),
-                      let lastModified = unescape(fields[10]) else { return nil }
-                origin = Origin(manifestKey: lastManifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
-                                etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
+                if fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty {
+                    origin = shared
+                } else {
+                    guard let sourceKey = unescape(fields[8]), let etag = unescape(fields[9]),
+                          let lastModified = unescape(fields[10]) else { return nil }
+                    origin = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
+                                    etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
+                }
             }
             records[destination] = StateRecord(identity: FileIdentity(device: device, inode: inode, size: size,
                                                                       modifiedNanoseconds: modified, changedNanoseconds: changed),
