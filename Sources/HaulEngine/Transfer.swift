@@ -229,9 +229,13 @@ final class Transfer {
             return false
         }
         if let fresh = ResumeValidator(responseHeaders) {
+            // Before the first byte lands: the metadata never describes bytes it does not cover. A resume answered
+            // with the validator already on disk has nothing new to write (a new source or a full refetch
+            // clears `validator` first).
+            if fresh != validator {
+                partials?.save(PartialMetadata(sourceKey: source.key, validator: fresh), forPartial: temporaryPath)
+            }
             validator = fresh
-            // Before the first byte lands: the metadata never describes bytes it does not cover.
-            partials?.save(PartialMetadata(sourceKey: source.key, validator: fresh), forPartial: temporaryPath)
         } else if isResumable {
             // Bytes without a validator cannot be resumed safely; whatever metadata there was no longer applies.
             partials?.removeMetadata(forPartial: temporaryPath)

@@ -343,6 +343,7 @@ public final class TransferEngine {
                     return fail(transfer, .local(operation: "move verified file to", path: owned, errno: errno))
                 }
                 path = owned
+                engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
             }
             transfer.closeFile()
             release(transfer)
@@ -353,14 +354,11 @@ public final class TransferEngine {
                     : HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified)))))
         }
 
-        /// The transfer is leaving the engine: its handle goes back to the pool, its partial name is free again,
-        /// and no metadata outlives a partial that has become a file (or been discarded).
+        /// The transfer is leaving the engine: its handle goes back to the pool and its partial name is free
+        /// again. Whoever ends the transfer decides what becomes of the partial and its metadata.
         private mutating func release(_ transfer: Transfer) {
             idleHandles.append(transfer.easy)
-            if transfer.isResumable {
-                partialsInUse.remove(transfer.temporaryPath)
-                engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
-            }
+            if transfer.isResumable { partialsInUse.remove(transfer.temporaryPath) }
         }
 
         /// Retries the same source for a transient failure, else moves to the next source, else gives up.
@@ -392,16 +390,14 @@ public final class TransferEngine {
             }
             let reason = transfer.failures.last?.reason ?? .interrupted
             transfer.closeFile()
+            // The metadata was written when the response was accepted (`Transfer.acceptResponse`): a partial with
+            // a validator is already resumable as it stands, so keeping it is leaving both in place.
             let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
-            let metadata = transfer.validator.map {
-                PartialMetadata(sourceKey: transfer.source.key, validator: $0)
-            }
+                && transfer.validator != nil && engine.partials != nil
             release(transfer)
-            if keepsPartial, let metadata, let partials = engine.partials {
-                // The next run resumes from here.
-                partials.save(metadata, forPartial: transfer.temporaryPath)
-            } else {
+            if !keepsPartial {
                 unlink(transfer.temporaryPath)
+                if transfer.isResumable { engine.partials?.removeMetadata(forPartial: transfer.temporaryPath) }
             }
             delegate.transfer(transfer.request.id,
                               didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))

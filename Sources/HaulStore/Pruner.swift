@@ -6,9 +6,12 @@ import HaulManifest
 /// observed (same identity), so a file the user touched in the meantime survives.
 public struct Pruner: Sendable {
     public let root: String
+    /// Resolved once: every deletion checks its parents against it.
+    private let realRoot: String
 
     public init(root: String) {
         self.root = FileSystem.normalizedRoot(root)
+        if case .success(let real) = FileSystem.realPath(self.root) { realRoot = real } else { realRoot = self.root }
     }
 
     /// Removes `destination` if its identity is still `expected`, then every parent directory this leaves empty,
@@ -35,10 +38,5 @@ public struct Pruner: Sendable {
             return .failure(StoreError(operation: "sync the directory of", path: destination.description, errno: code))
         }
         return .success(())
-    }
-
-    private var realRoot: String {
-        if case .success(let real) = FileSystem.realPath(root) { return real }
-        return root
     }
 }
