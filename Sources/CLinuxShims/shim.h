@@ -4,6 +4,12 @@
 #define HAUL_LINUX_SHIMS_H
 #include <fcntl.h>
 
+/// A descriptor that names a directory without opening it for reading (usable as the dirfd of *at calls).
+#ifndef O_PATH
+#define O_PATH 010000000
+#endif
+static const int haul_O_PATH = O_PATH;
+
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif

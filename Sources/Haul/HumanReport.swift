@@ -108,7 +108,7 @@ public enum HumanReport {
     public static func syncSummary(_ result: SyncResult) -> String {
         let fetched = result.fetchedFiles
         let bytes = fetched.map(\.size).saturatingSum()
-        let failed = result.failures.count + result.pruneFailures.count
+        let failed = result.failedCount + result.pruneFailures.count
         let confirmed = result.notModifiedCount
         let upToDate = result.plan.upToDateCount + confirmed
         var line = fetched.isEmpty && failed == 0 && result.deletedCount == 0

@@ -207,7 +207,7 @@ public enum JSONEvents {
             ("bytes", .int(fetched.map(\.size).saturatingSum())),
             ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(result.notModifiedCount))),
             ("pruned", .int(Int64(result.deletedCount))),
-            ("failed", .int(Int64(result.failures.count + result.pruneFailures.count))),
+            ("failed", .int(Int64(result.failedCount + result.pruneFailures.count))),
             ("seconds", .double(result.seconds)), ("exit_status", .int(Int64(exitStatus))),
             ("interrupted", .string(signal)),
         ])

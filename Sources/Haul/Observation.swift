@@ -7,14 +7,16 @@ import HaulStore
 enum Observation {
     /// With `rehash`, a pinned file is hashed whatever the cache says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs).
+    /// `cached`: the record is the one the cache already holds (saving the state skips it without a lookup).
     static func observe(_ manifest: Manifest, cache: StateCache?, rehash: Bool = false,
-                        concurrency: Int) -> [(state: LocalState, record: StateRecord?)] {
+                        concurrency: Int) -> [(state: LocalState, record: StateRecord?, cached: Bool)] {
         let requests = manifest.files.map {
             ObservationRequest(destination: $0.destination, algorithm: $0.checksum?.algorithm, expectedSize: $0.size,
                                known: rehash && $0.checksum != nil ? nil : cache?.records[$0.destination.description])
         }
-        return LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency).map {
-            (localState($0.file), $0.record)
+        let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
+        return zip(requests, observed).map { request, observed in
+            (localState(observed.file), observed.record, observed.record != nil && observed.record == request.known)
         }
     }
 
@@ -64,6 +66,8 @@ public struct Assessment: Sendable {
     public let plan: Plan
     /// Per entry, the cache record matching what is on disk now (nil: nothing known).
     let records: [StateRecord?]
+    /// Per entry, whether `records` holds exactly what the cache holds for it.
+    let recordIsCached: [Bool]
     /// Per planned prune, the identity of the file as observed (nil: not a regular file, or not hashed).
     let pruneIdentities: [FileIdentity?]
     let cache: StateCache

@@ -55,10 +55,13 @@ extension SyncObserver {
 public struct Reconciler: Sendable {
     public let manifest: Manifest
     public let options: SyncOptions
+    /// The state cache, read while the manifest was parsed (nil: `assess` reads it).
+    private let state: StatePrefetch?
 
-    public init(manifest: Manifest, options: SyncOptions) {
+    public init(manifest: Manifest, options: SyncOptions, state: StatePrefetch? = nil) {
         self.manifest = manifest
         self.options = options
+        self.state = state
     }
 
     public var prunes: Bool { options.prune || manifest.prune }
@@ -67,17 +70,16 @@ public struct Reconciler: Sendable {
     /// not hashed again; `rehash` ignores the cache and hashes everything (but still knows which files haul
     /// wrote: pruning and revalidation need that, and hashing cannot recover it).
     public func assess(rehash: Bool = false) -> Assessment {
-        let (cache, warning) = StateCache.load(root: manifest.root)
+        let (cache, warning) = state?.take(root: manifest.root) ?? StateCache.load(root: manifest.root)
         let manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
         let observed = Observation.observe(manifest, cache: cache, rehash: rehash, concurrency: Self.hashingThreads)
         let candidates = prunes ? Observation.pruneCandidates(manifest, cache: cache, manifestKey: manifestKey,
                                                               rehash: rehash, concurrency: Self.hashingThreads) : []
         let plan = Planner.plan(manifest.files, observed: observed.map(\.state), pruning: candidates.map(\.candidate))
-        return Assessment(plan: plan, records: observed.map(\.record), pruneIdentities: candidates.map(\.identity),
+        return Assessment(plan: plan, records: observed.map(\.record), recordIsCached: observed.map(\.cached),
+                          pruneIdentities: candidates.map(\.identity),
                           cache: cache, cacheWarning: warning, manifestKey: manifestKey)
     }
-
-    public func plan() -> Plan { assess().plan }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes.
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
@@ -120,8 +122,11 @@ public struct Reconciler: Sendable {
         var cache = assessment.cache
         var changed = false
         let pinnedOrigin = Origin(manifestKey: assessment.manifestKey)
-        for (index, planned) in result.plan.entries.enumerated() {
-            let destination = planned.entry.destination.description
+        for index in result.plan.entries.indices {
+            // Most entries of a no-op: kept, and recorded exactly as the cache has them.
+            if assessment.recordIsCached[index], case .upToDate = result.outcomes[index] { continue }
+            let entry = result.plan.entries[index].entry
+            let destination = entry.destination.description
             var record = assessment.records[index]
             if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
                earlier.digest == observed.digest {
@@ -129,9 +134,9 @@ public struct Reconciler: Sendable {
                 record?.origin = earlier.origin
             }
             if case .fetched(let file) = result.outcomes[index] {
-                let origin = planned.entry.checksum != nil ? pinnedOrigin : Origin(
+                let origin = entry.checksum != nil ? pinnedOrigin : Origin(
                     manifestKey: assessment.manifestKey,
-                    sourceKey: TransferSource.key(planned.entry.sources[file.sourceIndex].expanded),
+                    sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
                     etag: file.validators?.etag, lastModified: file.validators?.lastModified)
                 record = FileIdentity.of(path: manifest.root + "/" + destination).map {
                     StateRecord(identity: $0, digest: file.digest, origin: origin)
@@ -156,14 +161,15 @@ public struct Reconciler: Sendable {
         let plan = assessment.plan
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
+        outcomes.reserveCapacity(plan.entries.count)
         var fetches: [Int] = []
-        for (index, planned) in plan.entries.enumerated() {
-            switch planned.action {
+        for index in plan.entries.indices {
+            switch plan.entries[index].action {
             case .keep:
                 outcomes.append(.upToDate)
             case .refuse(let why):
                 outcomes.append(.failed(.refused(why)))
-                observer?.entry(planned.entry, finished: outcomes[index])
+                observer?.entry(plan.entries[index].entry, finished: outcomes[index])
             case .fetch, .revalidate:
                 // Replaced by the transfer's outcome below; an entry the engine never reports stays failed.
                 outcomes.append(.failed(.refused("not attempted")))

@@ -45,10 +45,12 @@ struct ManifestOptions: ParsableArguments {
 
     var quiet: Bool { reporting.quiet }
 
-    /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
-    func load() throws -> Manifest {
+    /// Reads and validates the manifest; on failure prints every diagnostic and exits 3. `state`, if given,
+    /// starts reading the state cache as soon as the parser has seen where root is.
+    func load(prefetching state: StatePrefetch? = nil) throws -> Manifest {
         do {
-            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current)
+            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current,
+                                                   rootSeen: state.map { state in { state.start(root: $0) } })
             if !quiet { Output.errors(manifest.warnings.map(\.description)) }
             return manifest
         } catch {
@@ -141,14 +143,17 @@ struct Sync: ParsableCommand {
     var rehash = false
 
     func run() throws {
-        let manifest = try manifestOptions.load()
+        let state = StatePrefetch()
+        let manifest = try manifestOptions.load(prefetching: state)
         try policy.enforce(on: manifest)
         var options = transferOptions.syncOptions
         options.prune = policy.prune
-        let reconciler = Reconciler(manifest: manifest, options: options)
+        let reconciler = Reconciler(manifest: manifest, options: options, state: state)
         let reporter = manifestOptions.reporting.makeReporter()
         if dryRun {
-            reporter.plan(reconciler.assess(rehash: rehash).plan, acting: false)
+            let assessment = reconciler.assess(rehash: rehash)
+            reporter.plan(assessment.plan, acting: false)
+            keepUntilExit(manifest, assessment)
             return
         }
         let cancellation = Cancellation()
@@ -169,6 +174,7 @@ struct Sync: ParsableCommand {
         let result = reconciler.apply(assessment, observer: reporter, cancellation: cancellation)
         let status = interrupts.exitStatus ?? result.exitStatus.rawValue
         reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
+        keepUntilExit(manifest, assessment, result)
         if status != 0 { throw ExitCode(status) }
     }
 }
@@ -189,11 +195,13 @@ struct PlanCommand: ParsableCommand {
     @OptionGroup var policy: PolicyOptions
 
     func run() throws {
-        let manifest = try manifestOptions.load()
+        let state = StatePrefetch()
+        let manifest = try manifestOptions.load(prefetching: state)
         try policy.enforce(on: manifest)
-        let plan = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune)).plan()
-        manifestOptions.reporting.makeReporter().plan(plan, acting: false)
-        if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
+        let assessment = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune), state: state).assess()
+        manifestOptions.reporting.makeReporter().plan(assessment.plan, acting: false)
+        keepUntilExit(manifest, assessment)
+        if assessment.plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }
 }
 

@@ -84,7 +84,7 @@ final class HumanReporter: RunReporter, Sendable {
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
         endDisplay()
         if let signal {
-            let stopped = result.failures.count
+            let stopped = result.failedCount
             Output.errors(["haul: interrupted by \(signal); \(stopped) unfinished "
                            + "\(stopped == 1 ? "entry keeps its" : "entries keep their") old content (partial downloads are kept to resume)"])
             return

@@ -130,3 +130,15 @@ struct TerminalSize: Equatable {
 enum Environment {
     static var current: [String: String] { ProcessInfo.processInfo.environment }
 }
+
+/// Keeps `values` alive until the process exits, on purpose: the command is about to return and the process to
+/// end, and freeing a 100,000-entry manifest, plan and state one node at a time costs more than a sixth of a
+/// no-op sync (0.13 s of 0.8 s, measured), while the kernel takes the whole address space back at once.
+func keepUntilExit(_ values: Any...) {
+    _ = Unmanaged.passRetained(ValuesKeptUntilExit(values))
+}
+
+private final class ValuesKeptUntilExit {
+    let values: [Any]
+    init(_ values: [Any]) { self.values = values }
+}

@@ -7,7 +7,12 @@ import Darwin
 /// Entry point for reading manifests: bytes → YAML events → validated `Manifest`, or every problem at once.
 public enum ManifestLoader {
     /// Reads and validates. `path` as the user gave it (used in messages); relative paths resolve against the process cwd.
-    public static func load(path: String, environment: [String: String]) throws(ManifestError) -> Manifest {
+    ///
+    /// `rootSeen` is called with root's absolute path as soon as it has been read, typically long before the
+    /// entries have been, so a caller can start work under root meanwhile; it is a hint, not the result (a
+    /// manifest that turns out invalid, or names root twice, still fails as a whole).
+    public static func load(path: String, environment: [String: String],
+                            rootSeen: ((String) -> Void)? = nil) throws(ManifestError) -> Manifest {
         let bytes: [UInt8]
         let absolute: String
         do {
@@ -19,12 +24,13 @@ public enum ManifestLoader {
             ])
         }
         return try parse(bytes: bytes, fileName: path, manifestDirectory: parentDirectory(of: absolute),
-                         environment: environment)
+                         environment: environment, rootSeen: rootSeen)
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
     public static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
-                             environment: [String: String]) throws(ManifestError) -> Manifest {
+                             environment: [String: String],
+                             rootSeen: ((String) -> Void)? = nil) throws(ManifestError) -> Manifest {
         var directory = manifestDirectory
         if !directory.hasPrefix("/"), let cwd = try? currentDirectory() {
             directory = cwd + "/" + directory
@@ -32,6 +38,7 @@ public enum ManifestLoader {
         // Entries run 100 to 300 bytes; overestimating only reserves address space.
         var validator = ManifestValidator(fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
                                           environment: environment, expectedEntries: bytes.count / 100)
+        validator.rootSeen = rootSeen
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
         guard let document = YAMLReader.read(bytes, diagnostics: &readerDiagnostics, sink: &validator) else {

@@ -63,6 +63,9 @@ struct ManifestValidator: YAMLEntrySink {
     /// Parallel to `entries`.
     private var explicitSettings: [ExplicitSettings] = []
     private var registry = DestinationRegistry()
+    /// Called once, with root's absolute path, when the reader meets `root:`, or with the default root when the
+    /// first entry comes before any `root:` (see `sawTopLevelScalar`).
+    var rootSeen: ((String) -> Void)?
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused.
@@ -182,20 +185,29 @@ struct ManifestValidator: YAMLEntrySink {
 
     private mutating func resolveRoot(_ id: NodeID) -> String? {
         guard let text = text(id, path: "root", expected: "a folder path") else { return nil }
-        let problem: String? = if text.isEmpty {
-            "expected a folder path, found an empty string"
-        } else if text.utf8.contains(0) {
-            "root must not contain a NUL character"
-        } else if EnvironmentExpansion.containsReference(text) {
-            EnvironmentExpansion.notExpandedHere
-        } else {
-            nil
-        }
-        if let problem {
-            diagnostics.error(problem, at: document.location(of: id), keyPath: "root")
+        do {
+            return try Self.rootPath(text, manifestDirectory: manifestDirectory)
+        } catch {
+            for message in error.messages { diagnostics.error(message, at: document.location(of: id), keyPath: "root") }
             return nil
         }
+    }
+
+    private static func rootPath(_ text: String, manifestDirectory: String) throws(RuleFailure) -> String {
+        if text.isEmpty { throw RuleFailure("expected a folder path, found an empty string") }
+        if text.utf8.contains(0) { throw RuleFailure("root must not contain a NUL character") }
+        if EnvironmentExpansion.containsReference(text) { throw RuleFailure(EnvironmentExpansion.notExpandedHere) }
         return PathRules.resolve(text, against: manifestDirectory)
+    }
+
+    /// Tells `rootSeen` where root is as soon as the reader passes it, so that the caller can start reading the
+    /// state under it while the entries are still being parsed. Only a hint: the manifest's `root` decides.
+    mutating func sawTopLevelScalar(key: String, value: NodeID, in document: YAMLDocument) {
+        guard key == TopLevelKey.root.rawValue, let rootSeen, document.form(of: value) != .null,
+              let path = try? Self.rootPath(document.text(of: value), manifestDirectory: manifestDirectory)
+        else { return }
+        self.rootSeen = nil
+        rootSeen(path)
     }
 
     // MARK: defaults
@@ -235,6 +247,11 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// Validates one `files:` item (called by the reader while it streams, or by `parseFiles`).
     mutating func consume(item id: NodeID, index: Int, in document: YAMLDocument) {
+        if index == 0, let rootSeen {
+            // No `root:` before the entries: most likely there is none, and root is the manifest's folder.
+            self.rootSeen = nil
+            rootSeen(PathRules.normalizeAbsolute(manifestDirectory))
+        }
         let previous = self.document
         self.document = document
         defer { self.document = previous }

@@ -5,6 +5,13 @@ import CLibYAML
 protocol YAMLEntrySink {
     /// `item` is valid in `document` only during this call.
     mutating func consume(item: YAMLDocument.NodeID, index: Int, in document: YAMLDocument)
+    /// A scalar value of a top-level key, as soon as it is read (long before the document ends when `files:`
+    /// comes later); the document is validated as a whole afterwards all the same.
+    mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument)
+}
+
+extension YAMLEntrySink {
+    mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument) {}
 }
 
 /// Turns manifest bytes into a `YAMLDocument` with libyaml's event API.
@@ -88,6 +95,7 @@ struct YAMLReader {
                 let startsItem = markItemStart()
                 let id = add(YAMLDocument.Node(kind: .scalar, form: form, location: location, text: text))
                 if startsItem { finishItem(id, sink: &sink) }
+                if let key = topLevelKey(ofValue: id) { sink.sawTopLevelScalar(key: key, value: id, in: document) }
             case YAML_ALIAS_EVENT:
                 let name = Self.string(event.data.alias.anchor)
                 diagnostics.error("alias \"*\(name)\" is not supported: haul manifests do not use anchors or aliases",
@@ -131,6 +139,15 @@ struct YAMLReader {
               (pending.count - root.pendingStart) % 2 == 1, let key = pending.last else { return false }
         return document.kind(of: key) == .scalar && document.form(of: key) != .null
             && document.text(of: key) == TopLevelKey.files.rawValue
+    }
+
+    /// The top-level key whose value `node` (just added) is, if it is one.
+    private func topLevelKey(ofValue node: YAMLDocument.NodeID) -> String? {
+        guard open.count == 1, let root = open.first, document.kind(of: root.node) == .mapping,
+              pending.last == node, (pending.count - root.pendingStart) % 2 == 0 else { return nil }
+        let key = pending[pending.count - 2]
+        guard document.kind(of: key) == .scalar, document.form(of: key) != .null else { return nil }
+        return document.text(of: key)
     }
 
     /// Records the arena size if the node about to start is an item of the streamed sequence.

@@ -98,12 +98,26 @@ public struct StateCache: Sendable, Equatable {
 
     /// The cache and, when the file existed but could not be used, a warning saying why.
     public static func load(root: String) -> (cache: StateCache, warning: String?) {
+        let loaded = readFile(root: root)
+        return (loaded.cache, loaded.warning)
+    }
+
+    /// The identity of the state file now (nil: there is none).
+    static func currentIdentity(root: String) -> FileIdentity? {
+        guard case .success(let info) = FileSystem.linkStatus(path(root: root)) else { return nil }
+        return FileIdentity(info)
+    }
+
+    /// Also the identity of the file read (nil: there was none), to tell later whether it is still the same.
+    static func readFile(root: String) -> (cache: StateCache, warning: String?, file: FileIdentity?) {
         let path = path(root: root)
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else {
-            return (StateCache(), errno == ENOENT ? nil : "cannot read \(path): \(StoreError.systemMessage(errno)); hashing every file")
+            return (StateCache(), errno == ENOENT ? nil : "cannot read \(path): \(StoreError.systemMessage(errno)); hashing every file", nil)
         }
         defer { close(descriptor) }
+        var info = stat()
+        let file = fstat(descriptor, &info) == 0 ? FileIdentity(info) : nil
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while true {
@@ -113,9 +127,9 @@ public struct StateCache: Sendable, Equatable {
             bytes.append(contentsOf: chunk[..<count])
         }
         guard let cache = parse(bytes) else {
-            return (StateCache(), "\(path) is corrupt or from another haul version; hashing every file to rebuild it")
+            return (StateCache(), "\(path) is corrupt or from another haul version; hashing every file to rebuild it", file)
         }
-        return (cache, nil)
+        return (cache, nil, file)
     }
 
     /// One line per file: `dest dev ino size mtime_ns ctime_ns digest`, then, for files haul wrote,

@@ -39,20 +39,26 @@ func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void) {
     var started: [pthread_t] = []
     if threads > 1 {
         for _ in 1..<threads {
-            let context = Unmanaged.passRetained(ThreadWork(work)).toOpaque()
-            var thread = pthread_t()
-            let rc = pthread_create(&thread, nil, { context in
-                guard let context else { return nil }
-                Unmanaged<ThreadWork>.fromOpaque(context).takeRetainedValue().run()
-                return nil
-            }, context)
-            guard rc == 0 else {
-                Unmanaged<ThreadWork>.fromOpaque(context).release()
-                break
-            }
+            guard let thread = startThread(work) else { break }
             started.append(thread)
         }
     }
     work()
     for thread in started { pthread_join(thread, nil) }
+}
+
+/// A new thread running `work`, to be joined; nil if none could be started.
+func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
+    let context = Unmanaged.passRetained(ThreadWork(work)).toOpaque()
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, nil, { context in
+        guard let context else { return nil }
+        Unmanaged<ThreadWork>.fromOpaque(context).takeRetainedValue().run()
+        return nil
+    }, context)
+    guard rc == 0 else {
+        Unmanaged<ThreadWork>.fromOpaque(context).release()
+        return nil
+    }
+    return thread
 }

@@ -35,6 +35,32 @@ final class LoaderFileTests: XCTestCase {
         XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).root, directory + "/project")
     }
 
+    /// The hint lets the caller read the state under root while the entries are parsed: root as the manifest
+    /// will have it, once; when `root:` comes after the entries, the default was announced and the hint is wrong
+    /// (which is why `StatePrefetch` compares roots before using what it read).
+    func testRootIsAnnouncedBeforeTheEntriesAreRead() throws {
+        let entries = (0..<3).map { "  - {url: \"https://e.com/\($0)\", dest: f\($0)}\n" }.joined()
+        let cases: [(text: String, announced: [String])] = [
+            ("version: 1\nroot: ../out\nfiles:\n\(entries)", [directory + "/out"]),
+            ("root: /abs//out/\nversion: 1\nfiles:\n\(entries)", ["/abs/out"]),
+            // No root before the entries: the default is the best guess (and right when there is none).
+            ("version: 1\nfiles:\n\(entries)", [directory + "/project"]),
+            ("version: 1\nfiles:\n\(entries)root: late\n", [directory + "/project"]),
+            // Nothing usable to announce; the loader reports the problem as usual.
+            ("version: 1\nroot: \"\"\nfiles: []\n", []),
+            ("version: 1\nroot: ${HOME}\nfiles: []\n", []),
+        ]
+        for (text, expected) in cases {
+            let path = try write(text, to: "project/haul.yaml")
+            let announced = Announcements()
+            let manifest = try? ManifestLoader.load(path: path, environment: [:]) { announced.add($0) }
+            XCTAssertEqual(announced.roots, expected, text)
+            if let manifest, let first = announced.roots.first {
+                XCTAssertEqual(manifest.root == first, !text.contains("late"), text)
+            }
+        }
+    }
+
     func testRelativePathResolvesAgainstTheWorkingDirectory() throws {
         _ = try write("version: 1\nroot: assets\nfiles:\n  - {url: \"https://e.com/a\", dest: a, sha256: x}\n", to: "project/haul.yaml")
         let cwd = FileManager.default.currentDirectoryPath
@@ -82,4 +108,10 @@ final class LoaderFileTests: XCTestCase {
         XCTAssertGreaterThan(text.utf8.count, 1 << 16, "spans several read chunks")
         XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).files.count, 2000)
     }
+}
+
+/// The callback is called on the loading thread; a class only so that the closure can record into it.
+private final class Announcements {
+    private(set) var roots: [String] = []
+    func add(_ root: String) { roots.append(root) }
 }

@@ -55,4 +55,35 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(StateCache.load(root: directory.path).cache, StateCache())
         XCTAssertNotNil(StateCache.load(root: directory.path).warning)
     }
+
+    /// What the prefetch read is used only for the root the manifest ended up with, and only if the state file
+    /// is still the one read (another run may have rewritten it before this one took the lock).
+    func testPrefetchIsUsedOnlyForTheSameRootAndTheSameFile() throws {
+        let directory = try TemporaryDirectory()
+        try directory.makeDirectory(".haul")
+        try directory.makeDirectory("other/.haul")
+        let first = StateCache(records: ["a.bin": record(1)])
+        let second = StateCache(records: ["b.bin": record(2)])
+        try first.save(root: directory.path)
+        try second.save(root: directory.path + "/other")
+
+        let same = StatePrefetch()
+        same.start(root: directory.path)
+        same.start(root: directory.path + "/other")  // ignored: the first announcement counts
+        XCTAssertEqual(same.take(root: directory.path + "/").cache, first)
+
+        let wrongGuess = StatePrefetch()
+        wrongGuess.start(root: directory.path)
+        XCTAssertEqual(wrongGuess.take(root: directory.path + "/other").cache, second)
+
+        let rewritten = StatePrefetch()
+        rewritten.start(root: directory.path)
+        // Let the read finish (it may also still be running: either way the file it read is not the one now).
+        usleep(50_000)
+        try second.save(root: directory.path)
+        XCTAssertEqual(rewritten.take(root: directory.path).cache, second)
+
+        let never = StatePrefetch()
+        XCTAssertEqual(never.take(root: directory.path).cache, second)
+    }
 }
