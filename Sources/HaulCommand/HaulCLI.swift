@@ -30,7 +30,9 @@ struct HaulCLI: ParsableCommand {
         do {
             var command = try parseAsRoot()
             try command.run()
+            Output.flushLog()
         } catch {
+            Output.flushLog()
             exit(withError: error)
         }
     }

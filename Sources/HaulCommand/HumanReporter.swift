@@ -126,12 +126,12 @@ final class HumanReporter: RunReporter, Sendable {
             break
         case .notModified:
             tracker?.update { model, _ in model.finished(name(entry), .unchanged) }
-            if !quiet, verbose || linePerFile { Output.lines(["unchanged \(destination) (the server answered 304)"]) }
+            if !quiet, verbose || linePerFile { log("unchanged \(destination) (the server answered 304)") }
         case .fetched(let file):
             tracker?.update { model, _ in model.finished(name(entry), .fetched(size: file.size)) }
             guard !quiet, verbose || linePerFile else { break }
             let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-            Output.lines([verbose ? line + " from \(file.sourceDisplayURL)" : line])
+            log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
         case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
             tracker?.update { model, _ in model.finished(name(entry), .failed) }
             // one line for the whole interruption, not one per entry
@@ -143,10 +143,16 @@ final class HumanReporter: RunReporter, Sendable {
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {
         if case .deleted = outcome, !quiet, verbose || linePerFile {
-            Output.lines(["pruned \(ProgressFormatting.displayName(destination.description))"])
+            log("pruned \(ProgressFormatting.displayName(destination.description))")
         }
         if case .kept = outcome, quiet { return }  // a warning, and --quiet prints errors only
         if let line = HumanReport.pruneLine(destination, outcome) { Output.errors([paintDiagnostic(line)]) }
+    }
+
+    /// A line per file: in a plain log it may wait for the ticker (see `Output.logLines`); elsewhere, it is
+    /// printed at once.
+    private func log(_ line: String) {
+        if linePerFile { Output.logLines([line]) } else { Output.lines([line]) }
     }
 
     // MARK: Display

@@ -18,6 +18,8 @@ enum Output {
     }
 
     private static let live = Mutex<LiveRegion?>(nil)
+    /// Log lines held back by `logLines`, written with the next write or `flushLog`.
+    private static let held = Mutex<String>("")
     /// Decided once: whether stdout shares the screen with the view (then stdout lines must be written above
     /// it too), or goes to a file or a pipe (then the view need not move for it).
     private static let stdoutIsTerminal = isatty(STDOUT_FILENO) == 1
@@ -25,21 +27,48 @@ enum Output {
     static func lines(_ lines: [String]) { write(lines, to: STDOUT_FILENO) }
     static func errors(_ lines: [String]) { write(lines, to: STDERR_FILENO) }
 
-    private static func write(_ lines: [String], to descriptor: Int32) {
+    /// Stdout lines that may wait a moment (a plain log's line per file): held and written together by the
+    /// next write of any kind, so the order of everything printed is kept, or by `flushLog`, which the plain
+    /// progress's ticker calls twice a second. 100,000 files are then a few hundred writes, not 100,000.
+    static func logLines(_ lines: [String]) {
         guard !lines.isEmpty else { return }
-        let text = lines.joined(separator: "\n") + "\n"
+        let flushNow = held.withLock { held in
+            for line in lines {
+                held += line
+                held += "\n"
+            }
+            return held.utf8.count >= heldLimit
+        }
+        if flushNow { flushLog() }
+    }
+
+    static func flushLog() { write([], to: STDOUT_FILENO) }
+
+    private static let heldLimit = 64 * 1024
+
+    private static func write(_ lines: [String], to descriptor: Int32) {
         live.withLock { region in
-            guard let shown = region, descriptor == STDERR_FILENO || stdoutIsTerminal else {
-                writeAll(text, to: descriptor)
-                return
+            let pending = held.withLock { held in
+                defer { held = "" }
+                return held
             }
-            if descriptor == STDERR_FILENO {
-                writeAll(erase(shown) + text + draw(shown.lines), to: STDERR_FILENO)  // one write: no flicker
-            } else {
-                writeAll(erase(shown), to: STDERR_FILENO)
-                writeAll(text, to: descriptor)
-                writeAll(draw(shown.lines), to: STDERR_FILENO)
-            }
+            if !pending.isEmpty { writeAbove(region, pending, to: STDOUT_FILENO) }
+            if !lines.isEmpty { writeAbove(region, lines.joined(separator: "\n") + "\n", to: descriptor) }
+        }
+    }
+
+    /// Writes `text`, above the live view if one is shown where it goes.
+    private static func writeAbove(_ region: LiveRegion?, _ text: String, to descriptor: Int32) {
+        guard let shown = region, descriptor == STDERR_FILENO || stdoutIsTerminal else {
+            writeAll(text, to: descriptor)
+            return
+        }
+        if descriptor == STDERR_FILENO {
+            writeAll(erase(shown) + text + draw(shown.lines), to: STDERR_FILENO)  // one write: no flicker
+        } else {
+            writeAll(erase(shown), to: STDERR_FILENO)
+            writeAll(text, to: descriptor)
+            writeAll(draw(shown.lines), to: STDERR_FILENO)
         }
     }
 

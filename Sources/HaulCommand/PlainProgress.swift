@@ -23,13 +23,15 @@ final class PlainProgress: Sendable {
 
     func end() {
         ticker.stop()
+        Output.flushLog()
     }
 
+    /// Also writes the held lines of files done (`Output.logLines`): a log line is late by half a second at most.
     private func tick() {
         let line = tracker.update { model, now in
             model.sample(now: now)
             return model.heartbeat(now: now, interval: Self.heartbeatInterval)
         }
-        if let line { Output.errors([line]) }
+        if let line { Output.errors([line]) } else { Output.flushLog() }
     }
 }
