@@ -38,6 +38,8 @@ public struct SyncResult: Sendable {
     public var outcomes: [EntryOutcome]
     public var prunes: [(DestinationPath, PruneOutcome)] = []
     public var seconds: Double
+    /// Per fetched entry (by index), the destination's identity as the commit left it: what the state records.
+    var committedIdentities: [Int: FileIdentity] = [:]
 
     public init(plan: Plan, outcomes: [EntryOutcome], seconds: Double) {
         self.plan = plan

@@ -3,6 +3,7 @@ import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulStore
+import Synchronization
 
 /// What one download of a URL turned out to be.
 public struct Measurement: Sendable {
@@ -39,7 +40,7 @@ public enum PinFailure: Error, Sendable, CustomStringConvertible {
 public enum Pinner {
     /// `attemptFailed` hears about each failed attempt (and whether it will be retried), on this thread.
     public static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
-                               attemptFailed: @escaping (AttemptFailure, Double?) -> Void = { _, _ in })
+                               attemptFailed: @escaping @Sendable (AttemptFailure, Double?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
         let workspace = try makeWorkspace()
         defer { removeWorkspace(workspace) }
@@ -89,18 +90,20 @@ public enum Pinner {
         rmdir(path)
     }
 
-    /// Receives the engine's events for the one request, on the engine's (this) thread.
+    /// Receives the engine's events for the one request.
     private final class Collector: TransferDelegate {
-        var result: Result<DownloadedFile, TransferFailure>?
-        let attemptFailed: (AttemptFailure, Double?) -> Void
+        private let outcome = Mutex<Result<DownloadedFile, TransferFailure>?>(nil)
+        let attemptFailed: @Sendable (AttemptFailure, Double?) -> Void
 
-        init(attemptFailed: @escaping (AttemptFailure, Double?) -> Void) { self.attemptFailed = attemptFailed }
+        init(attemptFailed: @escaping @Sendable (AttemptFailure, Double?) -> Void) { self.attemptFailed = attemptFailed }
+
+        var result: Result<DownloadedFile, TransferFailure>? { outcome.withLock { $0 } }
 
         func transfer(_ id: Int, didProduce event: TransferEvent) {
             switch event {
             case .started, .progress: break
             case .attemptFailed(let failure, let retryIn): attemptFailed(failure, retryIn)
-            case .finished(let outcome): result = outcome
+            case .finished(let result): outcome.withLock { $0 = result }
             case .notModified: break  // never asked conditionally
             }
         }

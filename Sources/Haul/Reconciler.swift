@@ -138,9 +138,13 @@ public struct Reconciler: Sendable {
                     manifestKey: assessment.manifestKey,
                     sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
                     etag: file.validators?.etag, lastModified: file.validators?.lastModified)
-                record = FileIdentity.of(path: manifest.root + "/" + destination).map {
-                    StateRecord(identity: $0, digest: file.digest, origin: origin)
+                if let identity = result.committedIdentities[index] {
+                    // A new file: one hash-table operation, not a lookup and then a store.
+                    let written = StateRecord(identity: identity, digest: file.digest, origin: origin)
+                    if cache.records.updateValue(written, forKey: destination) != written { changed = true }
+                    continue
                 }
+                record = nil
             }
             if cache.records[destination] != record {
                 cache.records[destination] = record
@@ -162,6 +166,7 @@ public struct Reconciler: Sendable {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         outcomes.reserveCapacity(plan.entries.count)
+        var identities: [Int: FileIdentity] = [:]
         var fetches: [Int] = []
         for index in plan.entries.indices {
             switch plan.entries[index].action {
@@ -200,13 +205,21 @@ public struct Reconciler: Sendable {
                 temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
-                maxBodyBytes: options.maxFileSize))
-            engine.run(fetches.map { transferRequest(for: plan.entries[$0], id: $0, record: assessment.records[$0]) },
+                maxBodyBytes: options.maxFileSize, loops: Self.hashingThreads))
+            let records = assessment.records
+            engine.run(count: fetches.count, request: { [self, fetches] in
+                            let index = fetches[$0]
+                            return transferRequest(for: plan.entries[index], id: index, record: records[index])
+                       },
                        delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
                        cancellation: cancellation)
-            for (index, outcome) in execution.finish() { outcomes[index] = outcome }
+            let finished = execution.finish()
+            for (index, outcome) in finished.outcomes { outcomes[index] = outcome }
+            identities = finished.identities
         }
-        return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
+        var result = SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
+        result.committedIdentities = identities
+        return result
     }
 
     /// Headers go with `url` only: a mirror is another party and gets none of them. A revalidation asks
@@ -228,7 +241,8 @@ public struct Reconciler: Sendable {
                                expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value)
     }
 
-    /// Hashing local files is CPU-bound: one thread per core.
+    /// Hashing local files is CPU-bound: one thread per core. So is driving many small transfers: one engine
+    /// loop per core too (the engine splits --jobs and --per-host between them).
     static var hashingThreads: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 }
 
@@ -244,6 +258,8 @@ private final class Execution: TransferDelegate, Sendable {
     private let commitQueue = DispatchQueue(label: "haul.commit")
     private let pending = Mutex<(files: [(Int, DownloadedFile)], flushScheduled: Bool)>(([], false))
     private let outcomes = Mutex<[Int: EntryOutcome]>([:])
+    /// Of each file committed, its identity just after the rename.
+    private let identities = Mutex<[Int: FileIdentity]>([:])
     /// How long verified files wait for company before a batch is committed.
     private static let batchWindowMilliseconds = 20
 
@@ -278,10 +294,11 @@ private final class Execution: TransferDelegate, Sendable {
         }
     }
 
-    /// Waits for the last batch and returns every outcome the engine produced.
-    func finish() -> [Int: EntryOutcome] {
+    /// Waits for the last batch and returns every outcome the engine produced, and the identities of the files
+    /// committed.
+    func finish() -> (outcomes: [Int: EntryOutcome], identities: [Int: FileIdentity]) {
         commitQueue.sync { flush() }
-        return outcomes.withLock { $0 }
+        return (outcomes.withLock { $0 }, identities.withLock { $0 })
     }
 
     private func flush() {
@@ -296,7 +313,8 @@ private final class Execution: TransferDelegate, Sendable {
         }
         for ((id, file), result) in zip(batch, committer.commit(requests)) {
             switch result {
-            case .success:
+            case .success(let identity):
+                if let identity { identities.withLock { $0[id] = identity } }
                 record(id, .fetched(file))
             case .failure(let error):
                 staging.discard(file.temporaryPath)

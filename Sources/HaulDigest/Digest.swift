@@ -55,11 +55,16 @@ public enum Hex {
     public static func encode(_ bytes: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
+        append(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Straight into a buffer being built (a state file of 100,000 digests), no String in between.
+    public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
         for byte in bytes {
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0f)])
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Straight from the UTF-8 bytes, no intermediate array: manifests and the state cache decode one digest per

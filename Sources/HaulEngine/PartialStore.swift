@@ -7,7 +7,7 @@ import HaulDigest
 /// A partial is named by the digest it must end up with, so it can only ever be completed into that content;
 /// its `.meta` file says which URL the bytes came from (as a hash: URLs may carry secrets) and the validator that
 /// guarantees a resumed request continues the same version of the file.
-public struct PartialStore {
+public struct PartialStore: Sendable {
     let directory: String
 
     func path(for digest: Digest) -> String { "\(directory)/\(Self.fileName(for: digest))" }

@@ -58,13 +58,15 @@ final class Transfer {
     /// When bytes last arrived (or the attempt began): the stall clock.
     private var lastActivityAt: Double = 0
     private let reportsProgress: Bool
+    private let clock: LoopClock
     private let report: (TransferEvent) -> Void
     /// Where a resumable file's metadata goes, written as soon as a response is accepted (not only when the
     /// transfer gives up): a run killed mid-body (SIGKILL, OOM, power) still leaves a partial the next run resumes.
     private let partials: PartialStore?
 
     init(request: TransferRequest, file: TemporaryFile, easy: EasyHandle, maxBodyBytes: Int64,
-         partials: PartialStore?, reportsProgress: Bool, report: @escaping (TransferEvent) -> Void) {
+         partials: PartialStore?, reportsProgress: Bool, clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
+        self.clock = clock
         self.request = request
         self.temporaryPath = file.path
         self.descriptor = file.descriptor
@@ -174,13 +176,13 @@ final class Transfer {
     /// Called as the attempt (or a redirect hop) goes to libcurl.
     func recordVisit() {
         visited.insert(currentURL)
-        lastActivityAt = MonotonicClock.seconds()
+        lastActivityAt = clock.now
     }
 
     /// libcurl's transfer-info callback runs at least once a second, even when nothing arrives: the place to
     /// notice that nothing has arrived for the whole stall window. Returns false to abort.
     func checkForStall() -> Bool {
-        let idle = MonotonicClock.seconds() - lastActivityAt
+        let idle = clock.now - lastActivityAt
         guard idle > request.stallTimeout else { return true }
         abortReason = .network(code: 28, message: "no data for \(Self.format(seconds: request.stallTimeout))")
         return false
@@ -260,7 +262,7 @@ final class Transfer {
             guard acceptResponse() else { return 0 }
         }
         if discarding {
-            lastActivityAt = MonotonicClock.seconds()
+            lastActivityAt = clock.now
             // Redirect and error bodies are read so the connection can be reused, but only a little of them.
             discardedBytes += bytes.count
             return discardedBytes > 1 << 16 ? 0 : bytes.count
@@ -282,7 +284,7 @@ final class Transfer {
             offset += written
         }
         bytesWritten += Int64(bytes.count)
-        let now = MonotonicClock.seconds()
+        let now = clock.now
         lastActivityAt = now
         if let trailingHasher {
             trailingHasher.written(upTo: totalBytes, lastWake: &trailingWake)
@@ -295,7 +297,7 @@ final class Transfer {
 
     /// One header line of the response (libcurl calls this for the status line too).
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Int {
-        lastActivityAt = MonotonicClock.seconds()
+        lastActivityAt = clock.now
         responseHeaders.consume(line)
         // The blank line ends the headers: an announced length above the limit fails before any body byte.
         if line.count <= 2, (200..<300).contains(easy.responseCode) {
@@ -329,6 +331,14 @@ struct TemporaryFile {
     var isPartial: Bool
     /// Bytes already there, and the validator to resume them with.
     var resume: (offset: Int64, validator: ResumeValidator)?
+}
+
+/// A loop's idea of now, read once per turn of the loop rather than by each of libcurl's callbacks (a dozen
+/// per small transfer: headers, body, transfer info): every callback runs inside `perform`, right after the
+/// loop has read the clock, and stall windows are counted in seconds. Confined to its loop's thread.
+final class LoopClock {
+    private(set) var now: Double = MonotonicClock.seconds()
+    func tick() { now = MonotonicClock.seconds() }
 }
 
 /// Seconds on CLOCK_MONOTONIC: for durations, immune to wall-clock jumps.

@@ -3,7 +3,7 @@ import Glibc
 import HaulDigest
 import Synchronization
 
-/// Runs transfers concurrently over one libcurl multi handle.
+/// Runs transfers concurrently over libcurl multi handles: one per loop, each loop on its own thread.
 ///
 /// Like a URLSession download task, each transfer writes to a temporary file, reports progress, tells a
 /// client-side error from a server's answer, and hands the finished file to its owner, who moves it into place.
@@ -12,7 +12,7 @@ import Synchronization
 ///
 /// `run` blocks the calling thread, which must not be one of Swift's cooperative pool: libcurl's loop would starve
 /// every other task there.
-public final class TransferEngine {
+public final class TransferEngine: Sendable {
     private let configuration: EngineConfiguration
     private let redirects: RedirectPolicy
     fileprivate let partials: PartialStore?
@@ -25,69 +25,104 @@ public final class TransferEngine {
 
     public static var libcurlVersion: String { Curl.version }
 
-    /// Fetches every request, reporting to `delegate` on this thread, and returns when all have finished.
+    /// Fetches every request and returns when all have finished. Events reach `delegate` on the loops' threads:
+    /// this one, and with `configuration.loops` above one, others at the same time.
     public func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
                     cancellation: Cancellation? = nil) {
-        guard let multi = MultiHandle() else {
-            for request in requests {
-                delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
-                    AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "",
-                                   reason: .local(operation: "initialize libcurl for", path: "transfers", errno: ENOMEM)),
-                ]))))
-            }
-            return
-        }
-        var loop = Loop(engine: self, multi: multi, delegate: delegate, reportsProgress: reportsProgress)
-        cancellation?.attach(multi.wakeUpHandle)
-        defer { cancellation?.detach() }
-        loop.run(requests, cancellation: cancellation)
+        run(count: requests.count, request: { requests[$0] }, delegate: delegate, reportsProgress: reportsProgress,
+            cancellation: cancellation)
     }
 
-    /// The mutable state of one `run`: queued requests, transfers in libcurl, transfers waiting to retry, and
-    /// transfers whose body is complete but whose trailing hash is still being computed.
+    /// The same for `count` requests made on demand, in order, by the loop about to start each: the first
+    /// transfer does not wait for 100,000 requests to be built, and building them is shared between the loops.
+    public func run(count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
+                    reportsProgress: Bool = false, cancellation: Cancellation? = nil) {
+        let queue = RequestQueue(count: count, make: request)
+        let claims = PartialClaims()
+        let shares = configuration.loopShares
+        let others = shares.dropFirst().compactMap { share in
+            startEngineThread { [self] in
+                runLoop(share, queue: queue, claims: claims, delegate: delegate, reportsProgress: reportsProgress,
+                        cancellation: cancellation)
+            }
+        }
+        runLoop(shares[0], queue: queue, claims: claims, delegate: delegate, reportsProgress: reportsProgress,
+                cancellation: cancellation)
+        for thread in others { pthread_join(thread, nil) }
+        // Left only if no loop could start (libcurl out of memory): every request still ends with an event.
+        for request in queue.takeAll() {
+            delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
+                AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "",
+                               reason: .local(operation: "initialize libcurl for", path: "transfers", errno: ENOMEM)),
+            ]))))
+        }
+    }
+
+    private func runLoop(_ share: EngineConfiguration.LoopShare, queue: RequestQueue, claims: PartialClaims,
+                         delegate: TransferDelegate, reportsProgress: Bool, cancellation: Cancellation?) {
+        guard let multi = MultiHandle() else { return }
+        var loop = Loop(engine: self, multi: multi, share: share, queue: queue, claims: claims, delegate: delegate,
+                        reportsProgress: reportsProgress)
+        let wakeUp = multi.wakeUpHandle
+        cancellation?.attach(wakeUp)
+        defer { cancellation?.detach(wakeUp) }
+        loop.run(cancellation: cancellation)
+    }
+
+    /// The mutable state of one loop of a `run`: transfers in libcurl, transfers waiting to retry, and transfers
+    /// whose body is complete but whose trailing hash is still being computed. Requests come from the queue the
+    /// loops share.
     private struct Loop {
         let engine: TransferEngine
         let multi: MultiHandle
+        /// This loop's part of the run's limits.
+        let share: EngineConfiguration.LoopShare
+        let queue: RequestQueue
+        /// Partial files held by a transfer of this run (any loop): a second entry with the same digest gets its
+        /// own file.
+        let claims: PartialClaims
         let delegate: TransferDelegate
         let reportsProgress: Bool
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
         var waiting: [Transfer] = []
         var verifying: [ObjectIdentifier: Transfer] = [:]
         let trailingDigests = TrailingDigests()
+        let clock = LoopClock()
         var idleHandles: [EasyHandle] = []
-        /// Partial files held by a transfer of this run: a second entry with the same digest gets its own file.
-        var partialsInUse: Set<String> = []
         let namePrefix: String = {
             var generator = SystemRandomNumberGenerator()
             return String(generator.next() as UInt64, radix: 16) + "-"
         }()
         var temporaryCount = 0
 
-        init(engine: TransferEngine, multi: MultiHandle, delegate: TransferDelegate, reportsProgress: Bool) {
+        init(engine: TransferEngine, multi: MultiHandle, share: EngineConfiguration.LoopShare, queue: RequestQueue,
+             claims: PartialClaims, delegate: TransferDelegate, reportsProgress: Bool) {
             self.engine = engine
             self.multi = multi
+            self.share = share
+            self.queue = queue
+            self.claims = claims
             self.delegate = delegate
             self.reportsProgress = reportsProgress
-            let limit = max(1, engine.configuration.maxConcurrentTransfers)
-            multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, limit)
-            multi.set(CURLMOPT_MAX_HOST_CONNECTIONS, max(1, engine.configuration.maxConnectionsPerHost))
-            multi.set(CURLMOPT_MAXCONNECTS, limit * 2)
+            multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, share.transfers)
+            multi.set(CURLMOPT_MAX_HOST_CONNECTIONS, share.connectionsPerHost)
+            multi.set(CURLMOPT_MAXCONNECTS, share.transfers * 2)
         }
 
-        mutating func run(_ requests: [TransferRequest], cancellation: Cancellation?) {
-            let limit = max(1, engine.configuration.maxConcurrentTransfers)
-            var queue = requests[...]
-            while !queue.isEmpty || !active.isEmpty || !waiting.isEmpty || !verifying.isEmpty {
-                if cancellation?.isCancelled == true { return stopAll(queued: queue) }
+        mutating func run(cancellation: Cancellation?) {
+            let limit = share.transfers
+            while queue.hasMore || !active.isEmpty || !waiting.isEmpty || !verifying.isEmpty {
+                if cancellation?.isCancelled == true { return stopAll() }
                 // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
-                let now = MonotonicClock.seconds()
+                clock.tick()
+                let now = clock.now
                 if !waiting.isEmpty {
                     let due = waiting.filter { $0.retryAt <= now }
                     waiting.removeAll { $0.retryAt <= now }
                     for transfer in due { attach(transfer) }
                 }
                 // Transfers still being hashed hold a file and a hashing thread: they count against --jobs.
-                while active.count + waiting.count + verifying.count < limit, let request = queue.popFirst() {
+                while active.count + waiting.count + verifying.count < limit, let request = queue.next() {
                     start(request)
                 }
                 multi.perform()
@@ -105,8 +140,9 @@ public final class TransferEngine {
         }
 
         /// Interrupted: every transfer ends now as `.interrupted`. Partials of pinned files are kept (with their
-        /// validator) for the next run; other temporary files are removed. Queued requests never start.
-        private mutating func stopAll(queued: ArraySlice<TransferRequest>) {
+        /// validator) for the next run; other temporary files are removed. Queued requests never start (whichever
+        /// loop stops first takes them all).
+        private mutating func stopAll() {
             // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
             trailingDigests.close()
             let inFlight = Array(active.values) + waiting + Array(verifying.values)
@@ -115,7 +151,7 @@ public final class TransferEngine {
             waiting = []
             verifying = [:]
             for transfer in inFlight { giveUp(transfer, .interrupted) }
-            for request in queued {
+            for request in queue.takeAll() {
                 delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
                     AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "", reason: .interrupted),
                 ]))))
@@ -138,13 +174,15 @@ public final class TransferEngine {
             }
             guard let easy = idleHandles.popLast() ?? EasyHandle() else {
                 close(file.descriptor)
-                partialsInUse.remove(file.path)
+                if file.isPartial { claims.release(file.path) }
                 return refuse(request, .local(operation: "initialize libcurl for", path: file.path, errno: ENOMEM))
             }
             let delegate = self.delegate
             let id = request.id
             let transfer = Transfer(request: request, file: file, easy: easy, maxBodyBytes: engine.configuration.maxBodyBytes,
-                                    partials: engine.partials, reportsProgress: reportsProgress) { delegate.transfer(id, didProduce: $0) }
+                                    partials: engine.partials, reportsProgress: reportsProgress, clock: clock) {
+                delegate.transfer(id, didProduce: $0)
+            }
             delegate.transfer(id, didProduce: .started(sourceDisplayURL: request.sources[0].displayURL))
             if transfer.partialLooksComplete {
                 // Everything is already here (a run ended between download and commit): only the hash is left.
@@ -167,10 +205,10 @@ public final class TransferEngine {
             if let digest = request.expectedDigest, let partials = engine.partials,
                (request.expectedSize ?? .max) >= Self.resumableSize {
                 let path = partials.path(for: digest)
-                if partialsInUse.insert(path).inserted {
+                if claims.claim(path) {
                     let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
                     guard descriptor >= 0 else {
-                        partialsInUse.remove(path)
+                        claims.release(path)
                         return .failure(.local(operation: "open partial file", path: path, errno: errno))
                     }
                     var info = stat()
@@ -185,7 +223,7 @@ public final class TransferEngine {
                     if ftruncate(descriptor, 0) != 0 {
                         let code = errno
                         close(descriptor)
-                        partialsInUse.remove(path)
+                        claims.release(path)
                         return .failure(.local(operation: "truncate", path: path, errno: code))
                     }
                     partials.removeMetadata(forPartial: path)
@@ -358,7 +396,7 @@ public final class TransferEngine {
         /// again. Whoever ends the transfer decides what becomes of the partial and its metadata.
         private mutating func release(_ transfer: Transfer) {
             idleHandles.append(transfer.easy)
-            if transfer.isResumable { partialsInUse.remove(transfer.temporaryPath) }
+            if transfer.isResumable { claims.release(transfer.temporaryPath) }
         }
 
         /// Retries the same source for a transient failure, else moves to the next source, else gives up.
@@ -370,7 +408,7 @@ public final class TransferEngine {
                 let delay = engine.configuration.retryPolicy.delay(beforeRetry: transfer.retriesUsed + 1, retryAfter: retryAfter)
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
                 transfer.beginRetry(keepingBytes: reason.keepsPartial)
-                transfer.retryAt = MonotonicClock.seconds() + delay
+                transfer.retryAt = clock.now + delay
                 waiting.append(transfer)
             } else if transfer.hasAnotherSource, !reason.isLocal {
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
@@ -423,6 +461,62 @@ public final class TransferEngine {
             return namePrefix + String(temporaryCount, radix: 16) + ".part"
         }
     }
+}
+
+/// The requests of a run not yet started, shared by its loops: each takes the next one when it has room, so a loop
+/// slowed by a large file leaves the small ones to the others. A request is made when it is taken.
+private final class RequestQueue: Sendable {
+    private let count: Int
+    private let make: @Sendable (Int) -> TransferRequest
+    private let taken = Atomic<Int>(0)
+
+    init(count: Int, make: @escaping @Sendable (Int) -> TransferRequest) {
+        self.count = count
+        self.make = make
+    }
+
+    var hasMore: Bool { taken.load(ordering: .relaxed) < count }
+
+    func next() -> TransferRequest? {
+        let index = taken.wrappingAdd(1, ordering: .relaxed).oldValue
+        return index < count ? make(index) : nil
+    }
+
+    func takeAll() -> [TransferRequest] {
+        var rest: [TransferRequest] = []
+        while let request = next() { rest.append(request) }
+        return rest
+    }
+}
+
+/// Which digest-named partial files a transfer of this run holds, across loops.
+private final class PartialClaims: Sendable {
+    private let held = Mutex<Set<String>>([])
+
+    /// False when another transfer holds it.
+    func claim(_ path: String) -> Bool { held.withLock { $0.insert(path).inserted } }
+    func release(_ path: String) { _ = held.withLock { $0.remove(path) } }
+}
+
+/// A thread running `work`, to be joined; nil if none could be started (its loop's share then goes unused; the
+/// other loops take every request).
+private func startEngineThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
+    final class Work {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+    let context = Unmanaged.passRetained(Work(work)).toOpaque()
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, nil, { context in
+        guard let context else { return nil }
+        Unmanaged<Work>.fromOpaque(context).takeRetainedValue().run()
+        return nil
+    }, context)
+    guard rc == 0 else {
+        Unmanaged<Work>.fromOpaque(context).release()
+        return nil
+    }
+    return thread
 }
 
 /// Digests finished by trailing hashers on their queues, waiting for the loop to pick them up.

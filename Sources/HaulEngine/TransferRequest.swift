@@ -121,11 +121,16 @@ public struct EngineConfiguration: Sendable {
     public var partialDirectory: String?
     /// Largest body accepted for a file whose size the manifest does not pin.
     public var maxBodyBytes: Int64
+    /// libcurl loops run side by side, each on its own thread with its own multi handle, taking requests from
+    /// one queue. One loop is enough for large files; thousands of small ones keep a loop's thread busy with
+    /// per-request work (headers, a file to create, callbacks), and a second core then makes them go faster.
+    /// The limits above hold for the whole run: they are split between the loops (see `loopShares`).
+    public var loops: Int
 
     public init(temporaryDirectory: String, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
                 retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: String? = nil,
-                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) {
+                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
         self.maxConnectionsPerHost = maxConnectionsPerHost
@@ -136,6 +141,25 @@ public struct EngineConfiguration: Sendable {
         self.retryPolicy = retryPolicy
         self.partialDirectory = partialDirectory
         self.maxBodyBytes = maxBodyBytes
+        self.loops = loops
+    }
+
+    /// One loop's part of the limits.
+    public struct LoopShare: Sendable, Equatable {
+        public var transfers: Int
+        public var connectionsPerHost: Int
+    }
+
+    /// The limits split between the loops as evenly as they divide, never more loops than either limit allows
+    /// (a loop needs at least one transfer and one connection): the sums are exactly the configured limits.
+    public var loopShares: [LoopShare] {
+        let transfers = max(1, maxConcurrentTransfers)
+        let perHost = max(1, maxConnectionsPerHost)
+        let count = max(1, min(loops, transfers, perHost))
+        return (0..<count).map { index in
+            LoopShare(transfers: transfers / count + (index < transfers % count ? 1 : 0),
+                      connectionsPerHost: perHost / count + (index < perHost % count ? 1 : 0))
+        }
     }
 
     /// Enough to hide per-request latency on small files without hammering one server.
@@ -183,8 +207,8 @@ public enum TransferEvent: Sendable {
     case notModified(sourceDisplayURL: String)
 }
 
-/// Receives events on the thread that called `TransferEngine.run`. Keep the work done here short: it holds up
-/// every transfer.
-public protocol TransferDelegate: AnyObject {
+/// Receives events on the engine's loop threads: the one that called `TransferEngine.run`, and with several
+/// loops, others at the same time. Keep the work done here short: it holds up every transfer of that loop.
+public protocol TransferDelegate: AnyObject, Sendable {
     func transfer(_ id: Int, didProduce event: TransferEvent)
 }

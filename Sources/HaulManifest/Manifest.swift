@@ -222,15 +222,23 @@ public struct TemplatedString: Sendable, Hashable, CustomStringConvertible, Cust
 
 public enum Redaction {
     /// `https://user:pw@host/x` → `https://***@host/x`; other text is returned unchanged.
+    ///
+    /// On UTF-8 bytes: every delimiter is ASCII, so cutting at them never splits a character, and a URL is
+    /// displayed for each of 100,000 transfers.
     public static func redactingUserinfo(_ text: String) -> String {
-        let chars = Array(text)
-        guard let colon = chars.firstIndex(of: ":"), colon + 2 < chars.count,
-              chars[colon + 1] == "/", chars[colon + 2] == "/" else { return text }
+        let utf8 = text.utf8
+        guard utf8.contains(UInt8(ascii: "@")) else { return text }
+        let bytes = Array(utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 2 < bytes.count,
+              bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return text }
         let authorityStart = colon + 3
         var authorityEnd = authorityStart
-        while authorityEnd < chars.count, !"/?#".contains(chars[authorityEnd]) { authorityEnd += 1 }
-        guard let at = chars[authorityStart..<authorityEnd].lastIndex(of: "@") else { return text }
-        return String(chars[..<authorityStart]) + "***" + String(chars[at...])
+        while authorityEnd < bytes.count, bytes[authorityEnd] != UInt8(ascii: "/"), bytes[authorityEnd] != UInt8(ascii: "?"),
+              bytes[authorityEnd] != UInt8(ascii: "#") {
+            authorityEnd += 1
+        }
+        guard let at = bytes[authorityStart..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return text }
+        return String(decoding: bytes[..<authorityStart], as: UTF8.self) + "***" + String(decoding: bytes[at...], as: UTF8.self)
     }
 }
 

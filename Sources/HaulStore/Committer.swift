@@ -41,10 +41,12 @@ public final class Committer: Sendable {
     }
 
     /// A failing request does not stop the others; its temporary file is left for the caller to discard and its
-    /// destination is untouched. Results are in request order.
-    public func commit(_ batch: [CommitRequest]) -> [Result<Void, StoreError>] {
+    /// destination is untouched. Results are in request order: for a file committed, its identity right after the
+    /// rename (what the state cache records; nil in the unlikely case that it cannot be read back), taken here,
+    /// off the transfer loop, while it is the only thing that has touched the file.
+    public func commit(_ batch: [CommitRequest]) -> [Result<FileIdentity?, StoreError>] {
         guard !batch.isEmpty else { return [] }
-        var results = [Result<Void, StoreError>](repeating: .success(()), count: batch.count)
+        var results = [Result<FileIdentity?, StoreError>](repeating: .success(nil), count: batch.count)
         var ready = prepare(batch, results: &results)
 
         if durability == .batched, !ready.isEmpty, let failure = syncFilesystem() {
@@ -59,6 +61,7 @@ public final class Committer: Sendable {
             let rc = item.source.withCString { source in item.target.withCString { rename(source, $0) } }
             if rc == 0 {
                 renamed.append(item)
+                if case .success(let info) = FileSystem.linkStatus(item.target) { results[item.index] = .success(FileIdentity(info)) }
                 continue
             }
             let code = errno
@@ -89,7 +92,7 @@ public final class Committer: Sendable {
     }
 
     /// Everything that can fail without touching a destination: parents (created as needed) and the final mode.
-    private func prepare(_ batch: [CommitRequest], results: inout [Result<Void, StoreError>]) -> [Ready] {
+    private func prepare(_ batch: [CommitRequest], results: inout [Result<FileIdentity?, StoreError>]) -> [Ready] {
         var ready: [Ready] = []
         ready.reserveCapacity(batch.count)
         parents.withLock { resolver in
@@ -165,7 +168,8 @@ public final class Committer: Sendable {
 
     /// A destination whose directory could not be synced is in place but might not survive a crash: reported as
     /// failed so that the caller does not record it as done.
-    private func syncDirectories(of renamed: [Ready], batch: [CommitRequest], results: inout [Result<Void, StoreError>]) {
+    private func syncDirectories(of renamed: [Ready], batch: [CommitRequest],
+                                 results: inout [Result<FileIdentity?, StoreError>]) {
         var failures: [String: Int32] = [:]
         var synced = Set<String>()
         for item in renamed where synced.insert(item.directory).inserted {

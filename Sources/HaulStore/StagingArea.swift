@@ -20,11 +20,16 @@ public final class StagingArea: Sendable {
     /// Removes what crashed or interrupted runs left behind: every temporary file, and every partial whose name
     /// is not in `keptPartials` (partials of files the manifest still wants stay, with their metadata, to be
     /// resumed). Only safe while holding the root's `RunLock`: another run's live files would look the same.
-    public func sweep(keepingPartials keptPartials: Set<String>) {
+    /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
+    /// partial of each of 100,000 entries would cost more than the rest of the sweep).
+    public func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>) {
         for name in Self.entries(of: directory) { _ = unlink(directory + "/" + name) }
-        for name in Self.entries(of: partialDirectory) {
+        let partials = Self.entries(of: partialDirectory)
+        guard !partials.isEmpty else { return }
+        let kept = keptPartials()
+        for name in partials {
             let base = name.hasSuffix(".meta") ? String(name.dropLast(5)) : name
-            if !keptPartials.contains(base) { _ = unlink(partialDirectory + "/" + name) }
+            if !kept.contains(base) { _ = unlink(partialDirectory + "/" + name) }
         }
     }
 

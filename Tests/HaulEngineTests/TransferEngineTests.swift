@@ -313,21 +313,39 @@ struct SplitMix {
     }
 }
 
-/// Collects engine events (delivered on the calling thread).
+/// Collects engine events (from every loop's thread; read once `run` has returned).
 final class Recorder: TransferDelegate {
-    var results: [Int: Result<DownloadedFile, TransferFailure>] = [:]
-    var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] = []
-    var progress: [TransferProgress] = []
-    var notModified: [Int: String] = [:]
-    var started: [Int: String] = [:]
+    private struct Events {
+        var results: [Int: Result<DownloadedFile, TransferFailure>] = [:]
+        var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] = []
+        var progress: [TransferProgress] = []
+        var notModified: [Int: String] = [:]
+        var started: [Int: String] = [:]
+        /// Ids that got more than one ending event (`finished` or `notModified`): there must be none.
+        var endedTwice: [Int] = []
+    }
+    private let events = Mutex(Events())
+
+    var results: [Int: Result<DownloadedFile, TransferFailure>] { events.withLock { $0.results } }
+    var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] { events.withLock { $0.attemptFailures } }
+    var progress: [TransferProgress] { events.withLock { $0.progress } }
+    var notModified: [Int: String] { events.withLock { $0.notModified } }
+    var started: [Int: String] { events.withLock { $0.started } }
+    var endedTwice: [Int] { events.withLock { $0.endedTwice } }
 
     func transfer(_ id: Int, didProduce event: TransferEvent) {
-        switch event {
-        case .started(let source): started[id] = source
-        case .progress(let p): progress.append(p)
-        case .attemptFailed(let failure, let retryIn): attemptFailures.append((failure, retryIn))
-        case .finished(let result): results[id] = result
-        case .notModified(let source): notModified[id] = source
+        events.withLock { events in
+            switch event {
+            case .started(let source): events.started[id] = source
+            case .progress(let p): events.progress.append(p)
+            case .attemptFailed(let failure, let retryIn): events.attemptFailures.append((failure, retryIn))
+            case .finished(let result):
+                if events.results[id] != nil || events.notModified[id] != nil { events.endedTwice.append(id) }
+                events.results[id] = result
+            case .notModified(let source):
+                if events.results[id] != nil || events.notModified[id] != nil { events.endedTwice.append(id) }
+                events.notModified[id] = source
+            }
         }
     }
 }

@@ -220,6 +220,18 @@ final class ValidManifestTests: XCTestCase {
         XCTAssertEqual(manifest.files[2].url.description, "http://***@host/c", "userinfo is redacted in descriptions")
     }
 
+    func testUserinfoIsRedactedWhateverTheCharacters() {
+        let cases = [
+            "https://usér:pä$$@hôst/ü@x?q=@#@": "https://***@hôst/ü@x?q=@#@",
+            "https://a@b@host:8443/x": "https://***@host:8443/x",
+            "https://host/path@not-userinfo": "https://host/path@not-userinfo",
+            "https://host?x=a@b": "https://host?x=a@b",
+            "mailto:someone@example.com": "mailto:someone@example.com",
+            "https://ünïcödé.example/ok": "https://ünïcödé.example/ok",
+        ]
+        for (url, shown) in cases { XCTAssertEqual(Redaction.redactingUserinfo(url), shown, url) }
+    }
+
     func testIntegrityForEachAlgorithm() throws {
         let yaml = """
             version: 1

@@ -57,6 +57,9 @@ final class CommitterTests: XCTestCase {
         XCTAssertEqual(scratch.read("root/a/b/c/file.txt"), Array("payload".utf8))
         XCTAssertFalse(FileManager.default.fileExists(atPath: temporary))
         XCTAssertEqual(scratch.linkStatus("root/a/b").map { $0.st_mode & S_IFMT }, S_IFDIR)
+        // The identity the state will record is the destination's as the commit left it (after mode and rename).
+        let identity = try XCTUnwrap(try results[0].get())
+        XCTAssertEqual(identity, FileIdentity.of(path: scratch.at("root/a/b/c/file.txt")))
     }
 
     func testModeIsExactRegardlessOfUmask() throws {

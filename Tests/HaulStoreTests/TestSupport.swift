@@ -68,7 +68,7 @@ func isRegular(_ info: stat?) -> Bool { info.map { $0.st_mode & S_IFMT == S_IFRE
 func isSymlink(_ info: stat?) -> Bool { info.map { $0.st_mode & S_IFMT == S_IFLNK } ?? false }
 func permissions(_ info: stat?) -> mode_t? { info.map { $0.st_mode & 0o7777 } }
 
-extension Result where Success == Void {
+extension Result {
     var failure: Failure? {
         if case .failure(let error) = self { error } else { nil }
     }
