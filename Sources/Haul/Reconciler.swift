@@ -72,9 +72,9 @@ public struct Reconciler: Sendable {
     public func assess(rehash: Bool = false) -> Assessment {
         let (cache, warning) = state?.take(root: manifest.root) ?? StateCache.load(root: manifest.root)
         let manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
-        let observed = Observation.observe(manifest, cache: cache, rehash: rehash, concurrency: Self.hashingThreads)
+        let observed = Observation.observe(manifest, cache: cache, rehash: rehash, concurrency: Self.cores)
         let candidates = prunes ? Observation.pruneCandidates(manifest, cache: cache, manifestKey: manifestKey,
-                                                              rehash: rehash, concurrency: Self.hashingThreads) : []
+                                                              rehash: rehash, concurrency: Self.cores) : []
         let plan = Planner.plan(manifest.files, observed: observed.map(\.state), pruning: candidates.map(\.candidate))
         return Assessment(plan: plan, records: observed.map(\.record), recordIsCached: observed.map(\.cached),
                           pruneIdentities: candidates.map(\.identity),
@@ -205,7 +205,7 @@ public struct Reconciler: Sendable {
                 temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
-                maxBodyBytes: options.maxFileSize, loops: Self.hashingThreads))
+                maxBodyBytes: options.maxFileSize, loops: Self.cores))
             let records = assessment.records
             engine.run(count: fetches.count, request: { [self, fetches] in
                             let index = fetches[$0]
@@ -241,9 +241,9 @@ public struct Reconciler: Sendable {
                                expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value)
     }
 
-    /// Hashing local files is CPU-bound: one thread per core. So is driving many small transfers: one engine
-    /// loop per core too (the engine splits --jobs and --per-host between them).
-    static var hashingThreads: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    /// Threads for CPU-bound work, one per core: hashing local files, and driving many small transfers (one
+    /// engine loop per core; the engine splits --jobs and --per-host between them).
+    static var cores: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 }
 
 /// Receives the engine's events and turns verified files into commits, in batches, off the transfer thread.

@@ -10,7 +10,7 @@ public struct VerificationResult: Sendable {
     public var exitStatus: ExitStatus { problems.isEmpty ? .success : .entryFailed }
 
     public init(manifest: Manifest) {
-        plan = Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Reconciler.hashingThreads))
+        plan = Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Reconciler.cores))
     }
 
     public func lines() -> [String] {
