@@ -20,11 +20,12 @@ let package = Package(
         .systemLibrary(name: "CLinuxShims"),
 
         // Libraries, in the order data flows through them.
+        .target(name: "HaulThreads"),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
-        .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "CLinuxShims"]),
-        .target(name: "HaulEngine", dependencies: ["HaulDigest", "CCurl"]),
+        .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "CLinuxShims"]),
+        .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "CCurl"]),
         .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest"]),
         .executableTarget(name: "HaulCommand", dependencies: [
             "Haul", "HaulManifest", "HaulStore", "HaulEngine",

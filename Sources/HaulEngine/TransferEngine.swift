@@ -1,6 +1,7 @@
 import CCurl
 import Glibc
 import HaulDigest
+import HaulThreads
 import Synchronization
 
 /// Runs transfers concurrently over libcurl multi handles: one per loop, each loop on its own thread.
@@ -41,7 +42,8 @@ public final class TransferEngine: Sendable {
         let claims = PartialClaims()
         let shares = configuration.loopShares
         let others = shares.dropFirst().compactMap { share in
-            startEngineThread { [self] in
+            // A loop whose thread cannot start leaves its share unused; the others take every request.
+            startThread { [self] in
                 runLoop(share, queue: queue, claims: claims, delegate: delegate, reportsProgress: reportsProgress,
                         cancellation: cancellation)
             }
@@ -496,27 +498,6 @@ private final class PartialClaims: Sendable {
     /// False when another transfer holds it.
     func claim(_ path: String) -> Bool { held.withLock { $0.insert(path).inserted } }
     func release(_ path: String) { _ = held.withLock { $0.remove(path) } }
-}
-
-/// A thread running `work`, to be joined; nil if none could be started (its loop's share then goes unused; the
-/// other loops take every request).
-private func startEngineThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
-    final class Work {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-    }
-    let context = Unmanaged.passRetained(Work(work)).toOpaque()
-    var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, { context in
-        guard let context else { return nil }
-        Unmanaged<Work>.fromOpaque(context).takeRetainedValue().run()
-        return nil
-    }, context)
-    guard rc == 0 else {
-        Unmanaged<Work>.fromOpaque(context).release()
-        return nil
-    }
-    return thread
 }
 
 /// Digests finished by trailing hashers on their queues, waiting for the loop to pick them up.

@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulThreads
 import HaulDigest
 import HaulManifest
 

@@ -1,4 +1,5 @@
 import Glibc
+import HaulThreads
 import Synchronization
 
 /// Reads the state cache on a thread of its own while the caller parses the manifest: for 100,000 files both

@@ -1,18 +1,20 @@
+// Plain threads for CPU-bound work, shared by the store (hashing, stat'ing, reading the state) and the engine
+// (one libcurl loop per core).
 import Glibc
 import Synchronization
 
 /// Hands out index ranges to worker threads; taking chunks keeps the shared counter off the per-file path.
-final class WorkCounter: Sendable {
-    let count: Int
-    let chunk: Int
+public final class WorkCounter: Sendable {
+    public let count: Int
+    public let chunk: Int
     private let next = Atomic<Int>(0)
 
-    init(count: Int, chunk: Int) {
+    public init(count: Int, chunk: Int) {
         self.count = count
         self.chunk = max(1, chunk)
     }
 
-    func take() -> Range<Int>? {
+    public func take() -> Range<Int>? {
         let start = next.wrappingAdd(chunk, ordering: .relaxed).oldValue
         guard start < count else { return nil }
         return start..<min(start + chunk, count)
@@ -21,8 +23,9 @@ final class WorkCounter: Sendable {
 
 /// A buffer whose disjoint slots are written by different threads, each slot by exactly one; the join in
 /// `runOnThreads` orders those writes before the caller reads them.
-struct DisjointWrites<Element>: @unchecked Sendable {
-    let buffer: UnsafeMutableBufferPointer<Element>
+public struct DisjointWrites<Element>: @unchecked Sendable {
+    public let buffer: UnsafeMutableBufferPointer<Element>
+    public init(buffer: UnsafeMutableBufferPointer<Element>) { self.buffer = buffer }
 }
 
 private final class ThreadWork {
@@ -35,7 +38,7 @@ private final class ThreadWork {
 /// Plain pthreads rather than Swift concurrency or Dispatch: the work blocks in read(2), so it must not occupy
 /// the cooperative pool (two threads on this hardware), and its width must be what the caller asked for (a
 /// network filesystem wants more than the core count). If a thread cannot be started the others do its share.
-func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void) {
+public func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void) {
     var started: [pthread_t] = []
     if threads > 1 {
         for _ in 1..<threads {
@@ -48,7 +51,7 @@ func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void) {
 }
 
 /// A new thread running `work`, to be joined; nil if none could be started.
-func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
+public func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
     let context = Unmanaged.passRetained(ThreadWork(work)).toOpaque()
     var thread = pthread_t()
     let rc = pthread_create(&thread, nil, { context in
