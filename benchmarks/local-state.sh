@@ -61,7 +61,12 @@ cat "$RESULTS/env-haul.txt"
 
 # One nginx for everything (peers.sh reuses a running one and leaves it running), plus the counting server.
 python3 "$BENCH/corpus.py" "$BENCH_DATA/corpus" "$@"
-"$BENCH/server.sh" start "$BENCH_DATA/corpus" "$PORT"
+# server.sh refuses (exit 1) to start a second nginx on the port: one left running by an earlier run serves as well.
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  echo "local-state.sh: using the server already listening on port $PORT"
+else
+  "$BENCH/server.sh" start "$BENCH_DATA/corpus" "$PORT"
+fi
 : > "$ACCESS"
 python3 "$LIB/countserver.py" "$BENCH_DATA/corpus" "$COUNT_PORT" "$ACCESS" 2>>"$LOG" &
 COUNT_PID=$!
