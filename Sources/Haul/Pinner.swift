@@ -42,10 +42,15 @@ public enum Pinner {
     public static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
                                attemptFailed: @escaping @Sendable (AttemptFailure, Double?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
-        let workspace = try makeWorkspace()
-        defer { removeWorkspace(workspace) }
+        let workspace: ScratchDirectory
+        do {
+            workspace = try ScratchDirectory.make(prefix: "haul-add")
+        } catch {
+            throw .workspace(error)
+        }
+        defer { workspace.remove() }
         let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: workspace, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
+            temporaryDirectory: workspace.path, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
             caFile: options.caFile, userAgent: "haul/\(HaulVersion.current)", maxBodyBytes: options.maxFileSize))
         let request = TransferRequest(
             id: 0,
@@ -63,31 +68,6 @@ public enum Pinner {
             // The engine reports every request; this is only reached if it stopped before starting one.
             throw .unfinished(url.description)
         }
-    }
-
-    /// `$TMPDIR/haul-add.XXXXXX`, mode 0700: nobody else reads the bytes while they are measured.
-    private static func makeWorkspace() throws(PinFailure) -> String {
-        var base = getenv("TMPDIR").map { String(cString: $0) } ?? ""
-        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
-        if base.isEmpty { base = "/tmp" }
-        var template = Array("\(base)/haul-add.XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } != nil }
-        guard made else { throw .workspace(StoreError(operation: "create a temporary directory in", path: base, errno: errno)) }
-        return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    /// Whatever the engine left (the measured file, a partial one after a failure), then the directory.
-    private static func removeWorkspace(_ path: String) {
-        if let stream = opendir(path) {
-            while let entry = readdir(stream) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                if name != "." && name != ".." { unlink(path + "/" + name) }
-            }
-            closedir(stream)
-        }
-        rmdir(path)
     }
 
     /// Receives the engine's events for the one request.

@@ -23,27 +23,14 @@ public final class StagingArea: Sendable {
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
     public func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>) {
-        for name in Self.entries(of: directory) { _ = unlink(directory + "/" + name) }
-        let partials = Self.entries(of: partialDirectory)
+        for name in FileSystem.entries(of: directory) { _ = unlink(directory + "/" + name) }
+        let partials = FileSystem.entries(of: partialDirectory)
         guard !partials.isEmpty else { return }
         let kept = keptPartials()
         for name in partials {
             let base = name.hasSuffix(".meta") ? String(name.dropLast(5)) : name
             if !kept.contains(base) { _ = unlink(partialDirectory + "/" + name) }
         }
-    }
-
-    private static func entries(of directory: String) -> [String] {
-        guard let stream = opendir(directory) else { return [] }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
     }
 
     /// Only paths inside the staging directories are removed: the store never deletes anything else.

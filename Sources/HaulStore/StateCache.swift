@@ -102,12 +102,6 @@ public struct StateCache: Sendable, Equatable {
         return (loaded.cache, loaded.warning)
     }
 
-    /// The identity of the state file now (nil: there is none).
-    static func currentIdentity(root: String) -> FileIdentity? {
-        guard case .success(let info) = FileSystem.linkStatus(path(root: root)) else { return nil }
-        return FileIdentity(info)
-    }
-
     /// Also the identity of the file read (nil: there was none), to tell later whether it is still the same.
     static func readFile(root: String) -> (cache: StateCache, warning: String?, file: FileIdentity?) {
         let path = path(root: root)

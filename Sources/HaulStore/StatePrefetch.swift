@@ -42,7 +42,7 @@ public final class StatePrefetch: Sendable {
         guard let prefetched else { return StateCache.load(root: root) }
         pthread_join(prefetched.thread, nil)
         guard let loaded = result.withLock({ $0.take() }), FileSystem.normalizedRoot(prefetched.root) == FileSystem.normalizedRoot(root),
-              loaded.file == StateCache.currentIdentity(root: root) else {
+              loaded.file == FileIdentity.of(path: StateCache.path(root: root)) else {
             return StateCache.load(root: root)
         }
         return (loaded.cache, loaded.warning)
