@@ -5,23 +5,57 @@ import HaulStore
 /// The "observe" step: what is on disk for each entry, in the planner's vocabulary, plus what the state cache
 /// should remember of it.
 enum Observation {
+    /// Per entry, in manifest order: what is on disk, the cache record matching it (nil: nothing known), and
+    /// whether that record is exactly the one the cache holds (saving the state skips it without a lookup).
+    struct Observed {
+        var states: [LocalState] = []
+        var records: [StateRecord?] = []
+        var cached: [Bool] = []
+    }
+
     /// With `rehash`, a pinned file is hashed whatever the cache says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs).
-    /// `cached`: the record is the one the cache already holds (saving the state skips it without a lookup).
-    static func observe(_ manifest: Manifest, cache: StateCache?, rehash: Bool = false,
-                        concurrency: Int) -> [(state: LocalState, record: StateRecord?, cached: Bool)] {
-        let requests = manifest.files.map {
-            ObservationRequest(destination: $0.destination, algorithm: $0.checksum?.algorithm, expectedSize: $0.size,
-                               known: rehash && $0.checksum != nil ? nil : cache?.records[$0.destination.description])
+    /// `glances`: destinations already seen (while the manifest was read) exactly as the cache records them.
+    static func observe(_ manifest: Manifest, cache: StateCache?, glances: Glances? = nil, rehash: Bool = false,
+                        concurrency: Int) -> Observed {
+        let count = manifest.files.count
+        var observed = Observed()
+        observed.states.reserveCapacity(count)
+        observed.cached.reserveCapacity(count)
+        var rest: [Int] = []
+        if let glances {
+            observed.records = glances.records(for: manifest.files)
+        } else {
+            observed.records = Array(repeating: nil, count: count)
         }
-        let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
-        return zip(requests, observed).map { request, observed in
-            (localState(observed.file), observed.record, observed.record != nil && observed.record == request.known)
+        for position in 0..<count {
+            if let record = observed.records[position], let glances {
+                observed.states.append(localState(glances.file(index: position, record: record)))
+                observed.cached.append(true)
+            } else {
+                // A placeholder, replaced below.
+                observed.states.append(.missing)
+                observed.cached.append(false)
+                rest.append(position)
+            }
         }
+        let requests = rest.map { position in
+            let entry = manifest.files[position]
+            return ObservationRequest(entry: entry, known: rehash && entry.checksum != nil ? nil
+                                                           : cache?.records[entry.destination.description])
+        }
+        let looked = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
+        for (offset, position) in rest.enumerated() {
+            let record = looked[offset].record
+            observed.states[position] = localState(looked[offset].file)
+            observed.records[position] = record
+            observed.cached[position] = record != nil && record == requests[offset].known
+        }
+        return observed
     }
 
     static func localStates(of manifest: Manifest, concurrency: Int) -> [LocalState] {
-        observe(manifest, cache: nil, concurrency: concurrency).map(\.state)
+        observe(manifest, cache: nil, concurrency: concurrency).states
     }
 
     /// Files this manifest wrote in earlier runs that it no longer lists, as they are now, with the identity

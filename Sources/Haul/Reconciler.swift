@@ -70,15 +70,22 @@ public struct Reconciler: Sendable {
     /// not hashed again; `rehash` ignores the cache and hashes everything (but still knows which files haul
     /// wrote: pruning and revalidation need that, and hashing cannot recover it).
     public func assess(rehash: Bool = false) -> Assessment {
-        let (cache, warning) = state?.take(root: manifest.root) ?? StateCache.load(root: manifest.root)
+        var (cache, warning, glances) = state?.take(root: manifest.root) ?? Self.load(root: manifest.root)
         let manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
-        let observed = Observation.observe(manifest, cache: cache, rehash: rehash, concurrency: Self.cores)
+        let observed = Observation.observe(manifest, cache: cache, glances: rehash ? nil : glances, rehash: rehash,
+                                           concurrency: Self.cores)
+        glances = nil  // not needed any more: freed before the plan is built
         let candidates = prunes ? Observation.pruneCandidates(manifest, cache: cache, manifestKey: manifestKey,
                                                               rehash: rehash, concurrency: Self.cores) : []
-        let plan = Planner.plan(manifest.files, observed: observed.map(\.state), pruning: candidates.map(\.candidate))
-        return Assessment(plan: plan, records: observed.map(\.record), recordIsCached: observed.map(\.cached),
+        let plan = Planner.plan(manifest.files, observed: observed.states, pruning: candidates.map(\.candidate))
+        return Assessment(plan: plan, records: observed.records, recordIsCached: observed.cached,
                           pruneIdentities: candidates.map(\.identity),
                           cache: cache, cacheWarning: warning, manifestKey: manifestKey)
+    }
+
+    private static func load(root: String) -> (cache: StateCache, warning: String?, glances: Glances?) {
+        let (cache, warning) = StateCache.load(root: root)
+        return (cache, warning, nil)
     }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes.

@@ -51,8 +51,10 @@ struct ManifestOptions: ParsableArguments {
     /// starts reading the state cache as soon as the parser has seen where root is.
     func load(prefetching state: StatePrefetch? = nil) throws -> Manifest {
         do {
+            defer { state?.endEntries() }
             let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current,
-                                                   rootSeen: state.map { state in { state.start(root: $0) } })
+                                                   rootSeen: state.map { state in { state.start(root: $0) } },
+                                                   entryRead: state.map { state in { state.entryRead($0) } })
             if !quiet { Output.errors(manifest.warnings.map(\.description)) }
             return manifest
         } catch {
@@ -145,7 +147,9 @@ struct Sync: ParsableCommand {
     var rehash = false
 
     func run() throws {
-        let state = StatePrefetch()
+        let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
+        // Rehashing looks at every file anyway; a dry run changes nothing, so it need not hold the lock to look.
+        let state = StatePrefetch(looking: rehash ? .no : dryRun ? .withoutLock : .underLock(holder: holder))
         let manifest = try manifestOptions.load(prefetching: state)
         try policy.enforce(on: manifest)
         var options = transferOptions.syncOptions
@@ -162,12 +166,16 @@ struct Sync: ParsableCommand {
         let interrupts = InterruptWatcher(cancelling: cancellation)
         // Held until the process exits: observing, fetching and committing all happen under it.
         let lock: RunLock
-        do {
-            lock = try RunLock(root: manifest.root, wait: wait,
-                               holder: "pid \(getpid()), haul sync \(manifestOptions.manifest)")
-        } catch {
-            Output.errors(["error: \(error)"])
-            throw ExitCode(error.isBusy ? ExitStatus.rootBusy.rawValue : ExitStatus.entryFailed.rawValue)
+        if let early = state.takeLock(root: manifest.root) {
+            // Taken while the manifest was read, before looking at the files the state knows.
+            lock = early
+        } else {
+            do {
+                lock = try RunLock(root: manifest.root, wait: wait, holder: holder)
+            } catch {
+                Output.errors(["error: \(error)"])
+                throw ExitCode(error.isBusy ? ExitStatus.rootBusy.rawValue : ExitStatus.entryFailed.rawValue)
+            }
         }
         defer { withExtendedLifetime(lock) {} }
         let assessment = reconciler.assess(rehash: rehash)
@@ -197,7 +205,7 @@ struct PlanCommand: ParsableCommand {
     @OptionGroup var policy: PolicyOptions
 
     func run() throws {
-        let state = StatePrefetch()
+        let state = StatePrefetch(looking: .withoutLock)
         let manifest = try manifestOptions.load(prefetching: state)
         try policy.enforce(on: manifest)
         let assessment = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune), state: state).assess()

@@ -19,20 +19,58 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
 }
 
 /// A computed or expected digest: the algorithm and its raw bytes. Two digests are equal only when both agree.
+///
+/// Digests of up to 32 bytes (SHA-256, SHA-1, MD5) are held inline rather than in an array: a manifest, a state
+/// cache and a plan each hold one per file, and 100,000 files would otherwise be 100,000 heap objects apiece,
+/// retained and released at every copy. Longer ones (SHA-384, SHA-512) are rare enough to stay on the heap
+/// rather than make every copy of every digest twice as large.
 public struct Digest: Sendable, Hashable, CustomStringConvertible {
     public let algorithm: DigestAlgorithm
-    public let bytes: [UInt8]
+    private let storage: Storage
+
+    /// One representation per value (inline exactly when the length allows), so synthesized `==` is right.
+    private enum Storage: Sendable, Hashable {
+        /// Zero-padded past the digest's length.
+        case inline(UInt64, UInt64, UInt64, UInt64)
+        case heap([UInt8])
+    }
+
+    private static let inlineCapacity = 32
 
     public init(algorithm: DigestAlgorithm, bytes: [UInt8]) {
+        self = bytes.withUnsafeBytes { Digest(algorithm: algorithm, copying: $0) }
+    }
+
+    public init(algorithm: DigestAlgorithm, copying bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == algorithm.byteCount, "digest length does not match its algorithm")
         self.algorithm = algorithm
-        self.bytes = bytes
+        guard bytes.count <= Self.inlineCapacity else {
+            storage = .heap(Array(bytes))
+            return
+        }
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+        storage = .inline(words.0, words.1, words.2, words.3)
     }
 
     /// Parses lowercase or uppercase hex; nil unless it is exactly `algorithm.byteCount` bytes.
     public init?(algorithm: DigestAlgorithm, hex: some StringProtocol) {
-        guard let bytes = Hex.decode(hex), bytes.count == algorithm.byteCount else { return nil }
-        self.init(algorithm: algorithm, bytes: bytes)
+        let parse = { (utf8: UnsafeBufferPointer<UInt8>) in Digest(algorithm: algorithm, hexUTF8: utf8) }
+        guard let digest = hex.utf8.withContiguousStorageIfAvailable(parse) ?? Array(hex.utf8).withUnsafeBufferPointer(parse)
+        else { return nil }
+        self = digest
+    }
+
+    /// The same from UTF-8 bytes (a line of a file being parsed), without an intermediate array.
+    public init?(algorithm: DigestAlgorithm, hexUTF8 input: UnsafeBufferPointer<UInt8>) {
+        guard input.count == 2 * algorithm.byteCount, Hex.isHex(input) else { return nil }
+        let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: algorithm.byteCount) { decoded in
+            for index in decoded.indices {
+                decoded[index] = Hex.checkedNibble(input[2 * index]) << 4 | Hex.checkedNibble(input[2 * index + 1])
+            }
+            return Digest(algorithm: algorithm, copying: UnsafeRawBufferPointer(decoded))
+        }
+        self = digest
     }
 
     /// Parses standard base64 (as in Subresource Integrity); nil unless it decodes to the right length.
@@ -41,7 +79,25 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
         self.init(algorithm: algorithm, bytes: bytes)
     }
 
-    public var hex: String { Hex.encode(bytes) }
+    public var bytes: [UInt8] { withUnsafeBytes(Array.init) }
+
+    /// The digest's bytes, without copying them out.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        switch storage {
+        case .inline(let a, let b, let c, let d):
+            try Swift.withUnsafeBytes(of: (a, b, c, d)) { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(algorithm.byteCount))) }
+        case .heap(let bytes):
+            try bytes.withUnsafeBytes(body)
+        }
+    }
+
+    public var hex: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(2 * algorithm.byteCount)
+        Hex.append(self, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
     public var base64: String { Base64.encode(bytes) }
 
     /// `sha256:9f86…`, the unambiguous form used in logs.
@@ -61,6 +117,14 @@ public enum Hex {
 
     /// Straight into a buffer being built (a state file of 100,000 digests), no String in between.
     public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+        bytes.withUnsafeBytes { append($0, to: &out) }
+    }
+
+    public static func append(_ digest: Digest, to out: inout [UInt8]) {
+        digest.withUnsafeBytes { append($0, to: &out) }
+    }
+
+    private static func append(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         for byte in bytes {
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0f)])
@@ -80,11 +144,7 @@ public enum Hex {
     }
 
     private static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        guard input.count % 2 == 0 else { return nil }
-        // Digits, then letters of either case (bit 5 folds case); written out so it compiles to a tight loop.
-        for byte in input where byte &- UInt8(ascii: "0") >= 10 && (byte | 0x20) &- UInt8(ascii: "a") >= 6 {
-            return nil
-        }
+        guard input.count % 2 == 0, isHex(input) else { return nil }
         return [UInt8](unsafeUninitializedCapacity: input.count / 2) { output, count in
             for index in 0..<input.count / 2 {
                 output[index] = checkedNibble(input[2 * index]) << 4 | checkedNibble(input[2 * index + 1])
@@ -93,9 +153,17 @@ public enum Hex {
         }
     }
 
+    /// Digits, then letters of either case (bit 5 folds case); written out so it compiles to a tight loop.
+    static func isHex(_ input: UnsafeBufferPointer<UInt8>) -> Bool {
+        for byte in input where byte &- UInt8(ascii: "0") >= 10 && (byte | 0x20) &- UInt8(ascii: "a") >= 6 {
+            return false
+        }
+        return true
+    }
+
     /// The value of an already checked hex digit: letters have bit 6 set, digits do not.
     @inline(__always)
-    private static func checkedNibble(_ c: UInt8) -> UInt8 { (c & 0x0F) &+ (c >> 6) &* 9 }
+    static func checkedNibble(_ c: UInt8) -> UInt8 { (c & 0x0F) &+ (c >> 6) &* 9 }
 }
 
 /// Standard base64 with padding (RFC 4648 §4), the alphabet Subresource Integrity uses.

@@ -30,10 +30,11 @@ public final class StreamingHasher: @unchecked Sendable {
     public func finalize() -> Digest {
         precondition(!finished, "finalize twice")
         finished = true
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &out, &length)
-        return Digest(algorithm: algorithm, bytes: Array(out.prefix(Int(length))))
+        return withUnsafeTemporaryAllocation(byteCount: Int(EVP_MAX_MD_SIZE), alignment: 8) { out in
+            var length: UInt32 = 0
+            EVP_DigestFinal_ex(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
+            return Digest(algorithm: algorithm, copying: UnsafeRawBufferPointer(rebasing: out.prefix(Int(length))))
+        }
     }
 
     /// One-shot convenience for small buffers (tests, headers).

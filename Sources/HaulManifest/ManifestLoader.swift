@@ -10,9 +10,10 @@ public enum ManifestLoader {
     ///
     /// `rootSeen` is called with root's absolute path as soon as it has been read, typically long before the
     /// entries have been, so a caller can start work under root meanwhile; it is a hint, not the result (a
-    /// manifest that turns out invalid, or names root twice, still fails as a whole).
-    public static func load(path: String, environment: [String: String],
-                            rootSeen: ((String) -> Void)? = nil) throws(ManifestError) -> Manifest {
+    /// manifest that turns out invalid, or names root twice, still fails as a whole). `entryRead` is likewise
+    /// told each valid entry as soon as it has been read.
+    public static func load(path: String, environment: [String: String], rootSeen: ((String) -> Void)? = nil,
+                            entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
         let bytes: [UInt8]
         let absolute: String
         do {
@@ -24,13 +25,13 @@ public enum ManifestLoader {
             ])
         }
         return try parse(bytes: bytes, fileName: path, manifestDirectory: parentDirectory(of: absolute),
-                         environment: environment, rootSeen: rootSeen)
+                         environment: environment, rootSeen: rootSeen, entryRead: entryRead)
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
     public static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
-                             environment: [String: String],
-                             rootSeen: ((String) -> Void)? = nil) throws(ManifestError) -> Manifest {
+                             environment: [String: String], rootSeen: ((String) -> Void)? = nil,
+                             entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
         var directory = manifestDirectory
         if !directory.hasPrefix("/"), let cwd = try? currentDirectory() {
             directory = cwd + "/" + directory
@@ -39,6 +40,7 @@ public enum ManifestLoader {
         var validator = ManifestValidator(fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
                                           environment: environment, expectedEntries: bytes.count / 100)
         validator.rootSeen = rootSeen
+        validator.entryRead = entryRead
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
         guard let document = YAMLReader.read(bytes, diagnostics: &readerDiagnostics, sink: &validator) else {

@@ -66,6 +66,8 @@ struct ManifestValidator: YAMLEntrySink {
     /// Called once, with root's absolute path, when the reader meets `root:`, or with the default root when the
     /// first entry comes before any `root:` (see `sawTopLevelScalar`).
     var rootSeen: ((String) -> Void)?
+    /// Called with each entry found valid, as soon as it is.
+    var entryRead: ((FileEntry) -> Void)?
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused.
@@ -261,6 +263,7 @@ struct ManifestValidator: YAMLEntrySink {
         if let (entry, explicit) = parseEntry(id, index: index) {
             entries.append(entry)
             explicitSettings.append(explicit)
+            entryRead?(entry)
         }
     }
 

@@ -38,6 +38,12 @@ public struct ObservationRequest: Sendable {
         self.expectedSize = expectedSize
         self.known = known
     }
+
+    /// What a manifest entry asks to know about its destination.
+    public init(entry: FileEntry, known: StateRecord? = nil) {
+        self.init(destination: entry.destination, algorithm: entry.checksum?.algorithm, expectedSize: entry.size,
+                  known: known)
+    }
 }
 
 /// Looks at destinations without changing anything, and never reads a file outside root: parents are checked
@@ -64,37 +70,14 @@ public struct LocalObserver: Sendable {
     public func observeAllRecording(_ requests: [ObservationRequest], concurrency: Int)
         -> [(file: ObservedFile, record: StateRecord?)] {
         guard !requests.isEmpty else { return [] }
-        let realRoot: String
-        switch FileSystem.realPath(root) {
-        case .success(let resolved):
-            // A file where root should be would otherwise make top-level destinations look merely missing.
-            if case .success(let info) = FileSystem.status(resolved), FileKind(mode: info.st_mode) != .directory {
-                let failure = StoreError(operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
-                return Array(repeating: (.unreadable(failure), nil), count: requests.count)
-            }
-            realRoot = resolved
-        case .failure(ENOENT), .failure(ENOTDIR):
-            return Array(repeating: (.missing, nil), count: requests.count)
-        case .failure(let code):
-            let failure = StoreError(operation: "resolve root", path: root, errno: code)
-            return Array(repeating: (.unreadable(failure), nil), count: requests.count)
+        var walker: ParentWalker
+        switch ParentWalker.start(root: root) {
+        case .walking(let started): walker = started
+        case .everything(let file): return Array(repeating: (file, nil), count: requests.count)
         }
-
-        var resolver = ParentResolver(root: root, realRoot: realRoot, remembersFailures: true)
         var parents: [ParentState] = []
         parents.reserveCapacity(requests.count)
-        var previous: (components: ArraySlice<String>, state: ParentState)?
-        for request in requests {
-            let components = request.destination.parentComponents
-            // Manifests list files folder by folder, so the previous parent is usually this one: skip the join.
-            if let previous, previous.components == components {
-                parents.append(previous.state)
-            } else {
-                let state = resolver.resolve(components, create: false)
-                parents.append(state)
-                previous = (components, state)
-            }
-        }
+        for request in requests { parents.append(walker.parent(of: request.destination)) }
 
         let output = UnsafeMutableBufferPointer<(file: ObservedFile, record: StateRecord?)>.allocate(capacity: requests.count)
         output.initialize(repeating: (.missing, nil))
@@ -128,13 +111,14 @@ public struct LocalObserver: Sendable {
                                     buffer: UnsafeMutableRawBufferPointer,
                                     folder: inout HeldDirectory) -> (file: ObservedFile, record: StateRecord?) {
         var record: StateRecord?
-        let file = observeFile(request, parent: parent, buffer: buffer, folder: &folder, record: &record)
+        let file = observeFile(request, parent: parent, buffer: buffer, folder: &folder, record: &record) ?? .missing
         return (file, record)
     }
 
-    private static func observeFile(_ request: ObservationRequest, parent: ParentState,
-                                    buffer: UnsafeMutableRawBufferPointer, folder: inout HeldDirectory,
-                                    record: inout StateRecord?) -> ObservedFile {
+    /// nil only without a `buffer`, when the answer would take hashing the file.
+    fileprivate static func observeFile(_ request: ObservationRequest, parent: ParentState,
+                                        buffer: UnsafeMutableRawBufferPointer?, folder: inout HeldDirectory,
+                                        record: inout StateRecord?) -> ObservedFile? {
         let directory: String
         switch parent {
         case .directory(let path): directory = path
@@ -171,6 +155,7 @@ public struct LocalObserver: Sendable {
             record = known
             return .regularFile(size: size, digest: known.digest)
         }
+        guard let buffer else { return nil }
         let path = FileSystem.join(directory, request.destination.fileName)
         do {
             let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
@@ -191,11 +176,49 @@ public struct LocalObserver: Sendable {
     }
 }
 
+/// The observer's parent checks for a stream of destinations: root resolved once, each folder once.
+private struct ParentWalker {
+    private var resolver: ParentResolver
+    private init(resolver: ParentResolver) { self.resolver = resolver }
+    private var previous: (components: ArraySlice<String>, state: ParentState)?
+
+    enum Start {
+        case walking(ParentWalker)
+        /// Root itself cannot hold files: every destination under it is this.
+        case everything(ObservedFile)
+    }
+
+    static func start(root: String) -> Start {
+        switch FileSystem.realPath(root) {
+        case .success(let resolved):
+            // A file where root should be would otherwise make top-level destinations look merely missing.
+            if case .success(let info) = FileSystem.status(resolved), FileKind(mode: info.st_mode) != .directory {
+                let failure = StoreError(operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
+                return .everything(.unreadable(failure))
+            }
+            return .walking(ParentWalker(resolver: ParentResolver(root: root, realRoot: resolved, remembersFailures: true)))
+        case .failure(ENOENT), .failure(ENOTDIR):
+            return .everything(.missing)
+        case .failure(let code):
+            return .everything(.unreadable(StoreError(operation: "resolve root", path: root, errno: code)))
+        }
+    }
+
+    mutating func parent(of destination: DestinationPath) -> ParentState {
+        let components = destination.parentComponents
+        // Manifests list files folder by folder, so the previous parent is usually this one: skip the join.
+        if let previous, previous.components == components { return previous.state }
+        let state = resolver.resolve(components, create: false)
+        previous = (components, state)
+        return state
+    }
+}
+
 /// The folder a worker thread is looking into, held open: stat'ing each file by name relative to it spares the
 /// kernel walking the whole path again for every one of the thousands of files a folder may hold. One at a
 /// time per thread (work comes in runs of neighbouring entries), so a manifest with 100,000 folders does not
 /// need 100,000 descriptors.
-private struct HeldDirectory {
+fileprivate struct HeldDirectory {
     private var path: String?
     private var descriptor: Int32 = -1
 
@@ -218,4 +241,30 @@ private struct HeldDirectory {
         descriptor = -1
         path = nil
     }
+}
+
+/// Looks at destinations one at a time as they become known, never hashing: what the state prefetch does while
+/// the manifest is still being read. Parents are checked by the same rules as `observeAll`.
+struct GlanceObserver {
+    private var walker: ParentWalker?
+    private var everything: ObservedFile?
+    private var folder = HeldDirectory()
+
+    init(root: String) {
+        switch ParentWalker.start(root: FileSystem.normalizedRoot(root)) {
+        case .walking(let started): walker = started
+        case .everything(let file): everything = file
+        }
+    }
+
+    /// What `LocalObserver.observeAllRecording` would return for `request`, or nil when that would take hashing.
+    mutating func observe(_ request: ObservationRequest) -> (file: ObservedFile, record: StateRecord?)? {
+        guard let parent = walker?.parent(of: request.destination) else { return everything.map { ($0, nil) } }
+        var record: StateRecord?
+        guard let file = LocalObserver.observeFile(request, parent: parent, buffer: nil, folder: &folder, record: &record)
+        else { return nil }
+        return (file, record)
+    }
+
+    mutating func close() { folder.close() }
 }

@@ -113,6 +113,8 @@ public struct StateCache: Sendable, Equatable {
         var info = stat()
         let file = fstat(descriptor, &info) == 0 ? FileIdentity(info) : nil
         var bytes: [UInt8] = []
+        // Grown by doubling, an 18 MB state would leave a 32 MB buffer behind in the peak memory of a no-op.
+        if file != nil, info.st_size > 0 { bytes.reserveCapacity(Int(info.st_size)) }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = read(descriptor, &chunk, chunk.count)
@@ -133,43 +135,54 @@ public struct StateCache: Sendable, Equatable {
     /// here (relative, no `..`, not haul's own folder); a record is only ever looked up by a destination the
     /// manifest validated, and pruning validates fully the paths it takes from the cache.
     static func parse(_ bytes: [UInt8]) -> StateCache? {
-        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
-        guard let first = lines.popFirst(), first.elementsEqual(header.utf8) else { return nil }
+        bytes.withUnsafeBufferPointer(parse(buffer:))
+    }
+
+    /// Over the raw buffer, fields as byte ranges: slices of an array would retain it for every field of every line.
+    private static func parse(buffer: UnsafeBufferPointer<UInt8>) -> StateCache? {
+        let newline = UInt8(ascii: "\n"), tab = UInt8(ascii: "\t")
+        let headerEnd = buffer.firstIndex(of: newline) ?? buffer.endIndex
+        guard buffer[..<headerEnd].elementsEqual(header.utf8) else { return nil }
         var records: [String: StateRecord] = [:]
-        records.reserveCapacity(lines.count)
-        var fields: [ArraySlice<UInt8>] = []
-        fields.reserveCapacity(11)
+        records.reserveCapacity(buffer.reduce(0) { $1 == newline ? $0 + 1 : $0 })
+        var fields: [Range<Int>] = []
+        fields.reserveCapacity(12)
         var shared = Origin(manifestKey: "")
-        for line in lines {
+        var lineStart = headerEnd
+        while lineStart < buffer.endIndex {
+            let lineEnd = buffer[lineStart...].firstIndex(of: newline) ?? buffer.endIndex
+            defer { lineStart = lineEnd + 1 }
+            guard lineEnd > lineStart else { continue }
             fields.removeAll(keepingCapacity: true)
-            var start = line.startIndex
-            for index in line.indices where line[index] == UInt8(ascii: "\t") {
-                fields.append(line[start..<index])
-                start = index + 1
+            var fieldStart = lineStart
+            for index in lineStart..<lineEnd where buffer[index] == tab {
+                fields.append(fieldStart..<index)
+                fieldStart = index + 1
             }
-            fields.append(line[start..<line.endIndex])
+            fields.append(fieldStart..<lineEnd)
+            let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
             guard fields.count == 7 || fields.count == 11,
-                  let destination = unescape(fields[0]), Self.staysInsideRoot(destination),
-                  let device = UInt64(decimal: fields[1]),
-                  let inode = UInt64(decimal: fields[2]),
-                  let size = Int64(decimal: fields[3]),
-                  let modified = Int64(decimal: fields[4]),
-                  let changed = Int64(decimal: fields[5]),
-                  let digest = parseDigest(fields[6])
+                  let destination = unescape(field(0)), Self.staysInsideRoot(destination),
+                  let device = UInt64(decimal: field(1)),
+                  let inode = UInt64(decimal: field(2)),
+                  let size = Int64(decimal: field(3)),
+                  let modified = Int64(decimal: field(4)),
+                  let changed = Int64(decimal: field(5)),
+                  let digest = parseDigest(field(6))
             else { return nil }
             var origin: Origin?
             if fields.count == 11 {
                 // Every pinned file one manifest wrote has the same origin: one instance serves them all.
                 guard !fields[7].isEmpty else { return nil }
-                if !fields[7].elementsEqual(shared.manifestKey.utf8) {
-                    guard let key = unescape(fields[7]) else { return nil }
+                if !field(7).elementsEqual(shared.manifestKey.utf8) {
+                    guard let key = unescape(field(7)) else { return nil }
                     shared = Origin(manifestKey: key)
                 }
                 if fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty {
                     origin = shared
                 } else {
-                    guard let sourceKey = unescape(fields[8]), let etag = unescape(fields[9]),
-                          let lastModified = unescape(fields[10]) else { return nil }
+                    guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
+                          let lastModified = unescape(field(10)) else { return nil }
                     origin = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
                                     etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
                 }
@@ -196,7 +209,7 @@ public struct StateCache: Sendable, Equatable {
             out.append(UInt8(ascii: "\t"))
             out.append(contentsOf: record.digest.algorithm.rawValue.utf8)
             out.append(UInt8(ascii: ":"))
-            Hex.append(record.digest.bytes, to: &out)
+            Hex.append(record.digest, to: &out)
             if let origin = record.origin {
                 // Field by field, not through an array: 100,000 pinned files would be 100,000 arrays.
                 out.append(UInt8(ascii: "\t"))
@@ -269,11 +282,10 @@ public struct StateCache: Sendable, Equatable {
         return !path.utf8.split(separator: UInt8(ascii: "/")).contains { $0.elementsEqual("..".utf8) }
     }
 
-    private static func parseDigest(_ field: ArraySlice<UInt8>) -> Digest? {
+    private static func parseDigest(_ field: UnsafeBufferPointer<UInt8>) -> Digest? {
         guard let colon = field.firstIndex(of: UInt8(ascii: ":")),
-              let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self)),
-              let bytes = Hex.decode(utf8: field[(colon + 1)...]), bytes.count == algorithm.byteCount else { return nil }
-        return Digest(algorithm: algorithm, bytes: bytes)
+              let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self)) else { return nil }
+        return Digest(algorithm: algorithm, hexUTF8: UnsafeBufferPointer(rebasing: field[(colon + 1)...]))
     }
 
     /// Tabs, newlines and `%` in a name would break the line format: percent-encoded.
@@ -289,7 +301,7 @@ public struct StateCache: Sendable, Equatable {
         }
     }
 
-    private static func unescape(_ field: ArraySlice<UInt8>) -> String? {
+    private static func unescape(_ field: UnsafeBufferPointer<UInt8>) -> String? {
         if !field.contains(UInt8(ascii: "%")) { return String(decoding: field, as: UTF8.self) }
         var out: [UInt8] = []
         var index = field.startIndex
@@ -311,7 +323,7 @@ public struct StateCache: Sendable, Equatable {
 
 extension FixedWidthInteger {
     /// Plain decimal digits with an optional leading `-`, read from bytes; nil on anything else or on overflow.
-    init?(decimal bytes: ArraySlice<UInt8>) {
+    init?(decimal bytes: UnsafeBufferPointer<UInt8>) {
         var digits = bytes[...]
         let negative = digits.first == UInt8(ascii: "-")
         if negative { digits = digits.dropFirst() }
