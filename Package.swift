@@ -34,6 +34,7 @@ let package = Package(
 
         // Tests. `HaulTestSupport` is real code too: a loopback HTTP server the tests start and stop.
         .target(name: "HaulTestSupport", path: "Tests/HaulTestSupport"),
+        .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
         .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest"]),

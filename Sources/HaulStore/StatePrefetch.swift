@@ -80,6 +80,8 @@ public final class StatePrefetch: Sendable {
         if case .no = looking { return }
         let wake = feed.withLock { feed -> Bool in
             guard !feed.ended else { return false }
+            // Room for a batch at once: grown entry by entry, it would be reallocated a few times per batch.
+            if feed.pending.capacity == 0 { feed.pending.reserveCapacity(2 * Self.batch) }
             feed.pending.append((entry.index, ObservationRequest(entry: entry)))
             guard feed.sleeping, feed.pending.count >= Self.batch else { return false }
             feed.sleeping = false
