@@ -111,6 +111,7 @@ public struct LocalObserver: Sendable {
                                     buffer: UnsafeMutableRawBufferPointer,
                                     folder: inout HeldDirectory) -> (file: ObservedFile, record: StateRecord?) {
         var record: StateRecord?
+        // Never nil: with a buffer, whatever needs hashing is hashed.
         let file = observeFile(request, parent: parent, buffer: buffer, folder: &folder, record: &record) ?? .missing
         return (file, record)
     }
@@ -179,8 +180,9 @@ public struct LocalObserver: Sendable {
 /// The observer's parent checks for a stream of destinations: root resolved once, each folder once.
 private struct ParentWalker {
     private var resolver: ParentResolver
-    private init(resolver: ParentResolver) { self.resolver = resolver }
     private var previous: (components: ArraySlice<String>, state: ParentState)?
+
+    private init(resolver: ParentResolver) { self.resolver = resolver }
 
     enum Start {
         case walking(ParentWalker)
@@ -218,7 +220,7 @@ private struct ParentWalker {
 /// kernel walking the whole path again for every one of the thousands of files a folder may hold. One at a
 /// time per thread (work comes in runs of neighbouring entries), so a manifest with 100,000 folders does not
 /// need 100,000 descriptors.
-fileprivate struct HeldDirectory {
+private struct HeldDirectory {
     private var path: String?
     private var descriptor: Int32 = -1
 

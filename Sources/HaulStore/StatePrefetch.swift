@@ -92,8 +92,13 @@ public final class StatePrefetch: Sendable {
 
     /// No more entries (the manifest is read, or failed).
     public func endEntries() {
+        endEntries(dropping: false)
+    }
+
+    private func endEntries(dropping: Bool) {
         let wake = feed.withLock { feed -> Bool in
             feed.ended = true
+            if dropping { feed.pending = [] }
             defer { feed.sleeping = false }
             return feed.sleeping
         }
@@ -133,19 +138,30 @@ public final class StatePrefetch: Sendable {
         return true
     }
 
+    /// Entries waiting to be looked at, and whether the thread is done (for tests: with nothing to look at,
+    /// entries must not pile up for the whole manifest).
+    var queuedEntryCount: Int { feed.withLock { $0.pending.count } }
+    var hasLoaded: Bool { result.withLock { $0 != nil } }
+
     /// On the thread: the state, then, if asked and there is something to look at, the entries as they come.
     private func load(root: String) -> Loaded {
         let (cache, warning, file) = StateCache.readFile(root: root)
         var loaded = Loaded(cache: cache, warning: warning, file: file)
-        guard !cache.records.isEmpty else { return loaded }
-        switch looking {
-        case .no: return loaded
-        case .withoutLock: break
-        case .underLock(let holder):
-            guard let lock = try? RunLock(root: root, wait: false, holder: holder) else { return loaded }
-            loaded.lock = lock
+        if !cache.records.isEmpty {
+            switch looking {
+            case .no:
+                break
+            case .withoutLock:
+                loaded.glances = glance(root: root, cache: cache)
+            case .underLock(let holder):
+                if let lock = try? RunLock(root: root, wait: false, holder: holder) {
+                    loaded.lock = lock
+                    loaded.glances = glance(root: root, cache: cache)
+                }
+            }
         }
-        loaded.glances = glance(root: root, cache: cache)
+        // Nothing (more) to look at: entries the parser is still reading need not queue up.
+        endEntries(dropping: true)
         return loaded
     }
 

@@ -142,6 +142,19 @@ final class StatePrefetchTests: XCTestCase {
         XCTAssertNoThrow(try RunLock(root: scratch.path, wait: false, holder: "next"))
     }
 
+    /// A first sync has no state: the entries the parser goes on reading must not queue up (100,000 of them).
+    func testWithoutAStateNothingQueuesUp() throws {
+        let scratch = try Scratch()
+        let prefetch = StatePrefetch(looking: .underLock(holder: "test"))
+        prefetch.start(root: scratch.path)
+        for _ in 0..<200 where !prefetch.hasLoaded { usleep(5_000) }
+        XCTAssertTrue(prefetch.hasLoaded)
+        for index in 0..<1000 { prefetch.entryRead(try entry(index, "f\(index).bin")) }
+        XCTAssertEqual(prefetch.queuedEntryCount, 0)
+        XCTAssertNil(prefetch.takeLock(root: scratch.path), "no state: the sync takes the lock itself")
+        XCTAssertNil(prefetch.take(root: scratch.path).glances)
+    }
+
     func testARewrittenStateDiscardsWhatWasSeen() throws {
         let scratch = try Scratch()
         try scratch.write("a.bin", "a")
