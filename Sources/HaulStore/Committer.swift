@@ -57,11 +57,20 @@ public final class Committer: Sendable {
         var renamed: [Ready] = []
         renamed.reserveCapacity(ready.count)
         var lostParent = false
+        var staging = HeldDirectory(), folder = HeldDirectory()
+        defer {
+            staging.close()
+            folder.close()
+        }
         for item in ready {
-            let rc = item.source.withCString { source in item.target.withCString { rename(source, $0) } }
+            let from = staging.locate(item.sourceName, in: item.sourceDirectory)
+            let to = folder.locate(item.fileName, in: item.directory)
+            let rc = from.name.withCString { source in to.name.withCString { renameat(from.directory, source, to.directory, $0) } }
             if rc == 0 {
                 renamed.append(item)
-                if case .success(let info) = FileSystem.linkStatus(item.target) { results[item.index] = .success(FileIdentity(info)) }
+                if case .success(let info) = folder.linkStatus(item.fileName, in: item.directory) {
+                    results[item.index] = .success(FileIdentity(info))
+                }
                 continue
             }
             let code = errno
@@ -70,7 +79,7 @@ public final class Committer: Sendable {
             case EISDIR: "a directory is in the way"
             // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
             // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
-            case EXDEV: "its folder is on another mount than haul's staging area \(FileSystem.parentOf(item.source)) "
+            case EXDEV: "its folder is on another mount than haul's staging area \(item.sourceDirectory) "
                 + "(rename(2) cannot cross mounts)"
             default: nil
             }
@@ -84,11 +93,13 @@ public final class Committer: Sendable {
         return results
     }
 
+    /// A request that passed every check: its temporary file (as folder and name) and its destination's.
     struct Ready {
         var index: Int
-        var source: String
-        var target: String
+        var sourceDirectory: String
+        var sourceName: String
         var directory: String
+        var fileName: String
     }
 
     /// Everything that can fail without touching a destination: parents (created as needed) and the final mode.
@@ -115,8 +126,10 @@ public final class Committer: Sendable {
                 }
                 switch current.resolve(destination.parentComponents, create: true) {
                 case .directory(let directory):
-                    ready.append(Ready(index: index, source: request.temporaryPath,
-                                       target: FileSystem.join(directory, destination.fileName), directory: directory))
+                    let source = request.temporaryPath
+                    ready.append(Ready(index: index, sourceDirectory: FileSystem.parentOf(source),
+                                       sourceName: FileSystem.fileName(of: source), directory: directory,
+                                       fileName: destination.fileName))
                 case .escapes(let message):
                     results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
                                                          detail: message))
@@ -135,11 +148,15 @@ public final class Committer: Sendable {
 
         // The mode is set on the temporary file so that the destination never appears with wider permissions,
         // and with chmod rather than at creation so that the umask cannot narrow what the manifest asked for.
+        var staging = HeldDirectory()
+        defer { staging.close() }
         return ready.filter { item in
             let request = batch[item.index]
-            let rc = item.source.withCString { chmod($0, mode_t(request.mode.bits & 0o7777)) }
+            let file = staging.locate(item.sourceName, in: item.sourceDirectory)
+            let rc = file.name.withCString { fchmodat(file.directory, $0, mode_t(request.mode.bits & 0o7777), 0) }
             guard rc != 0 else { return true }
-            results[item.index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: item.source, errno: errno))
+            results[item.index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: request.temporaryPath,
+                                                      errno: errno))
             return false
         }
     }

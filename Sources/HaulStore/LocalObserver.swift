@@ -216,35 +216,6 @@ private struct ParentWalker {
     }
 }
 
-/// The folder a worker thread is looking into, held open: stat'ing each file by name relative to it spares the
-/// kernel walking the whole path again for every one of the thousands of files a folder may hold. One at a
-/// time per thread (work comes in runs of neighbouring entries), so a manifest with 100,000 folders does not
-/// need 100,000 descriptors.
-private struct HeldDirectory {
-    private var path: String?
-    private var descriptor: Int32 = -1
-
-    /// `lstat` of `name` in `directory` (an absolute path inside root, already resolved).
-    mutating func linkStatus(_ name: String, in directory: String) -> Outcome<stat> {
-        if path != directory {
-            close()
-            path = directory
-            descriptor = directory.withCString { open($0, haul_O_PATH | O_DIRECTORY | O_CLOEXEC) }
-        }
-        // Could not hold it open (out of descriptors, say): the full path works as well, only slower.
-        guard descriptor >= 0 else { return FileSystem.linkStatus(FileSystem.join(directory, name)) }
-        var info = stat()
-        let rc = name.withCString { fstatat(descriptor, $0, &info, AT_SYMLINK_NOFOLLOW) }
-        return rc == 0 ? .success(info) : .failure(errno)
-    }
-
-    mutating func close() {
-        if descriptor >= 0 { Glibc.close(descriptor) }
-        descriptor = -1
-        path = nil
-    }
-}
-
 /// Looks at destinations one at a time as they become known, never hashing: what the state prefetch does while
 /// the manifest is still being read. Parents are checked by the same rules as `observeAll`.
 struct GlanceObserver {

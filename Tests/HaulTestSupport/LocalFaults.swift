@@ -128,7 +128,7 @@ public enum Unprivileged {
 public enum KillSwitch {
     /// Where haul must die.
     public enum Point: Sendable, CustomStringConvertible {
-        /// The `n`th rename(2) whose target path starts with `prefix` (1-based), before it happens.
+        /// The `n`th rename(2) or renameat(2) whose target path starts with `prefix` (1-based), before it happens.
         case rename(n: Int, targetPrefix: String)
         /// The `n`th syncfs(2), before it happens.
         case syncfs(n: Int)
@@ -166,12 +166,14 @@ public enum KillSwitch {
         #include <unistd.h>
 
         static int (*real_rename)(const char *, const char *);
+        static int (*real_renameat)(int, const char *, int, const char *);
         static int (*real_syncfs)(int);
         static int (*real_fsync)(int);
         static atomic_long renames, syncfses, fsyncs;
 
         __attribute__((constructor)) static void haul_kill_switch_init(void) {
             real_rename = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+            real_renameat = (int (*)(int, const char *, int, const char *))dlsym(RTLD_NEXT, "renameat");
             real_syncfs = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
             real_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
         }
@@ -186,14 +188,37 @@ public enum KillSwitch {
             return n;
         }
 
-        int rename(const char *from, const char *to) {
+        /* Counts the renames into a target under the armed prefix; dies before the armed one. */
+        static void count_rename(const char *to) {
             const char *spec = getenv("HAUL_TEST_KILL_AT_RENAME");
             if (spec && to) {
                 const char *prefix;
                 long n = parse(spec, &prefix);
                 if (strncmp(to, prefix, strlen(prefix)) == 0 && atomic_fetch_add(&renames, 1) + 1 == n) die();
             }
+        }
+
+        int rename(const char *from, const char *to) {
+            count_rename(to);
             return real_rename(from, to);
+        }
+
+        /* The committer renames relative to held folders: the target counts by its full path. */
+        int renameat(int fromdir, const char *from, int todir, const char *to) {
+            if (to && to[0] != '/' && todir >= 0) {
+                char link[64], target[4096];
+                snprintf(link, sizeof link, "/proc/self/fd/%d", todir);
+                ssize_t length = readlink(link, target, sizeof target - 1);
+                if (length > 0) {
+                    target[length] = 0;
+                    strncat(target, "/", sizeof target - strlen(target) - 1);
+                    strncat(target, to, sizeof target - strlen(target) - 1);
+                    count_rename(target);
+                }
+            } else {
+                count_rename(to);
+            }
+            return real_renameat(fromdir, from, todir, to);
         }
 
         int syncfs(int fd) {
