@@ -129,11 +129,15 @@ public struct Reconciler: Sendable {
         var cache = assessment.cache
         var changed = false
         let pinnedOrigin = Origin(manifestKey: assessment.manifestKey)
+        let fetched = result.outcomes.count { if case .fetched = $0 { true } else { false } }
+        // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
+        // would copy a cache that a no-op leaves as it is.
+        if fetched > 0 { cache.records.reserveCapacity(cache.records.count + fetched) }
         for index in result.plan.entries.indices {
             // Most entries of a no-op: kept, and recorded exactly as the cache has them.
             if assessment.recordIsCached[index], case .upToDate = result.outcomes[index] { continue }
-            let entry = result.plan.entries[index].entry
-            let destination = entry.destination.description
+            // Borrowed, not copied: a copy of an entry retains and releases a dozen strings and arrays.
+            let destination = result.plan.entries[index].entry.destination.description
             var record = assessment.records[index]
             if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
                earlier.digest == observed.digest {
@@ -141,9 +145,9 @@ public struct Reconciler: Sendable {
                 record?.origin = earlier.origin
             }
             if case .fetched(let file) = result.outcomes[index] {
-                let origin = entry.checksum != nil ? pinnedOrigin : Origin(
+                let origin = result.plan.entries[index].entry.checksum != nil ? pinnedOrigin : Origin(
                     manifestKey: assessment.manifestKey,
-                    sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
+                    sourceKey: TransferSource.key(result.plan.entries[index].entry.sources[file.sourceIndex].expanded),
                     etag: file.validators?.etag, lastModified: file.validators?.lastModified)
                 if let identity = result.committedIdentities[index] {
                     // A new file: one hash-table operation, not a lookup and then a store.
@@ -207,7 +211,7 @@ public struct Reconciler: Sendable {
             }
             let execution = Execution(plan: plan, staging: staging,
                                       committer: Committer(root: manifest.root, durability: options.durability),
-                                      observer: observer)
+                                      observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
@@ -270,11 +274,14 @@ private final class Execution: TransferDelegate, Sendable {
     /// How long verified files wait for company before a batch is committed.
     private static let batchWindowMilliseconds = 20
 
-    init(plan: Plan, staging: StagingArea, committer: Committer, observer: SyncObserver?) {
+    /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
+    init(plan: Plan, staging: StagingArea, committer: Committer, observer: SyncObserver?, expectedCount: Int) {
         self.plan = plan
         self.staging = staging
         self.committer = committer
         self.observer = observer
+        outcomes.withLock { $0.reserveCapacity(expectedCount) }
+        identities.withLock { $0.reserveCapacity(expectedCount) }
     }
 
     func transfer(_ id: Int, didProduce event: TransferEvent) {

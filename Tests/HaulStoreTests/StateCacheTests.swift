@@ -27,6 +27,18 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(StateCache.parse(bytes), cache)
     }
 
+    /// The same records make the same file: lines in byte order of their names, whatever the dictionary's order,
+    /// including names that agree on their first 16 bytes, a name that is a prefix of another, and non-ASCII.
+    func testLinesAreInByteOrderOfTheirNames() {
+        let names = ["b.bin", "a", "ab", "abcdefghijklmnop", "abcdefghijklmnopq", "abcdefghijklmnopa", "abcdefghijklmno",
+                     "data/2024/z.bin", "data/2024/a.bin", "é.bin", "e.bin", "Z.bin", "d000/t000010.bin", "d000/t000009.bin"]
+        let cache = StateCache(records: Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, record(UInt64($0))) }))
+        let lines = String(decoding: cache.serialized(), as: UTF8.self).split(separator: "\n").dropFirst()
+        let written = lines.map { String($0.prefix { $0 != "\t" }) }
+        XCTAssertEqual(written, names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        XCTAssertEqual(StateCache.parse(cache.serialized()), cache)
+    }
+
     func testForeignOrDamagedFilesAreRejectedWhole() {
         let line = "a.bin\t1\t2\t3\t4\t5\t\(digest)"
         XCTAssertNotNil(StateCache.parse(Array("haul-state\t2\n\(line)\n".utf8)))
