@@ -56,8 +56,8 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
     /// Parses lowercase or uppercase hex; nil unless it is exactly `algorithm.byteCount` bytes.
     public init?(algorithm: DigestAlgorithm, hex: some StringProtocol) {
         let parse = { (utf8: UnsafeBufferPointer<UInt8>) in Digest(algorithm: algorithm, hexUTF8: utf8) }
-        guard let digest = hex.utf8.withContiguousStorageIfAvailable(parse) ?? Array(hex.utf8).withUnsafeBufferPointer(parse)
-        else { return nil }
+        guard let digest = hex.utf8.withContiguousStorageIfAvailable(parse)
+                ?? Array(hex.utf8).withUnsafeBufferPointer(parse) else { return nil }
         self = digest
     }
 
@@ -89,7 +89,9 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         switch storage {
         case .inline(let a, let b, let c, let d):
-            try Swift.withUnsafeBytes(of: (a, b, c, d)) { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(algorithm.byteCount))) }
+            try Swift.withUnsafeBytes(of: (a, b, c, d)) { words in
+                try body(UnsafeRawBufferPointer(rebasing: words.prefix(algorithm.byteCount)))
+            }
         case .heap(let bytes):
             try bytes.withUnsafeBytes(body)
         }

@@ -113,7 +113,8 @@ public struct StateCache: Sendable, Equatable {
         var info = stat()
         let file = fstat(descriptor, &info) == 0 ? FileIdentity(info) : nil
         var bytes: [UInt8] = []
-        // Grown by doubling, an 18 MB state would leave a 32 MB buffer behind in the peak memory of a no-op.
+        // Room for the whole file at once: grown by doubling, an 18 MB state would be reallocated and copied
+        // a dozen times.
         if file != nil, info.st_size > 0 { bytes.reserveCapacity(Int(info.st_size)) }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while true {
@@ -238,7 +239,8 @@ public struct StateCache: Sendable, Equatable {
             var name = records[position].key
             let (head, tail) = name.withUTF8 { bytes -> (UInt64, UInt64) in
                 var words: (UInt64, UInt64) = (0, 0)
-                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.prefix(16)))) }
+                let first = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.prefix(16)))
+                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: first) }
                 return (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1))
             }
             keys.append((head, tail, position))
