@@ -104,8 +104,8 @@ struct ProgressModel {
     }
 
     /// `totalBytesWritten` counts the file from byte 0 and restarts when an attempt starts over; only what
-    /// arrived is added to `received`. `bytesWritten` is the last chunk, which tells a resumed prefix (the
-    /// first report's total minus its chunk) from downloaded bytes.
+    /// arrived is added to `received`. `bytesWritten` is what arrived since the attempt's previous report, which
+    /// tells a resumed prefix (the first report's total minus it) from downloaded bytes.
     mutating func progress(_ name: String, _ progress: TransferProgress, size: Int64?, now: Double) {
         if active[name] == nil { started(name, size: size, now: now) }
         guard var transfer = active[name] else { return }

@@ -174,6 +174,7 @@ public struct EngineConfiguration: Sendable {
 
 /// Progress of one transfer, as URLSession reports it.
 public struct TransferProgress: Sendable, Equatable {
+    /// Written since the previous report of this attempt (reports are at most ten a second).
     public var bytesWritten: Int
     public var totalBytesWritten: Int64
     /// nil when the server did not announce a length.

@@ -247,6 +247,21 @@ final class TransferEngineTests: XCTestCase {
         XCTAssertFalse(progress.isEmpty)
         XCTAssertEqual(progress.map(\.totalBytesWritten), progress.map(\.totalBytesWritten).sorted())
         XCTAssertTrue(progress.allSatisfy { $0.totalBytesExpected == 3_000_000 && $0.bytesWritten > 0 })
+        // Each report says what arrived since the previous one: together they account for every byte once.
+        XCTAssertEqual(progress.map { Int64($0.bytesWritten) }.reduce(0, +), progress.last?.totalBytesWritten)
+    }
+
+    /// A body that arrives whole at once is told by its end alone: 100,000 small files need no progress event
+    /// each.
+    func testABodyThatArrivesAtOnceIsNotReportedAsProgress() throws {
+        let body = [UInt8](repeating: 7, count: 4096)
+        let server = try LoopbackHTTPServer(files: ["/small": body])
+        defer { server.stop() }
+        let recorder = Recorder()
+        engine().run([request(0, [source(server.url("/small"))], bytes: body)], delegate: recorder, reportsProgress: true)
+        guard case .success(let file) = recorder.results[0] else { return XCTFail("\(recorder.results)") }
+        XCTAssertEqual(file.size, 4096)
+        XCTAssertEqual(recorder.progress, [])
     }
 }
 
