@@ -36,30 +36,25 @@ public enum HumanReport {
     }
 
     public static func planSummary(_ plan: Plan) -> String {
-        guard plan.hasChanges else { return "No changes: \(count(plan.upToDateCount, "file")) up to date." }
+        let tally = plan.tally
+        guard plan.hasChanges else { return "No changes: \(count(tally.upToDate, "file")) up to date." }
         var parts: [String] = []
-        let downloads = plan.downloads
-        if !downloads.isEmpty {
-            parts.append("\(downloads.count) to download" + bytesSuffix(downloads))
+        if tally.downloads.count > 0 { parts.append("\(tally.downloads.count) to download" + bytesSuffix(tally.downloads)) }
+        if tally.replacements.count > 0 {
+            parts.append("\(tally.replacements.count) to replace" + bytesSuffix(tally.replacements))
         }
-        let replacements = plan.replacements
-        if !replacements.isEmpty { parts.append("\(replacements.count) to replace" + bytesSuffix(replacements)) }
-        let revalidations = plan.revalidations.count
-        if revalidations > 0 { parts.append("\(revalidations) to revalidate") }
-        let deletions = plan.deletions.count
-        if deletions > 0 { parts.append("\(deletions) to prune") }
-        let refusals = plan.refusals.count
-        if refusals > 0 { parts.append("\(refusals) blocked") }
-        parts.append("\(plan.upToDateCount) up to date")
+        if tally.revalidations > 0 { parts.append("\(tally.revalidations) to revalidate") }
+        if tally.deletions > 0 { parts.append("\(tally.deletions) to prune") }
+        if tally.refusals > 0 { parts.append("\(tally.refusals) blocked") }
+        parts.append("\(tally.upToDate) up to date")
         return "Plan: " + parts.joined(separator: ", ") + "."
     }
 
     /// `(1.2 MiB)` when the manifest pins every size, `(at least 1.2 MiB)` when only some.
-    static func bytesSuffix(_ entries: [PlannedEntry]) -> String {
-        let sizes = entries.compactMap(\.entry.size)
-        guard !sizes.isEmpty else { return "" }
-        let total = ByteCount.format(sizes.saturatingSum())
-        return sizes.count == entries.count ? " (\(total))" : " (at least \(total))"
+    static func bytesSuffix(_ fetches: Plan.Tally.Fetches) -> String {
+        guard fetches.sized > 0 else { return "" }
+        let total = ByteCount.format(fetches.knownBytes)
+        return fetches.sized == fetches.count ? " (\(total))" : " (at least \(total))"
     }
 
     static func describe(_ reason: FetchReason, checksum: Checksum?) -> String {

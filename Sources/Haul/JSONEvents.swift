@@ -107,12 +107,13 @@ public enum JSONEvents {
             case .forget: continue
             }
         }
+        let tally = plan.tally
         return .object([
             ("event", .string("plan")), ("version", .int(schemaVersion)), ("changes", .array(changes)),
-            ("download", .int(Int64(plan.downloads.count))), ("replace", .int(Int64(plan.replacements.count))),
-            ("revalidate", .int(Int64(plan.revalidations.count))), ("prune", .int(Int64(plan.deletions.count))),
-            ("blocked", .int(Int64(plan.refusals.count))), ("up_to_date", .int(Int64(plan.upToDateCount))),
-            ("bytes", .int(plan.knownBytesToFetch)),
+            ("download", .int(Int64(tally.downloads.count))), ("replace", .int(Int64(tally.replacements.count))),
+            ("revalidate", .int(Int64(tally.revalidations))), ("prune", .int(Int64(tally.deletions))),
+            ("blocked", .int(Int64(tally.refusals))), ("up_to_date", .int(Int64(tally.upToDate))),
+            ("bytes", .int(tally.knownBytesToFetch)),
         ])
     }
 

@@ -97,9 +97,52 @@ public struct Plan: Sendable {
     public var deletions: [PlannedPrune] { prunes.filter { $0.action == .delete } }
     public var upToDateCount: Int { entries.count { $0.action == .keep } }
     /// Bytes to fetch, counting only entries whose size the manifest pins.
-    public var knownBytesToFetch: Int64 { fetches.compactMap(\.entry.size).saturatingSum() }
+    public var knownBytesToFetch: Int64 { tally.knownBytesToFetch }
     /// Whether applying it may change anything on disk (a revalidation may).
     public var hasChanges: Bool { entries.contains { $0.action.isChange } || !deletions.isEmpty }
+
+    /// The totals a summary shows, in one pass: each of the filters above copies its share of 100,000 entries.
+    public var tally: Tally {
+        var tally = Tally()
+        for planned in entries {
+            switch planned.action {
+            case .keep: tally.upToDate += 1
+            case .fetch(.missing): tally.downloads.add(planned.entry.size)
+            case .fetch: tally.replacements.add(planned.entry.size)
+            case .revalidate: tally.revalidations += 1
+            case .refuse: tally.refusals += 1
+            }
+        }
+        tally.deletions = prunes.count { $0.action == .delete }
+        return tally
+    }
+
+    public struct Tally: Sendable, Equatable {
+        /// How many, and the bytes of those whose size the manifest pins.
+        public struct Fetches: Sendable, Equatable {
+            public var count = 0
+            public var sized = 0
+            public var knownBytes: Int64 = 0
+
+            mutating func add(_ size: Int64?) {
+                count += 1
+                guard let size else { return }
+                sized += 1
+                let (sum, overflow) = knownBytes.addingReportingOverflow(size)
+                knownBytes = overflow ? .max : sum
+            }
+        }
+
+        public var downloads = Fetches()
+        public var replacements = Fetches()
+        public var revalidations = 0
+        public var refusals = 0
+        public var upToDate = 0
+        public var deletions = 0
+
+        /// Bytes to fetch, counting only entries whose size the manifest pins.
+        public var knownBytesToFetch: Int64 { [downloads.knownBytes, replacements.knownBytes].saturatingSum() }
+    }
 }
 
 /// Desired state + observed state → plan. Pure: no I/O, no clock, no environment.

@@ -87,6 +87,19 @@ final class PlannerTests: XCTestCase {
         XCTAssertEqual(plan.upToDateCount, 1)
         XCTAssertEqual(plan.knownBytesToFetch, 30, "only pinned sizes count")
         XCTAssertTrue(plan.hasChanges)
+        // The one-pass totals a summary uses agree with the lists.
+        let tally = plan.tally
+        XCTAssertEqual([tally.downloads.count, tally.downloads.sized], [2, 1])
+        XCTAssertEqual([tally.replacements.count, tally.replacements.sized], [1, 1])
+        XCTAssertEqual([tally.downloads.knownBytes, tally.replacements.knownBytes], [15, 15])
+        XCTAssertEqual([tally.revalidations, tally.refusals, tally.upToDate, tally.deletions], [1, 1, 1, 0])
+    }
+
+    func testTotalsSaturateInsteadOfOverflowing() {
+        let files = [entry("a", checksum: pinned, size: .max, index: 0), entry("b", checksum: pinned, size: 5, index: 1)]
+        let plan = Planner.plan(files, observed: [.missing, .missing])
+        XCTAssertEqual(plan.tally.downloads.knownBytes, .max)
+        XCTAssertEqual(plan.knownBytesToFetch, .max)
     }
 
     func testNothingToDo() {
