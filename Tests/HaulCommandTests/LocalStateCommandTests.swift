@@ -29,15 +29,49 @@ final class LocalStateCommandTests: XCTestCase {
     }
 
     func testASecondConcurrentSyncExits4NamingTheHolderAndWaitWaits() throws {
+        try assertASecondSyncIsRefusedThenWaits(withAnEarlierState: false)
+    }
+
+    /// With a state from an earlier run, both runs try to take the lock while their manifest is still being read
+    /// (to look at the files the state knows): the holder gets it that way, the second is still refused, and
+    /// the waiting one, which finds the state rewritten by the holder, looks at everything again.
+    func testTheSameWithAStateFromAnEarlierRun() throws {
+        try assertASecondSyncIsRefusedThenWaits(withAnEarlierState: true)
+    }
+
+    private func assertASecondSyncIsRefusedThenWaits(withAnEarlierState: Bool) throws {
         let bytes = [UInt8](repeating: 5, count: 10_000)
-        let first = Mutex(true)
-        let server = try LoopbackHTTPServer { _ in
-            let isFirst = first.withLock { value in defer { value = false }; return value }
-            // The first request stalls for a while, so the first sync holds the lock meanwhile.
+        let early = [UInt8](repeating: 4, count: 5_000)
+        let stalled = Mutex(false)
+        let server = try LoopbackHTTPServer { request in
+            if request.path == "/early" { return .ok(early) }
+            let isFirst = stalled.withLock { value in defer { value = true }; return !value }
+            // The first request for /f stalls for a while, so the first sync holds the lock meanwhile.
             return isFirst ? ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 0, seconds: 2)) : .ok(bytes)
         }
         defer { server.stop() }
-        try writeManifest(url: server.url("/f"), bytes: bytes)
+        var manifest = """
+            version: 1
+            root: out
+            files:
+              - url: \(server.url("/f"))
+                dest: f.bin
+                sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex)
+            """
+        if withAnEarlierState {
+            let earlier = """
+                
+                  - url: \(server.url("/early"))
+                    dest: early.bin
+                    sha256: \(StreamingHasher.digest(early, algorithm: .sha256).hex)
+                """
+            try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:" + earlier)
+            XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+            XCTAssertNotNil(directory.read("out/.haul/state"))
+            manifest += earlier
+        }
+        try directory.write("haul.yaml", manifest)
+        let requestsBefore = server.requests.count
 
         let holder = Mutex<ProcessResult?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -49,14 +83,14 @@ final class LocalStateCommandTests: XCTestCase {
         }
         // The lock is taken before the first request: once the server has seen it, the root is busy.
         let deadline = Date().addingTimeInterval(10)
-        while server.requests.isEmpty && Date() < deadline { usleep(10_000) }
-        XCTAssertEqual(server.requests.count, 1)
+        while server.requests.count == requestsBefore && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(server.requests.count, requestsBefore + 1)
 
         let busy = try haul(["sync"])
         XCTAssertEqual(busy.exitCode, 4)
         XCTAssertTrue(busy.stderr.contains("another haul is syncing"), busy.stderr)
         XCTAssertTrue(busy.stderr.contains("pid "), "the message names the holder: \(busy.stderr)")
-        XCTAssertEqual(server.requests.count, 1, "the refused run made no request")
+        XCTAssertEqual(server.requests.count, requestsBefore + 1, "the refused run made no request")
 
         let waited = try haul(["sync", "--wait"])
         XCTAssertEqual(waited.exitCode, 0, waited.stderr)
@@ -64,6 +98,7 @@ final class LocalStateCommandTests: XCTestCase {
         XCTAssertEqual(holder.withLock { $0?.exitCode }, 0)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
         XCTAssertTrue(waited.stdout.contains("Nothing to do"), "the waiting run found the work done: \(waited.stdout)")
+        if withAnEarlierState { XCTAssertEqual(directory.read("out/early.bin"), early) }
     }
 
     /// (That partials of wanted files survive the sweep is shown by SyncCommandTests.testAnInterruptedSyncResumesInTheNextRun.)
