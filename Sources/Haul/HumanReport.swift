@@ -39,7 +39,9 @@ public enum HumanReport {
         let tally = plan.tally
         guard plan.hasChanges else { return "No changes: \(count(tally.upToDate, "file")) up to date." }
         var parts: [String] = []
-        if tally.downloads.count > 0 { parts.append("\(tally.downloads.count) to download" + bytesSuffix(tally.downloads)) }
+        if tally.downloads.count > 0 {
+            parts.append("\(tally.downloads.count) to download" + bytesSuffix(tally.downloads))
+        }
         if tally.replacements.count > 0 {
             parts.append("\(tally.replacements.count) to replace" + bytesSuffix(tally.replacements))
         }
