@@ -94,16 +94,16 @@ final class HumanReporter: RunReporter, Sendable {
 
     func entry(_ entry: FileEntry, started source: String) {
         guard let tracker else { return }
-        tracker.update { model, now in model.started(name(entry), size: entry.size, now: now) }
+        tracker.update { model, now in model.started(entry.index, name(entry), size: entry.size, now: now) }
         startDisplay()
     }
 
     func entry(_ entry: FileEntry, progress: TransferProgress) {
-        tracker?.update { model, now in model.progress(name(entry), progress, size: entry.size, now: now) }
+        tracker?.update { model, now in model.progress(entry.index, name(entry), progress, size: entry.size, now: now) }
     }
 
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {
-        tracker?.update { model, _ in model.attemptFailed(name(entry), retrying: retryIn != nil) }
+        tracker?.update { model, _ in model.attemptFailed(entry.index, retrying: retryIn != nil) }
         // An interruption is said once, in the summary, not once per transfer it stopped.
         guard !quiet, failure.reason != .interrupted else { return }
         let destination = ProgressFormatting.displayName(entry.destination.description)
@@ -125,18 +125,18 @@ final class HumanReporter: RunReporter, Sendable {
         case .upToDate:
             break
         case .notModified:
-            tracker?.update { model, _ in model.finished(name(entry), .unchanged) }
+            tracker?.update { model, _ in model.finished(entry.index, .unchanged) }
             if !quiet, verbose || linePerFile { log("unchanged \(destination) (the server answered 304)") }
         case .fetched(let file):
-            tracker?.update { model, _ in model.finished(name(entry), .fetched(size: file.size)) }
+            tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
             guard !quiet, verbose || linePerFile else { break }
             let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
             log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
         case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
-            tracker?.update { model, _ in model.finished(name(entry), .failed) }
+            tracker?.update { model, _ in model.finished(entry.index, .failed) }
             // one line for the whole interruption, not one per entry
         case .failed(let failure):
-            tracker?.update { model, _ in model.finished(name(entry), .failed) }
+            tracker?.update { model, _ in model.finished(entry.index, .failed) }
             Output.errors(HumanReport.failureLines(entry: entry, failure: failure).map(paintDiagnostic))
         }
     }

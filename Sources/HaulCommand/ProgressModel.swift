@@ -29,6 +29,19 @@ struct RateMeter {
     }
 }
 
+/// An entry the model expects to start: its pinned size, or `.no` when it is not (or no longer) expected.
+struct PendingEntry: Equatable {
+    /// Int64.min: not pending; -1: pending, size unknown; else the size.
+    private let encoded: Int64
+
+    static let no = PendingEntry(encoded: .min)
+
+    private init(encoded: Int64) { self.encoded = encoded }
+    init(size: Int64?) { encoded = size.map { max(0, $0) } ?? -1 }
+
+    var size: Int64? { encoded >= 0 ? encoded : nil }
+}
+
 /// What is known about the run's transfers at one moment: counts, bytes, per-transfer state, rates. A value
 /// type changed only through `ProgressTracker`'s lock; its methods take the time as an argument so that tests
 /// drive it with a fake clock.
@@ -52,11 +65,13 @@ struct ProgressModel {
     private(set) var filesTotal = 0
     private(set) var filesDone = 0
     private(set) var failed = 0
-    /// Entries not yet started, by destination, with the size the manifest pins (nil: unknown).
-    private var pending: [String: Int64?] = [:]
+    /// By entry index: whether the entry is still to start, and the size the manifest pins. An array, not a
+    /// table keyed by name: 100,000 planned files are looked up as they start and finish.
+    private var pending: [PendingEntry] = []
     private var unknownPending = 0
     private var knownPendingBytes: Int64 = 0
-    private(set) var active: [String: Active] = [:]
+    /// By entry index.
+    private(set) var active: [Int: Active] = [:]
     private var finishedBytes: Int64 = 0
     private var received: Int64 = 0
     private var meter: RateMeter
@@ -73,42 +88,46 @@ struct ProgressModel {
     mutating func expect(_ plan: Plan) {
         for planned in plan.entries {
             switch planned.action {
-            case .fetch, .revalidate: expect(planned.entry.destination.description, size: planned.entry.size)
+            case .fetch, .revalidate: expect(planned.entry.index, size: planned.entry.size)
             case .keep, .refuse: continue
             }
         }
     }
 
-    private mutating func expect(_ name: String, size: Int64?) {
-        guard pending[name] == nil, active[name] == nil else { return }
-        pending[name] = .some(size)
+    mutating func expect(_ id: Int, size: Int64?) {
+        guard id >= 0, !isPending(id), active[id] == nil else { return }
+        if id >= pending.count { pending.append(contentsOf: repeatElement(.no, count: id + 1 - pending.count)) }
+        pending[id] = PendingEntry(size: size)
         filesTotal += 1
         // Wrapping arithmetic: whatever sizes a manifest claims, adding and later subtracting never traps,
         // and the result is exact whenever the true total fits.
         if let size { knownPendingBytes &+= size } else { unknownPending += 1 }
     }
 
-    /// Takes `name` out of the pending set, if it is there.
-    private mutating func unpend(_ name: String) -> Bool {
-        guard let size = pending.removeValue(forKey: name) else { return false }
-        if let size { knownPendingBytes &-= size } else { unknownPending -= 1 }
+    private func isPending(_ id: Int) -> Bool { id >= 0 && id < pending.count && pending[id] != .no }
+
+    /// Takes entry `id` out of the pending ones, if it is there.
+    private mutating func unpend(_ id: Int) -> Bool {
+        guard isPending(id) else { return false }
+        if let size = pending[id].size { knownPendingBytes &-= size } else { unknownPending -= 1 }
+        pending[id] = .no
         return true
     }
 
-    mutating func started(_ name: String, size: Int64?, now: Double) {
-        if !unpend(name) && active[name] == nil {
+    mutating func started(_ id: Int, _ name: String, size: Int64?, now: Double) {
+        if !unpend(id) && active[id] == nil {
             filesTotal += 1  // not in the plan we were shown; count it all the same
         }
-        guard active[name] == nil else { return }
-        active[name] = Active(name: name, started: now, expected: size, meter: RateMeter(window: rateWindow))
+        guard active[id] == nil else { return }
+        active[id] = Active(name: name, started: now, expected: size, meter: RateMeter(window: rateWindow))
     }
 
     /// `totalBytesWritten` counts the file from byte 0 and restarts when an attempt starts over; only what
     /// arrived is added to `received`. `bytesWritten` is what arrived since the attempt's previous report, which
     /// tells a resumed prefix (the first report's total minus it) from downloaded bytes.
-    mutating func progress(_ name: String, _ progress: TransferProgress, size: Int64?, now: Double) {
-        if active[name] == nil { started(name, size: size, now: now) }
-        guard var transfer = active[name] else { return }
+    mutating func progress(_ id: Int, _ name: String, _ progress: TransferProgress, size: Int64?, now: Double) {
+        if active[id] == nil { started(id, name, size: size, now: now) }
+        guard var transfer = active[id] else { return }
         let total = progress.totalBytesWritten
         let delta = transfer.seenProgress && total >= transfer.written ? total - transfer.written
             : min(Int64(progress.bytesWritten), max(0, total))
@@ -118,20 +137,20 @@ struct ProgressModel {
         received += delta
         if let expected = progress.totalBytesExpected { transfer.expected = expected }
         transfer.note = nil
-        active[name] = transfer
+        active[id] = transfer
     }
 
     /// Between a failed attempt and the next: the row says so instead of showing a rate.
-    mutating func attemptFailed(_ name: String, retrying: Bool) {
-        active[name]?.note = retrying ? "retrying" : nil
+    mutating func attemptFailed(_ id: Int, retrying: Bool) {
+        active[id]?.note = retrying ? "retrying" : nil
     }
 
     enum Ending { case fetched(size: Int64), unchanged, failed }
 
     /// Fetched, unchanged (304), or failed: the entry leaves the view; its bytes count as done only if fetched.
-    mutating func finished(_ name: String, _ ending: Ending) {
-        let wasPending = unpend(name)
-        let transfer = active.removeValue(forKey: name)
+    mutating func finished(_ id: Int, _ ending: Ending) {
+        let wasPending = unpend(id)
+        let transfer = active.removeValue(forKey: id)
         guard wasPending || transfer != nil else { return }  // a refusal, never one of the transfers
         filesDone += 1
         switch ending {
@@ -149,9 +168,9 @@ struct ProgressModel {
     /// Feeds the meters; called on every tick of the display.
     mutating func sample(now: Double) {
         meter.add(time: now, bytes: received)
-        for (name, var transfer) in active {
+        for (id, var transfer) in active {
             transfer.meter.add(time: now, bytes: transfer.received)
-            active[name] = transfer
+            active[id] = transfer
         }
     }
 
@@ -199,12 +218,13 @@ struct ProgressModel {
     /// at least `interval`, the one mentioned least recently, so that several long transfers take turns.
     mutating func heartbeat(now: Double, interval: Double) -> String? {
         guard now - lastHeartbeat >= interval else { return nil }
-        let candidates = active.values.filter { now - $0.started >= interval }
-        guard let chosen = candidates.min(by: {
-            ($0.lastMentioned ?? -.infinity, $0.started, $0.name) < ($1.lastMentioned ?? -.infinity, $1.started, $1.name)
+        let candidates = active.filter { now - $0.value.started >= interval }
+        guard let (id, chosen) = candidates.min(by: {
+            ($0.value.lastMentioned ?? -.infinity, $0.value.started, $0.value.name)
+                < ($1.value.lastMentioned ?? -.infinity, $1.value.started, $1.value.name)
         }) else { return nil }
         lastHeartbeat = now
-        active[chosen.name]?.lastMentioned = now
+        active[id]?.lastMentioned = now
         return ProgressFormatting.heartbeatLine(name: chosen.name, done: chosen.written, total: chosen.expected,
                                                rate: chosen.meter.rate)
     }

@@ -349,59 +349,83 @@ final class ProgressFormattingTests: XCTestCase {
 
     func testReceivedBytesExcludeAResumedPrefixAndSurviveARestart() {
         var model = ProgressModel(rateWindow: 3, now: 0)
-        model.started("a", size: 10_000, now: 0)
-        model.progress("a", progress(6_100, chunk: 100, of: 10_000), size: 10_000, now: 0.1)  // resumed at 6000
+        model.started(0, "a", size: 10_000, now: 0)
+        model.progress(0, "a", progress(6_100, chunk: 100, of: 10_000), size: 10_000, now: 0.1)  // resumed at 6000
         model.sample(now: 0.1)
-        model.progress("a", progress(7_100, chunk: 100), size: 10_000, now: 1.1)
+        model.progress(0, "a", progress(7_100, chunk: 100), size: 10_000, now: 1.1)
         model.sample(now: 1.1)
-        XCTAssertEqual(model.active["a"]?.received, 1_100)
-        XCTAssertEqual(model.active["a"]?.meter.rate ?? 0, 1_000, accuracy: 0.001, "the resumed prefix is not a download")
+        XCTAssertEqual(model.active[0]?.received, 1_100)
+        XCTAssertEqual(model.active[0]?.meter.rate ?? 0, 1_000, accuracy: 0.001, "the resumed prefix is not a download")
         XCTAssertEqual(model.bytesDone, 7_100, "but it is done")
-        model.attemptFailed("a", retrying: true)
-        XCTAssertEqual(model.active["a"]?.note, "retrying")
-        model.progress("a", progress(300, chunk: 300), size: 10_000, now: 2)  // the next attempt starts over
-        XCTAssertEqual(model.active["a"]?.received, 1_400)
-        XCTAssertNil(model.active["a"]?.note)
-        model.finished("a", .fetched(size: 10_000))
+        model.attemptFailed(0, retrying: true)
+        XCTAssertEqual(model.active[0]?.note, "retrying")
+        model.progress(0, "a", progress(300, chunk: 300), size: 10_000, now: 2)  // the next attempt starts over
+        XCTAssertEqual(model.active[0]?.received, 1_400)
+        XCTAssertNil(model.active[0]?.note)
+        model.finished(0, .fetched(size: 10_000))
         XCTAssertEqual(model.filesDone, 1)
         XCTAssertEqual(model.bytesDone, 10_000)
     }
 
     func testTotalsAreKnownOnlyWhenEverySizeIs() {
         var model = ProgressModel(rateWindow: 3, now: 0)
-        model.started("sized", size: 100, now: 0)
+        model.started(0, "sized", size: 100, now: 0)
         XCTAssertEqual(model.bytesTotal, 100)
-        model.started("unsized", size: nil, now: 0)
+        model.started(1, "unsized", size: nil, now: 0)
         XCTAssertNil(model.bytesTotal)
-        model.progress("unsized", progress(10, chunk: 10, of: 50), size: nil, now: 0.1)
+        model.progress(1, "unsized", progress(10, chunk: 10, of: 50), size: nil, now: 0.1)
         XCTAssertEqual(model.bytesTotal, 150, "the server announced a length")
-        model.finished("unsized", .failed)
+        model.finished(1, .failed)
         XCTAssertEqual(model.bytesTotal, 100)
         XCTAssertEqual(model.failed, 1)
-        model.finished("refused, never started", .failed)
+        model.finished(2, .failed)
         XCTAssertEqual(model.failed, 1, "an entry that was never a transfer is not counted")
         XCTAssertEqual(model.filesTotal, 2)
     }
 
+    /// Planned entries count before they start; one that fails before any attempt is done (and failed); one
+    /// never planned (a refusal) is not a transfer at all.
+    func testPlannedEntriesCountFromTheStartAndLeaveOnceWhateverHappens() {
+        var model = ProgressModel(rateWindow: 3, now: 0)
+        model.expect(0, size: 100)
+        model.expect(1, size: nil)
+        model.expect(5, size: 50)
+        model.expect(0, size: 100)  // once only
+        XCTAssertEqual(model.filesTotal, 3)
+        XCTAssertNil(model.bytesTotal, "entry 1's size is unknown")
+        model.finished(1, .failed)  // failed before any attempt started
+        XCTAssertEqual([model.filesDone, model.failed], [1, 1])
+        XCTAssertEqual(model.bytesTotal, 150)
+        model.started(0, "a", size: 100, now: 0)
+        model.started(0, "a", size: 100, now: 0.5)  // a second attempt is the same transfer
+        XCTAssertEqual(model.filesTotal, 3)
+        XCTAssertEqual(model.bytesTotal, 150)
+        model.finished(0, .fetched(size: 100))
+        model.finished(0, .fetched(size: 100))  // told twice, counted once
+        model.finished(3, .failed)  // never planned
+        XCTAssertEqual([model.filesTotal, model.filesDone, model.failed], [3, 2, 1])
+        XCTAssertEqual(model.bytesDone, 100)
+    }
+
     func testHeartbeatIsAtMostOnceAnIntervalAndTransfersTakeTurns() {
         var model = ProgressModel(rateWindow: 5, now: 0)
-        model.started("a", size: 100, now: 0)
-        model.started("b", size: 100, now: 0.5)
+        model.started(0, "a", size: 100, now: 0)
+        model.started(1, "b", size: 100, now: 0.5)
         XCTAssertNil(model.heartbeat(now: 4.9, interval: 5))
         XCTAssertEqual(model.heartbeat(now: 5, interval: 5), "still fetching a: 0 B / 100 B, 0 B/s")
         XCTAssertNil(model.heartbeat(now: 9.9, interval: 5), "one line per interval for the whole run")
         XCTAssertEqual(model.heartbeat(now: 10, interval: 5)?.hasPrefix("still fetching b:"), true)
         XCTAssertEqual(model.heartbeat(now: 15, interval: 5)?.hasPrefix("still fetching a:"), true)
-        model.finished("a", .fetched(size: 100))
-        model.finished("b", .fetched(size: 100))
-        model.started("c", size: nil, now: 16)
+        model.finished(0, .fetched(size: 100))
+        model.finished(1, .fetched(size: 100))
+        model.started(2, "c", size: nil, now: 16)
         XCTAssertNil(model.heartbeat(now: 20, interval: 5), "c is not long yet")
         XCTAssertEqual(model.heartbeat(now: 21, interval: 5), "still fetching c: 0 B, 0 B/s")
     }
 
     func testFrameListsAtMostEightTransfersAndFitsAShortTerminal() {
         var model = ProgressModel(rateWindow: 3, now: 0)
-        for index in 0 ..< 12 { model.started("f\(index < 10 ? "0" : "")\(index).bin", size: 1000, now: Double(index)) }
+        for index in 0 ..< 12 { model.started(index, "f\(index < 10 ? "0" : "")\(index).bin", size: 1000, now: Double(index)) }
         let tall = model.frame(columns: 80, rows: 24)
         XCTAssertEqual(tall.count, 10)
         XCTAssertEqual(tall[1].hasPrefix("  f00.bin"), true, "oldest first")
