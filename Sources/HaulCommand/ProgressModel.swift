@@ -86,6 +86,7 @@ struct ProgressModel {
 
     /// The entries this run will transfer: fetches and revalidations. Refused entries never start.
     mutating func expect(_ plan: Plan) {
+        pending.reserveCapacity(plan.entries.count)
         for planned in plan.entries {
             switch planned.action {
             case .fetch, .revalidate: expect(planned.entry.index, size: planned.entry.size)
@@ -97,11 +98,12 @@ struct ProgressModel {
     mutating func expect(_ id: Int, size: Int64?) {
         guard id >= 0, !isPending(id), active[id] == nil else { return }
         if id >= pending.count { pending.append(contentsOf: repeatElement(.no, count: id + 1 - pending.count)) }
-        pending[id] = PendingEntry(size: size)
+        let entry = PendingEntry(size: size)
+        pending[id] = entry
         filesTotal += 1
         // Wrapping arithmetic: whatever sizes a manifest claims, adding and later subtracting never traps,
         // and the result is exact whenever the true total fits.
-        if let size { knownPendingBytes &+= size } else { unknownPending += 1 }
+        if let size = entry.size { knownPendingBytes &+= size } else { unknownPending += 1 }
     }
 
     private func isPending(_ id: Int) -> Bool { id >= 0 && id < pending.count && pending[id] != .no }
