@@ -249,7 +249,8 @@ public struct Reconciler: Sendable {
             return source
         }
         return TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
-                               expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value)
+                               expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value,
+                               fileMode: entry.mode.bits)
     }
 
     /// Threads for CPU-bound work, one per core: hashing local files, and driving many small transfers (one
@@ -323,7 +324,8 @@ private final class Execution: TransferDelegate, Sendable {
         guard !batch.isEmpty else { return }
         let requests = batch.map { id, file in
             let entry = plan.entries[id].entry
-            return CommitRequest(temporaryPath: file.temporaryPath, destination: entry.destination, mode: entry.mode)
+            return CommitRequest(temporaryPath: file.temporaryPath, destination: entry.destination, mode: entry.mode,
+                                 hasMode: file.hasFileMode)
         }
         for ((id, file), result) in zip(batch, committer.commit(requests)) {
             switch result {

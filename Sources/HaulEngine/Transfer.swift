@@ -11,6 +11,8 @@ final class Transfer {
     let temporaryPath: String
     /// Whether bytes may be kept across attempts and runs (pinned files only: the digest judges the splice).
     let isResumable: Bool
+    /// The file was created with the request's `fileMode`.
+    let hasFileMode: Bool
     let easy: EasyHandle
     private let descriptor: Int32
     /// Ceiling on the body when the manifest pins no size.
@@ -74,6 +76,7 @@ final class Transfer {
         self.temporaryPath = file.path
         self.descriptor = file.descriptor
         self.isResumable = file.isPartial
+        self.hasFileMode = file.hasFileMode
         self.easy = easy
         self.maxBodyBytes = maxBodyBytes
         self.reportsProgress = reportsProgress
@@ -341,6 +344,8 @@ final class Transfer {
 struct TemporaryFile {
     var path: String
     var descriptor: Int32
+    /// Created with the request's `fileMode`, exactly.
+    var hasFileMode = false
     /// Named by the expected digest under the partial directory; kept on failure for a later resume.
     var isPartial: Bool
     /// Bytes already there, and the validator to resume them with.

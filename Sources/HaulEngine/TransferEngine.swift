@@ -17,6 +17,8 @@ public final class TransferEngine: Sendable {
     private let configuration: EngineConfiguration
     private let redirects: RedirectPolicy
     fileprivate let partials: PartialStore?
+    /// The process's umask (nil if unknown), read once: what `open(2)` leaves out of a new file's mode.
+    fileprivate let umask: UInt32? = ProcessUmask.read()
 
     public init(configuration: EngineConfiguration) {
         self.configuration = configuration
@@ -233,9 +235,16 @@ public final class TransferEngine: Sendable {
                 }
             }
             let path = engine.configuration.temporaryDirectory + "/" + temporaryName()
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            let mode = request.fileMode ?? 0o600
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode & 0o777))
             guard descriptor >= 0 else { return .failure(.local(operation: "create temporary file", path: path, errno: errno)) }
-            return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: false, resume: nil))
+            // open(2) leaves out what the umask masks (and special bits): then the mode is set exactly, by descriptor.
+            var hasFileMode = request.fileMode != nil
+            if hasFileMode, mode & ~0o777 != 0 || engine.umask.map({ mode & $0 != 0 }) ?? true {
+                hasFileMode = fchmod(descriptor, mode_t(mode & 0o7777)) == 0
+            }
+            return .success(TemporaryFile(path: path, descriptor: descriptor, hasFileMode: hasFileMode, isPartial: false,
+                                          resume: nil))
         }
 
         /// Configures the transfer's handle for its current URL and hands it to libcurl.
@@ -391,7 +400,8 @@ public final class TransferEngine: Sendable {
                 temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL,
                 sourceIndex: transfer.sourceIndex,
                 validators: transfer.request.expectedDigest != nil ? nil
-                    : HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified)))))
+                    : HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified),
+                hasFileMode: transfer.hasFileMode && !transfer.isResumable))))
         }
 
         /// The transfer is leaving the engine: its handle goes back to the pool and its partial name is free
@@ -538,5 +548,21 @@ extension FailureReason {
         case .network, .interrupted: true
         default: false
         }
+    }
+}
+
+/// The umask as the kernel reports it in /proc/self/status (Linux 4.7+): reading it with umask(2) would mean
+/// setting it, for a moment, under every other thread of the process.
+enum ProcessUmask {
+    static func read() -> UInt32? {
+        guard let file = fopen("/proc/self/status", "r") else { return nil }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 256)
+        while fgets(&line, Int32(line.count), file) != nil {
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard text.hasPrefix("Umask:") else { continue }
+            return UInt32(String(text.dropFirst("Umask:".count).filter { ("0"..."7").contains($0) }), radix: 8)
+        }
+        return nil
     }
 }

@@ -85,15 +85,19 @@ public struct TransferRequest: Sendable {
     public var retries: Int
     /// An attempt that moves less than `EngineConfiguration.lowSpeedLimit` bytes/s over this window fails.
     public var stallTimeout: Double
+    /// The permission bits the file will have in place: a fresh temporary file is created with them (in a
+    /// private folder, so nobody reaches it meanwhile) and moving it into place needs no chmod. nil: 0600.
+    public var fileMode: UInt32?
 
     public init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
-                retries: Int, stallTimeout: Double) {
+                retries: Int, stallTimeout: Double, fileMode: UInt32? = nil) {
         self.id = id
         self.sources = sources
         self.expectedDigest = expectedDigest
         self.expectedSize = expectedSize
         self.retries = retries
         self.stallTimeout = stallTimeout
+        self.fileMode = fileMode
     }
 
     /// Unpinned files are hashed with SHA-256 so that what was written can be recorded.
@@ -193,6 +197,8 @@ public struct DownloadedFile: Sendable {
     /// What that source said identifies this version, for a later conditional request. Kept for unpinned files
     /// only: a pinned file is identified by its digest, and 100,000 of them need not carry two strings each.
     public var validators: HTTPValidators?
+    /// The file already has the request's `fileMode`, exactly (a resumed partial does not: it was made 0600).
+    public var hasFileMode = false
 }
 
 public enum TransferEvent: Sendable {

@@ -8,11 +8,14 @@ public struct CommitRequest: Sendable {
     public var temporaryPath: String
     public var destination: DestinationPath
     public var mode: FileMode
+    /// The temporary file already has `mode` exactly (it was created with it): no chmod before the rename.
+    public var hasMode: Bool
 
-    public init(temporaryPath: String, destination: DestinationPath, mode: FileMode) {
+    public init(temporaryPath: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
         self.temporaryPath = temporaryPath
         self.destination = destination
         self.mode = mode
+        self.hasMode = hasMode
     }
 }
 
@@ -147,11 +150,12 @@ public final class Committer: Sendable {
         }
 
         // The mode is set on the temporary file so that the destination never appears with wider permissions,
-        // and with chmod rather than at creation so that the umask cannot narrow what the manifest asked for.
+        // and exactly (not narrowed by the umask). The engine usually created the file with it already.
         var staging = HeldDirectory()
         defer { staging.close() }
         return ready.filter { item in
             let request = batch[item.index]
+            if request.hasMode { return true }
             let file = staging.locate(item.sourceName, in: item.sourceDirectory)
             let rc = file.name.withCString { fchmodat(file.directory, $0, mode_t(request.mode.bits & 0o7777), 0) }
             guard rc != 0 else { return true }

@@ -209,6 +209,32 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertTrue(missing.stderr.contains("environment variable TOKEN is not set"), missing.stderr)
     }
 
+    /// A file's mode is the manifest's exactly, whatever umask haul runs under (the temporary file is created
+    /// with it, and set by descriptor when the umask narrowed it).
+    func testModesAreExactUnderARestrictiveUmask() throws {
+        let a = body(21), b = body(22), c = body(23)
+        let server = try LoopbackHTTPServer(files: ["/a": a, "/b": b, "/c": c])
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - { url: "\(server.url("/a"))", dest: a.bin, sha256: \(sha256(a)), size: 4096, mode: "0644" }
+              - { url: "\(server.url("/b"))", dest: b.sh, sha256: \(sha256(b)), size: 4096, mode: "0755" }
+              - { url: "\(server.url("/c"))", dest: c.key, sha256: \(sha256(c)), mode: "0600" }
+            """)
+        // (Sized small files get a fresh temporary file; c, unsized, a resumable partial: both ways are covered.)
+        let previous = umask(0o077)  // inherited by the haul process
+        let result = try haul(["sync"])
+        umask(previous)
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        for (name, mode) in [("a.bin", 0o644), ("b.sh", 0o755), ("c.key", 0o600)] {
+            var info = stat()
+            XCTAssertEqual(stat(directory.path + "/out/" + name, &info), 0, name)
+            XCTAssertEqual(Int(info.st_mode & 0o7777), mode, name)
+        }
+    }
+
     func testSymlinkedParentLeadingOutsideRootFailsThatEntryOnly() throws {
         let outside = try TemporaryDirectory()
         let a = body(6), b = body(7)

@@ -251,6 +251,28 @@ final class TransferEngineTests: XCTestCase {
         XCTAssertEqual(progress.map { Int64($0.bytesWritten) }.reduce(0, +), progress.last?.totalBytesWritten)
     }
 
+    /// The temporary file is created with the mode the file will have in place, exactly, whatever the umask
+    /// leaves out (then it is set by descriptor); without a mode asked, it is private.
+    func testTheTemporaryFileHasTheRequestedModeExactly() throws {
+        let body = [UInt8](repeating: 3, count: 1000)
+        let server = try LoopbackHTTPServer(files: ["/f": body])
+        defer { server.stop() }
+        for (umaskBits, mode) in [(mode_t(0o022), UInt32?.some(0o644)), (0o077, 0o640), (0o027, 0o755), (0o022, nil)] {
+            let previous = umask(umaskBits)
+            defer { umask(previous) }
+            var asked = request(0, [source(server.url("/f"))], bytes: body)
+            asked.fileMode = mode
+            let recorder = Recorder()
+            engine().run([asked], delegate: recorder)
+            guard case .success(let file) = recorder.results[0] else { return XCTFail("\(recorder.results)") }
+            var info = stat()
+            XCTAssertEqual(lstat(file.temporaryPath, &info), 0)
+            XCTAssertEqual(UInt32(info.st_mode & 0o7777), mode ?? 0o600, "umask \(String(umaskBits, radix: 8))")
+            XCTAssertEqual(file.hasFileMode, mode != nil)
+            unlink(file.temporaryPath)
+        }
+    }
+
     /// A body that arrives whole at once is told by its end alone: 100,000 small files need no progress event
     /// each.
     func testABodyThatArrivesAtOnceIsNotReportedAsProgress() throws {
