@@ -49,13 +49,17 @@ public final class StagingArea: Sendable {
         try makePrivateDirectory(partialDirectory)
     }
 
-    /// A symlink here would send every download somewhere else: refuse rather than follow it.
+    /// A symlink here would send every download somewhere else: refuse rather than follow it. One found open to
+    /// others is closed: temporary files carry their final mode before they are verified.
     private func makePrivateDirectory(_ path: String) throws(StoreError) {
         if let code = FileSystem.makeDirectory(path, mode: 0o700), code != EEXIST {
             throw StoreError(operation: "create directory", path: path, errno: code)
         }
         switch FileSystem.linkStatus(path) {
         case .success(let info) where FileKind(mode: info.st_mode) == .directory:
+            if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
+                throw StoreError(operation: "make private", path: path, errno: errno)
+            }
             return
         case .success:
             throw StoreError(operation: "use", path: path, errno: ENOTDIR,

@@ -34,6 +34,22 @@ final class CommitterTests: XCTestCase {
         XCTAssertEqual(scratch.read("keep.txt"), Array("mine".utf8), "discard must only remove staging files")
     }
 
+    /// Temporary files carry their final mode before they are verified: staging folders found open to others
+    /// (made by hand, by an older tool) are closed before anything is written in them.
+    func testStagingClosesFoldersFoundOpenToOthers() throws {
+        let scratch = try Scratch()
+        for folder in ["root/.haul/tmp", "root/.haul/partial"] {
+            try scratch.mkdir(folder)
+            XCTAssertEqual(chmod(scratch.at(folder), 0o755), 0)
+        }
+        XCTAssertEqual(chmod(scratch.at("root/.haul"), 0o777), 0)
+        try StagingArea(root: scratch.at("root")).prepare()
+        for folder in ["root/.haul", "root/.haul/tmp", "root/.haul/partial"] {
+            XCTAssertEqual(permissions(scratch.linkStatus(folder)), 0o700, folder)
+        }
+        XCTAssertEqual(permissions(scratch.linkStatus("root")), 0o755, "root itself is the user's")
+    }
+
     func testStagingRefusesASymlinkedHaulDirectory() throws {
         let scratch = try Scratch()
         try scratch.mkdir("root")
