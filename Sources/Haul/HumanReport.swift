@@ -37,7 +37,7 @@ public enum HumanReport {
 
     public static func planSummary(_ plan: Plan) -> String {
         let tally = plan.tally
-        guard plan.hasChanges else { return "No changes: \(count(tally.upToDate, "file")) up to date." }
+        guard tally.hasChanges else { return "No changes: \(count(tally.upToDate, "file")) up to date." }
         var parts: [String] = []
         if tally.downloads.count > 0 {
             parts.append("\(tally.downloads.count) to download" + bytesSuffix(tally.downloads))

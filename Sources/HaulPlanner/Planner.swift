@@ -142,6 +142,10 @@ public struct Plan: Sendable {
 
         /// Bytes to fetch, counting only entries whose size the manifest pins.
         public var knownBytesToFetch: Int64 { [downloads.knownBytes, replacements.knownBytes].saturatingSum() }
+        /// `Plan.hasChanges`, from the counts.
+        public var hasChanges: Bool {
+            downloads.count + replacements.count + revalidations + refusals + deletions > 0
+        }
     }
 }
 

@@ -93,6 +93,7 @@ final class PlannerTests: XCTestCase {
         XCTAssertEqual([tally.replacements.count, tally.replacements.sized], [1, 1])
         XCTAssertEqual([tally.downloads.knownBytes, tally.replacements.knownBytes], [15, 15])
         XCTAssertEqual([tally.revalidations, tally.refusals, tally.upToDate, tally.deletions], [1, 1, 1, 0])
+        XCTAssertTrue(tally.hasChanges)
     }
 
     func testTotalsSaturateInsteadOfOverflowing() {
@@ -105,6 +106,7 @@ final class PlannerTests: XCTestCase {
     func testNothingToDo() {
         let plan = Planner.plan([entry("a", checksum: pinned)], observed: [.file(size: 15, digest: digest)])
         XCTAssertFalse(plan.hasChanges)
+        XCTAssertFalse(plan.tally.hasChanges)
         XCTAssertEqual(plan.upToDateCount, 1)
         XCTAssertTrue(Planner.plan([], observed: []).entries.isEmpty)
     }

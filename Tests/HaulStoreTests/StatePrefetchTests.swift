@@ -30,12 +30,19 @@ final class StatePrefetchTests: XCTestCase {
         return cache
     }
 
-    private func glance(_ entries: [FileEntry], root: String, looking: StatePrefetch.Looking = .withoutLock)
-        -> (prefetch: StatePrefetch, cache: StateCache, records: [StateRecord?]?, glances: Glances?) {
+    /// A prefetch that has been told `root` and `entries`, as the parser would tell it.
+    private func reading(_ entries: [FileEntry], root: String, looking: StatePrefetch.Looking = .withoutLock,
+                         ended: Bool = true) -> StatePrefetch {
         let prefetch = StatePrefetch(looking: looking)
         prefetch.start(root: root)
         for entry in entries { prefetch.entryRead(entry) }
-        prefetch.endEntries()
+        if ended { prefetch.endEntries() }
+        return prefetch
+    }
+
+    private func glance(_ entries: [FileEntry], root: String, looking: StatePrefetch.Looking = .withoutLock)
+        -> (prefetch: StatePrefetch, cache: StateCache, records: [StateRecord?]?, glances: Glances?) {
+        let prefetch = reading(entries, root: root, looking: looking)
         let lock = prefetch.takeLock(root: root)
         defer { withExtendedLifetime(lock) {} }
         let (cache, _, glances) = prefetch.take(root: root)
@@ -86,11 +93,7 @@ final class StatePrefetchTests: XCTestCase {
         try scratch.write("a.bin", "a")
         try scratch.write("b.bin", "b")
         _ = try saveState(of: ["a.bin", "b.bin"], in: scratch)
-        let prefetch = StatePrefetch(looking: .withoutLock)
-        prefetch.start(root: scratch.path)
-        prefetch.entryRead(try entry(0, "a.bin"))
-        prefetch.entryRead(try entry(1, "b.bin"))
-        prefetch.endEntries()
+        let prefetch = reading([try entry(0, "a.bin"), try entry(1, "b.bin")], root: scratch.path)
         let glances = try XCTUnwrap(prefetch.take(root: scratch.path).glances)
         // The manifest in the end lists them the other way round (an entry re-read, say).
         let records = glances.records(for: [try entry(0, "b.bin"), try entry(1, "a.bin")])
@@ -103,10 +106,7 @@ final class StatePrefetchTests: XCTestCase {
         let scratch = try Scratch()
         try scratch.write("a.bin", "a")
         _ = try saveState(of: ["a.bin"], in: scratch)
-        let prefetch = StatePrefetch(looking: .underLock(holder: "pid 1, test"))
-        prefetch.start(root: scratch.path)
-        prefetch.entryRead(try entry(0, "a.bin"))
-        prefetch.endEntries()
+        let prefetch = reading([try entry(0, "a.bin")], root: scratch.path, looking: .underLock(holder: "pid 1, test"))
         var lock = prefetch.takeLock(root: scratch.path)
         XCTAssertNotNil(lock)
         XCTAssertThrowsError(try RunLock(root: scratch.path, wait: false, holder: "second")) { error in
@@ -134,9 +134,7 @@ final class StatePrefetchTests: XCTestCase {
         let scratch = try Scratch()
         try scratch.write("a.bin", "a")
         _ = try saveState(of: ["a.bin"], in: scratch)
-        let prefetch = StatePrefetch(looking: .underLock(holder: "test"))
-        prefetch.start(root: scratch.path)
-        prefetch.entryRead(try entry(0, "a.bin"))
+        let prefetch = reading([try entry(0, "a.bin")], root: scratch.path, looking: .underLock(holder: "test"), ended: false)
         XCTAssertNil(prefetch.takeLock(root: scratch.at("elsewhere")))
         XCTAssertNil(prefetch.take(root: scratch.at("elsewhere")).glances)
         XCTAssertNoThrow(try RunLock(root: scratch.path, wait: false, holder: "next"))
@@ -159,10 +157,7 @@ final class StatePrefetchTests: XCTestCase {
         let scratch = try Scratch()
         try scratch.write("a.bin", "a")
         _ = try saveState(of: ["a.bin"], in: scratch)
-        let prefetch = StatePrefetch(looking: .withoutLock)
-        prefetch.start(root: scratch.path)
-        prefetch.entryRead(try entry(0, "a.bin"))
-        prefetch.endEntries()
+        let prefetch = reading([try entry(0, "a.bin")], root: scratch.path)
         XCTAssertNil(prefetch.takeLock(root: scratch.path), "no lock without a sync")  // and the reading is done
         usleep(10_000)
         let rewritten = StateCache(records: [:])
