@@ -22,7 +22,7 @@ let package = Package(
         // Libraries, in the order data flows through them.
         .target(name: "HaulThreads"),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
-        .target(name: "HaulManifest", dependencies: ["HaulDigest", "CLibYAML"]),
+        .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
         .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "CCurl"]),

@@ -103,14 +103,13 @@ public enum HumanReport {
 
     /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed in 0.4 s.`
     public static func syncSummary(_ result: SyncResult) -> String {
-        let fetched = result.fetchedFiles
-        let bytes = fetched.map(\.size).saturatingSum()
-        let failed = result.failedCount + result.pruneFailures.count
-        let confirmed = result.notModifiedCount
+        let counts = result.counts
+        let failed = counts.failed + result.pruneFailures.count
+        let confirmed = counts.notModified
         let upToDate = result.plan.upToDateCount + confirmed
-        var line = fetched.isEmpty && failed == 0 && result.deletedCount == 0
+        var line = counts.fetched == 0 && failed == 0 && result.deletedCount == 0
             ? "Nothing to do: \(count(upToDate, "file")) up to date"
-            : "Fetched \(count(fetched.count, "file")) (\(ByteCount.format(bytes))), \(upToDate) up to date"
+            : "Fetched \(count(counts.fetched, "file")) (\(ByteCount.format(counts.fetchedBytes))), \(upToDate) up to date"
         if confirmed > 0 { line += " (\(confirmed) confirmed by their server)" }
         if result.deletedCount > 0 { line += ", \(result.deletedCount) pruned" }
         if failed > 0 { line += ", \(failed) failed" }

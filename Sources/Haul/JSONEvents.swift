@@ -202,13 +202,13 @@ public enum JSONEvents {
     }
 
     public static func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) -> JSONValue {
-        let fetched = result.fetchedFiles
+        let counts = result.counts
         return .object([
-            ("event", .string("summary")), ("fetched", .int(Int64(fetched.count))),
-            ("bytes", .int(fetched.map(\.size).saturatingSum())),
-            ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(result.notModifiedCount))),
+            ("event", .string("summary")), ("fetched", .int(Int64(counts.fetched))),
+            ("bytes", .int(counts.fetchedBytes)),
+            ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(counts.notModified))),
             ("pruned", .int(Int64(result.deletedCount))),
-            ("failed", .int(Int64(result.failedCount + result.pruneFailures.count))),
+            ("failed", .int(Int64(counts.failed + result.pruneFailures.count))),
             ("seconds", .double(result.seconds)), ("exit_status", .int(Int64(exitStatus))),
             ("interrupted", .string(signal)),
         ])

@@ -107,6 +107,8 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
     public let components: [String]
     /// The normalized path, `a/b/c`: built once, since it keys the state cache and every message.
     public let description: String
+    /// haul's own folder under root, where no destination may be.
+    public static let privateFolder = PathRules.privateFolder
 
     /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, or NUL.
     ///

@@ -32,6 +32,15 @@ public enum ManifestLoader {
     public static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
                              environment: [String: String], rootSeen: ((String) -> Void)? = nil,
                              entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
+        try parse(bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,
+                  rootSeen: rootSeen, entryRead: entryRead,
+                  pipelined: bytes.count >= ReadingPipeline.minimumBytes)
+    }
+
+    /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
+    static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
+                      rootSeen: ((String) -> Void)?, entryRead: ((FileEntry) -> Void)?,
+                      pipelined: Bool) throws(ManifestError) -> Manifest {
         var directory = manifestDirectory
         if !directory.hasPrefix("/"), let cwd = try? currentDirectory() {
             directory = cwd + "/" + directory
@@ -43,7 +52,10 @@ public enum ManifestLoader {
         validator.entryRead = entryRead
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
-        guard let document = YAMLReader.read(bytes, diagnostics: &readerDiagnostics, sink: &validator) else {
+        let document = pipelined
+            ? ReadingPipeline.read(bytes, fileName: fileName, diagnostics: &readerDiagnostics, validator: &validator)
+            : YAMLReader.read(bytes, diagnostics: &readerDiagnostics, sink: &validator)
+        guard let document else {
             // A syntax error (or no document at all): what the entries said about a half-read file is beside the point.
             throw ManifestError(diagnostics: readerDiagnostics.inFileOrder)
         }

@@ -247,7 +247,12 @@ struct ManifestValidator: YAMLEntrySink {
         return true
     }
 
-    /// Validates one `files:` item (called by the reader while it streams, or by `parseFiles`).
+    /// Validates `files:` items as the reader streams them.
+    mutating func consume(items: [YAMLItem], in document: YAMLDocument) {
+        for item in items { consume(item: item.node, index: item.index, in: document) }
+    }
+
+    /// Validates one `files:` item (from the reader's stream, or from `parseFiles`).
     mutating func consume(item id: NodeID, index: Int, in document: YAMLDocument) {
         if index == 0, let rootSeen {
             // No `root:` before the entries: most likely there is none, and root is the manifest's folder.

@@ -1,10 +1,12 @@
 import CLibYAML
 
-/// Receives each item of the top-level `files:` sequence as soon as libyaml has finished it, so that a 100,000-entry
-/// manifest never exists as a 100,000-entry tree: the reader discards an item's nodes once the sink has seen them.
+/// Receives the items of the top-level `files:` sequence a batch at a time, as soon as libyaml has finished them, so
+/// that a 100,000-entry manifest never exists as a 100,000-entry tree: the reader discards a batch's nodes once the
+/// sink has seen them.
 protocol YAMLEntrySink {
-    /// `item` is valid in `document` only during this call.
-    mutating func consume(item: YAMLDocument.NodeID, index: Int, in document: YAMLDocument)
+    /// `items` are nodes of `document`, in file order. The reader drops them from its own arena afterwards, without
+    /// touching `document`'s storage: a sink may keep `document` (to hand it to another thread) at no extra cost.
+    mutating func consume(items: [YAMLItem], in document: YAMLDocument)
     /// A scalar value of a top-level key, as soon as it is read (long before the document ends when `files:`
     /// comes later); the document is validated as a whole afterwards all the same.
     mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument)
@@ -12,6 +14,12 @@ protocol YAMLEntrySink {
 
 extension YAMLEntrySink {
     mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument) {}
+}
+
+/// One item of `files:`: its node and its position in the sequence.
+struct YAMLItem: Sendable {
+    var node: YAMLDocument.NodeID
+    var index: Int
 }
 
 /// Turns manifest bytes into a `YAMLDocument` with libyaml's event API.
@@ -28,8 +36,12 @@ struct YAMLReader {
     /// The `files:` sequence whose items go to the sink instead of the tree.
     private var streamed: YAMLDocument.NodeID?
     private var streamedCount = 0
-    /// Arena sizes when the current streamed item started; restored once the sink has consumed it.
-    private var itemMarks = (nodes: 0, children: 0)
+    /// Finished items not yet handed to the sink.
+    private var batch: [YAMLItem] = []
+    /// Arena sizes when the first item of `batch` started; restored once the sink has consumed the batch.
+    private var batchMarks = (nodes: 0, children: 0)
+    /// Items per hand-over: one call per item was measurable, and a thread on the other end wants few wake-ups.
+    static let batchSize = 256
 
     /// Nil when there is no document to validate (syntax error or empty input); the reason is in `diagnostics`.
     static func read<Sink: YAMLEntrySink>(_ bytes: [UInt8], diagnostics: inout DiagnosticCollector,
@@ -116,6 +128,8 @@ struct YAMLReader {
                 _ = markItemStart()
                 openCollection(.mapping, at: location)
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+                // The streamed sequence's last items go to the sink before anything else joins the arena.
+                if streamed != nil, open.last?.node == streamed { handOverBatch(to: &sink) }
                 if let id = closeCollection(), streamed != nil, open.last?.node == streamed {
                     finishItem(id, sink: &sink)
                 }
@@ -150,19 +164,38 @@ struct YAMLReader {
         return document.text(of: key)
     }
 
-    /// Records the arena size if the node about to start is an item of the streamed sequence.
+    /// Whether the node about to start is an item of the streamed sequence; the first of a batch marks the arena.
     private mutating func markItemStart() -> Bool {
         guard streamed != nil, open.last?.node == streamed else { return false }
-        itemMarks = (document.nodes.count, document.children.count)
+        if batch.isEmpty { batchMarks = (document.nodes.count, document.children.count) }
         return true
     }
 
     private mutating func finishItem<Sink: YAMLEntrySink>(_ id: YAMLDocument.NodeID, sink: inout Sink) {
         _ = pending.popLast()
-        sink.consume(item: id, index: streamedCount, in: document)
+        if batch.capacity == 0 { batch.reserveCapacity(Self.batchSize) }
+        batch.append(YAMLItem(node: id, index: streamedCount))
         streamedCount += 1
-        document.nodes.removeSubrange(itemMarks.nodes...)
-        document.children.removeSubrange(itemMarks.children...)
+        if batch.count == Self.batchSize { handOverBatch(to: &sink) }
+    }
+
+    /// Gives the finished items to the sink, then forgets their nodes. The arena keeps only what precedes them, in
+    /// fresh storage: truncating in place would first copy every node of a batch the sink still holds.
+    private mutating func handOverBatch<Sink: YAMLEntrySink>(to sink: inout Sink) {
+        guard !batch.isEmpty else { return }
+        sink.consume(items: batch, in: document)
+        batch = []
+        document.nodes = Self.prefix(document.nodes, count: batchMarks.nodes)
+        document.children = Self.prefix(document.children, count: batchMarks.children)
+    }
+
+    /// The first `count` elements in new storage as large as the old: the next batch grows into it without
+    /// reallocating.
+    private static func prefix<Element>(_ elements: [Element], count: Int) -> [Element] {
+        var kept: [Element] = []
+        kept.reserveCapacity(elements.capacity)
+        kept.append(contentsOf: elements[..<count])
+        return kept
     }
 
     // MARK: Building the arena

@@ -115,6 +115,22 @@ enum FileSystem {
         return names
     }
 
+    /// Whether `directory` can be listed and lists nothing but `name` (if even that); stops at the first other entry.
+    static func holdsNothing(in directory: String, apartFrom name: String) -> Bool {
+        guard let stream = opendir(directory) else { return false }
+        defer { closedir(stream) }
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else { return errno == 0 }
+            let ignorable = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let entryName = raw.prefix { $0 != 0 }
+                return entryName.elementsEqual(".".utf8) || entryName.elementsEqual("..".utf8)
+                    || entryName.elementsEqual(name.utf8)
+            }
+            if !ignorable { return false }
+        }
+    }
+
     /// `base/relative`, without doubling the slash when base is `/`.
     static func join(_ base: String, _ relative: String) -> String {
         base.hasSuffix("/") ? base + relative : base + "/" + relative

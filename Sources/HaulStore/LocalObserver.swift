@@ -56,6 +56,13 @@ public struct LocalObserver: Sendable {
         self.root = FileSystem.normalizedRoot(root)
     }
 
+    /// What every destination is when root alone decides it (missing, not a directory, or holding nothing but
+    /// haul's own folder); nil when each must be looked at.
+    public func sameForEveryDestination() -> ObservedFile? {
+        if case .everything(let file) = ParentWalker.start(root: root) { return file }
+        return nil
+    }
+
     public func observe(_ request: ObservationRequest) -> ObservedFile {
         observeAll([request], concurrency: 1).first ?? .missing
     }
@@ -198,6 +205,8 @@ private struct ParentWalker {
                 let failure = StoreError(operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
                 return .everything(.unreadable(failure))
             }
+            // Nothing there yet (a first sync): no destination exists, whatever its path.
+            if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) { return .everything(.missing) }
             return .walking(ParentWalker(resolver: ParentResolver(root: root, realRoot: resolved, remembersFailures: true)))
         case .failure(ENOENT), .failure(ENOTDIR):
             return .everything(.missing)

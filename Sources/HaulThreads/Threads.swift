@@ -1,5 +1,6 @@
-// Plain threads for CPU-bound work, shared by the store (hashing, stat'ing, reading the state) and the engine
-// (one libcurl loop per core).
+// Plain threads for CPU-bound work, shared by the manifest reader (libyaml beside validation), the store (hashing,
+// stat'ing, reading the state) and the engine (one libcurl loop per core).
+import Dispatch
 import Glibc
 import Synchronization
 
@@ -64,4 +65,32 @@ public func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
         return nil
     }
     return thread
+}
+
+/// Carries values from one thread to another, in order, holding at most `capacity` of them: a producer that runs
+/// ahead waits for the consumer, so what is in flight stays bounded.
+public final class HandOff<Element: Sendable>: Sendable {
+    private let queue = Mutex<[Element]>([])
+    private let filled = DispatchSemaphore(value: 0)
+    private let room: DispatchSemaphore
+
+    public init(capacity: Int) {
+        room = DispatchSemaphore(value: max(1, capacity))
+    }
+
+    /// Waits while `capacity` values are waiting to be received.
+    public func send(_ element: Element) {
+        room.wait()
+        queue.withLock { $0.append(element) }
+        filled.signal()
+    }
+
+    /// The oldest value sent, waiting for one if there is none.
+    public func receive() -> Element {
+        filled.wait()
+        // `filled` counts the values in `queue`: one is there.
+        let element = queue.withLock { $0.removeFirst() }
+        room.signal()
+        return element
+    }
 }

@@ -1,4 +1,4 @@
-import HaulManifest
+@testable import HaulManifest
 import XCTest
 
 /// Shared helpers: manifests are written inline as YAML text and loaded as if from `/work/project/haul.yaml`.
@@ -6,16 +6,55 @@ enum Fixture {
     static let fileName = "haul.yaml"
     static let directory = "/work/project"
 
-    static func load(_ yaml: String, environment: [String: String] = [:]) throws(ManifestError) -> Manifest {
-        try ManifestLoader.parse(bytes: Array(yaml.utf8), fileName: fileName, manifestDirectory: directory,
-                                 environment: environment)
+    /// Loaded on one thread and again with libyaml on a second one (`ReadingPipeline`): every manifest test also
+    /// checks that both ways give the same manifest or the same diagnostics, and tell `rootSeen` and `entryRead`
+    /// the same things in the same order.
+    static func load(_ yaml: String, environment: [String: String] = [:],
+                     file: StaticString = #filePath, line: UInt = #line) throws(ManifestError) -> Manifest {
+        let bytes = Array(yaml.utf8)
+        let single = Reading(bytes, environment: environment, pipelined: false)
+        let pipelined = Reading(bytes, environment: environment, pipelined: true)
+        XCTAssertEqual(single.account, pipelined.account, "one thread and two read the manifest differently",
+                       file: file, line: line)
+        return try single.result.get()
+    }
+
+    /// One load and everything it told its callbacks.
+    struct Reading {
+        var result: Result<Manifest, ManifestError>
+        var rootsSeen: [String] = []
+        var entriesRead: [String] = []
+
+        init(_ bytes: [UInt8], fileName: String = Fixture.fileName, environment: [String: String] = [:],
+             pipelined: Bool) {
+            var roots: [String] = [], entries: [String] = []
+            do {
+                result = .success(try ManifestLoader.parse(
+                    bytes: bytes, fileName: fileName, manifestDirectory: Fixture.directory, environment: environment,
+                    rootSeen: { roots.append($0) }, entryRead: { entries.append($0.destination.description) },
+                    pipelined: pipelined))
+            } catch {
+                result = .failure(error)
+            }
+            rootsSeen = roots
+            entriesRead = entries
+        }
+
+        /// All of it as text, to compare two readings.
+        var account: String {
+            let outcome = switch result {
+            case .success(let manifest): String(reflecting: manifest)
+            case .failure(let error): error.diagnostics.map(\.description).joined(separator: "\n")
+            }
+            return "\(outcome)\nroots seen: \(rootsSeen)\nentries read: \(entriesRead)"
+        }
     }
 
     /// Every diagnostic, rendered, for a manifest that must fail; records a failure if it loads.
     static func diagnostics(_ yaml: String, environment: [String: String] = [:],
                             file: StaticString = #filePath, line: UInt = #line) -> [String] {
         do {
-            _ = try load(yaml, environment: environment)
+            _ = try load(yaml, environment: environment, file: file, line: line)
             XCTFail("manifest loaded but was expected to fail", file: file, line: line)
             return []
         } catch {
@@ -27,7 +66,7 @@ enum Fixture {
     static func manifest(_ yaml: String, environment: [String: String] = [:],
                          file: StaticString = #filePath, line: UInt = #line) -> Manifest? {
         do {
-            return try load(yaml, environment: environment)
+            return try load(yaml, environment: environment, file: file, line: line)
         } catch {
             XCTFail("unexpected diagnostics:\n\(error)", file: file, line: line)
             return nil

@@ -20,6 +20,25 @@ final class ObserverTests: XCTestCase {
         XCTAssertEqual(failure.errno, ENOTDIR)
     }
 
+    /// A root holding nothing but haul's folder answers for every destination at once; anything else in it, even
+    /// a single top-level file, and each destination is looked at.
+    func testAnEmptyRootMakesEverythingMissingAtOnce() throws {
+        let scratch = try Scratch()
+        try scratch.mkdir("root/.haul/tmp")
+        try scratch.write("root/.haul/state", "haul-state\t2\n")
+        let observer = LocalObserver(root: scratch.at("root"))
+        XCTAssertEqual(observer.sameForEveryDestination(), .missing)
+        XCTAssertEqual(LocalObserver(root: scratch.at("absent")).sameForEveryDestination(), .missing)
+        try scratch.write("root/a.txt", "hello")
+        XCTAssertNil(observer.sameForEveryDestination())
+        XCTAssertEqual(observer.observeAll([ObservationRequest(destination: try dest("a.txt")),
+                                            ObservationRequest(destination: try dest("b.txt"))], concurrency: 1),
+                       [.regularFile(size: 5, digest: nil), .missing])
+        XCTAssertEqual(unlink(scratch.at("root/a.txt")), 0)
+        try scratch.mkdir("root/empty-folder")
+        XCTAssertNil(observer.sameForEveryDestination(), "a folder counts: destinations may be under it")
+    }
+
     func testMissingFileAndMissingParent() throws {
         let scratch = try Scratch()
         try scratch.mkdir("data")

@@ -39,6 +39,24 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(StateCache.parse(cache.serialized()), cache)
     }
 
+    /// A large state is formatted on two threads: the parts, joined, are exactly the one-thread file, in byte
+    /// order across the seam.
+    func testALargeStateFormattedInPartsIsTheSameFile() {
+        let names = (0..<20_000).map { "d\($0 % 7)/file-\(String($0, radix: 36)).bin" }
+        let cache = StateCache(records: Dictionary(uniqueKeysWithValues: names.enumerated().map { offset, name in
+            (name, record(UInt64(offset), origin: offset % 3 == 0 ? Origin(manifestKey: "m", sourceKey: "s\(offset)",
+                                                                            etag: "\"e\(offset)\"", lastModified: nil) : nil))
+        }))
+        let parts = cache.serializedParts(threads: 2)
+        XCTAssertEqual(parts.count, 3, "the header, then one part per thread")
+        let whole = Array(parts.joined())
+        XCTAssertEqual(whole, cache.serializedParts(threads: 1).first)
+        let written = String(decoding: whole, as: UTF8.self).split(separator: "\n").dropFirst()
+            .map { String($0.prefix { $0 != "\t" }) }
+        XCTAssertEqual(written, names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        XCTAssertEqual(StateCache.parse(whole), cache)
+    }
+
     func testForeignOrDamagedFilesAreRejectedWhole() {
         let line = "a.bin\t1\t2\t3\t4\t5\t\(digest)"
         XCTAssertNotNil(StateCache.parse(Array("haul-state\t2\n\(line)\n".utf8)))
