@@ -73,7 +73,8 @@ public struct SyncResult: Sendable {
             switch outcomes[index] {
             case .fetched(let file):
                 counts.fetched += 1
-                counts.fetchedBytes = [counts.fetchedBytes, file.size].saturatingSum()
+                let (sum, overflow) = counts.fetchedBytes.addingReportingOverflow(file.size)
+                counts.fetchedBytes = overflow ? .max : sum
             case .notModified: counts.notModified += 1
             case .failed: counts.failed += 1
             case .upToDate: continue
