@@ -19,7 +19,8 @@ enum Observation {
     static func observe(_ manifest: Manifest, cache: StateCache?, glances: Glances? = nil, rehash: Bool = false,
                         concurrency: Int) -> Observed {
         let count = manifest.files.count
-        if let same = LocalObserver(root: manifest.root).sameForEveryDestination() {
+        let observer = LocalObserver(root: manifest.root)
+        if let same = observer.sameForEveryDestination() {
             // A first sync into an empty root: 100,000 requests built and answered one by one would say just this.
             return Observed(states: Array(repeating: localState(same), count: count),
                             records: Array(repeating: nil, count: count), cached: Array(repeating: false, count: count))
@@ -49,7 +50,7 @@ enum Observation {
             return ObservationRequest(entry: entry, known: rehash && entry.checksum != nil ? nil
                                                            : cache?.records[entry.destination.description])
         }
-        let looked = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
+        let looked = observer.observeAllRecording(requests, concurrency: concurrency)
         for (offset, position) in rest.enumerated() {
             let record = looked[offset].record
             observed.states[position] = localState(looked[offset].file)

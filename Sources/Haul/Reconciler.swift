@@ -129,7 +129,7 @@ public struct Reconciler: Sendable {
         var cache = assessment.cache
         var changed = false
         let pinnedOrigin = Origin(manifestKey: assessment.manifestKey)
-        let fetched = result.outcomes.count { if case .fetched = $0 { true } else { false } }
+        let fetched = result.counts.fetched
         // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
         // would copy a cache that a no-op leaves as it is.
         if fetched > 0 { cache.records.reserveCapacity(cache.records.count + fetched) }

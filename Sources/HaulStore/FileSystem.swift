@@ -103,31 +103,33 @@ enum FileSystem {
 
     /// Names in `directory`, without `.` and `..`; empty when it cannot be read.
     static func entries(of directory: String) -> [String] {
-        guard let stream = opendir(directory) else { return [] }
-        defer { closedir(stream) }
         var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
+        _ = forEachEntry(in: directory) { name in
+            names.append(String(decoding: name, as: UTF8.self))
+            return true
         }
         return names
     }
 
     /// Whether `directory` can be listed and lists nothing but `name` (if even that); stops at the first other entry.
     static func holdsNothing(in directory: String, apartFrom name: String) -> Bool {
-        guard let stream = opendir(directory) else { return false }
+        forEachEntry(in: directory) { $0.elementsEqual(name.utf8) } == .listed
+    }
+
+    private enum Listing { case listed, stopped, unreadable }
+
+    /// Calls `body` with each name in `directory` but `.` and `..`, until it returns false.
+    private static func forEachEntry(in directory: String, _ body: (UnsafeRawBufferPointer.SubSequence) -> Bool) -> Listing {
+        guard let stream = opendir(directory) else { return .unreadable }
         defer { closedir(stream) }
         while true {
             errno = 0
-            guard let entry = readdir(stream) else { return errno == 0 }
-            let ignorable = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                let entryName = raw.prefix { $0 != 0 }
-                return entryName.elementsEqual(".".utf8) || entryName.elementsEqual("..".utf8)
-                    || entryName.elementsEqual(name.utf8)
+            guard let entry = readdir(stream) else { return errno == 0 ? .listed : .unreadable }
+            let goOn = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let name = raw.prefix { $0 != 0 }
+                return name.elementsEqual(".".utf8) || name.elementsEqual("..".utf8) || body(name)
             }
-            if !ignorable { return false }
+            if !goOn { return .stopped }
         }
     }
 
