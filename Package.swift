@@ -21,14 +21,15 @@ let package = Package(
 
         // Libraries, in the order data flows through them.
         .target(name: "HaulThreads"),
+        .target(name: "HaulFileSystem"),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
-        .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "CLinuxShims"]),
-        .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "CCurl"]),
+        .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
+        .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),
         .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest"]),
         .executableTarget(name: "HaulCommand", dependencies: [
-            "Haul", "HaulManifest", "HaulStore", "HaulEngine",
+            "Haul", "HaulManifest", "HaulStore", "HaulEngine", "HaulFileSystem",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -37,7 +38,8 @@ let package = Package(
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
-        .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest"]),
+        .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
+                                                           "HaulTestSupport"]),
         .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulTestSupport"]),
         .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest"]),
     ],

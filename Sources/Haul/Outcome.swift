@@ -106,5 +106,7 @@ public enum ExitStatus: Int32, Sendable {
     case invalidManifest = 3
     /// Another haul is syncing the same root (without `--wait`).
     case rootBusy = 4
+    /// Something in root's `.haul` folder is a symlink or of the wrong kind: the root was refused untouched.
+    case unsafePrivateFolder = 5
     case usage = 64
 }

@@ -42,12 +42,15 @@ public protocol SyncObserver: AnyObject, Sendable {
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?)
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome)
+    /// A problem that does not fail the run (the state could not be saved, say).
+    func warning(_ text: String)
 }
 
 extension SyncObserver {
     public var wantsProgress: Bool { false }
     public func entry(_ entry: FileEntry, started source: String) {}
     public func entry(_ entry: FileEntry, progress: TransferProgress) {}
+    public func warning(_ text: String) {}
 }
 
 /// manifest → observe → plan → execute → verify → commit. Each step is a separate call so that `plan` and
@@ -55,12 +58,15 @@ extension SyncObserver {
 public struct Reconciler: Sendable {
     public let manifest: Manifest
     public let options: SyncOptions
+    /// The root's private folder, checked; nil when root has none yet (only for commands that change nothing).
+    public let area: PrivateArea?
     /// The state cache, read while the manifest was parsed (nil: `assess` reads it).
     private let state: StatePrefetch?
 
-    public init(manifest: Manifest, options: SyncOptions, state: StatePrefetch? = nil) {
+    public init(manifest: Manifest, options: SyncOptions, area: PrivateArea?, state: StatePrefetch? = nil) {
         self.manifest = manifest
         self.options = options
+        self.area = area
         self.state = state
     }
 
@@ -70,7 +76,7 @@ public struct Reconciler: Sendable {
     /// not hashed again; `rehash` ignores the cache and hashes everything (but still knows which files haul
     /// wrote: pruning and revalidation need that, and hashing cannot recover it).
     public func assess(rehash: Bool = false) -> Assessment {
-        var (cache, warning, glances) = state?.take(root: manifest.root) ?? Self.load(root: manifest.root)
+        var (cache, warning, glances) = state?.take(area: area) ?? Self.load(area: area)
         let manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
         let observed = Observation.observe(manifest, cache: cache, glances: rehash ? nil : glances, rehash: rehash,
                                            concurrency: Self.cores)
@@ -83,8 +89,8 @@ public struct Reconciler: Sendable {
                           cache: cache, cacheWarning: warning, manifestKey: manifestKey)
     }
 
-    private static func load(root: String) -> (cache: StateCache, warning: String?, glances: Glances?) {
-        let (cache, warning) = StateCache.load(root: root)
+    private static func load(area: PrivateArea?) -> (cache: StateCache, warning: String?, glances: Glances?) {
+        let (cache, warning) = StateCache.load(area: area)
         return (cache, warning, nil)
     }
 
@@ -94,7 +100,7 @@ public struct Reconciler: Sendable {
     public func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
         var result = execute(assessment, observer: observer, cancellation: cancellation)
         if cancellation?.isCancelled != true { result.prunes = prune(assessment, observer: observer) }
-        saveState(assessment, result)
+        saveState(assessment, result, observer: observer)
         return result
     }
 
@@ -124,7 +130,7 @@ public struct Reconciler: Sendable {
     /// where it came from, an untouched one as observed, nothing for a destination that is missing or not a
     /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
     /// found modified, or gone): pruning needs them. Written only when it changed.
-    private func saveState(_ assessment: Assessment, _ result: SyncResult) {
+    private func saveState(_ assessment: Assessment, _ result: SyncResult, observer: SyncObserver?) {
         // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
         var cache = assessment.cache
         var changed = false
@@ -169,7 +175,13 @@ public struct Reconciler: Sendable {
             case .failed: continue
             }
         }
-        if changed { try? cache.save(root: manifest.root) }
+        guard changed, let area else { return }
+        do {
+            try cache.save(in: area)
+        } catch {
+            // The files are in place all the same; the next run re-hashes what it cannot find recorded.
+            observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
+        }
     }
 
     private func execute(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {
@@ -192,16 +204,21 @@ public struct Reconciler: Sendable {
                 fetches.append(index)
             }
         }
+        guard let area else {
+            // Reached only by a caller that did not open root's private folder for a sync: nothing is fetched.
+            for index in fetches { outcomes[index] = .failed(.refused("root's private folder is not open")) }
+            return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
+        }
         if fetches.isEmpty {
             // Nothing to fetch, so no partial is wanted: whatever an interrupted or killed run left goes.
-            StagingArea(root: manifest.root).sweep(keepingPartials: [])
+            StagingArea.sweepLeftovers(in: area, isOwnName: TransferEngine.isStagingName)
         } else {
-            let staging = StagingArea(root: manifest.root)
+            let staging: StagingArea
             do {
-                try staging.prepare()
+                staging = try StagingArea(area: area)
                 staging.sweep(keepingPartials: Set(fetches.compactMap { plan.entries[$0].entry.checksum }.map {
                     PartialStore.fileName(for: $0.digest)
-                }))
+                }), isOwnName: TransferEngine.isStagingName)
             } catch {
                 for index in fetches {
                     outcomes[index] = .failed(.commit(error))
@@ -210,12 +227,13 @@ public struct Reconciler: Sendable {
                 return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
             let execution = Execution(plan: plan, staging: staging,
-                                      committer: Committer(root: manifest.root, durability: options.durability),
+                                      committer: Committer(root: manifest.root, staging: staging.temporary,
+                                                           durability: options.durability),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
-                temporaryDirectory: staging.directory, maxConcurrentTransfers: options.jobs,
+                temporaryDirectory: staging.temporary.path, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
-                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partialDirectory,
+                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial.path,
                 maxBodyBytes: options.maxFileSize, loops: Self.cores))
             let records = assessment.records
             engine.run(count: fetches.count, request: { [self, fetches] in
@@ -324,7 +342,7 @@ private final class Execution: TransferDelegate, Sendable {
         guard !batch.isEmpty else { return }
         let requests = batch.map { id, file in
             let entry = plan.entries[id].entry
-            return CommitRequest(temporaryPath: file.temporaryPath, destination: entry.destination, mode: entry.mode,
+            return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
                                  hasMode: file.hasFileMode)
         }
         for ((id, file), result) in zip(batch, committer.commit(requests)) {
@@ -333,7 +351,7 @@ private final class Execution: TransferDelegate, Sendable {
                 if let identity { identities.withLock { $0[id] = identity } }
                 record(id, .fetched(file))
             case .failure(let error):
-                staging.discard(file.temporaryPath)
+                staging.discard(file.temporaryName)
                 record(id, .failed(.commit(error)))
             }
         }
@@ -342,6 +360,13 @@ private final class Execution: TransferDelegate, Sendable {
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.entries[id].entry, finished: outcome)
+    }
+}
+
+extension DownloadedFile {
+    /// The file's name in the staging folder the engine wrote it to.
+    var temporaryName: String {
+        temporaryPath.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? temporaryPath
     }
 }
 

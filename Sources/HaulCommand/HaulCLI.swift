@@ -16,7 +16,8 @@ struct HaulCLI: ParsableCommand {
 
         Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed; 2 plan found \
         changes; 3 the manifest is invalid or refused (nothing touched); 4 another haul is syncing the same root; \
-        64 usage error; 130/143 interrupted.
+        5 root's .haul folder holds a symlink or something of the wrong kind (nothing touched); 64 usage error; \
+        130/143 interrupted.
         """,
         version: HaulVersion.current,
         subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
@@ -46,6 +47,27 @@ struct ManifestOptions: ParsableArguments {
     @OptionGroup var reporting: ReportingOptions
 
     var quiet: Bool { reporting.quiet }
+
+    /// Root's private folder, checked before anything in it is touched (exit 5 if it is not what haul made), and
+    /// made if missing: for a sync.
+    func createPrivateArea(of manifest: Manifest) throws -> PrivateArea {
+        try refusingUnsafe { () throws(PrivateAreaError) in try PrivateArea.create(root: manifest.root) }
+    }
+
+    /// The same for a command that only looks: nil when root has none yet.
+    func existingPrivateArea(of manifest: Manifest) throws -> PrivateArea? {
+        try refusingUnsafe { () throws(PrivateAreaError) in try PrivateArea.existing(root: manifest.root) }
+    }
+
+    private func refusingUnsafe<T>(_ open: () throws(PrivateAreaError) -> T) throws -> T {
+        do {
+            return try open()
+        } catch {
+            Output.errors(["error: \(error)"])
+            if case .unsafe = error { throw ExitCode(ExitStatus.unsafePrivateFolder.rawValue) }
+            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        }
+    }
 
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3. `state`, if given,
     /// starts reading the state cache as soon as the parser has seen where root is.
@@ -154,14 +176,16 @@ struct Sync: ParsableCommand {
         try policy.enforce(on: manifest)
         var options = transferOptions.syncOptions
         options.prune = policy.prune
-        let reconciler = Reconciler(manifest: manifest, options: options, state: state)
         let reporter = manifestOptions.reporting.makeReporter()
         if dryRun {
-            let assessment = reconciler.assess(rehash: rehash)
+            let area = try manifestOptions.existingPrivateArea(of: manifest)
+            let assessment = Reconciler(manifest: manifest, options: options, area: area, state: state).assess(rehash: rehash)
             reporter.plan(assessment.plan, acting: false)
             keepUntilExit(manifest, assessment)
             return
         }
+        let area = try manifestOptions.createPrivateArea(of: manifest)
+        let reconciler = Reconciler(manifest: manifest, options: options, area: area, state: state)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
         // Held until the process exits: observing, fetching and committing all happen under it.
@@ -171,7 +195,7 @@ struct Sync: ParsableCommand {
             lock = early
         } else {
             do {
-                lock = try RunLock(root: manifest.root, wait: wait, holder: holder)
+                lock = try RunLock(area: area, wait: wait, holder: holder)
             } catch {
                 Output.errors(["error: \(error)"])
                 throw ExitCode(error.isBusy ? ExitStatus.rootBusy.rawValue : ExitStatus.entryFailed.rawValue)
@@ -208,7 +232,9 @@ struct PlanCommand: ParsableCommand {
         let state = StatePrefetch(looking: .withoutLock)
         let manifest = try manifestOptions.load(prefetching: state)
         try policy.enforce(on: manifest)
-        let assessment = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune), state: state).assess()
+        let area = try manifestOptions.existingPrivateArea(of: manifest)
+        let assessment = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune), area: area,
+                                    state: state).assess()
         manifestOptions.reporting.makeReporter().plan(assessment.plan, acting: false)
         keepUntilExit(manifest, assessment)
         if assessment.plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
@@ -229,7 +255,10 @@ struct Verify: ParsableCommand {
     @OptionGroup var manifestOptions: ManifestOptions
 
     func run() throws {
-        let result = VerificationResult(manifest: try manifestOptions.load())
+        let manifest = try manifestOptions.load()
+        // Nothing in it is read, but a root whose private folder is not what haul made is refused everywhere.
+        _ = try manifestOptions.existingPrivateArea(of: manifest)
+        let result = VerificationResult(manifest: manifest)
         let lines = result.lines()
         if manifestOptions.reporting.json {
             Output.lines([JSONEvents.verify(result).encoded()])

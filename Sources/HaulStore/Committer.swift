@@ -1,18 +1,19 @@
 import CLinuxShims
 import Glibc
+import HaulFileSystem
 import HaulManifest
 import Synchronization
 
 public struct CommitRequest: Sendable {
-    /// A verified file in the staging area (the engine's temporary file), closed.
-    public var temporaryPath: String
+    /// A verified file in the staging folder (the engine's temporary file, by name), closed.
+    public var temporaryName: String
     public var destination: DestinationPath
     public var mode: FileMode
     /// The temporary file already has `mode` exactly (it was created with it): no chmod before the rename.
     public var hasMode: Bool
 
-    public init(temporaryPath: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
-        self.temporaryPath = temporaryPath
+    public init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
+        self.temporaryName = temporaryName
         self.destination = destination
         self.mode = mode
         self.hasMode = hasMode
@@ -33,13 +34,16 @@ public enum Durability: Sendable {
 /// holds either its old content or the new verified content, with its final mode.
 public final class Committer: Sendable {
     public let root: String
+    /// Where verified files wait to be committed, held open: renames come from it by name.
+    public let staging: DirectoryHandle
     public let durability: Durability
     /// Directories already known to exist and to pass the path-safety rule, kept across batches so that 5000
     /// files in 10 folders lstat each folder once. nil until root exists.
     private let parents = Mutex<ParentResolver?>(nil)
 
-    public init(root: String, durability: Durability = .batched) {
+    public init(root: String, staging: DirectoryHandle, durability: Durability = .batched) {
         self.root = FileSystem.normalizedRoot(root)
+        self.staging = staging
         self.durability = durability
     }
 
@@ -60,15 +64,11 @@ public final class Committer: Sendable {
         var renamed: [Ready] = []
         renamed.reserveCapacity(ready.count)
         var lostParent = false
-        var staging = HeldDirectory(), folder = HeldDirectory()
-        defer {
-            staging.close()
-            folder.close()
-        }
+        var folder = HeldDirectory()
+        defer { folder.close() }
         for item in ready {
-            let from = staging.locate(item.sourceName, in: item.sourceDirectory)
             let to = folder.locate(item.fileName, in: item.directory)
-            let rc = from.name.withCString { source in to.name.withCString { renameat(from.directory, source, to.directory, $0) } }
+            let rc = item.sourceName.withCString { source in to.name.withCString { renameat(staging.descriptor, source, to.directory, $0) } }
             if rc == 0 {
                 renamed.append(item)
                 if case .success(let info) = folder.linkStatus(item.fileName, in: item.directory) {
@@ -82,7 +82,7 @@ public final class Committer: Sendable {
             case EISDIR: "a directory is in the way"
             // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
             // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
-            case EXDEV: "its folder is on another mount than haul's staging area \(item.sourceDirectory) "
+            case EXDEV: "its folder is on another mount than haul's staging area \(staging.path) "
                 + "(rename(2) cannot cross mounts)"
             default: nil
             }
@@ -96,10 +96,9 @@ public final class Committer: Sendable {
         return results
     }
 
-    /// A request that passed every check: its temporary file (as folder and name) and its destination's.
+    /// A request that passed every check: its temporary file's name and its destination's folder and name.
     struct Ready {
         var index: Int
-        var sourceDirectory: String
         var sourceName: String
         var directory: String
         var fileName: String
@@ -129,9 +128,7 @@ public final class Committer: Sendable {
                 }
                 switch current.resolve(destination.parentComponents, create: true) {
                 case .directory(let directory):
-                    let source = request.temporaryPath
-                    ready.append(Ready(index: index, sourceDirectory: FileSystem.parentOf(source),
-                                       sourceName: FileSystem.fileName(of: source), directory: directory,
+                    ready.append(Ready(index: index, sourceName: request.temporaryName, directory: directory,
                                        fileName: destination.fileName))
                 case .escapes(let message):
                     results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
@@ -151,16 +148,12 @@ public final class Committer: Sendable {
 
         // The mode is set on the temporary file so that the destination never appears with wider permissions,
         // and exactly (not narrowed by the umask). The engine usually created the file with it already.
-        var staging = HeldDirectory()
-        defer { staging.close() }
         return ready.filter { item in
             let request = batch[item.index]
             if request.hasMode { return true }
-            let file = staging.locate(item.sourceName, in: item.sourceDirectory)
-            let rc = file.name.withCString { fchmodat(file.directory, $0, mode_t(request.mode.bits & 0o7777), 0) }
-            guard rc != 0 else { return true }
-            results[item.index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: request.temporaryPath,
-                                                      errno: errno))
+            guard let failure = staging.setMode(mode_t(request.mode.bits & 0o7777), of: item.sourceName) else { return true }
+            results[item.index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: failure.path,
+                                                      errno: failure.errno))
             return false
         }
     }
@@ -180,10 +173,8 @@ public final class Committer: Sendable {
     /// syncfs rather than fsync per file: one call writes back every temporary file of the batch (and the
     /// directories just created), at the cost of also flushing unrelated dirty data on that filesystem.
     private func syncFilesystem() -> StoreError? {
-        let fd = root.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard fd >= 0 else { return StoreError(operation: "open", path: root, errno: errno) }
-        defer { close(fd) }
-        guard syncfs(fd) == 0 else { return StoreError(operation: "sync the filesystem of", path: root, errno: errno) }
+        // The staging folder is on the destinations' file system (rename(2) needs that): its descriptor names it.
+        guard syncfs(staging.descriptor) == 0 else { return StoreError(operation: "sync the filesystem of", path: root, errno: errno) }
         return nil
     }
 

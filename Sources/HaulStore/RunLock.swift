@@ -1,4 +1,5 @@
 import Glibc
+import HaulFileSystem
 
 /// One sync at a time per root: an exclusive `flock` on `<root>/.haul/lock`, held for the life of the process.
 ///
@@ -24,25 +25,26 @@ public final class RunLock: Sendable {
     }
 
     /// - Parameters:
-    ///   - root: created (with `.haul/`) if missing: a sync would create it anyway.
+    ///   - area: the root's private folder, where the lock file lives.
     ///   - wait: block until the holder is done instead of failing at once.
     ///   - holder: a line naming this process for others' messages (pid, command).
-    public init(root: String, wait: Bool, holder: String) throws(Failure) {
-        let root = FileSystem.normalizedRoot(root)
-        let privateFolder = FileSystem.join(root, ".haul")
-        for directory in [root, privateFolder] {
-            if let code = FileSystem.makeDirectories(directory, mode: directory == root ? 0o755 : 0o700) {
-                throw .system(StoreError(operation: "create directory", path: directory, errno: code))
-            }
+    public init(area: PrivateArea, wait: Bool, holder: String) throws(Failure) {
+        let path = area.folder.displayPath(of: PrivateArea.Member.lock.rawValue)
+        let descriptor: Int32
+        switch area.folder.openFile(PrivateArea.Member.lock.rawValue, flags: O_RDWR | O_CREAT | O_NONBLOCK) {
+        case .success(let opened): descriptor = opened
+        case .failure(let failure): throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
         }
-        let path = FileSystem.join(privateFolder, "lock")
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw .system(StoreError(operation: "open", path: path, errno: errno)) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
+            throw .system(StoreError(operation: "use", path: path, errno: EINVAL, detail: "not a regular file"))
+        }
         while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
             let code = errno
             if code == EINTR { continue }
             defer { close(descriptor) }
-            if code == EWOULDBLOCK { throw .busy(root: root, holder: Self.readHolder(descriptor)) }
+            if code == EWOULDBLOCK { throw .busy(root: area.root, holder: Self.readHolder(descriptor)) }
             throw .system(StoreError(operation: "lock", path: path, errno: code))
         }
         self.descriptor = descriptor

@@ -1,71 +1,58 @@
 import Glibc
+import HaulFileSystem
 
-/// haul's private area under root, `<root>/.haul/tmp/`, where downloads are written before they are verified.
+/// haul's staging folders under root: `<root>/.haul/tmp/`, where downloads are written before they are verified,
+/// and `<root>/.haul/partial/`, where interrupted downloads of pinned files wait to be resumed.
 ///
 /// Temporary files live here rather than beside their destinations (`a.csv.part`) so that a crash never leaves
 /// a half-written file under a name the user or a glob might pick up, and so that one directory holds all the
 /// leftovers to clean. Being under root keeps them on the destinations' filesystem, which rename(2) needs.
+/// Both folders are held open (see `PrivateArea`): nothing here is ever reached through a path.
 public final class StagingArea: Sendable {
-    public let root: String
-    public let directory: String
-    /// Interrupted downloads of pinned files, named by their digest, kept for the next attempt to resume.
-    public let partialDirectory: String
+    public let temporary: DirectoryHandle
+    public let partial: DirectoryHandle
 
-    public init(root: String) {
-        self.root = FileSystem.normalizedRoot(root)
-        self.directory = FileSystem.join(FileSystem.join(self.root, ".haul"), "tmp")
-        self.partialDirectory = FileSystem.join(FileSystem.join(self.root, ".haul"), "partial")
+    /// Creates the folders as needed, so that a run can fail once, clearly, before any transfer.
+    public init(area: PrivateArea) throws(StoreError) {
+        try area.makePrivate()
+        temporary = try area.privateFolder(.temporary)
+        partial = try area.privateFolder(.partial)
     }
 
     /// Removes what crashed or interrupted runs left behind: every temporary file, and every partial whose name
     /// is not in `keptPartials` (partials of files the manifest still wants stay, with their metadata, to be
-    /// resumed). Only safe while holding the root's `RunLock`: another run's live files would look the same.
+    /// resumed). Only names that `isOwnName` says haul makes are touched: a file someone else put there stays.
+    /// Only safe while holding the root's `RunLock`: another run's live files would look the same.
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
-    public func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>) {
-        for name in FileSystem.entries(of: directory) { _ = unlink(directory + "/" + name) }
-        let partials = FileSystem.entries(of: partialDirectory)
+    public func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool) {
+        Self.removeOwnFiles(in: temporary, isOwnName: isOwnName)
+        let partials = (partial.names() ?? []).filter(isOwnName)
         guard !partials.isEmpty else { return }
         let kept = keptPartials()
-        for name in partials {
-            let base = name.hasSuffix(".meta") ? String(name.dropLast(5)) : name
-            if !kept.contains(base) { _ = unlink(partialDirectory + "/" + name) }
+        for name in partials where !kept.contains(Self.partialName(of: name)) { partial.remove(name) }
+    }
+
+    /// The same when nothing will be fetched, so no partial is wanted: without making folders that are not there.
+    public static func sweepLeftovers(in area: PrivateArea, isOwnName: (String) -> Bool) {
+        for member in [PrivateArea.Member.temporary, .partial] {
+            guard case .success(let folder) = area.folder.subdirectory(member.rawValue) else { continue }
+            removeOwnFiles(in: folder, isOwnName: isOwnName)
         }
     }
 
-    /// Only paths inside the staging directories are removed: the store never deletes anything else.
-    public func discard(_ path: String) {
-        guard path.hasPrefix(directory + "/") || path.hasPrefix(partialDirectory + "/") else { return }
-        _ = path.withCString { unlink($0) }
+    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool) {
+        for name in folder.names() ?? [] where isOwnName(name) { folder.remove(name) }
     }
 
-    /// Creates root and the private area up front, so that a run can fail once, clearly, before any transfer.
-    public func prepare() throws(StoreError) {
-        if let code = FileSystem.makeDirectories(root, mode: 0o755) {
-            throw StoreError(operation: "create directory", path: root, errno: code)
-        }
-        try makePrivateDirectory(FileSystem.parentOf(directory))
-        try makePrivateDirectory(directory)
-        try makePrivateDirectory(partialDirectory)
+    /// The partial a name belongs to: itself, or the partial its metadata (or metadata being written) describes.
+    private static func partialName(of name: String) -> String {
+        for suffix in [".meta.new", ".meta"] where name.hasSuffix(suffix) { return String(name.dropLast(suffix.count)) }
+        return name
     }
 
-    /// A symlink here would send every download somewhere else: refuse rather than follow it. One found open to
-    /// others is closed: temporary files carry their final mode before they are verified.
-    private func makePrivateDirectory(_ path: String) throws(StoreError) {
-        if let code = FileSystem.makeDirectory(path, mode: 0o700), code != EEXIST {
-            throw StoreError(operation: "create directory", path: path, errno: code)
-        }
-        switch FileSystem.linkStatus(path) {
-        case .success(let info) where FileKind(mode: info.st_mode) == .directory:
-            if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
-                throw StoreError(operation: "make private", path: path, errno: errno)
-            }
-            return
-        case .success:
-            throw StoreError(operation: "use", path: path, errno: ENOTDIR,
-                             detail: "not a directory (haul keeps its temporary files there)")
-        case .failure(let code):
-            throw StoreError(operation: "inspect", path: path, errno: code)
-        }
+    /// A temporary file that will not be committed.
+    public func discard(_ name: String) {
+        temporary.remove(name)
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import HaulFileSystem
 import HaulDigest
 import HaulManifest
 import HaulThreads
@@ -93,22 +94,30 @@ public struct StateCache: Sendable, Equatable {
 
     static let header = "haul-state\t2"
 
-    public static func path(root: String) -> String {
-        FileSystem.join(FileSystem.join(FileSystem.normalizedRoot(root), ".haul"), "state")
-    }
+    static let fileName = PrivateArea.Member.state.rawValue
 
-    /// The cache and, when the file existed but could not be used, a warning saying why.
-    public static func load(root: String) -> (cache: StateCache, warning: String?) {
-        let loaded = readFile(root: root)
+    /// The cache and, when the file existed but could not be used (or only in part), a warning saying why.
+    /// No private folder (a root never synced): an empty cache.
+    public static func load(area: PrivateArea?) -> (cache: StateCache, warning: String?) {
+        let loaded = readFile(area: area)
         return (loaded.cache, loaded.warning)
     }
 
+    /// The identity of the state file now (nil: there is none), to tell whether it is still the one read.
+    static func identity(in area: PrivateArea?) -> FileIdentity? {
+        guard case .success(let info)? = area?.folder.status(of: fileName), info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return FileIdentity(info)
+    }
+
     /// Also the identity of the file read (nil: there was none), to tell later whether it is still the same.
-    static func readFile(root: String) -> (cache: StateCache, warning: String?, file: FileIdentity?) {
-        let path = path(root: root)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else {
-            return (StateCache(), errno == ENOENT ? nil : "cannot read \(path): \(StoreError.systemMessage(errno)); hashing every file", nil)
+    static func readFile(area: PrivateArea?) -> (cache: StateCache, warning: String?, file: FileIdentity?) {
+        guard let area else { return (StateCache(), nil, nil) }
+        let path = area.folder.displayPath(of: fileName)
+        let descriptor: Int32
+        switch area.folder.openRegularFileForReading(fileName) {
+        case .success(let opened): descriptor = opened
+        case .failure(let failure):
+            return (StateCache(), failure.errno == ENOENT ? nil : "cannot read \(path): \(failure.reason); hashing every file", nil)
         }
         defer { close(descriptor) }
         var info = stat()
@@ -121,11 +130,19 @@ public struct StateCache: Sendable, Equatable {
         while true {
             let count = read(descriptor, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
+            if count < 0 {
+                return (StateCache(), "cannot read \(path): \(StoreError.systemMessage(errno)); hashing every file", file)
+            }
             guard count > 0 else { break }
             bytes.append(contentsOf: chunk[..<count])
         }
-        guard let cache = parse(bytes) else {
+        guard let (cache, unreadable) = parse(lines: bytes) else {
             return (StateCache(), "\(path) is corrupt or from another haul version; hashing every file to rebuild it", file)
+        }
+        guard unreadable == 0 else {
+            let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
+            return (cache, "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
+                    + "\(unreadable == 1 ? "that file is" : "those files are") hashed again", file)
         }
         return (cache, nil, file)
     }
@@ -136,12 +153,20 @@ public struct StateCache: Sendable, Equatable {
     /// Read straight from the bytes (a 100,000-file state is read on every no-op sync). Paths get a cheap check
     /// here (relative, no `..`, not haul's own folder); a record is only ever looked up by a destination the
     /// manifest validated, and pruning validates fully the paths it takes from the cache.
-    static func parse(_ bytes: [UInt8]) -> StateCache? {
+    /// The cache, and how many lines were unreadable and left out (each costs one re-hash, never a wrong answer);
+    /// nil when the header is not this version's.
+    static func parse(lines bytes: [UInt8]) -> (cache: StateCache, unreadable: Int)? {
         bytes.withUnsafeBufferPointer(parse(buffer:))
     }
 
+    /// The cache if every line could be read.
+    static func parse(_ bytes: [UInt8]) -> StateCache? {
+        guard let (cache, unreadable) = parse(lines: bytes), unreadable == 0 else { return nil }
+        return cache
+    }
+
     /// Over the raw buffer, fields as byte ranges: slices of an array would retain it for every field of every line.
-    private static func parse(buffer: UnsafeBufferPointer<UInt8>) -> StateCache? {
+    private static func parse(buffer: UnsafeBufferPointer<UInt8>) -> (cache: StateCache, unreadable: Int)? {
         let newline = UInt8(ascii: "\n"), tab = UInt8(ascii: "\t")
         let headerEnd = buffer.firstIndex(of: newline) ?? buffer.endIndex
         guard buffer[..<headerEnd].elementsEqual(header.utf8) else { return nil }
@@ -150,6 +175,7 @@ public struct StateCache: Sendable, Equatable {
         var fields: [Range<Int>] = []
         fields.reserveCapacity(12)
         var shared = Origin(manifestKey: "")
+        var unreadable = 0
         var lineStart = headerEnd
         while lineStart < buffer.endIndex {
             let lineEnd = buffer[lineStart...].firstIndex(of: newline) ?? buffer.endIndex
@@ -162,38 +188,48 @@ public struct StateCache: Sendable, Equatable {
                 fieldStart = index + 1
             }
             fields.append(fieldStart..<lineEnd)
-            let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
-            guard fields.count == 7 || fields.count == 11,
-                  let destination = unescape(field(0)), Self.staysInsideRoot(destination),
-                  let device = UInt64(decimal: field(1)),
-                  let inode = UInt64(decimal: field(2)),
-                  let size = Int64(decimal: field(3)),
-                  let modified = Int64(decimal: field(4)),
-                  let changed = Int64(decimal: field(5)),
-                  let digest = parseDigest(field(6))
-            else { return nil }
-            var origin: Origin?
-            if fields.count == 11 {
-                // Every pinned file one manifest wrote has the same origin: one instance serves them all.
-                guard !fields[7].isEmpty else { return nil }
-                if !field(7).elementsEqual(shared.manifestKey.utf8) {
-                    guard let key = unescape(field(7)) else { return nil }
-                    shared = Origin(manifestKey: key)
-                }
-                if fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty {
-                    origin = shared
-                } else {
-                    guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
-                          let lastModified = unescape(field(10)) else { return nil }
-                    origin = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
-                                    etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
-                }
+            guard let (destination, record) = parseRecord(fields, in: buffer, sharing: &shared) else {
+                unreadable += 1
+                continue
             }
-            records[destination] = StateRecord(identity: FileIdentity(device: device, inode: inode, size: size,
-                                                                      modifiedNanoseconds: modified, changedNanoseconds: changed),
-                                               digest: digest, origin: origin)
+            records[destination] = record
         }
-        return StateCache(records: records)
+        return (StateCache(records: records), unreadable)
+    }
+
+    /// One line's record, from its fields; nil if any field is not what this version writes.
+    private static func parseRecord(_ fields: [Range<Int>], in buffer: UnsafeBufferPointer<UInt8>,
+                                    sharing shared: inout Origin) -> (String, StateRecord)? {
+        let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
+        guard fields.count == 7 || fields.count == 11,
+              let destination = unescape(field(0)), Self.staysInsideRoot(destination),
+              let device = UInt64(decimal: field(1)),
+              let inode = UInt64(decimal: field(2)),
+              let size = Int64(decimal: field(3)),
+              let modified = Int64(decimal: field(4)),
+              let changed = Int64(decimal: field(5)),
+              let digest = parseDigest(field(6))
+        else { return nil }
+        var origin: Origin?
+        if fields.count == 11 {
+            // Every pinned file one manifest wrote has the same origin: one instance serves them all.
+            guard !fields[7].isEmpty else { return nil }
+            if !field(7).elementsEqual(shared.manifestKey.utf8) {
+                guard let key = unescape(field(7)) else { return nil }
+                shared = Origin(manifestKey: key)
+            }
+            if fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty {
+                origin = shared
+            } else {
+                guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
+                      let lastModified = unescape(field(10)) else { return nil }
+                origin = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
+                                etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
+            }
+        }
+        let identity = FileIdentity(device: device, inode: inode, size: size, modifiedNanoseconds: modified,
+                                    changedNanoseconds: changed)
+        return (destination, StateRecord(identity: identity, digest: digest, origin: origin))
     }
 
     /// The file's bytes.
@@ -315,31 +351,38 @@ public struct StateCache: Sendable, Equatable {
         return String(StreamingHasher.digest(Array(resolved.utf8), algorithm: .sha256).hex.prefix(32))
     }
 
-    /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half.
-    public func save(root: String) throws(StoreError) {
-        let path = Self.path(root: root)
-        let temporary = path + ".new"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw StoreError(operation: "write", path: temporary, errno: errno) }
+    /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half. Both
+    /// names are reached through the private folder's descriptor; the temporary one is made afresh (`O_EXCL`),
+    /// so nothing planted under it is written through.
+    public func save(in area: PrivateArea) throws(StoreError) {
+        let folder = area.folder
+        let temporary = Self.fileName + ".new"
+        if let failure = folder.remove(temporary), failure.errno != ENOENT {
+            throw StoreError(operation: "replace", path: failure.path, errno: failure.errno)
+        }
+        let descriptor: Int32
+        switch folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) {
+        case .success(let opened): descriptor = opened
+        case .failure(let failure): throw StoreError(operation: "write", path: failure.path, errno: failure.errno)
+        }
         for bytes in serializedParts(threads: 2) {
             var offset = 0
             while offset < bytes.count {
                 let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
                 if written < 0 && errno == EINTR { continue }
                 guard written > 0 else {
-                    let code = errno
+                    let code = written == 0 ? EIO : errno
                     close(descriptor)
-                    unlink(temporary)
-                    throw StoreError(operation: "write", path: temporary, errno: code)
+                    folder.remove(temporary)
+                    throw StoreError(operation: "write", path: folder.displayPath(of: temporary), errno: code)
                 }
                 offset += written
             }
         }
         close(descriptor)
-        guard rename(temporary, path) == 0 else {
-            let code = errno
-            unlink(temporary)
-            throw StoreError(operation: "rename into", path: path, errno: code)
+        if let failure = folder.rename(temporary, to: Self.fileName) {
+            folder.remove(temporary)
+            throw StoreError(operation: "rename into", path: failure.path, errno: failure.errno)
         }
     }
 

@@ -29,6 +29,7 @@ public final class StatePrefetch: Sendable {
     }
 
     private struct Loaded {
+        var area: PrivateArea?
         var cache: StateCache
         var warning: String?
         var file: FileIdentity?
@@ -114,11 +115,12 @@ public final class StatePrefetch: Sendable {
         }
     }
 
-    /// The state under `root`, as `StateCache.load` would return it now, and what was looked at early.
-    public func take(root: String) -> (cache: StateCache, warning: String?, glances: Glances?) {
-        guard joined(root: root), let loaded = result.withLock({ $0.take() }),
-              loaded.file == FileIdentity.of(path: StateCache.path(root: root)) else {
-            let (cache, warning) = StateCache.load(root: root)
+    /// The state in `area` (the root's private folder, nil if it has none), as `StateCache.load` would return it
+    /// now, and what was looked at early.
+    public func take(area: PrivateArea?) -> (cache: StateCache, warning: String?, glances: Glances?) {
+        guard let area, joined(root: area.root), let loaded = result.withLock({ $0.take() }), loaded.area != nil,
+              loaded.file == StateCache.identity(in: area) else {
+            let (cache, warning) = StateCache.load(area: area)
             return (cache, warning, nil)
         }
         return (loaded.cache, loaded.warning, loaded.glances)
@@ -145,16 +147,20 @@ public final class StatePrefetch: Sendable {
 
     /// On the thread: the state, then, if asked and there is something to look at, the entries as they come.
     private func load(root: String) -> Loaded {
-        let (cache, warning, file) = StateCache.readFile(root: root)
-        var loaded = Loaded(cache: cache, warning: warning, file: file)
-        if !cache.records.isEmpty {
+        // Nothing is made here (the manifest may yet turn out invalid, and an invalid manifest touches nothing):
+        // without a private folder there is no state and nothing to look at. One that is not what haul made is
+        // refused by the command itself, clearly; here it only means there is nothing to read.
+        let area = try? PrivateArea.existing(root: root)
+        let (cache, warning, file) = StateCache.readFile(area: area)
+        var loaded = Loaded(area: area, cache: cache, warning: warning, file: file)
+        if let area, !cache.records.isEmpty {
             switch looking {
             case .no:
                 break
             case .withoutLock:
                 loaded.glances = glance(root: root, cache: cache)
             case .underLock(let holder):
-                if let lock = try? RunLock(root: root, wait: false, holder: holder) {
+                if let lock = try? RunLock(area: area, wait: false, holder: holder) {
                     loaded.lock = lock
                     loaded.glances = glance(root: root, cache: cache)
                 }

@@ -107,14 +107,16 @@ final class LocalStateCommandTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         defer { server.stop() }
         try writeManifest(url: server.url("/f"), bytes: bytes)
-        try directory.write("out/.haul/tmp/1234abcd.part", Array("stale temporary".utf8))
+        try directory.write("out/.haul/tmp/5f3a9c0e-1a.part", Array("stale temporary".utf8))
+        try directory.write("out/.haul/tmp/notes.txt", Array("not haul's".utf8))
         try directory.write("out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part", Array("orphan".utf8))
         try directory.write("out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part.meta", Array("source x\netag \"y\"\n".utf8))
 
         let result = try haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), ["notes.txt"],
+                       "only names haul itself makes are cleaned up")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial"), [])
     }
 }

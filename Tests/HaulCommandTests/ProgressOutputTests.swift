@@ -201,7 +201,7 @@ private final class Tmux {
         do {
             _ = try ProcessRunner.run("tmux", ["-V"], timeout: 10)
         } catch ProcessRunnerError.spawnFailed {
-            throw XCTSkip("tmux is not installed; the live-view test needs a terminal (apt-get install tmux)")
+            throw Capability.unavailable("tmux is not installed; the live-view test needs a terminal (apt-get install tmux)")
         }
     }
 
@@ -218,7 +218,7 @@ private final class Tmux {
         let command = "env -i TERM=\"$TERM\" \(variables.joined(separator: " ")) \(quote(HaulProcess.executablePath)) "
             + arguments.map(quote).joined(separator: " ") + "; echo \"haul exited $?\"; sleep 600"
         let result = try tmux(["new-session", "-d", "-s", name, "-x", "80", "-y", "24", "-c", directory, command])
-        guard result.exitCode == 0 else { throw XCTSkip("tmux cannot start a session here: \(result.stderr)") }
+        guard result.exitCode == 0 else { throw Capability.unavailable("tmux cannot start a session here: \(result.stderr)") }
     }
 
     /// The visible screen (or all history too), wrapped lines joined, with escape sequences for attributes

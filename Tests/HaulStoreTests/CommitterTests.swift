@@ -3,6 +3,7 @@ import Glibc
 import HaulDigest
 import HaulManifest
 import HaulStore
+import HaulTestSupport
 import XCTest
 
 final class CommitterTests: XCTestCase {
@@ -16,21 +17,20 @@ final class CommitterTests: XCTestCase {
     func testStagingDirectoriesArePrivateAndDiscardOnlyRemovesStagingFiles() throws {
         let scratch = try Scratch()
         let root = scratch.at("not-yet/root")
-        let staging = StagingArea(root: root)
-        XCTAssertEqual(staging.directory, root + "/.haul/tmp")
-        XCTAssertEqual(staging.partialDirectory, root + "/.haul/partial")
-        try staging.prepare()
+        let staging = try StagingArea(root: root)
+        XCTAssertEqual(staging.temporary.path, root + "/.haul/tmp")
+        XCTAssertEqual(staging.partial.path, root + "/.haul/partial")
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/tmp")), 0o700)
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/partial")), 0o700)
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul")), 0o700)
 
         let path = try staging.makeTestFile()
-        staging.discard(path)
-        staging.discard(path)  // ENOENT is ignored
+        staging.discard(FileSystemPath.name(path))
+        staging.discard(FileSystemPath.name(path))  // ENOENT is ignored
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
 
         try scratch.write("keep.txt", "mine")
-        staging.discard(scratch.at("keep.txt"))
+        staging.discard("../../../keep.txt")
         XCTAssertEqual(scratch.read("keep.txt"), Array("mine".utf8), "discard must only remove staging files")
     }
 
@@ -43,7 +43,7 @@ final class CommitterTests: XCTestCase {
             XCTAssertEqual(chmod(scratch.at(folder), 0o755), 0)
         }
         XCTAssertEqual(chmod(scratch.at("root/.haul"), 0o777), 0)
-        try StagingArea(root: scratch.at("root")).prepare()
+        _ = try StagingArea(root: scratch.at("root"))
         for folder in ["root/.haul", "root/.haul/tmp", "root/.haul/partial"] {
             XCTAssertEqual(permissions(scratch.linkStatus(folder)), 0o700, folder)
         }
@@ -55,8 +55,9 @@ final class CommitterTests: XCTestCase {
         try scratch.mkdir("root")
         try scratch.mkdir("elsewhere")
         try scratch.symlink("root/.haul", to: scratch.at("elsewhere"))
-        XCTAssertThrowsError(try StagingArea(root: scratch.at("root")).prepare()) { error in
-            XCTAssertEqual((error as? StoreError)?.errno, ENOTDIR)
+        XCTAssertThrowsError(try StagingArea(root: scratch.at("root"))) { error in
+            XCTAssertEqual("\(error)", "\(scratch.at("root/.haul")) is a symlink to \(scratch.at("elsewhere")); "
+                           + "haul's folder must be a real directory inside root")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("elsewhere")), [])
     }
@@ -64,8 +65,8 @@ final class CommitterTests: XCTestCase {
     func testCommitCreatesParentsAndPlacesContent() throws {
         let scratch = try Scratch()
         let root = scratch.at("root")
-        let staging = StagingArea(root: root)
-        let committer = Committer(root: root)
+        let staging = try StagingArea(root: root)
+        let committer = Committer(root: root, staging: staging)
         let temporary = try staged(staging, "payload")
         let results = committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("a/b/c/file.txt"),
                                                       mode: FileMode(0o644))])
@@ -81,8 +82,8 @@ final class CommitterTests: XCTestCase {
     func testModeIsExactRegardlessOfUmask() throws {
         let scratch = try Scratch()
         let root = scratch.at("root")
-        let staging = StagingArea(root: root)
-        let committer = Committer(root: root)
+        let staging = try StagingArea(root: root)
+        let committer = Committer(root: root, staging: staging)
         let previous = umask(0o077)
         defer { umask(previous) }
         var results = committer.commit([CommitRequest(temporaryPath: try staged(staging, "x"), destination: try dest("exec.sh"),
@@ -103,8 +104,8 @@ final class CommitterTests: XCTestCase {
         try outside.write("target.txt", "precious")
         try scratch.mkdir("root")
         try scratch.symlink("root/d.txt", to: outside.at("target.txt"))
-        let staging = StagingArea(root: scratch.at("root"))
-        let results = Committer(root: scratch.at("root")).commit([
+        let staging = try StagingArea(root: scratch.at("root"))
+        let results = Committer(root: scratch.at("root"), staging: staging).commit([
             CommitRequest(temporaryPath: try staged(staging, "new"), destination: try dest("d.txt"), mode: FileMode(0o644)),
         ])
         XCTAssertNil(results[0].failure)
@@ -116,9 +117,9 @@ final class CommitterTests: XCTestCase {
     func testDirectoryAtDestinationFailsThatRequestOnly() throws {
         let scratch = try Scratch()
         try scratch.mkdir("root/data/taken")
-        let staging = StagingArea(root: scratch.at("root"))
+        let staging = try StagingArea(root: scratch.at("root"))
         let blocked = try staged(staging, "one")
-        let results = Committer(root: scratch.at("root")).commit([
+        let results = Committer(root: scratch.at("root"), staging: staging).commit([
             CommitRequest(temporaryPath: blocked, destination: try dest("data/taken"), mode: FileMode(0o644)),
             CommitRequest(temporaryPath: try staged(staging, "two"), destination: try dest("data/fine.txt"), mode: FileMode(0o644)),
         ])
@@ -137,9 +138,9 @@ final class CommitterTests: XCTestCase {
         try scratch.mkdir("root/real")
         try scratch.symlink("root/alias", to: "real")
         try scratch.symlink("root/out", to: outside.path)
-        let staging = StagingArea(root: scratch.at("root"))
+        let staging = try StagingArea(root: scratch.at("root"))
         let escaping = try staged(staging, "evil")
-        let results = Committer(root: scratch.at("root")).commit([
+        let results = Committer(root: scratch.at("root"), staging: staging).commit([
             CommitRequest(temporaryPath: escaping, destination: try dest("out/x.txt"), mode: FileMode(0o644)),
             CommitRequest(temporaryPath: try staged(staging, "ok"), destination: try dest("alias/y.txt"), mode: FileMode(0o644)),
             CommitRequest(temporaryPath: try staged(staging, "deep"), destination: try dest("out/new/z.txt"), mode: FileMode(0o644)),
@@ -157,8 +158,8 @@ final class CommitterTests: XCTestCase {
 
     func testHaulsOwnAreaIsNotADestination() throws {
         let scratch = try Scratch()
-        let staging = StagingArea(root: scratch.path)
-        let results = Committer(root: scratch.path).commit([
+        let staging = try StagingArea(root: scratch.path)
+        let results = Committer(root: scratch.path, staging: staging).commit([
             CommitRequest(temporaryPath: try staged(staging, "x"), destination: try dest(".haul/tmp/other.part"), mode: FileMode(0o644)),
         ])
         XCTAssertEqual(results[0].failure?.errno, 0)
@@ -168,8 +169,8 @@ final class CommitterTests: XCTestCase {
     /// root cannot override (the parent is a regular file).
     func testUnwritableParentFailsNamingThePath() throws {
         let scratch = try Scratch()
-        let staging = StagingArea(root: scratch.path)
-        let committer = Committer(root: scratch.path)
+        let staging = try StagingArea(root: scratch.path)
+        let committer = Committer(root: scratch.path, staging: staging)
         let temporary = try staged(staging, "new")
         if geteuid() != 0 {
             try scratch.write("ro/a.txt", "old")
@@ -194,35 +195,33 @@ final class CommitterTests: XCTestCase {
     }
 
     /// A rename that the kernel refuses must leave the old bytes in place. Unprivileged: a 0555 parent. As root:
-    /// a temporary file on another filesystem (/dev/shm), which rename(2) refuses with EXDEV for anyone.
+    /// the destination's folder is another mount (a tmpfs), which rename(2) refuses with EXDEV for anyone.
     func testFailedRenameLeavesOldContentByteIdentical() throws {
         let scratch = try Scratch()
         var generator = SystemRandomNumberGenerator()
         let old = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        try scratch.write("data/a.bin", old)
-        let committer = Committer(root: scratch.path)
-        let temporary: String
+        try scratch.mkdir("data")
+        let staging = try StagingArea(root: scratch.path)
+        let committer = Committer(root: scratch.path, staging: staging)
+        let temporary = try staging.makeTestFile()
         let expectedErrno: Int32
+        var mount: TestMount?
         if geteuid() != 0 {
-            temporary = try StagingArea(root: scratch.path).makeTestFile()
-            XCTAssertEqual(chmod(scratch.at("data"), 0o555), 0)
             expectedErrno = EACCES
         } else {
-            var here = stat(), shm = stat()
-            guard stat(scratch.path, &here) == 0, stat("/dev/shm", &shm) == 0, here.st_dev != shm.st_dev else {
-                throw XCTSkip("no second filesystem to make rename(2) fail as root")
+            do {
+                mount = try TestMount.tmpfs(at: scratch.at("data"), size: 1 << 20)
+            } catch let unavailable as FaultUnavailable {
+                throw Capability.unavailable("no second file system to make rename(2) fail as root: \(unavailable)")
             }
-            var template = Array("/dev/shm/haul-store-test-XXXXXX".utf8CString)
-            let fd = mkstemp(&template)
-            XCTAssertGreaterThanOrEqual(fd, 0)
-            close(fd)
-            temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             expectedErrno = EXDEV
         }
         defer {
-            unlink(temporary)
             chmod(scratch.at("data"), 0o755)
+            mount?.unmount()
         }
+        try scratch.write("data/a.bin", old)
+        if geteuid() != 0 { XCTAssertEqual(chmod(scratch.at("data"), 0o555), 0) }
         XCTAssertTrue(FileManager.default.createFile(atPath: temporary, contents: Data("replacement".utf8)))
 
         let results = committer.commit([
@@ -238,8 +237,9 @@ final class CommitterTests: XCTestCase {
     func testMissingTemporaryFileFailsBeforeAnyRename() throws {
         let scratch = try Scratch()
         try scratch.write("a.txt", "old")
-        let gone = StagingArea(root: scratch.path).directory + "/never-made.part"
-        let failure = try XCTUnwrap(Committer(root: scratch.path).commit([
+        let staging = try StagingArea(root: scratch.path)
+        let gone = staging.temporary.path + "/never-made.part"
+        let failure = try XCTUnwrap(Committer(root: scratch.path, staging: staging).commit([
             CommitRequest(temporaryPath: gone, destination: try dest("a.txt"), mode: FileMode(0o644)),
         ])[0].failure)
         XCTAssertEqual(failure.errno, ENOENT)
@@ -250,8 +250,8 @@ final class CommitterTests: XCTestCase {
     func testManyFilesInBatchesAcrossFolders() throws {
         let scratch = try Scratch()
         let root = scratch.at("root")
-        let staging = StagingArea(root: root)
-        let committer = Committer(root: root)
+        let staging = try StagingArea(root: root)
+        let committer = Committer(root: root, staging: staging)
         for batch in 0..<4 {
             var requests: [CommitRequest] = []
             for index in 0..<100 {
@@ -265,13 +265,13 @@ final class CommitterTests: XCTestCase {
         for number in [0, 57, 399] {
             XCTAssertEqual(scratch.read("root/folder\(number % 10)/f\(number).txt"), Array("file \(number)".utf8))
         }
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.directory), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [])
     }
 
     func testFolderRemovedBetweenBatchesIsRecreated() throws {
         let scratch = try Scratch()
-        let staging = StagingArea(root: scratch.path)
-        let committer = Committer(root: scratch.path, durability: .none)
+        let staging = try StagingArea(root: scratch.path)
+        let committer = Committer(root: scratch.path, staging: staging, durability: .none)
         XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "1"), destination: try dest("d/a"),
                                                      mode: FileMode(0o644))])[0].failure)
         try FileManager.default.removeItem(atPath: scratch.at("d"))

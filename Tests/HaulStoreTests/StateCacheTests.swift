@@ -57,19 +57,28 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(StateCache.parse(whole), cache)
     }
 
-    func testForeignOrDamagedFilesAreRejectedWhole() {
+    /// Another version's file is not read at all; one damaged line costs only its own record (that file is
+    /// hashed again), never the others'.
+    func testAForeignFileIsRejectedWholeAndADamagedLineAlone() throws {
         let line = "a.bin\t1\t2\t3\t4\t5\t\(digest)"
+        let other = "b.bin\t6\t7\t8\t9\t10\t\(digest)"
         XCTAssertNotNil(StateCache.parse(Array("haul-state\t2\n\(line)\n".utf8)))
-        for text in [
-            "haul-state\t1\n\(line)\n",                          // an older format
-            "haul-state\t2\n\(line)\tm\n",                       // a truncated origin
-            "haul-state\t2\n../escape\t1\t2\t3\t4\t5\t\(digest)\n",  // a path that leaves root
-            "haul-state\t2\n/abs\t1\t2\t3\t4\t5\t\(digest)\n",
-            "haul-state\t2\n\(line)\t\ts\t\t\n",                 // an origin without its manifest
-            "haul-state\t2\na.bin\tx\t2\t3\t4\t5\t\(digest)\n",
-            "haul-state\t2\na.bin\t1\t2\t3\t4\t5\tmd4:00\n",
+        XCTAssertNil(StateCache.parse(lines: Array("haul-state\t1\n\(line)\n".utf8)), "an older format")
+        XCTAssertNil(StateCache.parse(lines: Array("garbage\u{0}\n\(line)\n".utf8)))
+        for damaged in [
+            "\(line)\tm",                          // a truncated origin
+            "../escape\t1\t2\t3\t4\t5\t\(digest)",  // a path that leaves root
+            "/abs\t1\t2\t3\t4\t5\t\(digest)",
+            ".haul/state\t1\t2\t3\t4\t5\t\(digest)",
+            "\(line)\t\ts\t\t",                 // an origin without its manifest
+            "a.bin\tx\t2\t3\t4\t5\t\(digest)",
+            "a.bin\t1\t2\t3\t4\t5\tmd4:00",
+            "a.bin\t1\t2\t3\t99999999999999999999999\t5\t\(digest)",
         ] {
-            XCTAssertNil(StateCache.parse(Array(text.utf8)), text)
+            let parsed = try XCTUnwrap(StateCache.parse(lines: Array("haul-state\t2\n\(damaged)\n\(other)\n".utf8)), damaged)
+            XCTAssertEqual(parsed.unreadable, 1, damaged)
+            XCTAssertEqual(Array(parsed.cache.records.keys), ["b.bin"], damaged)
+            XCTAssertNil(StateCache.parse(Array("haul-state\t2\n\(damaged)\n".utf8)), "parse(_:) wants every line: \(damaged)")
         }
     }
 

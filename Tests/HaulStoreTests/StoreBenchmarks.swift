@@ -58,9 +58,9 @@ final class StoreBenchmarks: XCTestCase {
     func testCommitFiveThousandFilesInBatches() throws {
         try requireOptIn()
         let scratch = try Scratch()
-        let staging = StagingArea(root: scratch.path)
+        let staging = try StagingArea(root: scratch.path)
         for durability in [Durability.batched, .none] {
-            let committer = Committer(root: scratch.path, durability: durability)
+            let committer = Committer(root: scratch.path, staging: staging, durability: durability)
             var batches: [[CommitRequest]] = []
             for batch in 0..<10 {
                 var requests: [CommitRequest] = []

@@ -58,6 +58,10 @@ enum FileSystemPath {
     static func parent(_ path: String) -> String {
         (path as NSString).deletingLastPathComponent
     }
+
+    static func name(_ path: String) -> String {
+        (path as NSString).lastPathComponent
+    }
 }
 
 func dest(_ text: String, file: StaticString = #filePath, line: UInt = #line) throws -> DestinationPath {
@@ -75,13 +79,56 @@ extension Result {
 }
 
 extension StagingArea {
-    /// Stands in for the engine, which writes each download into a fresh private file in the staging area.
+    /// The staging folders of `root` as a sync opens them (root and `.haul` made as needed).
+    convenience init(root: String) throws {
+        try self.init(area: PrivateArea.create(root: root))
+    }
+
+    /// Stands in for the engine, which writes each download into a fresh private file in the staging area; the
+    /// file's full path.
     func makeTestFile() throws -> String {
-        try prepare()
-        let path = directory + "/" + UUID().uuidString + ".part"
+        let path = temporary.path + "/" + UUID().uuidString + ".part"
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         close(fd)
         return path
+    }
+}
+
+extension Committer {
+    /// A committer taking verified files from `staging`'s temporary folder.
+    convenience init(root: String, staging: StagingArea, durability: Durability = .batched) {
+        self.init(root: root, staging: staging.temporary, durability: durability)
+    }
+}
+
+extension CommitRequest {
+    /// For a temporary file given by its full path in the staging folder.
+    init(temporaryPath: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
+        self.init(temporaryName: FileSystemPath.name(temporaryPath), destination: destination, mode: mode, hasMode: hasMode)
+    }
+}
+
+/// The store's entry points by root path, for tests that do not care about the private folder's handle: each
+/// opens (or makes) `<root>/.haul` exactly as a sync would.
+extension StateCache {
+    func save(root: String) throws {
+        try save(in: PrivateArea.create(root: root))
+    }
+
+    static func load(root: String) -> (cache: StateCache, warning: String?) {
+        load(area: try? PrivateArea.existing(root: root))
+    }
+}
+
+extension RunLock {
+    convenience init(root: String, wait: Bool, holder: String) throws {
+        try self.init(area: PrivateArea.create(root: root), wait: wait, holder: holder)
+    }
+}
+
+extension StatePrefetch {
+    func take(root: String) -> (cache: StateCache, warning: String?, glances: Glances?) {
+        take(area: try? PrivateArea.existing(root: root))
     }
 }

@@ -1,0 +1,28 @@
+import HaulDigest
+
+/// The names the engine gives the files it makes in its staging folders, and nothing else: whoever cleans up
+/// after an interrupted run removes only these, so a file someone else put there stays.
+///
+/// - temporary files: `<run prefix in hex>-<counter in hex>.part`
+/// - partials of pinned files: `<algorithm>-<hex digest>.part`, with `.meta` (and `.meta.new` while it is
+///   being replaced) beside them.
+extension TransferEngine {
+    public static func isStagingName(_ name: String) -> Bool {
+        var rest = Substring(name)
+        for suffix in [".meta.new", ".meta"] where rest.hasSuffix(suffix) {
+            rest = rest.dropLast(suffix.count)
+            break
+        }
+        guard rest.hasSuffix(".part") else { return false }
+        rest = rest.dropLast(".part".count)
+        guard let dash = rest.firstIndex(of: "-") else { return false }
+        let head = rest[..<dash], tail = rest[rest.index(after: dash)...]
+        guard !tail.isEmpty, tail.utf8.allSatisfy(isLowercaseHexDigit) else { return false }
+        return head.utf8.allSatisfy(isLowercaseHexDigit) && !head.isEmpty
+            || DigestAlgorithm(rawValue: String(head)) != nil
+    }
+
+    private static func isLowercaseHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+    }
+}

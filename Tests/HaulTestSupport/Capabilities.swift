@@ -1,0 +1,22 @@
+import Foundation
+import XCTest
+
+/// What a test does when this machine cannot produce the fault it needs (root, a mount, `chattr +i`, gcc for the
+/// kill switch, tmux for a terminal): skipped, saying why, on a developer's machine; a failure where
+/// `HAUL_REQUIRE_ALL_TESTS=1` (CI, which installs everything these tests need), so a missing package or
+/// permission can never quietly turn the crash and fault tests off.
+public enum Capability {
+    public static var everyTestIsRequired: Bool {
+        ProcessInfo.processInfo.environment["HAUL_REQUIRE_ALL_TESTS"] == "1"
+    }
+
+    /// The error to throw from a test that cannot run here.
+    public static func unavailable(_ reason: String) -> Error {
+        everyTestIsRequired ? Missing(reason: reason) : XCTSkip(reason)
+    }
+
+    public struct Missing: Error, CustomStringConvertible {
+        public let reason: String
+        public var description: String { "this test must run here (HAUL_REQUIRE_ALL_TESTS=1) but cannot: \(reason)" }
+    }
+}
