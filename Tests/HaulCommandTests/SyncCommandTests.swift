@@ -251,6 +251,26 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(outFile("b.bin"), b)
     }
 
+    /// A sibling whose path begins with root's (`out-evil` beside `out`) is outside root all the same: the rule
+    /// compares whole components, not a string prefix.
+    func testSymlinkedParentLeadingToASiblingThatSharesRootsPrefixIsRefused() throws {
+        let a = body(8), b = body(9)
+        let server = try LoopbackHTTPServer(files: ["/link/a.bin": a, "/b.bin": b])
+        defer { server.stop() }
+        try writeManifest([("link/a.bin", a), ("b.bin", b)], server: server)
+        try FileManager.default.createDirectory(atPath: directory.path + "/out", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.path + "/out-evil", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: directory.path + "/out/link", withDestinationPath: directory.path + "/out-evil")
+
+        let result = try haul(["sync"])
+        XCTAssertEqual(result.exitCode, 1)
+        XCTAssertTrue(result.stderr.contains("error: link/a.bin: "), result.stderr)
+        XCTAssertTrue(result.stderr.contains("parent \"link\" is a symlink to \(directory.path)/out-evil, outside root"), result.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out-evil"), [],
+                       "nothing is written into the sibling")
+        XCTAssertEqual(outFile("b.bin"), b)
+    }
+
     func testUsageErrorsExit64AndVersionPrints() throws {
         XCTAssertEqual(try haul(["sync", "--jobs", "0"]).exitCode, 64)
         XCTAssertEqual(try haul(["frobnicate"]).exitCode, 64)
