@@ -149,6 +149,10 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
 
     private init(entries: [String: String]) { self.entries = entries }
 
+    mutating func removeAll(where shouldBeRemoved: (String) -> Bool) {
+        entries = entries.filter { !shouldBeRemoved($0.key) }
+    }
+
     func subtree(_ prefix: String) -> TreeSnapshot {
         var inner: [String: String] = [:]
         for (path, value) in entries where path.hasPrefix(prefix + "/") { inner[String(path.dropFirst(prefix.count + 1))] = value }
