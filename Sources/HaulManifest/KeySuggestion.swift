@@ -7,7 +7,11 @@ enum KeySuggestion {
         let typed = Array(key.lowercased().unicodeScalars)
         var best: (name: String, distance: Int)?
         for candidate in candidates {
-            let distance = editDistance(typed, Array(candidate.lowercased().unicodeScalars))
+            // Lengths further apart than the distance cannot be close: most candidates stop here, which matters
+            // when a manifest holds a hundred thousand unknown keys.
+            let other = Array(candidate.lowercased().unicodeScalars)
+            guard abs(other.count - typed.count) <= maximumDistance else { continue }
+            let distance = editDistance(typed, other)
             if distance <= maximumDistance, distance < (best?.distance ?? Int.max) {
                 best = (candidate, distance)
             }
