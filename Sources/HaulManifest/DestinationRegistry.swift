@@ -157,7 +157,9 @@ private struct ClaimTable<Key: PathIdentity> {
     /// `a/b/c` → `a/b`: cut at the last byte `/`, as the kernel cuts (a combining mark after a slash does not hide
     /// it).
     private static func parent(of path: Substring) -> Substring? {
-        path.utf8.lastIndex(of: UInt8(ascii: "/")).map { Substring(path.utf8[..<$0]) }
+        guard let slash = path.withUTF8Buffer({ $0.lastIndex(of: UInt8(ascii: "/")) }) else { return nil }
+        let utf8 = path.utf8
+        return Substring(utf8[..<utf8.index(utf8.startIndex, offsetBy: slash)])
     }
 }
 

@@ -4,6 +4,9 @@ enum KeySuggestion {
 
     /// The closest known key within `maximumDistance` edits (case-insensitive); ties go to the earlier key.
     static func closest(to key: String, among candidates: [String]) -> String? {
+        // No key name is nearly this long (lowercasing never drops a scalar): a hostile one of megabytes gets no
+        // copies made of it.
+        guard key.utf8.count <= 256 else { return nil }
         let typed = Array(key.lowercased().unicodeScalars)
         var best: (name: String, distance: Int)?
         for candidate in candidates {

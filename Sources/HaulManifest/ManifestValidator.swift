@@ -552,8 +552,10 @@ struct ManifestValidator: YAMLEntrySink {
             guard let name = keyName(keyID, mappingPath: scope.mappingPath) else { continue }
             let location = document.location(of: keyID)
             guard let key = Key.named(name) else {
-                // A key with control characters would break the one-line key path; the message quotes it safely.
-                let printable = !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
+                // A key with control characters would break the one-line key path, and a long one would fill the
+                // screen; the message quotes it safely and shortened.
+                let printable = name.utf8.count <= Quoted.limit
+                    && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
                 diagnostics.error(unknownKeyMessage(name, known: Key.names, scope: scope), at: location,
                                   keyPath: printable ? scope.path(name) : scope.mappingPath)
                 continue

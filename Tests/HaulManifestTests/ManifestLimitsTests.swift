@@ -125,6 +125,13 @@ final class ManifestLimitsTests: XCTestCase {
         XCTAssertEqual(failure.omitted, 20)
     }
 
+    func testALongUnknownKeyIsShownShortened() {
+        let key = String(repeating: "k", count: 1 << 20)
+        // An explicit key (`? `): YAML limits implicit ones to 1024 characters.
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles: []\n? \(key)\n: 1\n"),
+                       ["haul.yaml:3:3: error: unknown key \"\(key.prefix(80))…\""])
+    }
+
     func testAtMost50WarningsAreKept() throws {
         let md5 = "d41d8cd98f00b204e9800998ecf8427e"
         let yaml = "version: 1\nfiles:\n" + (0..<60).map { "  - {url: \"https://h/\($0)\", dest: f\($0), checksum: \"md5:\(md5)\"}\n" }.joined()
