@@ -10,8 +10,7 @@ public struct Manifest: Sendable {
     public var root: String
     public var prune: Bool
     public var files: [FileEntry]
-    /// Non-fatal findings (weak digest algorithms, …), reported but not blocking; the first
-    /// `Diagnostic.reportedLimit` in file order.
+    /// Non-fatal findings (weak digest algorithms, …), reported but not blocking; the first 50 in file order.
     public var warnings: [Diagnostic]
     /// Warnings found beyond those in `warnings`.
     public var omittedWarnings: Int
@@ -311,17 +310,14 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
         return out + message
     }
 
-    /// The most diagnostics one load reports; the rest are only counted (`… and N more`).
-    public static let reportedLimit = DiagnosticCollector.reportedLimit
-
     /// `diagnostics` one per line, then `… and N more` when `omitted` is not zero.
     public static func lines(_ diagnostics: [Diagnostic], omitted: Int) -> [String] {
         diagnostics.map(\.description) + (omitted > 0 ? ["… and \(omitted) more"] : [])
     }
 }
 
-/// Every error found in a manifest, in file order (the first `Diagnostic.reportedLimit` of them). Thrown only when
-/// at least one has severity `.error`.
+/// Every error found in a manifest, in file order (the first 50 of them, with how many more). Thrown only when at
+/// least one has severity `.error`.
 public struct ManifestError: Error, Sendable, CustomStringConvertible {
     public var diagnostics: [Diagnostic]
     /// Findings beyond those in `diagnostics`, counted but not kept.

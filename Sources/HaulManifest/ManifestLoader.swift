@@ -12,17 +12,17 @@ public enum ManifestLoader {
     static let maximumSizeText = "256 MiB"
 
     /// The path that means standard input.
-    public static let standardInputPath = "-"
+    static let standardInputPath = "-"
     /// How messages name standard input.
-    public static let standardInputName = "<stdin>"
+    static let standardInputName = "<stdin>"
 
     /// Reads and validates. `path` as the user gave it (used in messages); relative paths resolve against the
     /// process cwd; `-` reads standard input.
     ///
     /// `root` is relative to the manifest's folder. A manifest that has none (standard input, a pipe such as
-    /// `<(…)`, any other path that is not a regular file, or one reached through `/dev` or `/proc`, such as
-    /// `/dev/stdin` redirected from a file) takes the current directory instead: the lexical folder of
-    /// `/dev/fd/63` is no place to write files.
+    /// `<(…)`, anything else that is not a regular file, or a name for a descriptor such as `/dev/stdin` even when
+    /// the shell redirected a file there) takes the current directory instead: the lexical folder of `/dev/fd/63`
+    /// is no place to write files.
     ///
     /// `rootSeen` is called with root's absolute path as soon as it has been read, typically long before the
     /// entries have been, so a caller can start work under root meanwhile; it is a hint, not the result (a
