@@ -41,7 +41,7 @@ struct HaulCLI: ParsableCommand {
 
 /// Options every subcommand that reads a manifest shares.
 struct ManifestOptions: ParsableArguments {
-    @Argument(help: "The manifest to read.")
+    @Argument(help: "The manifest to read (- for standard input).")
     var manifest: String = "haul.yaml"
 
     @OptionGroup var reporting: ReportingOptions
@@ -77,10 +77,10 @@ struct ManifestOptions: ParsableArguments {
             let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current,
                                                    rootSeen: state.map { state in { state.start(root: $0) } },
                                                    entryRead: state.map { state in { state.entryRead($0) } })
-            if !quiet { Output.errors(manifest.warnings.map(\.description)) }
+            if !quiet { Output.errors(manifest.warningLines) }
             return manifest
         } catch {
-            Output.errors(error.diagnostics.map(\.description))
+            Output.errors(error.lines)
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }

@@ -1,10 +1,9 @@
 /// Detects destinations that cannot coexist on disk: the same path twice, or a file where another entry needs a
 /// folder (`a` and `a/b`). Found at the later entry, naming the earlier one, as a compiler reports a redefinition.
 ///
-/// The tables map path fingerprints to claim numbers instead of holding strings: with 100,000 destinations,
-/// string-keyed dictionaries cost more in hashing, comparisons and teardown than the rest of validation together.
-/// A hit is always confirmed against the real path; paths whose fingerprint another path already holds go to
-/// small string-keyed tables, so correctness never rests on the hash.
+/// Paths are compared twice. By their bytes, as the kernel names files: "caf\u{e9}" (NFC) and "cafe\u{301}" (NFD)
+/// are two files here. And by Unicode canonical equivalence, as file systems that ignore normalization (macOS's,
+/// and so any tree shared with a Mac) compare names: there they are one file, so the manifest may not list both.
 struct DestinationRegistry {
     struct Owner {
         var index: Int
@@ -13,128 +12,175 @@ struct DestinationRegistry {
     }
 
     private var owners: [Owner] = []
-    /// Hash of a destination → its claim in `owners`.
-    private var files: HashIndex
-    /// Hash of a folder → the first claim needing it (its path starts with the folder).
-    private var folders = HashIndex()
-    private var collidingFiles: [String: Int32] = [:]
-    private var collidingFolders: [String: Int32] = [:]
-
-    /// Paths that needed the string-keyed fallback tables (their fingerprint was taken by another path).
-    var fallbackCount: Int { collidingFiles.count + collidingFolders.count }
+    private var byBytes: ClaimTable<PathBytes>
+    /// Equivalence as `String` (and `Substring`) compare: canonical. Nil until the first non-ASCII destination,
+    /// since ASCII text has no other spelling; from then on it holds every claim, earlier ones included.
+    private var byEquivalence: ClaimTable<PathEquivalence>?
 
     init(expectedCount: Int = 0) {
         owners.reserveCapacity(expectedCount)
-        // The count is an overestimate; growing from half of it is cheap and keeps the table cache-friendlier.
-        files = HashIndex(minimumCapacity: expectedCount / 2)
+        byBytes = ClaimTable(minimumCapacity: expectedCount)
     }
 
     /// Records the normalized destination `path` for entry `index`, or says why it collides with an earlier entry.
     mutating func claim(_ path: String, index: Int, line: Int) -> String? {
-        // Everything below works on the path's bytes: `String.UTF8View` algorithms are several times slower.
-        let conflict: Conflict? = path.withUTF8Buffer { bytes in
-            let (hash, parent) = Self.hashes(bytes)
-            if let folder = folderClaim(hash: hash, bytes) { return .neededAsFolder(by: folder) }
-            if let file = fileClaim(hash: hash, bytes) { return .duplicate(of: file) }
-            let claim = Int32(truncatingIfNeeded: owners.count)
-            if let parent, folderClaim(hash: parent.hash, UnsafeBufferPointer(rebasing: bytes[..<parent.length])) == nil {
-                // Only a folder not seen before needs checking: a claimed folder was checked against files when
-                // claimed (and so were its ancestors), and no file can be claimed at a folder since.
-                if let conflict = claimFolders(of: bytes, claim: claim) { return conflict }
-            }
-            if !files.insertIfAbsent(hash, claim) {
-                collidingFiles[path] = claim
-            }
-            return nil
+        let owner = owners.count
+        let whole = path[...]
+        let newFolders: Int
+        switch byBytes.check(whole) {
+        case .conflict(let conflict):
+            return message(for: conflict, path: path, equivalentOnly: false)
+        case .free(let count):
+            newFolders = count
         }
-        guard let conflict else {
-            owners.append(Owner(index: index, line: line, path: path))
-            return nil
-        }
-        switch conflict {
-        case .neededAsFolder(let claim):
-            let owner = owners[Int(claim)]
-            return "\(Quoted.text(path)) is needed as a folder for \(Quoted.text(owner.path)), "
-                + "the destination of files[\(owner.index)] (line \(owner.line))"
-        case .duplicate(let claim):
-            let owner = owners[Int(claim)]
-            return "\(Quoted.text(path)) is already the destination of files[\(owner.index)] (line \(owner.line))"
-        case .insideFile(let claim, let folderLength):
-            let owner = owners[Int(claim)]
-            let folder = String(Substring(path.utf8.prefix(folderLength)))
-            return "\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of "
-                + "files[\(owner.index)] (line \(owner.line))"
-        }
-    }
-
-    private enum Conflict {
-        case neededAsFolder(by: Int32)
-        case duplicate(of: Int32)
-        case insideFile(Int32, folderLength: Int)
-    }
-
-    private mutating func claimFolders(of bytes: UnsafeBufferPointer<UInt8>, claim: Int32) -> Conflict? {
-        let ancestors = Self.folderHashes(bytes)
-        for folder in ancestors {
-            if let file = fileClaim(hash: folder.hash, UnsafeBufferPointer(rebasing: bytes[..<folder.length])) {
-                return .insideFile(file, folderLength: folder.length)
+        if byEquivalence == nil, !path.isASCII { startComparingEquivalents() }
+        if let check = byEquivalence?.check(whole) {
+            switch check {
+            case .conflict(let conflict):
+                // Same bytes were caught above: this is another spelling of the same name.
+                return message(for: conflict, path: path, equivalentOnly: true)
+            case .free(let count):
+                byEquivalence?.record(whole, newFolders: count, owner: owner)
             }
         }
-        for folder in ancestors {
-            let folderBytes = UnsafeBufferPointer(rebasing: bytes[..<folder.length])
-            guard folderClaim(hash: folder.hash, folderBytes) == nil else { continue }
-            if !folders.insertIfAbsent(folder.hash, claim) {
-                collidingFolders[String(decoding: folderBytes, as: UTF8.self)] = claim
-            }
-        }
+        byBytes.record(whole, newFolders: newFolders, owner: owner)
+        owners.append(Owner(index: index, line: line, path: path))
         return nil
     }
 
-    // MARK: Confirmed lookups
-
-    private func fileClaim(hash: UInt64, _ path: UnsafeBufferPointer<UInt8>) -> Int32? {
-        guard let claim = files[hash] else { return nil }
-        if owners[Int(claim)].path.withUTF8Buffer({ $0.elementsEqual(path) }) { return claim }
-        return collidingFiles.isEmpty ? nil : collidingFiles[String(decoding: path, as: UTF8.self)]
-    }
-
-    /// A folder is confirmed by its claimant's path: that path continues with `/` right after the folder.
-    private func folderClaim(hash: UInt64, _ folder: UnsafeBufferPointer<UInt8>) -> Int32? {
-        guard let claim = folders[hash] else { return nil }
-        let confirmed = owners[Int(claim)].path.withUTF8Buffer { owner in
-            owner.count > folder.count && owner[folder.count] == UInt8(ascii: "/")
-                && UnsafeBufferPointer(rebasing: owner[..<folder.count]).elementsEqual(folder)
+    /// Fills the equivalence table with every claim so far (all ASCII, so none can conflict there).
+    private mutating func startComparingEquivalents() {
+        var table = ClaimTable<PathEquivalence>(minimumCapacity: owners.capacity)
+        for (owner, claimed) in owners.enumerated() {
+            let whole = claimed.path[...]
+            if case .free(let count) = table.check(whole) { table.record(whole, newFolders: count, owner: owner) }
         }
-        if confirmed { return claim }
-        return collidingFolders.isEmpty ? nil : collidingFolders[String(decoding: folder, as: UTF8.self)]
+        byEquivalence = table
     }
 
-    // MARK: Hashing
-
-    private static let fnvOffset: UInt64 = 0xcbf2_9ce4_8422_2325
-    private static let fnvPrime: UInt64 = 0x100_0000_01b3
-
-    /// FNV-1a of the whole path and of its parent folder, in one pass (FNV is incremental, so the hash at a `/`
-    /// is the folder's hash).
-    private static func hashes(_ bytes: UnsafeBufferPointer<UInt8>) -> (hash: UInt64, parent: (hash: UInt64, length: Int)?) {
-        var hash = fnvOffset
-        var parent: (hash: UInt64, length: Int)?
-        for offset in bytes.indices {
-            let byte = bytes[offset]
-            if byte == UInt8(ascii: "/") { parent = (hash, offset) }
-            hash = (hash ^ UInt64(byte)) &* fnvPrime
+    private func message(for conflict: ClaimConflict, path: String, equivalentOnly: Bool) -> String {
+        let owner = owners[conflict.owner]
+        let entry = "files[\(owner.index)] (line \(owner.line))"
+        let quotedOwner = Quoted.text(owner.path)
+        let normalization = "on file systems that ignore Unicode normalization, such as macOS's"
+        switch conflict.kind {
+        case .duplicate:
+            guard equivalentOnly else { return "\(Quoted.text(path)) is already the destination of \(entry)" }
+            return "\(Quoted.text(path)) differs from \(quotedOwner), the destination of \(entry), only in Unicode "
+                + "normalization (\(Quoted.scalars(path)) here, \(Quoted.scalars(owner.path)) there): one file "
+                + normalization
+        case .neededAsFolder(let folderLength):
+            let base = "\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)"
+            guard equivalentOnly else { return base }
+            let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
+            return base + ", \(normalization) (\(Quoted.scalars(path)) here, \(Quoted.scalars(ownerFolder)) there)"
+        case .insideFile(let folderLength):
+            let folder = Substring(path.utf8.prefix(folderLength))
+            let base = "\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)"
+            guard equivalentOnly else { return base }
+            return base + ", \(normalization) (\(Quoted.scalars(folder)) here, \(Quoted.scalars(owner.path)) there)"
         }
-        return (hash, parent)
+    }
+}
+
+/// Why a path cannot be claimed: which owner's claim it meets, and how.
+private struct ClaimConflict {
+    enum Kind {
+        /// The path is that owner's destination.
+        case duplicate
+        /// The path is a folder of that owner's destination, this many bytes of it.
+        case neededAsFolder(folderLength: Int)
+        /// This many bytes of the path, a folder of it, are that owner's destination.
+        case insideFile(folderLength: Int)
     }
 
-    private static func folderHashes(_ bytes: UnsafeBufferPointer<UInt8>) -> [(hash: UInt64, length: Int)] {
-        var hash = fnvOffset
-        var folders: [(hash: UInt64, length: Int)] = []
-        for offset in bytes.indices {
-            let byte = bytes[offset]
-            if byte == UInt8(ascii: "/") { folders.append((hash, offset)) }
-            hash = (hash ^ UInt64(byte)) &* fnvPrime
-        }
-        return folders
+    var owner: Int
+    var kind: Kind
+}
+
+/// Destinations and the folders they need, under one notion of identity (`Key`'s `==` and hashing), with the
+/// first owner of each.
+private struct ClaimTable<Key: PathIdentity> {
+    private enum Claim {
+        case file(owner: Int)
+        /// `length`: the folder's bytes in the owner's path, which can differ from the key's when `Key` is equivalence.
+        case folder(owner: Int, length: Int)
     }
+
+    enum Check {
+        case conflict(ClaimConflict)
+        /// Claimable; this many of its folders, innermost first, are not claimed yet.
+        case free(newFolders: Int)
+    }
+
+    private var claims: [Key: Claim]
+
+    init(minimumCapacity: Int) {
+        claims = Dictionary(minimumCapacity: minimumCapacity)
+    }
+
+    func check(_ path: Substring) -> Check {
+        switch claims[Key(path)] {
+        case .file(let owner): return .conflict(ClaimConflict(owner: owner, kind: .duplicate))
+        case .folder(let owner, let length): return .conflict(ClaimConflict(owner: owner, kind: .neededAsFolder(folderLength: length)))
+        case nil: break
+        }
+        // Folders from the innermost out, up to the first one claimed: a claimed folder was checked with all of its
+        // own when it was claimed, and no file can be claimed at a folder since.
+        var newFolders = 0
+        var folder = path
+        while let parent = Self.parent(of: folder) {
+            folder = parent
+            switch claims[Key(folder)] {
+            case .file(let owner):
+                return .conflict(ClaimConflict(owner: owner, kind: .insideFile(folderLength: folder.utf8.count)))
+            case .folder:
+                return .free(newFolders: newFolders)
+            case nil:
+                newFolders += 1
+            }
+        }
+        return .free(newFolders: newFolders)
+    }
+
+    /// Claims `path` for `owner`, with the `newFolders` innermost folders `check` found free.
+    mutating func record(_ path: Substring, newFolders: Int, owner: Int) {
+        claims[Key(path)] = .file(owner: owner)
+        var folder = path
+        for _ in 0..<newFolders {
+            guard let parent = Self.parent(of: folder) else { break }
+            folder = parent
+            claims[Key(folder)] = .folder(owner: owner, length: folder.utf8.count)
+        }
+    }
+
+    /// `a/b/c` → `a/b`: cut at the last byte `/`, as the kernel cuts (a combining mark after a slash does not hide
+    /// it).
+    private static func parent(of path: Substring) -> Substring? {
+        guard let slash = path.withUTF8Buffer({ $0.lastIndex(of: UInt8(ascii: "/")) }) else { return nil }
+        let utf8 = path.utf8
+        return Substring(utf8[..<utf8.index(utf8.startIndex, offsetBy: slash)])
+    }
+}
+
+/// How a claim table compares paths.
+private protocol PathIdentity: Hashable {
+    init(_ path: Substring)
+}
+
+/// A path compared as `String` compares: by Unicode canonical equivalence.
+private struct PathEquivalence: PathIdentity {
+    let path: Substring
+
+    init(_ path: Substring) { self.path = path }
+}
+
+/// A path compared and hashed by its UTF-8 bytes, as the kernel compares names.
+private struct PathBytes: PathIdentity {
+    let path: Substring
+
+    init(_ path: Substring) { self.path = path }
+
+    static func == (a: PathBytes, b: PathBytes) -> Bool { a.path.hasSameBytes(as: b.path) }
+    func hash(into hasher: inout Hasher) { path.hashBytes(into: &hasher) }
 }

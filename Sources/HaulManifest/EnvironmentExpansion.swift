@@ -18,7 +18,9 @@ enum EnvironmentExpansion {
     }
 
     /// Expands every reference; fails listing every problem in the template (unterminated, bad or unset names).
-    static func expand(_ template: String, environment: [String: String]) throws(RuleFailure) -> TemplatedString {
+    /// What values add is taken from `budget`: past it, the expansion fails (with a message the first time).
+    static func expand(_ template: String, environment: [String: String],
+                       budget: inout ExpansionBudget) throws(RuleFailure) -> TemplatedString {
         // Fast path: most manifest strings reference nothing.
         guard template.containsByte(dollar) else { return TemplatedString(literal: template) }
 
@@ -47,6 +49,9 @@ enum EnvironmentExpansion {
                 problems.append("invalid variable reference \(Quoted.text("${" + name + "}")) "
                                 + "(a name is a letter or _ followed by letters, digits or _)")
             } else if let value = environment[name] {
+                guard budget.spend(value.utf8.count) else {
+                    throw RuleFailure(messages: budget.reportExhaustion())
+                }
                 out.append(contentsOf: value.utf8)
                 if !value.isEmpty { values.append(value) }
             } else if reported.insert(name).inserted {
@@ -85,5 +90,31 @@ enum EnvironmentExpansion {
             first = false
         }
         return !first
+    }
+}
+
+/// The bytes `${VAR}` values may add to a manifest. They count against the limit on its size as its own bytes do:
+/// a few references to a long variable would otherwise make gigabytes out of a small file.
+struct ExpansionBudget {
+    private(set) var remaining: Int
+    private var reported = false
+
+    init(remaining: Int) { self.remaining = max(0, remaining) }
+
+    /// Takes `count` bytes if they are left.
+    mutating func spend(_ count: Int) -> Bool {
+        guard count <= remaining else { return false }
+        remaining -= count
+        return true
+    }
+
+    /// Why an expansion failed, the first time; nothing afterwards (one message says it all, and the manifest is
+    /// refused by it).
+    mutating func reportExhaustion() -> [String] {
+        defer { reported = true }
+        return reported ? [] : [
+            "expanding environment variables makes the manifest larger than \(ManifestLoader.maximumSizeText), "
+                + "the most haul reads",
+        ]
     }
 }

@@ -40,11 +40,15 @@ enum HeaderRules {
         guard !defaults.isEmpty else { return entry }
         guard !entry.isEmpty else { return defaults }
         var merged = defaults
+        // Positions by name: looking each one up by a scan made this quadratic in the number of headers.
+        var positions = Dictionary(defaults.indices.map { (canonicalName(defaults[$0].name), $0) },
+                                   uniquingKeysWith: { first, _ in first })
         for field in entry {
             let name = canonicalName(field.name)
-            if let index = merged.firstIndex(where: { canonicalName($0.name) == name }) {
+            if let index = positions[name] {
                 merged[index] = field
             } else {
+                positions[name] = merged.count
                 merged.append(field)
             }
         }

@@ -4,10 +4,17 @@ enum KeySuggestion {
 
     /// The closest known key within `maximumDistance` edits (case-insensitive); ties go to the earlier key.
     static func closest(to key: String, among candidates: [String]) -> String? {
+        // No key name is nearly this long (lowercasing never drops a scalar): a hostile one of megabytes gets no
+        // copies made of it.
+        guard key.utf8.count <= 256 else { return nil }
         let typed = Array(key.lowercased().unicodeScalars)
         var best: (name: String, distance: Int)?
         for candidate in candidates {
-            let distance = editDistance(typed, Array(candidate.lowercased().unicodeScalars))
+            // Lengths further apart than the distance cannot be close: most candidates stop here, which matters
+            // when a manifest holds a hundred thousand unknown keys.
+            let other = Array(candidate.lowercased().unicodeScalars)
+            guard abs(other.count - typed.count) <= maximumDistance else { continue }
+            let distance = editDistance(typed, other)
             if distance <= maximumDistance, distance < (best?.distance ?? Int.max) {
                 best = (candidate, distance)
             }

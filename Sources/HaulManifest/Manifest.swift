@@ -10,17 +10,24 @@ public struct Manifest: Sendable {
     public var root: String
     public var prune: Bool
     public var files: [FileEntry]
-    /// Non-fatal findings (weak digest algorithms, …), reported but not blocking.
+    /// Non-fatal findings (weak digest algorithms, …), reported but not blocking; the first 50 in file order.
     public var warnings: [Diagnostic]
+    /// Warnings found beyond those in `warnings`.
+    public var omittedWarnings: Int
 
-    public init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic]) {
+    public init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
+                omittedWarnings: Int = 0) {
         self.sourcePath = sourcePath
         self.version = version
         self.root = root
         self.prune = prune
         self.files = files
         self.warnings = warnings
+        self.omittedWarnings = omittedWarnings
     }
+
+    /// The warnings as printed, one line each, then how many more there were.
+    public var warningLines: [String] { Diagnostic.lines(warnings, omitted: omittedWarnings) }
 
     /// Manifest format versions this build of haul reads.
     public static let supportedVersions: [Int] = [1]
@@ -43,8 +50,20 @@ public struct FileEntry: Sendable {
     public var retries: Int
     /// Stall window: no progress for this long fails the attempt.
     public var timeout: Seconds
-    /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect).
-    public var headers: [HeaderField]
+    /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect): the entry's own, over
+    /// those of `defaults:` with the same name.
+    ///
+    /// Merged when read rather than stored merged: `defaults:` headers are one array shared by every entry, so a
+    /// manifest with many default headers and many entries with headers of their own does not hold their product.
+    public var headers: [HeaderField] {
+        get { HeaderRules.merge(defaults: defaultHeaders, entry: ownHeaders) }
+        set {
+            ownHeaders = newValue
+            defaultHeaders = []
+        }
+    }
+    private var ownHeaders: [HeaderField]
+    var defaultHeaders: [HeaderField] = []
     /// Where the entry starts in the manifest file.
     public var location: SourceLocation
 
@@ -60,7 +79,7 @@ public struct FileEntry: Sendable {
         self.mode = mode
         self.retries = retries
         self.timeout = timeout
-        self.headers = headers
+        self.ownHeaders = headers
         self.location = location
     }
 
@@ -109,8 +128,13 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
     public let description: String
     /// haul's own folder under root, where no destination may be.
     public static let privateFolder = PathRules.privateFolder
+    /// Linux's limits (`PATH_MAX` less its NUL, `NAME_MAX`): a longer destination could never be created, and
+    /// refusing it when the manifest is read also bounds what every later step does per path.
+    public static let maximumBytes = 4095
+    public static let maximumNameBytes = 255
 
-    /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, or NUL.
+    /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, NUL, or
+    /// one over `maximumBytes` or with a name over `maximumNameBytes`.
     ///
     /// Splits on the byte `/`, as the kernel does. Splitting on Characters would let a combining mark glue
     /// itself to a slash (`link/\u{301}x` is one Character-level component) and hide a parent from the
@@ -121,21 +145,24 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
         var parts: [String] = []
         for part in text.utf8.split(separator: slash, omittingEmptySubsequences: true) {
             if part.elementsEqual([dot]) { continue }
-            if part.elementsEqual([dot, dot]) { return nil }
+            if part.elementsEqual([dot, dot]) || part.count > Self.maximumNameBytes { return nil }
             parts.append(String(decoding: part, as: UTF8.self))
         }
-        guard !parts.isEmpty else { return nil }
+        guard !parts.isEmpty, parts.reduce(parts.count - 1, { $0 + $1.utf8.count }) <= Self.maximumBytes else { return nil }
         self.components = parts
         self.description = parts.joined(separator: "/")
     }
 
-    /// Equal components make equal paths; `description` follows from them.
-    public static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description == b.description }
-    public func hash(into hasher: inout Hasher) { hasher.combine(description) }
+    /// Identity is the UTF-8 bytes, as the kernel names files: `String`'s `==` is Unicode canonical equivalence,
+    /// which would make "caf\u{e9}" and "cafe\u{301}", two files on Linux, one path. `description` follows from
+    /// the components, so comparing it compares them.
+    public static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description.hasSameBytes(as: b.description) }
+    public func hash(into hasher: inout Hasher) { description.hashBytes(into: &hasher) }
 
     public var fileName: String { components[components.count - 1] }
     public var parentComponents: ArraySlice<String> { components.dropLast() }
-    public static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description < b.description }
+    /// Byte order, consistent with `==` (String's `<` would order canonically equivalent paths as equal).
+    public static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description.bytesPrecede(b.description) }
 }
 
 /// A pinned digest and the notation the manifest used, so that messages show digests the way the user wrote them.
@@ -282,11 +309,25 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
         if let keyPath { out += "\(keyPath): " }
         return out + message
     }
+
+    /// `diagnostics` one per line, then `… and N more` when `omitted` is not zero.
+    public static func lines(_ diagnostics: [Diagnostic], omitted: Int) -> [String] {
+        diagnostics.map(\.description) + (omitted > 0 ? ["… and \(omitted) more"] : [])
+    }
 }
 
-/// Every error found in a manifest, in file order. Thrown only when at least one has severity `.error`.
+/// Every error found in a manifest, in file order (the first 50 of them, with how many more). Thrown only when at
+/// least one has severity `.error`.
 public struct ManifestError: Error, Sendable, CustomStringConvertible {
     public var diagnostics: [Diagnostic]
-    public init(diagnostics: [Diagnostic]) { self.diagnostics = diagnostics }
-    public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
+    /// Findings beyond those in `diagnostics`, counted but not kept.
+    public var omitted: Int
+    public init(diagnostics: [Diagnostic], omitted: Int = 0) {
+        self.diagnostics = diagnostics
+        self.omitted = omitted
+    }
+
+    /// As printed: one line per diagnostic, then how many more there were.
+    public var lines: [String] { Diagnostic.lines(diagnostics, omitted: omitted) }
+    public var description: String { lines.joined(separator: "\n") }
 }

@@ -20,7 +20,8 @@ public enum ManifestEditor {
 
         for listed in layout.entries {
             guard let (text, mark) = listed.destination,
-                  let normalized = try? PathRules.destination(text).normalized, normalized == entry.destination else { continue }
+                  let normalized = try? PathRules.destination(text).normalized,
+                  normalized.hasSameBytes(as: entry.destination) else { continue }
             throw ManifestEditError(reason: .destinationTaken(index: listed.index), diagnostic: Diagnostic(
                 severity: .error, file: fileName, location: mark.location, keyPath: "files[\(listed.index)].dest",
                 message: "\(Quoted.text(entry.destination)) is already the destination of files[\(listed.index)]"))

@@ -61,7 +61,7 @@ public enum ManifestSchema {
         },
         "timeout": {
           "$ref": "#/$defs/timeout",
-          "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; greater than zero. Default: 30s."
+          "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; at least 1ms. Default: 30s."
         },
         "mode": {
           "$ref": "#/$defs/mode",
@@ -87,10 +87,11 @@ public enum ManifestSchema {
           "description": "Where the file is fetched from first. ${VAR} references are replaced from the environment."
         },
         "dest": {
-          "description": "Destination relative to root: not absolute, no \"..\" component, no trailing \"/\", not inside .haul. Two entries may not share a destination, nor may one be a folder of another.",
+          "description": "Destination relative to root: not absolute, no \"..\" component, no trailing \"/\", not inside .haul, at most 4095 bytes with names of at most 255 bytes (the loader counts UTF-8 bytes; this schema can only count characters). Two entries may not share a destination, nor may one be a folder of another, also when they differ only in Unicode normalization.",
           "type": "string",
           "minLength": 1,
-          "pattern": "^(?!/)(?!(?:.*/)?\\.\\.(?:/|$))(?!(?:\\.?/)*\\.haul(?:/|$))(?!.*\\$\\{)[^\\u0000]*[^/]$"
+          "maxLength": 4095,
+          "pattern": "^(?!/)(?!(?:.*/)?\\.\\.(?:/|$))(?!(?:\\.?/)*\\.haul(?:/|$))(?!.*\\$\\{)(?!.*[^/]{256})[^\\u0000]*[^/]$"
         },
         "sha256": {
           "description": "Expected SHA-256 digest: 64 hex digits, either case.",
@@ -140,7 +141,7 @@ public enum ManifestSchema {
         },
         "timeout": {
           "$ref": "#/$defs/timeout",
-          "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; greater than zero. Default: 30s."
+          "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; at least 1ms. Default: 30s."
         },
         "headers": {
           "$ref": "#/$defs/headers",
@@ -224,15 +225,16 @@ public enum ManifestSchema {
       "maximum": 100
     },
     "timeout": {
-      "description": "Stall window: an attempt that makes no progress for this long fails. 250ms, 1.5s, 60s, 5m, 1h or a bare number of seconds; greater than zero. Default: 30s.",
+      "description": "Stall window: an attempt that makes no progress for this long fails. 250ms, 1.5s, 60s, 5m, 1h or a bare number of seconds; at least 1ms, at most 24h (for m and h, the schema checks only that the value is not zero). Default: 30s.",
       "oneOf": [
         {
           "type": "number",
-          "exclusiveMinimum": 0
+          "minimum": 0.001,
+          "maximum": 86400
         },
         {
           "type": "string",
-          "pattern": "^(?=[0-9.]*[1-9])[0-9]+(?:\\.[0-9]+)?(?:ms|s|m|h)?$"
+          "pattern": "^(?:0*[1-9][0-9]*(?:\\.[0-9]+)?(?:ms|s|m|h)?|0+\\.[0-9]{0,2}[1-9][0-9]*s?|0+\\.(?=[0-9]*[1-9])[0-9]+[mh])$"
         }
       ]
     },

@@ -64,17 +64,22 @@ struct ManifestValidator: YAMLEntrySink {
     private var explicitSettings: [ExplicitSettings] = []
     private var registry = DestinationRegistry()
     /// Called once, with root's absolute path, when the reader meets `root:`, or with the default root when the
-    /// first entry comes before any `root:` (see `sawTopLevelScalar`).
+    /// first entry comes before any `root:` (see `sawRoot`).
     var rootSeen: ((String) -> Void)?
     /// Called with each entry found valid, as soon as it is.
     var entryRead: ((FileEntry) -> Void)?
 
+    /// What `${VAR}` expansions may still add to the manifest's size.
+    private var expansionBudget: ExpansionBudget
+
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
-    /// more than reserving virtual memory that may go unused.
-    init(fileName: String, manifestDirectory: String, environment: [String: String], expectedEntries: Int = 0) {
+    /// more than reserving virtual memory that may go unused. `expansionBudget`: the bytes expansions may add.
+    init(fileName: String, manifestDirectory: String, environment: [String: String], expectedEntries: Int = 0,
+         expansionBudget: Int = ManifestLoader.maximumBytes) {
         self.fileName = fileName
         self.manifestDirectory = manifestDirectory
         self.environment = environment
+        self.expansionBudget = ExpansionBudget(remaining: expansionBudget)
         self.diagnostics = DiagnosticCollector(file: fileName)
         self.entryDiagnostics = DiagnosticCollector(file: fileName)
         entries.reserveCapacity(expectedEntries)
@@ -87,11 +92,11 @@ struct ManifestValidator: YAMLEntrySink {
         diagnostics.append(contentsOf: readerDiagnostics)
     }
 
-    /// Every finding, in file order.
-    var allDiagnostics: [Diagnostic] {
+    /// Every finding (the first in file order, and how many more).
+    var allFindings: DiagnosticCollector {
         var all = diagnostics
         all.append(contentsOf: entryDiagnostics)
-        return all.inFileOrder
+        return all
     }
 
     // MARK: Top level
@@ -143,8 +148,9 @@ struct ManifestValidator: YAMLEntrySink {
         }
         guard !diagnostics.hasErrors, !entryDiagnostics.hasErrors else { return nil }
         applyDefaults(defaults)
+        let warnings = allFindings
         return Manifest(sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
-                        warnings: allDiagnostics)
+                        warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
     }
 
     /// In place: copying 100,000 entries into new values costs more than validating them.
@@ -157,9 +163,7 @@ struct ManifestValidator: YAMLEntrySink {
             if let mode = defaults.mode, !explicit.contains(.mode) { entries[index].mode = mode }
             if let retries = defaults.retries, !explicit.contains(.retries) { entries[index].retries = retries }
             if let timeout = defaults.timeout, !explicit.contains(.timeout) { entries[index].timeout = timeout }
-            if !defaults.headers.isEmpty {
-                entries[index].headers = HeaderRules.merge(defaults: defaults.headers, entry: entries[index].headers)
-            }
+            entries[index].defaultHeaders = defaults.headers
         }
     }
 
@@ -204,9 +208,9 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// Tells `rootSeen` where root is as soon as the reader passes it, so that the caller can start reading the
     /// state under it while the entries are still being parsed. Only a hint: the manifest's `root` decides.
-    mutating func sawTopLevelScalar(key: String, value: NodeID, in document: YAMLDocument) {
-        guard key == TopLevelKey.root.rawValue, let rootSeen, document.form(of: value) != .null,
-              let path = try? Self.rootPath(document.text(of: value), manifestDirectory: manifestDirectory)
+    mutating func sawRoot(_ value: YAMLDocument.Node) {
+        guard let rootSeen, value.form != .null,
+              let path = try? Self.rootPath(value.text, manifestDirectory: manifestDirectory)
         else { return }
         self.rootSeen = nil
         rootSeen(path)
@@ -339,7 +343,7 @@ struct ManifestValidator: YAMLEntrySink {
         guard let template = text(id, path: path(), expected: "a URL") else { return nil }
         let location = document.location(of: id)
         do {
-            let url = try EnvironmentExpansion.expand(template, environment: environment)
+            let url = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget)
             try URLRules.check(url)
             return url
         } catch {
@@ -402,7 +406,8 @@ struct ManifestValidator: YAMLEntrySink {
     private mutating func headers(_ id: NodeID, scope: Scope) -> [HeaderField] {
         guard requireKind(.mapping, id, path: scope.path("headers")) else { return [] }
         var fields: [HeaderField] = []
-        var seen: [(name: String, canonical: String, line: Int)] = []
+        // Canonical name → as first written, and where.
+        var seen: [String: (name: String, line: Int)] = [:]
         for (keyID, valueID) in document.pairs(of: id) {
             guard let name = keyName(keyID, mappingPath: scope.path("headers")) else { continue }
             let keyLocation = document.location(of: keyID)
@@ -418,7 +423,7 @@ struct ManifestValidator: YAMLEntrySink {
                                   at: keyLocation, keyPath: scope.path("headers." + name))
                 continue
             }
-            if let earlier = seen.first(where: { $0.canonical == canonical }) {
+            if let earlier = seen[canonical] {
                 let message = earlier.name == name
                     ? "duplicate key \(Quoted.text(name)) (first on line \(earlier.line))"
                     : "duplicate header \(Quoted.text(name)) "
@@ -426,7 +431,7 @@ struct ManifestValidator: YAMLEntrySink {
                 diagnostics.error(message, at: keyLocation, keyPath: scope.path("headers." + name))
                 continue
             }
-            seen.append((name, canonical, keyLocation.line))
+            seen[canonical] = (name, keyLocation.line)
             if let value = headerValue(valueID, path: scope.path("headers." + name)) {
                 fields.append(HeaderField(name: name, value: value))
             }
@@ -443,7 +448,7 @@ struct ManifestValidator: YAMLEntrySink {
         }
         let value: TemplatedString
         do {
-            value = try EnvironmentExpansion.expand(template, environment: environment)
+            value = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget)
         } catch {
             for message in error.messages { diagnostics.error(message, at: location, keyPath: path()) }
             return nil
@@ -547,8 +552,10 @@ struct ManifestValidator: YAMLEntrySink {
             guard let name = keyName(keyID, mappingPath: scope.mappingPath) else { continue }
             let location = document.location(of: keyID)
             guard let key = Key.named(name) else {
-                // A key with control characters would break the one-line key path; the message quotes it safely.
-                let printable = !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
+                // A key with control characters would break the one-line key path, and a long one would fill the
+                // screen; the message quotes it safely and shortened.
+                let printable = name.utf8.count <= Quoted.limit
+                    && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
                 diagnostics.error(unknownKeyMessage(name, known: Key.names, scope: scope), at: location,
                                   keyPath: printable ? scope.path(name) : scope.mappingPath)
                 continue

@@ -31,7 +31,9 @@ enum PathRules {
         // Components are cut at the byte "/" for every path, ASCII or not, exactly as the kernel will cut them.
         let scan = text.withUTF8Buffer { bytes in
             var scan = scanDestination(bytes)
-            scan.parts = scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+            if scan.withinLimits {
+                scan.parts = scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+            }
             return scan
         }
         if scan.isEmpty { throw RuleFailure("expected a file path relative to root, found an empty string") }
@@ -39,6 +41,15 @@ enum PathRules {
         if scan.isAbsolute { throw RuleFailure("destination \(shown) is absolute; destinations are relative to root") }
         if scan.hasReference { throw RuleFailure(EnvironmentExpansion.notExpandedHere) }
         if scan.hasDotDot { throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root") }
+        if let name = scan.longestComponent, name.count > DestinationPath.maximumNameBytes {
+            let component = text.withUTF8Buffer { String(decoding: UnsafeBufferPointer(rebasing: $0[name]), as: UTF8.self) }
+            throw RuleFailure("\(Quoted.text(component)) in destination is \(name.count) bytes long; a file or folder name "
+                              + "has at most \(DestinationPath.maximumNameBytes) bytes")
+        }
+        if scan.normalizedLength > DestinationPath.maximumBytes {
+            throw RuleFailure("destination \(shown) is \(scan.normalizedLength) bytes long; a destination has at most "
+                              + "\(DestinationPath.maximumBytes) bytes")
+        }
 
         let parts = scan.parts
         guard !parts.isEmpty else { throw RuleFailure("destination \(shown) names root itself, not a file") }
@@ -60,8 +71,17 @@ enum PathRules {
         var isNormalized = true
         /// Byte ranges of the kept components.
         var components: [Range<Int>] = []
-        /// The kept components as strings (ASCII paths only).
+        /// The kept components as strings; left empty for a path over the limits.
         var parts: [String] = []
+        /// Bytes of the path as `DestinationPath.description` spells it.
+        var normalizedLength = 0
+        /// The first of the longest components.
+        var longestComponent: Range<Int>?
+
+        var withinLimits: Bool {
+            normalizedLength <= DestinationPath.maximumBytes
+                && (longestComponent?.count ?? 0) <= DestinationPath.maximumNameBytes
+        }
     }
 
     private static func scanDestination(_ bytes: UnsafeBufferPointer<UInt8>) -> DestinationScan {
@@ -86,6 +106,8 @@ enum PathRules {
                 result.hasDotDot = true
             } else {
                 result.components.append(start..<index)
+                result.normalizedLength += length + (result.components.count > 1 ? 1 : 0)
+                if length > result.longestComponent?.count ?? 0 { result.longestComponent = start..<index }
             }
             start = index + 1
         }

@@ -14,7 +14,8 @@ public struct EntryDraft: Sendable {
     public init(url: String, destination: String?, environment: [String: String]) throws(EntryDraftError) {
         let expanded: TemplatedString
         do {
-            expanded = try EnvironmentExpansion.expand(url, environment: environment)
+            var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
+            expanded = try EnvironmentExpansion.expand(url, environment: environment, budget: &budget)
             try URLRules.check(expanded)
         } catch {
             throw EntryDraftError(messages: error.messages)

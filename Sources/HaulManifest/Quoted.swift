@@ -3,7 +3,17 @@
 enum Quoted {
     static let limit = 80
 
-    static func text(_ value: String) -> String {
+    static func text(_ value: some StringProtocol) -> String {
+        render(value, escapingNonASCII: false)
+    }
+
+    /// Every non-ASCII scalar escaped (`"cafe\u{301}"`): two spellings that a terminal draws alike, such as
+    /// the Unicode normalization forms of one name, are told apart.
+    static func scalars(_ value: some StringProtocol) -> String {
+        render(value, escapingNonASCII: true)
+    }
+
+    private static func render(_ value: some StringProtocol, escapingNonASCII: Bool) -> String {
         var out = "\""
         var count = 0
         for scalar in value.unicodeScalars {
@@ -19,7 +29,7 @@ enum Quoted {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7f {
+                if scalar.value < 0x20 || scalar.value == 0x7f || (escapingNonASCII && scalar.value > 0x7f) {
                     out += "\\u{" + String(scalar.value, radix: 16) + "}"
                 } else {
                     out.unicodeScalars.append(scalar)

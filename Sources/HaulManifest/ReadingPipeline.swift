@@ -15,7 +15,7 @@ enum ReadingPipeline {
 
     private enum Message: Sendable {
         case items([YAMLItem], YAMLDocument)
-        case topLevelScalar(key: String, value: YAMLDocument.NodeID, YAMLDocument)
+        case root(YAMLDocument.Node)
         case finished(YAMLDocument?, DiagnosticCollector)
     }
 
@@ -27,8 +27,8 @@ enum ReadingPipeline {
             handOff.send(.items(items, document))
         }
 
-        mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument) {
-            handOff.send(.topLevelScalar(key: key, value: value, document))
+        mutating func sawRoot(_ value: YAMLDocument.Node) {
+            handOff.send(.root(value))
         }
     }
 
@@ -49,8 +49,8 @@ enum ReadingPipeline {
             switch handOff.receive() {
             case .items(let items, let document):
                 validator.consume(items: items, in: document)
-            case .topLevelScalar(let key, let value, let document):
-                validator.sawTopLevelScalar(key: key, value: value, in: document)
+            case .root(let value):
+                validator.sawRoot(value)
             case .finished(let document, let readerDiagnostics):
                 diagnostics.append(contentsOf: readerDiagnostics)
                 return document

@@ -26,8 +26,8 @@ enum ScalarRules {
         }
     }
 
-    /// `60s`, `5m`, `1h`, `250ms`, `1.5s` or bare seconds; must be positive because a zero stall window would fail
-    /// every transfer at once.
+    /// `60s`, `5m`, `1h`, `250ms`, `1.5s` or bare seconds; at least 1 ms: a shorter stall window fails every
+    /// attempt before any network could answer (and a zero one at once), which is a typo, not a setting.
     static func duration(_ text: String) throws(RuleFailure) -> Seconds {
         let expectation = "expected a duration such as \"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, "
             + "found \(Quoted.text(text))"
@@ -40,10 +40,13 @@ enum ScalarRules {
         }
         guard isDecimal(number), let value = Double(number) else { throw RuleFailure(expectation) }
         guard value > 0 else { throw RuleFailure("must be greater than zero, found \(Quoted.text(text))") }
+        guard value * scale >= minimumDuration else { throw RuleFailure("must be at least 1ms, found \(Quoted.text(text))") }
         // A stall window longer than a day is a typo, and an unbounded one would overflow the engine's timers.
         guard value * scale <= 86_400 else { throw RuleFailure("must be at most 24h, found \(Quoted.text(text))") }
         return Seconds(value * scale)
     }
+
+    static let minimumDuration = 0.001
 
     /// Octal permission bits, with or without a leading `0` or `0o`.
     static func mode(_ text: String) throws(RuleFailure) -> FileMode {

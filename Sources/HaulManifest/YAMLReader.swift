@@ -4,16 +4,19 @@ import CLibYAML
 /// that a 100,000-entry manifest never exists as a 100,000-entry tree: the reader discards a batch's nodes once the
 /// sink has seen them.
 protocol YAMLEntrySink {
-    /// `items` are nodes of `document`, in file order. The reader drops them from its own arena afterwards, without
-    /// touching `document`'s storage: a sink may keep `document` (to hand it to another thread) at no extra cost.
+    /// `items` are nodes of `document`, an arena holding this batch alone, in file order. The reader starts a new
+    /// arena afterwards, without touching `document`'s storage: a sink may keep `document` (to hand it to another
+    /// thread) at no extra cost.
     mutating func consume(items: [YAMLItem], in document: YAMLDocument)
-    /// A scalar value of a top-level key, as soon as it is read (long before the document ends when `files:`
-    /// comes later); the document is validated as a whole afterwards all the same.
-    mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument)
+    /// A scalar value of the top-level key `root`, as soon as it is read (long before the document ends when
+    /// `files:` comes later); the document is validated as a whole afterwards all the same. The node alone, not the
+    /// document: a sink holding on to the reader's arena would make it copy the arena at its next node. `root`
+    /// alone, not every top-level key: each is a wake-up of another thread, 100,000 of them for as many keys.
+    mutating func sawRoot(_ value: YAMLDocument.Node)
 }
 
 extension YAMLEntrySink {
-    mutating func sawTopLevelScalar(key: String, value: YAMLDocument.NodeID, in document: YAMLDocument) {}
+    mutating func sawRoot(_ value: YAMLDocument.Node) {}
 }
 
 /// One item of `files:`: its node and its position in the sequence.
@@ -27,21 +30,37 @@ struct YAMLItem: Sendable {
 /// Anchors and aliases are rejected rather than expanded: nothing in a manifest needs them, and expanding them is
 /// how a few hundred bytes become gigabytes (libyaml itself does not limit alias expansion).
 struct YAMLReader {
+    /// Everything but the streamed items.
     private var document = YAMLDocument()
-    /// Open collections: node id and where their children start in `pending`.
+    /// The streamed items not yet handed to the sink, in an arena of their own: the sink gets it whole and the
+    /// reader starts afresh, so handing over costs nothing however large the rest of the document is.
+    private var items = YAMLDocument()
+    /// Open collections: node id (in the arena they belong to) and where their children start in `pending`.
     private var open: [(node: YAMLDocument.NodeID, pendingStart: Int)] = []
-    /// Children of every open collection, innermost last; moved to `document.children` when a collection closes,
-    /// so building the arena needs no per-collection allocation.
+    /// Children of every open collection, innermost last; moved to `children` when a collection closes, so
+    /// building the arena needs no per-collection allocation.
     private var pending: [YAMLDocument.NodeID] = []
     /// The `files:` sequence whose items go to the sink instead of the tree.
     private var streamed: YAMLDocument.NodeID?
+    /// `open.count` while the streamed sequence is the innermost open collection, if it is open: nodes opened
+    /// deeper belong to `items`.
+    private var streamedDepth: Int?
     private var streamedCount = 0
     /// Finished items not yet handed to the sink.
     private var batch: [YAMLItem] = []
-    /// Arena sizes when the first item of `batch` started; restored once the sink has consumed the batch.
-    private var batchMarks = (nodes: 0, children: 0)
     /// Items per hand-over: one call per item was measurable, and a thread on the other end wants few wake-ups.
     static let batchSize = 256
+    /// Collections nested deeper are refused: a manifest needs four levels, and libyaml's scanner slows down with
+    /// depth (100,000 levels took 30 s).
+    static let maximumDepth = 64
+    /// Values one entry, or the rest of the document, may hold. An entry needs a few dozen; without a bound, 256 MiB
+    /// of one-letter values (`[a,a,a,…]`) would take 40 bytes of arena each, 10 GB.
+    static let maximumValues = 1_000_000
+    /// Arena size at which finished items are handed over before a batch is full, so that many large entries do
+    /// not pile up either.
+    static let handOverNodes = 1 << 16
+    /// `items.nodes.count` when the current item started.
+    private var currentItemStart = 0
 
     /// Nil when there is no document to validate (syntax error or empty input); the reason is in `diagnostics`.
     static func read<Sink: YAMLEntrySink>(_ bytes: [UInt8], diagnostics: inout DiagnosticCollector,
@@ -83,6 +102,12 @@ struct YAMLReader {
             }
             defer { yaml_event_delete(&event) }
             let location = Self.location(event.start_mark)
+            switch event.type {
+            case YAML_SCALAR_EVENT, YAML_ALIAS_EVENT, YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+                guard hasRoomForNode(at: location, diagnostics: &diagnostics) else { return nil }
+            default:
+                break
+            }
 
             switch event.type {
             case YAML_STREAM_END_EVENT:
@@ -104,35 +129,38 @@ struct YAMLReader {
                 let bytes = UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length)
                 let form = Self.scalarForm(bytes, style: scalar.style, tag: scalar.tag)
                 let text = String(decoding: bytes, as: UTF8.self)
-                let startsItem = markItemStart()
+                let startsItem = isStreamedInnermost
                 let id = add(YAMLDocument.Node(kind: .scalar, form: form, location: location, text: text))
                 if startsItem { finishItem(id, sink: &sink) }
-                if let key = topLevelKey(ofValue: id) { sink.sawTopLevelScalar(key: key, value: id, in: document) }
+                if isValueOfRootKey(id) { sink.sawRoot(document.nodes[Int(id)]) }
             case YAML_ALIAS_EVENT:
                 let name = Self.string(event.data.alias.anchor)
                 diagnostics.error("alias \"*\(name)\" is not supported: haul manifests do not use anchors or aliases",
                                   at: location)
-                let startsItem = markItemStart()
+                let startsItem = isStreamedInnermost
                 let id = add(YAMLDocument.Node(kind: .alias, form: .plain, location: location))
                 if startsItem { finishItem(id, sink: &sink) }
-            case YAML_SEQUENCE_START_EVENT:
-                let start = event.data.sequence_start
-                Self.checkProperties(anchor: start.anchor, tag: start.tag, at: location, diagnostics: &diagnostics)
-                let isFiles = streamed == nil && isValueOfRootFilesKey()
-                _ = markItemStart()
-                let id = openCollection(.sequence, at: location)
-                if isFiles { streamed = id }
-            case YAML_MAPPING_START_EVENT:
-                let start = event.data.mapping_start
-                Self.checkProperties(anchor: start.anchor, tag: start.tag, at: location, diagnostics: &diagnostics)
-                _ = markItemStart()
-                openCollection(.mapping, at: location)
-            case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
-                // The streamed sequence's last items go to the sink before anything else joins the arena.
-                if streamed != nil, open.last?.node == streamed { handOverBatch(to: &sink) }
-                if let id = closeCollection(), streamed != nil, open.last?.node == streamed {
-                    finishItem(id, sink: &sink)
+            case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+                let isSequence = event.type == YAML_SEQUENCE_START_EVENT
+                let properties = isSequence
+                    ? (event.data.sequence_start.anchor, event.data.sequence_start.tag)
+                    : (event.data.mapping_start.anchor, event.data.mapping_start.tag)
+                Self.checkProperties(anchor: properties.0, tag: properties.1, at: location, diagnostics: &diagnostics)
+                guard open.count < Self.maximumDepth else {
+                    diagnostics.error("collections nested more than \(Self.maximumDepth) deep (a manifest needs 4 levels)",
+                                      at: location)
+                    return nil
                 }
+                let isFiles = isSequence && streamed == nil && isValueOfRootFilesKey()
+                let id = openCollection(isSequence ? .sequence : .mapping, at: location)
+                if isFiles {
+                    streamed = id
+                    streamedDepth = open.count
+                }
+            case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+                // The streamed sequence's last items go to the sink before it closes.
+                if isStreamedInnermost { handOverBatch(to: &sink) }
+                if let id = closeCollection(), isStreamedInnermost { finishItem(id, sink: &sink) }
             default:
                 break
             }
@@ -155,20 +183,35 @@ struct YAMLReader {
             && document.text(of: key) == TopLevelKey.files.rawValue
     }
 
-    /// The top-level key whose value `node` (just added) is, if it is one.
-    private func topLevelKey(ofValue node: YAMLDocument.NodeID) -> String? {
+    /// Whether `node` (just added) is the value of a top-level key `root`.
+    private func isValueOfRootKey(_ node: YAMLDocument.NodeID) -> Bool {
         guard open.count == 1, let root = open.first, document.kind(of: root.node) == .mapping,
-              pending.last == node, (pending.count - root.pendingStart) % 2 == 0 else { return nil }
+              pending.last == node, (pending.count - root.pendingStart) % 2 == 0 else { return false }
         let key = pending[pending.count - 2]
-        guard document.kind(of: key) == .scalar, document.form(of: key) != .null else { return nil }
-        return document.text(of: key)
+        return document.kind(of: key) == .scalar && document.form(of: key) != .null
+            && document.text(of: key) == TopLevelKey.root.rawValue
     }
 
-    /// Whether the node about to start is an item of the streamed sequence; the first of a batch marks the arena.
-    private mutating func markItemStart() -> Bool {
-        guard streamed != nil, open.last?.node == streamed else { return false }
-        if batch.isEmpty { batchMarks = (document.nodes.count, document.children.count) }
-        return true
+    /// Whether the streamed sequence is the innermost open collection, so that the next node is one of its items.
+    private var isStreamedInnermost: Bool { streamedDepth == open.count }
+
+    /// Whether nodes added now belong to `items`: the streamed sequence is open, and they are inside it.
+    private var addsToItems: Bool { streamedDepth.map { open.count >= $0 } ?? false }
+
+    /// Whether the node about to be added keeps its entry (or the rest of the document) within `maximumValues`;
+    /// reports it when not.
+    private mutating func hasRoomForNode(at location: SourceLocation, diagnostics: inout DiagnosticCollector) -> Bool {
+        if isStreamedInnermost { currentItemStart = items.nodes.count }
+        if addsToItems {
+            guard items.nodes.count - currentItemStart >= Self.maximumValues else { return true }
+            diagnostics.error("more than \(Self.maximumValues) YAML values in one entry (an entry needs a few dozen)",
+                              at: location, keyPath: "files[\(streamedCount)]")
+        } else {
+            guard document.nodes.count >= Self.maximumValues else { return true }
+            diagnostics.error("more than \(Self.maximumValues) YAML values besides the entries of files "
+                              + "(a manifest needs a few dozen)", at: location)
+        }
+        return false
     }
 
     private mutating func finishItem<Sink: YAMLEntrySink>(_ id: YAMLDocument.NodeID, sink: inout Sink) {
@@ -176,34 +219,35 @@ struct YAMLReader {
         if batch.capacity == 0 { batch.reserveCapacity(Self.batchSize) }
         batch.append(YAMLItem(node: id, index: streamedCount))
         streamedCount += 1
-        if batch.count == Self.batchSize { handOverBatch(to: &sink) }
+        if batch.count == Self.batchSize || items.nodes.count >= Self.handOverNodes { handOverBatch(to: &sink) }
     }
 
-    /// Gives the finished items to the sink, then forgets their nodes. The arena keeps only what precedes them, in
-    /// fresh storage: truncating in place would first copy every node of a batch the sink still holds.
+    /// Gives the finished items, with their arena, to the sink, and starts a new arena as large as the old (up to
+    /// `handOverNodes`): the next batch grows into it without reallocating.
     private mutating func handOverBatch<Sink: YAMLEntrySink>(to sink: inout Sink) {
         guard !batch.isEmpty else { return }
-        sink.consume(items: batch, in: document)
+        let capacity = (nodes: min(items.nodes.capacity, Self.handOverNodes),
+                        children: min(items.children.capacity, Self.handOverNodes))
+        sink.consume(items: batch, in: items)
         batch = []
-        document.nodes = Self.prefix(document.nodes, count: batchMarks.nodes)
-        document.children = Self.prefix(document.children, count: batchMarks.children)
+        items = YAMLDocument()
+        items.nodes.reserveCapacity(capacity.nodes)
+        items.children.reserveCapacity(capacity.children)
     }
 
-    /// The first `count` elements in new storage as large as the old: the next batch grows into it without
-    /// reallocating.
-    private static func prefix<Element>(_ elements: [Element], count: Int) -> [Element] {
-        var kept: [Element] = []
-        kept.reserveCapacity(elements.capacity)
-        kept.append(contentsOf: elements[..<count])
-        return kept
-    }
+    // MARK: Building the arenas
 
-    // MARK: Building the arena
+    /// Runs `body` on the arena that nodes added now belong to.
+    private mutating func withCurrentArena<R>(_ body: (inout YAMLDocument) -> R) -> R {
+        addsToItems ? body(&items) : body(&document)
+    }
 
     @discardableResult
     private mutating func add(_ node: YAMLDocument.Node) -> YAMLDocument.NodeID {
-        let id = YAMLDocument.NodeID(truncatingIfNeeded: document.nodes.count)
-        document.nodes.append(node)
+        let id = withCurrentArena { arena in
+            arena.nodes.append(node)
+            return YAMLDocument.NodeID(truncatingIfNeeded: arena.nodes.count - 1)
+        }
         if open.isEmpty {
             document.root = id
         } else {
@@ -222,12 +266,20 @@ struct YAMLReader {
     /// The closed collection's id.
     private mutating func closeCollection() -> YAMLDocument.NodeID? {
         guard let (id, start) = open.popLast() else { return nil }
-        let first = document.children.count
-        document.children.append(contentsOf: pending[start...])
-        let count = pending.count - start
+        if let depth = streamedDepth, open.count < depth {
+            // The streamed sequence itself: it lives in `document`, and later nodes do too.
+            streamedDepth = nil
+        }
+        do {
+            // Released before `pending` shrinks, which would otherwise copy it.
+            let children = pending[start...]
+            withCurrentArena { arena in
+                arena.nodes[Int(id)].firstChild = Int32(truncatingIfNeeded: arena.children.count)
+                arena.nodes[Int(id)].childCount = Int32(truncatingIfNeeded: children.count)
+                arena.children.append(contentsOf: children)
+            }
+        }
         pending.removeSubrange(start...)
-        document.nodes[Int(id)].firstChild = Int32(truncatingIfNeeded: first)
-        document.nodes[Int(id)].childCount = Int32(truncatingIfNeeded: count)
         return id
     }
 

@@ -101,6 +101,37 @@ final class LoaderFileTests: XCTestCase {
         }
     }
 
+    /// A pipe (`haul sync <(…)`) has no folder of its own; its lexical one (`/dev/fd`, or wherever the FIFO is) is
+    /// no place for files: root is relative to the current directory.
+    func testAManifestReadFromAPipeHasRootInTheCurrentDirectory() throws {
+        let fifo = directory + "/project/pipe.yaml"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let writer = Thread {
+            guard let handle = FileHandle(forWritingAtPath: fifo) else { return }
+            handle.write(Data("version: 1\nroot: out\nfiles: [{url: \"https://e.com/a\", dest: a}]\n".utf8))
+            try? handle.close()
+        }
+        writer.start()
+        let manifest = try ManifestLoader.load(path: fifo, environment: [:])
+        XCTAssertEqual(manifest.root, FileManager.default.currentDirectoryPath + "/out")
+        XCTAssertEqual(manifest.sourcePath, fifo)
+        XCTAssertEqual(manifest.files.map(\.destination.description), ["a"])
+    }
+
+    /// `/dev/stdin` redirected from a file, or `/dev/fd/N` of one, is a regular file whose lexical folder is not
+    /// its own.
+    func testAManifestNamedThroughADescriptorHasRootInTheCurrentDirectory() throws {
+        let path = try write("version: 1\nroot: out\nfiles: []\n", to: "project/haul.yaml")
+        let descriptor = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        defer { close(descriptor) }
+        for alias in ["/dev/fd/\(descriptor)", "/proc/self/fd/\(descriptor)", "/dev/fd/../fd/\(descriptor)"] {
+            XCTAssertEqual(try ManifestLoader.load(path: alias, environment: [:]).root,
+                           FileManager.default.currentDirectoryPath + "/out", alias)
+        }
+        XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).root, directory + "/project/out")
+    }
+
     func testLargeFileIsReadCompletely() throws {
         var text = "version: 1\nfiles:\n"
         for index in 0..<2000 { text += "  - {url: \"https://e.com/\(index)\", dest: \"d/\(index)\", sha256: \(Fixture.sha256)}\n" }

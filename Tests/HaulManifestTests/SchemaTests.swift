@@ -76,6 +76,9 @@ final class SchemaTests: XCTestCase {
                 mode: 0755
                 timeout: 60
               - {url: "http://[::1]:8080/x", dest: x, mode: "0o640", timeout: 1.5, checksum: "sha1:a9993e364706816aba3e25717850c26c9cd0d89d"}
+              - {url: "http://[::1]:8080/y", dest: y, timeout: 1ms}
+              - {url: "http://[::1]:8080/z", dest: z, timeout: 0.001}
+              - {url: "http://[::1]:8080/w", dest: w, timeout: "0.001s"}
 
             """)
         let entry = { (line: String) in "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: a, \(line)}\n" }
@@ -91,6 +94,10 @@ final class SchemaTests: XCTestCase {
             (try write("version-2", "version: 2\nfiles: []\n"), "version"),
             (try write("no-files", "version: 1\n"), ""),
             (try write("zero-timeout", entry("timeout: 0s")), "files/0/timeout"),
+            (try write("sub-millisecond-timeout", entry("timeout: 0.5ms")), "files/0/timeout"),
+            (try write("sub-millisecond-seconds", entry("timeout: 0.0009")), "files/0/timeout"),
+            (try write("long-name", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: a/\(String(repeating: "n", count: 256))")), "files/0/dest"),
+            (try write("long-path", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: \(Array(repeating: "n", count: 2049).joined(separator: "/"))")), "files/0/dest"),
             (try write("retries", entry("retries: 101")), "files/0/retries"),
             (try write("mode", entry("mode: \"0800\"")), "files/0/mode"),
             (try write("negative-size", entry("size: -1")), "files/0/size"),

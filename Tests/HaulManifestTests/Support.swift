@@ -44,7 +44,7 @@ enum Fixture {
         var account: String {
             let outcome = switch result {
             case .success(let manifest): String(reflecting: manifest)
-            case .failure(let error): error.diagnostics.map(\.description).joined(separator: "\n")
+            case .failure(let error): error.lines.joined(separator: "\n")
             }
             return "\(outcome)\nroots seen: \(rootsSeen)\nentries read: \(entriesRead)"
         }
@@ -59,6 +59,18 @@ enum Fixture {
             return []
         } catch {
             return error.diagnostics.map(\.description)
+        }
+    }
+
+    /// The error of a manifest that must fail; records a failure if it loads.
+    static func failure(_ yaml: String, environment: [String: String] = [:],
+                        file: StaticString = #filePath, line: UInt = #line) -> ManifestError? {
+        do {
+            _ = try load(yaml, environment: environment, file: file, line: line)
+            XCTFail("manifest loaded but was expected to fail", file: file, line: line)
+            return nil
+        } catch {
+            return error
         }
     }
 

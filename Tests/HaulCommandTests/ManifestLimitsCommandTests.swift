@@ -1,0 +1,121 @@
+import Foundation
+import HaulDigest
+import HaulTestSupport
+import XCTest
+
+/// Hostile or unusual manifests, end to end: the real binary, real pipes, a loopback server.
+final class ManifestLimitsCommandTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
+    }
+
+    /// `script` run by bash in the test's directory, with `$HAUL` the binary under test.
+    private func shell(_ script: String) throws -> ProcessResult {
+        try ProcessRunner.run("/bin/bash", ["-c", "HAUL=\"$0\"; " + script, HaulProcess.executablePath],
+                              currentDirectory: directory.path)
+    }
+
+    // MARK: Manifests without a folder of their own
+
+    /// A sync from a pipe, from `-`, from `/dev/stdin` (a pipe or a redirected file) and from `<(…)` writes under
+    /// the current directory. Before, `/dev/stdin` wrote `/dev/<root>/…` and `/dev/<root>/.haul`.
+    func testAManifestFromStandardInputOrAPipeSyncsUnderTheCurrentDirectory() throws {
+        let body = Array("served bytes\n".utf8)
+        let server = try LoopbackHTTPServer(files: ["/f1.txt": body])
+        defer { server.stop() }
+        // A name of its own, so that a misplaced root is recognizable (and removable) wherever it lands.
+        let root = "haul-stdin-test-\(UUID().uuidString)"
+        defer { for folder in ["/dev", "/dev/fd", "/proc/self/fd"] { try? FileManager.default.removeItem(atPath: "\(folder)/\(root)") } }
+        let sha256 = StreamingHasher.digest(body, algorithm: .sha256).hex
+        try directory.write("m.yaml", "version: 1\nroot: \(root)\nfiles:\n  - url: \(server.url("/f1.txt"))\n"
+                            + "    dest: f1.txt\n    sha256: \(sha256)\n")
+        try directory.makeDirectory("sub")
+        let commands = [
+            "cat m.yaml | \"$HAUL\" sync -",
+            "cat m.yaml | \"$HAUL\" sync /dev/stdin",
+            "\"$HAUL\" sync /dev/stdin < m.yaml",
+            "\"$HAUL\" sync <(cat m.yaml)",
+            "cd sub && \"$HAUL\" sync - < ../m.yaml",
+        ]
+        for command in commands {
+            let result = try shell(command)
+            XCTAssertEqual(result.exitCode, 0, "\(command)\n\(result.stderr)")
+            let target = command.hasPrefix("cd sub") ? "sub/\(root)" : root
+            XCTAssertEqual(directory.read("\(target)/f1.txt"), body, command)
+            XCTAssertTrue(directory.exists("\(target)/.haul"), command)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: "/dev/\(root)"), command)
+            try? FileManager.default.removeItem(atPath: directory.path(target))
+        }
+    }
+
+    func testMessagesNameStandardInputAsStdin() throws {
+        try directory.write("m.yaml", "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: /abs}\n")
+        let result = try shell("\"$HAUL\" plan - < m.yaml")
+        XCTAssertEqual(result.exitCode, 3)
+        XCTAssertEqual(result.stderr,
+                       "<stdin>:3:36: error: files[0].dest: destination \"/abs\" is absolute; destinations are relative to root\n")
+    }
+
+    // MARK: Bounded work
+
+    /// `/dev/zero` never ends; haul stops reading at the limit. Before, it grew to 3.7 GB.
+    func testAManifestLargerThan256MiBIsRefusedNamingTheLimit() throws {
+        let result = try haul(["plan", "/dev/zero"])
+        XCTAssertEqual(result.exitCode, 3)
+        XCTAssertEqual(result.stdout, "")
+        XCTAssertEqual(result.stderr, "/dev/zero: error: the manifest is larger than 256 MiB, the most haul reads\n")
+    }
+
+    /// A few thousand references to a long variable would be gigabytes; they count against the same limit, once.
+    func testEnvironmentExpansionsCountAgainstTheLimit() throws {
+        // An environment string may hold at most 128 KiB; 2,700 references to 100,000 bytes make 270 MB.
+        let references = String(repeating: "${BIG}", count: 2700)
+        try directory.write("haul.yaml", """
+            version: 1
+            files:
+              - url: http://127.0.0.1:1/a
+                dest: a
+                headers: {X-A: "\(references)"}
+              - url: http://127.0.0.1:1/b
+                dest: b
+                headers: {X-B: "\(references)"}
+
+            """)
+        let result = try haul(["plan"], environment: ["BIG": String(repeating: "v", count: 100_000)])
+        XCTAssertEqual(result.exitCode, 3)
+        XCTAssertEqual(result.stderr, "haul.yaml:5:20: error: files[0].headers.X-A: expanding environment variables "
+                       + "makes the manifest larger than 256 MiB, the most haul reads\n")
+    }
+
+    func testAtMost50DiagnosticsArePrintedThenHowManyMore() throws {
+        try directory.write("haul.yaml", "version: 1\n" + (0..<2000).map { "k\($0): v\n" }.joined() + "files: []\n")
+        let expected = (0..<50).map { "haul.yaml:\($0 + 2):1: error: k\($0): unknown key \"k\($0)\"\n" }.joined()
+            + "… and 1950 more\n"
+        for arguments in [["plan"], ["plan", "--json"], ["sync"], ["verify", "--json"]] {
+            let result = try haul(arguments)
+            XCTAssertEqual(result.exitCode, 3, arguments.joined(separator: " "))
+            XCTAssertEqual(result.stdout, "", arguments.joined(separator: " "))
+            XCTAssertEqual(result.stderr, expected, arguments.joined(separator: " "))
+        }
+    }
+
+    func testAtMost50WarningsArePrintedThenHowManyMore() throws {
+        let md5 = "d41d8cd98f00b204e9800998ecf8427e"
+        try directory.write("haul.yaml", "version: 1\nfiles:\n" + (0..<60).map {
+            "  - {url: \"http://127.0.0.1:1/\($0)\", dest: f\($0), checksum: \"md5:\(md5)\"}\n"
+        }.joined())
+        let result = try haul(["plan", "--json"])
+        XCTAssertEqual(result.exitCode, 2, result.stderr)
+        let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
+        XCTAssertEqual(lines.count, 52)
+        XCTAssertEqual(lines[0], "haul.yaml:3:55: warning: files[0].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256")
+        XCTAssertEqual(lines[49], "haul.yaml:52:57: warning: files[49].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256")
+        XCTAssertEqual(lines[50], "… and 10 more")
+    }
+}
