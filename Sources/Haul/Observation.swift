@@ -48,7 +48,7 @@ enum Observation {
         let requests = rest.map { position in
             let entry = manifest.files[position]
             return ObservationRequest(entry: entry, known: rehash && entry.checksum != nil ? nil
-                                                           : cache?.records[entry.destination.description])
+                                                           : cache?.records[DestinationKey(entry.destination)])
         }
         let looked = observer.observeAllRecording(requests, concurrency: concurrency)
         for (offset, position) in rest.enumerated() {
@@ -68,13 +68,15 @@ enum Observation {
     /// they were observed with (the pruner deletes only a file that still has it).
     static func pruneCandidates(_ manifest: Manifest, cache: StateCache, manifestKey: String, rehash: Bool,
                                 concurrency: Int) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
-        let listed = Set(manifest.files.map(\.destination.description))
+        // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
+        let listed = Set(manifest.files.map { DestinationKey($0.destination) })
         let owned = cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
             .sorted { $0.key < $1.key }
             // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
             // folder, spelled as the manifest would spell it, can be pruned.
             .compactMap { key, record -> (DestinationPath, StateRecord)? in
-                guard let path = DestinationPath(key), path.description == key, path.components.first != ".haul" else { return nil }
+                guard let path = DestinationPath(key.text), DestinationKey(path) == key, path.components.first != ".haul"
+                else { return nil }
                 return (path, record)
             }
         let requests = owned.map { destination, record in

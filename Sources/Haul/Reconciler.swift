@@ -143,7 +143,7 @@ public struct Reconciler: Sendable {
             // Most entries of a no-op: kept, and recorded exactly as the cache has them.
             if assessment.recordIsCached[index], case .upToDate = result.outcomes[index] { continue }
             // Borrowed, not copied: a copy of an entry retains and releases a dozen strings and arrays.
-            let destination = result.plan.entries[index].entry.destination.description
+            let destination = DestinationKey(result.plan.entries[index].entry.destination)
             var record = assessment.records[index]
             if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
                earlier.digest == observed.digest {
@@ -171,7 +171,7 @@ public struct Reconciler: Sendable {
         for (destination, outcome) in result.prunes {
             switch outcome {
             case .deleted, .forgotten, .kept:
-                if cache.records.removeValue(forKey: destination.description) != nil { changed = true }
+                if cache.records.removeValue(forKey: DestinationKey(destination)) != nil { changed = true }
             case .failed: continue
             }
         }

@@ -2,7 +2,7 @@
 /// index loops) validate every index and cost several times a plain buffer loop; these run on every scalar of a
 /// large manifest.
 extension StringProtocol {
-    func withUTF8Buffer<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+    package func withUTF8Buffer<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         if let result = utf8.withContiguousStorageIfAvailable(body) { return result }
         var copy = String(self)
         return copy.withUTF8(body)
@@ -19,17 +19,35 @@ extension StringProtocol {
 
     /// Same UTF-8 bytes. `==` on strings is Unicode canonical equivalence, under which "caf\u{e9}" and
     /// "cafe\u{301}" are equal: two different names to the kernel.
-    func hasSameBytes<Other: StringProtocol>(as other: Other) -> Bool {
+    package func hasSameBytes<Other: StringProtocol>(as other: Other) -> Bool {
         withUTF8Buffer { a in other.withUTF8Buffer { b in a.count == b.count && a.elementsEqual(b) } }
     }
 
     /// Byte order, which is also Unicode scalar order (UTF-8 preserves it).
-    func bytesPrecede<Other: StringProtocol>(_ other: Other) -> Bool {
+    package func bytesPrecede<Other: StringProtocol>(_ other: Other) -> Bool {
         withUTF8Buffer { a in other.withUTF8Buffer { b in a.lexicographicallyPrecedes(b) } }
     }
 
     /// Feeds the UTF-8 bytes to `hasher`, to hash consistently with `hasSameBytes`.
-    func hashBytes(into hasher: inout Hasher) {
+    package func hashBytes(into hasher: inout Hasher) {
         withUTF8Buffer { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
+}
+
+/// A destination's path as text that is compared, hashed and ordered by its UTF-8 bytes, for tables keyed by
+/// destination (the state, pruning, the folders a walk has reached). A `String` key would make "caf\u{e9}" and
+/// "cafe\u{301}", two files to the kernel, one entry: one file's record would vouch for the other, and a prune
+/// could delete the wrong one.
+public struct DestinationKey: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public let text: String
+
+    public init(_ text: String) { self.text = text }
+    public init(_ destination: DestinationPath) { text = destination.description }
+    public init(stringLiteral value: String) { text = value }
+
+    public var description: String { text }
+
+    public static func == (a: DestinationKey, b: DestinationKey) -> Bool { a.text.hasSameBytes(as: b.text) }
+    public func hash(into hasher: inout Hasher) { text.hashBytes(into: &hasher) }
+    public static func < (a: DestinationKey, b: DestinationKey) -> Bool { a.text.bytesPrecede(b.text) }
 }

@@ -182,14 +182,15 @@ public final class Committer: Sendable {
     /// failed so that the caller does not record it as done.
     private func syncDirectories(of renamed: [Ready], batch: [CommitRequest],
                                  results: inout [Result<FileIdentity?, StoreError>]) {
-        var failures: [String: Int32] = [:]
-        var synced = Set<String>()
-        for item in renamed where synced.insert(item.directory).inserted {
-            if let code = FileSystem.syncDirectory(item.directory) { failures[item.directory] = code }
+        // By bytes: two folders whose names differ only in Unicode normalization are two folders.
+        var failures: [DestinationKey: Int32] = [:]
+        var synced = Set<DestinationKey>()
+        for item in renamed where synced.insert(DestinationKey(item.directory)).inserted {
+            if let code = FileSystem.syncDirectory(item.directory) { failures[DestinationKey(item.directory)] = code }
         }
         guard !failures.isEmpty else { return }
         for item in renamed {
-            guard let code = failures[item.directory] else { continue }
+            guard let code = failures[DestinationKey(item.directory)] else { continue }
             results[item.index] = .failure(StoreError(operation: "sync the directory of",
                                                       path: batch[item.index].destination.description, errno: code))
         }

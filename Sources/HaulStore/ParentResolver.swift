@@ -1,4 +1,5 @@
 import Glibc
+import HaulManifest
 
 /// Where a destination's parent directory stands, as far as haul is allowed to go.
 enum ParentState: Sendable {
@@ -34,7 +35,8 @@ struct ParentResolver: Sendable {
     let root: String
     let realRoot: String
     let remembersFailures: Bool
-    private var known: [String: ParentState] = [:]
+    /// By bytes: a real folder "caf\u{e9}" must not answer for a symlink named "cafe\u{301}".
+    private var known: [DestinationKey: ParentState] = [:]
 
     init(root: String, realRoot: String, remembersFailures: Bool) {
         self.root = root
@@ -45,16 +47,16 @@ struct ParentResolver: Sendable {
     /// With `create`, missing components are made (0755, narrowed by the umask like `mkdir -p`).
     mutating func resolve(_ components: ArraySlice<String>, create: Bool) -> ParentState {
         if components.isEmpty { return .directory(root) }
-        if components.count > 1, let state = known[components.joined(separator: "/")] { return state }
+        if components.count > 1, let state = known[DestinationKey(components.joined(separator: "/"))] { return state }
         var relative = ""
         var state = ParentState.directory(root)
         for component in components {
             relative = relative.isEmpty ? component : relative + "/" + component
-            if let remembered = known[relative] {
+            if let remembered = known[DestinationKey(relative)] {
                 state = remembered
             } else {
                 state = inspect(relative, create: create)
-                if remembersFailures || state.isDirectory { known[relative] = state }
+                if remembersFailures || state.isDirectory { known[DestinationKey(relative)] = state }
             }
             guard state.isDirectory else { return state }
         }

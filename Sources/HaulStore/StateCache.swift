@@ -88,9 +88,9 @@ public final class Origin: Sendable, Hashable {
 /// foreign file costs time (everything is hashed again), never correctness; a record is used only when the
 /// file's identity is exactly the recorded one.
 public struct StateCache: Sendable, Equatable {
-    public var records: [String: StateRecord]
+    public var records: [DestinationKey: StateRecord]
 
-    public init(records: [String: StateRecord] = [:]) { self.records = records }
+    public init(records: [DestinationKey: StateRecord] = [:]) { self.records = records }
 
     static let header = "haul-state\t2"
 
@@ -170,7 +170,7 @@ public struct StateCache: Sendable, Equatable {
         let newline = UInt8(ascii: "\n"), tab = UInt8(ascii: "\t")
         let headerEnd = buffer.firstIndex(of: newline) ?? buffer.endIndex
         guard buffer[..<headerEnd].elementsEqual(header.utf8) else { return nil }
-        var records: [String: StateRecord] = [:]
+        var records: [DestinationKey: StateRecord] = [:]
         records.reserveCapacity(buffer.reduce(0) { $1 == newline ? $0 + 1 : $0 })
         var fields: [Range<Int>] = []
         fields.reserveCapacity(12)
@@ -192,7 +192,7 @@ public struct StateCache: Sendable, Equatable {
                 unreadable += 1
                 continue
             }
-            records[destination] = record
+            records[DestinationKey(destination)] = record
         }
         return (StateCache(records: records), unreadable)
     }
@@ -267,14 +267,14 @@ public struct StateCache: Sendable, Equatable {
     /// Fewer lines than this per thread are formatted faster than a thread starts.
     private static let linesPerThread = 8192
 
-    private static func lines(_ order: ArraySlice<Dictionary<String, StateRecord>.Index>,
-                              of records: [String: StateRecord]) -> [UInt8] {
+    private static func lines(_ order: ArraySlice<Dictionary<DestinationKey, StateRecord>.Index>,
+                              of records: [DestinationKey: StateRecord]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(order.count * 160)
         for position in order {
             let (destination, record) = records[position]
             let identity = record.identity
-            Self.appendEscaped(destination, to: &out)
+            Self.appendEscaped(destination.text, to: &out)
             Self.appendDecimal(identity.device, to: &out)
             Self.appendDecimal(identity.inode, to: &out)
             Self.appendDecimal(identity.size, to: &out)
@@ -303,12 +303,12 @@ public struct StateCache: Sendable, Equatable {
     /// Positions of `records` in byte order of their names. What the sort moves and compares is mostly two
     /// integers per record (a name's first 16 bytes, big-endian), not strings: 100,000 names are sorted at the
     /// end of every sync that fetched them.
-    private static func sortedByName(_ records: [String: StateRecord]) -> [Dictionary<String, StateRecord>.Index] {
-        typealias Key = (head: UInt64, tail: UInt64, position: Dictionary<String, StateRecord>.Index)
+    private static func sortedByName(_ records: [DestinationKey: StateRecord]) -> [Dictionary<DestinationKey, StateRecord>.Index] {
+        typealias Key = (head: UInt64, tail: UInt64, position: Dictionary<DestinationKey, StateRecord>.Index)
         var keys: [Key] = []
         keys.reserveCapacity(records.count)
         for position in records.indices {
-            var name = records[position].key
+            var name = records[position].key.text
             let (head, tail) = name.withUTF8 { bytes -> (UInt64, UInt64) in
                 var words: (UInt64, UInt64) = (0, 0)
                 let first = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.prefix(16)))
@@ -321,7 +321,7 @@ public struct StateCache: Sendable, Equatable {
             if a.head != b.head { return a.head < b.head }
             if a.tail != b.tail { return a.tail < b.tail }
             // Same first 16 bytes (or shorter names padded with zeros): the whole names decide.
-            var (left, right) = (records[a.position].key, records[b.position].key)
+            var (left, right) = (records[a.position].key.text, records[b.position].key.text)
             return left.withUTF8 { l in right.withUTF8 { r in l.lexicographicallyPrecedes(r) } }
         }
         return keys.map(\.position)

@@ -208,10 +208,10 @@ public final class StatePrefetch: Sendable {
 /// Destinations looked at while the manifest was read, found exactly as the state cache records them, by entry
 /// index: such a file is fully described by its record (and whether the entry asked for its digest).
 public struct Glances: Sendable {
-    private let cache: [String: StateRecord]
+    private let cache: [DestinationKey: StateRecord]
     private var records: [StateRecord?] = []
-    /// The destination each record was seen for: the same string the manifest's entry holds.
-    private var destinations: [String?] = []
+    /// The destination each record was seen for.
+    private var destinations: [DestinationPath?] = []
     private var digestKnown: [Bool] = []
 
     init(cache: StateCache) {
@@ -224,7 +224,7 @@ public struct Glances: Sendable {
     }
 
     func record(for destination: DestinationPath) -> StateRecord? {
-        cache[destination.description]
+        cache[DestinationKey(destination)]
     }
 
     /// Keeps `file`, seen for entry `index`, if it is what `record` says it is.
@@ -233,7 +233,7 @@ public struct Glances: Sendable {
               digest == nil || digest == record.digest else { return }
         if index >= records.count { grow(to: index + 1) }
         records[index] = record
-        destinations[index] = destination.description
+        destinations[index] = destination
         digestKnown[index] = digest != nil
     }
 
@@ -249,7 +249,7 @@ public struct Glances: Sendable {
     public consuming func records(for files: [FileEntry]) -> [StateRecord?] {
         grow(to: files.count)
         for (position, entry) in files.enumerated() where records[position] != nil {
-            if entry.index != position || destinations[position] != entry.destination.description { records[position] = nil }
+            if entry.index != position || destinations[position] != entry.destination { records[position] = nil }
         }
         // (Only a mismatch writes: the common case hands the array over without copying it.)
         if records.count > files.count { records.removeLast(records.count - files.count) }

@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulManifest
 import HaulTestSupport
 import XCTest
 
@@ -32,7 +33,7 @@ final class StateCacheTests: XCTestCase {
     func testLinesAreInByteOrderOfTheirNames() {
         let names = ["b.bin", "a", "ab", "abcdefghijklmnop", "abcdefghijklmnopq", "abcdefghijklmnopa", "abcdefghijklmno",
                      "data/2024/z.bin", "data/2024/a.bin", "é.bin", "e.bin", "Z.bin", "d000/t000010.bin", "d000/t000009.bin"]
-        let cache = StateCache(records: Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, record(UInt64($0))) }))
+        let cache = StateCache(records: Dictionary(uniqueKeysWithValues: names.enumerated().map { (DestinationKey($1), record(UInt64($0))) }))
         let lines = String(decoding: cache.serialized(), as: UTF8.self).split(separator: "\n").dropFirst()
         let written = lines.map { String($0.prefix { $0 != "\t" }) }
         XCTAssertEqual(written, names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
@@ -44,7 +45,7 @@ final class StateCacheTests: XCTestCase {
     func testALargeStateFormattedInPartsIsTheSameFile() {
         let names = (0..<20_000).map { "d\($0 % 7)/file-\(String($0, radix: 36)).bin" }
         let cache = StateCache(records: Dictionary(uniqueKeysWithValues: names.enumerated().map { offset, name in
-            (name, record(UInt64(offset), origin: offset % 3 == 0 ? Origin(manifestKey: "m", sourceKey: "s\(offset)",
+            (DestinationKey(name), record(UInt64(offset), origin: offset % 3 == 0 ? Origin(manifestKey: "m", sourceKey: "s\(offset)",
                                                                             etag: "\"e\(offset)\"", lastModified: nil) : nil))
         }))
         let parts = cache.serializedParts(threads: 2)

@@ -18,10 +18,10 @@ final class StatePrefetchTests: XCTestCase {
 
     /// A state recording each of `paths` as it is on disk now.
     private func saveState(of paths: [String], in scratch: Scratch) throws -> StateCache {
-        var records: [String: StateRecord] = [:]
+        var records: [DestinationKey: StateRecord] = [:]
         for path in paths {
             let identity = try XCTUnwrap(FileIdentity.of(path: scratch.at(path)), path)
-            records[path] = StateRecord(identity: identity, digest: StreamingHasher.digest(try XCTUnwrap(scratch.read(path)),
+            records[DestinationKey(path)] = StateRecord(identity: identity, digest: StreamingHasher.digest(try XCTUnwrap(scratch.read(path)),
                                                                                           algorithm: .sha256))
         }
         let cache = StateCache(records: records)
@@ -78,7 +78,7 @@ final class StatePrefetchTests: XCTestCase {
         XCTAssertEqual(records.count, entries.count)
         XCTAssertEqual(names.indices.filter { records[$0] != nil }.map { names[$0] }, ["same.bin", "unpinned.bin"])
 
-        let requests = entries.map { ObservationRequest(entry: $0, known: cache.records[$0.destination.description]) }
+        let requests = entries.map { ObservationRequest(entry: $0, known: cache.records[DestinationKey($0.destination)]) }
         let full = LocalObserver(root: scratch.path).observeAllRecording(requests, concurrency: 1)
         for index in entries.indices {
             guard let record = records[index] else { continue }
