@@ -25,8 +25,26 @@ enum ChecksumRules {
         return Checksum(digest: digest, notation: .prefixedHex)
     }
 
-    /// Subresource Integrity: `sha384-<base64>`. SRI defines only the SHA-2 family, so sha1/md5 are rejected here.
+    /// Subresource Integrity: `sha384-<base64>`, or several such tokens separated by spaces. As the SRI spec says,
+    /// only the tokens of the strongest algorithm count, and content matching any of them passes (a publisher
+    /// lists several when a file has more than one good version); a `?option` after a token is ignored. SRI
+    /// defines only the SHA-2 family, so sha1/md5 are rejected here, as is any malformed token: in a manifest it is
+    /// a typo, not a token meant for another browser.
     static func integrity(_ text: String) throws(RuleFailure) -> Checksum {
+        let tokens = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+        guard tokens.count > 1 else { return try integrityToken(Substring(text)) }
+        var parsed: [Digest] = []
+        for token in tokens { parsed.append(try integrityToken(token).digest) }
+        let strongest = parsed.map(\.algorithm.byteCount).max() ?? 0
+        var chosen: [Digest] = []
+        for digest in parsed where digest.algorithm.byteCount == strongest && !chosen.contains(digest) { chosen.append(digest) }
+        guard let first = chosen.first else { throw RuleFailure("expected at least one \"<algorithm>-<base64>\" token") }
+        return Checksum(digest: first, notation: .subresourceIntegrity, alternatives: Array(chosen.dropFirst()))
+    }
+
+    /// One `sha384-<base64>[?options]` token.
+    private static func integrityToken(_ token: Substring) throws(RuleFailure) -> Checksum {
+        let text = token.firstIndex(of: "?").map { token[..<$0] } ?? token
         guard let dash = text.firstIndex(of: "-") else {
             throw RuleFailure("expected \"<algorithm>-<base64>\" (Subresource Integrity) "
                               + "with algorithm sha256, sha384 or sha512")

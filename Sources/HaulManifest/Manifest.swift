@@ -176,15 +176,26 @@ public struct Checksum: Sendable, Hashable {
         case subresourceIntegrity
     }
 
+    /// The digest content must have; the first of `accepted`.
     public var digest: Digest
     public var notation: Notation
+    /// Further digests that are as good (same algorithm): an `integrity` value may list several tokens of its
+    /// strongest algorithm, any of which the content may match (Subresource Integrity). Usually empty.
+    public var alternatives: [Digest]
 
-    public init(digest: Digest, notation: Notation) {
+    public init(digest: Digest, notation: Notation, alternatives: [Digest] = []) {
         self.digest = digest
         self.notation = notation
+        self.alternatives = alternatives
     }
 
     public var algorithm: DigestAlgorithm { digest.algorithm }
+
+    /// Every digest that satisfies this checksum.
+    public var accepted: [Digest] { [digest] + alternatives }
+
+    /// Whether content with `digest` satisfies this checksum.
+    public func accepts(_ other: Digest) -> Bool { other == digest || alternatives.contains(other) }
 
     /// Renders any digest of the same algorithm in this checksum's notation.
     public func render(_ other: Digest) -> String {

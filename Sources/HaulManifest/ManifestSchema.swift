@@ -114,9 +114,9 @@ public enum ManifestSchema {
           "pattern": "^(?:sha256:[0-9a-fA-F]{64}|sha384:[0-9a-fA-F]{96}|sha512:[0-9a-fA-F]{128}|sha1:[0-9a-fA-F]{40}|md5:[0-9a-fA-F]{32})$"
         },
         "integrity": {
-          "description": "Expected digest in Subresource Integrity form: sha256-, sha384- or sha512- followed by the padded standard base64 of the digest.",
+          "description": "Expected digest in Subresource Integrity form: sha256-, sha384- or sha512- followed by the padded standard base64 of the digest, optionally with ?options; several such tokens may be separated by spaces, and then the content must match one of the tokens of the strongest algorithm listed.",
           "type": "string",
-          "pattern": "^(?:sha256-[A-Za-z0-9+/]{43}=|sha384-[A-Za-z0-9+/]{64}|sha512-[A-Za-z0-9+/]{86}==)$"
+          "pattern": "^(?:sha256-[A-Za-z0-9+/]{43}=|sha384-[A-Za-z0-9+/]{64}|sha512-[A-Za-z0-9+/]{86}==)(?:\\?[!-~]*)?(?:[ \\t\\n]+(?:sha256-[A-Za-z0-9+/]{43}=|sha384-[A-Za-z0-9+/]{64}|sha512-[A-Za-z0-9+/]{86}==)(?:\\?[!-~]*)?)*$"
         },
         "size": {
           "description": "Expected size in bytes; a download of another size fails.",

@@ -190,7 +190,7 @@ public enum Planner {
             }
             guard let checksum = entry.checksum else { return .revalidate }
             guard let digest else { return .fetch(.unverified) }
-            return digest == checksum.digest ? .keep : .fetch(.digestMismatch(local: digest))
+            return checksum.accepts(digest) ? .keep : .fetch(.digestMismatch(local: digest))
         }
     }
 }

@@ -1,3 +1,4 @@
+import HaulDigest
 import HaulManifest
 import XCTest
 
@@ -105,5 +106,36 @@ final class ChecksumDiagnosticsTests: XCTestCase {
     func testDigestMustBeAScalar() {
         XCTAssertEqual(check("sha256", "[a, b]"), ["haul.yaml:5:13: error: files[0].sha256: expected a digest, found a sequence"])
         XCTAssertEqual(check("sha256", ""), ["haul.yaml:5:12: error: files[0].sha256: expected a digest, found null"])
+    }
+}
+
+/// Subresource Integrity with several tokens: the strongest algorithm's tokens count, any of them passes.
+final class IntegrityTokensTests: XCTestCase {
+    private func digest(_ text: String, _ algorithm: DigestAlgorithm) -> Digest {
+        StreamingHasher.digest(Array(text.utf8), algorithm: algorithm)
+    }
+
+    private func checksum(_ integrity: String, file: StaticString = #filePath, line: UInt = #line) -> Checksum? {
+        Fixture.manifest(Fixture.entry("url: https://example.com/a", "dest: a", "integrity: \"\(integrity)\""),
+                         file: file, line: line)?.files.first?.checksum
+    }
+
+    func testTheStrongestAlgorithmsTokensAreCheckedAndAnyOfThemPasses() throws {
+        let weak = "sha256-" + digest("a", .sha256).base64
+        let first = "sha512-" + digest("b", .sha512).base64, second = "sha512-" + digest("c", .sha512).base64
+        let parsed = try XCTUnwrap(checksum("\(weak) \(first) \(second)?ct=application/javascript"))
+        XCTAssertEqual(parsed.algorithm, .sha512)
+        XCTAssertEqual(parsed.accepted, [digest("b", .sha512), digest("c", .sha512)])
+        XCTAssertTrue(parsed.accepts(digest("c", .sha512)))
+        XCTAssertFalse(parsed.accepts(digest("a", .sha256)), "a weaker algorithm's token does not count")
+        XCTAssertEqual(try XCTUnwrap(checksum(weak)).accepted, [digest("a", .sha256)], "one token is as before")
+    }
+
+    func testAMalformedTokenAmongGoodOnesIsStillAnError() {
+        let good = "sha384-" + digest("b", .sha384).base64
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://example.com/a", "dest: a",
+                                                         "integrity: \"\(good) sha3-abc\"")), [
+            "haul.yaml:5:16: error: files[0].integrity: unsupported integrity algorithm \"sha3\" (Subresource Integrity uses sha256, sha384 or sha512)",
+        ])
     }
 }

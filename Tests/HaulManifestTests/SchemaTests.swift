@@ -79,6 +79,7 @@ final class SchemaTests: XCTestCase {
               - {url: "http://[::1]:8080/y", dest: y, timeout: 1ms}
               - {url: "http://[::1]:8080/z", dest: z, timeout: 0.001}
               - {url: "http://[::1]:8080/w", dest: w, timeout: "0.001s"}
+              - {url: "http://[::1]:8080/v", dest: v, integrity: "sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0= sha384-OLBgp1GsljhM2TJ+sbHjaiH9txEUvgdDTAzHv2P24donTt6/529l+9Ua0vFImLlb?ct=text/plain"}
 
             """)
         let entry = { (line: String) in "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: a, \(line)}\n" }

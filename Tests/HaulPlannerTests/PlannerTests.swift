@@ -32,6 +32,15 @@ final class PlannerTests: XCTestCase {
                        .fetch(.digestMismatch(local: otherDigest)))
     }
 
+    /// An integrity value may list several acceptable digests: a file matching any of them is kept.
+    func testAFileMatchingAnyAcceptedDigestIsKept() {
+        let either = Checksum(digest: otherDigest, notation: .subresourceIntegrity, alternatives: [digest])
+        XCTAssertEqual(Planner.decide(entry("a", checksum: either), .file(size: 15, digest: digest)), .keep)
+        let third = StreamingHasher.digest(Array("third".utf8), algorithm: .sha256)
+        XCTAssertEqual(Planner.decide(entry("a", checksum: either), .file(size: 15, digest: third)),
+                       .fetch(.digestMismatch(local: third)))
+    }
+
     func testSizeMismatchIsReplacedWithoutNeedingADigest() {
         XCTAssertEqual(Planner.decide(entry("a", checksum: pinned, size: 15), .file(size: 3, digest: nil)),
                        .fetch(.sizeMismatch(local: 3, expected: 15)))
