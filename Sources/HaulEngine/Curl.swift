@@ -54,6 +54,14 @@ final class EasyHandle {
         return code
     }
 
+    /// The status a proxy answered a CONNECT with (0 when there was no tunnel): a 407 there fails the transfer
+    /// before any response of the origin.
+    var connectCode: Int {
+        var code = 0
+        _ = haul_easy_getinfo_long(raw, CURLINFO_HTTP_CONNECTCODE, &code)
+        return code
+    }
+
     /// -1 when the server announced no length.
     var contentLength: Int64 {
         var length: curl_off_t = -1
