@@ -14,20 +14,23 @@
 public struct SourceRotation: Sendable, Equatable {
     /// Retries per URL after its first attempt.
     public let retries: Int
-    /// Failed attempts per URL.
-    public private(set) var failures: [Int]
-    /// URLs that are not tried again: a permanent failure, or no retries left.
-    public private(set) var exhausted: [Bool]
-    /// Per URL, the earliest time (the engine's clock) it may be asked again: a server's `Retry-After`.
-    public private(set) var notBefore: [Double]
+    /// Per URL, in the request's order (one array: a rotation is made for every request of a run).
+    private var sources: [Source]
     /// 0 while URLs get their first attempt; n during their n-th retries.
     public private(set) var round = 0
 
-    public init(sources: Int, retries: Int) {
+    private struct Source: Sendable, Equatable {
+        /// Failed attempts.
+        var failures = 0
+        /// Not tried again: a permanent failure, or no retries left.
+        var exhausted = false
+        /// The earliest time (the engine's clock) it may be asked again: a server's `Retry-After`.
+        var notBefore = -Double.infinity
+    }
+
+    public init(sources count: Int, retries: Int) {
         self.retries = max(0, retries)
-        failures = Array(repeating: 0, count: sources)
-        exhausted = Array(repeating: false, count: sources)
-        notBefore = Array(repeating: -.infinity, count: sources)
+        sources = Array(repeating: Source(), count: count)
     }
 
     /// How an attempt at a URL ended.
@@ -56,22 +59,29 @@ public struct SourceRotation: Sendable, Equatable {
         }
     }
 
+    /// Failed attempts at `source` so far.
+    public func failures(at source: Int) -> Int { sources.indices.contains(source) ? sources[source].failures : 0 }
+
+    /// Whether `source` will not be tried again.
+    public func isExhausted(_ source: Int) -> Bool { sources.indices.contains(source) && sources[source].exhausted }
+
     public mutating func record(_ outcome: Outcome, at source: Int) {
-        guard failures.indices.contains(source) else { return }
-        failures[source] += 1
+        guard sources.indices.contains(source) else { return }
+        sources[source].failures += 1
         switch outcome {
         case .permanent:
-            exhausted[source] = true
+            sources[source].exhausted = true
         case .transient(let until):
-            if failures[source] > retries { exhausted[source] = true }
-            if let until { notBefore[source] = max(notBefore[source], until) }
+            if sources[source].failures > retries { sources[source].exhausted = true }
+            if let until { sources[source].notBefore = max(sources[source].notBefore, until) }
         }
     }
 
-    /// The first URL of a request: the first one not on a host known to be bad (`bad[i]` for URL i), else the
-    /// first. Nothing is recorded.
+    /// The first URL of a request: the first one not on a host known to be bad (`bad[i]` for URL i; empty: none
+    /// is), else the first. Nothing is recorded.
     public func first(avoiding bad: [Bool]) -> Int {
-        preferred(bad).first { !exhausted[$0] } ?? 0
+        if !bad.contains(true) { return sources.firstIndex { !$0.exhausted } ?? 0 }
+        return preferred(bad).first { !sources[$0].exhausted } ?? 0
     }
 
     /// The next URL to try, or nil when every URL is exhausted. Starts a new round (with a backoff) when every URL
@@ -79,26 +89,27 @@ public struct SourceRotation: Sendable, Equatable {
     public mutating func next(avoiding bad: [Bool]) -> Step? {
         let order = preferred(bad)
         if let due = order.first(where: { isDue($0) }) {
-            return Step(source: due, retry: failures[due], backoffRound: 0)
+            return Step(source: due, retry: sources[due].failures, backoffRound: 0)
         }
-        guard order.contains(where: { !exhausted[$0] }) else { return nil }
+        guard order.contains(where: { !sources[$0].exhausted }) else { return nil }
         round += 1
         guard let due = order.first(where: { isDue($0) }) else { return nil }
-        return Step(source: due, retry: failures[due], backoffRound: round)
+        return Step(source: due, retry: sources[due].failures, backoffRound: round)
     }
 
     /// Seconds to wait before `step`: the backoff of its round (from `backoff`, given the round number), at least
     /// until the server's `Retry-After`, measured from `now`.
     public func delay(before step: Step, now: Double, backoff: (Int) -> Double) -> Double {
         let wait = step.backoffRound > 0 ? backoff(step.backoffRound) : 0
-        return max(wait, notBefore.indices.contains(step.source) ? notBefore[step.source] - now : 0, 0)
+        let floor = sources.indices.contains(step.source) ? sources[step.source].notBefore - now : 0
+        return max(wait, floor, 0)
     }
 
-    private func isDue(_ source: Int) -> Bool { !exhausted[source] && failures[source] <= round }
+    private func isDue(_ source: Int) -> Bool { !sources[source].exhausted && sources[source].failures <= round }
 
     /// Good hosts first, each group in the entry's order.
     private func preferred(_ bad: [Bool]) -> [Int] {
-        let indices = Array(failures.indices)
+        let indices = Array(sources.indices)
         guard bad.contains(true) else { return indices }
         let isBad = { (index: Int) in bad.indices.contains(index) && bad[index] }
         return indices.filter { !isBad($0) } + indices.filter(isBad)

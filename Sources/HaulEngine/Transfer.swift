@@ -94,7 +94,8 @@ final class Transfer {
         self.rotation = rotation
         self.failures = failures
         self.sourceIndex = sourceIndex
-        bodyLimit = ([request] + request.sharers).map { $0.expectedSize ?? maxBodyBytes }.max() ?? maxBodyBytes
+        let own = request.expectedSize ?? maxBodyBytes
+        bodyLimit = request.sharers.reduce(own) { max($0, $1.expectedSize ?? maxBodyBytes) }
         self.reportsProgress = reportsProgress
         self.report = report
         self.partialStore = partials

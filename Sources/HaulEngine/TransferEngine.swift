@@ -355,7 +355,7 @@ public final class TransferEngine: Sendable {
                 transfer.failures.append(failure)
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: NextAttempt(
                     sourceDisplayURL: transfer.source.displayURL, sourceIndex: transfer.sourceIndex, delay: 0,
-                    retry: transfer.rotation.failures[transfer.sourceIndex], retries: transfer.rotation.retries)))
+                    retry: transfer.rotation.failures(at: transfer.sourceIndex), retries: transfer.rotation.retries)))
                 transfer.beginRestartFromZero()
                 return attach(transfer)
             }
@@ -471,7 +471,7 @@ public final class TransferEngine: Sendable {
                     transfer.failures.append(failure)
                     delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: NextAttempt(
                         sourceDisplayURL: transfer.source.displayURL, sourceIndex: transfer.sourceIndex, delay: 0,
-                        retry: transfer.rotation.failures[transfer.sourceIndex], retries: transfer.rotation.retries)))
+                        retry: transfer.rotation.failures(at: transfer.sourceIndex), retries: transfer.rotation.retries)))
                     transfer.beginFullRefetch()
                     engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
                     return attach(transfer)
