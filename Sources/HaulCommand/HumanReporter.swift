@@ -13,10 +13,12 @@ import HaulPlanner
 /// | failures         | yes  | yes                     | above the view           |                           |
 /// | a file done      |      | `fetched a (1.2 MiB)`   | (the view)               | the line in every style, with its URL |
 /// | a retry          |      | `retry a: HTTP 503; …`  | above the view           | the line in every style, with the URL |
-/// | wrong bytes      | a `warning:` line in every style, even when a mirror then serves the right ones  |  |
+/// | wrong bytes      | yes  | `warning: a: URL: …`    | above the view           |                           |
+/// | a backoff        |      | in the heartbeat        | in the transfer's row    |                           |
 /// | a long transfer  |      | a heartbeat every 5 s   | (the view)               |                           |
 ///
-/// `--quiet` prints errors only. Plan and summary text are exactly `HumanReport`'s; colour, when enabled, only
+/// Wrong bytes from a source are said even when a mirror then serves the right ones; a transfer waiting out a
+/// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary text are exactly `HumanReport`'s; colour, when enabled, only
 /// paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
 final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle

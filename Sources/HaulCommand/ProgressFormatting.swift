@@ -191,7 +191,13 @@ enum ProgressFormatting {
         if usable - stats < minimumName {
             // A narrow terminal: name and amount only, the name taking what the amount leaves.
             return zip(rows, names).map { row, name in
-                let amount = row.wait ?? amount(row.done, of: row.total)
+                if let wait = row.wait {
+                    // The wait says more than the name: the name gets a third of the line at most.
+                    let shown = truncateMiddle(name, to: max(1, min(columns(of: name), usable / 3)))
+                    let room = max(1, usable - indent.count - 2 - columns(of: shown))
+                    return clip(indent + shown + "  " + truncateMiddle(wait, to: room), to: usable)
+                }
+                let amount = amount(row.done, of: row.total)
                 let room = max(1, usable - indent.count - 2 - columns(of: amount))
                 return clip(indent + truncateMiddle(name, to: room) + "  " + amount, to: usable)
             }

@@ -80,7 +80,7 @@ final class Transfer {
     private let report: (TransferEvent) -> Void
     /// Where a resumable file's metadata goes, written as soon as a response is accepted (not only when the
     /// transfer gives up): a run killed mid-body (SIGKILL, OOM, power) still leaves a partial the next run resumes.
-    private var partials: PartialStore?
+    private var partials: PartialStore? { isResumable ? partialStore : nil }
     private let partialStore: PartialStore?
 
     /// - Parameters:
@@ -110,7 +110,6 @@ final class Transfer {
         descriptor = file.descriptor
         isResumable = file.isPartial
         hasFileMode = file.hasFileMode
-        partials = file.isPartial ? partialStore : nil
         if let resume = file.resume {
             resumeOffset = resume.offset
             validator = resume.validator
@@ -119,7 +118,6 @@ final class Transfer {
     }
 
     var hasFile: Bool { !temporaryPath.isEmpty }
-    var isFileOpen: Bool { descriptor >= 0 }
 
     /// Opens the file again after a wait (`closeFile`); the errno on failure.
     func reopenFile() -> Int32? {

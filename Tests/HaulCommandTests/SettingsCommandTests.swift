@@ -53,6 +53,18 @@ final class SettingsCommandTests: XCTestCase {
         XCTAssertFalse(sync.stderr.contains("alice"), sync.stderr)
     }
 
+    /// The same through a tunnel: an https URL goes through the proxy with CONNECT, which the proxy answers 407.
+    func testAProxyRefusingATunnelSaysHowToGiveItCredentials() throws {
+        let proxy = try LoopbackHTTPServer { _ in .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"corp\"")]) }
+        defer { proxy.stop() }
+        try writeManifest(url: "https://assets.invalid/f.bin", bytes: Array("x".utf8), extra: "    retries: 3")
+        let sync = try haul(["sync"], environment: ["HTTPS_PROXY": "http://127.0.0.1:\(proxy.port)"])
+        XCTAssertEqual(sync.exitCode, 1)
+        XCTAssertEqual(proxy.requests.map(\.method), ["CONNECT"], "a 407 is not retried")
+        XCTAssertTrue(sync.stderr.contains("the proxy http://127.0.0.1:\(proxy.port) (from HTTPS_PROXY) answered 407"), sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("HTTPS_PROXY=http://user:pass@127.0.0.1:\(proxy.port)"), sync.stderr)
+    }
+
     // MARK: CA bundle
 
     /// Missing, unreadable, empty or not PEM: one message form and exit 64, from `--ca-file` as from
