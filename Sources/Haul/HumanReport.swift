@@ -97,9 +97,10 @@ public enum HumanReport {
     /// says how to trust a private CA.
     public static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
         switch reason {
-        case .digestMismatch(let expected, let actual, let encoding) where checksum != nil:
-            let rendered = checksum.map { "expected \($0.render(expected)), got \($0.render(actual))" } ?? ""
-            return "checksum mismatch: " + rendered + (encoding.map { " (served with Content-Encoding: \($0))" } ?? "")
+        case .digestMismatch(let expected, let actual, let encoding):
+            guard let checksum else { return reason.description }
+            return "checksum mismatch: expected \(checksum.render(expected)), got \(checksum.render(actual))"
+                + (encoding.map { " (served with Content-Encoding: \($0))" } ?? "")
         case .network(let code, _) where tlsVerificationCodes.contains(code):
             return reason.description + "; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"
         default:

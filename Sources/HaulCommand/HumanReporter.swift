@@ -18,8 +18,9 @@ import HaulPlanner
 /// | a long transfer  |      | a heartbeat every 5 s   | (the view)               |                           |
 ///
 /// Wrong bytes from a source are said even when a mirror then serves the right ones; a transfer waiting out a
-/// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary text are exactly `HumanReport`'s; colour, when enabled, only
-/// paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
+/// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary
+/// text are exactly `HumanReport`'s; colour, when enabled, only paints the plan's markers and the
+/// `error:`/`warning:`/`retry` prefixes, so the words stay the same.
 final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle
     let quiet: Bool

@@ -2,7 +2,9 @@ import Glibc
 
 /// Text a server chose (a `Content-Range`, a `Content-Encoding`, a header value) as it may appear in a message:
 /// control characters and anything not printable ASCII become `?` and it is cut at `limit` characters, so a
-/// hostile server can neither move the cursor of the terminal that shows the error nor flood it.
+/// hostile server can neither move the cursor of the terminal that shows the error nor flood it. (The manifest's
+/// own text is quoted by HaulManifest's `Quoted`, which the engine does not depend on; server text is not the
+/// user's, so it is not escaped for reading back but reduced to what is safe to show.)
 enum ServerText {
     static func quoted(_ text: some StringProtocol, limit: Int = 80) -> String {
         var out = ""

@@ -470,7 +470,8 @@ public enum MonotonicClock {
 
 /// The response headers haul acts on, parsed as they arrive. A status line starts a new response.
 struct ResponseHeaders {
-    /// From the status line; -1 until one is seen (or when it has no three-digit code).
+    /// From the status line, read here rather than asked of libcurl afterwards, so that the header block can be
+    /// judged as it ends, before any body byte; -1 until one is seen (or when it has no three-digit code).
     var status = -1
     /// Kept raw: parsed only when a retry needs it, not for every response of every hop.
     var retryAfterValue: String?

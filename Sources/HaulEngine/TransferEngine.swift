@@ -353,9 +353,7 @@ public final class TransferEngine: Sendable {
                 let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL,
                                              reason: transfer.abortReason ?? .resumeRejected("another range"))
                 transfer.failures.append(failure)
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: NextAttempt(
-                    sourceDisplayURL: transfer.source.displayURL, sourceIndex: transfer.sourceIndex, delay: 0,
-                    retry: transfer.rotation.failures(at: transfer.sourceIndex), retries: transfer.rotation.retries)))
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
                 transfer.beginRestartFromZero()
                 return attach(transfer)
             }
@@ -469,9 +467,7 @@ public final class TransferEngine: Sendable {
                     // The splice may be what went wrong: the final hash is the judge, so fetch once in full.
                     let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
                     transfer.failures.append(failure)
-                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: NextAttempt(
-                        sourceDisplayURL: transfer.source.displayURL, sourceIndex: transfer.sourceIndex, delay: 0,
-                        retry: transfer.rotation.failures(at: transfer.sourceIndex), retries: transfer.rotation.retries)))
+                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
                     transfer.beginFullRefetch()
                     engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
                     return attach(transfer)
@@ -651,6 +647,13 @@ public final class TransferEngine: Sendable {
             let policy = engine.configuration.retryPolicy
             let seconds = transfer.rotation.delay(before: step, now: clock.now) { policy.delay(beforeRetry: $0, retryAfter: nil) }
             return (seconds * 1e6).rounded() / 1e6
+        }
+
+        /// The same source again, at once, without a retry spent: the server answered, in a way a fresh full
+        /// request (not a resume) can fix.
+        private func sameSourceAtOnce(_ transfer: Transfer) -> NextAttempt {
+            nextAttempt(SourceRotation.Step(source: transfer.sourceIndex, retry: transfer.rotation.failures(at: transfer.sourceIndex),
+                                            backoffRound: 0), of: transfer, delay: 0)
         }
 
         private func nextAttempt(_ step: SourceRotation.Step, of transfer: Transfer, delay: Double) -> NextAttempt {
