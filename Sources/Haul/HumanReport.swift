@@ -93,12 +93,44 @@ public enum HumanReport {
         }
     }
 
-    /// A checksum mismatch is shown in the notation the manifest used for it.
-    static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
-        if case .digestMismatch(let expected, let actual) = reason, let checksum {
+    /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify
+    /// says how to trust a private CA.
+    public static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
+        switch reason {
+        case .digestMismatch(let expected, let actual, let encoding):
+            guard let checksum else { return reason.description }
             return "checksum mismatch: expected \(checksum.render(expected)), got \(checksum.render(actual))"
+                + (encoding.map { " (served with Content-Encoding: \($0))" } ?? "")
+        case .network(let code, _) where tlsVerificationCodes.contains(code):
+            return reason.description + "; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"
+        default:
+            return reason.description
         }
-        return reason.description
+    }
+
+    /// libcurl's codes for a peer certificate that could not be verified against the CA bundle in use.
+    private static let tlsVerificationCodes: Set<Int> = [
+        51, // CURLE_PEER_FAILED_VERIFICATION before 7.62
+        60, // CURLE_PEER_FAILED_VERIFICATION
+        77, // CURLE_SSL_CACERT_BADFILE
+        83, // CURLE_SSL_ISSUER_ERROR
+    ]
+
+    /// `https://m/a.csv: checksum mismatch: …`: a source that served the wrong bytes, worth a warning whatever
+    /// happens next (the next mirror may well serve the right ones: the bad one must not go unnoticed). nil for
+    /// other failures.
+    public static func wrongBytesWarning(entry: FileEntry, failure: AttemptFailure) -> String? {
+        switch failure.reason {
+        case .digestMismatch, .sizeMismatch:
+            return "\(failure.sourceDisplayURL): \(describe(failure.reason, checksum: entry.checksum))"
+        default:
+            return nil
+        }
+    }
+
+    /// An unpinned file the server encoded although haul asked for no encoding: stored as served.
+    public static func encodingWarning(encoding: String) -> String {
+        "stored as served with Content-Encoding: \(encoding) (haul asks for no encoding; the file holds the encoded bytes)"
     }
 
     /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed in 0.4 s.`

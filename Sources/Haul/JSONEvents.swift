@@ -126,22 +126,21 @@ public enum JSONEvents {
                  ("bytes", .int(progress.totalBytesWritten)), ("total", .int(progress.totalBytesExpected))])
     }
 
-    /// An attempt failed and haul tries again: the same URL after `retry_in` seconds, or (`retry_in` null) the
-    /// next URL now. nil for the last failure of the last URL: a `failed` event follows.
-    public static func retry(_ entry: FileEntry, _ failure: AttemptFailure, retryIn: Double?) -> JSONValue? {
-        let next: String
-        if retryIn != nil {
-            next = failure.sourceDisplayURL
-        } else if let index = entry.sources.firstIndex(where: { $0.description == failure.sourceDisplayURL }),
-                  index + 1 < entry.sources.count {
-            next = entry.sources[index + 1].description
-        } else {
-            return nil
-        }
+    /// An attempt failed and haul tries again: `next_url` after `retry_in` seconds, or (`retry_in` null) at once.
+    /// nil when nothing comes next: a `failed` event follows.
+    public static func retry(_ entry: FileEntry, _ failure: AttemptFailure, next: NextAttempt?) -> JSONValue? {
+        guard let next else { return nil }
         return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
                         ("url", .string(failure.sourceDisplayURL)),
                         ("error", .string(HumanReport.describe(failure.reason, checksum: entry.checksum))),
-                        ("retry_in", retryIn.map { .double($0) } ?? .null), ("next_url", .string(next))])
+                        ("retry_in", next.delay > 0 ? .double(next.delay) : .null),
+                        ("next_url", .string(next.sourceDisplayURL))])
+    }
+
+    /// A problem that does not stop the run: wrong bytes from a source, an unpinned file stored as the server
+    /// encoded it, an unusable state cache (`dest` null), a modified file pruning left alone.
+    public static func warning(dest: String?, message: String) -> JSONValue {
+        .object([("event", .string("warning")), ("dest", .string(dest)), ("message", .string(message))])
     }
 
     /// `done` for a file in place (fetched, or confirmed unchanged by its server), `failed` otherwise;

@@ -11,6 +11,8 @@ public struct Measurement: Sendable {
     public let size: Int64
     /// The URL as messages may show it (userinfo redacted).
     public let sourceDisplayURL: String
+    /// The `Content-Encoding` the server applied unasked (shown safely): what was measured is the encoded body.
+    public let contentEncoding: String?
 }
 
 /// Why a URL could not be measured.
@@ -38,9 +40,9 @@ public enum PinFailure: Error, Sendable, CustomStringConvertible {
 /// directory outside any root and deleted afterwards: pinning records what the file is; placing it is `sync`'s
 /// job, done under the root's lock with an atomic commit.
 public enum Pinner {
-    /// `attemptFailed` hears about each failed attempt (and whether it will be retried), on this thread.
+    /// `attemptFailed` hears about each failed attempt (and what comes next, nil when nothing does), on this thread.
     public static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
-                               attemptFailed: @escaping @Sendable (AttemptFailure, Double?) -> Void = { _, _ in })
+                               attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
         let workspace: ScratchDirectory
         do {
@@ -61,7 +63,8 @@ public enum Pinner {
         engine.run([request], delegate: collector, cancellation: cancellation)
         switch collector.result {
         case .success(let file):
-            return Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL)
+            return Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
+                               contentEncoding: file.contentEncoding)
         case .failure(let failure):
             throw .transfer(failure)
         case nil:
@@ -73,16 +76,16 @@ public enum Pinner {
     /// Receives the engine's events for the one request.
     private final class Collector: TransferDelegate {
         private let outcome = Mutex<Result<DownloadedFile, TransferFailure>?>(nil)
-        let attemptFailed: @Sendable (AttemptFailure, Double?) -> Void
+        let attemptFailed: @Sendable (AttemptFailure, NextAttempt?) -> Void
 
-        init(attemptFailed: @escaping @Sendable (AttemptFailure, Double?) -> Void) { self.attemptFailed = attemptFailed }
+        init(attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void) { self.attemptFailed = attemptFailed }
 
         var result: Result<DownloadedFile, TransferFailure>? { outcome.withLock { $0 } }
 
         func transfer(_ id: Int, didProduce event: TransferEvent) {
             switch event {
             case .started, .progress: break
-            case .attemptFailed(let failure, let retryIn): attemptFailed(failure, retryIn)
+            case .attemptFailed(let failure, let next): attemptFailed(failure, next)
             case .finished(let result): outcome.withLock { $0 = result }
             case .notModified: break  // never asked conditionally
             }

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulPlanner
@@ -39,7 +40,8 @@ public protocol SyncObserver: AnyObject, Sendable {
     func entry(_ entry: FileEntry, started source: String)
     /// At most ten times a second per transfer.
     func entry(_ entry: FileEntry, progress: TransferProgress)
-    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?)
+    /// `next`: the source tried next and when (nil: the entry fails, and `finished` follows).
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?)
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome)
     /// A problem that does not fail the run (the state could not be saved, say).
@@ -236,9 +238,14 @@ public struct Reconciler: Sendable {
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial.path,
                 maxBodyBytes: options.maxFileSize, loops: Self.cores))
             let records = assessment.records
-            engine.run(count: fetches.count, request: { [self, fetches] in
-                            let index = fetches[$0]
-                            return transferRequest(for: plan.entries[index], id: index, record: records[index])
+            let groups = Self.shareGroups(plan, fetches: fetches)
+            engine.run(count: groups.leaders.count, request: { [self, groups] in
+                            let index = groups.leaders[$0]
+                            var request = transferRequest(for: plan.entries[index], id: index, record: records[index])
+                            request.sharers = (groups.sharers[index] ?? []).map {
+                                transferRequest(for: plan.entries[$0], id: $0, record: records[$0])
+                            }
+                            return request
                        },
                        delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
                        cancellation: cancellation)
@@ -249,6 +256,41 @@ public struct Reconciler: Sendable {
         var result = SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
         result.committedIdentities = identities
         return result
+    }
+
+    /// Fetches grouped by what their first request would be (the same URL, headers and hash algorithm): one
+    /// request per group goes to the engine, and its bytes are judged for every entry of the group (see
+    /// `TransferRequest.sharers`), so a URL listed for 10,000 destinations is downloaded once. Revalidations are
+    /// never grouped: their requests are conditional on each destination's own validators.
+    /// `leaders`: the first entry of each group, in plan order; `sharers`: the others, by leader, for groups of
+    /// more than one.
+    static func shareGroups(_ plan: Plan, fetches: [Int]) -> (leaders: [Int], sharers: [Int: [Int]]) {
+        struct Key: Hashable {
+            var url: String
+            var headers: [HeaderField]
+            var algorithm: DigestAlgorithm?
+        }
+        var leaders: [Int] = []
+        leaders.reserveCapacity(fetches.count)
+        var sharers: [Int: [Int]] = [:]
+        var leaderOf: [Key: Int] = [:]
+        leaderOf.reserveCapacity(fetches.count)
+        for index in fetches {
+            let planned = plan.entries[index]
+            guard planned.action != .revalidate else {
+                leaders.append(index)
+                continue
+            }
+            let entry = planned.entry
+            let key = Key(url: entry.url.expanded, headers: entry.headers, algorithm: entry.checksum?.digest.algorithm)
+            if let leader = leaderOf[key] {
+                sharers[leader, default: []].append(index)
+            } else {
+                leaderOf[key] = index
+                leaders.append(index)
+            }
+        }
+        return (leaders, sharers)
     }
 
     /// Headers go with `url` only: a mirror is another party and gets none of them. A revalidation asks
@@ -309,8 +351,8 @@ private final class Execution: TransferDelegate, Sendable {
             observer?.entry(plan.entries[id].entry, started: source)
         case .progress(let progress):
             observer?.entry(plan.entries[id].entry, progress: progress)
-        case .attemptFailed(let failure, let retryIn):
-            observer?.entry(plan.entries[id].entry, attemptFailed: failure, retryIn: retryIn)
+        case .attemptFailed(let failure, let next):
+            observer?.entry(plan.entries[id].entry, attemptFailed: failure, next: next)
         case .finished(.failure(let failure)):
             record(id, .failed(.transfer(failure)))
         case .notModified:

@@ -51,14 +51,10 @@ struct AddCommand: ParsableCommand {
     var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
 
     /// Same resolution and check as `sync`'s `--ca-file`.
-    private var resolvedCAFile: String? {
-        caFile ?? Environment.current["HAUL_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }
-    }
+    private var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }
 
     func validate() throws {
-        if let caFile = resolvedCAFile, access(caFile, R_OK) != 0 {
-            throw ValidationError("cannot read CA bundle \"\(caFile)\": \(String(cString: strerror(errno)))")
-        }
+        try CABundle.resolve(option: caFile)?.validate()
     }
 
     func run() throws {
@@ -177,9 +173,13 @@ struct AddCommand: ParsableCommand {
         let interrupts = InterruptWatcher(cancelling: cancellation)
         let options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes)
         do {
-            let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation) { failure, retryIn in
-                guard let retryIn else { return }
-                Output.errors(["warning: \(failure); retrying in \((retryIn * 10).rounded() / 10) s"])
+            let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation) { failure, next in
+                guard let next, next.delay > 0 else { return }
+                Output.errors(["warning: \(failure); retrying in \((next.delay * 10).rounded() / 10) s"])
+            }
+            if let encoding = measured.contentEncoding {
+                Output.errors(["warning: \(measured.sourceDisplayURL): " + HumanReport.encodingWarning(encoding: encoding)
+                               + "; the pin is of those bytes"])
             }
             return (draft.pinned(digest: measured.digest, size: measured.size), interrupts)
         } catch {
@@ -191,7 +191,9 @@ struct AddCommand: ParsableCommand {
             case .workspace, .unfinished:
                 Output.errors(["error: \(error)"])
             case .transfer(let failure):
-                Output.errors(failure.lastFailurePerSource.map { "error: \($0)" })
+                Output.errors(failure.lastFailurePerSource.map {
+                    "error: \($0.sourceDisplayURL): \(HumanReport.describe($0.reason, checksum: nil))"
+                })
             }
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }

@@ -129,12 +129,10 @@ struct TransferOptions: ParsableArguments {
     func validate() throws {
         guard (1...256).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 256, not \(jobs)") }
         guard (1...256).contains(perHost) else { throw ValidationError("--per-host must be between 1 and 256, not \(perHost)") }
-        if let caFile = resolvedCAFile, access(caFile, R_OK) != 0 {
-            throw ValidationError("cannot read CA bundle \"\(caFile)\": \(String(cString: strerror(errno)))")
-        }
+        try CABundle.resolve(option: caFile)?.validate()
     }
 
-    var resolvedCAFile: String? { caFile ?? Environment.current["HAUL_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 } }
+    var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }
 
     var syncOptions: SyncOptions {
         SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes)

@@ -13,10 +13,14 @@ import HaulPlanner
 /// | failures         | yes  | yes                     | above the view           |                           |
 /// | a file done      |      | `fetched a (1.2 MiB)`   | (the view)               | the line in every style, with its URL |
 /// | a retry          |      | `retry a: HTTP 503; …`  | above the view           | the line in every style, with the URL |
+/// | wrong bytes      | yes  | `warning: a: URL: …`    | above the view           |                           |
+/// | a backoff        |      | in the heartbeat        | in the transfer's row    |                           |
 /// | a long transfer  |      | a heartbeat every 5 s   | (the view)               |                           |
 ///
-/// `--quiet` prints errors only. Plan and summary text are exactly `HumanReport`'s; colour, when enabled, only
-/// paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
+/// Wrong bytes from a source are said even when a mirror then serves the right ones; a transfer waiting out a
+/// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary
+/// text are exactly `HumanReport`'s; colour, when enabled, only paints the plan's markers and the
+/// `error:`/`warning:`/`retry` prefixes, so the words stay the same.
 final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle
     let quiet: Bool
@@ -102,19 +106,24 @@ final class HumanReporter: RunReporter, Sendable {
         tracker?.update { model, now in model.progress(entry.index, name(entry), progress, size: entry.size, now: now) }
     }
 
-    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {
-        tracker?.update { model, _ in model.attemptFailed(entry.index, retrying: retryIn != nil) }
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?) {
+        tracker?.update { model, now in model.attemptFailed(entry.index, next: next, now: now) }
         // An interruption is said once, in the summary, not once per transfer it stopped.
         guard !quiet, failure.reason != .interrupted else { return }
         let destination = ProgressFormatting.displayName(entry.destination.description)
+        // Wrong bytes from a source are a warning in every style, even when a mirror then serves the right ones.
+        if let warning = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
+            return Output.errors([paintDiagnostic("warning: \(destination): " + ProgressFormatting.displayName(warning))])
+        }
         // Without --verbose the URL is left out: a log line per retry should be short; with mirrors, the
         // final error names every URL anyway.
         let cause = verbose ? failure.description : failure.reason.description
-        if let retryIn, verbose || tracker != nil {
+        if let next, next.delay > 0, verbose || tracker != nil {
+            let elsewhere = verbose && next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
             Output.errors([paint("retry", ANSI.yellow, colour)
-                           + " \(destination): \(cause); retrying in \(String(format: "%.1f", retryIn)) s"])
-        } else if retryIn == nil, verbose {
-            // This source is given up: the next mirror is tried, or the entry fails with its own error line.
+                           + " \(destination): \(cause); retrying in \(String(format: "%.1f", next.delay)) s\(elsewhere)"])
+        } else if verbose {
+            // This source is left for now: the next one is tried at once, or the entry fails with its own error.
             Output.errors([paintDiagnostic("warning: \(destination): \(failure)")])
         }
     }
@@ -129,6 +138,9 @@ final class HumanReporter: RunReporter, Sendable {
             if !quiet, verbose || linePerFile { log("unchanged \(destination) (the server answered 304)") }
         case .fetched(let file):
             tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
+            if !quiet, let encoding = file.contentEncoding {
+                Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
+            }
             guard !quiet, verbose || linePerFile else { break }
             let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
             log(verbose ? line + " from \(file.sourceDisplayURL)" : line)

@@ -4,7 +4,7 @@ import HaulManifest
 import HaulPlanner
 import Synchronization
 
-/// `--json`: one JSON object per line on stdout and nothing else there; warnings stay on stderr.
+/// `--json`: one JSON object per line on stdout and nothing else there; warnings are `warning` events.
 final class JSONReporter: RunReporter, Sendable {
     /// Progress of one transfer at most this often: enough for a dashboard, not a flood in a log.
     static let progressInterval = 0.5
@@ -16,7 +16,7 @@ final class JSONReporter: RunReporter, Sendable {
         if let event { Output.lines([event.encoded()]) }
     }
 
-    func warning(_ text: String) { Output.errors(["warning: \(text)"]) }
+    func warning(_ text: String) { emit(JSONEvents.warning(dest: nil, message: text)) }
 
     func plan(_ plan: Plan, acting: Bool) { emit(JSONEvents.plan(plan)) }
 
@@ -36,11 +36,19 @@ final class JSONReporter: RunReporter, Sendable {
         if due { emit(JSONEvents.progress(entry, progress)) }
     }
 
-    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, retryIn: Double?) {
-        emit(JSONEvents.retry(entry, failure, retryIn: retryIn))
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?) {
+        if let message = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
+            emit(JSONEvents.warning(dest: entry.destination.description, message: message))
+        }
+        emit(JSONEvents.retry(entry, failure, next: next))
     }
 
-    func entry(_ entry: FileEntry, finished outcome: EntryOutcome) { emit(JSONEvents.finished(entry, outcome)) }
+    func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
+        if case .fetched(let file) = outcome, let encoding = file.contentEncoding {
+            emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
+        }
+        emit(JSONEvents.finished(entry, outcome))
+    }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) { emit(JSONEvents.pruned(destination, outcome)) }
 }

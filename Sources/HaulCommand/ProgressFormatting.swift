@@ -167,6 +167,9 @@ enum ProgressFormatting {
         var rate: Double?
         /// Shown instead of the rate, e.g. `retrying` between a failed attempt and the next.
         var note: String?
+        /// Shown instead of bar, amount and rate while the transfer waits out a backoff:
+        /// `retry 2 of 3 for URL in 4 s`.
+        var wait: String?
     }
 
     /// Field widths that fit the largest values ByteCount produces (`1023.9 MiB`), so bars line up.
@@ -188,6 +191,12 @@ enum ProgressFormatting {
         if usable - stats < minimumName {
             // A narrow terminal: name and amount only, the name taking what the amount leaves.
             return zip(rows, names).map { row, name in
+                if let wait = row.wait {
+                    // The wait says more than the name: the name gets a third of the line at most.
+                    let shown = truncateMiddle(name, to: max(1, min(columns(of: name), usable / 3)))
+                    let room = max(1, usable - indent.count - 2 - columns(of: shown))
+                    return clip(indent + shown + "  " + truncateMiddle(wait, to: room), to: usable)
+                }
                 let amount = amount(row.done, of: row.total)
                 let room = max(1, usable - indent.count - 2 - columns(of: amount))
                 return clip(indent + truncateMiddle(name, to: room) + "  " + amount, to: usable)
@@ -202,6 +211,10 @@ enum ProgressFormatting {
         let nameColumns = max(1, min(longest, usable - stats - barColumns))
         return zip(rows, names).map { row, name in
             var line = indent + pad(truncateMiddle(name, to: nameColumns), to: nameColumns)
+            if let wait = row.wait {
+                // Bytes and a rate of nothing say less than what the transfer is waiting for.
+                return line + "  " + truncateMiddle(wait, to: max(1, usable - columns(of: line) - 2))
+            }
             if barCells > 0 {
                 let fraction = row.total.map { $0 > 0 ? Double(row.done) / Double($0) : 0 }
                 line += "  " + bar(fraction: fraction, width: barCells, phase: row.done / 65_536)
@@ -223,6 +236,11 @@ enum ProgressFormatting {
     /// `still fetching big.iso: 1.2 GiB / 4.0 GiB, 85.0 MiB/s`: a log's sign of life for a long transfer.
     static func heartbeatLine(name: String, done: Int64, total: Int64?, rate: Double?) -> String {
         "still fetching \(displayName(name)): \(amount(done, of: total)), \(self.rate(rate ?? 0))"
+    }
+
+    /// `still fetching big.iso: retry 2 of 3 for https://h/big.iso in 4 s`: a transfer between two attempts.
+    static func heartbeatLine(name: String, waiting: String) -> String {
+        "still fetching \(displayName(name)): \(waiting)"
     }
 
     private static func twoDigits(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }

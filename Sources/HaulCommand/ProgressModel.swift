@@ -59,6 +59,25 @@ struct ProgressModel {
         var meter: RateMeter
         var note: String?
         var lastMentioned: Double?
+        /// Set while the transfer waits out a backoff before its next attempt.
+        var wait: Wait?
+    }
+
+    /// A backoff between two attempts: what the transfer waits for, and until when.
+    struct Wait: Equatable {
+        var until: Double
+        /// The attempt it waits for is this retry of `url`, out of `retries`.
+        var retry: Int
+        var retries: Int
+        var url: String
+
+        /// `retry 2 of 3 for https://h/a.iso in 4 s` (the URL in display form, control characters replaced).
+        func text(now: Double) -> String {
+            let seconds = Int(max(0, until - now).rounded(.up))
+            let target = ProgressFormatting.displayName(url)
+            let what = retry > 0 ? "retry \(retry) of \(retries) for \(target)" : target
+            return "\(what) in \(seconds) s"
+        }
     }
 
     let rateWindow: Double
@@ -77,11 +96,14 @@ struct ProgressModel {
     private var meter: RateMeter
     /// When a heartbeat line last appeared (the run's start before the first): the limit is for the whole run.
     private var lastHeartbeat: Double
+    /// The time of the latest `sample`: what a frame counts a wait's seconds from.
+    private var sampledAt: Double
 
     init(rateWindow: Double, now: Double) {
         self.rateWindow = rateWindow
         meter = RateMeter(window: rateWindow)
         lastHeartbeat = now
+        sampledAt = now
     }
 
     /// The entries this run will transfer: fetches and revalidations. Refused entries never start.
@@ -139,12 +161,24 @@ struct ProgressModel {
         received += delta
         if let expected = progress.totalBytesExpected { transfer.expected = expected }
         transfer.note = nil
+        transfer.wait = nil
         active[id] = transfer
     }
 
-    /// Between a failed attempt and the next: the row says so instead of showing a rate.
-    mutating func attemptFailed(_ id: Int, retrying: Bool) {
-        active[id]?.note = retrying ? "retrying" : nil
+    /// Between a failed attempt and the next: the row says so instead of showing a rate, and during a backoff it
+    /// says what it waits for (`retry 2 of 3 for URL in 4 s`) rather than a rate of nothing.
+    mutating func attemptFailed(_ id: Int, next: NextAttempt?, now: Double) {
+        guard active[id] != nil else { return }
+        active[id]?.note = next != nil ? "retrying" : nil
+        active[id]?.wait = next.flatMap { next in
+            next.delay > 0 ? Wait(until: now + next.delay, retry: next.retry, retries: next.retries, url: next.sourceDisplayURL) : nil
+        }
+    }
+
+    /// The wait of a transfer still waiting at `now`.
+    private func waitText(_ transfer: Active, now: Double) -> String? {
+        guard let wait = transfer.wait, wait.until > now else { return nil }
+        return wait.text(now: now)
     }
 
     enum Ending { case fetched(size: Int64), unchanged, failed }
@@ -169,6 +203,7 @@ struct ProgressModel {
 
     /// Feeds the meters; called on every tick of the display.
     mutating func sample(now: Double) {
+        sampledAt = now
         meter.add(time: now, bytes: received)
         for (id, var transfer) in active {
             transfer.meter.add(time: now, bytes: transfer.received)
@@ -208,7 +243,7 @@ struct ProgressModel {
         let shown = min(transfers.count, room)
         lines += ProgressFormatting.transferLines(transfers.prefix(shown).map {
             ProgressFormatting.TransferRow(name: $0.name, done: $0.written, total: $0.expected, rate: $0.meter.rate,
-                                           note: $0.note)
+                                           note: $0.note, wait: waitText($0, now: sampledAt))
         }, width: columns)
         if transfers.count > shown && rows >= 3 {
             lines.append(ProgressFormatting.moreLine(transfers.count - shown, width: columns))
@@ -227,6 +262,7 @@ struct ProgressModel {
         }) else { return nil }
         lastHeartbeat = now
         active[id]?.lastMentioned = now
+        if let wait = waitText(chosen, now: now) { return ProgressFormatting.heartbeatLine(name: chosen.name, waiting: wait) }
         return ProgressFormatting.heartbeatLine(name: chosen.name, done: chosen.written, total: chosen.expected,
                                                rate: chosen.meter.rate)
     }

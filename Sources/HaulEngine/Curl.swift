@@ -48,17 +48,12 @@ final class EasyHandle {
         _ = haul_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, headerList)
     }
 
-    var responseCode: Int {
+    /// The status a proxy answered a CONNECT with (0 when there was no tunnel): a 407 there fails the transfer
+    /// before any response of the origin.
+    var connectCode: Int {
         var code = 0
-        _ = haul_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
+        _ = haul_easy_getinfo_long(raw, CURLINFO_HTTP_CONNECTCODE, &code)
         return code
-    }
-
-    /// -1 when the server announced no length.
-    var contentLength: Int64 {
-        var length: curl_off_t = -1
-        _ = haul_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
-        return Int64(length)
     }
 
     /// The absolute target of a 3xx answer's `Location`, resolved against the request URL.

@@ -36,6 +36,9 @@ public struct RetryPolicy: Sendable {
         return max(backoff, min(maxRetryAfter, floor))
     }
 
+    /// How long a server's `Retry-After` keeps its URL from being asked again, capped by `maxRetryAfter`.
+    public func floor(for retryAfter: RetryAfter) -> Double { min(maxRetryAfter, seconds(retryAfter)) }
+
     private func seconds(_ retryAfter: RetryAfter) -> Double {
         switch retryAfter {
         case .seconds(let seconds): seconds

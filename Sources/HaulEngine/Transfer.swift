@@ -3,33 +3,44 @@ import Glibc
 import HaulDigest
 
 /// The state of one request while it is in the engine: which source and hop it is on, the file it writes,
-/// how much of it is already there (resume), and the running hash. Confined to the engine's thread; libcurl's
-/// callbacks reach it through an unretained pointer that the engine's table keeps alive.
+/// how much of it is already there (resume), and the running hash. Confined to one loop's thread; libcurl's
+/// callbacks reach it through an unretained pointer that the loop's table keeps alive.
+///
+/// A transfer holds an easy handle and an open file only while an attempt runs: one that waits for a retry (or
+/// for a slot) holds neither, so any number of them can wait without running out of descriptors.
 final class Transfer {
     let request: TransferRequest
+    /// Which source next, and when (see `SourceRotation`).
+    var rotation: SourceRotation
+    /// Requests fetched together with this one (`TransferRequest.sharers`) that the bytes have not served yet.
+    var sharers: [Sharer]
+    /// The most bytes an attempt accepts: the pinned size, else the run's limit for unsized files; for a group,
+    /// the largest any member accepts (the bytes must arrive for each to judge them against its own).
+    let bodyLimit: Int64
+
+    // The file, set once by `adopt` (the transfer's first attempt) and kept for its whole life.
     /// A random name for unpinned files; for pinned ones, the partial named by the expected digest.
-    let temporaryPath: String
+    private(set) var temporaryPath = ""
     /// Whether bytes may be kept across attempts and runs (pinned files only: the digest judges the splice).
-    let isResumable: Bool
+    private(set) var isResumable = false
     /// The file was created with the request's `fileMode`.
-    let hasFileMode: Bool
-    let easy: EasyHandle
-    private let descriptor: Int32
-    /// Ceiling on the body when the manifest pins no size.
-    private let maxBodyBytes: Int64
+    private(set) var hasFileMode = false
+    private var descriptor: Int32 = -1
+    /// The handle of the attempt running in libcurl; nil while the transfer waits.
+    var easy: EasyHandle?
 
     /// Index into `request.sources`.
-    private(set) var sourceIndex = 0
-    /// Retries already made for the current source.
-    private(set) var retriesUsed = 0
+    private(set) var sourceIndex: Int
     /// The URL requested by the current hop and whether the source's headers go with it.
     private(set) var currentURL: String
     private(set) var sendsHeaders = true
     private(set) var visited: Set<String> = []
     /// Every failed attempt, for the final error.
-    var failures: [AttemptFailure] = []
-    /// Monotonic time at which a scheduled retry may start.
+    var failures: [AttemptFailure]
+    /// Monotonic time at which a transfer waiting for a retry may start again.
     var retryAt: Double = 0
+    /// Hosts of the sources as `BadHosts` keys, computed the first time a bad host makes them matter.
+    var hostKeys: [String]?
 
     // Resume state, kept across attempts at the same source.
     /// Bytes already in the file when the current attempt started; the attempt asks for the rest.
@@ -51,9 +62,11 @@ final class Transfer {
     /// True while the body of a non-2xx answer is read and thrown away.
     private(set) var discarding = false
     private var discardedBytes = 0
-    /// Set when the write callback aborts the transfer, so that libcurl's generic write error is not what the
-    /// user sees.
+    /// Set when a callback aborts the transfer, so that libcurl's generic write error is not what the user sees.
     var abortReason: FailureReason?
+    /// A resume was answered with a range that is not the one asked for: the partial goes and the same source is
+    /// asked at once for the whole body, as if it had answered 200 (no retry counted, no backoff).
+    private(set) var restartsFromZero = false
     /// The headers of the current response that haul acts on.
     private(set) var responseHeaders = ResponseHeaders()
     /// Whether this attempt's body has begun, when progress was last reported, and what was written since.
@@ -67,23 +80,36 @@ final class Transfer {
     private let report: (TransferEvent) -> Void
     /// Where a resumable file's metadata goes, written as soon as a response is accepted (not only when the
     /// transfer gives up): a run killed mid-body (SIGKILL, OOM, power) still leaves a partial the next run resumes.
-    private let partials: PartialStore?
+    private var partials: PartialStore? { isResumable ? partialStore : nil }
+    private let partialStore: PartialStore?
 
-    init(request: TransferRequest, file: TemporaryFile, easy: EasyHandle, maxBodyBytes: Int64,
-         partials: PartialStore?, reportsProgress: Bool, clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
+    /// - Parameters:
+    ///   - rotation: where the request stands (a sharer split off a group brings what the group already tried).
+    ///   - sourceIndex: the source of the first attempt.
+    init(request: TransferRequest, rotation: SourceRotation, failures: [AttemptFailure] = [], sourceIndex: Int,
+         maxBodyBytes: Int64, partials: PartialStore?, reportsProgress: Bool, clock: LoopClock,
+         report: @escaping (TransferEvent) -> Void) {
         self.clock = clock
         self.request = request
-        self.temporaryPath = file.path
-        self.descriptor = file.descriptor
-        self.isResumable = file.isPartial
-        self.hasFileMode = file.hasFileMode
-        self.easy = easy
-        self.maxBodyBytes = maxBodyBytes
+        self.rotation = rotation
+        self.failures = failures
+        self.sourceIndex = sourceIndex
+        let own = request.expectedSize ?? maxBodyBytes
+        bodyLimit = request.sharers.reduce(own) { max($0, $1.expectedSize ?? maxBodyBytes) }
         self.reportsProgress = reportsProgress
         self.report = report
-        self.partials = file.isPartial ? partials : nil
-        self.currentURL = request.sources[0].url
+        self.partialStore = partials
+        self.currentURL = request.sources[sourceIndex].url
         self.hasher = StreamingHasher(request.hashAlgorithm)
+        self.sharers = request.sharers.map { Sharer($0, leader: request) }
+    }
+
+    /// Takes the file the engine opened for the first attempt.
+    func adopt(_ file: TemporaryFile) {
+        temporaryPath = file.path
+        descriptor = file.descriptor
+        isResumable = file.isPartial
+        hasFileMode = file.hasFileMode
         if let resume = file.resume {
             resumeOffset = resume.offset
             validator = resume.validator
@@ -91,9 +117,24 @@ final class Transfer {
         }
     }
 
+    var hasFile: Bool { !temporaryPath.isEmpty }
+
+    /// Opens the file again after a wait (`closeFile`); the errno on failure.
+    func reopenFile() -> Int32? {
+        guard descriptor < 0 else { return nil }
+        let opened = open(temporaryPath, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard opened >= 0 else { return errno }
+        descriptor = opened
+        return nil
+    }
+
+    func closeFile() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
+    }
+
     var source: TransferSource { request.sources[sourceIndex] }
-    var hasAnotherSource: Bool { sourceIndex + 1 < request.sources.count }
-    var canRetry: Bool { retriesUsed < request.retries }
     /// Everything in the file: resumed bytes plus this attempt's body.
     var totalBytes: Int64 { resumeOffset + bytesWritten }
     /// The current attempt asks for the rest of a partial.
@@ -112,6 +153,7 @@ final class Transfer {
         discarding = false
         discardedBytes = 0
         abortReason = nil
+        restartsFromZero = false
         bodyStarted = false
         unreportedBytes = 0
     }
@@ -130,39 +172,44 @@ final class Transfer {
         hasher = StreamingHasher(request.hashAlgorithm)
         trailingHasher = nil
         trailingWake = 0
-        if ftruncate(descriptor, 0) != 0 {
-            // Old bytes past the new end would be committed without having been hashed.
+        // Old bytes past the new end would be committed without having been hashed.
+        if descriptor >= 0 {
+            if ftruncate(descriptor, 0) != 0 { abortReason = .local(operation: "truncate", path: temporaryPath, errno: errno) }
+        } else if hasFile, truncate(temporaryPath, 0) != 0 {
             abortReason = .local(operation: "truncate", path: temporaryPath, errno: errno)
         }
     }
 
-    /// Another attempt at the same source. A resumable file keeps what arrived if the server gave a validator
-    /// that lets the next request ask for the rest safely.
-    func beginRetry(keepingBytes: Bool) {
-        retriesUsed += 1
-        restartAtSource()
-        if keepingBytes && isResumable && validator != nil && totalBytes > 0 {
+    /// The next attempt, at `source`. The same source resumes what arrived if the failure left bytes worth
+    /// keeping and the server gave a validator that lets the next request ask for the rest safely; another
+    /// source starts from byte 0 (a partial from one URL is never resumed from another).
+    func prepareAttempt(at source: Int, keepingBytes: Bool) {
+        if source == sourceIndex && keepingBytes && isResumable && validator != nil && totalBytes > 0 {
             let kept = totalBytes
             resetAttempt()
             resumeOffset = kept
             holdsResumedBytes = true
         } else {
+            if source != sourceIndex { validator = nil }
             dropBytes()
         }
-    }
-
-    func beginNextSource() {
-        sourceIndex += 1
-        retriesUsed = 0
-        validator = nil
+        sourceIndex = source
         restartAtSource()
-        dropBytes()
     }
 
     /// After a digest mismatch on bytes that were partly resumed: throw them away and fetch once in full.
     func beginFullRefetch() {
         didFullRefetch = true
         validator = nil
+        restartAtSource()
+        dropBytes()
+    }
+
+    /// After a resume was answered with another range: the partial goes, and the same source is asked for all of
+    /// it. Not a retry: the server answered, just not what a resume can use.
+    func beginRestartFromZero() {
+        validator = nil
+        partials?.removeMetadata(forPartial: temporaryPath)
         restartAtSource()
         dropBytes()
     }
@@ -209,25 +256,33 @@ final class Transfer {
         return trailingHasher
     }
 
+    /// The `Content-Encoding` of the response whose body is in the file, shown safely; nil when there is none.
+    var servedEncoding: String? { responseHeaders.contentEncoding.map { ServerText.quoted($0) } }
+
     /// Bodies at least this long (by Content-Length or pinned size) are hashed by a `TrailingHasher`: below it,
     /// handing work to another thread costs more than hashing in place.
     static let trailingHashThreshold: Int64 = 8 << 20
 
-    func closeFile() { close(descriptor) }
+    /// A response's header block larger than this is not a response haul believes. Below libcurl's own limit
+    /// where it has one (300 KiB since the CVE-2023-38039 fix, which Debian's 7.88 carries; unpatched 7.88 has
+    /// none, only 100 KiB per line), so that the same answer fails the same way whichever libcurl runs.
+    static let maxHeaderBytes = 256 << 10
 
     /// Decides, on the first body byte, what this response is: a body to keep (whole, or the rest of a partial),
     /// or one to discard. Returns false to abort the transfer (`abortReason` says why).
     private func acceptResponse() -> Bool {
-        let status = easy.responseCode
+        let status = responseHeaders.status
         guard (200..<300).contains(status) else {
             discarding = true
             return true
         }
-        let length = easy.contentLength
+        let length = responseHeaders.contentLength ?? -1
         if requestsRange {
             if status == 206 {
                 guard let start = responseHeaders.contentRange.flatMap(contentRangeStart), start == resumeOffset else {
-                    abortReason = .resumeRejected("the server answered a resume with a different range (\(responseHeaders.contentRange ?? "no Content-Range"))")
+                    let range = responseHeaders.contentRange.map { "Content-Range: \(ServerText.quoted($0))" } ?? "no Content-Range"
+                    abortReason = .resumeRejected("asked for the bytes from \(resumeOffset), the server answered with \(range)")
+                    restartsFromZero = true
                     return false
                 }
             } else {
@@ -235,7 +290,7 @@ final class Transfer {
                 emptyFile()
             }
         } else if status == 206 {
-            abortReason = .resumeRejected("partial content (206) that haul did not ask for")
+            abortReason = .protocolViolation("partial content (206) that haul did not ask for")
             return false
         }
         if let fresh = ResumeValidator(responseHeaders) {
@@ -250,7 +305,7 @@ final class Transfer {
             // Bytes without a validator cannot be resumed safely; whatever metadata there was no longer applies.
             partials?.removeMetadata(forPartial: temporaryPath)
         }
-        let limit = request.expectedSize ?? maxBodyBytes
+        let limit = bodyLimit
         if length >= 0, resumeOffset.addingReportingOverflow(length).overflow || resumeOffset + length > limit {
             abortReason = .tooLarge(limit: limit)
             return false
@@ -275,7 +330,7 @@ final class Transfer {
             discardedBytes += bytes.count
             return discardedBytes > 1 << 16 ? 0 : bytes.count
         }
-        let limit = request.expectedSize ?? maxBodyBytes
+        let limit = bodyLimit
         if totalBytes + Int64(bytes.count) > limit {
             abortReason = .tooLarge(limit: limit)
             return 0
@@ -303,21 +358,43 @@ final class Transfer {
         return bytes.count
     }
 
-    /// One header line of the response (libcurl calls this for the status line too).
+    /// One header line of the response (libcurl calls this for the status line too). A response is believed only
+    /// when it is consistent: its header block is judged when it ends, before any body byte is written.
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Int {
         lastActivityAt = clock.now
         responseHeaders.consume(line)
-        // The blank line ends the headers: an announced length above the limit fails before any body byte.
-        if line.count <= 2, (200..<300).contains(easy.responseCode) {
-            let length = easy.contentLength
-            let limit = request.expectedSize ?? maxBodyBytes
-            // A 206 ends where its range says; whether that range is acceptable is judged with the first body byte.
-            let start = easy.responseCode == 206 ? responseHeaders.contentRange.flatMap(contentRangeStart) ?? resumeOffset : 0
-            let (end, overflow) = max(0, start).addingReportingOverflow(length)
-            if length >= 0, overflow || end > limit {
-                abortReason = .tooLarge(limit: limit)
-                return 0
-            }
+        if responseHeaders.headerBytes > Self.maxHeaderBytes {
+            abortReason = .protocolViolation("response headers over \(Self.maxHeaderBytes >> 10) KiB")
+            return 0
+        }
+        guard line.count <= 2 else { return line.count }
+        // The blank line ends the block. Interim (1xx) answers are followed by the real one.
+        let status = responseHeaders.status
+        if (100..<200).contains(status) { return line.count }
+        guard (200...599).contains(status) else {
+            abortReason = .protocolViolation("status \(status) is outside 100-599")
+            return 0
+        }
+        guard (200..<300).contains(status) else { return line.count }
+        // RFC 9112 6.3: a Content-Length that is malformed, or several that disagree, make the framing unknowable.
+        let length: Int64
+        switch responseHeaders.length {
+        case .invalid(let why):
+            abortReason = .protocolViolation(why)
+            return 0
+        case .absent:
+            return line.count
+        case .value(let value):
+            length = value
+        }
+        // An announced length above the limit fails before any body byte.
+        let limit = bodyLimit
+        // A 206 ends where its range says; whether that range is acceptable is judged with the first body byte.
+        let start = status == 206 ? responseHeaders.contentRange.flatMap(contentRangeStart) ?? resumeOffset : 0
+        let (end, overflow) = max(0, start).addingReportingOverflow(length)
+        if overflow || end > limit {
+            abortReason = .tooLarge(limit: limit)
+            return 0
         }
         return line.count
     }
@@ -333,10 +410,32 @@ final class Transfer {
         }
         guard now - lastProgressAt >= 0.1 else { return }
         lastProgressAt = now
-        let length = easy.contentLength
+        let length = responseHeaders.contentLength
         report(.progress(TransferProgress(bytesWritten: unreportedBytes, totalBytesWritten: totalBytes,
-                                          totalBytesExpected: length >= 0 ? resumeOffset + length : request.expectedSize)))
+                                          totalBytesExpected: length.map { resumeOffset + $0 } ?? request.expectedSize)))
         unreportedBytes = 0
+    }
+}
+
+/// A request fetched together with a leader (`TransferRequest.sharers`) while the leader's bytes may still serve
+/// it. It makes no request of its own; the leader's attempts at the sources both have count as its attempts, so
+/// that if it has to go on alone, it does not ask a URL again that the group already exhausted.
+struct Sharer {
+    let request: TransferRequest
+    /// For each of the leader's sources, the index of the same source in this request's list, if it has it.
+    let sourceMap: [Int?]
+    var rotation: SourceRotation
+    var failures: [AttemptFailure] = []
+
+    init(_ request: TransferRequest, leader: TransferRequest) {
+        self.request = request
+        sourceMap = leader.sources.map { leading in
+            guard leading.conditional == nil else { return nil }
+            return request.sources.firstIndex {
+                $0.conditional == nil && $0.url == leading.url && $0.headers == leading.headers
+            }
+        }
+        rotation = SourceRotation(sources: request.sources.count, retries: request.retries)
     }
 }
 
@@ -371,6 +470,9 @@ public enum MonotonicClock {
 
 /// The response headers haul acts on, parsed as they arrive. A status line starts a new response.
 struct ResponseHeaders {
+    /// From the status line, read here rather than asked of libcurl afterwards, so that the header block can be
+    /// judged as it ends, before any body byte; -1 until one is seen (or when it has no three-digit code).
+    var status = -1
     /// Kept raw: parsed only when a retry needs it, not for every response of every hop.
     var retryAfterValue: String?
     var retryAfter: RetryAfter? { retryAfterValue.flatMap(RetryAfter.init(headerValue:)) }
@@ -378,13 +480,37 @@ struct ResponseHeaders {
     var lastModified: String?
     var contentRange: String?
     var location: String?
+    /// Raw, as the server wrote it (shown only through `ServerText`); nil when absent or `identity`.
+    var contentEncoding: String?
+    /// Every `Content-Length` the response carried, reconciled (RFC 9112 6.3).
+    var length = Length.absent
+    /// With a Transfer-Encoding, the encoding frames the body and any Content-Length is ignored.
+    var hasTransferEncoding = false
+    /// Bytes of this response's header block so far, status line included.
+    var headerBytes = 0
+
+    enum Length: Equatable {
+        case absent
+        case value(Int64)
+        /// Malformed, out of range, or several values that disagree: the body's end cannot be known.
+        case invalid(String)
+    }
+
+    /// The body length the response announced, when it announced a believable one.
+    var contentLength: Int64? {
+        guard !hasTransferEncoding, case .value(let value) = length else { return nil }
+        return value
+    }
 
     /// Runs for every header line of every response: names haul ignores cost a few byte compares, no allocation.
     mutating func consume(_ line: UnsafeRawBufferPointer) {
         if Self.hasPrefix(line, Self.statusPrefix) {
             self = ResponseHeaders()
+            status = Self.statusCode(line)
+            headerBytes = line.count
             return
         }
+        headerBytes += line.count
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
         guard let field = Self.field(named: name) else { return }
@@ -395,11 +521,52 @@ struct ResponseHeaders {
         case .retryAfter: retryAfterValue = value
         case .lastModified: lastModified = value
         case .contentRange: contentRange = value
+        case .contentLength: addContentLength(value)
+        case .transferEncoding: hasTransferEncoding = true
+        case .contentEncoding:
+            guard !value.isEmpty, value.lowercased() != "identity" else { return }
+            contentEncoding = contentEncoding.map { $0 + ", " + value } ?? value
         }
     }
 
+    /// One `Content-Length` field (which may itself be a list, `5, 5`): every value must be digits, fit in 63
+    /// bits, and equal every other value seen.
+    private mutating func addContentLength(_ field: String) {
+        if case .invalid = length { return }
+        for element in field.split(separator: ",", omittingEmptySubsequences: false) {
+            let text = String(element).trimmingWhitespace
+            guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+                length = .invalid("malformed Content-Length: \(ServerText.quoted(field))")
+                return
+            }
+            guard let value = Int64(text) else {
+                length = .invalid("Content-Length above 2^63-1: \(ServerText.quoted(text))")
+                return
+            }
+            if case .value(let earlier) = length, earlier != value {
+                length = .invalid("conflicting Content-Length values: \(earlier) and \(value)")
+                return
+            }
+            length = .value(value)
+        }
+    }
+
+    /// `HTTP/1.1 200 OK` → 200; -1 when the code is not three digits.
+    private static func statusCode(_ line: UnsafeRawBufferPointer) -> Int {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return -1 }
+        var code = 0
+        var index = space + 1
+        while index < line.count, line[index] == UInt8(ascii: " ") { index += 1 }
+        let first = index
+        while index < line.count, line[index] >= UInt8(ascii: "0"), line[index] <= UInt8(ascii: "9"), index - first < 4 {
+            code = code * 10 + Int(line[index] - UInt8(ascii: "0"))
+            index += 1
+        }
+        return index - first == 3 ? code : -1
+    }
+
     private enum Field: CaseIterable {
-        case etag, location, retryAfter, lastModified, contentRange
+        case etag, location, retryAfter, lastModified, contentRange, contentLength, transferEncoding, contentEncoding
 
         var lowercaseName: [UInt8] {
             switch self {
@@ -408,6 +575,9 @@ struct ResponseHeaders {
             case .retryAfter: Array("retry-after".utf8)
             case .lastModified: Array("last-modified".utf8)
             case .contentRange: Array("content-range".utf8)
+            case .contentLength: Array("content-length".utf8)
+            case .transferEncoding: Array("transfer-encoding".utf8)
+            case .contentEncoding: Array("content-encoding".utf8)
             }
         }
     }

@@ -40,32 +40,35 @@ public final class TransferEngine: Sendable {
     /// transfer does not wait for 100,000 requests to be built, and building them is shared between the loops.
     public func run(count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
                     reportsProgress: Bool = false, cancellation: Cancellation? = nil) {
-        let queue = RequestQueue(count: count, make: request)
-        let claims = PartialClaims()
+        let run = RunState(queue: RequestQueue(count: count, make: request), claims: PartialClaims(), badHosts: BadHosts())
         let shares = configuration.loopShares
         let others = shares.dropFirst().compactMap { share in
             // A loop whose thread cannot start leaves its share unused; the others take every request.
             startThread { [self] in
-                runLoop(share, queue: queue, claims: claims, delegate: delegate, reportsProgress: reportsProgress,
-                        cancellation: cancellation)
+                runLoop(share, run: run, delegate: delegate, reportsProgress: reportsProgress, cancellation: cancellation)
             }
         }
-        runLoop(shares[0], queue: queue, claims: claims, delegate: delegate, reportsProgress: reportsProgress,
-                cancellation: cancellation)
+        runLoop(shares[0], run: run, delegate: delegate, reportsProgress: reportsProgress, cancellation: cancellation)
         for thread in others { pthread_join(thread, nil) }
         // Left only if no loop could start (libcurl out of memory): every request still ends with an event.
-        for request in queue.takeAll() {
-            delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
-                AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "",
-                               reason: .local(operation: "initialize libcurl for", path: "transfers", errno: ENOMEM)),
+        for request in run.queue.takeAll() {
+            Self.end(request, delegate: delegate, reason: .local(operation: "initialize libcurl for", path: "transfers", errno: ENOMEM))
+        }
+    }
+
+    /// A request (and its sharers) that never started ends with `reason` as its only failure.
+    fileprivate static func end(_ request: TransferRequest, delegate: TransferDelegate, reason: FailureReason) {
+        for one in [request] + request.sharers {
+            delegate.transfer(one.id, didProduce: .finished(.failure(TransferFailure(attempts: [
+                AttemptFailure(sourceDisplayURL: one.sources.first?.displayURL ?? "", reason: reason),
             ]))))
         }
     }
 
-    private func runLoop(_ share: EngineConfiguration.LoopShare, queue: RequestQueue, claims: PartialClaims,
-                         delegate: TransferDelegate, reportsProgress: Bool, cancellation: Cancellation?) {
+    private func runLoop(_ share: EngineConfiguration.LoopShare, run: RunState, delegate: TransferDelegate,
+                         reportsProgress: Bool, cancellation: Cancellation?) {
         guard let multi = MultiHandle() else { return }
-        var loop = Loop(engine: self, multi: multi, share: share, queue: queue, claims: claims, delegate: delegate,
+        var loop = Loop(engine: self, multi: multi, share: share, run: run, delegate: delegate,
                         reportsProgress: reportsProgress)
         let wakeUp = multi.wakeUpHandle
         cancellation?.attach(wakeUp)
@@ -73,22 +76,34 @@ public final class TransferEngine: Sendable {
         loop.run(cancellation: cancellation)
     }
 
-    /// The mutable state of one loop of a `run`: transfers in libcurl, transfers waiting to retry, and transfers
-    /// whose body is complete but whose trailing hash is still being computed. Requests come from the queue the
-    /// loops share.
+    /// What the loops of one `run` share.
+    private struct RunState: Sendable {
+        let queue: RequestQueue
+        /// Partial files held by a transfer of this run (any loop): a second entry with the same digest gets its
+        /// own file.
+        let claims: PartialClaims
+        /// Hosts that refused or timed out in this run: tried after the others.
+        let badHosts: BadHosts
+    }
+
+    /// The mutable state of one loop of a `run`: transfers in libcurl, transfers waiting to retry or for a slot,
+    /// and transfers whose body is complete but whose trailing hash is still being computed. Requests come from
+    /// the queue the loops share.
     private struct Loop {
         let engine: TransferEngine
         let multi: MultiHandle
         /// This loop's part of the run's limits.
         let share: EngineConfiguration.LoopShare
-        let queue: RequestQueue
-        /// Partial files held by a transfer of this run (any loop): a second entry with the same digest gets its
-        /// own file.
-        let claims: PartialClaims
+        let run: RunState
         let delegate: TransferDelegate
         let reportsProgress: Bool
+        /// Attempts in libcurl: each holds a slot, a handle and its open file.
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
-        var waiting: [Transfer] = []
+        /// Waiting out a backoff: no slot, no handle, no open file (any number may wait).
+        var parked: [Transfer] = []
+        /// Due to go on (a wait that is over, a sharer going on alone): they get free slots before new requests.
+        var ready = FIFO<Transfer>()
+        /// Bodies complete, hash still running: they hold a slot, a file and a hashing thread.
         var verifying: [ObjectIdentifier: Transfer] = [:]
         let trailingDigests = TrailingDigests()
         let clock = LoopClock()
@@ -99,13 +114,12 @@ public final class TransferEngine: Sendable {
         }()
         var temporaryCount = 0
 
-        init(engine: TransferEngine, multi: MultiHandle, share: EngineConfiguration.LoopShare, queue: RequestQueue,
-             claims: PartialClaims, delegate: TransferDelegate, reportsProgress: Bool) {
+        init(engine: TransferEngine, multi: MultiHandle, share: EngineConfiguration.LoopShare, run: RunState,
+             delegate: TransferDelegate, reportsProgress: Bool) {
             self.engine = engine
             self.multi = multi
             self.share = share
-            self.queue = queue
-            self.claims = claims
+            self.run = run
             self.delegate = delegate
             self.reportsProgress = reportsProgress
             multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, share.transfers)
@@ -113,21 +127,30 @@ public final class TransferEngine: Sendable {
             multi.set(CURLMOPT_MAXCONNECTS, share.transfers * 2)
         }
 
+        private var hasWork: Bool { !active.isEmpty || !parked.isEmpty || !ready.isEmpty || !verifying.isEmpty }
+
         mutating func run(cancellation: Cancellation?) {
             let limit = share.transfers
-            while queue.hasMore || !active.isEmpty || !waiting.isEmpty || !verifying.isEmpty {
+            while run.queue.hasMore || hasWork {
                 if cancellation?.isCancelled == true { return stopAll() }
                 // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
                 clock.tick()
                 let now = clock.now
-                if !waiting.isEmpty {
-                    let due = waiting.filter { $0.retryAt <= now }
-                    waiting.removeAll { $0.retryAt <= now }
-                    for transfer in due { attach(transfer) }
+                if !parked.isEmpty {
+                    let due = parked.filter { $0.retryAt <= now }.sorted { $0.retryAt < $1.retryAt }
+                    parked.removeAll { $0.retryAt <= now }
+                    for transfer in due { ready.append(transfer) }
                 }
-                // Transfers still being hashed hold a file and a hashing thread: they count against --jobs.
-                while active.count + waiting.count + verifying.count < limit, let request = queue.next() {
-                    start(request)
+                // Transfers still being hashed hold a file and a hashing thread: they count against --jobs. One
+                // waiting for a retry does not; when its wait is over, it goes before requests not yet started.
+                while active.count + verifying.count < limit {
+                    if let transfer = ready.popFirst() {
+                        attach(transfer)
+                    } else if let request = run.queue.next() {
+                        start(request)
+                    } else {
+                        break
+                    }
                 }
                 multi.perform()
                 let finished = multi.completed()
@@ -137,7 +160,7 @@ public final class TransferEngine: Sendable {
                     guard let transfer = verifying.removeValue(forKey: key) else { continue }
                     judge(transfer, digest: digest)
                 }
-                if finished.isEmpty && digests.isEmpty && (!active.isEmpty || !waiting.isEmpty || !verifying.isEmpty) {
+                if finished.isEmpty && digests.isEmpty && hasWork && (ready.isEmpty || active.count + verifying.count >= limit) {
                     multi.poll(milliseconds: pollTimeout(now: now))
                 }
             }
@@ -149,45 +172,39 @@ public final class TransferEngine: Sendable {
         private mutating func stopAll() {
             // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
             trailingDigests.close()
-            let inFlight = Array(active.values) + waiting + Array(verifying.values)
-            for transfer in active.values { multi.remove(transfer.easy) }
+            let inFlight = Array(active.values) + parked + ready.drain() + Array(verifying.values)
+            for transfer in active.values { if let easy = transfer.easy { multi.remove(easy) } }
             active = [:]
-            waiting = []
+            parked = []
             verifying = [:]
             for transfer in inFlight { giveUp(transfer, .interrupted) }
-            for request in queue.takeAll() {
-                delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
-                    AttemptFailure(sourceDisplayURL: request.sources.first?.displayURL ?? "", reason: .interrupted),
-                ]))))
-            }
+            for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: .interrupted) }
         }
 
         private func pollTimeout(now: Double) -> Int32 {
-            guard let soonest = waiting.map(\.retryAt).min() else { return 1000 }
+            guard let soonest = parked.map(\.retryAt).min() else { return 1000 }
             return Int32(max(0, min(1000, (soonest - now) * 1000)))
         }
 
         private mutating func start(_ request: TransferRequest) {
             guard !request.sources.isEmpty else {
-                return delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: []))))
+                for one in [request] + request.sharers {
+                    delegate.transfer(one.id, didProduce: .finished(.failure(TransferFailure(attempts: []))))
+                }
+                return
             }
-            let file: TemporaryFile
-            switch openFile(for: request) {
-            case .success(let opened): file = opened
-            case .failure(let reason): return refuse(request, reason)
+            let transfer = makeTransfer(request, rotation: SourceRotation(sources: request.sources.count, retries: request.retries))
+            let first = transfer.rotation.first(avoiding: badHostFlags(transfer))
+            if first != transfer.sourceIndex { transfer.prepareAttempt(at: first, keepingBytes: false) }
+            delegate.transfer(request.id, didProduce: .started(sourceDisplayURL: transfer.source.displayURL))
+            for sharer in transfer.sharers {
+                let index = sharer.sourceMap[first] ?? 0
+                delegate.transfer(sharer.request.id, didProduce: .started(sourceDisplayURL: sharer.request.sources[index].displayURL))
             }
-            guard let easy = idleHandles.popLast() ?? EasyHandle() else {
-                close(file.descriptor)
-                if file.isPartial { claims.release(file.path) }
-                return refuse(request, .local(operation: "initialize libcurl for", path: file.path, errno: ENOMEM))
+            switch openFile(for: request, source: first) {
+            case .success(let file): transfer.adopt(file)
+            case .failure(let reason): return giveUp(transfer, reason)
             }
-            let delegate = self.delegate
-            let id = request.id
-            let transfer = Transfer(request: request, file: file, easy: easy, maxBodyBytes: engine.configuration.maxBodyBytes,
-                                    partials: engine.partials, reportsProgress: reportsProgress, clock: clock) {
-                delegate.transfer(id, didProduce: $0)
-            }
-            delegate.transfer(id, didProduce: .started(sourceDisplayURL: request.sources[0].displayURL))
             if transfer.partialLooksComplete {
                 // Everything is already here (a run ended between download and commit): only the hash is left.
                 verify(transfer)
@@ -196,29 +213,41 @@ public final class TransferEngine: Sendable {
             }
         }
 
-        /// A request that fails before any attempt could start.
-        private func refuse(_ request: TransferRequest, _ reason: FailureReason) {  // sources is non-empty here
-            delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: [
-                AttemptFailure(sourceDisplayURL: request.sources[0].displayURL, reason: reason),
-            ]))))
+        private func makeTransfer(_ request: TransferRequest, rotation: SourceRotation, failures: [AttemptFailure] = [],
+                                  source: Int = 0) -> Transfer {
+            let delegate = self.delegate
+            let id = request.id
+            return Transfer(request: request, rotation: rotation, failures: failures, sourceIndex: source,
+                            maxBodyBytes: engine.configuration.maxBodyBytes, partials: engine.partials,
+                            reportsProgress: reportsProgress, clock: clock) { delegate.transfer(id, didProduce: $0) }
         }
 
-        /// A pinned file gets the partial named by its digest (resuming it when its metadata says how); anything
-        /// else, or a second entry wanting the same partial in this run, gets a fresh random name.
-        private mutating func openFile(for request: TransferRequest) -> Result<TemporaryFile, FailureReason> {
+        /// Which of the transfer's sources are on hosts that refused or timed out in this run. Nothing is parsed
+        /// while no host has failed, nor for a request with one source (there is nothing to reorder).
+        private func badHostFlags(_ transfer: Transfer) -> [Bool] {
+            guard transfer.request.sources.count > 1, !run.badHosts.isEmpty else { return [] }
+            let keys = transfer.hostKeys ?? transfer.request.sources.map { BadHosts.key(for: $0.url) }
+            transfer.hostKeys = keys
+            return keys.map(run.badHosts.contains)
+        }
+
+        /// A pinned file gets the partial named by its digest (resuming it when its metadata says the bytes came
+        /// from `source`); anything else, or a second entry wanting the same partial in this run, gets a fresh
+        /// random name.
+        private mutating func openFile(for request: TransferRequest, source: Int) -> Result<TemporaryFile, FailureReason> {
             if let digest = request.expectedDigest, let partials = engine.partials,
                (request.expectedSize ?? .max) >= Self.resumableSize {
                 let path = partials.path(for: digest)
-                if claims.claim(path) {
+                if run.claims.claim(path) {
                     let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
                     guard descriptor >= 0 else {
-                        claims.release(path)
+                        run.claims.release(path)
                         return .failure(.local(operation: "open partial file", path: path, errno: errno))
                     }
                     var info = stat()
                     let size = fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
                     let metadata = partials.metadata(forPartial: path)
-                    let resumable = size > 0 && metadata?.sourceKey == request.sources[0].key
+                    let resumable = size > 0 && metadata?.sourceKey == request.sources[source].key
                         && size <= (request.expectedSize ?? .max)
                     if let metadata, resumable {
                         return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true,
@@ -227,7 +256,7 @@ public final class TransferEngine: Sendable {
                     if ftruncate(descriptor, 0) != 0 {
                         let code = errno
                         close(descriptor)
-                        claims.release(path)
+                        run.claims.release(path)
                         return .failure(.local(operation: "truncate", path: path, errno: code))
                     }
                     partials.removeMetadata(forPartial: path)
@@ -235,21 +264,34 @@ public final class TransferEngine: Sendable {
                 }
             }
             let path = engine.configuration.temporaryDirectory + "/" + temporaryName()
-            let mode = request.fileMode ?? 0o600
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode & 0o777))
-            guard descriptor >= 0 else { return .failure(.local(operation: "create temporary file", path: path, errno: errno)) }
-            // open(2) leaves out what the umask masks (and special bits): then the mode is set exactly, by descriptor.
-            var hasFileMode = request.fileMode != nil
-            if hasFileMode, mode & ~0o777 != 0 || engine.umask.map({ mode & $0 != 0 }) ?? true {
-                hasFileMode = fchmod(descriptor, mode_t(mode & 0o7777)) == 0
+            switch FileClone.create(path, mode: request.fileMode, umask: engine.umask) {
+            case .success(let created):
+                return .success(TemporaryFile(path: path, descriptor: created.descriptor, hasFileMode: created.hasFileMode,
+                                              isPartial: false, resume: nil))
+            case .failure(let error):
+                return .failure(.local(operation: "create temporary file", path: path, errno: error.code))
             }
-            return .success(TemporaryFile(path: path, descriptor: descriptor, hasFileMode: hasFileMode, isPartial: false,
-                                          resume: nil))
         }
 
-        /// Configures the transfer's handle for its current URL and hands it to libcurl.
+        /// Configures the transfer's handle for its current URL and hands it to libcurl. A transfer coming back
+        /// from a wait opens its file again and takes a handle first.
         private mutating func attach(_ transfer: Transfer) {
-            let easy = transfer.easy
+            if !transfer.hasFile {
+                // A sharer going on alone: its first attempt of its own.
+                switch openFile(for: transfer.request, source: transfer.sourceIndex) {
+                case .success(let file): transfer.adopt(file)
+                case .failure(let reason): return giveUp(transfer, reason)
+                }
+            } else if let code = transfer.reopenFile() {
+                return giveUp(transfer, .local(operation: "open", path: transfer.temporaryPath, errno: code))
+            }
+            if transfer.easy == nil {
+                guard let easy = idleHandles.popLast() ?? EasyHandle() else {
+                    return giveUp(transfer, .local(operation: "initialize libcurl for", path: transfer.temporaryPath, errno: ENOMEM))
+                }
+                transfer.easy = easy
+            }
+            guard let easy = transfer.easy else { return }
             let configuration = engine.configuration
             easy.reset()
             easy.set(CURLOPT_URL, transfer.currentURL)
@@ -289,10 +331,33 @@ public final class TransferEngine: Sendable {
             multi.add(easy)
         }
 
+        /// The transfer waits until `time` holding nothing a running transfer needs: its slot, its handle (back to
+        /// the pool) and its open file (reopened when the wait is over) are all given up.
+        private mutating func park(_ transfer: Transfer, until time: Double) {
+            transfer.closeFile()
+            if let easy = transfer.easy {
+                idleHandles.append(easy)
+                transfer.easy = nil
+            }
+            transfer.retryAt = time
+            parked.append(transfer)
+        }
+
         private mutating func complete(_ raw: UnsafeMutableRawPointer, _ result: CURLcode) {
-            guard let transfer = active.removeValue(forKey: raw) else { return }
-            multi.remove(transfer.easy)
-            switch response(of: transfer, result) {
+            guard let transfer = active.removeValue(forKey: raw), let easy = transfer.easy else { return }
+            multi.remove(easy)
+            if transfer.responseHeaders.status > 0 { run.badHosts.forgive(transfer.currentURL) }
+            if transfer.restartsFromZero {
+                // Not a retry: the server answered, with a range a resume cannot use. The same source, from byte 0,
+                // at once (as if it had answered 200).
+                let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL,
+                                             reason: transfer.abortReason ?? .resumeRejected("another range"))
+                transfer.failures.append(failure)
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
+                transfer.beginRestartFromZero()
+                return attach(transfer)
+            }
+            switch response(of: transfer, result, easy) {
             case .redirect(let url, let sendHeaders):
                 transfer.beginRedirect(to: url, sendHeaders: sendHeaders)
                 attach(transfer)
@@ -304,6 +369,7 @@ public final class TransferEngine: Sendable {
                 transfer.closeFile()
                 release(transfer)
                 if !transfer.isResumable { unlink(transfer.temporaryPath) }
+                splitSharers(of: transfer)
                 delegate.transfer(transfer.request.id, didProduce: .notModified(sourceDisplayURL: transfer.source.displayURL))
             }
         }
@@ -332,17 +398,19 @@ public final class TransferEngine: Sendable {
         }
 
         /// What a finished attempt was: a 2xx body to verify, a redirect to follow, or a failure.
-        private func response(of transfer: Transfer, _ result: CURLcode) -> Response {
+        private func response(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> Response {
             if let reason = transfer.abortReason { return .failed(reason) }
             // An error body is read only so far; cutting it short is not a network failure.
             guard result == CURLE_OK || transfer.discarding && result == CURLE_WRITE_ERROR else {
-                let detail = transfer.easy.errorMessage
-                let message = Self.scrub(detail.isEmpty ? result.message : detail, of: transfer.source.secrets)
-                return .failed(.network(code: Int(result.rawValue), message: message))
+                return .failed(Self.failure(of: transfer, result, easy))
             }
-            let status = transfer.easy.responseCode
+            let status = transfer.responseHeaders.status
+            if status == 407 {
+                let proxy = ProxySettings.proxy(for: transfer.currentURL)
+                return .failed(.proxyAuthenticationRequired(variable: proxy?.variable, proxy: proxy?.redactedURL))
+            }
             if (300..<400).contains(status),
-               let target = transfer.easy.redirectURL ?? transfer.responseHeaders.location.flatMap({
+               let target = easy.redirectURL ?? transfer.responseHeaders.location.flatMap({
                    resolveRedirect($0, against: transfer.currentURL)
                }) {
                 switch engine.redirects.decide(current: transfer.currentURL, target: target,
@@ -356,26 +424,50 @@ public final class TransferEngine: Sendable {
             return .bodyComplete
         }
 
-        /// The bytes are all in: they are a file only if size and digest are what was pinned.
+        /// libcurl's error, in haul's terms: answers libcurl itself found malformed are protocol violations (not
+        /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants.
+        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> FailureReason {
+            let detail = easy.errorMessage
+            let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.source.secrets)
+            if easy.connectCode == 407 {
+                let proxy = ProxySettings.proxy(for: transfer.currentURL)
+                return .proxyAuthenticationRequired(variable: proxy?.variable, proxy: proxy?.redactedURL)
+            }
+            switch result {
+            case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
+                // Invalid Content-Length, a status line libcurl cannot read, an unsupported status code.
+                return .protocolViolation(ServerText.quoted(message, limit: 200))
+            case CURLE_OUT_OF_MEMORY where transfer.responseHeaders.headerBytes > 0 && transfer.bytesWritten == 0:
+                // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
+                return .protocolViolation("a response header line over 100 KiB")
+            default:
+                return .network(code: Int(result.rawValue), message: message)
+            }
+        }
+
+        /// The bytes are all in: they are a file only if size and digest are what was pinned. Whatever they are for
+        /// this request, they may be exactly what a sharer pinned.
         private mutating func judge(_ transfer: Transfer, digest: Result<Digest, FailureReason>) {
             let size = transfer.totalBytes
+            let encoding = transfer.servedEncoding
             let reason: FailureReason? = switch digest {
             case .failure(let reason): reason
             case .success(let digest):
-                if let expected = transfer.request.expectedSize, expected != size {
-                    .sizeMismatch(expected: expected, actual: size)
-                } else if let expected = transfer.request.expectedDigest, expected != digest {
-                    .digestMismatch(expected: expected, actual: digest)
-                } else {
-                    nil
-                }
+                Self.mismatch(transfer.request, size: size, digest: digest, encoding: encoding,
+                              unsizedLimit: engine.configuration.maxBodyBytes)
+            }
+            let spliced = transfer.holdsResumedBytes && !transfer.didFullRefetch
+            if case .success(let digest) = digest, !transfer.sharers.isEmpty, reason == nil || !spliced {
+                // Bytes spliced onto a partial that fail their own hash are not offered: the splice may be what is
+                // wrong, and the full refetch below will be.
+                serveSharers(of: transfer, size: size, digest: digest)
             }
             if let reason {
-                if transfer.holdsResumedBytes && !transfer.didFullRefetch && !reason.isLocal {
+                if spliced && !reason.isLocal {
                     // The splice may be what went wrong: the final hash is the judge, so fetch once in full.
                     let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
                     transfer.failures.append(failure)
-                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: 0))
+                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
                     transfer.beginFullRefetch()
                     engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
                     return attach(transfer)
@@ -396,40 +488,177 @@ public final class TransferEngine: Sendable {
             }
             transfer.closeFile()
             release(transfer)
+            splitSharers(of: transfer)
+            let unpinned = transfer.request.expectedDigest == nil
             delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
                 temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL,
                 sourceIndex: transfer.sourceIndex,
-                validators: transfer.request.expectedDigest != nil ? nil
-                    : HTTPValidators(etag: transfer.responseHeaders.etag, lastModified: transfer.responseHeaders.lastModified),
-                hasFileMode: transfer.hasFileMode && !transfer.isResumable))))
+                validators: unpinned ? HTTPValidators(etag: transfer.responseHeaders.etag,
+                                                      lastModified: transfer.responseHeaders.lastModified) : nil,
+                hasFileMode: transfer.hasFileMode && !transfer.isResumable,
+                contentEncoding: unpinned ? encoding : nil))))
+        }
+
+        /// Why `size` bytes hashing to `digest` are not the file `request` pinned (or, unsized, more than it may
+        /// take: a group's fetch accepts as much as its largest member does); nil when they are.
+        private static func mismatch(_ request: TransferRequest, size: Int64, digest: Digest, encoding: String?,
+                                     unsizedLimit: Int64) -> FailureReason? {
+            if request.expectedSize == nil, size > unsizedLimit { return .tooLarge(limit: unsizedLimit) }
+            if let expected = request.expectedSize, expected != size {
+                return .sizeMismatch(expected: expected, actual: size, contentEncoding: encoding)
+            }
+            if let expected = request.expectedDigest, expected != digest {
+                return .digestMismatch(expected: expected, actual: digest, contentEncoding: encoding)
+            }
+            return nil
+        }
+
+        /// Each sharer that has the source these bytes came from is served by them: a copy of its own when they
+        /// are what it pinned; otherwise that source is done for it (wrong bytes are not asked for again) and it
+        /// goes on alone with its other sources.
+        private mutating func serveSharers(of transfer: Transfer, size: Int64, digest: Digest) {
+            var waiting: [Sharer] = []
+            for var sharer in transfer.sharers {
+                guard let index = sharer.sourceMap[transfer.sourceIndex],
+                      sharer.request.hashAlgorithm == transfer.request.hashAlgorithm else {
+                    waiting.append(sharer)
+                    continue
+                }
+                let request = sharer.request
+                let source = request.sources[index]
+                let unpinned = request.expectedDigest == nil
+                let reason = Self.mismatch(request, size: size, digest: digest, encoding: transfer.servedEncoding,
+                                           unsizedLimit: engine.configuration.maxBodyBytes)
+                if let reason {
+                    let failure = AttemptFailure(sourceDisplayURL: source.displayURL, reason: reason)
+                    sharer.rotation.record(.permanent, at: index)
+                    sharer.failures.append(failure)
+                    goOnAlone(sharer, after: failure)
+                    continue
+                }
+                let path = engine.configuration.temporaryDirectory + "/" + temporaryName()
+                switch FileClone.copy(transfer.temporaryPath, to: path, mode: request.fileMode, umask: engine.umask) {
+                case .success(let hasFileMode):
+                    delegate.transfer(request.id, didProduce: .finished(.success(DownloadedFile(
+                        temporaryPath: path, size: size, digest: digest, sourceDisplayURL: source.displayURL,
+                        sourceIndex: index,
+                        validators: unpinned ? HTTPValidators(etag: transfer.responseHeaders.etag,
+                                                              lastModified: transfer.responseHeaders.lastModified) : nil,
+                        hasFileMode: hasFileMode, contentEncoding: unpinned ? transfer.servedEncoding : nil))))
+                case .failure(let error):
+                    sharer.failures.append(AttemptFailure(sourceDisplayURL: source.displayURL,
+                                                          reason: .local(operation: "copy verified file to", path: path, errno: error.code)))
+                    delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
+                }
+            }
+            transfer.sharers = waiting
+        }
+
+        /// The leader is done (or gave up): sharers its bytes did not serve go on alone, each from where the
+        /// group left it; an interruption ends them with it.
+        private mutating func splitSharers(of transfer: Transfer, interrupted: Bool = false) {
+            let sharers = transfer.sharers
+            transfer.sharers = []
+            for var sharer in sharers {
+                if interrupted {
+                    sharer.failures.append(AttemptFailure(sourceDisplayURL: sharer.request.sources[0].displayURL, reason: .interrupted))
+                    delegate.transfer(sharer.request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
+                } else {
+                    goOnAlone(sharer, after: nil)
+                }
+            }
+        }
+
+        /// A sharer becomes a transfer of its own, at its next source (now, or after a backoff), or ends when the
+        /// group already exhausted every source it has. `failure`: its own last failure, to report with what
+        /// comes next.
+        private mutating func goOnAlone(_ sharer: Sharer, after failure: AttemptFailure?) {
+            var rotation = sharer.rotation
+            let transfer = makeTransfer(sharer.request, rotation: rotation, failures: sharer.failures)
+            guard let step = rotation.next(avoiding: badHostFlags(transfer)) else {
+                if let failure { delegate.transfer(sharer.request.id, didProduce: .attemptFailed(failure, next: nil)) }
+                delegate.transfer(sharer.request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
+                return
+            }
+            transfer.rotation = rotation
+            let delay = delay(before: step, of: transfer)
+            if let failure {
+                delegate.transfer(sharer.request.id, didProduce: .attemptFailed(failure, next: nextAttempt(step, of: transfer, delay: delay)))
+            }
+            transfer.prepareAttempt(at: step.source, keepingBytes: false)
+            if delay > 0 {
+                transfer.retryAt = clock.now + delay
+                parked.append(transfer)
+            } else {
+                ready.append(transfer)
+            }
         }
 
         /// The transfer is leaving the engine: its handle goes back to the pool and its partial name is free
         /// again. Whoever ends the transfer decides what becomes of the partial and its metadata.
         private mutating func release(_ transfer: Transfer) {
-            idleHandles.append(transfer.easy)
-            if transfer.isResumable { claims.release(transfer.temporaryPath) }
+            if let easy = transfer.easy {
+                idleHandles.append(easy)
+                transfer.easy = nil
+            }
+            if transfer.isResumable { run.claims.release(transfer.temporaryPath) }
         }
 
-        /// Retries the same source for a transient failure, else moves to the next source, else gives up.
+        /// A failed attempt: the next source at once, the same or another after a backoff (see `SourceRotation`),
+        /// or the end. Sharers count the attempt as theirs when they have the same source.
         private mutating func fail(_ transfer: Transfer, _ reason: FailureReason) {
             let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
             transfer.failures.append(failure)
-            if reason.isTransient && transfer.canRetry {
-                let retryAfter = if case .httpStatus = reason { transfer.responseHeaders.retryAfter } else { RetryAfter?.none }
-                let delay = engine.configuration.retryPolicy.delay(beforeRetry: transfer.retriesUsed + 1, retryAfter: retryAfter)
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: delay))
-                transfer.beginRetry(keepingBytes: reason.keepsPartial)
-                transfer.retryAt = clock.now + delay
-                waiting.append(transfer)
-            } else if transfer.hasAnotherSource, !reason.isLocal {
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
-                transfer.beginNextSource()
-                attach(transfer)
-            } else {
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, retryIn: nil))
-                giveUp(transfer, nil)
+            if reason.marksHostBad { run.badHosts.markBad(transfer.currentURL) }
+            // A local failure (disk full, permission) is the same whichever source is tried.
+            guard !reason.isLocal, reason != .interrupted else {
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nil))
+                return giveUp(transfer, nil)
             }
+            var notBefore: Double?
+            if case .httpStatus = reason, let retryAfter = transfer.responseHeaders.retryAfter {
+                notBefore = clock.now + engine.configuration.retryPolicy.floor(for: retryAfter)
+            }
+            let outcome: SourceRotation.Outcome = reason.isTransient ? .transient(notBefore: notBefore) : .permanent
+            transfer.rotation.record(outcome, at: transfer.sourceIndex)
+            // What the URL did is the group's; wrong bytes are judged for each sharer on its own (`serveSharers`).
+            for index in transfer.sharers.indices where !reason.isAboutTheBytes {
+                guard let shared = transfer.sharers[index].sourceMap[transfer.sourceIndex] else { continue }
+                transfer.sharers[index].rotation.record(outcome, at: shared)
+                transfer.sharers[index].failures.append(AttemptFailure(
+                    sourceDisplayURL: transfer.sharers[index].request.sources[shared].displayURL, reason: reason))
+            }
+            guard let step = transfer.rotation.next(avoiding: badHostFlags(transfer)) else {
+                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nil))
+                return giveUp(transfer, nil)
+            }
+            let delay = delay(before: step, of: transfer)
+            delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nextAttempt(step, of: transfer, delay: delay)))
+            transfer.prepareAttempt(at: step.source, keepingBytes: reason.keepsPartial)
+            if delay > 0 {
+                park(transfer, until: clock.now + delay)
+            } else {
+                attach(transfer)
+            }
+        }
+
+        /// Seconds before `step`, to the microsecond (a `Retry-After` floor reads back as the number it was).
+        private func delay(before step: SourceRotation.Step, of transfer: Transfer) -> Double {
+            let policy = engine.configuration.retryPolicy
+            let seconds = transfer.rotation.delay(before: step, now: clock.now) { policy.delay(beforeRetry: $0, retryAfter: nil) }
+            return (seconds * 1e6).rounded() / 1e6
+        }
+
+        /// The same source again, at once, without a retry spent: the server answered, in a way a fresh full
+        /// request (not a resume) can fix.
+        private func sameSourceAtOnce(_ transfer: Transfer) -> NextAttempt {
+            nextAttempt(SourceRotation.Step(source: transfer.sourceIndex, retry: transfer.rotation.failures(at: transfer.sourceIndex),
+                                            backoffRound: 0), of: transfer, delay: 0)
+        }
+
+        private func nextAttempt(_ step: SourceRotation.Step, of transfer: Transfer, delay: Double) -> NextAttempt {
+            NextAttempt(sourceDisplayURL: transfer.request.sources[step.source].displayURL, sourceIndex: step.source,
+                        delay: delay, retry: step.retry, retries: transfer.rotation.retries)
         }
 
         /// The transfer ends in failure: keep a resumable partial for the next run, drop anything else.
@@ -445,10 +674,11 @@ public final class TransferEngine: Sendable {
             let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
                 && transfer.validator != nil && engine.partials != nil
             release(transfer)
-            if !keepsPartial {
+            if !keepsPartial && transfer.hasFile {
                 unlink(transfer.temporaryPath)
                 if transfer.isResumable { engine.partials?.removeMetadata(forPartial: transfer.temporaryPath) }
             }
+            splitSharers(of: transfer, interrupted: reason == .interrupted)
             delegate.transfer(transfer.request.id,
                               didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
         }
@@ -471,6 +701,65 @@ public final class TransferEngine: Sendable {
         private mutating func temporaryName() -> String {
             temporaryCount += 1
             return namePrefix + String(temporaryCount, radix: 16) + ".part"
+        }
+    }
+}
+
+/// A first-in, first-out queue: appending and taking the first are O(1) (amortized).
+private struct FIFO<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+
+    mutating func append(_ item: Element) { items.append(item) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let item = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return item
+    }
+
+    mutating func drain() -> [Element] {
+        defer { self = FIFO() }
+        return Array(items[head...])
+    }
+}
+
+/// Hosts (scheme, host and port) that refused connections or timed out during this run, shared by the loops:
+/// the sources of later transfers that are on them are tried after the others. A host that answers again is
+/// forgiven.
+private final class BadHosts: Sendable {
+    private let hosts = Mutex<Set<String>>([])
+    /// Read on every choice of a source; the set is locked only once a host has failed.
+    private let count = Atomic<Int>(0)
+
+    var isEmpty: Bool { count.load(ordering: .relaxed) == 0 }
+
+    static func key(for url: String) -> String {
+        guard let origin = URLOrigin(url) else { return url }
+        return "\(origin.scheme)://\(origin.host):\(origin.port)"
+    }
+
+    func contains(_ key: String) -> Bool { hosts.withLock { $0.contains(key) } }
+
+    func markBad(_ url: String) {
+        let key = Self.key(for: url)
+        hosts.withLock { hosts in
+            if hosts.insert(key).inserted { count.wrappingAdd(1, ordering: .relaxed) }
+        }
+    }
+
+    func forgive(_ url: String) {
+        guard !isEmpty else { return }
+        let key = Self.key(for: url)
+        hosts.withLock { hosts in
+            if hosts.remove(key) != nil { count.wrappingSubtract(1, ordering: .relaxed) }
         }
     }
 }
@@ -540,6 +829,14 @@ extension FailureReason {
     var isLocal: Bool {
         if case .local = self { return true }
         return false
+    }
+
+    /// The bytes arrived and are not the file pinned: a verdict on one request's pin, not on the URL.
+    var isAboutTheBytes: Bool {
+        switch self {
+        case .digestMismatch, .sizeMismatch: true
+        default: false
+        }
     }
 
     /// Only a transfer cut short (by the network or an interruption) leaves bytes worth resuming.

@@ -88,9 +88,15 @@ public struct TransferRequest: Sendable {
     /// The permission bits the file will have in place: a fresh temporary file is created with them (in a
     /// private folder, so nobody reaches it meanwhile) and moving it into place needs no chmod. nil: 0600.
     public var fileMode: UInt32?
+    /// Other requests of the run whose first source is this one's first source (same URL, same headers, same
+    /// hash algorithm, none of them conditional): the bytes are fetched once, by this request, and judged for
+    /// each sharer against its own digest and size. A sharer the bytes satisfy gets its own copy (a reflink where
+    /// the file system can); one they do not satisfy goes on with its own remaining sources, on its own. Each
+    /// sharer gets its own events, under its own `id`.
+    public var sharers: [TransferRequest]
 
     public init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
-                retries: Int, stallTimeout: Double, fileMode: UInt32? = nil) {
+                retries: Int, stallTimeout: Double, fileMode: UInt32? = nil, sharers: [TransferRequest] = []) {
         self.id = id
         self.sources = sources
         self.expectedDigest = expectedDigest
@@ -98,6 +104,7 @@ public struct TransferRequest: Sendable {
         self.retries = retries
         self.stallTimeout = stallTimeout
         self.fileMode = fileMode
+        self.sharers = sharers
     }
 
     /// Unpinned files are hashed with SHA-256 so that what was written can be recorded.
@@ -199,15 +206,38 @@ public struct DownloadedFile: Sendable {
     public var validators: HTTPValidators?
     /// The file already has the request's `fileMode`, exactly (a resumed partial does not: it was made 0600).
     public var hasFileMode = false
+    /// The `Content-Encoding` the server applied although haul asked for none (shown safely): the file is stored
+    /// as served (an unpinned file), so whoever shows the result should warn. nil for an unencoded body.
+    public var contentEncoding: String?
+}
+
+/// What follows a failed attempt: which source is tried, and after how long.
+public struct NextAttempt: Sendable, Equatable {
+    /// The source tried next (display form) and its index in the request's sources.
+    public var sourceDisplayURL: String
+    public var sourceIndex: Int
+    /// Seconds before the attempt starts; 0: at once.
+    public var delay: Double
+    /// Failed attempts at that source so far: 0 for its first attempt, n for its n-th retry (of `retries`).
+    public var retry: Int
+    public var retries: Int
+
+    public init(sourceDisplayURL: String, sourceIndex: Int, delay: Double, retry: Int, retries: Int) {
+        self.sourceDisplayURL = sourceDisplayURL
+        self.sourceIndex = sourceIndex
+        self.delay = delay
+        self.retry = retry
+        self.retries = retries
+    }
 }
 
 public enum TransferEvent: Sendable {
     /// The first request of this transfer went out (a request queued behind `--jobs` has not started yet).
     case started(sourceDisplayURL: String)
     case progress(TransferProgress)
-    /// An attempt failed; `retryIn` is the delay before the same source is tried again, nil when the engine
-    /// moves to the next source or gives up.
-    case attemptFailed(AttemptFailure, retryIn: Double?)
+    /// An attempt failed; `next` says which source is tried next and when, nil when the engine gives up (a
+    /// `.finished` failure follows). A transfer that waits holds no transfer slot meanwhile.
+    case attemptFailed(AttemptFailure, next: NextAttempt?)
     case finished(Result<DownloadedFile, TransferFailure>)
     /// A source asked conditionally answered 304: the copy on disk is current and nothing was written.
     /// Like `.finished`, it ends the transfer: every request ends with exactly one of the two.

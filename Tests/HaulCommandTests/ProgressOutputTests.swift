@@ -357,7 +357,7 @@ final class ProgressFormattingTests: XCTestCase {
         XCTAssertEqual(model.active[0]?.received, 1_100)
         XCTAssertEqual(model.active[0]?.meter.rate ?? 0, 1_000, accuracy: 0.001, "the resumed prefix is not a download")
         XCTAssertEqual(model.bytesDone, 7_100, "but it is done")
-        model.attemptFailed(0, retrying: true)
+        model.attemptFailed(0, next: NextAttempt(sourceDisplayURL: "u", sourceIndex: 0, delay: 0, retry: 1, retries: 3), now: 1.5)
         XCTAssertEqual(model.active[0]?.note, "retrying")
         model.progress(0, "a", progress(300, chunk: 300), size: 10_000, now: 2)  // the next attempt starts over
         XCTAssertEqual(model.active[0]?.received, 1_400)

@@ -407,6 +407,7 @@ extension SyncCommandTests {
 
         let missing = try haul(["sync", "--ca-file", directory.path + "/nope.pem"])
         XCTAssertEqual(missing.exitCode, 64)
-        XCTAssertTrue(missing.stderr.contains("cannot read CA bundle"), missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("error: CA bundle \"\(directory.path)/nope.pem\" (from --ca-file) cannot be used: no such file"),
+                      missing.stderr)
     }
 }

@@ -208,3 +208,60 @@ final class ResumeTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 0)
     }
 }
+
+extension ResumeTests {
+    /// A 206 that does not start where the resume asked is treated like a 200 to a resume: the partial goes and
+    /// the same URL is asked for the whole file at once, without spending a retry or waiting out a backoff.
+    func testPartialContentAtTheWrongRangeRestartsFromZeroWithoutSpendingARetry() throws {
+        let data = body(12)
+        let served = Mutex(0)
+        let server = try LoopbackHTTPServer { _ in
+            let n = served.withLock { n in n += 1; return n }
+            switch n {
+            case 1: return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 80_000))
+            case 2:
+                // Also a hostile Content-Range: it reaches the message only as safe text.
+                return ServerResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 7-9/300000\u{1B}[2J")],
+                                      body: Array(data[7...9]))
+            default: return .ok(data, headers: [("ETag", "\"v1\"")])
+            }
+        }
+        defer { server.stop() }
+        // One retry: the cut body takes it; the wrong range must not need another.
+        let recorder = fetch(server.url("/f"), pinned: data, retries: 1)
+        XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get(), "\(recorder.attemptFailures)").temporaryPath), data)
+        XCTAssertEqual(server.requests.map { $0.header("Range") }, [nil, "bytes=80000-", nil])
+        guard case .resumeRejected(let why) = recorder.attemptFailures[1].failure.reason else {
+            return XCTFail("\(recorder.attemptFailures)")
+        }
+        XCTAssertTrue(why.contains("Content-Range: bytes 7-9/300000?[2J"), why)
+        XCTAssertNil(recorder.attemptFailures[1].retryIn, "at once, no backoff")
+    }
+
+    /// A partial written from one URL is never resumed from another: it came from another server, maybe another
+    /// version of the file.
+    func testAPartialFromOneURLIsNeverResumedFromAnother() throws {
+        let data = body(13)
+        let primary = try server(StaticFiles(["/f": data]), cuts: 1, cutAt: 100_000)
+        defer { primary.stop() }
+        let mirror = try LoopbackHTTPServer(files: ["/f": data])
+        defer { mirror.stop() }
+        // In the same run: the cut moves to the mirror, which gets a plain request.
+        let recorder = Recorder()
+        engine().run([TransferRequest(id: 0, sources: [primary.url("/f"), mirror.url("/f")].map { TransferSource(url: $0, displayURL: $0) },
+                                      expectedDigest: StreamingHasher.digest(data, algorithm: .sha256),
+                                      expectedSize: Int64(data.count), retries: 1, stallTimeout: 5)], delegate: recorder)
+        XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get()).temporaryPath), data)
+        XCTAssertEqual(mirror.requests.map { $0.header("Range") }, [nil])
+
+        // Across runs: a partial from the primary, then a run that starts at the mirror.
+        primary.resetLog()
+        mirror.resetLog()
+        let cut = try server(StaticFiles(["/f": data]), cuts: 1, cutAt: 100_000)
+        defer { cut.stop() }
+        guard case .failure = fetch(cut.url("/f"), pinned: data).results[0] else { return XCTFail("the first run is cut") }
+        let second = fetch(mirror.url("/f"), pinned: data)
+        XCTAssertEqual(contents(try XCTUnwrap(try second.results[0]?.get()).temporaryPath), data)
+        XCTAssertEqual(mirror.requests.map { $0.header("Range") }, [nil], "the partial from the other URL is not resumed")
+    }
+}

@@ -92,7 +92,7 @@ final class TransferEngineTests: XCTestCase {
         engine().run([request(0, [source(server.url("/wrong")), source(server.url("/gone"))], bytes: expected)], delegate: recorder)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
         XCTAssertEqual(failure.lastFailurePerSource.map(\.sourceDisplayURL), [server.url("/wrong"), server.url("/gone")])
-        guard case .digestMismatch(let want, let got) = failure.attempts[0].reason else { return XCTFail("\(failure)") }
+        guard case .digestMismatch(let want, let got, _) = failure.attempts[0].reason else { return XCTFail("\(failure)") }
         XCTAssertEqual(want, StreamingHasher.digest(expected, algorithm: .sha256))
         XCTAssertEqual(got, StreamingHasher.digest(Array("not it".utf8), algorithm: .sha256))
         XCTAssertEqual(failure.attempts[1].reason, .httpStatus(404))
@@ -354,7 +354,7 @@ struct SplitMix {
 final class Recorder: TransferDelegate {
     private struct Events {
         var results: [Int: Result<DownloadedFile, TransferFailure>] = [:]
-        var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] = []
+        var attemptFailures: [(failure: AttemptFailure, next: NextAttempt?)] = []
         var progress: [TransferProgress] = []
         var notModified: [Int: String] = [:]
         var started: [Int: String] = [:]
@@ -364,7 +364,12 @@ final class Recorder: TransferDelegate {
     private let events = Mutex(Events())
 
     var results: [Int: Result<DownloadedFile, TransferFailure>] { events.withLock { $0.results } }
-    var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] { events.withLock { $0.attemptFailures } }
+    /// `retryIn`: the wait before the next attempt, nil when it starts at once or nothing follows.
+    var attemptFailures: [(failure: AttemptFailure, retryIn: Double?)] {
+        events.withLock { $0.attemptFailures.map { ($0.failure, $0.next.flatMap { $0.delay > 0 ? $0.delay : nil }) } }
+    }
+    /// What each failed attempt said comes next (nil: nothing, the transfer failed).
+    var nextAttempts: [NextAttempt?] { events.withLock { $0.attemptFailures.map(\.next) } }
     var progress: [TransferProgress] { events.withLock { $0.progress } }
     var notModified: [Int: String] { events.withLock { $0.notModified } }
     var started: [Int: String] { events.withLock { $0.started } }
@@ -375,7 +380,7 @@ final class Recorder: TransferDelegate {
             switch event {
             case .started(let source): events.started[id] = source
             case .progress(let p): events.progress.append(p)
-            case .attemptFailed(let failure, let retryIn): events.attemptFailures.append((failure, retryIn))
+            case .attemptFailed(let failure, let next): events.attemptFailures.append((failure, next))
             case .finished(let result):
                 if events.results[id] != nil || events.notModified[id] != nil { events.endedTwice.append(id) }
                 events.results[id] = result

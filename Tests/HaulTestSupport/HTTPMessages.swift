@@ -67,6 +67,10 @@ public struct ServerResponse: Sendable {
     public var headers: [(String, String)]
     public var body: [UInt8]
     public var fault: Fault?
+    /// Sent verbatim in place of the status line and header block the server would write from the fields above
+    /// (nothing added: no Content-Length, Date or Connection), then `body`, then the connection is closed. For
+    /// answers no honest server writes: conflicting lengths, odd status lines, huge header blocks.
+    public var rawHead: [UInt8]?
 
     /// The server adds Content-Length (from `body`), Date and, when it will close, `Connection: close`
     /// unless the handler set them; a `Transfer-Encoding: chunked` header makes it chunk the body.
@@ -89,6 +93,14 @@ public struct ServerResponse: Sendable {
 
     public static func status(_ status: Int, body: [UInt8] = [], headers: [(String, String)] = []) -> ServerResponse {
         ServerResponse(status: status, headers: headers, body: body)
+    }
+
+    /// A response written byte for byte: `statusLine` and each of `headerLines` end with CRLF, then a blank line,
+    /// then `body` (see `rawHead`).
+    public static func raw(_ statusLine: String, _ headerLines: [String] = [], body: [UInt8] = []) -> ServerResponse {
+        var response = ServerResponse(status: 0, reason: "", body: body)
+        response.rawHead = Array(([statusLine] + headerLines).map { $0 + "\r\n" }.joined().utf8) + [13, 10]
+        return response
     }
 
     public static var notFound: ServerResponse {

@@ -365,6 +365,12 @@ final class ServerCore: Sendable {
 
     private func write(_ response: ServerResponse, to fd: Int32, method: String, keepAlive requested: Bool) -> Ending {
         if response.fault == .closeWithoutResponse { return .close }
+        if let raw = response.rawHead {
+            // Whatever framing the raw head claims, the body ends where the connection does.
+            _ = Socket.sendAll(fd, raw) && Socket.sendAll(fd, response.body)
+            shutdown(fd, Int32(SHUT_WR))
+            return .close
+        }
         var response = response
         let bodyless = (100 ..< 200).contains(response.status) || response.status == 204 || response.status == 304
         let chunked = response.header("Transfer-Encoding")?.lowercased().contains("chunked") ?? false

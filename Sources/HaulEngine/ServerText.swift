@@ -1,0 +1,67 @@
+import Glibc
+
+/// Text a server chose (a `Content-Range`, a `Content-Encoding`, a header value) as it may appear in a message:
+/// control characters and anything not printable ASCII become `?` and it is cut at `limit` characters, so a
+/// hostile server can neither move the cursor of the terminal that shows the error nor flood it. (The manifest's
+/// own text is quoted by HaulManifest's `Quoted`, which the engine does not depend on; server text is not the
+/// user's, so it is not escaped for reading back but reduced to what is safe to show.)
+enum ServerText {
+    static func quoted(_ text: some StringProtocol, limit: Int = 80) -> String {
+        var out = ""
+        var count = 0
+        for byte in text.utf8 {
+            if count == limit {
+                out += "…"
+                break
+            }
+            out.unicodeScalars.append((0x20..<0x7F).contains(byte) ? Unicode.Scalar(byte) : "?")
+            count += 1
+        }
+        return out
+    }
+}
+
+/// The proxy libcurl takes from the environment for a URL, found the way libcurl looks for it, so that a proxy's
+/// 407 can name the variable to fix. Only for messages: libcurl itself reads the environment for the transfer.
+enum ProxySettings {
+    /// The variable libcurl reads for `url` and its value with any userinfo shown as `***`; nil when none is set.
+    static func proxy(for url: String) -> (variable: String, redactedURL: String)? {
+        let scheme = url.prefix { $0 != ":" }.lowercased()
+        // libcurl reads `http_proxy` only in lower case (an upper-case one could come from a CGI request header);
+        // other schemes in both cases, then `all_proxy`.
+        var names = ["\(scheme)_proxy"]
+        if scheme != "http" { names.append("\(scheme.uppercased())_PROXY") }
+        names += ["all_proxy", "ALL_PROXY"]
+        for name in names {
+            guard let pointer = getenv(name) else { continue }
+            let value = String(cString: pointer)
+            if !value.isEmpty { return (name, redactingUserinfo(value)) }
+        }
+        return nil
+    }
+
+    /// `http://user:secret@proxy:3128` → `http://***@proxy:3128`.
+    static func redactingUserinfo(_ proxy: String) -> String {
+        let (scheme, rest) = split(proxy)
+        guard let at = rest.prefix(while: { $0 != "/" }).lastIndex(of: "@") else { return proxy }
+        return scheme + "***" + rest[at...]
+    }
+
+    /// What the variable should hold: the same proxy with placeholder credentials (`http://user:pass@proxy:3128`).
+    static func credentialsExample(for proxy: String) -> String {
+        var (scheme, rest) = split(proxy)
+        if let at = rest.prefix(while: { $0 != "/" }).lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        return (scheme.isEmpty ? "http://" : scheme) + "user:pass@" + rest.prefix { $0 != "/" }
+    }
+
+    /// `("http://", "user@host:1/")`; a proxy without a scheme (`host:3128`, which libcurl takes as http) has none.
+    private static func split(_ proxy: String) -> (scheme: String, rest: Substring) {
+        let bytes = Array(proxy.utf8)
+        for index in bytes.indices.dropLast(2) where bytes[index] == UInt8(ascii: ":") {
+            guard bytes[index + 1] == UInt8(ascii: "/"), bytes[index + 2] == UInt8(ascii: "/") else { break }
+            let end = proxy.utf8.index(proxy.utf8.startIndex, offsetBy: index + 3)
+            return (String(proxy[..<end]), proxy[end...])
+        }
+        return ("", proxy[...])
+    }
+}
