@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
         .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
                                                            "HaulTestSupport"]),
-        .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulTestSupport"]),
+        .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),
         .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest"]),
     ],
     swiftLanguageModes: [.v6]

@@ -52,7 +52,7 @@ public enum Pinner {
         }
         defer { workspace.remove() }
         let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: workspace.path, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
+            temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
             caFile: options.caFile, userAgent: "haul/\(HaulVersion.current)", maxBodyBytes: options.maxFileSize))
         let request = TransferRequest(
             id: 0,

@@ -233,9 +233,9 @@ public struct Reconciler: Sendable {
                                                            durability: options.durability),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
-                temporaryDirectory: staging.temporary.path, maxConcurrentTransfers: options.jobs,
+                temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
-                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial.path,
+                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial,
                 maxBodyBytes: options.maxFileSize, loops: Self.cores))
             let records = assessment.records
             let groups = Self.shareGroups(plan, fetches: fetches)
@@ -402,13 +402,6 @@ private final class Execution: TransferDelegate, Sendable {
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.entries[id].entry, finished: outcome)
-    }
-}
-
-extension DownloadedFile {
-    /// The file's name in the staging folder the engine wrote it to.
-    var temporaryName: String {
-        temporaryPath.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? temporaryPath
     }
 }
 

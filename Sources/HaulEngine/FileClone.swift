@@ -1,4 +1,5 @@
 import Glibc
+import HaulFileSystem
 
 /// Creating the engine's temporary files, and giving a verified file to a second destination.
 ///
@@ -16,14 +17,17 @@ enum FileClone {
     /// `_IOW(0x94, 9, int)` from linux/fs.h.
     private static let ficlone: UInt = 0x4004_9409
 
-    /// A new file at `path` (which must not exist) with `mode` exactly, or 0600 without one. The staging folder
+    /// A new file `file` (which must not exist) with `mode` exactly, or 0600 without one. The staging folder
     /// is private, so the file may carry its final mode from the start: moving it into place needs no chmod.
     /// `hasFileMode`: the mode was set exactly (it is set by descriptor when the umask, or special bits, would
     /// narrow what `open` gives).
-    static func create(_ path: String, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasFileMode: Bool), Errno> {
+    static func create(_ file: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasFileMode: Bool), Errno> {
         let bits = mode ?? 0o600
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(bits & 0o777))
-        guard descriptor >= 0 else { return .failure(Errno(errno)) }
+        let descriptor: Int32
+        switch file.open(O_RDWR | O_CREAT | O_EXCL, mode: mode_t(bits & 0o777)) {
+        case .success(let opened): descriptor = opened
+        case .failure(let failure): return .failure(Errno(failure.errno))
+        }
         var hasFileMode = mode != nil
         if hasFileMode, bits & ~0o777 != 0 || umask.map({ bits & $0 != 0 }) ?? true {
             hasFileMode = fchmod(descriptor, mode_t(bits & 0o7777)) == 0
@@ -31,12 +35,15 @@ enum FileClone {
         return .success((descriptor, hasFileMode))
     }
 
-    /// A copy of `source` at `target` (new, with `mode` as `create` gives it): a reflink where the file system
+    /// A copy of `source` as `target` (new, with `mode` as `create` gives it): a reflink where the file system
     /// can, else the kernel copies the bytes. Returns whether the mode was set exactly, or the errno; a failed
     /// copy leaves no file behind.
-    static func copy(_ source: String, to target: String, mode: UInt32?, umask: UInt32?) -> Result<Bool, Errno> {
-        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard input >= 0 else { return .failure(Errno(errno)) }
+    static func copy(_ source: StagedFile, to target: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<Bool, Errno> {
+        let input: Int32
+        switch source.open(O_RDONLY) {
+        case .success(let opened): input = opened
+        case .failure(let failure): return .failure(Errno(failure.errno))
+        }
         defer { close(input) }
         let created: (descriptor: Int32, hasFileMode: Bool)
         switch create(target, mode: mode, umask: umask) {
@@ -50,7 +57,7 @@ enum FileClone {
         }
         if close(output) != 0, failure == nil { failure = errno }
         if let failure {
-            unlink(target)
+            target.remove()
             return .failure(Errno(failure))
         }
         return .success(created.hasFileMode)

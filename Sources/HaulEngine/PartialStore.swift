@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFileSystem
 
 /// Interrupted downloads of pinned files, kept under haul's private area so that the next attempt (in this run
 /// or the next) resumes instead of starting over.
@@ -8,16 +9,16 @@ import HaulDigest
 /// its `.meta` file says which URL the bytes came from (as a hash: URLs may carry secrets) and the validator that
 /// guarantees a resumed request continues the same version of the file.
 public struct PartialStore: Sendable {
-    let directory: String
+    /// The partial folder, held open: partials and their metadata are reached by name in it.
+    let folder: DirectoryHandle
 
-    func path(for digest: Digest) -> String { "\(directory)/\(Self.fileName(for: digest))" }
+    func file(for digest: Digest) -> StagedFile { StagedFile(folder: folder, name: Self.fileName(for: digest)) }
 
     /// The one spelling of a partial's name, shared with whoever sweeps the partial directory.
     public static func fileName(for digest: Digest) -> String { "\(digest.algorithm.rawValue)-\(digest.hex).part" }
 
-    func metadata(forPartial path: String) -> PartialMetadata? {
-        let descriptor = open(path + ".meta", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
+    func metadata(forPartial partial: StagedFile) -> PartialMetadata? {
+        guard case .success(let descriptor) = folder.openRegularFileForReading(partial.name + ".meta") else { return nil }
         defer { close(descriptor) }
         var bytes = [UInt8](repeating: 0, count: 4096)
         let count = read(descriptor, &bytes, bytes.count)
@@ -26,17 +27,18 @@ public struct PartialStore: Sendable {
     }
 
     /// Written next to the partial, atomically (temporary name, then rename), so a crash never leaves half of it.
-    func save(_ metadata: PartialMetadata, forPartial path: String) {
-        let temporary = path + ".meta.new"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { return }
+    func save(_ metadata: PartialMetadata, forPartial partial: StagedFile) {
+        let temporary = partial.name + ".meta.new"
+        folder.remove(temporary)
+        guard case .success(let descriptor) = folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL) else { return }
         let text = Array(metadata.encoded.utf8)
         let written = write(descriptor, text, text.count)
         close(descriptor)
-        if written == text.count { rename(temporary, path + ".meta") } else { unlink(temporary) }
+        if written == text.count, folder.rename(temporary, to: partial.name + ".meta") == nil { return }
+        folder.remove(temporary)
     }
 
-    func removeMetadata(forPartial path: String) { unlink(path + ".meta") }
+    func removeMetadata(forPartial partial: StagedFile) { folder.remove(partial.name + ".meta") }
 }
 
 struct PartialMetadata: Equatable {

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import HaulFileSystem
 import HaulDigest
 import Synchronization
 
@@ -25,10 +26,9 @@ final class TrailingHasher: Sendable {
     private static let wakeStep: Int64 = 4 << 20
     private static let chunk = 1 << 20
 
-    /// - Parameter path: the file the writer is writing; opened here for reading.
-    init?(path: String, algorithm: DigestAlgorithm) {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
+    /// - Parameter file: the file the writer is writing; opened here for reading.
+    init?(file: StagedFile, algorithm: DigestAlgorithm) {
+        guard case .success(let descriptor) = file.open(O_RDONLY) else { return nil }
         self.descriptor = descriptor
         self.state = Mutex(State(hasher: StreamingHasher(algorithm), buffer: [UInt8](repeating: 0, count: Self.chunk)))
     }

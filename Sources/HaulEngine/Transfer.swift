@@ -20,7 +20,9 @@ final class Transfer {
 
     // The file, set once by `adopt` (the transfer's first attempt) and kept for its whole life.
     /// A random name for unpinned files; for pinned ones, the partial named by the expected digest.
-    private(set) var temporaryPath = ""
+    private(set) var file: StagedFile?
+    /// For messages.
+    var temporaryPath: String { file?.path ?? "" }
     /// Whether bytes may be kept across attempts and runs (pinned files only: the digest judges the splice).
     private(set) var isResumable = false
     /// The file was created with the request's `fileMode`.
@@ -106,7 +108,7 @@ final class Transfer {
 
     /// Takes the file the engine opened for the first attempt.
     func adopt(_ file: TemporaryFile) {
-        temporaryPath = file.path
+        self.file = file.staged
         descriptor = file.descriptor
         isResumable = file.isPartial
         hasFileMode = file.hasFileMode
@@ -117,15 +119,19 @@ final class Transfer {
         }
     }
 
-    var hasFile: Bool { !temporaryPath.isEmpty }
+    var hasFile: Bool { file != nil }
 
     /// Opens the file again after a wait (`closeFile`); the errno on failure.
     func reopenFile() -> Int32? {
         guard descriptor < 0 else { return nil }
-        let opened = open(temporaryPath, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard opened >= 0 else { return errno }
-        descriptor = opened
-        return nil
+        guard let file else { return ENOENT }
+        switch file.open(O_WRONLY) {
+        case .success(let opened):
+            descriptor = opened
+            return nil
+        case .failure(let failure):
+            return failure.errno
+        }
     }
 
     func closeFile() {
@@ -175,8 +181,11 @@ final class Transfer {
         // Old bytes past the new end would be committed without having been hashed.
         if descriptor >= 0 {
             if ftruncate(descriptor, 0) != 0 { abortReason = .local(operation: "truncate", path: temporaryPath, errno: errno) }
-        } else if hasFile, truncate(temporaryPath, 0) != 0 {
-            abortReason = .local(operation: "truncate", path: temporaryPath, errno: errno)
+        } else if let file {
+            switch file.open(O_WRONLY | O_TRUNC) {
+            case .success(let opened): close(opened)
+            case .failure(let failure): abortReason = .local(operation: "truncate", path: temporaryPath, errno: failure.errno)
+            }
         }
     }
 
@@ -209,7 +218,7 @@ final class Transfer {
     /// it. Not a retry: the server answered, just not what a resume can use.
     func beginRestartFromZero() {
         validator = nil
-        partials?.removeMetadata(forPartial: temporaryPath)
+        if let file { partials?.removeMetadata(forPartial: file) }
         restartAtSource()
         dropBytes()
     }
@@ -252,7 +261,7 @@ final class Transfer {
 
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
-        if trailingHasher == nil { trailingHasher = TrailingHasher(path: temporaryPath, algorithm: request.hashAlgorithm) }
+        if trailingHasher == nil, let file { trailingHasher = TrailingHasher(file: file, algorithm: request.hashAlgorithm) }
         return trailingHasher
     }
 
@@ -298,12 +307,12 @@ final class Transfer {
             // with the validator already on disk has nothing new to write (a new source or a full refetch
             // clears `validator` first).
             if fresh != validator {
-                partials?.save(PartialMetadata(sourceKey: source.key, validator: fresh), forPartial: temporaryPath)
+                if let file { partials?.save(PartialMetadata(sourceKey: source.key, validator: fresh), forPartial: file) }
             }
             validator = fresh
         } else if isResumable {
             // Bytes without a validator cannot be resumed safely; whatever metadata there was no longer applies.
-            partials?.removeMetadata(forPartial: temporaryPath)
+            if let file { partials?.removeMetadata(forPartial: file) }
         }
         let limit = bodyLimit
         if length >= 0, resumeOffset.addingReportingOverflow(length).overflow || resumeOffset + length > limit {
@@ -441,7 +450,7 @@ struct Sharer {
 
 /// The file a transfer writes, as the engine opened it.
 struct TemporaryFile {
-    var path: String
+    var staged: StagedFile
     var descriptor: Int32
     /// Created with the request's `fileMode`, exactly.
     var hasFileMode = false

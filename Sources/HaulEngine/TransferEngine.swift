@@ -1,6 +1,7 @@
 import CCurl
 import Glibc
 import HaulDigest
+import HaulFileSystem
 import HaulThreads
 import Synchronization
 
@@ -23,7 +24,7 @@ public final class TransferEngine: Sendable {
     public init(configuration: EngineConfiguration) {
         self.configuration = configuration
         self.redirects = RedirectPolicy(maxRedirects: configuration.maxRedirects)
-        self.partials = configuration.partialDirectory.map(PartialStore.init(directory:))
+        self.partials = configuration.partialDirectory.map(PartialStore.init(folder:))
     }
 
     public static var libcurlVersion: String { Curl.version }
@@ -237,39 +238,47 @@ public final class TransferEngine: Sendable {
         private mutating func openFile(for request: TransferRequest, source: Int) -> Result<TemporaryFile, FailureReason> {
             if let digest = request.expectedDigest, let partials = engine.partials,
                (request.expectedSize ?? .max) >= Self.resumableSize {
-                let path = partials.path(for: digest)
-                if run.claims.claim(path) {
-                    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-                    guard descriptor >= 0 else {
-                        run.claims.release(path)
-                        return .failure(.local(operation: "open partial file", path: path, errno: errno))
+                let partial = partials.file(for: digest)
+                if run.claims.claim(partial.name) {
+                    let descriptor: Int32
+                    switch partial.open(O_RDWR | O_CREAT) {
+                    case .success(let opened): descriptor = opened
+                    case .failure(let failure):
+                        run.claims.release(partial.name)
+                        return .failure(.local(operation: "open partial file", path: partial.path, errno: failure.errno))
                     }
                     var info = stat()
-                    let size = fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
-                    let metadata = partials.metadata(forPartial: path)
+                    // A FIFO or a device planted under a partial's name is not a partial.
+                    guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                        close(descriptor)
+                        run.claims.release(partial.name)
+                        return .failure(.local(operation: "use partial file", path: partial.path, errno: EINVAL))
+                    }
+                    let size = Int64(info.st_size)
+                    let metadata = partials.metadata(forPartial: partial)
                     let resumable = size > 0 && metadata?.sourceKey == request.sources[source].key
                         && size <= (request.expectedSize ?? .max)
                     if let metadata, resumable {
-                        return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true,
+                        return .success(TemporaryFile(staged: partial, descriptor: descriptor, isPartial: true,
                                                       resume: (size, metadata.validator)))
                     }
                     if ftruncate(descriptor, 0) != 0 {
                         let code = errno
                         close(descriptor)
-                        run.claims.release(path)
-                        return .failure(.local(operation: "truncate", path: path, errno: code))
+                        run.claims.release(partial.name)
+                        return .failure(.local(operation: "truncate", path: partial.path, errno: code))
                     }
-                    partials.removeMetadata(forPartial: path)
-                    return .success(TemporaryFile(path: path, descriptor: descriptor, isPartial: true, resume: nil))
+                    partials.removeMetadata(forPartial: partial)
+                    return .success(TemporaryFile(staged: partial, descriptor: descriptor, isPartial: true, resume: nil))
                 }
             }
-            let path = engine.configuration.temporaryDirectory + "/" + temporaryName()
-            switch FileClone.create(path, mode: request.fileMode, umask: engine.umask) {
+            let fresh = newTemporaryFile()
+            switch FileClone.create(fresh, mode: request.fileMode, umask: engine.umask) {
             case .success(let created):
-                return .success(TemporaryFile(path: path, descriptor: created.descriptor, hasFileMode: created.hasFileMode,
+                return .success(TemporaryFile(staged: fresh, descriptor: created.descriptor, hasFileMode: created.hasFileMode,
                                               isPartial: false, resume: nil))
             case .failure(let error):
-                return .failure(.local(operation: "create temporary file", path: path, errno: error.code))
+                return .failure(.local(operation: "create temporary file", path: fresh.path, errno: error.code))
             }
         }
 
@@ -368,7 +377,7 @@ public final class TransferEngine: Sendable {
             case .notModified:
                 transfer.closeFile()
                 release(transfer)
-                if !transfer.isResumable { unlink(transfer.temporaryPath) }
+                if !transfer.isResumable { transfer.file?.remove() }
                 splitSharers(of: transfer)
                 delegate.transfer(transfer.request.id, didProduce: .notModified(sourceDisplayURL: transfer.source.displayURL))
             }
@@ -469,30 +478,30 @@ public final class TransferEngine: Sendable {
                     transfer.failures.append(failure)
                     delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
                     transfer.beginFullRefetch()
-                    engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
+                    if let file = transfer.file { engine.partials?.removeMetadata(forPartial: file) }
                     return attach(transfer)
                 }
                 return fail(transfer, reason)
             }
-            guard case .success(let digest) = digest else { return }
-            var path = transfer.temporaryPath
+            guard case .success(let digest) = digest, var verified = transfer.file else { return }
             if transfer.isResumable {
                 // The digest-named slot is shared by every entry with this content: the verified file leaves it
                 // for a name of its own before its owner (who commits later) gets it.
-                let owned = engine.configuration.temporaryDirectory + "/" + temporaryName()
-                guard rename(path, owned) == 0 else {
-                    return fail(transfer, .local(operation: "move verified file to", path: owned, errno: errno))
+                let owned = newTemporaryFile()
+                switch verified.move(to: owned.name, in: owned.folder) {
+                case .success(let moved): verified = moved
+                case .failure(let failure):
+                    return fail(transfer, .local(operation: "move verified file to", path: owned.path, errno: failure.errno))
                 }
-                path = owned
-                engine.partials?.removeMetadata(forPartial: transfer.temporaryPath)
+                if let partial = transfer.file { engine.partials?.removeMetadata(forPartial: partial) }
             }
             transfer.closeFile()
             release(transfer)
             splitSharers(of: transfer)
             let unpinned = transfer.request.expectedDigest == nil
             delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
-                temporaryPath: path, size: size, digest: digest, sourceDisplayURL: transfer.source.displayURL,
-                sourceIndex: transfer.sourceIndex,
+                temporaryPath: verified.path, temporaryName: verified.name, size: size, digest: digest,
+                sourceDisplayURL: transfer.source.displayURL, sourceIndex: transfer.sourceIndex,
                 validators: unpinned ? HTTPValidators(etag: transfer.responseHeaders.etag,
                                                       lastModified: transfer.responseHeaders.lastModified) : nil,
                 hasFileMode: transfer.hasFileMode && !transfer.isResumable,
@@ -536,18 +545,19 @@ public final class TransferEngine: Sendable {
                     goOnAlone(sharer, after: failure)
                     continue
                 }
-                let path = engine.configuration.temporaryDirectory + "/" + temporaryName()
-                switch FileClone.copy(transfer.temporaryPath, to: path, mode: request.fileMode, umask: engine.umask) {
+                let copy = newTemporaryFile()
+                guard let original = transfer.file else { continue }
+                switch FileClone.copy(original, to: copy, mode: request.fileMode, umask: engine.umask) {
                 case .success(let hasFileMode):
                     delegate.transfer(request.id, didProduce: .finished(.success(DownloadedFile(
-                        temporaryPath: path, size: size, digest: digest, sourceDisplayURL: source.displayURL,
-                        sourceIndex: index,
+                        temporaryPath: copy.path, temporaryName: copy.name, size: size, digest: digest,
+                        sourceDisplayURL: source.displayURL, sourceIndex: index,
                         validators: unpinned ? HTTPValidators(etag: transfer.responseHeaders.etag,
                                                               lastModified: transfer.responseHeaders.lastModified) : nil,
                         hasFileMode: hasFileMode, contentEncoding: unpinned ? transfer.servedEncoding : nil))))
                 case .failure(let error):
                     sharer.failures.append(AttemptFailure(sourceDisplayURL: source.displayURL,
-                                                          reason: .local(operation: "copy verified file to", path: path, errno: error.code)))
+                                                          reason: .local(operation: "copy verified file to", path: copy.path, errno: error.code)))
                     delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
                 }
             }
@@ -601,7 +611,7 @@ public final class TransferEngine: Sendable {
                 idleHandles.append(easy)
                 transfer.easy = nil
             }
-            if transfer.isResumable { run.claims.release(transfer.temporaryPath) }
+            if transfer.isResumable, let file = transfer.file { run.claims.release(file.name) }
         }
 
         /// A failed attempt: the next source at once, the same or another after a backoff (see `SourceRotation`),
@@ -674,9 +684,9 @@ public final class TransferEngine: Sendable {
             let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
                 && transfer.validator != nil && engine.partials != nil
             release(transfer)
-            if !keepsPartial && transfer.hasFile {
-                unlink(transfer.temporaryPath)
-                if transfer.isResumable { engine.partials?.removeMetadata(forPartial: transfer.temporaryPath) }
+            if !keepsPartial, let file = transfer.file {
+                file.remove()
+                if transfer.isResumable { engine.partials?.removeMetadata(forPartial: file) }
             }
             splitSharers(of: transfer, interrupted: reason == .interrupted)
             delegate.transfer(transfer.request.id,
@@ -696,11 +706,13 @@ public final class TransferEngine: Sendable {
         /// would cost more than the bytes.
         static let resumableSize: Int64 = 256 << 10
 
-        /// Unique within the run (a random prefix per run, then a counter) without a getrandom call per file;
-        /// files are created with O_EXCL all the same.
-        private mutating func temporaryName() -> String {
+        /// A fresh name in the temporary folder: unique within the run (a random prefix per run, then a counter)
+        /// without a getrandom call per file; files are created with O_EXCL all the same. The grammar is
+        /// `isStagingName`'s.
+        private mutating func newTemporaryFile() -> StagedFile {
             temporaryCount += 1
-            return namePrefix + String(temporaryCount, radix: 16) + ".part"
+            return StagedFile(folder: engine.configuration.temporaryDirectory,
+                              name: namePrefix + String(temporaryCount, radix: 16) + ".part")
         }
     }
 }

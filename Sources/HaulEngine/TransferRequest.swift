@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulFileSystem
 
 /// One place a file can be fetched from.
 ///
@@ -113,7 +114,7 @@ public struct TransferRequest: Sendable {
 
 public struct EngineConfiguration: Sendable {
     /// Where in-flight bytes are written; must be on the same file system as the destinations.
-    public var temporaryDirectory: String
+    public var temporaryDirectory: DirectoryHandle
     /// Transfers running at once.
     public var maxConcurrentTransfers: Int
     /// Connections open to one host at once (HTTP/2 multiplexes many transfers over one).
@@ -129,7 +130,7 @@ public struct EngineConfiguration: Sendable {
     public var retryPolicy: RetryPolicy
     /// Where interrupted downloads of pinned files are kept to be resumed (same file system as the
     /// destinations); nil: they are not kept across runs.
-    public var partialDirectory: String?
+    public var partialDirectory: DirectoryHandle?
     /// Largest body accepted for a file whose size the manifest does not pin.
     public var maxBodyBytes: Int64
     /// libcurl loops run side by side, each on its own thread with its own multi handle, taking requests from
@@ -138,9 +139,9 @@ public struct EngineConfiguration: Sendable {
     /// The limits above hold for the whole run: they are split between the loops (see `loopShares`).
     public var loops: Int
 
-    public init(temporaryDirectory: String, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
+    public init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
-                retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: String? = nil,
+                retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
                 maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
@@ -194,7 +195,10 @@ public struct TransferProgress: Sendable, Equatable {
 
 /// A verified file in the temporary directory. The caller owns it: move it into place or discard it.
 public struct DownloadedFile: Sendable {
+    /// Where the file is, for messages and tests.
     public var temporaryPath: String
+    /// Its name in the configuration's `temporaryDirectory`, where its owner reaches it.
+    public var temporaryName: String
     public var size: Int64
     public var digest: Digest
     /// The source that delivered these bytes.

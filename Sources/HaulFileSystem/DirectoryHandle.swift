@@ -28,6 +28,11 @@ public final class DirectoryHandle: Sendable {
         return .success(DirectoryHandle(descriptor: descriptor, path: path))
     }
 
+    /// The same, throwing: for callers that handle a folder that cannot be opened as any other error.
+    public static func opening(_ path: String) throws(SystemError) -> DirectoryHandle {
+        try open(path).get()
+    }
+
     /// `name` in this directory, shown as the user would write it.
     public func displayPath(of name: String) -> String {
         path.hasSuffix("/") ? path + name : path + "/" + name

@@ -1,9 +1,12 @@
 import Glibc
+import HaulFileSystem
 
 /// A private directory outside any root, for bytes that are measured and thrown away (`haul add` downloads a
 /// file once to learn its digest): mode 0700 under `$TMPDIR`, so nobody else reads them meanwhile.
 public struct ScratchDirectory: Sendable {
     public let path: String
+    /// The folder, held open from the moment it was made.
+    public let folder: DirectoryHandle
 
     /// `$TMPDIR/<prefix>.XXXXXX` (`/tmp` when TMPDIR is unset or empty).
     public static func make(prefix: String) throws(StoreError) -> ScratchDirectory {
@@ -13,12 +16,18 @@ public struct ScratchDirectory: Sendable {
         var template = Array("\(base)/\(prefix).XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } != nil }
         guard made else { throw StoreError(operation: "create a temporary directory in", path: base, errno: errno) }
-        return ScratchDirectory(path: String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        switch DirectoryHandle.open(path) {
+        case .success(let folder): return ScratchDirectory(path: path, folder: folder)
+        case .failure(let failure):
+            _ = rmdir(path)
+            throw StoreError(operation: "open", path: path, errno: failure.errno)
+        }
     }
 
     /// Whatever was left in it (a measured file, a partial one after a failure), then the directory.
     public func remove() {
-        for name in FileSystem.entries(of: path) { _ = unlink(FileSystem.join(path, name)) }
+        for name in folder.names() ?? [] { folder.remove(name) }
         _ = rmdir(path)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HaulDigest
 import HaulTestSupport
+import Synchronization
 import XCTest
 
 /// haul's own folder (`<root>/.haul`) is never followed anywhere: a symlink or a file of the wrong kind planted
@@ -182,4 +183,47 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
     }
 
     var description: String { entries.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n") }
+}
+
+/// The staging folder is held open for the whole run: swapped for a symlink after the run checked it, it still
+/// receives nothing outside root (every temporary file is created, written and renamed through the descriptor).
+final class StagingSwapTests: XCTestCase {
+    func testAStagingFolderSwappedForASymlinkMidRunSendsNothingOutside() throws {
+        let directory = try TemporaryDirectory()
+        let first = Array("first\n".utf8), second = Array("second\n".utf8)
+        let files = StaticFiles(["/first": first, "/second": second])
+        let gates = Mutex<Set<String>>([])
+        let server = try LoopbackHTTPServer { request in
+            while !gates.withLock({ $0.contains(request.path) }) { usleep(5_000) }
+            return files.respond(to: request)
+        }
+        defer {
+            gates.withLock { $0 = ["/first", "/second"] }
+            server.stop()
+        }
+        func sha(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - { url: \(server.url("/first")), dest: first.txt, sha256: \(sha(first)) }
+              - { url: \(server.url("/second")), dest: second.txt, sha256: \(sha(second)) }
+            """)
+        try directory.makeDirectory("victim")
+        let sync = try HaulProcess.start(["sync", "--jobs", "1"], currentDirectory: directory.path,
+                                         outputPath: directory.path("output.txt"))
+        XCTAssertEqual(sync.wait(until: { server.requests.count == 1 }, timeout: 20), .conditionMet, sync.output)
+        XCTAssertEqual(rename(directory.path("out/.haul/tmp"), directory.path("out/.haul/tmp.held")), 0)
+        XCTAssertEqual(symlink(directory.path("victim"), directory.path("out/.haul/tmp")), 0)
+        gates.withLock { _ = $0.insert("/first") }
+        XCTAssertEqual(sync.wait(until: { server.requests.count == 2 }, timeout: 20), .conditionMet, sync.output)
+        // The second download is under way: its temporary file is in the folder the run holds, not the victim.
+        XCTAssertEqual(directory.list("victim"), [], "nothing is created outside root")
+        XCTAssertEqual(directory.list("out/.haul/tmp.held").count, 1, directory.list("out/.haul/tmp.held").joined(separator: ", "))
+        gates.withLock { _ = $0.insert("/second") }
+        XCTAssertEqual(sync.waitForExit(timeout: 30), 0, sync.output)
+        XCTAssertEqual(directory.read("out/first.txt"), first)
+        XCTAssertEqual(directory.read("out/second.txt"), second)
+        XCTAssertEqual(directory.list("victim"), [])
+    }
 }

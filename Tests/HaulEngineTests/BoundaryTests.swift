@@ -15,7 +15,7 @@ final class BoundaryTests: XCTestCase {
 
     private func run(_ request: TransferRequest, maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) -> Recorder {
         let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: temporary.path, retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0), maxBodyBytes: maxBodyBytes))
+            temporaryDirectory: heldOpen(temporary.path), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0), maxBodyBytes: maxBodyBytes))
         let recorder = Recorder()
         engine.run([request], delegate: recorder)
         return recorder

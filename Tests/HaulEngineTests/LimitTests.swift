@@ -10,7 +10,7 @@ final class LimitTests: XCTestCase {
                      maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) throws -> Recorder {
         let temporary = try TemporaryDirectory()
         let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: temporary.path, retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0), maxBodyBytes: maxBodyBytes))
+            temporaryDirectory: heldOpen(temporary.path), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0), maxBodyBytes: maxBodyBytes))
         let recorder = Recorder()
         engine.run([TransferRequest(id: 0, sources: [TransferSource(url: server.url("/x"), displayURL: "x")],
                                     expectedDigest: body.map { StreamingHasher.digest($0, algorithm: .sha256) },

@@ -18,7 +18,7 @@ final class MirrorOrderTests: XCTestCase {
     }
 
     private func engine(jobs: Int = 4, baseDelay: Double = 0.001) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path, maxConcurrentTransfers: jobs,
+        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs,
                                                           retryPolicy: RetryPolicy(baseDelay: baseDelay, jitter: 0)))
     }
 

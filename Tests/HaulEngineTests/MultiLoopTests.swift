@@ -15,8 +15,8 @@ final class MultiLoopTests: XCTestCase {
     }
 
     private func configuration(loops: Int, jobs: Int, perHost: Int, partials: String? = nil) -> EngineConfiguration {
-        EngineConfiguration(temporaryDirectory: temporary.path, maxConcurrentTransfers: jobs, maxConnectionsPerHost: perHost,
-                            retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0), partialDirectory: partials, loops: loops)
+        EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs, maxConnectionsPerHost: perHost,
+                            retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0), partialDirectory: partials.map(heldOpen), loops: loops)
     }
 
     private func request(_ id: Int, _ url: String, bytes: [UInt8]) -> TransferRequest {

@@ -16,7 +16,7 @@ final class ProtocolConsistencyTests: XCTestCase {
     }
 
     private func engine(maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path,
+        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
                                                           retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
                                                           maxBodyBytes: maxBodyBytes))
     }

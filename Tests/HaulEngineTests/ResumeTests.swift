@@ -18,8 +18,8 @@ final class ResumeTests: XCTestCase {
 
     private func engine() -> TransferEngine {
         TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: temporary.path + "/tmp", retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
-            partialDirectory: partials))
+            temporaryDirectory: heldOpen(temporary.path + "/tmp"), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
+            partialDirectory: heldOpen(partials)))
     }
 
     private func body(_ seed: UInt64, count: Int = 300_000) -> [UInt8] {
@@ -169,7 +169,7 @@ final class ResumeTests: XCTestCase {
         defer { server.stop() }
         let digest = StreamingHasher.digest(data, algorithm: .sha256)
         let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: temporary.path + "/tmp", maxConcurrentTransfers: 1, partialDirectory: partials))
+            temporaryDirectory: heldOpen(temporary.path + "/tmp"), maxConcurrentTransfers: 1, partialDirectory: heldOpen(partials)))
         let recorder = Recorder()
         engine.run([0, 1].map { id in
             TransferRequest(id: id, sources: [TransferSource(url: server.url(id == 0 ? "/one" : "/two"), displayURL: "x")],

@@ -67,7 +67,7 @@ final class RetryPolicyTests: XCTestCase {
         defer { server.stop() }
         // Wall clock at the epoch: the date above is 2 s away. Caps scaled down so the test runs in milliseconds.
         let policy = RetryPolicy(baseDelay: 0.001, maxDelay: 0.001, maxRetryAfter: 0.05, jitter: 0, wallClock: { 0 })
-        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path, retryPolicy: policy))
+        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), retryPolicy: policy))
         let recorder = Recorder()
         engine.run([TransferRequest(id: 0, sources: [TransferSource(url: server.url("/x"), displayURL: "x")],
                                     expectedDigest: StreamingHasher.digest(body, algorithm: .sha256), expectedSize: nil,

@@ -12,7 +12,7 @@ final class RevalidationTests: XCTestCase {
     }
 
     private func run(_ sources: [TransferSource]) -> Recorder {
-        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path,
+        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
                                                                        retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
         let recorder = Recorder()
         engine.run([TransferRequest(id: 0, sources: sources, expectedDigest: nil, expectedSize: nil, retries: 0,

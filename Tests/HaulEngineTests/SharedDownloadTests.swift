@@ -16,7 +16,7 @@ final class SharedDownloadTests: XCTestCase {
     }
 
     private func engine() -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path,
+        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
                                                           retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0)))
     }
 

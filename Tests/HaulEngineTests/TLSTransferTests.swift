@@ -39,7 +39,7 @@ final class TLSTransferTests: XCTestCase {
 
     private func engine(_ fixture: Fixture, jobs: Int = 8, trustTestCA: Bool = true) -> TransferEngine {
         TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: fixture.staging.path, maxConcurrentTransfers: jobs,
+            temporaryDirectory: heldOpen(fixture.staging.path), maxConcurrentTransfers: jobs,
             caFile: trustTestCA ? fixture.authority.caCertificatePath : nil,
             retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
     }

@@ -14,7 +14,7 @@ final class TransferEngineTests: XCTestCase {
     }
 
     private func engine(jobs: Int = 4) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path, maxConcurrentTransfers: jobs,
+        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs,
                                                           retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
     }
 
@@ -397,7 +397,7 @@ extension TransferEngineTests {
         let files = Dictionary(uniqueKeysWithValues: (0..<20).map { ("/f\($0)", [UInt8](repeating: UInt8($0), count: 30_000)) })
         let server = try LoopbackHTTPServer(files: files)
         defer { server.stop() }
-        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: temporary.path,
+        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
                                                                        maxConcurrentTransfers: 8, maxConnectionsPerHost: 2))
         let recorder = Recorder()
         engine.run((0..<20).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
