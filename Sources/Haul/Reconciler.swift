@@ -308,9 +308,11 @@ public struct Reconciler: Sendable {
             }
             return source
         }
-        return TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
-                               expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value,
-                               fileMode: entry.mode.bits)
+        var request = TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
+                                      expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value,
+                                      fileMode: entry.mode.bits)
+        request.alternativeDigests = entry.checksum?.alternatives ?? []
+        return request
     }
 
     /// Threads for CPU-bound work, one per core: hashing local files, and driving many small transfers (one

@@ -516,7 +516,7 @@ public final class TransferEngine: Sendable {
             if let expected = request.expectedSize, expected != size {
                 return .sizeMismatch(expected: expected, actual: size, contentEncoding: encoding)
             }
-            if let expected = request.expectedDigest, expected != digest {
+            if let expected = request.expectedDigest, !request.accepts(digest) {
                 return .digestMismatch(expected: expected, actual: digest, contentEncoding: encoding)
             }
             return nil

@@ -79,8 +79,10 @@ public struct TransferRequest: Sendable {
     public var id: Int
     /// `url` first, then mirrors. A source that fails (including a checksum mismatch) hands over to the next.
     public var sources: [TransferSource]
-    /// Verified while the bytes stream in; nil for an unpinned file.
+    /// Verified while the bytes stream in; nil for an unpinned file. It also names the file's partial.
     public var expectedDigest: Digest?
+    /// Digests as good as `expectedDigest` (same algorithm): an integrity value may list several.
+    public var alternativeDigests: [Digest] = []
     public var expectedSize: Int64?
     /// Retries of one source after its first attempt, for transient failures only.
     public var retries: Int
@@ -106,6 +108,12 @@ public struct TransferRequest: Sendable {
         self.stallTimeout = stallTimeout
         self.fileMode = fileMode
         self.sharers = sharers
+    }
+
+    /// Whether bytes hashing to `digest` are the pinned content (always, for an unpinned file).
+    public func accepts(_ digest: Digest) -> Bool {
+        guard let expectedDigest else { return true }
+        return digest == expectedDigest || alternativeDigests.contains(digest)
     }
 
     /// Unpinned files are hashed with SHA-256 so that what was written can be recorded.

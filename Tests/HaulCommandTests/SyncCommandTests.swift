@@ -271,6 +271,34 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(outFile("b.bin"), b)
     }
 
+    /// An integrity value listing several tokens of its strongest algorithm accepts content matching any of them
+    /// (Subresource Integrity), and only those.
+    func testIntegrityWithSeveralTokensAcceptsAnyOfTheStrongest() throws {
+        let served = body(10), other = body(11), weak = body(12)
+        let server = try LoopbackHTTPServer(files: ["/a.bin": served, "/b.bin": served])
+        defer { server.stop() }
+        func token(_ bytes: [UInt8], _ algorithm: DigestAlgorithm) -> String {
+            "\(algorithm.rawValue)-" + StreamingHasher.digest(bytes, algorithm: algorithm).base64
+        }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: ./out
+            files:
+              - url: \(server.url("/a.bin"))
+                dest: a.bin
+                integrity: "\(token(weak, .sha256)) \(token(other, .sha384)) \(token(served, .sha384))"
+              - url: \(server.url("/b.bin"))
+                dest: b.bin
+                integrity: "\(token(served, .sha256)) \(token(other, .sha384))"
+            """)
+        let result = try haul(["sync"])
+        XCTAssertEqual(result.exitCode, 1, result.stderr)
+        XCTAssertEqual(outFile("a.bin"), served, "the second sha384 token matches")
+        XCTAssertNil(outFile("b.bin"), "a sha256 token does not count beside a sha384 one")
+        XCTAssertTrue(result.stderr.contains("b.bin"), result.stderr)
+        XCTAssertEqual(try haul(["plan"]).stdout.contains("a.bin"), false, "and a.bin is up to date afterwards")
+    }
+
     func testUsageErrorsExit64AndVersionPrints() throws {
         XCTAssertEqual(try haul(["sync", "--jobs", "0"]).exitCode, 64)
         XCTAssertEqual(try haul(["frobnicate"]).exitCode, 64)
