@@ -19,42 +19,30 @@ struct DestinationRegistry {
 
     init(expectedCount: Int = 0) {
         owners.reserveCapacity(expectedCount)
-        byBytes = ClaimTable(minimumCapacity: expectedCount)
+        // The count is an overestimate (the manifest's bytes / 100); growing from half of it is cheap, and a table
+        // twice too large would be touched all over by the hashes.
+        byBytes = ClaimTable(minimumCapacity: expectedCount / 2)
     }
 
     /// Records the normalized destination `path` for entry `index`, or says why it collides with an earlier entry.
     mutating func claim(_ path: String, index: Int, line: Int) -> String? {
         let owner = owners.count
-        let whole = path[...]
-        let newFolders: Int
-        switch byBytes.check(whole) {
-        case .conflict(let conflict):
+        if let conflict = byBytes.claim(path, owner: owner) {
             return message(for: conflict, path: path, equivalentOnly: false)
-        case .free(let count):
-            newFolders = count
         }
         if byEquivalence == nil, !path.isASCII { startComparingEquivalents() }
-        if let check = byEquivalence?.check(whole) {
-            switch check {
-            case .conflict(let conflict):
-                // Same bytes were caught above: this is another spelling of the same name.
-                return message(for: conflict, path: path, equivalentOnly: true)
-            case .free(let count):
-                byEquivalence?.record(whole, newFolders: count, owner: owner)
-            }
-        }
-        byBytes.record(whole, newFolders: newFolders, owner: owner)
+        let equivalent = byEquivalence?.claim(path, owner: owner)
+        // Recorded even when refused below: the byte table holds its claim (the manifest is invalid anyway, and
+        // later entries are still checked against it, naming this one).
         owners.append(Owner(index: index, line: line, path: path))
-        return nil
+        // Same bytes were caught above: this is another spelling of the same name.
+        return equivalent.map { message(for: $0, path: path, equivalentOnly: true) }
     }
 
     /// Fills the equivalence table with every claim so far (all ASCII, so none can conflict there).
     private mutating func startComparingEquivalents() {
         var table = ClaimTable<PathEquivalence>(minimumCapacity: owners.capacity)
-        for (owner, claimed) in owners.enumerated() {
-            let whole = claimed.path[...]
-            if case .free(let count) = table.check(whole) { table.record(whole, newFolders: count, owner: owner) }
-        }
+        for (owner, claimed) in owners.enumerated() { _ = table.claim(claimed.path, owner: owner) }
         byEquivalence = table
     }
 
@@ -100,57 +88,71 @@ private struct ClaimConflict {
 
 /// Destinations and the folders they need, under one notion of identity (`Key`'s `==` and hashing), with the
 /// first owner of each.
+///
+/// Keys hold the `String` (a file's key is its path itself, retained, not copied) and claims two 32-bit numbers:
+/// 28 bytes a slot instead of 56 with `Substring` keys and `Int`s, which for 100,000 destinations was most of
+/// the memory loading a manifest took beyond its entries.
 private struct ClaimTable<Key: PathIdentity> {
     private enum Claim {
-        case file(owner: Int)
+        case file(owner: Int32)
         /// `length`: the folder's bytes in the owner's path, which can differ from the key's when `Key` is equivalence.
-        case folder(owner: Int, length: Int)
-    }
-
-    enum Check {
-        case conflict(ClaimConflict)
-        /// Claimable; this many of its folders, innermost first, are not claimed yet.
-        case free(newFolders: Int)
+        case folder(owner: Int32, length: Int32)
     }
 
     private var claims: [Key: Claim]
+    /// The folder the previous claim went into: manifests list files folder by folder, so most claims need no
+    /// lookup for it (100,000 destinations in 100 folders look up 100 folders, not 100,000).
+    private var lastFolder: Substring?
 
     init(minimumCapacity: Int) {
         claims = Dictionary(minimumCapacity: minimumCapacity)
     }
 
-    func check(_ path: Substring) -> Check {
-        switch claims[Key(path)] {
-        case .file(let owner): return .conflict(ClaimConflict(owner: owner, kind: .duplicate))
-        case .folder(let owner, let length): return .conflict(ClaimConflict(owner: owner, kind: .neededAsFolder(folderLength: length)))
-        case nil: break
+    /// Claims `path` for `owner` if it can be, or says why not (the table is then as it was). One hash of the path
+    /// in the common case: it is inserted at once, and put back only on the rare conflict.
+    mutating func claim(_ path: String, owner: Int) -> ClaimConflict? {
+        let key = Key(path)
+        if let earlier = claims.updateValue(.file(owner: Int32(truncatingIfNeeded: owner)), forKey: key) {
+            claims[key] = earlier
+            return Self.conflict(with: earlier, folderLength: nil)
         }
+        guard let parent = Self.parent(of: path[...]) else {
+            lastFolder = nil
+            return nil
+        }
+        if let lastFolder, lastFolder.hasSameBytes(as: parent) { return nil }
         // Folders from the innermost out, up to the first one claimed: a claimed folder was checked with all of its
         // own when it was claimed, and no file can be claimed at a folder since.
-        var newFolders = 0
-        var folder = path
-        while let parent = Self.parent(of: folder) {
-            folder = parent
-            switch claims[Key(folder)] {
-            case .file(let owner):
-                return .conflict(ClaimConflict(owner: owner, kind: .insideFile(folderLength: folder.utf8.count)))
-            case .folder:
-                return .free(newFolders: newFolders)
+        var newFolders: [Substring] = []
+        var folder: Substring? = parent
+        while let current = folder {
+            switch claims[Key(String(current))] {
+            case .some(let claim):
+                if case .file = claim {
+                    claims[key] = nil
+                    return Self.conflict(with: claim, folderLength: current.utf8.count)
+                }
+                folder = nil
             case nil:
-                newFolders += 1
+                newFolders.append(current)
+                folder = Self.parent(of: current)
             }
         }
-        return .free(newFolders: newFolders)
+        for folder in newFolders {
+            claims[Key(String(folder))] = .folder(owner: Int32(truncatingIfNeeded: owner),
+                                                   length: Int32(truncatingIfNeeded: folder.utf8.count))
+        }
+        lastFolder = parent
+        return nil
     }
 
-    /// Claims `path` for `owner`, with the `newFolders` innermost folders `check` found free.
-    mutating func record(_ path: Substring, newFolders: Int, owner: Int) {
-        claims[Key(path)] = .file(owner: owner)
-        var folder = path
-        for _ in 0..<newFolders {
-            guard let parent = Self.parent(of: folder) else { break }
-            folder = parent
-            claims[Key(folder)] = .folder(owner: owner, length: folder.utf8.count)
+    /// The claim met: at the path itself (`folderLength` nil), or at one of its folders.
+    private static func conflict(with claim: Claim, folderLength: Int?) -> ClaimConflict {
+        switch (claim, folderLength) {
+        case (.file(let owner), nil): ClaimConflict(owner: Int(owner), kind: .duplicate)
+        case (.file(let owner), let length?): ClaimConflict(owner: Int(owner), kind: .insideFile(folderLength: length))
+        case (.folder(let owner, let length), _):
+            ClaimConflict(owner: Int(owner), kind: .neededAsFolder(folderLength: Int(length)))
         }
     }
 
@@ -165,21 +167,21 @@ private struct ClaimTable<Key: PathIdentity> {
 
 /// How a claim table compares paths.
 private protocol PathIdentity: Hashable {
-    init(_ path: Substring)
+    init(_ path: String)
 }
 
 /// A path compared as `String` compares: by Unicode canonical equivalence.
 private struct PathEquivalence: PathIdentity {
-    let path: Substring
+    let path: String
 
-    init(_ path: Substring) { self.path = path }
+    init(_ path: String) { self.path = path }
 }
 
 /// A path compared and hashed by its UTF-8 bytes, as the kernel compares names.
 private struct PathBytes: PathIdentity {
-    let path: Substring
+    let path: String
 
-    init(_ path: Substring) { self.path = path }
+    init(_ path: String) { self.path = path }
 
     static func == (a: PathBytes, b: PathBytes) -> Bool { a.path.hasSameBytes(as: b.path) }
     func hash(into hasher: inout Hasher) { path.hashBytes(into: &hasher) }

@@ -214,7 +214,7 @@ public struct StateCache: Sendable, Equatable {
         if fields.count == 11 {
             // Every pinned file one manifest wrote has the same origin: one instance serves them all.
             guard !fields[7].isEmpty else { return nil }
-            if !field(7).elementsEqual(shared.manifestKey.utf8) {
+            if !shared.manifestKey.hasSameBytes(as: field(7)) {
                 guard let key = unescape(field(7)) else { return nil }
                 shared = Origin(manifestKey: key)
             }

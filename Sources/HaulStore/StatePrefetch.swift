@@ -210,8 +210,8 @@ public final class StatePrefetch: Sendable {
 public struct Glances: Sendable {
     private let cache: [DestinationKey: StateRecord]
     private var records: [StateRecord?] = []
-    /// The destination each record was seen for.
-    private var destinations: [DestinationPath?] = []
+    /// The destination each record was seen for (its text: the same string the manifest's entry holds).
+    private var destinations: [String?] = []
     private var digestKnown: [Bool] = []
 
     init(cache: StateCache) {
@@ -233,7 +233,7 @@ public struct Glances: Sendable {
               digest == nil || digest == record.digest else { return }
         if index >= records.count { grow(to: index + 1) }
         records[index] = record
-        destinations[index] = destination
+        destinations[index] = destination.description
         digestKnown[index] = digest != nil
     }
 
@@ -249,7 +249,10 @@ public struct Glances: Sendable {
     public consuming func records(for files: [FileEntry]) -> [StateRecord?] {
         grow(to: files.count)
         for (position, entry) in files.enumerated() where records[position] != nil {
-            if entry.index != position || destinations[position] != entry.destination { records[position] = nil }
+            // By bytes, and at once when it is the entry's own string (it is, unless the manifest changed).
+            if entry.index != position || destinations[position]?.hasSameBytes(as: entry.destination.description) != true {
+                records[position] = nil
+            }
         }
         // (Only a mismatch writes: the common case hands the array over without copying it.)
         if records.count > files.count { records.removeLast(records.count - files.count) }
