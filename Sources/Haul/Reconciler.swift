@@ -166,6 +166,8 @@ public struct Reconciler: Sendable {
             if cache.records[destination] != record {
                 cache.records[destination] = record
                 changed = true
+            } else if let record, Self.rewritingSettles(record, recordedAt: assessment.cache.writtenAt) {
+                changed = true
             }
         }
         for (destination, outcome) in result.prunes {
@@ -182,6 +184,14 @@ public struct Reconciler: Sendable {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
             observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
         }
+    }
+
+    /// A record whose file is too recent to be trusted from the state alone (see `FileIdentity.isOlder(than:)`)
+    /// becomes trustworthy once the state is written again later than the file's times, unless those lie in the
+    /// future (a file dated 2300 is hashed on every run, and rewriting the state would not change that).
+    private static func rewritingSettles(_ record: StateRecord, recordedAt: FileTime?) -> Bool {
+        guard let recordedAt, !record.identity.isOlder(than: recordedAt) else { return false }
+        return record.identity.isOlder(than: FileTime.now)
     }
 
     private func execute(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {

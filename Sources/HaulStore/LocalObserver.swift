@@ -28,21 +28,31 @@ public struct ObservationRequest: Sendable {
     /// When known, a file of another size is not hashed: it cannot match.
     public var expectedSize: Int64?
     /// What the state cache remembers of this destination: its digest is used, without hashing, only when
-    /// the file's identity is exactly the recorded one.
+    /// the file's identity is exactly the recorded one and was older than `knownAsOf` (see
+    /// `FileIdentity.isOlder(than:)`).
     public var known: StateRecord?
+    /// When `known` was recorded (the state file's mtime).
+    public var knownAsOf: FileTime?
 
     public init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
-                known: StateRecord? = nil) {
+                known: StateRecord? = nil, knownAsOf: FileTime? = nil) {
         self.destination = destination
         self.algorithm = algorithm
         self.expectedSize = expectedSize
         self.known = known
+        self.knownAsOf = knownAsOf
     }
 
-    /// What a manifest entry asks to know about its destination.
-    public init(entry: FileEntry, known: StateRecord? = nil) {
+    /// What a manifest entry asks to know about its destination, given what `cache` recorded of it.
+    public init(entry: FileEntry, cache: StateCache?) {
         self.init(destination: entry.destination, algorithm: entry.checksum?.algorithm, expectedSize: entry.size,
-                  known: known)
+                  known: cache?.records[entry.destination.description], knownAsOf: cache?.writtenAt)
+    }
+
+    /// Whether the known record proves a file whose identity is now `identity` unchanged, without reading it.
+    public func knownRecordIsProof(for identity: FileIdentity) -> Bool {
+        guard let known, known.identity == identity, let knownAsOf else { return false }
+        return identity.isOlder(than: knownAsOf)
     }
 }
 
@@ -154,17 +164,28 @@ public struct LocalObserver: Sendable {
         }
         let size = Int64(info.st_size)
         let identity = FileIdentity(info)
+        let path = FileSystem.join(directory, request.destination.fileName)
         guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
-            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators).
-            if request.algorithm == nil, let known = request.known, known.identity == identity { record = known }
+            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators). One
+            // whose identity is too recent to prove it (written again within the same tick?) is hashed against
+            // the record's digest first.
+            if request.algorithm == nil, let known = request.known, known.identity == identity {
+                if request.knownRecordIsProof(for: identity) {
+                    record = known
+                } else {
+                    guard let buffer else { return nil }
+                    let hashed = try? FileDigester.digest(path: path, algorithm: known.digest.algorithm, buffer: buffer,
+                                                          displayPath: request.destination.description)
+                    if hashed?.size == size, hashed?.digest == known.digest { record = known }
+                }
+            }
             return .regularFile(size: size, digest: nil)
         }
-        if let known = request.known, known.identity == identity, known.digest.algorithm == algorithm {
+        if let known = request.known, request.knownRecordIsProof(for: identity), known.digest.algorithm == algorithm {
             record = known
             return .regularFile(size: size, digest: known.digest)
         }
         guard let buffer else { return nil }
-        let path = FileSystem.join(directory, request.destination.fileName)
         do {
             let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
                                                            displayPath: request.destination.description)

@@ -11,8 +11,13 @@ public struct FaultUnavailable: Error, CustomStringConvertible, Sendable {
 /// Needs CAP_SYS_ADMIN (root in most containers); without it `FaultUnavailable` says so.
 public final class TestMount: Sendable {
     public let path: String
+    /// The backing file of a loop mount, removed after unmounting.
+    private let image: String?
 
-    private init(path: String) { self.path = path }
+    private init(path: String, image: String? = nil) {
+        self.path = path
+        self.image = image
+    }
 
     deinit { unmount() }
 
@@ -20,6 +25,20 @@ public final class TestMount: Sendable {
     public static func tmpfs(at path: String, size: Int) throws -> TestMount {
         try run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", path], what: "mount a tmpfs")
         return TestMount(path: path)
+    }
+
+    /// A fresh ext4 file system of `size` bytes on a loop device at `path` (an existing, empty directory), made
+    /// with `mkfsOptions` (`["-I", "128"]`: 128-byte inodes, whose timestamps have whole seconds, like ext3, FAT,
+    /// NFS and many FUSE mounts). The image file lives beside the mount point and goes with `unmount()`.
+    public static func loopExt4(at path: String, size: Int, mkfsOptions: [String] = []) throws -> TestMount {
+        let image = path + ".img"
+        guard let file = fopen(image, "w") else { throw FaultUnavailable("cannot create \(image)") }
+        let sized = ftruncate(fileno(file), off_t(size)) == 0
+        fclose(file)
+        guard sized else { throw FaultUnavailable("cannot size \(image)") }
+        try run(["mkfs.ext4", "-q", "-F"] + mkfsOptions + [image], what: "make an ext4 file system")
+        try run(["mount", "-o", "loop", image, path], what: "loop-mount an ext4 image")
+        return TestMount(path: path, image: image)
     }
 
     /// `path` bind-mounted onto itself, read-only: a separate mount with the same files.
@@ -38,6 +57,7 @@ public final class TestMount: Sendable {
     /// Idempotent; lazy, so a process still holding a descriptor there cannot keep the mount alive.
     public func unmount() {
         _ = try? ProcessRunner.run("umount", ["-l", path], timeout: 20)
+        if let image { unlink(image) }
     }
 
     private static func run(_ command: [String], what: String) throws {
