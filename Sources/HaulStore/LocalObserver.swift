@@ -2,6 +2,7 @@ import CLinuxShims
 import Glibc
 import HaulThreads
 import HaulDigest
+import HaulFileSystem
 import HaulManifest
 
 /// What is at a destination now, as the planner needs it to decide whether to fetch.
@@ -228,7 +229,13 @@ private struct ParentWalker {
             }
             // Nothing there yet (a first sync): no destination exists, whatever its path.
             if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) { return .everything(.missing) }
-            return .walking(ParentWalker(resolver: ParentResolver(root: root, realRoot: resolved, remembersFailures: true)))
+            switch DirectoryHandle.open(root) {
+            case .success(let handle):
+                let walk = ContainedWalk(root: handle, realRoot: resolved)
+                return .walking(ParentWalker(resolver: ParentResolver(root: root, walk: walk)))
+            case .failure(let failure):
+                return .everything(.unreadable(StoreError(operation: "open", path: root, errno: failure.errno)))
+            }
         case .failure(ENOENT), .failure(ENOTDIR):
             return .everything(.missing)
         case .failure(let code):
@@ -240,7 +247,7 @@ private struct ParentWalker {
         let components = destination.parentComponents
         // Manifests list files folder by folder, so the previous parent is usually this one: skip the join.
         if let previous, previous.components == components { return previous.state }
-        let state = resolver.resolve(components, create: false)
+        let state = resolver.resolve(components)
         previous = (components, state)
         return state
     }
