@@ -79,8 +79,10 @@ enum Observation {
                 return (path, record)
             }
         let requests = owned.map { destination, record in
+            // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
-                               expectedSize: record.identity.size, known: rehash ? nil : record, knownAsOf: cache.writtenAt)
+                               expectedSize: record.identity.size >= 0 ? record.identity.size : nil,
+                               known: rehash ? nil : record, knownAsOf: cache.writtenAt)
         }
         let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
         return zip(owned, observed).map { owned, observed in

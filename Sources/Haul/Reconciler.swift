@@ -134,7 +134,7 @@ public struct Reconciler: Sendable {
         // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
         var cache = assessment.cache
         var changed = false
-        let pinnedOrigin = Origin(manifestKey: assessment.manifestKey)
+        let authorship = Authorship(manifestKey: assessment.manifestKey)
         let fetched = result.counts.fetched
         // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
         // would copy a cache that a no-op leaves as it is.
@@ -151,10 +151,7 @@ public struct Reconciler: Sendable {
                 record?.origin = earlier.origin
             }
             if case .fetched(let file) = result.outcomes[index] {
-                let origin = result.plan.entries[index].entry.checksum != nil ? pinnedOrigin : Origin(
-                    manifestKey: assessment.manifestKey,
-                    sourceKey: TransferSource.key(result.plan.entries[index].entry.sources[file.sourceIndex].expanded),
-                    etag: file.validators?.etag, lastModified: file.validators?.lastModified)
+                let origin = authorship.origin(of: result.plan.entries[index].entry, delivered: file)
                 if let identity = result.committedIdentities[index] {
                     // A new file: one hash-table operation, not a lookup and then a store.
                     let written = StateRecord(identity: identity, digest: file.digest, origin: origin)
@@ -238,7 +235,8 @@ public struct Reconciler: Sendable {
             }
             let execution = Execution(plan: plan, staging: staging,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
-                                                           durability: options.durability),
+                                                           journal: OwnershipJournal(area: area), durability: options.durability),
+                                      authorship: Authorship(manifestKey: assessment.manifestKey),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.temporary.path, maxConcurrentTransfers: options.jobs,
@@ -294,6 +292,7 @@ private final class Execution: TransferDelegate, Sendable {
     private let plan: Plan
     private let staging: StagingArea
     private let committer: Committer
+    private let authorship: Authorship
     private let observer: SyncObserver?
     private let commitQueue = DispatchQueue(label: "haul.commit")
     private let pending = Mutex<(files: [(Int, DownloadedFile)], flushScheduled: Bool)>(([], false))
@@ -304,10 +303,12 @@ private final class Execution: TransferDelegate, Sendable {
     private static let batchWindowMilliseconds = 20
 
     /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
-    init(plan: Plan, staging: StagingArea, committer: Committer, observer: SyncObserver?, expectedCount: Int) {
+    init(plan: Plan, staging: StagingArea, committer: Committer, authorship: Authorship, observer: SyncObserver?,
+         expectedCount: Int) {
         self.plan = plan
         self.staging = staging
         self.committer = committer
+        self.authorship = authorship
         self.observer = observer
         outcomes.withLock { $0.reserveCapacity(expectedCount) }
         identities.withLock { $0.reserveCapacity(expectedCount) }
@@ -353,7 +354,8 @@ private final class Execution: TransferDelegate, Sendable {
         let requests = batch.map { id, file in
             let entry = plan.entries[id].entry
             return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
-                                 hasMode: file.hasFileMode)
+                                 hasMode: file.hasFileMode,
+                                 ownership: Ownership(digest: file.digest, origin: authorship.origin(of: entry, delivered: file)))
         }
         for ((id, file), result) in zip(batch, committer.commit(requests)) {
             switch result {
@@ -370,6 +372,24 @@ private final class Execution: TransferDelegate, Sendable {
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.entries[id].entry, finished: outcome)
+    }
+}
+
+/// Who wrote a file, as the state records it: this manifest, and for an unpinned file the source that delivered
+/// it and its validators (what a later conditional request sends). Every pinned file shares one `Origin`.
+struct Authorship: Sendable {
+    let manifestKey: String
+    private let pinned: Origin
+
+    init(manifestKey: String) {
+        self.manifestKey = manifestKey
+        pinned = Origin(manifestKey: manifestKey)
+    }
+
+    func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {
+        guard entry.checksum == nil else { return pinned }
+        return Origin(manifestKey: manifestKey, sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
+                      etag: file.validators?.etag, lastModified: file.validators?.lastModified)
     }
 }
 

@@ -11,9 +11,14 @@ public struct CommitRequest: Sendable {
     public var mode: FileMode
     /// The temporary file already has `mode` exactly (it was created with it): no chmod before the rename.
     public var hasMode: Bool
+    /// What the state will say of the file (its digest and who wrote it), journaled before the rename so that
+    /// a crash before the state is saved loses no ownership. nil: nothing to journal.
+    public var ownership: Ownership?
 
-    public init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
+    public init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false,
+                ownership: Ownership? = nil) {
         self.temporaryName = temporaryName
+        self.ownership = ownership
         self.destination = destination
         self.mode = mode
         self.hasMode = hasMode
@@ -40,12 +45,15 @@ public final class Committer: Sendable {
     /// Where verified files wait to be committed, held open: renames come from it by name.
     public let staging: DirectoryHandle
     public let durability: Durability
+    /// Where the ownership of each batch is recorded before its renames; nil: not recorded (tests, `haul add`).
+    public let journal: OwnershipJournal?
     /// One batch at a time: the walk's folders are shared by a batch's preparation and its renames.
     private let serial = Mutex(())
 
-    public init(root: String, staging: DirectoryHandle, durability: Durability = .batched) {
+    public init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .batched) {
         self.root = FileSystem.normalizedRoot(root)
         self.staging = staging
+        self.journal = journal
         self.durability = durability
     }
 
@@ -69,6 +77,13 @@ public final class Committer: Sendable {
         case .failure(let failure): return results.map { _ in .failure(failure) }
         }
         let ready = prepare(batch, walk: &walk, results: &results)
+        if let journal, !ready.isEmpty {
+            var owned: [String: Ownership] = [:]
+            for index in ready { if let record = batch[index].ownership { owned[batch[index].destination.description] = record } }
+            // A journal that cannot be written (a full or read-only `.haul`) costs only what it insures against: the
+            // files go in place, and the state saved at the end records them (or the run warns that it could not).
+            _ = journal.append(owned)
+        }
 
         if durability == .batched, !ready.isEmpty, let failure = syncFilesystem() {
             for index in ready { results[index] = .failure(failure) }

@@ -168,9 +168,9 @@ public struct LocalObserver: Sendable {
         let path = FileSystem.join(directory, request.destination.fileName)
         guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
             // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators). One
-            // whose identity is too recent to prove it (written again within the same tick?) is hashed against
-            // the record's digest first.
-            if request.algorithm == nil, let known = request.known, known.identity == identity {
+            // whose identity does not prove it (too recent, touched, or only journaled by a run that crashed) is
+            // hashed against the record's digest first.
+            if request.algorithm == nil, let known = request.known, known.identity.size < 0 || known.identity.size == size {
                 if request.knownRecordIsProof(for: identity) {
                     record = known
                 } else {

@@ -101,7 +101,9 @@ public struct StateCache: Sendable, Equatable {
         switch area.folder.openRegularFileForReading(fileName) {
         case .success(let opened): descriptor = opened
         case .failure(let failure):
-            return (StateCache(), failure.errno == ENOENT ? nil : "cannot read \(path): \(failure.reason); hashing every file", nil)
+            var journaled = StateCache()
+            journaled.fold(OwnershipJournal.read(in: area))
+            return (journaled, failure.errno == ENOENT ? nil : "cannot read \(path): \(failure.reason); hashing every file", nil)
         }
         defer { close(descriptor) }
         var info = stat()
@@ -125,6 +127,7 @@ public struct StateCache: Sendable, Equatable {
         }
         var read = cache
         read.writtenAt = file?.modified
+        read.fold(OwnershipJournal.read(in: area))
         guard unreadable == 0 else {
             let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
             return (read, "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
@@ -221,6 +224,20 @@ public struct StateCache: Sendable, Equatable {
         }
         let identity = FileIdentity(device: device, inode: inode, size: size, modified: modified, changed: changed)
         return (destination, StateRecord(identity: identity, digest: digest, origin: origin))
+    }
+
+    /// Records a run journaled and could not save (see `OwnershipJournal`): each replaces what the state says of
+    /// its destination unless the state already records that content as written by the same manifest.
+    mutating func fold(_ journaled: [String: StateRecord]) {
+        for (destination, record) in journaled {
+            if let existing = records[destination], existing.digest == record.digest, existing.origin == record.origin { continue }
+            records[destination] = record
+        }
+    }
+
+    /// The lines without the header, for appending to a journal.
+    func serializedLines() -> [UInt8] {
+        Array(serialized().dropFirst(Self.header.utf8.count + 1))
     }
 
     /// The file's bytes.
@@ -384,10 +401,25 @@ public struct StateCache: Sendable, Equatable {
                 offset += written
             }
         }
+        // With a journal to retire, the new state must be durable before the journal goes: it now holds what
+        // only the journal held.
+        let retiresJournal = OwnershipJournal.exists(in: area)
+        if retiresJournal, fsync(descriptor) != 0 {
+            let code = errno
+            close(descriptor)
+            folder.remove(temporary)
+            throw StoreError(operation: "sync", path: folder.displayPath(of: temporary), errno: code)
+        }
         close(descriptor)
         if let failure = folder.rename(temporary, to: Self.fileName) {
             folder.remove(temporary)
             throw StoreError(operation: "rename into", path: failure.path, errno: failure.errno)
+        }
+        if retiresJournal {
+            if let failure = folder.synchronize() {
+                throw StoreError(operation: "sync", path: failure.path, errno: failure.errno)
+            }
+            OwnershipJournal.remove(in: area)
         }
     }
 

@@ -85,6 +85,22 @@ final class StateCacheTests: XCTestCase {
                      "this version's times have a point and nine digits")
     }
 
+    /// A journaled record replaces the state's unless the state already records that content from that writer; it
+    /// never vouches for a file by identity (size -1 matches no file).
+    func testAJournalFoldsIntoTheStateAsRecordsThatMustBeHashed() throws {
+        let writer = Origin(manifestKey: "m")
+        var cache = StateCache(records: ["same.bin": record(1, origin: writer), "older.bin": record(2, origin: writer)])
+        let other = StreamingHasher.digest(Array("y".utf8), algorithm: .sha256)
+        let unknown = OwnershipJournal.unknownIdentity
+        cache.fold(["same.bin": StateRecord(identity: unknown, digest: digest, origin: writer),
+                    "older.bin": StateRecord(identity: unknown, digest: other, origin: writer),
+                    "new.bin": StateRecord(identity: unknown, digest: other, origin: writer)])
+        XCTAssertEqual(cache.records["same.bin"], record(1, origin: writer), "already saved: kept as it is")
+        XCTAssertEqual(cache.records["older.bin"], StateRecord(identity: unknown, digest: other, origin: writer))
+        XCTAssertEqual(cache.records["new.bin"]?.identity.size, -1)
+        XCTAssertEqual(StateCache.parse(cache.serialized()), cache, "a folded record survives being saved")
+    }
+
     /// Another version's file is not read at all; one damaged line costs only its own record (that file is
     /// hashed again), never the others'.
     func testAForeignFileIsRejectedWholeAndADamagedLineAlone() throws {
