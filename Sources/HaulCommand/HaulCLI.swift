@@ -205,6 +205,7 @@ struct Sync: ParsableCommand {
         let assessment = reconciler.assess(rehash: rehash)
         if let warning = assessment.cacheWarning { reporter.warning(warning) }
         reporter.plan(assessment.plan, acting: true)
+        interrupts.beginChanging()
         let result = reconciler.apply(assessment, observer: reporter, cancellation: cancellation)
         let status = interrupts.exitStatus ?? result.exitStatus.rawValue
         reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
