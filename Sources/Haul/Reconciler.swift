@@ -134,6 +134,8 @@ public struct Reconciler: Sendable {
         // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
         var cache = assessment.cache
         var changed = false
+        /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
+        var settles = false
         let authorship = Authorship(manifestKey: assessment.manifestKey)
         let fetched = result.counts.fetched
         // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
@@ -164,7 +166,7 @@ public struct Reconciler: Sendable {
                 cache.records[destination] = record
                 changed = true
             } else if let record, Self.rewritingSettles(record, recordedAt: assessment.cache.writtenAt) {
-                changed = true
+                settles = true
             }
         }
         for (destination, outcome) in result.prunes {
@@ -174,12 +176,12 @@ public struct Reconciler: Sendable {
             case .failed: continue
             }
         }
-        guard changed, let area else { return }
+        guard changed || settles, let area else { return }
         do {
             try cache.save(in: area)
         } catch {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
-            observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
+            if changed { observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again") }
         }
     }
 
