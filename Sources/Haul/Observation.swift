@@ -100,6 +100,7 @@ enum Observation {
         case .otherKind: .obstructed("something that is not a regular file is in the way")
         case .escapesRoot(let why): .inaccessible(why)
         case .unreadable(let error): .inaccessible(error.description)
+        case .unreadableContent(let error): .unreadable(error.description)
         }
     }
 }

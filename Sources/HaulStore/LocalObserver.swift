@@ -17,6 +17,8 @@ public enum ObservedFile: Sendable, Equatable {
     case symlink
     /// FIFO, socket or device.
     case otherKind
+    /// A regular file whose content could not be read (EIO, EACCES).
+    case unreadableContent(StoreError)
     /// A parent directory is a symlink leading outside root; the message names it.
     case escapesRoot(String)
     case unreadable(StoreError)
@@ -200,7 +202,7 @@ public struct LocalObserver: Sendable {
             case ENOENT: return .missing
             case ELOOP: return .symlink
             case EISDIR: return .directory
-            default: return .unreadable(error)
+            default: return .unreadableContent(error)
             }
         }
     }

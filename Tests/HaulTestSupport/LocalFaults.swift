@@ -304,3 +304,65 @@ extension String {
         return text
     }
 }
+
+/// `Tests/Tools/faultfs.py` mounted over a folder: a real file system (FUSE, passing through to a backing
+/// folder) that fails chosen operations with a chosen errno, for faults no mount option can make (EIO on a read,
+/// on a folder's fsync). Needs root, /dev/fuse, and Debian's `fuse` and `python3-fusepy`.
+public final class FaultFileSystem: Sendable {
+    public let mountPoint: String
+    public let backing: String
+    private let control: String
+    private let process: BackgroundProcess
+
+    /// Mounts at `mountPoint` (an existing, empty folder), passing through to `backing` (an existing folder).
+    public init(mountPoint: String, backing: String) throws {
+        guard geteuid() == 0 else { throw FaultUnavailable("a FUSE mount needs root here") }
+        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw FaultUnavailable("no /dev/fuse") }
+        let script = Self.scriptPath
+        guard access(script, R_OK) == 0 else { throw FaultUnavailable("cannot find \(script)") }
+        self.mountPoint = mountPoint
+        self.backing = backing
+        control = backing + ".faults"
+        _ = fopen(control, "w").map { fclose($0) }
+        process = try BackgroundProcess("/usr/bin/python3", [script, backing, mountPoint, control],
+                                        currentDirectory: "/", outputPath: backing + ".faultfs-output")
+        let mounted = process.wait(until: { Self.isMounted(mountPoint) }, timeout: 20)
+        guard mounted == .conditionMet else {
+            throw FaultUnavailable("faultfs did not mount (\(mounted)); is python3-fusepy installed? \(process.output)")
+        }
+    }
+
+    deinit { unmount() }
+
+    /// Replaces the faults: lines of `<operation> <path substring> [errno name]`.
+    public func inject(_ rules: [String]) throws {
+        guard let file = fopen(control, "w") else { throw FaultUnavailable("cannot write \(control)") }
+        let text = rules.map { $0 + "\n" }.joined()
+        fputs(text, file)
+        fclose(file)
+    }
+
+    public func unmount() {
+        guard Self.isMounted(mountPoint) else { return }
+        _ = try? ProcessRunner.run("fusermount", ["-u", "-z", mountPoint], timeout: 20)
+        _ = process.waitForExit(timeout: 10)
+    }
+
+    private static func isMounted(_ path: String) -> Bool {
+        guard let file = fopen("/proc/self/mounts", "r") else { return false }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 4096)
+        while fgets(&line, Int32(line.count), file) != nil {
+            let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: " ")
+            if fields.count > 2, fields[1] == path, fields[2].hasPrefix("fuse") { return true }
+        }
+        return false
+    }
+
+    /// `Tests/Tools/faultfs.py`, found from this source file's place in the repository.
+    static var scriptPath: String {
+        var path = "\(#filePath)"
+        for _ in 0..<2 { path = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]) }
+        return path + "/Tools/faultfs.py"
+    }
+}
