@@ -98,8 +98,11 @@ public struct Reconciler: Sendable {
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
     /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
     public func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
+        let started = MonotonicClock.seconds()
         var result = execute(assessment, observer: observer, cancellation: cancellation)
         if cancellation?.isCancelled != true { result.prunes = prune(assessment, observer: observer) }
+        // The whole of what the run did, pruning included.
+        result.seconds = MonotonicClock.seconds() - started
         saveState(assessment, result, observer: observer)
         return result
     }

@@ -75,4 +75,18 @@ final class IOErrorTests: XCTestCase {
         XCTAssertFalse(sync.stderr.contains("corrupt"), sync.stderr)
         XCTAssertEqual(server.requests.count, 0)
     }
+
+    /// The summary's time is the whole run's, pruning included (a slow unlink here takes a second and a half).
+    func testTheSummaryTimeIncludesPruning() throws {
+        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        try directory.write("haul.yaml", "version: 1\nroot: out\nprune: true\nfiles:\n  - { url: \(server.url("/a.bin")), dest: b.bin }\n")
+        try faults?.inject(["unlink a.bin DELAY"])
+        let result = try haul(["sync", "--json"])
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        XCTAssertFalse(directory.exists("back/data/a.bin"))
+        let summary = try XCTUnwrap(result.stdout.split(separator: "\n").last { $0.contains("\"event\":\"summary\"") })
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(summary.utf8)) as? [String: Any])
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(json["seconds"] as? Double), 1.0, String(summary))
+        XCTAssertEqual(json["pruned"] as? Int, 1)
+    }
 }

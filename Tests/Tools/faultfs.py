@@ -2,17 +2,19 @@
 """A passthrough FUSE file system that fails chosen operations with a chosen errno, for haul's fault tests.
 
 Usage: faultfs.py BACKING MOUNTPOINT CONTROL
-CONTROL holds one rule per line, "<operation> <path substring> [errno name]" (errno defaults to EIO), and is
-read again on every call, so a test changes the faults while the file system is mounted:
+CONTROL holds one rule per line, "<operation> <path substring> [errno name | DELAY]" (errno defaults to EIO),
+and is read again on every call, so a test changes the faults while the file system is mounted:
     read a.bin            reading out/a.bin fails with EIO
     fsyncdir data         fsync of the folder data fails with EIO
     rename x ENOSPC
+    unlink old DELAY      unlinking old takes a second longer, then succeeds
 Operations: read write fsync fsyncdir rename open create mkdir unlink getattr.
 Times are passed through with their nanoseconds.
 """
 import errno
 import os
 import sys
+import time
 
 try:
     from fuse import FUSE, FuseOSError, Operations
@@ -29,7 +31,8 @@ def rules():
             for line in control:
                 parts = line.split()
                 if len(parts) >= 2:
-                    found.append((parts[0], parts[1], getattr(errno, parts[2]) if len(parts) > 2 else errno.EIO))
+                    code = parts[2] if len(parts) > 2 else 'EIO'
+                    found.append((parts[0], parts[1], code if code == 'DELAY' else getattr(errno, code)))
             return found
     except FileNotFoundError:
         return []
@@ -38,6 +41,9 @@ def rules():
 def inject(operation, path):
     for rule_operation, substring, code in rules():
         if rule_operation == operation and substring in path:
+            if code == 'DELAY':
+                time.sleep(1.0)
+                continue
             raise FuseOSError(code)
 
 
