@@ -6,10 +6,11 @@ set -euo pipefail
 # Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto) and pkg-config to find them.
 # Tests: python3 with jsonschema and PyYAML validate the examples against the JSON Schema; nginx and openssl
 # give the TLS and HTTP/2 tests a real server with a test CA; gcc builds the crash tests' LD_PRELOAD kill switch,
-# e2fsprogs (chattr) and util-linux (setpriv, mount) let the local-fault tests make real faults, and tmux gives
-# the live-progress test a real terminal.
+# e2fsprogs (chattr, mkfs.ext4) and util-linux (setpriv, mount, losetup) let the local-fault tests make real
+# faults, fuse and python3-fusepy mount the I/O-error file system (Tests/Tools/faultfs.py), and tmux gives the
+# live-progress test a real terminal.
 packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3 python3-jsonschema python3-yaml ca-certificates openssl nginx-light
-          gcc libc6-dev e2fsprogs util-linux mount tmux)
+          gcc libc6-dev e2fsprogs util-linux mount tmux fuse python3-fusepy)
 
 missing=()
 for package in "${packages[@]}"; do

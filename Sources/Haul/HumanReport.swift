@@ -72,6 +72,8 @@ public enum HumanReport {
             "a symlink is in the way; it will be replaced"
         case .unverified:
             "local copy not verified"
+        case .unreadable(let why):
+            "\(why); it will be replaced"
         }
     }
 

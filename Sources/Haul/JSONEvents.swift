@@ -188,6 +188,7 @@ public enum JSONEvents {
         let problems: [JSONValue] = result.problems.map { planned in
             let (problem, detail): (String, String?) = switch planned.action {
             case .fetch(.missing): ("missing", nil)
+            case .fetch(.unreadable(let why)): ("unreadable", why)
             case .fetch(let reason): ("differs", HumanReport.describe(reason, checksum: planned.entry.checksum))
             case .refuse(let why): ("unreadable", why)
             case .keep, .revalidate: ("ok", nil)

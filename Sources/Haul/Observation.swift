@@ -47,15 +47,16 @@ enum Observation {
         }
         let requests = rest.map { position in
             let entry = manifest.files[position]
-            return ObservationRequest(entry: entry, known: rehash && entry.checksum != nil ? nil
-                                                           : cache?.records[DestinationKey(entry.destination)])
+            // With --rehash a pinned file is hashed whatever the cache says.
+            return ObservationRequest(entry: entry, cache: rehash && entry.checksum != nil ? nil : cache)
         }
         let looked = observer.observeAllRecording(requests, concurrency: concurrency)
         for (offset, position) in rest.enumerated() {
             let record = looked[offset].record
             observed.states[position] = localState(looked[offset].file)
             observed.records[position] = record
-            observed.cached[position] = record != nil && record == requests[offset].known
+            // A record too recent to be proof is kept, but the state is rewritten so that it can be next time.
+            observed.cached[position] = record.map { requests[offset].known == $0 && requests[offset].knownRecordIsProof(for: $0.identity) } ?? false
         }
         return observed
     }
@@ -80,8 +81,10 @@ enum Observation {
                 return (path, record)
             }
         let requests = owned.map { destination, record in
+            // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
-                               expectedSize: record.identity.size, known: rehash ? nil : record)
+                               expectedSize: record.identity.size >= 0 ? record.identity.size : nil,
+                               known: rehash ? nil : record, knownAsOf: cache.writtenAt)
         }
         let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
         return zip(owned, observed).map { owned, observed in
@@ -99,6 +102,7 @@ enum Observation {
         case .otherKind: .obstructed("something that is not a regular file is in the way")
         case .escapesRoot(let why): .inaccessible(why)
         case .unreadable(let error): .inaccessible(error.description)
+        case .unreadableContent(let error): .unreadable(error.description)
         }
     }
 }

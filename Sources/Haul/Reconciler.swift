@@ -100,8 +100,11 @@ public struct Reconciler: Sendable {
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
     /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
     public func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
+        let started = MonotonicClock.seconds()
         var result = execute(assessment, observer: observer, cancellation: cancellation)
         if cancellation?.isCancelled != true { result.prunes = prune(assessment, observer: observer) }
+        // The whole of what the run did, pruning included.
+        result.seconds = MonotonicClock.seconds() - started
         saveState(assessment, result, observer: observer)
         return result
     }
@@ -136,7 +139,9 @@ public struct Reconciler: Sendable {
         // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
         var cache = assessment.cache
         var changed = false
-        let pinnedOrigin = Origin(manifestKey: assessment.manifestKey)
+        /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
+        var settles = false
+        let authorship = Authorship(manifestKey: assessment.manifestKey)
         let fetched = result.counts.fetched
         // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
         // would copy a cache that a no-op leaves as it is.
@@ -153,10 +158,7 @@ public struct Reconciler: Sendable {
                 record?.origin = earlier.origin
             }
             if case .fetched(let file) = result.outcomes[index] {
-                let origin = result.plan.entries[index].entry.checksum != nil ? pinnedOrigin : Origin(
-                    manifestKey: assessment.manifestKey,
-                    sourceKey: TransferSource.key(result.plan.entries[index].entry.sources[file.sourceIndex].expanded),
-                    etag: file.validators?.etag, lastModified: file.validators?.lastModified)
+                let origin = authorship.origin(of: result.plan.entries[index].entry, delivered: file)
                 if let identity = result.committedIdentities[index] {
                     // A new file: one hash-table operation, not a lookup and then a store.
                     let written = StateRecord(identity: identity, digest: file.digest, origin: origin)
@@ -168,6 +170,8 @@ public struct Reconciler: Sendable {
             if cache.records[destination] != record {
                 cache.records[destination] = record
                 changed = true
+            } else if let record, Self.rewritingSettles(record, recordedAt: assessment.cache.writtenAt) {
+                settles = true
             }
         }
         for (destination, outcome) in result.prunes {
@@ -177,13 +181,21 @@ public struct Reconciler: Sendable {
             case .failed: continue
             }
         }
-        guard changed, let area else { return }
+        guard changed || settles, let area else { return }
         do {
             try cache.save(in: area)
         } catch {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
-            observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
+            if changed { observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again") }
         }
+    }
+
+    /// A record whose file is too recent to be trusted from the state alone (see `FileIdentity.isOlder(than:)`)
+    /// becomes trustworthy once the state is written again later than the file's times, unless those lie in the
+    /// future (a file dated 2300 is hashed on every run, and rewriting the state would not change that).
+    private static func rewritingSettles(_ record: StateRecord, recordedAt: FileTime?) -> Bool {
+        guard let recordedAt, !record.identity.isOlder(than: recordedAt) else { return false }
+        return record.identity.isOlder(than: FileTime.now)
     }
 
     private func execute(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation?) -> SyncResult {
@@ -230,7 +242,8 @@ public struct Reconciler: Sendable {
             }
             let execution = Execution(plan: plan, staging: staging,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
-                                                           durability: options.durability),
+                                                           journal: OwnershipJournal(area: area), durability: options.durability),
+                                      authorship: Authorship(manifestKey: assessment.manifestKey),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
@@ -328,6 +341,7 @@ private final class Execution: TransferDelegate, Sendable {
     private let plan: Plan
     private let staging: StagingArea
     private let committer: Committer
+    private let authorship: Authorship
     private let observer: SyncObserver?
     private let commitQueue = DispatchQueue(label: "haul.commit")
     private let pending = Mutex<(files: [(Int, DownloadedFile)], flushScheduled: Bool)>(([], false))
@@ -338,10 +352,12 @@ private final class Execution: TransferDelegate, Sendable {
     private static let batchWindowMilliseconds = 20
 
     /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
-    init(plan: Plan, staging: StagingArea, committer: Committer, observer: SyncObserver?, expectedCount: Int) {
+    init(plan: Plan, staging: StagingArea, committer: Committer, authorship: Authorship, observer: SyncObserver?,
+         expectedCount: Int) {
         self.plan = plan
         self.staging = staging
         self.committer = committer
+        self.authorship = authorship
         self.observer = observer
         outcomes.withLock { $0.reserveCapacity(expectedCount) }
         identities.withLock { $0.reserveCapacity(expectedCount) }
@@ -387,7 +403,8 @@ private final class Execution: TransferDelegate, Sendable {
         let requests = batch.map { id, file in
             let entry = plan.entries[id].entry
             return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
-                                 hasMode: file.hasFileMode)
+                                 hasMode: file.hasFileMode,
+                                 ownership: Ownership(digest: file.digest, origin: authorship.origin(of: entry, delivered: file)))
         }
         for ((id, file), result) in zip(batch, committer.commit(requests)) {
             switch result {
@@ -404,6 +421,24 @@ private final class Execution: TransferDelegate, Sendable {
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.entries[id].entry, finished: outcome)
+    }
+}
+
+/// Who wrote a file, as the state records it: this manifest, and for an unpinned file the source that delivered
+/// it and its validators (what a later conditional request sends). Every pinned file shares one `Origin`.
+struct Authorship: Sendable {
+    let manifestKey: String
+    private let pinned: Origin
+
+    init(manifestKey: String) {
+        self.manifestKey = manifestKey
+        pinned = Origin(manifestKey: manifestKey)
+    }
+
+    func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {
+        guard entry.checksum == nil else { return pinned }
+        return Origin(manifestKey: manifestKey, sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
+                      etag: file.validators?.etag, lastModified: file.validators?.lastModified)
     }
 }
 

@@ -19,6 +19,7 @@ public struct VerificationResult: Sendable {
             switch planned.action {
             case .keep, .revalidate: return "ok \(destination)"
             case .fetch(.missing): return "missing \(destination)"
+            case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
             case .fetch(let reason): return "differs \(destination) (\(HumanReport.describe(reason, checksum: planned.entry.checksum)))"
             case .refuse(let why): return "unreadable \(destination) (\(why))"
             }

@@ -171,6 +171,8 @@ struct AddCommand: ParsableCommand {
     private func download(_ draft: EntryDraft) throws -> (PinnedEntry, InterruptWatcher) {
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
+        // The download is cancelled, not abandoned: its scratch folder is removed on the way out.
+        interrupts.beginChanging()
         let options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes)
         do {
             let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation) { failure, next in

@@ -24,6 +24,12 @@ struct HaulCLI: ParsableCommand {
     )
 
     static func main() {
+        // A descriptor 0-2 closed by the caller (`haul sync >&-`) would be the next file haul opens (the run
+        // lock), and output would be written into it: each is pointed at /dev/null first.
+        for descriptor in Int32(0)...2 {
+            var info = stat()
+            if fstat(descriptor, &info) != 0, errno == EBADF { _ = open("/dev/null", O_RDWR | O_CLOEXEC) }
+        }
         // A write to a closed pipe (`haul … | head`) must be an error to handle, not a silent death.
         signal(SIGPIPE, SIG_IGN)
         // Likewise a file-size limit (`ulimit -f`): one entry fails with EFBIG, the run goes on.
@@ -203,6 +209,7 @@ struct Sync: ParsableCommand {
         let assessment = reconciler.assess(rehash: rehash)
         if let warning = assessment.cacheWarning { reporter.warning(warning) }
         reporter.plan(assessment.plan, acting: true)
+        interrupts.beginChanging()
         let result = reconciler.apply(assessment, observer: reporter, cancellation: cancellation)
         let status = interrupts.exitStatus ?? result.exitStatus.rawValue
         reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)

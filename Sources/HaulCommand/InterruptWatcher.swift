@@ -3,13 +3,20 @@ import Glibc
 import HaulEngine
 import Synchronization
 
-/// Turns SIGINT and SIGTERM into a cancellation of the running sync, so that it stops its transfers, keeps
-/// resumable partials, removes temporary files and exits 130 or 143, instead of dying mid-write.
+/// Turns SIGINT and SIGTERM into the right kind of stop for where the sync is.
+///
+/// Until the sync starts changing anything (waiting for another run's lock, reading the state, hashing local
+/// files, planning), there is nothing to leave tidy: the process says so and exits 130 or 143 at once, however
+/// long the wait or the hashing would have taken. Once it changes things, the signal cancels the run instead, so
+/// that it stops its transfers, keeps resumable partials, removes temporary files and exits 130 or 143, instead
+/// of dying mid-write.
 ///
 /// The signals are blocked in every thread (the mask is set before any worker thread starts and is inherited)
 /// and taken synchronously by one thread with `sigwait`: no async-signal-safety puzzles.
 final class InterruptWatcher: Sendable {
     private let received = Atomic<Int32>(0)
+    /// False until `beginChanging`: a signal before then ends the process.
+    private let changing = Atomic<Bool>(false)
 
     init(cancelling cancellation: Cancellation) {
         var signals = Self.signals
@@ -19,11 +26,21 @@ final class InterruptWatcher: Sendable {
             var number: Int32 = 0
             while sigwait(&signals, &number) == 0 {
                 received.store(number, ordering: .relaxed)
+                guard changing.load(ordering: .acquiring) else {
+                    Output.flushLog()
+                    Output.errors(["haul: interrupted by \(signalName) before anything was changed"])
+                    _exit(128 + number)
+                }
                 cancellation.cancel()
             }
         }
         thread.name = "haul.signals"
         thread.start()
+    }
+
+    /// From here on a signal cancels the run rather than ending the process.
+    func beginChanging() {
+        changing.store(true, ordering: .releasing)
     }
 
     /// 128 + the signal's number, the shell's convention, once a signal arrived.

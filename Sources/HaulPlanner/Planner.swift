@@ -11,8 +11,10 @@ public enum LocalState: Sendable, Equatable {
     case symlink
     /// Something haul must not delete is in the way (a directory, a fifo, a device).
     case obstructed(String)
-    /// The destination cannot be reached safely or read (a parent symlink leading outside root, EACCES, …).
+    /// The destination cannot be reached safely (a parent symlink leading outside root, EACCES on a folder, …).
     case inaccessible(String)
+    /// A regular file whose content cannot be read (EIO, EACCES): whatever it holds, it is not what was pinned.
+    case unreadable(String)
 }
 
 /// Why a file must be fetched.
@@ -23,6 +25,8 @@ public enum FetchReason: Sendable, Equatable {
     case replacesSymlink
     /// The local copy could not be checked against the pin; it is not trusted.
     case unverified
+    /// The local copy cannot be read at all; replacing it is the way to make it right.
+    case unreadable(String)
 }
 
 /// What one entry needs.
@@ -168,7 +172,7 @@ public enum Planner {
             return .keep("replaced by a symlink since haul wrote it")
         case .obstructed(let what):
             return .keep(what)
-        case .inaccessible(let why):
+        case .inaccessible(let why), .unreadable(let why):
             return .keep(why)
         }
     }
@@ -184,6 +188,8 @@ public enum Planner {
             return .refuse(what)
         case .inaccessible(let why):
             return .refuse(why)
+        case .unreadable(let why):
+            return .fetch(.unreadable(why))
         case .file(let size, let digest):
             if let expected = entry.size, expected != size {
                 return .fetch(.sizeMismatch(local: size, expected: expected))

@@ -11,9 +11,14 @@ public struct CommitRequest: Sendable {
     public var mode: FileMode
     /// The temporary file already has `mode` exactly (it was created with it): no chmod before the rename.
     public var hasMode: Bool
+    /// What the state will say of the file (its digest and who wrote it), journaled before the rename so that
+    /// a crash before the state is saved loses no ownership. nil: nothing to journal.
+    public var ownership: Ownership?
 
-    public init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
+    public init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false,
+                ownership: Ownership? = nil) {
         self.temporaryName = temporaryName
+        self.ownership = ownership
         self.destination = destination
         self.mode = mode
         self.hasMode = hasMode
@@ -32,18 +37,23 @@ public enum Durability: Sendable {
 
 /// The only code that changes destinations. Each destination is replaced by rename(2), so at every moment it
 /// holds either its old content or the new verified content, with its final mode.
+///
+/// Every batch reaches each destination's folder afresh from root's descriptor (`ContainedWalk`), at commit
+/// time: a folder checked earlier in the run and swapped for a symlink since is never trusted.
 public final class Committer: Sendable {
     public let root: String
     /// Where verified files wait to be committed, held open: renames come from it by name.
     public let staging: DirectoryHandle
     public let durability: Durability
-    /// Directories already known to exist and to pass the path-safety rule, kept across batches so that 5000
-    /// files in 10 folders lstat each folder once. nil until root exists.
-    private let parents = Mutex<ParentResolver?>(nil)
+    /// Where the ownership of each batch is recorded before its renames; nil: not recorded (tests, `haul add`).
+    public let journal: OwnershipJournal?
+    /// One batch at a time: the walk's folders are shared by a batch's preparation and its renames.
+    private let serial = Mutex(())
 
-    public init(root: String, staging: DirectoryHandle, durability: Durability = .batched) {
+    public init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .batched) {
         self.root = FileSystem.normalizedRoot(root)
         self.staging = staging
+        self.journal = journal
         self.durability = durability
     }
 
@@ -53,32 +63,59 @@ public final class Committer: Sendable {
     /// off the transfer loop, while it is the only thing that has touched the file.
     public func commit(_ batch: [CommitRequest]) -> [Result<FileIdentity?, StoreError>] {
         guard !batch.isEmpty else { return [] }
+        return serial.withLock { _ in commitSerially(batch) }
+    }
+
+    private func commitSerially(_ batch: [CommitRequest]) -> [Result<FileIdentity?, StoreError>] {
         var results = [Result<FileIdentity?, StoreError>](repeating: .success(nil), count: batch.count)
-        var ready = prepare(batch, results: &results)
+        if let code = FileSystem.makeDirectories(root, mode: 0o755) {
+            return results.map { _ in .failure(StoreError(operation: "create directory", path: root, errno: code)) }
+        }
+        var walk: ContainedWalk
+        switch ContainedWalk.start(root: root) {
+        case .success(let started): walk = started
+        case .failure(let failure): return results.map { _ in .failure(failure) }
+        }
+        let ready = prepare(batch, walk: &walk, results: &results)
+        if let journal, !ready.isEmpty {
+            var owned: [DestinationKey: Ownership] = [:]
+            for index in ready { if let record = batch[index].ownership { owned[DestinationKey(batch[index].destination)] = record } }
+            // A journal that cannot be written (a full or read-only `.haul`) costs only what it insures against: the
+            // files go in place, and the state saved at the end records them (or the run warns that it could not).
+            _ = journal.append(owned)
+        }
 
         if durability == .batched, !ready.isEmpty, let failure = syncFilesystem() {
-            for item in ready { results[item.index] = .failure(failure) }
+            for index in ready { results[index] = .failure(failure) }
             return results
         }
 
-        var renamed: [Ready] = []
-        renamed.reserveCapacity(ready.count)
-        var lostParent = false
-        var folder = HeldDirectory()
-        defer { folder.close() }
-        for item in ready {
-            let to = folder.locate(item.fileName, in: item.directory)
-            let rc = item.sourceName.withCString { source in to.name.withCString { renameat(staging.descriptor, source, to.directory, $0) } }
-            if rc == 0 {
-                renamed.append(item)
-                if case .success(let info) = folder.linkStatus(item.fileName, in: item.directory) {
-                    results[item.index] = .success(FileIdentity(info))
+        // Folder by folder (a manifest lists files that way): each folder is reached again just before its
+        // renames, and synced once they are done, so only one is held at a time however many a batch touches.
+        var current: (components: ArraySlice<String>, folder: DirectoryHandle, renamed: [Int])?
+        for index in ready {
+            let destination = batch[index].destination
+            if current?.components != destination.parentComponents {
+                if let done = current { syncDirectory(done.folder, of: done.renamed, batch: batch, results: &results) }
+                current = nil
+                switch walk.folder(destination.parentComponents, create: false) {
+                case .folder(let folder): current = (destination.parentComponents, folder, [])
+                case let other:
+                    results[index] = .failure(Self.failure(other, destination: destination,
+                                                           changed: "its folder changed since it was prepared"))
+                    continue
+                }
+            }
+            guard let folder = current?.folder else { continue }
+            let failed = staging.rename(batch[index].temporaryName, to: destination.fileName, in: folder)
+            guard let failed else {
+                current?.renamed.append(index)
+                if case .success(let info) = folder.status(of: destination.fileName) {
+                    results[index] = .success(FileIdentity(info))
                 }
                 continue
             }
-            let code = errno
-            let destination = batch[item.index].destination.description
-            let detail: String? = switch code {
+            let detail: String? = switch failed.errno {
             case EISDIR: "a directory is in the way"
             // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
             // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
@@ -86,87 +123,57 @@ public final class Committer: Sendable {
                 + "(rename(2) cannot cross mounts)"
             default: nil
             }
-            results[item.index] = .failure(StoreError(operation: "rename into", path: destination, errno: code, detail: detail))
-            if code == ENOENT || code == ENOTDIR { lostParent = true }
+            results[index] = .failure(StoreError(operation: "rename into", path: destination.description,
+                                                 errno: failed.errno, detail: detail))
         }
-        ready.removeAll()
-        if lostParent { parents.withLock { $0?.forget() } }
-
-        if durability == .batched { syncDirectories(of: renamed, batch: batch, results: &results) }
+        if let done = current { syncDirectory(done.folder, of: done.renamed, batch: batch, results: &results) }
         return results
     }
 
-    /// A request that passed every check: its temporary file's name and its destination's folder and name.
-    struct Ready {
-        var index: Int
-        var sourceName: String
-        var directory: String
-        var fileName: String
-    }
-
-    /// Everything that can fail without touching a destination: parents (created as needed) and the final mode.
-    private func prepare(_ batch: [CommitRequest], results: inout [Result<FileIdentity?, StoreError>]) -> [Ready] {
-        var ready: [Ready] = []
+    /// Everything that can fail without touching a destination: parents (created as needed, inside root only)
+    /// and the final mode. The indices of the requests that passed.
+    private func prepare(_ batch: [CommitRequest], walk: inout ContainedWalk,
+                         results: inout [Result<FileIdentity?, StoreError>]) -> [Int] {
+        var ready: [Int] = []
         ready.reserveCapacity(batch.count)
-        parents.withLock { resolver in
-            if resolver == nil {
-                switch startResolver() {
-                case .success(let started): resolver = started
-                case .failure(let failure):
-                    for index in batch.indices { results[index] = .failure(failure) }
-                    return
-                }
+        for (index, request) in batch.enumerated() {
+            let destination = request.destination
+            if destination.components.first == PrivateArea.name {
+                results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
+                                                     detail: "\".haul\" under root is haul's own area"))
+                continue
             }
-            guard var current = resolver.take() else { return }
-            defer { resolver = current }
-            for (index, request) in batch.enumerated() {
-                let destination = request.destination
-                if destination.components.first == ".haul" {
-                    results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
-                                                         detail: "\".haul\" under root is haul's own area"))
-                    continue
-                }
-                switch current.resolve(destination.parentComponents, create: true) {
-                case .directory(let directory):
-                    ready.append(Ready(index: index, sourceName: request.temporaryName, directory: directory,
-                                       fileName: destination.fileName))
-                case .escapes(let message):
-                    results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
-                                                         detail: message))
-                case .blocked(let code, let reason):
-                    results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: code,
-                                                         detail: reason))
-                case .failed(let failure):
-                    results[index] = .failure(failure)
-                case .missing:
-                    // Unreachable while creating; kept as a failure rather than a trap.
-                    results[index] = .failure(StoreError(operation: "create the parent of", path: destination.description,
-                                                         errno: ENOENT))
-                }
+            switch walk.folder(destination.parentComponents, create: true) {
+            case .folder:
+                break
+            case let other:
+                results[index] = .failure(Self.failure(other, destination: destination,
+                                                       changed: "its parent could not be created"))
+                continue
             }
+            // The mode is set on the temporary file so that the destination never appears with wider permissions,
+            // and exactly (not narrowed by the umask). The engine usually created the file with it already.
+            if !request.hasMode, let failure = staging.setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName) {
+                results[index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: failure.path,
+                                                     errno: failure.errno))
+                continue
+            }
+            ready.append(index)
         }
-
-        // The mode is set on the temporary file so that the destination never appears with wider permissions,
-        // and exactly (not narrowed by the umask). The engine usually created the file with it already.
-        return ready.filter { item in
-            let request = batch[item.index]
-            if request.hasMode { return true }
-            guard let failure = staging.setMode(mode_t(request.mode.bits & 0o7777), of: item.sourceName) else { return true }
-            results[item.index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: failure.path,
-                                                      errno: failure.errno))
-            return false
-        }
+        return ready
     }
 
-    private func startResolver() -> Result<ParentResolver, StoreError> {
-        if let code = FileSystem.makeDirectories(root, mode: 0o755) {
-            return .failure(StoreError(operation: "create directory", path: root, errno: code))
-        }
-        switch FileSystem.realPath(root) {
-        case .success(let realRoot):
-            return .success(ParentResolver(root: root, realRoot: realRoot, remembersFailures: false))
-        case .failure(let code):
-            return .failure(StoreError(operation: "resolve root", path: root, errno: code))
+    /// Why a destination's folder could not be used, as the entry's failure.
+    private static func failure(_ reach: ContainedWalk.Reach, destination: DestinationPath, changed: String) -> StoreError {
+        switch reach {
+        case .escapes(let message):
+            return StoreError(operation: "write", path: destination.description, errno: 0, detail: message)
+        case .blocked(let code, let message):
+            return StoreError(operation: "write", path: destination.description, errno: code, detail: message)
+        case .failed(let failure):
+            return failure
+        case .missing, .folder:
+            return StoreError(operation: "write", path: destination.description, errno: ENOENT, detail: changed)
         }
     }
 
@@ -180,19 +187,12 @@ public final class Committer: Sendable {
 
     /// A destination whose directory could not be synced is in place but might not survive a crash: reported as
     /// failed so that the caller does not record it as done.
-    private func syncDirectories(of renamed: [Ready], batch: [CommitRequest],
-                                 results: inout [Result<FileIdentity?, StoreError>]) {
-        // By bytes: two folders whose names differ only in Unicode normalization are two folders.
-        var failures: [DestinationKey: Int32] = [:]
-        var synced = Set<DestinationKey>()
-        for item in renamed where synced.insert(DestinationKey(item.directory)).inserted {
-            if let code = FileSystem.syncDirectory(item.directory) { failures[DestinationKey(item.directory)] = code }
-        }
-        guard !failures.isEmpty else { return }
-        for item in renamed {
-            guard let code = failures[DestinationKey(item.directory)] else { continue }
-            results[item.index] = .failure(StoreError(operation: "sync the directory of",
-                                                      path: batch[item.index].destination.description, errno: code))
+    private func syncDirectory(_ folder: DirectoryHandle, of renamed: [Int], batch: [CommitRequest],
+                               results: inout [Result<FileIdentity?, StoreError>]) {
+        guard durability == .batched, !renamed.isEmpty, let failure = folder.synchronize() else { return }
+        for index in renamed {
+            results[index] = .failure(StoreError(operation: "sync the directory of", path: batch[index].destination.description,
+                                                 errno: failure.errno))
         }
     }
 }

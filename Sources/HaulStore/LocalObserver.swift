@@ -2,6 +2,7 @@ import CLinuxShims
 import Glibc
 import HaulThreads
 import HaulDigest
+import HaulFileSystem
 import HaulManifest
 
 /// What is at a destination now, as the planner needs it to decide whether to fetch.
@@ -16,6 +17,8 @@ public enum ObservedFile: Sendable, Equatable {
     case symlink
     /// FIFO, socket or device.
     case otherKind
+    /// A regular file whose content could not be read (EIO, EACCES).
+    case unreadableContent(StoreError)
     /// A parent directory is a symlink leading outside root; the message names it.
     case escapesRoot(String)
     case unreadable(StoreError)
@@ -28,21 +31,31 @@ public struct ObservationRequest: Sendable {
     /// When known, a file of another size is not hashed: it cannot match.
     public var expectedSize: Int64?
     /// What the state cache remembers of this destination: its digest is used, without hashing, only when
-    /// the file's identity is exactly the recorded one.
+    /// the file's identity is exactly the recorded one and was older than `knownAsOf` (see
+    /// `FileIdentity.isOlder(than:)`).
     public var known: StateRecord?
+    /// When `known` was recorded (the state file's mtime).
+    public var knownAsOf: FileTime?
 
     public init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
-                known: StateRecord? = nil) {
+                known: StateRecord? = nil, knownAsOf: FileTime? = nil) {
         self.destination = destination
         self.algorithm = algorithm
         self.expectedSize = expectedSize
         self.known = known
+        self.knownAsOf = knownAsOf
     }
 
-    /// What a manifest entry asks to know about its destination.
-    public init(entry: FileEntry, known: StateRecord? = nil) {
+    /// What a manifest entry asks to know about its destination, given what `cache` recorded of it.
+    public init(entry: FileEntry, cache: StateCache?) {
         self.init(destination: entry.destination, algorithm: entry.checksum?.algorithm, expectedSize: entry.size,
-                  known: known)
+                  known: cache?.records[DestinationKey(entry.destination)], knownAsOf: cache?.writtenAt)
+    }
+
+    /// Whether the known record proves a file whose identity is now `identity` unchanged, without reading it.
+    public func knownRecordIsProof(for identity: FileIdentity) -> Bool {
+        guard let known, known.identity == identity, let knownAsOf else { return false }
+        return identity.isOlder(than: knownAsOf)
     }
 }
 
@@ -154,17 +167,28 @@ public struct LocalObserver: Sendable {
         }
         let size = Int64(info.st_size)
         let identity = FileIdentity(info)
+        let path = FileSystem.join(directory, request.destination.fileName)
         guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
-            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators).
-            if request.algorithm == nil, let known = request.known, known.identity == identity { record = known }
+            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators). One
+            // whose identity does not prove it (too recent, touched, or only journaled by a run that crashed) is
+            // hashed against the record's digest first.
+            if request.algorithm == nil, let known = request.known, known.identity.size < 0 || known.identity.size == size {
+                if request.knownRecordIsProof(for: identity) {
+                    record = known
+                } else {
+                    guard let buffer else { return nil }
+                    let hashed = try? FileDigester.digest(path: path, algorithm: known.digest.algorithm, buffer: buffer,
+                                                          displayPath: request.destination.description)
+                    if hashed?.size == size, hashed?.digest == known.digest { record = known }
+                }
+            }
             return .regularFile(size: size, digest: nil)
         }
-        if let known = request.known, known.identity == identity, known.digest.algorithm == algorithm {
+        if let known = request.known, request.knownRecordIsProof(for: identity), known.digest.algorithm == algorithm {
             record = known
             return .regularFile(size: size, digest: known.digest)
         }
         guard let buffer else { return nil }
-        let path = FileSystem.join(directory, request.destination.fileName)
         do {
             let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
                                                            displayPath: request.destination.description)
@@ -178,7 +202,7 @@ public struct LocalObserver: Sendable {
             case ENOENT: return .missing
             case ELOOP: return .symlink
             case EISDIR: return .directory
-            default: return .unreadable(error)
+            default: return .unreadableContent(error)
             }
         }
     }
@@ -207,7 +231,13 @@ private struct ParentWalker {
             }
             // Nothing there yet (a first sync): no destination exists, whatever its path.
             if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) { return .everything(.missing) }
-            return .walking(ParentWalker(resolver: ParentResolver(root: root, realRoot: resolved, remembersFailures: true)))
+            switch DirectoryHandle.open(root) {
+            case .success(let handle):
+                let walk = ContainedWalk(root: handle, realRoot: resolved)
+                return .walking(ParentWalker(resolver: ParentResolver(root: root, walk: walk)))
+            case .failure(let failure):
+                return .everything(.unreadable(StoreError(operation: "open", path: root, errno: failure.errno)))
+            }
         case .failure(ENOENT), .failure(ENOTDIR):
             return .everything(.missing)
         case .failure(let code):
@@ -219,7 +249,7 @@ private struct ParentWalker {
         let components = destination.parentComponents
         // Manifests list files folder by folder, so the previous parent is usually this one: skip the join.
         if let previous, previous.components == components { return previous.state }
-        let state = resolver.resolve(components, create: false)
+        let state = resolver.resolve(components)
         previous = (components, state)
         return state
     }

@@ -28,6 +28,7 @@ public final class PrivateArea: Sendable {
         case partial = "partial"
         case state = "state"
         case lock = "lock"
+        case journal = "journal"
 
         var isDirectory: Bool { self == .temporary || self == .partial }
 
@@ -36,6 +37,7 @@ public final class PrivateArea: Sendable {
             case .temporary, .partial: "haul's folder must be a real directory inside root"
             case .state: "haul's state must be a regular file"
             case .lock: "haul's lock must be a regular file"
+            case .journal: "haul's journal must be a regular file"
             }
         }
     }

@@ -30,9 +30,19 @@ public final class RunLock: Sendable {
     ///   - holder: a line naming this process for others' messages (pid, command).
     public init(area: PrivateArea, wait: Bool, holder: String) throws(Failure) {
         let path = area.folder.displayPath(of: PrivateArea.Member.lock.rawValue)
-        let descriptor: Int32
-        switch area.folder.openFile(PrivateArea.Member.lock.rawValue, flags: O_RDWR | O_CREAT | O_NONBLOCK) {
+        let name = PrivateArea.Member.lock.rawValue
+        var descriptor: Int32
+        var writable = true
+        switch area.folder.openFile(name, flags: O_RDWR | O_CREAT | O_NONBLOCK) {
         case .success(let opened): descriptor = opened
+        case .failure(let failure) where failure.errno == EROFS:
+            // A read-only root: flock(2) needs no write access, so the lock still excludes a run that reaches the
+            // same files through a writable mount; only the holder line is left out.
+            switch area.folder.openFile(name, flags: O_RDONLY | O_NONBLOCK) {
+            case .success(let opened): descriptor = opened
+            case .failure(let failure): throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
+            }
+            writable = false
         case .failure(let failure): throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
         }
         var info = stat()
@@ -48,6 +58,7 @@ public final class RunLock: Sendable {
             throw .system(StoreError(operation: "lock", path: path, errno: code))
         }
         self.descriptor = descriptor
+        guard writable else { return }
         let line = Array((holder + "\n").utf8)
         _ = ftruncate(descriptor, 0)
         _ = pwrite(descriptor, line, line.count, 0)

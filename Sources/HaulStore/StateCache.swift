@@ -4,38 +4,6 @@ import HaulDigest
 import HaulManifest
 import HaulThreads
 
-/// A file's identity as the kernel reports it. If all of it is unchanged, the content is the content haul saw:
-/// writing a file changes its mtime and ctime, and ctime cannot be set back from user space.
-public struct FileIdentity: Sendable, Hashable {
-    public var device: UInt64
-    public var inode: UInt64
-    public var size: Int64
-    public var modifiedNanoseconds: Int64
-    public var changedNanoseconds: Int64
-
-    init(_ info: stat) {
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        modifiedNanoseconds = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
-        changedNanoseconds = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
-    }
-
-    init(device: UInt64, inode: UInt64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64) {
-        self.device = device
-        self.inode = inode
-        self.size = size
-        self.modifiedNanoseconds = modifiedNanoseconds
-        self.changedNanoseconds = changedNanoseconds
-    }
-
-    /// The identity of the file at `path` (not following a final symlink), nil if there is none.
-    public static func of(path: String) -> FileIdentity? {
-        guard case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .regular else { return nil }
-        return FileIdentity(info)
-    }
-}
-
 /// What haul knows about one file it wrote or hashed: its identity then, and its digest.
 public struct StateRecord: Sendable, Hashable {
     public var identity: FileIdentity
@@ -86,13 +54,29 @@ public final class Origin: Sendable, Hashable {
 
 /// `<root>/.haul/state`: a hint that lets a no-op sync skip hashing, never an authority. A missing, corrupt or
 /// foreign file costs time (everything is hashed again), never correctness; a record is used only when the
-/// file's identity is exactly the recorded one.
+/// file's identity is exactly the recorded one, and older than the moment it was recorded.
 public struct StateCache: Sendable, Equatable {
     public var records: [DestinationKey: StateRecord]
+    /// When the file these records were read from was written (its mtime): what each record's identity must be
+    /// older than to be trusted (see `FileIdentity.isOlder(than:)`). nil for records not read from a file.
+    public var writtenAt: FileTime?
 
     public init(records: [DestinationKey: StateRecord] = [:]) { self.records = records }
 
-    static let header = "haul-state\t2"
+    /// Two caches are equal when they record the same files; when the file was written is not part of that.
+    public static func == (a: StateCache, b: StateCache) -> Bool { a.records == b.records }
+
+    /// Whether `record`, found for a file whose identity is `identity` now, still describes it: the identity is
+    /// the recorded one, and it was already old when it was recorded.
+    public func trusts(_ record: StateRecord, for identity: FileIdentity) -> Bool {
+        guard record.identity == identity, let writtenAt else { return false }
+        return identity.isOlder(than: writtenAt)
+    }
+
+    static let header = "haul-state\t3"
+    /// The format before times were kept as seconds and nanoseconds: still read (times in whole nanoseconds), so
+    /// an upgrade costs no re-hash.
+    static let previousHeader = "haul-state\t2"
 
     static let fileName = PrivateArea.Member.state.rawValue
 
@@ -117,7 +101,9 @@ public struct StateCache: Sendable, Equatable {
         switch area.folder.openRegularFileForReading(fileName) {
         case .success(let opened): descriptor = opened
         case .failure(let failure):
-            return (StateCache(), failure.errno == ENOENT ? nil : "cannot read \(path): \(failure.reason); hashing every file", nil)
+            var journaled = StateCache()
+            journaled.fold(OwnershipJournal.read(in: area))
+            return (journaled, failure.errno == ENOENT ? nil : "cannot read \(path): \(failure.reason); hashing every file", nil)
         }
         defer { close(descriptor) }
         var info = stat()
@@ -139,15 +125,18 @@ public struct StateCache: Sendable, Equatable {
         guard let (cache, unreadable) = parse(lines: bytes) else {
             return (StateCache(), "\(path) is corrupt or from another haul version; hashing every file to rebuild it", file)
         }
+        var read = cache
+        read.writtenAt = file?.modified
+        read.fold(OwnershipJournal.read(in: area))
         guard unreadable == 0 else {
             let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
-            return (cache, "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
+            return (read, "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
                     + "\(unreadable == 1 ? "that file is" : "those files are") hashed again", file)
         }
-        return (cache, nil, file)
+        return (read, nil, file)
     }
 
-    /// One line per file: `dest dev ino size mtime_ns ctime_ns digest`, then, for files haul wrote,
+    /// One line per file: `dest dev ino size mtime ctime digest` (times as `seconds.nanoseconds`), then, for files haul wrote,
     /// `manifest-key source-key etag last-modified` (empty fields when unknown), tab-separated.
     ///
     /// Read straight from the bytes (a 100,000-file state is read on every no-op sync). Paths get a cheap check
@@ -169,7 +158,8 @@ public struct StateCache: Sendable, Equatable {
     private static func parse(buffer: UnsafeBufferPointer<UInt8>) -> (cache: StateCache, unreadable: Int)? {
         let newline = UInt8(ascii: "\n"), tab = UInt8(ascii: "\t")
         let headerEnd = buffer.firstIndex(of: newline) ?? buffer.endIndex
-        guard buffer[..<headerEnd].elementsEqual(header.utf8) else { return nil }
+        let timesInNanoseconds = buffer[..<headerEnd].elementsEqual(previousHeader.utf8)
+        guard timesInNanoseconds || buffer[..<headerEnd].elementsEqual(header.utf8) else { return nil }
         var records: [DestinationKey: StateRecord] = [:]
         records.reserveCapacity(buffer.reduce(0) { $1 == newline ? $0 + 1 : $0 })
         var fields: [Range<Int>] = []
@@ -188,7 +178,8 @@ public struct StateCache: Sendable, Equatable {
                 fieldStart = index + 1
             }
             fields.append(fieldStart..<lineEnd)
-            guard let (destination, record) = parseRecord(fields, in: buffer, sharing: &shared) else {
+            guard let (destination, record) = parseRecord(fields, in: buffer, timesInNanoseconds: timesInNanoseconds,
+                                                          sharing: &shared) else {
                 unreadable += 1
                 continue
             }
@@ -198,16 +189,20 @@ public struct StateCache: Sendable, Equatable {
     }
 
     /// One line's record, from its fields; nil if any field is not what this version writes.
-    private static func parseRecord(_ fields: [Range<Int>], in buffer: UnsafeBufferPointer<UInt8>,
+    private static func parseRecord(_ fields: [Range<Int>], in buffer: UnsafeBufferPointer<UInt8>, timesInNanoseconds: Bool,
                                     sharing shared: inout Origin) -> (String, StateRecord)? {
         let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
+        let time = { (number: Int) -> FileTime? in
+            timesInNanoseconds ? Int64(decimal: field(number)).map(FileTime.init(nanosecondsSinceEpoch:))
+                               : FileTime(field: field(number))
+        }
         guard fields.count == 7 || fields.count == 11,
               let destination = unescape(field(0)), Self.staysInsideRoot(destination),
               let device = UInt64(decimal: field(1)),
               let inode = UInt64(decimal: field(2)),
               let size = Int64(decimal: field(3)),
-              let modified = Int64(decimal: field(4)),
-              let changed = Int64(decimal: field(5)),
+              let modified = time(4),
+              let changed = time(5),
               let digest = parseDigest(field(6))
         else { return nil }
         var origin: Origin?
@@ -227,9 +222,22 @@ public struct StateCache: Sendable, Equatable {
                                 etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
             }
         }
-        let identity = FileIdentity(device: device, inode: inode, size: size, modifiedNanoseconds: modified,
-                                    changedNanoseconds: changed)
+        let identity = FileIdentity(device: device, inode: inode, size: size, modified: modified, changed: changed)
         return (destination, StateRecord(identity: identity, digest: digest, origin: origin))
+    }
+
+    /// Records a run journaled and could not save (see `OwnershipJournal`): each replaces what the state says of
+    /// its destination unless the state already records that content as written by the same manifest.
+    mutating func fold(_ journaled: [DestinationKey: StateRecord]) {
+        for (destination, record) in journaled {
+            if let existing = records[destination], existing.digest == record.digest, existing.origin == record.origin { continue }
+            records[destination] = record
+        }
+    }
+
+    /// The lines without the header, for appending to a journal.
+    func serializedLines() -> [UInt8] {
+        Array(serialized().dropFirst(Self.header.utf8.count + 1))
     }
 
     /// The file's bytes.
@@ -278,8 +286,8 @@ public struct StateCache: Sendable, Equatable {
             Self.appendDecimal(identity.device, to: &out)
             Self.appendDecimal(identity.inode, to: &out)
             Self.appendDecimal(identity.size, to: &out)
-            Self.appendDecimal(identity.modifiedNanoseconds, to: &out)
-            Self.appendDecimal(identity.changedNanoseconds, to: &out)
+            Self.appendTime(identity.modified, to: &out)
+            Self.appendTime(identity.changed, to: &out)
             out.append(UInt8(ascii: "\t"))
             out.append(contentsOf: record.digest.algorithm.rawValue.utf8)
             out.append(UInt8(ascii: ":"))
@@ -325,6 +333,20 @@ public struct StateCache: Sendable, Equatable {
             return left.withUTF8 { l in right.withUTF8 { r in l.lexicographicallyPrecedes(r) } }
         }
         return keys.map(\.position)
+    }
+
+    /// A tab, then `seconds.nanoseconds` with nine digits after the point.
+    private static func appendTime(_ time: FileTime, to out: inout [UInt8]) {
+        appendDecimal(time.seconds, to: &out)
+        out.append(UInt8(ascii: "."))
+        var fraction = UInt32(clamping: time.nanoseconds)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 9) { digits in
+            for index in stride(from: 8, through: 0, by: -1) {
+                digits[index] = UInt8(ascii: "0") + UInt8(fraction % 10)
+                fraction /= 10
+            }
+            out.append(contentsOf: digits)
+        }
     }
 
     /// A tab, then the number in decimal, without making a String of it.
@@ -379,10 +401,25 @@ public struct StateCache: Sendable, Equatable {
                 offset += written
             }
         }
+        // With a journal to retire, the new state must be durable before the journal goes: it now holds what
+        // only the journal held.
+        let retiresJournal = OwnershipJournal.exists(in: area)
+        if retiresJournal, fsync(descriptor) != 0 {
+            let code = errno
+            close(descriptor)
+            folder.remove(temporary)
+            throw StoreError(operation: "sync", path: folder.displayPath(of: temporary), errno: code)
+        }
         close(descriptor)
         if let failure = folder.rename(temporary, to: Self.fileName) {
             folder.remove(temporary)
             throw StoreError(operation: "rename into", path: failure.path, errno: failure.errno)
+        }
+        if retiresJournal {
+            if let failure = folder.synchronize() {
+                throw StoreError(operation: "sync", path: failure.path, errno: failure.errno)
+            }
+            OwnershipJournal.remove(in: area)
         }
     }
 
@@ -452,5 +489,16 @@ extension FixedWidthInteger {
             value = next
         }
         self = value
+    }
+}
+
+extension FileTime {
+    /// `seconds.nanoseconds` as the state file writes it (nine digits after the point); nil for anything else.
+    init?(field: UnsafeBufferPointer<UInt8>) {
+        guard let point = field.firstIndex(of: UInt8(ascii: ".")), field.endIndex - point == 10,
+              let seconds = Int64(decimal: UnsafeBufferPointer(rebasing: field[..<point])),
+              let nanoseconds = Int32(decimal: UnsafeBufferPointer(rebasing: field[(point + 1)...])), nanoseconds >= 0
+        else { return nil }
+        self.init(seconds: seconds, nanoseconds: nanoseconds)
     }
 }

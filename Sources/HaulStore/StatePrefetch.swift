@@ -83,7 +83,7 @@ public final class StatePrefetch: Sendable {
             guard !feed.ended else { return false }
             // Room for a batch at once: grown entry by entry, it would be reallocated a few times per batch.
             if feed.pending.capacity == 0 { feed.pending.reserveCapacity(2 * Self.batch) }
-            feed.pending.append((entry.index, ObservationRequest(entry: entry)))
+            feed.pending.append((entry.index, ObservationRequest(entry: entry, cache: nil)))
             guard feed.sleeping, feed.pending.count >= Self.batch else { return false }
             feed.sleeping = false
             return true
@@ -180,6 +180,7 @@ public final class StatePrefetch: Sendable {
                 guard let known = glances.record(for: request.destination) else { continue }
                 var request = request
                 request.known = known
+                request.knownAsOf = cache.writtenAt
                 // Only what the state already says is kept: the rest is looked at (and hashed) with the others.
                 guard let (file, record) = observer.observe(request), record == known else { continue }
                 glances.add(index: index, destination: request.destination, file: file, record: known)

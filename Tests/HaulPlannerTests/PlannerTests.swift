@@ -41,6 +41,15 @@ final class PlannerTests: XCTestCase {
                        .fetch(.digestMismatch(local: third)))
     }
 
+    /// A regular file that cannot be read is replaced (it is not what was pinned, whatever it holds); for
+    /// pruning it is kept, since nothing proves it is what haul wrote.
+    func testAnUnreadableFileIsReplacedButNeverPruned() {
+        XCTAssertEqual(Planner.decide(entry("a", checksum: pinned), .unreadable("cannot read \"a\": Input/output error")),
+                       .fetch(.unreadable("cannot read \"a\": Input/output error")))
+        XCTAssertEqual(Planner.decide(PruneCandidate(destination: DestinationPath("a")!, written: digest,
+                                                     local: .unreadable("EIO"))), .keep("EIO"))
+    }
+
     func testSizeMismatchIsReplacedWithoutNeedingADigest() {
         XCTAssertEqual(Planner.decide(entry("a", checksum: pinned, size: 15), .file(size: 3, digest: nil)),
                        .fetch(.sizeMismatch(local: 3, expected: 15)))

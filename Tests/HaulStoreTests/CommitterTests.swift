@@ -268,6 +268,7 @@ final class CommitterTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [])
     }
 
+    /// Each batch reaches its folders afresh: one removed since the last batch is simply made again.
     func testFolderRemovedBetweenBatchesIsRecreated() throws {
         let scratch = try Scratch()
         let staging = try StagingArea(root: scratch.path)
@@ -275,13 +276,29 @@ final class CommitterTests: XCTestCase {
         XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "1"), destination: try dest("d/a"),
                                                      mode: FileMode(0o644))])[0].failure)
         try FileManager.default.removeItem(atPath: scratch.at("d"))
-        // The cached folder is gone: this batch reports it, and the next one makes the folder again.
-        let temporary = try staged(staging, "2")
-        XCTAssertEqual(committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("d/b"),
-                                                       mode: FileMode(0o644))])[0].failure?.errno, ENOENT)
-        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("d/b"),
+        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "2"), destination: try dest("d/b"),
                                                      mode: FileMode(0o644))])[0].failure)
         XCTAssertEqual(scratch.read("d/b"), Array("2".utf8))
+    }
+
+    /// A folder committed into earlier in the run and then swapped for a symlink leading outside root: the next
+    /// commit there fails that entry and writes nothing outside (the folder is reached again at commit time).
+    func testAParentSwappedForASymlinkDuringTheRunCannotSendAFileOutside() throws {
+        let scratch = try Scratch()
+        let outside = try Scratch()
+        let staging = try StagingArea(root: scratch.at("root"))
+        let committer = Committer(root: scratch.at("root"), staging: staging, durability: .none)
+        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "first"), destination: try dest("d/first"),
+                                                     mode: FileMode(0o644))])[0].failure)
+        XCTAssertEqual(rename(scratch.at("root/d"), scratch.at("root/d.old")), 0)
+        try scratch.symlink("root/d", to: outside.path)
+
+        let second = committer.commit([CommitRequest(temporaryPath: try staged(staging, "second"), destination: try dest("d/second"),
+                                                     mode: FileMode(0o644))])[0]
+        let failure = try XCTUnwrap(second.failure)
+        XCTAssertEqual(failure.description, "cannot write \"d/second\": parent \"d\" is a symlink to \(outside.path), outside root")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
+        XCTAssertNil(scratch.read("root/d.old/second"), "nor in the folder that was moved away")
     }
 
     func testStoreErrorDescription() {

@@ -10,8 +10,9 @@ final class StateCacheTests: XCTestCase {
     private let digest = StreamingHasher.digest(Array("x".utf8), algorithm: .sha256)
 
     private func record(_ inode: UInt64, origin: Origin? = nil) -> StateRecord {
-        StateRecord(identity: FileIdentity(device: 1, inode: inode, size: 1, modifiedNanoseconds: 1_700_000_000_123_456_789,
-                                           changedNanoseconds: 1_700_000_000_987_654_321),
+        StateRecord(identity: FileIdentity(device: 1, inode: inode, size: 1,
+                                           modified: FileTime(seconds: 1_700_000_000, nanoseconds: 123_456_789),
+                                           changed: FileTime(seconds: 1_700_000_000, nanoseconds: 987_654_321)),
                     digest: digest, origin: origin)
     }
 
@@ -24,7 +25,7 @@ final class StateCacheTests: XCTestCase {
                                                     lastModified: "Tue, 14 Nov 2023 22:13:21 GMT")),
         ])
         let bytes = cache.serialized()
-        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t2\n"))
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t3\n"))
         XCTAssertEqual(StateCache.parse(bytes), cache)
     }
 
@@ -58,28 +59,73 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(StateCache.parse(whole), cache)
     }
 
+    /// Any time a file system can hold survives the round trip: seconds and nanoseconds are kept as a pair, never
+    /// multiplied into one 64-bit count (which overflows past 2262 and before 1677).
+    func testTimesFarFromNineteenSeventyRoundTrip() throws {
+        let far = [FileTime(seconds: 10_413_792_000, nanoseconds: 5),            // 2300-01-01
+                   FileTime(seconds: -11_676_096_000, nanoseconds: 999_999_999),  // 1600-01-01
+                   FileTime(seconds: .max, nanoseconds: 999_999_999), FileTime(seconds: .min, nanoseconds: 0)]
+        var records: [DestinationKey: StateRecord] = [:]
+        for (index, time) in far.enumerated() {
+            records[DestinationKey("f\(index)")] = StateRecord(identity: FileIdentity(device: 1, inode: UInt64(index), size: 1, modified: time,
+                                                                     changed: far[(index + 1) % far.count]), digest: digest)
+        }
+        let cache = StateCache(records: records)
+        XCTAssertEqual(StateCache.parse(cache.serialized()), cache)
+        XCTAssertTrue(String(decoding: cache.serialized(), as: UTF8.self).contains("\t10413792000.000000005\t-11676096000.999999999\t"))
+        XCTAssertTrue(far[1] < far[0] && far[3] < far[1] && FileTime(seconds: 5, nanoseconds: 1) < FileTime(seconds: 5, nanoseconds: 2))
+    }
+
+    /// The previous format (times as whole nanoseconds) is still read, so an upgrade costs no re-hash.
+    func testThePreviousFormatIsReadWithTimesInNanoseconds() throws {
+        let parsed = try XCTUnwrap(StateCache.parse(Array("haul-state\t2\na.bin\t1\t2\t3\t1700000000123456789\t-1\t\(digest)\n".utf8)))
+        let identity = try XCTUnwrap(parsed.records["a.bin"]).identity
+        XCTAssertEqual(identity.modified, FileTime(seconds: 1_700_000_000, nanoseconds: 123_456_789))
+        XCTAssertEqual(identity.changed, FileTime(seconds: -1, nanoseconds: 999_999_999))
+        XCTAssertNil(StateCache.parse(Array("haul-state\t3\na.bin\t1\t2\t3\t1700000000123456789\t5.000000000\t\(digest)\n".utf8)),
+                     "this version's times have a point and nine digits")
+    }
+
+    /// A journaled record replaces the state's unless the state already records that content from that writer; it
+    /// never vouches for a file by identity (size -1 matches no file).
+    func testAJournalFoldsIntoTheStateAsRecordsThatMustBeHashed() throws {
+        let writer = Origin(manifestKey: "m")
+        var cache = StateCache(records: ["same.bin": record(1, origin: writer), "older.bin": record(2, origin: writer)])
+        let other = StreamingHasher.digest(Array("y".utf8), algorithm: .sha256)
+        let unknown = OwnershipJournal.unknownIdentity
+        cache.fold(["same.bin": StateRecord(identity: unknown, digest: digest, origin: writer),
+                    "older.bin": StateRecord(identity: unknown, digest: other, origin: writer),
+                    "new.bin": StateRecord(identity: unknown, digest: other, origin: writer)])
+        XCTAssertEqual(cache.records["same.bin"], record(1, origin: writer), "already saved: kept as it is")
+        XCTAssertEqual(cache.records["older.bin"], StateRecord(identity: unknown, digest: other, origin: writer))
+        XCTAssertEqual(cache.records["new.bin"]?.identity.size, -1)
+        XCTAssertEqual(StateCache.parse(cache.serialized()), cache, "a folded record survives being saved")
+    }
+
     /// Another version's file is not read at all; one damaged line costs only its own record (that file is
     /// hashed again), never the others'.
     func testAForeignFileIsRejectedWholeAndADamagedLineAlone() throws {
-        let line = "a.bin\t1\t2\t3\t4\t5\t\(digest)"
-        let other = "b.bin\t6\t7\t8\t9\t10\t\(digest)"
-        XCTAssertNotNil(StateCache.parse(Array("haul-state\t2\n\(line)\n".utf8)))
+        let line = "a.bin\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)"
+        let other = "b.bin\t6\t7\t8\t9.000000000\t10.000000000\t\(digest)"
+        XCTAssertNotNil(StateCache.parse(Array("haul-state\t3\n\(line)\n".utf8)))
         XCTAssertNil(StateCache.parse(lines: Array("haul-state\t1\n\(line)\n".utf8)), "an older format")
+        XCTAssertNil(StateCache.parse(lines: Array("haul-state\t4\n\(line)\n".utf8)), "a newer format")
         XCTAssertNil(StateCache.parse(lines: Array("garbage\u{0}\n\(line)\n".utf8)))
         for damaged in [
             "\(line)\tm",                          // a truncated origin
-            "../escape\t1\t2\t3\t4\t5\t\(digest)",  // a path that leaves root
-            "/abs\t1\t2\t3\t4\t5\t\(digest)",
-            ".haul/state\t1\t2\t3\t4\t5\t\(digest)",
+            "../escape\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)",  // a path that leaves root
+            "/abs\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)",
+            ".haul/state\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)",
             "\(line)\t\ts\t\t",                 // an origin without its manifest
-            "a.bin\tx\t2\t3\t4\t5\t\(digest)",
-            "a.bin\t1\t2\t3\t4\t5\tmd4:00",
-            "a.bin\t1\t2\t3\t99999999999999999999999\t5\t\(digest)",
+            "a.bin\tx\t2\t3\t4.000000000\t5.000000000\t\(digest)",
+            "a.bin\t1\t2\t3\t4.000000000\t5.000000000\tmd4:00",
+            "a.bin\t1\t2\t3\t99999999999999999999999.000000000\t5.000000000\t\(digest)",
+            "a.bin\t1\t2\t3\t4.5\t5.000000000\t\(digest)",
         ] {
-            let parsed = try XCTUnwrap(StateCache.parse(lines: Array("haul-state\t2\n\(damaged)\n\(other)\n".utf8)), damaged)
+            let parsed = try XCTUnwrap(StateCache.parse(lines: Array("haul-state\t3\n\(damaged)\n\(other)\n".utf8)), damaged)
             XCTAssertEqual(parsed.unreadable, 1, damaged)
             XCTAssertEqual(Array(parsed.cache.records.keys), ["b.bin"], damaged)
-            XCTAssertNil(StateCache.parse(Array("haul-state\t2\n\(damaged)\n".utf8)), "parse(_:) wants every line: \(damaged)")
+            XCTAssertNil(StateCache.parse(Array("haul-state\t3\n\(damaged)\n".utf8)), "parse(_:) wants every line: \(damaged)")
         }
     }
 

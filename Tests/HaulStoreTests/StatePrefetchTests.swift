@@ -78,7 +78,7 @@ final class StatePrefetchTests: XCTestCase {
         XCTAssertEqual(records.count, entries.count)
         XCTAssertEqual(names.indices.filter { records[$0] != nil }.map { names[$0] }, ["same.bin", "unpinned.bin"])
 
-        let requests = entries.map { ObservationRequest(entry: $0, known: cache.records[DestinationKey($0.destination)]) }
+        let requests = entries.map { ObservationRequest(entry: $0, cache: result.cache) }
         let full = LocalObserver(root: scratch.path).observeAllRecording(requests, concurrency: 1)
         for index in entries.indices {
             guard let record = records[index] else { continue }

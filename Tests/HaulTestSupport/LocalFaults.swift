@@ -11,8 +11,13 @@ public struct FaultUnavailable: Error, CustomStringConvertible, Sendable {
 /// Needs CAP_SYS_ADMIN (root in most containers); without it `FaultUnavailable` says so.
 public final class TestMount: Sendable {
     public let path: String
+    /// The backing file of a loop mount, removed after unmounting.
+    private let image: String?
 
-    private init(path: String) { self.path = path }
+    private init(path: String, image: String? = nil) {
+        self.path = path
+        self.image = image
+    }
 
     deinit { unmount() }
 
@@ -20,6 +25,20 @@ public final class TestMount: Sendable {
     public static func tmpfs(at path: String, size: Int) throws -> TestMount {
         try run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", path], what: "mount a tmpfs")
         return TestMount(path: path)
+    }
+
+    /// A fresh ext4 file system of `size` bytes on a loop device at `path` (an existing, empty directory), made
+    /// with `mkfsOptions` (`["-I", "128"]`: 128-byte inodes, whose timestamps have whole seconds, like ext3, FAT,
+    /// NFS and many FUSE mounts). The image file lives beside the mount point and goes with `unmount()`.
+    public static func loopExt4(at path: String, size: Int, mkfsOptions: [String] = []) throws -> TestMount {
+        let image = path + ".img"
+        guard let file = fopen(image, "w") else { throw FaultUnavailable("cannot create \(image)") }
+        let sized = ftruncate(fileno(file), off_t(size)) == 0
+        fclose(file)
+        guard sized else { throw FaultUnavailable("cannot size \(image)") }
+        try run(["mkfs.ext4", "-q", "-F"] + mkfsOptions + [image], what: "make an ext4 file system")
+        try run(["mount", "-o", "loop", image, path], what: "loop-mount an ext4 image")
+        return TestMount(path: path, image: image)
     }
 
     /// `path` bind-mounted onto itself, read-only: a separate mount with the same files.
@@ -38,6 +57,7 @@ public final class TestMount: Sendable {
     /// Idempotent; lazy, so a process still holding a descriptor there cannot keep the mount alive.
     public func unmount() {
         _ = try? ProcessRunner.run("umount", ["-l", path], timeout: 20)
+        if let image { unlink(image) }
     }
 
     private static func run(_ command: [String], what: String) throws {
@@ -282,5 +302,67 @@ extension String {
         var text = self
         while text.hasSuffix("\n") { text.removeLast() }
         return text
+    }
+}
+
+/// `Tests/Tools/faultfs.py` mounted over a folder: a real file system (FUSE, passing through to a backing
+/// folder) that fails chosen operations with a chosen errno, for faults no mount option can make (EIO on a read,
+/// on a folder's fsync). Needs root, /dev/fuse, and Debian's `fuse` and `python3-fusepy`.
+public final class FaultFileSystem: Sendable {
+    public let mountPoint: String
+    public let backing: String
+    private let control: String
+    private let process: BackgroundProcess
+
+    /// Mounts at `mountPoint` (an existing, empty folder), passing through to `backing` (an existing folder).
+    public init(mountPoint: String, backing: String) throws {
+        guard geteuid() == 0 else { throw FaultUnavailable("a FUSE mount needs root here") }
+        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw FaultUnavailable("no /dev/fuse") }
+        let script = Self.scriptPath
+        guard access(script, R_OK) == 0 else { throw FaultUnavailable("cannot find \(script)") }
+        self.mountPoint = mountPoint
+        self.backing = backing
+        control = backing + ".faults"
+        _ = fopen(control, "w").map { fclose($0) }
+        process = try BackgroundProcess("/usr/bin/python3", [script, backing, mountPoint, control],
+                                        currentDirectory: "/", outputPath: backing + ".faultfs-output")
+        let mounted = process.wait(until: { Self.isMounted(mountPoint) }, timeout: 20)
+        guard mounted == .conditionMet else {
+            throw FaultUnavailable("faultfs did not mount (\(mounted)); is python3-fusepy installed? \(process.output)")
+        }
+    }
+
+    deinit { unmount() }
+
+    /// Replaces the faults: lines of `<operation> <path substring> [errno name]`.
+    public func inject(_ rules: [String]) throws {
+        guard let file = fopen(control, "w") else { throw FaultUnavailable("cannot write \(control)") }
+        let text = rules.map { $0 + "\n" }.joined()
+        fputs(text, file)
+        fclose(file)
+    }
+
+    public func unmount() {
+        guard Self.isMounted(mountPoint) else { return }
+        _ = try? ProcessRunner.run("fusermount", ["-u", "-z", mountPoint], timeout: 20)
+        _ = process.waitForExit(timeout: 10)
+    }
+
+    private static func isMounted(_ path: String) -> Bool {
+        guard let file = fopen("/proc/self/mounts", "r") else { return false }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 4096)
+        while fgets(&line, Int32(line.count), file) != nil {
+            let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: " ")
+            if fields.count > 2, fields[1] == path, fields[2].hasPrefix("fuse") { return true }
+        }
+        return false
+    }
+
+    /// `Tests/Tools/faultfs.py`, found from this source file's place in the repository.
+    static var scriptPath: String {
+        var path = "\(#filePath)"
+        for _ in 0..<2 { path = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]) }
+        return path + "/Tools/faultfs.py"
     }
 }

@@ -128,7 +128,7 @@ enum Socket {
 }
 
 /// Monotonic seconds, for deadlines that must not jump with the wall clock.
-func monotonicSeconds() -> Double {
+public func monotonicSeconds() -> Double {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9

@@ -5,15 +5,21 @@ public struct OnDiskIdentity: Equatable, Sendable, CustomStringConvertible {
     public var device: UInt64
     public var inode: UInt64
     public var size: Int64
-    public var modifiedNanoseconds: Int64
-    public var changedNanoseconds: Int64
+    /// `seconds.nanoseconds` (nine digits after the point), as the state file writes times.
+    public var modified: String
+    public var changed: String
 
-    public init(device: UInt64, inode: UInt64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64) {
+    public init(device: UInt64, inode: UInt64, size: Int64, modified: String, changed: String) {
         self.device = device
         self.inode = inode
         self.size = size
-        self.modifiedNanoseconds = modifiedNanoseconds
-        self.changedNanoseconds = changedNanoseconds
+        self.modified = modified
+        self.changed = changed
+    }
+
+    public static func format(_ time: timespec) -> String {
+        let fraction = String(time.tv_nsec)
+        return "\(time.tv_sec)." + String(repeating: "0", count: 9 - fraction.count) + fraction
     }
 
     /// The identity of the regular file at `path` (a final symlink is not followed); nil for anything else.
@@ -21,17 +27,16 @@ public struct OnDiskIdentity: Equatable, Sendable, CustomStringConvertible {
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return OnDiskIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-                              modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                              changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+                              modified: format(info.st_mtim), changed: format(info.st_ctim))
     }
 
     public var description: String {
-        "dev \(device) ino \(inode) size \(size) mtime \(modifiedNanoseconds) ctime \(changedNanoseconds)"
+        "dev \(device) ino \(inode) size \(size) mtime \(modified) ctime \(changed)"
     }
 }
 
-/// One line of `<root>/.haul/state`, read independently of haul's own parser: `dest, dev, ino, size, mtime_ns,
-/// ctime_ns, <algorithm>:<hex>`. Only the first seven tab-separated fields are read, so columns added later do
+/// One line of `<root>/.haul/state`, read independently of haul's own parser: `dest, dev, ino, size, mtime,
+/// ctime, <algorithm>:<hex>` (times as `seconds.nanoseconds`). Only the first seven tab-separated fields are read, so columns added later do
 /// not break the tests.
 public struct StateFileRecord: Equatable, Sendable {
     public var destination: String
@@ -48,7 +53,7 @@ public enum StateFile {
         case records([StateFileRecord])
     }
 
-    public static let header = "haul-state\t2"
+    public static let header = "haul-state\t3"
 
     public static func path(root: String) -> String { root + "/.haul/state" }
 
@@ -56,7 +61,7 @@ public enum StateFile {
         guard let bytes = readFile(path(root: root)) else { return .absent }
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
         guard let first = lines.popFirst(), String(decoding: first, as: UTF8.self) == header else {
-            return .malformed("the first line is not \"haul-state<TAB>2\"")
+            return .malformed("the first line is not \"haul-state<TAB>3\"")
         }
         var records: [StateFileRecord] = []
         for (number, line) in lines.enumerated() {
@@ -65,16 +70,22 @@ public enum StateFile {
             guard fields.count >= 7,
                   let destination = percentDecoded(fields[0]),
                   let device = UInt64(fields[1]), let inode = UInt64(fields[2]), let size = Int64(fields[3]),
-                  let modified = Int64(fields[4]), let changed = Int64(fields[5]),
+                  isTime(fields[4]), isTime(fields[5]),
                   fields[6].contains(":")
-            else { return .malformed("record \(number + 1) is not dest, dev, ino, size, mtime_ns, ctime_ns, digest") }
+            else { return .malformed("record \(number + 1) is not dest, dev, ino, size, mtime, ctime, digest") }
             records.append(StateFileRecord(
                 destination: destination,
-                identity: OnDiskIdentity(device: device, inode: inode, size: size, modifiedNanoseconds: modified,
-                                         changedNanoseconds: changed),
+                identity: OnDiskIdentity(device: device, inode: inode, size: size, modified: fields[4], changed: fields[5]),
                 digest: fields[6]))
         }
         return .records(records)
+    }
+
+    /// `seconds.nanoseconds` with exactly nine digits after the point.
+    private static func isTime(_ text: String) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 2 && Int64(parts[0]) != nil && parts[1].count == 9 && parts[1].allSatisfy(\.isASCII)
+            && Int(parts[1]) != nil
     }
 
     private static func percentDecoded(_ text: String) -> String? {

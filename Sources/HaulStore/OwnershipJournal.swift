@@ -1,0 +1,88 @@
+import Glibc
+import HaulDigest
+import HaulFileSystem
+import HaulManifest
+
+/// `<root>/.haul/journal`: which destinations haul is about to write, made durable with the commit itself.
+///
+/// The state is saved once, at the end of a run; a run killed before that (SIGKILL, OOM, power) would forget
+/// that it wrote the files it committed, and a later prune would keep them forever as files haul never wrote.
+/// So before each batch is renamed into place, its files are appended here (digest and origin: who wrote them),
+/// in the same flush as their data; the next run folds the journal into the state it reads, and a file whose
+/// content is what the journal says is haul's again. Saving the state makes the journal redundant: it is
+/// removed once the new state is durable.
+///
+/// Lines are the state's own format (`StateCache`), with an identity that matches no file: a journaled file is
+/// always hashed before its record is trusted.
+public struct OwnershipJournal: Sendable {
+    let area: PrivateArea
+
+    static let fileName = PrivateArea.Member.journal.rawValue
+
+    public init(area: PrivateArea) { self.area = area }
+
+    /// An identity no file has (size -1): the record it is in is never trusted without hashing.
+    static let unknownIdentity = FileIdentity(device: 0, inode: 0, size: -1, modified: FileTime(seconds: 0, nanoseconds: 0),
+                                              changed: FileTime(seconds: 0, nanoseconds: 0))
+
+    /// Appends `owned` (by destination) in one write. The caller flushes (the commit's syncfs covers it).
+    func append(_ owned: [DestinationKey: Ownership]) -> StoreError? {
+        guard !owned.isEmpty else { return nil }
+        let batch = StateCache(records: owned.mapValues { StateRecord(identity: Self.unknownIdentity, digest: $0.digest, origin: $0.origin) })
+        let bytes = batch.serializedLines()
+        switch area.folder.openFile(Self.fileName, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600) {
+        case .failure(let failure):
+            return StoreError(operation: "write", path: failure.path, errno: failure.errno)
+        case .success(let descriptor):
+            defer { close(descriptor) }
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else {
+                    return StoreError(operation: "write", path: area.folder.displayPath(of: Self.fileName),
+                                      errno: written == 0 ? EIO : errno)
+                }
+                offset += written
+            }
+            return nil
+        }
+    }
+
+    /// The records journaled by runs whose state was not saved; empty when there is no journal.
+    static func read(in area: PrivateArea) -> [DestinationKey: StateRecord] {
+        guard case .success(let descriptor) = area.folder.openRegularFileForReading(fileName) else { return [:] }
+        defer { close(descriptor) }
+        var bytes = Array((StateCache.header + "\n").utf8)
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = Glibc.read(descriptor, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+        // A line cut by a crash mid-write is simply not read: its batch was not renamed either.
+        return StateCache.parse(lines: bytes)?.cache.records ?? [:]
+    }
+
+    /// Gone once the state that includes it is durable.
+    static func remove(in area: PrivateArea) {
+        area.folder.remove(fileName)
+    }
+
+    static func exists(in area: PrivateArea) -> Bool {
+        if case .success = area.folder.status(of: fileName) { return true }
+        return false
+    }
+}
+
+/// What haul claims of a file it is about to put in place: its content and who wrote it.
+public struct Ownership: Sendable {
+    public var digest: Digest
+    public var origin: Origin
+
+    public init(digest: Digest, origin: Origin) {
+        self.digest = digest
+        self.origin = origin
+    }
+}
