@@ -308,6 +308,12 @@ struct ManifestValidator: YAMLEntrySink {
                 firstChecksumKey = (key, document.location(of: keyNode).line)
                 checksum = parseChecksum(key, value, path: scope.path(key.rawValue))
             case .size:
+                if document.kind(of: value) == .scalar, document.form(of: value) == .plain,
+                   ScalarRules.isHugeNaturalNumber(document.text(of: value)) {
+                    diagnostics.error("\(document.text(of: value)) bytes is more than haul accepts for one file (1 PiB)",
+                                      at: document.location(of: value), keyPath: scope.path(key.rawValue))
+                    continue
+                }
                 size = integer(value, path: scope.path(key.rawValue), expected: "a size in bytes (an integer of 0 or more)",
                                range: 0...Int64.max)
                 if let bytes = size, bytes > Self.maximumSize {

@@ -17,6 +17,14 @@ enum ScalarRules {
         }
     }
 
+    /// Whether `text` is a non-negative decimal integer too large for `integer` (more than 18 digits): a size of
+    /// 2^63 - 1 bytes or beyond is a number, only an impossible one, and is refused as such.
+    static func isHugeNaturalNumber(_ text: String) -> Bool {
+        text.withUTF8Buffer { bytes in
+            bytes.count > 18 && bytes.allSatisfy { $0 &- UInt8(ascii: "0") < 10 }
+        }
+    }
+
     /// YAML 1.2 core-schema booleans; `yes`/`on` are refused rather than guessed at.
     static func boolean(_ text: String) -> Bool? {
         switch text {

@@ -35,5 +35,14 @@ final class SafetyLimitsTests: XCTestCase {
             "haul.yaml:5:11: error: files[0].size: 999999999999999999 bytes is more than haul accepts for one file (1 PiB)",
         ])
         XCTAssertEqual(Fixture.manifest(Fixture.entry("url: https://h/x", "dest: x", "timeout: 24h"))?.files[0].timeout, Seconds(86_400))
+        // Int64.max and beyond are numbers, only impossible sizes: said so, not "expected an integer".
+        for huge in ["9223372036854775807", "9223372036854775808", "99999999999999999999999"] {
+            XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: \(huge)")), [
+                "haul.yaml:5:11: error: files[0].size: \(huge) bytes is more than haul accepts for one file (1 PiB)",
+            ])
+        }
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: -1")), [
+            "haul.yaml:5:11: error: files[0].size: expected a size in bytes (an integer of 0 or more), found \"-1\"",
+        ])
     }
 }
