@@ -27,7 +27,8 @@ let package = Package(
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
         .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),
-        .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest"]),
+        .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest", "HaulThreads",
+                                     "HaulFileSystem"]),
         .executableTarget(name: "HaulCommand", dependencies: [
             "Haul", "HaulManifest", "HaulStore", "HaulEngine", "HaulFileSystem",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -17,6 +17,9 @@ static inline CURLcode haul_easy_setopt_header_callback(CURL *h, size_t (*f)(cha
 static inline CURLcode haul_easy_setopt_xferinfo_callback(CURL *h, int (*f)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t)) {
     return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, f);
 }
+static inline CURLcode haul_easy_setopt_opensocket_callback(CURL *h, curl_socket_t (*f)(void *, curlsocktype, struct curl_sockaddr *)) {
+    return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, f);
+}
 static inline CURLcode haul_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode haul_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode haul_easy_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }

@@ -1,10 +1,11 @@
-import Dispatch
 import Glibc
 import HaulDigest
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
+import HaulThreads
 import Synchronization
 
 /// Settings of a run that come from the command line, not the manifest.
@@ -331,6 +332,13 @@ public struct Reconciler: Sendable {
     /// Threads for CPU-bound work, one per core: hashing local files, and driving many small transfers (one
     /// engine loop per core; the engine splits --jobs and --per-host between them).
     static var cores: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    /// How many of `wanted` transfers fit in the open-file limit. Each holds a socket, its file, and for a large
+    /// body a reader for its trailing hash; the rest of a run (the lock, haul's folders, the committer's folders,
+    /// the hashing threads, each engine loop's wake-up pair, libcurl's resolver) holds a few dozen at most.
+    public static func transfersFitting(_ limit: DescriptorLimit, wanted: Int) -> Int {
+        limit.fitting(wanted, each: 3, reserve: 24 + 4 * cores)
+    }
 }
 
 /// Receives the engine's events and turns verified files into commits, in batches, off the transfer thread.
@@ -343,13 +351,13 @@ private final class Execution: TransferDelegate, Sendable {
     private let committer: Committer
     private let authorship: Authorship
     private let observer: SyncObserver?
-    private let commitQueue = DispatchQueue(label: "haul.commit")
-    private let pending = Mutex<(files: [(Int, DownloadedFile)], flushScheduled: Bool)>(([], false))
+    /// Verified files on their way to a commit: the first of a batch waits `batchWindow` for company.
+    private let batches = Mutex<BatchWindow<(Int, DownloadedFile)>?>(nil)
     private let outcomes = Mutex<[Int: EntryOutcome]>([:])
     /// Of each file committed, its identity just after the rename.
     private let identities = Mutex<[Int: FileIdentity]>([:])
-    /// How long verified files wait for company before a batch is committed.
-    private static let batchWindowMilliseconds = 20
+    /// How long verified files wait for company before a batch is committed, in seconds.
+    private static let batchWindow = 0.02
 
     /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
     init(plan: Plan, staging: StagingArea, committer: Committer, authorship: Authorship, observer: SyncObserver?,
@@ -361,6 +369,8 @@ private final class Execution: TransferDelegate, Sendable {
         self.observer = observer
         outcomes.withLock { $0.reserveCapacity(expectedCount) }
         identities.withLock { $0.reserveCapacity(expectedCount) }
+        let window = BatchWindow<(Int, DownloadedFile)>(window: Self.batchWindow) { [unowned self] batch in commit(batch) }
+        batches.withLock { $0 = window }
     }
 
     func transfer(_ id: Int, didProduce event: TransferEvent) {
@@ -376,30 +386,18 @@ private final class Execution: TransferDelegate, Sendable {
         case .notModified:
             record(id, .notModified)
         case .finished(.success(let file)):
-            let scheduleFlush = pending.withLock { state in
-                state.files.append((id, file))
-                defer { state.flushScheduled = true }
-                return !state.flushScheduled
-            }
-            if scheduleFlush {
-                commitQueue.asyncAfter(deadline: .now() + .milliseconds(Self.batchWindowMilliseconds)) { self.flush() }
-            }
+            batches.withLock { $0 }?.add((id, file))
         }
     }
 
     /// Waits for the last batch and returns every outcome the engine produced, and the identities of the files
     /// committed.
     func finish() -> (outcomes: [Int: EntryOutcome], identities: [Int: FileIdentity]) {
-        commitQueue.sync { flush() }
+        batches.withLock { $0.take() }?.finish()
         return (outcomes.withLock { $0 }, identities.withLock { $0 })
     }
 
-    private func flush() {
-        let batch = pending.withLock { state in
-            defer { state = ([], false) }
-            return state.files
-        }
-        guard !batch.isEmpty else { return }
+    private func commit(_ batch: [(Int, DownloadedFile)]) {
         let requests = batch.map { id, file in
             let entry = plan.entries[id].entry
             return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,

@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Haul
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import HaulStore
 
@@ -34,6 +35,9 @@ struct HaulCLI: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         // Likewise a file-size limit (`ulimit -f`): one entry fails with EFBIG, the run goes on.
         signal(SIGXFSZ, SIG_IGN)
+        // A low soft open-file limit (`ulimit -n`) is raised to the hard one: every command opens files by the
+        // thousand, a sync by the transfer.
+        _ = DescriptorLimit.raised()
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -181,6 +185,14 @@ struct Sync: ParsableCommand {
         var options = transferOptions.syncOptions
         options.prune = policy.prune
         let reporter = manifestOptions.reporting.makeReporter()
+        let descriptors = DescriptorLimit.raised()
+        let fitting = Reconciler.transfersFitting(descriptors, wanted: options.jobs)
+        if fitting < options.jobs {
+            reporter.warning("the open-file limit (\(descriptors.limit), see ulimit -n) allows \(fitting == 1 ? "1 transfer" : "\(fitting) transfers") "
+                             + "at once, not \(options.jobs): running \(fitting)")
+            options.jobs = fitting
+            options.connectionsPerHost = min(options.connectionsPerHost, fitting)
+        }
         if dryRun {
             let area = try manifestOptions.existingPrivateArea(of: manifest)
             let assessment = Reconciler(manifest: manifest, options: options, area: area, state: state).assess(rehash: rehash)

@@ -66,6 +66,8 @@ final class Transfer {
     private var discardedBytes = 0
     /// Set when a callback aborts the transfer, so that libcurl's generic write error is not what the user sees.
     var abortReason: FailureReason?
+    /// The errno of a socket(2) that failed for this attempt (see `transferOpenSocketCallback`); 0 when none did.
+    var socketError: Int32 = 0
     /// A resume was answered with a range that is not the one asked for: the partial goes and the same source is
     /// asked at once for the whole body, as if it had answered 200 (no retry counted, no backoff).
     private(set) var restartsFromZero = false
@@ -611,6 +613,17 @@ struct ResponseHeaders {
         for index in 0..<prefix.count where line[index] != prefix[index] { return false }
         return true
     }
+}
+
+/// libcurl's open-socket callback: the socket libcurl would open, made here so that a socket(2) that fails for want
+/// of descriptors (EMFILE, ENFILE) is known for what it is; libcurl 7.88 reports it as a failed connect, with no
+/// errno, like a server that refuses.
+let transferOpenSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?)
+    -> curl_socket_t = { context, _, address in
+    guard let address else { return CURL_SOCKET_BAD }
+    let opened = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+    if opened < 0, let context { Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().socketError = errno }
+    return opened
 }
 
 /// libcurl's transfer-info callback: only used to detect stalls.

@@ -106,6 +106,12 @@ public final class TransferEngine: Sendable {
         var ready = FIFO<Transfer>()
         /// Bodies complete, hash still running: they hold a slot, a file and a hashing thread.
         var verifying: [ObjectIdentifier: Transfer] = [:]
+        /// Out of descriptors (EMFILE, ENFILE) when they were to open their file or connect: they go on when
+        /// another transfer of this loop has ended and given its descriptors back, not as failures.
+        var waitingForDescriptors: [Transfer] = []
+        /// Turns without any transfer of this loop running while some wait for descriptors: past a limit, the
+        /// descriptors are not coming back (something else holds them) and the waiting ones fail.
+        var starvedTurns = 0
         let trailingDigests = TrailingDigests()
         let clock = LoopClock()
         var idleHandles: [EasyHandle] = []
@@ -128,7 +134,9 @@ public final class TransferEngine: Sendable {
             multi.set(CURLMOPT_MAXCONNECTS, share.transfers * 2)
         }
 
-        private var hasWork: Bool { !active.isEmpty || !parked.isEmpty || !ready.isEmpty || !verifying.isEmpty }
+        private var hasWork: Bool {
+            !active.isEmpty || !parked.isEmpty || !ready.isEmpty || !verifying.isEmpty || !waitingForDescriptors.isEmpty
+        }
 
         mutating func run(cancellation: Cancellation?) {
             let limit = share.transfers
@@ -142,9 +150,11 @@ public final class TransferEngine: Sendable {
                     parked.removeAll { $0.retryAt <= now }
                     for transfer in due { ready.append(transfer) }
                 }
+                resumeWaitingForDescriptors()
                 // Transfers still being hashed hold a file and a hashing thread: they count against --jobs. One
                 // waiting for a retry does not; when its wait is over, it goes before requests not yet started.
-                while active.count + verifying.count < limit {
+                // None starts while some wait for descriptors: it would only take theirs.
+                while active.count + verifying.count < limit, waitingForDescriptors.isEmpty {
                     if let transfer = ready.popFirst() {
                         attach(transfer)
                     } else if let request = run.queue.next() {
@@ -162,7 +172,7 @@ public final class TransferEngine: Sendable {
                     judge(transfer, digest: digest)
                 }
                 if finished.isEmpty && digests.isEmpty && hasWork && (ready.isEmpty || active.count + verifying.count >= limit) {
-                    multi.poll(milliseconds: pollTimeout(now: now))
+                    multi.poll(milliseconds: waitingForDescriptors.isEmpty ? pollTimeout(now: now) : 50)
                 }
             }
         }
@@ -173,13 +183,43 @@ public final class TransferEngine: Sendable {
         private mutating func stopAll() {
             // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
             trailingDigests.close()
-            let inFlight = Array(active.values) + parked + ready.drain() + Array(verifying.values)
+            let inFlight = Array(active.values) + parked + ready.drain() + Array(verifying.values) + waitingForDescriptors
+            waitingForDescriptors = []
             for transfer in active.values { if let easy = transfer.easy { multi.remove(easy) } }
             active = [:]
             parked = []
             verifying = [:]
             for transfer in inFlight { giveUp(transfer, .interrupted) }
             for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: .interrupted) }
+        }
+
+        /// Parks `transfer` until descriptors are given back (see `waitingForDescriptors`).
+        private mutating func waitForDescriptors(_ transfer: Transfer) {
+            transfer.closeFile()
+            waitingForDescriptors.append(transfer)
+        }
+
+        /// Once a turn, one transfer waiting for descriptors goes on (first in, first out) when a slot is free (the
+        /// loop polls at most 50 ms while some wait); with nothing of this loop's own running for 600 turns (half
+        /// a minute), the descriptors are not coming back, and the waiting ones fail with what they met.
+        private mutating func resumeWaitingForDescriptors() {
+            guard !waitingForDescriptors.isEmpty else { return }
+            if active.isEmpty && verifying.isEmpty {
+                starvedTurns += 1
+                guard starvedTurns <= 600 else {
+                    let stuck = waitingForDescriptors
+                    waitingForDescriptors = []
+                    for transfer in stuck {
+                        giveUp(transfer, .local(operation: "open a file or a connection for", path: transfer.source.displayURL,
+                                                errno: EMFILE))
+                    }
+                    return
+                }
+            } else {
+                starvedTurns = 0
+                guard active.count + verifying.count < share.transfers else { return }
+            }
+            ready.append(waitingForDescriptors.removeFirst())
         }
 
         private func pollTimeout(now: Double) -> Int32 {
@@ -204,6 +244,7 @@ public final class TransferEngine: Sendable {
             }
             switch openFile(for: request, source: first) {
             case .success(let file): transfer.adopt(file)
+            case .failure(let reason) where reason.isOutOfDescriptors: return waitForDescriptors(transfer)
             case .failure(let reason): return giveUp(transfer, reason)
             }
             if transfer.partialLooksComplete {
@@ -289,9 +330,11 @@ public final class TransferEngine: Sendable {
                 // A sharer going on alone: its first attempt of its own.
                 switch openFile(for: transfer.request, source: transfer.sourceIndex) {
                 case .success(let file): transfer.adopt(file)
+                case .failure(let reason) where reason.isOutOfDescriptors: return waitForDescriptors(transfer)
                 case .failure(let reason): return giveUp(transfer, reason)
                 }
             } else if let code = transfer.reopenFile() {
+                if code == EMFILE || code == ENFILE { return waitForDescriptors(transfer) }
                 return giveUp(transfer, .local(operation: "open", path: transfer.temporaryPath, errno: code))
             }
             if transfer.easy == nil {
@@ -333,6 +376,9 @@ public final class TransferEngine: Sendable {
             _ = haul_easy_setopt_header_callback(easy.raw, transferHeaderCallback)
             easy.set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
             _ = haul_easy_setopt_xferinfo_callback(easy.raw, transferInfoCallback)
+            _ = haul_easy_setopt_opensocket_callback(easy.raw, transferOpenSocketCallback)
+            easy.set(CURLOPT_OPENSOCKETDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+            transfer.socketError = 0
             easy.set(CURLOPT_XFERINFODATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
             easy.set(CURLOPT_NOPROGRESS, false)
             transfer.recordVisit()
@@ -370,6 +416,12 @@ public final class TransferEngine: Sendable {
             case .redirect(let url, let sendHeaders):
                 transfer.beginRedirect(to: url, sendHeaders: sendHeaders)
                 attach(transfer)
+            case .failed where transfer.socketError == EMFILE || transfer.socketError == ENFILE:
+                // No descriptor for a socket: not the server's fault, and not an attempt.
+                idleHandles.append(easy)
+                transfer.easy = nil
+                transfer.closeFile()
+                waitForDescriptors(transfer)
             case .failed(let reason):
                 fail(transfer, reason)
             case .bodyComplete:
@@ -837,6 +889,12 @@ private final class TrailingDigests: Sendable {
 }
 
 extension FailureReason {
+    /// The process (or the system) ran out of file descriptors: a matter of waiting, not of the source.
+    var isOutOfDescriptors: Bool {
+        if case .local(_, _, let code) = self { return code == EMFILE || code == ENFILE }
+        return false
+    }
+
     /// A local failure (disk full, permission) is the same whichever source is tried.
     var isLocal: Bool {
         if case .local = self { return true }

@@ -17,7 +17,7 @@ struct ContainedWalk {
     /// are repeats. Bounded: a manifest with 100,000 folders must not hold 100,000 descriptors. By bytes, as the
     /// kernel names folders.
     private var recent: [DestinationKey: DirectoryHandle] = [:]
-    private static let recentLimit = 64
+    private static let recentLimit = 16
     /// Symlinks followed in one walk before it is called a loop (the kernel's own limit).
     private static let maximumHops = 40
 
@@ -57,7 +57,12 @@ struct ContainedWalk {
         if components.isEmpty { return .folder(root) }
         let key = DestinationKey(components.joined(separator: "/"))
         if let known = recent[key] { return .folder(known) }
-        let reach = walk(components, create: create)
+        var reach = walk(components, create: create)
+        if case .failed(let failure) = reach, failure.errno == EMFILE || failure.errno == ENFILE, !recent.isEmpty {
+            // Out of descriptors: the folders held for later are worth less than this one.
+            recent.removeAll()
+            reach = walk(components, create: create)
+        }
         if case .folder(let handle) = reach {
             if recent.count >= Self.recentLimit { recent.removeAll(keepingCapacity: true) }
             recent[key] = handle

@@ -94,3 +94,64 @@ public final class HandOff<Element: Sendable>: Sendable {
         return element
     }
 }
+
+/// Gathers values handed in from any thread and gives them, in arrival order, to `deliver` on a plain thread of
+/// its own: the first value of a batch waits `window` seconds for company, then the batch goes whole.
+///
+/// A plain thread and semaphores (futex waits) rather than a Dispatch timer: a timer needs descriptors that
+/// libdispatch cannot do without (it traps when the process is out of them), and a run near its open-file limit
+/// must go on committing. If no thread can be started, each value is delivered at once, on the caller's thread.
+public final class BatchWindow<Element: Sendable>: Sendable {
+    private struct State {
+        var pending: [Element] = []
+        var finishing = false
+    }
+
+    private let window: Double
+    private let deliver: @Sendable ([Element]) -> Void
+    private let state = Mutex(State())
+    /// Signalled when a value arrives into an empty batch, or at `finish`.
+    private let arrived = DispatchSemaphore(value: 0)
+    /// Signalled at `finish`: cuts the last window short.
+    private let finishing = DispatchSemaphore(value: 0)
+    private let thread = Mutex<pthread_t?>(nil)
+
+    public init(window: Double, deliver: @escaping @Sendable ([Element]) -> Void) {
+        self.window = window
+        self.deliver = deliver
+        let started = startThread { [self] in run() }
+        thread.withLock { $0 = started }
+    }
+
+    public func add(_ element: Element) {
+        guard thread.withLock({ $0 != nil }) else { return deliver([element]) }
+        let first = state.withLock { state in
+            state.pending.append(element)
+            return state.pending.count == 1
+        }
+        if first { arrived.signal() }
+    }
+
+    /// Delivers what is still waiting and returns once everything handed in has been delivered.
+    public func finish() {
+        guard let running = thread.withLock({ $0.take() }) else { return }
+        state.withLock { $0.finishing = true }
+        arrived.signal()
+        finishing.signal()
+        pthread_join(running, nil)
+    }
+
+    private func run() {
+        while true {
+            arrived.wait()
+            let done = state.withLock { $0.finishing }
+            if !done { _ = finishing.wait(timeout: .now() + .nanoseconds(Int(window * 1e9))) }
+            let batch = state.withLock { state in
+                defer { state.pending = [] }
+                return state.pending
+            }
+            if !batch.isEmpty { deliver(batch) }
+            if state.withLock({ $0.finishing && $0.pending.isEmpty }) { return }
+        }
+    }
+}
