@@ -176,6 +176,11 @@ struct Sync: ParsableCommand {
     @Flag(help: "Hash every local file instead of trusting the state cache for unchanged ones.")
     var rehash = false
 
+    @Option(name: .customLong("max-time"), help: ArgumentHelp(
+        "Stop the whole run after this long (e.g. 90s, 10m, 1h): entries not finished by then fail, exit 1.",
+        valueName: "duration"))
+    var maxTime: RunDuration?
+
     func run() throws {
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
         // Rehashing looks at every file anyway; a dry run changes nothing, so it need not hold the lock to look.
@@ -203,7 +208,7 @@ struct Sync: ParsableCommand {
         let area = try manifestOptions.createPrivateArea(of: manifest)
         let reconciler = Reconciler(manifest: manifest, options: options, area: area, state: state)
         let cancellation = Cancellation()
-        let interrupts = InterruptWatcher(cancelling: cancellation)
+        let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
         // Held until the process exits: observing, fetching and committing all happen under it.
         let lock: RunLock
         if let early = state.takeLock(root: manifest.root) {
@@ -295,6 +300,19 @@ struct Schema: ParsableCommand {
 
     func run() throws {
         Output.lines([ManifestSchema.json])
+    }
+}
+
+/// A duration on the command line, read as a manifest's `timeout` is: `90s`, `10m`, `1h`, `250ms`, bare seconds.
+struct RunDuration: ExpressibleByArgument {
+    var seconds: Double
+    /// As the user wrote it, for messages.
+    var written: String
+
+    init?(argument: String) {
+        guard let parsed = Seconds(duration: argument) else { return nil }
+        seconds = parsed.value
+        written = argument
     }
 }
 

@@ -1,15 +1,16 @@
 import Foundation
 import Glibc
+import Haul
 import HaulEngine
 import Synchronization
 
-/// Turns SIGINT and SIGTERM into the right kind of stop for where the sync is.
+/// Turns SIGINT, SIGTERM and the run's time limit (`--max-time`) into the right kind of stop for where the sync is.
 ///
 /// Until the sync starts changing anything (waiting for another run's lock, reading the state, hashing local
 /// files, planning), there is nothing to leave tidy: the process says so and exits 130 or 143 at once, however
 /// long the wait or the hashing would have taken. Once it changes things, the signal cancels the run instead, so
 /// that it stops its transfers, keeps resumable partials, removes temporary files and exits 130 or 143, instead
-/// of dying mid-write.
+/// of dying mid-write. The time limit does the same, with exit status 1: the entries it stopped failed, named.
 ///
 /// The signals are blocked in every thread (the mask is set before any worker thread starts and is inherited)
 /// and taken synchronously by one thread with `sigwait`: no async-signal-safety puzzles.
@@ -18,7 +19,8 @@ final class InterruptWatcher: Sendable {
     /// False until `beginChanging`: a signal before then ends the process.
     private let changing = Atomic<Bool>(false)
 
-    init(cancelling cancellation: Cancellation) {
+    /// `timeLimit`: seconds from now, and how the user wrote them (for messages).
+    init(cancelling cancellation: Cancellation, timeLimit: (seconds: Double, written: String)? = nil) {
         var signals = Self.signals
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let thread = Thread { [self] in
@@ -36,6 +38,23 @@ final class InterruptWatcher: Sendable {
         }
         thread.name = "haul.signals"
         thread.start()
+        if let timeLimit { startTimer(timeLimit, cancelling: cancellation) }
+    }
+
+    /// A plain thread that sleeps until the limit (a futex wait: no descriptor, no Dispatch timer).
+    private func startTimer(_ limit: (seconds: Double, written: String), cancelling cancellation: Cancellation) {
+        let timer = Thread { [self] in
+            // Never signalled: the wait is the timer.
+            _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .nanoseconds(Int(limit.seconds * 1e9)))
+            guard changing.load(ordering: .acquiring) else {
+                Output.flushLog()
+                Output.errors(["error: the run's time limit (--max-time \(limit.written)) was reached before anything was changed"])
+                _exit(ExitStatus.entryFailed.rawValue)
+            }
+            cancellation.cancel(because: .timeLimitReached("--max-time \(limit.written)"))
+        }
+        timer.name = "haul.time-limit"
+        timer.start()
     }
 
     /// From here on a signal cancels the run rather than ending the process.

@@ -141,7 +141,7 @@ public final class TransferEngine: Sendable {
         mutating func run(cancellation: Cancellation?) {
             let limit = share.transfers
             while run.queue.hasMore || hasWork {
-                if cancellation?.isCancelled == true { return stopAll() }
+                if let cancellation, cancellation.isCancelled { return stopAll(cancellation.reason) }
                 // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
                 clock.tick()
                 let now = clock.now
@@ -177,10 +177,10 @@ public final class TransferEngine: Sendable {
             }
         }
 
-        /// Interrupted: every transfer ends now as `.interrupted`. Partials of pinned files are kept (with their
+        /// Stopped (interrupted, or out of time): every transfer ends now with `reason`. Partials of pinned files are kept (with their
         /// validator) for the next run; other temporary files are removed. Queued requests never start (whichever
         /// loop stops first takes them all).
-        private mutating func stopAll() {
+        private mutating func stopAll(_ reason: FailureReason) {
             // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
             trailingDigests.close()
             let inFlight = Array(active.values) + parked + ready.drain() + Array(verifying.values) + waitingForDescriptors
@@ -189,8 +189,8 @@ public final class TransferEngine: Sendable {
             active = [:]
             parked = []
             verifying = [:]
-            for transfer in inFlight { giveUp(transfer, .interrupted) }
-            for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: .interrupted) }
+            for transfer in inFlight { giveUp(transfer, reason) }
+            for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: reason) }
         }
 
         /// Parks `transfer` until descriptors are given back (see `waitingForDescriptors`).
@@ -618,12 +618,12 @@ public final class TransferEngine: Sendable {
 
         /// The leader is done (or gave up): sharers its bytes did not serve go on alone, each from where the
         /// group left it; an interruption ends them with it.
-        private mutating func splitSharers(of transfer: Transfer, interrupted: Bool = false) {
+        private mutating func splitSharers(of transfer: Transfer, stoppedBy stop: FailureReason? = nil) {
             let sharers = transfer.sharers
             transfer.sharers = []
             for var sharer in sharers {
-                if interrupted {
-                    sharer.failures.append(AttemptFailure(sourceDisplayURL: sharer.request.sources[0].displayURL, reason: .interrupted))
+                if let stop {
+                    sharer.failures.append(AttemptFailure(sourceDisplayURL: sharer.request.sources[0].displayURL, reason: stop))
                     delegate.transfer(sharer.request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
                 } else {
                     goOnAlone(sharer, after: nil)
@@ -673,7 +673,7 @@ public final class TransferEngine: Sendable {
             transfer.failures.append(failure)
             if reason.marksHostBad { run.badHosts.markBad(transfer.currentURL) }
             // A local failure (disk full, permission) is the same whichever source is tried.
-            guard !reason.isLocal, reason != .interrupted else {
+            guard !reason.isLocal, !reason.stopsTheRun else {
                 delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nil))
                 return giveUp(transfer, nil)
             }
@@ -740,7 +740,7 @@ public final class TransferEngine: Sendable {
                 file.remove()
                 if transfer.isResumable { engine.partials?.removeMetadata(forPartial: file) }
             }
-            splitSharers(of: transfer, interrupted: reason == .interrupted)
+            splitSharers(of: transfer, stoppedBy: reason.stopsTheRun ? reason : nil)
             delegate.transfer(transfer.request.id,
                               didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
         }
@@ -909,10 +909,18 @@ extension FailureReason {
         }
     }
 
-    /// Only a transfer cut short (by the network or an interruption) leaves bytes worth resuming.
+    /// Only a transfer cut short (by the network, an interruption or the run's time limit) leaves bytes worth resuming.
     var keepsPartial: Bool {
         switch self {
-        case .network, .interrupted: true
+        case .network, .interrupted, .timeLimitReached: true
+        default: false
+        }
+    }
+
+    /// The run is stopping (a signal, its time limit): nothing more is tried, for any entry.
+    var stopsTheRun: Bool {
+        switch self {
+        case .interrupted, .timeLimitReached: true
         default: false
         }
     }

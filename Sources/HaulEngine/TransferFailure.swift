@@ -28,6 +28,8 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     case local(operation: String, path: String, errno: Int32)
     /// The run was interrupted (SIGINT, SIGTERM) before this transfer finished.
     case interrupted
+    /// The run's time limit (`--max-time`, shown as given) was reached before this transfer finished.
+    case timeLimitReached(String)
 
     public var description: String {
         switch self {
@@ -51,6 +53,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
             }
         case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .interrupted: "interrupted"
+        case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
         }
     }
 
@@ -66,7 +69,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
             // The retry starts from byte 0 (the bytes are dropped), which is likely to work.
             return true
         case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .protocolViolation, .proxyAuthenticationRequired,
-             .local, .interrupted:
+             .local, .interrupted, .timeLimitReached:
             return false
         }
     }

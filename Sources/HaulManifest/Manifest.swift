@@ -99,6 +99,13 @@ public struct Seconds: Sendable, Hashable, Comparable {
     public var value: Double
     public init(_ value: Double) { self.value = value }
     public static func < (a: Seconds, b: Seconds) -> Bool { a.value < b.value }
+
+    /// A duration written as a manifest's `timeout` is (`90s`, `10m`, `1h`, `250ms`, bare seconds), from 1 ms to
+    /// 24 h; nil for anything else. For the command line's durations, so that both read alike.
+    public init?(duration text: String) {
+        guard let parsed = try? ScalarRules.duration(text) else { return nil }
+        self = parsed
+    }
 }
 
 /// POSIX permission bits (0...0o7777).
