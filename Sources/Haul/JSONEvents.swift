@@ -53,6 +53,10 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// RFC 8259 escaping, and more: DEL, C1 controls and bidi controls are written as `\uXXXX` too, which JSON
+    /// allows for any character. The parsed string is exactly the same, but the line itself holds nothing that a
+    /// terminal would obey, so `haul sync --json` read on a terminal (or `jq -c` passing it through) cannot be made
+    /// to move the cursor or reorder text by a destination's name.
     private static func quote(_ text: String, into out: inout String) {
         out += "\""
         for scalar in text.unicodeScalars {
@@ -62,7 +66,7 @@ public enum JSONValue: Sendable, Equatable {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
+            case _ where TerminalText.needsEscape(scalar):
                 let hex = String(scalar.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)

@@ -12,8 +12,10 @@ final class JSONReporter: RunReporter, Sendable {
 
     var wantsProgress: Bool { true }
 
+    /// Through `TerminalText` like every line, which leaves it as it is: the encoder already writes every scalar
+    /// that `TerminalText` would escape as a JSON `\u` escape, so the line is exact JSON of the exact strings.
     private func emit(_ event: JSONValue?) {
-        if let event { Output.lines([event.encoded()]) }
+        if let event { Output.lines([TerminalText(event.encoded())]) }
     }
 
     func warning(_ text: String) { emit(JSONEvents.warning(dest: nil, message: text)) }

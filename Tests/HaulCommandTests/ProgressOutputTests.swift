@@ -283,7 +283,7 @@ final class ProgressFormattingTests: XCTestCase {
     }
 
     func testControlCharactersInNamesNeverReachTheTerminal() {
-        XCTAssertEqual(F.displayName("a\u{1B}[31mb\nc\u{7F}.txt"), "a?[31mb?c?.txt")
+        XCTAssertEqual(F.displayName("a\u{1B}[31mb\nc\u{7F}.txt"), #"a\u{1b}[31mb\nc\u{7f}.txt"#)
         XCTAssertEqual(F.displayName("plain/name.txt"), "plain/name.txt")
     }
 
