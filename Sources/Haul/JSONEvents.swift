@@ -147,8 +147,8 @@ public enum JSONEvents {
         .object([("event", .string("warning")), ("dest", .string(dest)), ("message", .string(message))])
     }
 
-    /// `done` for a file in place (fetched, or confirmed unchanged by its server), `failed` otherwise;
-    /// nil for an entry that was already up to date (the plan counted it).
+    /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
+    /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
     public static func finished(_ entry: FileEntry, _ outcome: EntryOutcome) -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
@@ -156,11 +156,13 @@ public enum JSONEvents {
             return nil
         case .notModified:
             return .object([("event", .string("done")), dest, ("result", .string("not-modified")), ("url", .null),
-                             ("bytes", .null), ("digest", .null)])
+                             ("bytes", .null), ("digest", .null), ("error", .null)])
         case .fetched(let file):
-            return .object([("event", .string("done")), dest, ("result", .string("fetched")),
-                            ("url", .string(file.sourceDisplayURL)), ("bytes", .int(file.size)),
-                            ("digest", .string(file.digest.description))])
+            return done(dest, file, result: "fetched", error: nil)
+        case .fetchedNotDurable(let file, let error):
+            // The same text as `failed` events carry: the human line without its `error: `.
+            let message = String(HumanReport.notDurableLine(entry: entry, error: error).dropFirst("error: ".count))
+            return done(dest, file, result: "fetched-not-durable", error: message)
         case .failed(let failure):
             var sources: [JSONValue] = []
             if case .transfer(let transfer) = failure {
@@ -174,6 +176,11 @@ public enum JSONEvents {
                 .joined(separator: "; ")
             return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
         }
+    }
+
+    private static func done(_ dest: (String, JSONValue), _ file: DownloadedFile, result: String, error: String?) -> JSONValue {
+        .object([("event", .string("done")), dest, ("result", .string(result)), ("url", .string(file.sourceDisplayURL)),
+                 ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))])
     }
 
     public static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {
@@ -212,7 +219,7 @@ public enum JSONEvents {
             ("bytes", .int(counts.fetchedBytes)),
             ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(counts.notModified))),
             ("pruned", .int(Int64(result.deletedCount))),
-            ("failed", .int(Int64(counts.failed + result.pruneFailures.count))),
+            ("failed", .int(Int64(counts.failed + result.pruneFailures.count))), ("not_durable", .int(Int64(counts.notDurable))),
             ("seconds", .double(result.seconds)), ("exit_status", .int(Int64(exitStatus))),
             ("interrupted", .string(signal)),
         ])

@@ -21,6 +21,7 @@ import HaulPlanner
 /// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary
 /// text are exactly `HumanReport`'s, with what a manifest or a server chose escaped (`TerminalText`); colour, when
 /// enabled, only paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
+/// A file in place but not yet durable is fetched (its line, its bytes in the view) and an `error:` line.
 final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle
     let quiet: Bool
@@ -137,13 +138,10 @@ final class HumanReporter: RunReporter, Sendable {
             tracker?.update { model, _ in model.finished(entry.index, .unchanged) }
             if !quiet, verbose || linePerFile { log("unchanged \(destination) (the server answered 304)") }
         case .fetched(let file):
-            tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
-            if !quiet, let encoding = file.contentEncoding {
-                Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
-            }
-            guard !quiet, verbose || linePerFile else { break }
-            let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-            log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
+            fetched(entry, file)
+        case .fetchedNotDurable(let file, let error):
+            fetched(entry, file)
+            Output.errors([paintDiagnostic(HumanReport.notDurableLine(entry: entry, error: error))])
         case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
             // one line for the whole interruption, not one per entry
@@ -151,6 +149,18 @@ final class HumanReporter: RunReporter, Sendable {
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
             Output.errors(HumanReport.failureLines(entry: entry, failure: failure).map(paintDiagnostic))
         }
+    }
+
+    /// A file in place: its bytes count in the view, and a log gets its line.
+    private func fetched(_ entry: FileEntry, _ file: DownloadedFile) {
+        tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
+        let destination = entry.destination.description
+        if !quiet, let encoding = file.contentEncoding {
+            Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
+        }
+        guard !quiet, verbose || linePerFile else { return }
+        let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
+        log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {

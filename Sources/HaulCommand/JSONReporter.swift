@@ -46,7 +46,7 @@ final class JSONReporter: RunReporter, Sendable {
     }
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
-        if case .fetched(let file) = outcome, let encoding = file.contentEncoding {
+        if let file = outcome.fetchedFile, let encoding = file.contentEncoding {
             emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
         }
         emit(JSONEvents.finished(entry, outcome))
