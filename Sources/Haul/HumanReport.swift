@@ -2,6 +2,7 @@ import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulPlanner
+import HaulStore
 
 /// Text for people: the plan, per-entry failures and the summary. Pure functions of results, so the exact
 /// wording is tested without running anything.
@@ -95,6 +96,12 @@ public enum HumanReport {
         }
     }
 
+    /// `error: data/a.bin: in place, but not yet durable: cannot sync the directory of "data/a.bin": …`: the new
+    /// content is there (not "failed", which would promise the old), but a crash may still take it back.
+    public static func notDurableLine(entry: FileEntry, error: StoreError) -> String {
+        "error: \(entry.destination): in place, but not yet durable: \(error)"
+    }
+
     /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify
     /// says how to trust a private CA.
     public static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
@@ -135,7 +142,8 @@ public enum HumanReport {
         "stored as served with Content-Encoding: \(encoding) (haul asks for no encoding; the file holds the encoded bytes)"
     }
 
-    /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed in 0.4 s.`
+    /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed, 1 not yet
+    /// durable in 0.4 s.` (a file not yet durable is among those fetched: it is in place).
     public static func syncSummary(_ result: SyncResult) -> String {
         let counts = result.counts
         let failed = counts.failed + result.pruneFailures.count
@@ -147,6 +155,7 @@ public enum HumanReport {
         if confirmed > 0 { line += " (\(confirmed) confirmed by their server)" }
         if result.deletedCount > 0 { line += ", \(result.deletedCount) pruned" }
         if failed > 0 { line += ", \(failed) failed" }
+        if counts.notDurable > 0 { line += ", \(counts.notDurable) not yet durable" }
         return line + " in \(formatSeconds(result.seconds))."
     }
 

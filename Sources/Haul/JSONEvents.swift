@@ -53,6 +53,10 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// RFC 8259 escaping, and more: DEL, C1 controls and bidi controls are written as `\uXXXX` too, which JSON
+    /// allows for any character. The parsed string is exactly the same, but the line itself holds nothing that a
+    /// terminal would obey, so `haul sync --json` read on a terminal (or `jq -c` passing it through) cannot be made
+    /// to move the cursor or reorder text by a destination's name.
     private static func quote(_ text: String, into out: inout String) {
         out += "\""
         for scalar in text.unicodeScalars {
@@ -62,7 +66,7 @@ public enum JSONValue: Sendable, Equatable {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
+            case _ where TerminalText.needsEscape(scalar):
                 let hex = String(scalar.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)
@@ -143,8 +147,8 @@ public enum JSONEvents {
         .object([("event", .string("warning")), ("dest", .string(dest)), ("message", .string(message))])
     }
 
-    /// `done` for a file in place (fetched, or confirmed unchanged by its server), `failed` otherwise;
-    /// nil for an entry that was already up to date (the plan counted it).
+    /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
+    /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
     public static func finished(_ entry: FileEntry, _ outcome: EntryOutcome) -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
@@ -152,11 +156,13 @@ public enum JSONEvents {
             return nil
         case .notModified:
             return .object([("event", .string("done")), dest, ("result", .string("not-modified")), ("url", .null),
-                             ("bytes", .null), ("digest", .null)])
+                             ("bytes", .null), ("digest", .null), ("error", .null)])
         case .fetched(let file):
-            return .object([("event", .string("done")), dest, ("result", .string("fetched")),
-                            ("url", .string(file.sourceDisplayURL)), ("bytes", .int(file.size)),
-                            ("digest", .string(file.digest.description))])
+            return done(dest, file, result: "fetched", error: nil)
+        case .fetchedNotDurable(let file, let error):
+            // The same text as `failed` events carry: the human line without its `error: `.
+            let message = String(HumanReport.notDurableLine(entry: entry, error: error).dropFirst("error: ".count))
+            return done(dest, file, result: "fetched-not-durable", error: message)
         case .failed(let failure):
             var sources: [JSONValue] = []
             if case .transfer(let transfer) = failure {
@@ -170,6 +176,11 @@ public enum JSONEvents {
                 .joined(separator: "; ")
             return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
         }
+    }
+
+    private static func done(_ dest: (String, JSONValue), _ file: DownloadedFile, result: String, error: String?) -> JSONValue {
+        .object([("event", .string("done")), dest, ("result", .string(result)), ("url", .string(file.sourceDisplayURL)),
+                 ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))])
     }
 
     public static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {
@@ -208,7 +219,7 @@ public enum JSONEvents {
             ("bytes", .int(counts.fetchedBytes)),
             ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(counts.notModified))),
             ("pruned", .int(Int64(result.deletedCount))),
-            ("failed", .int(Int64(counts.failed + result.pruneFailures.count))),
+            ("failed", .int(Int64(counts.failed + result.pruneFailures.count))), ("not_durable", .int(Int64(counts.notDurable))),
             ("seconds", .double(result.seconds)), ("exit_status", .int(Int64(exitStatus))),
             ("interrupted", .string(signal)),
         ])

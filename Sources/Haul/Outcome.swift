@@ -9,7 +9,20 @@ public enum EntryOutcome: Sendable {
     /// Revalidated: the server said the copy on disk is current (304); nothing was written.
     case notModified
     case fetched(DownloadedFile)
+    /// Fetched and renamed into place, but its folder could not be synced afterwards (the error says why): the
+    /// destination holds the new content, which a crash may still take back. Neither done nor failed, and said as
+    /// such: it counts as fetched (the state records the file; a failure would promise the old content, which is
+    /// gone) and makes the run exit 1.
+    case fetchedNotDurable(DownloadedFile, StoreError)
     case failed(EntryFailure)
+
+    /// The file this run put in place, durably or not.
+    public var fetchedFile: DownloadedFile? {
+        switch self {
+        case .fetched(let file), .fetchedNotDurable(let file, _): file
+        case .upToDate, .notModified, .failed: nil
+        }
+    }
 }
 
 /// What happened to one file the manifest no longer lists.
@@ -58,11 +71,14 @@ public struct SyncResult: Sendable {
 
     /// What a summary says of the outcomes.
     public struct Counts: Sendable, Equatable {
+        /// Durable or not.
         public var fetched = 0
         /// Saturating: a display total.
         public var fetchedBytes: Int64 = 0
         public var notModified = 0
         public var failed = 0
+        /// Fetched, in place, but not yet durable.
+        public var notDurable = 0
     }
 
     /// One pass that copies no outcome: the summary of a first sync used to gather 100,000 downloaded files into an
@@ -71,10 +87,11 @@ public struct SyncResult: Sendable {
         var counts = Counts()
         for index in outcomes.indices {
             switch outcomes[index] {
-            case .fetched(let file):
+            case .fetched(let file), .fetchedNotDurable(let file, _):
                 counts.fetched += 1
                 let (sum, overflow) = counts.fetchedBytes.addingReportingOverflow(file.size)
                 counts.fetchedBytes = overflow ? .max : sum
+                if case .fetchedNotDurable = outcomes[index] { counts.notDurable += 1 }
             case .notModified: counts.notModified += 1
             case .failed: counts.failed += 1
             case .upToDate: continue
@@ -91,14 +108,18 @@ public struct SyncResult: Sendable {
 
     public var failedCount: Int { outcomes.count { if case .failed = $0 { true } else { false } } }
 
-    public var exitStatus: ExitStatus { failedCount == 0 && pruneFailures.isEmpty ? .success : .entryFailed }
+    /// A file in place but not durable is not in its desired state yet: the run exits 1 for it too.
+    public var exitStatus: ExitStatus {
+        let notDurable = outcomes.contains { if case .fetchedNotDurable = $0 { true } else { false } }
+        return failedCount == 0 && !notDurable && pruneFailures.isEmpty ? .success : .entryFailed
+    }
 }
 
 /// The exit statuses of the CLI contract.
 public enum ExitStatus: Int32, Sendable {
     /// Every file is in its desired state (for `plan`: nothing to do).
     case success = 0
-    /// At least one entry failed; files that succeeded stay.
+    /// At least one entry failed (or is in place but not yet durable); files that succeeded stay.
     case entryFailed = 1
     /// `plan` found changes pending.
     case changesPending = 2

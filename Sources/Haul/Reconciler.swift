@@ -158,7 +158,8 @@ public struct Reconciler: Sendable {
                 // Re-hashed after a touch or with --rehash: still the content haul wrote.
                 record?.origin = earlier.origin
             }
-            if case .fetched(let file) = result.outcomes[index] {
+            // Durable or not, the file is in place: the state says what is on disk.
+            if let file = result.outcomes[index].fetchedFile {
                 let origin = authorship.origin(of: result.plan.entries[index].entry, delivered: file)
                 if let identity = result.committedIdentities[index] {
                     // A new file: one hash-table operation, not a lookup and then a store.
@@ -406,9 +407,9 @@ private final class Execution: TransferDelegate, Sendable {
         }
         for ((id, file), result) in zip(batch, committer.commit(requests)) {
             switch result {
-            case .success(let identity):
-                if let identity { identities.withLock { $0[id] = identity } }
-                record(id, .fetched(file))
+            case .success(let committed):
+                if let identity = committed.identity { identities.withLock { $0[id] = identity } }
+                record(id, committed.notDurable.map { .fetchedNotDurable(file, $0) } ?? .fetched(file))
             case .failure(let error):
                 staging.discard(file.temporaryName)
                 record(id, .failed(.commit(error)))

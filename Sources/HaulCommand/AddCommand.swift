@@ -67,7 +67,9 @@ struct AddCommand: ParsableCommand {
         }
         if printOnly {
             let (entry, _) = try download(draft)
-            Output.lines([String(entry.yamlSnippet.dropLast())])
+            Output.lines(entry.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map {
+                TerminalText(String($0))
+            })
             return
         }
 
@@ -130,9 +132,9 @@ struct AddCommand: ParsableCommand {
             edit = try ManifestEditor.appending(entry, to: original, fileName: manifest)
         } catch {
             if case .destinationTaken = error.reason {
-                Output.errors([error.description, "hint: choose another destination with --dest"])
+                Output.errors([TerminalText(error.description), "hint: choose another destination with --dest"])
             } else {
-                Output.errors(existingProblems(original) ?? [error.description])
+                Output.errors((existingProblems(original) ?? [error.description]).map { TerminalText($0) })
             }
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
@@ -142,9 +144,9 @@ struct AddCommand: ParsableCommand {
                                               environment: Environment.current)
         } catch {
             // The manifest was valid, so the new entry is what breaks it (a folder another entry needs, …).
-            Output.errors(existingProblems(original) ?? error.diagnostics.filter { $0.severity == .error }.map {
+            Output.errors((existingProblems(original) ?? error.diagnostics.filter { $0.severity == .error }.map {
                 "error: \($0.keyPath.map { "\($0): " } ?? "")\($0.message)"
-            })
+            }).map { TerminalText($0) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
         guard loaded.files.indices.contains(edit.entryIndex), entry.matches(loaded.files[edit.entryIndex]) else {
@@ -180,8 +182,8 @@ struct AddCommand: ParsableCommand {
                 Output.errors(["warning: \(failure); retrying in \((next.delay * 10).rounded() / 10) s"])
             }
             if let encoding = measured.contentEncoding {
-                Output.errors(["warning: \(measured.sourceDisplayURL): " + HumanReport.encodingWarning(encoding: encoding)
-                               + "; the pin is of those bytes"])
+                Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
+                               + "the pin is of those bytes"])
             }
             return (draft.pinned(digest: measured.digest, size: measured.size), interrupts)
         } catch {

@@ -15,10 +15,10 @@ struct HaulCLI: ParsableCommand {
         haul reads a YAML manifest, looks at what is on disk, plans only the downloads that are needed, fetches \
         them concurrently while verifying each hash, and moves each verified file into place atomically.
 
-        Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed; 2 plan found \
-        changes; 3 the manifest is invalid or refused (nothing touched); 4 another haul is syncing the same root; \
-        5 root's .haul folder holds a symlink or something of the wrong kind (nothing touched); 64 usage error; \
-        130/143 interrupted.
+        Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed or is in place \
+        but not yet durable; 2 plan found changes; 3 the manifest is invalid or refused (nothing touched); 4 another \
+        haul is syncing the same root; 5 root's .haul folder holds a symlink or something of the wrong kind \
+        (nothing touched); 64 usage error; 130/143 interrupted.
         """,
         version: HaulVersion.current,
         subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
@@ -87,10 +87,10 @@ struct ManifestOptions: ParsableArguments {
             let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current,
                                                    rootSeen: state.map { state in { state.start(root: $0) } },
                                                    entryRead: state.map { state in { state.entryRead($0) } })
-            if !quiet { Output.errors(manifest.warningLines) }
+            if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             return manifest
         } catch {
-            Output.errors(error.lines)
+            Output.errors(error.lines.map { TerminalText($0) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }
@@ -114,7 +114,7 @@ struct PolicyOptions: ParsableArguments {
         let violations = RunPolicy.violations(manifest, requireChecksums: requireChecksums,
                                               prune: prune || manifest.prune, force: force)
         guard violations.isEmpty else {
-            Output.errors(violations.map(\.description))
+            Output.errors(violations.map { TerminalText($0.description) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }
@@ -283,11 +283,9 @@ struct Verify: ParsableCommand {
         let result = VerificationResult(manifest: manifest)
         let lines = result.lines()
         if manifestOptions.reporting.json {
-            Output.lines([JSONEvents.verify(result).encoded()])
-        } else if manifestOptions.quiet {
-            Output.lines(Array(lines.dropLast()))
+            Output.lines([TerminalText(JSONEvents.verify(result).encoded())])
         } else {
-            Output.lines(lines)
+            Output.lines((manifestOptions.quiet ? lines.dropLast() : lines[...]).map { TerminalText($0) })
         }
         if result.exitStatus != .success { throw ExitCode(result.exitStatus.rawValue) }
     }
@@ -299,7 +297,9 @@ struct Schema: ParsableCommand {
         discussion: "Example: haul schema > haul-manifest.schema.json")
 
     func run() throws {
-        Output.lines([ManifestSchema.json])
+        // Line by line: a line break inside one line would be shown as `\n`. (The schema has nothing to escape.)
+        let lines = ManifestSchema.json.split(separator: "\n", omittingEmptySubsequences: false)
+        Output.lines(lines.map { TerminalText(String($0)) })
     }
 }
 

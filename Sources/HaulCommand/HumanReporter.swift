@@ -19,8 +19,9 @@ import HaulPlanner
 ///
 /// Wrong bytes from a source are said even when a mirror then serves the right ones; a transfer waiting out a
 /// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary
-/// text are exactly `HumanReport`'s; colour, when enabled, only paints the plan's markers and the
-/// `error:`/`warning:`/`retry` prefixes, so the words stay the same.
+/// text are exactly `HumanReport`'s, with what a manifest or a server chose escaped (`TerminalText`); colour, when
+/// enabled, only paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
+/// A file in place but not yet durable is fetched (its line, its bytes in the view) and an `error:` line.
 final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle
     let quiet: Bool
@@ -75,7 +76,7 @@ final class HumanReporter: RunReporter, Sendable {
     func plan(_ plan: Plan, acting: Bool) {
         if !quiet, plan.hasChanges || !acting {
             let lines = HumanReport.planLines(plan)
-            Output.lines(colourStdout ? lines.map(paintPlanLine) : lines)
+            Output.lines(colourStdout ? lines.map(paintPlanLine) : lines.map { TerminalText($0) })
         }
         guard acting, let tracker else { return }
         let transfers = tracker.update { model, _ in
@@ -93,7 +94,7 @@ final class HumanReporter: RunReporter, Sendable {
                            + "\(stopped == 1 ? "entry keeps its" : "entries keep their") old content (partial downloads are kept to resume)"])
             return
         }
-        if !quiet { Output.lines([HumanReport.syncSummary(result)]) }
+        if !quiet { Output.lines([TerminalText(HumanReport.syncSummary(result))]) }
     }
 
     func entry(_ entry: FileEntry, started source: String) {
@@ -110,10 +111,10 @@ final class HumanReporter: RunReporter, Sendable {
         tracker?.update { model, now in model.attemptFailed(entry.index, next: next, now: now) }
         // An interruption is said once, in the summary, not once per transfer it stopped.
         guard !quiet, failure.reason != .interrupted else { return }
-        let destination = ProgressFormatting.displayName(entry.destination.description)
+        let destination = entry.destination.description
         // Wrong bytes from a source are a warning in every style, even when a mirror then serves the right ones.
         if let warning = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
-            return Output.errors([paintDiagnostic("warning: \(destination): " + ProgressFormatting.displayName(warning))])
+            return Output.errors([paintDiagnostic("warning: \(destination): \(warning)")])
         }
         // Without --verbose the URL is left out: a log line per retry should be short; with mirrors, the
         // final error names every URL anyway.
@@ -129,7 +130,7 @@ final class HumanReporter: RunReporter, Sendable {
     }
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
-        let destination = ProgressFormatting.displayName(entry.destination.description)
+        let destination = entry.destination.description
         switch outcome {
         case .upToDate:
             break
@@ -137,13 +138,10 @@ final class HumanReporter: RunReporter, Sendable {
             tracker?.update { model, _ in model.finished(entry.index, .unchanged) }
             if !quiet, verbose || linePerFile { log("unchanged \(destination) (the server answered 304)") }
         case .fetched(let file):
-            tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
-            if !quiet, let encoding = file.contentEncoding {
-                Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
-            }
-            guard !quiet, verbose || linePerFile else { break }
-            let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-            log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
+            fetched(entry, file)
+        case .fetchedNotDurable(let file, let error):
+            fetched(entry, file)
+            Output.errors([paintDiagnostic(HumanReport.notDurableLine(entry: entry, error: error))])
         case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
             // one line for the whole interruption, not one per entry
@@ -153,9 +151,21 @@ final class HumanReporter: RunReporter, Sendable {
         }
     }
 
+    /// A file in place: its bytes count in the view, and a log gets its line.
+    private func fetched(_ entry: FileEntry, _ file: DownloadedFile) {
+        tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
+        let destination = entry.destination.description
+        if !quiet, let encoding = file.contentEncoding {
+            Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
+        }
+        guard !quiet, verbose || linePerFile else { return }
+        let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
+        log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
+    }
+
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {
         if case .deleted = outcome, !quiet, verbose || linePerFile {
-            log("pruned \(ProgressFormatting.displayName(destination.description))")
+            log("pruned \(destination)")
         }
         if case .kept = outcome, quiet { return }  // a warning, and --quiet prints errors only
         if let line = HumanReport.pruneLine(destination, outcome) { Output.errors([paintDiagnostic(line)]) }
@@ -164,7 +174,8 @@ final class HumanReporter: RunReporter, Sendable {
     /// A line per file: in a plain log it may wait for the ticker (see `Output.logLines`); elsewhere, it is
     /// printed at once.
     private func log(_ line: String) {
-        if linePerFile { Output.logLines([line]) } else { Output.lines([line]) }
+        let text = TerminalText(line)
+        if linePerFile { Output.logLines([text]) } else { Output.lines([text]) }
     }
 
     // MARK: Display
@@ -190,8 +201,8 @@ final class HumanReporter: RunReporter, Sendable {
     // MARK: Colour
 
     /// `+` green, `~` yellow, `↻` cyan, `-` red, `!` bold red: the marker only, the words stay as they are.
-    private func paintPlanLine(_ line: String) -> String {
-        guard let marker = line.first, line.dropFirst().first == " " else { return line }
+    private func paintPlanLine(_ line: String) -> TerminalText {
+        guard let marker = line.first, line.dropFirst().first == " " else { return TerminalText(line) }
         let code: String? = switch marker {
         case "+": ANSI.green
         case "~": ANSI.yellow
@@ -200,20 +211,20 @@ final class HumanReporter: RunReporter, Sendable {
         case "!": ANSI.boldRed
         default: nil
         }
-        guard let code else { return line }
-        return ANSI.paint(String(marker), code) + line.dropFirst()
+        guard let code else { return TerminalText(line) }
+        return .painted(String(marker), code) + TerminalText(String(line.dropFirst()))
     }
 
     /// `error:` in bold red, `warning:` in yellow, on stderr when colour is on.
-    private func paintDiagnostic(_ line: String) -> String {
-        guard colour else { return line }
+    private func paintDiagnostic(_ line: String) -> TerminalText {
+        guard colour else { return TerminalText(line) }
         for (prefix, code) in [("error:", ANSI.boldRed), ("warning:", ANSI.yellow)] where line.hasPrefix(prefix) {
-            return ANSI.paint(prefix, code) + line.dropFirst(prefix.count)
+            return .painted(prefix, code) + TerminalText(String(line.dropFirst(prefix.count)))
         }
-        return line
+        return TerminalText(line)
     }
 
-    private func paint(_ text: String, _ code: String, _ enabled: Bool) -> String {
-        enabled ? ANSI.paint(text, code) : text
+    private func paint(_ text: String, _ code: String, _ enabled: Bool) -> TerminalText {
+        enabled ? .painted(text, code) : TerminalText(text)
     }
 }

@@ -12,8 +12,10 @@ final class JSONReporter: RunReporter, Sendable {
 
     var wantsProgress: Bool { true }
 
+    /// Through `TerminalText` like every line, which leaves it as it is: the encoder already writes every scalar
+    /// that `TerminalText` would escape as a JSON `\u` escape, so the line is exact JSON of the exact strings.
     private func emit(_ event: JSONValue?) {
-        if let event { Output.lines([event.encoded()]) }
+        if let event { Output.lines([TerminalText(event.encoded())]) }
     }
 
     func warning(_ text: String) { emit(JSONEvents.warning(dest: nil, message: text)) }
@@ -44,7 +46,7 @@ final class JSONReporter: RunReporter, Sendable {
     }
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
-        if case .fetched(let file) = outcome, let encoding = file.contentEncoding {
+        if let file = outcome.fetchedFile, let encoding = file.contentEncoding {
             emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
         }
         emit(JSONEvents.finished(entry, outcome))

@@ -4,7 +4,9 @@ import HaulEngine
 import HaulManifest
 import Synchronization
 
-/// stdout for results, stderr for diagnostics; whole lines, never interleaved mid-line across threads.
+/// stdout for results, stderr for diagnostics; whole lines, never interleaved mid-line across threads. Every line
+/// is a `TerminalText`: whatever it quotes (a destination, a URL, a server's words) is already escaped, so nothing
+/// written here can move the cursor, recolour or reorder the terminal but the view's own sequences.
 ///
 /// While the live progress view is up (`showLive`), it sits at the bottom of the terminal, on stderr, and every
 /// line written through here appears above it: the view is erased, the line written and the view drawn again,
@@ -24,17 +26,17 @@ enum Output {
     /// it too), or goes to a file or a pipe (then the view need not move for it).
     private static let stdoutIsTerminal = isatty(STDOUT_FILENO) == 1
 
-    static func lines(_ lines: [String]) { write(lines, to: STDOUT_FILENO) }
-    static func errors(_ lines: [String]) { write(lines, to: STDERR_FILENO) }
+    static func lines(_ lines: [TerminalText]) { write(lines, to: STDOUT_FILENO) }
+    static func errors(_ lines: [TerminalText]) { write(lines, to: STDERR_FILENO) }
 
     /// Stdout lines that may wait a moment (a plain log's line per file): held and written together by the
     /// next write of any kind, so the order of everything printed is kept, or by `flushLog`, which the plain
     /// progress's ticker calls twice a second. 100,000 files are then a few hundred writes, not 100,000.
-    static func logLines(_ lines: [String]) {
+    static func logLines(_ lines: [TerminalText]) {
         guard !lines.isEmpty else { return }
         let flushNow = held.withLock { held in
             for line in lines {
-                held += line
+                held += line.rendered
                 held += "\n"
             }
             return held.utf8.count >= heldLimit
@@ -46,14 +48,14 @@ enum Output {
 
     private static let heldLimit = 64 * 1024
 
-    private static func write(_ lines: [String], to descriptor: Int32) {
+    private static func write(_ lines: [TerminalText], to descriptor: Int32) {
         live.withLock { region in
             let pending = held.withLock { held in
                 defer { held = "" }
                 return held
             }
             if !pending.isEmpty { writeAbove(region, pending, to: STDOUT_FILENO) }
-            if !lines.isEmpty { writeAbove(region, lines.joined(separator: "\n") + "\n", to: descriptor) }
+            if !lines.isEmpty { writeAbove(region, lines.map(\.rendered).joined(separator: "\n") + "\n", to: descriptor) }
         }
     }
 
@@ -76,13 +78,14 @@ enum Output {
     /// each line cleared and rewritten in place (never the whole view cleared first, which would flicker), then
     /// any rows the old frame had beyond the new one cleared. Each line must already fit in the terminal's
     /// width - 1, so that no line wraps.
-    static func showLive(_ frame: [String]) {
+    static func showLive(_ frame: [TerminalText]) {
+        let lines = frame.map(\.rendered)
         live.withLock { region in
             let oldRows = region.map(rows(of:)) ?? 0
             // The row the cursor rests on is cleared too: a `^C` the terminal echoed there goes with the view.
-            let text = up(oldRows) + draw(frame) + clearRows(max(0, oldRows - frame.count) + 1)
+            let text = up(oldRows) + draw(lines) + clearRows(max(0, oldRows - lines.count) + 1)
             writeAll(text, to: STDERR_FILENO)
-            region = LiveRegion(lines: frame, columns: frame.map { ProgressFormatting.columns(of: $0) })
+            region = LiveRegion(lines: lines, columns: lines.map { ProgressFormatting.columns(of: $0) })
         }
     }
 

@@ -1,3 +1,5 @@
+import Haul
+
 /// `--progress plain`: for logs and pipes. No cursor movement and no escape sequences; the reporter prints one
 /// line per finished file, and this prints a heartbeat for a long transfer, so a CI log shows the job is alive
 /// without filling up with progress.
@@ -32,6 +34,6 @@ final class PlainProgress: Sendable {
             model.sample(now: now)
             return model.heartbeat(now: now, interval: Self.heartbeatInterval)
         }
-        if let line { Output.errors([line]) } else { Output.flushLog() }
+        if let line { Output.errors([TerminalText(line)]) } else { Output.flushLog() }
     }
 }

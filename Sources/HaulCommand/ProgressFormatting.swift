@@ -83,15 +83,10 @@ enum ProgressFormatting {
         text.reduce(0) { $0 + columns(of: $1) }
     }
 
-    /// A destination as it may be shown on a terminal: control characters (which the manifest allows in file
-    /// names) become `?`, so a name can never move the cursor, change colours or end a line.
+    /// A destination or URL as the view shows it: escaped as every line is (`TerminalText`), but before it is
+    /// measured and truncated, so that the columns counted are the columns drawn.
     static func displayName(_ name: String) -> String {
-        guard name.unicodeScalars.contains(where: isControl) else { return name }
-        return String(String.UnicodeScalarView(name.unicodeScalars.map { isControl($0) ? "?" : $0 }))
-    }
-
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+        TerminalText.escaping(name)
     }
 
     /// At most `width` columns: the head and the tail with `…` between, keeping more of the tail, where a
@@ -246,8 +241,8 @@ enum ProgressFormatting {
     private static func twoDigits(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
 }
 
-/// SGR colour for a terminal. Only ever applied when `Colour.enabled` said so for the stream written to.
+/// SGR colours for a terminal (see `TerminalText.painted`). Only ever used when `Colour.enabled` said so for the
+/// stream written to.
 enum ANSI {
-    static func paint(_ text: String, _ code: String) -> String { "\u{1B}[\(code)m\(text)\u{1B}[0m" }
     static let green = "32", yellow = "33", red = "31", cyan = "36", magenta = "35", boldRed = "1;31"
 }

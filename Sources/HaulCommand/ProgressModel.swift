@@ -71,7 +71,7 @@ struct ProgressModel {
         var retries: Int
         var url: String
 
-        /// `retry 2 of 3 for https://h/a.iso in 4 s` (the URL in display form, control characters replaced).
+        /// `retry 2 of 3 for https://h/a.iso in 4 s` (the URL in display form, control characters escaped).
         func text(now: Double) -> String {
             let seconds = Int(max(0, until - now).rounded(.up))
             let target = ProgressFormatting.displayName(url)

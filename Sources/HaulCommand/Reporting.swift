@@ -59,9 +59,17 @@ struct ReportingOptions: ParsableArguments {
     }
 }
 
-/// ANSI colour for a terminal, never for a pipe, never with `NO_COLOR` (https://no-color.org).
+/// ANSI colour for a terminal, never for a pipe, and never when the environment says no even on a terminal:
+/// `NO_COLOR` set (https://no-color.org), `TERM=dumb`, or `CI` set — CI runners often give the job a
+/// pseudo-terminal whose output ends up in a log, where escape codes are noise (the same rule that gives CI the
+/// plain progress format).
 enum Colour {
     static func enabled(environment: [String: String], isTerminal: Bool) -> Bool {
-        isTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
+        isTerminal && !isSet("NO_COLOR", in: environment) && !isSet("CI", in: environment) && environment["TERM"] != "dumb"
+    }
+
+    /// Set and not empty: `CI=` and `NO_COLOR=` count as unset, as the conventions say.
+    private static func isSet(_ name: String, in environment: [String: String]) -> Bool {
+        !(environment[name] ?? "").isEmpty
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import Haul
 import HaulEngine
 
 /// `--progress bar`: the live view at the bottom of the terminal, on stderr.
@@ -39,6 +40,6 @@ final class TerminalView: Sendable {
             model.sample(now: now)
             return now - startedAt >= Self.firstFrameAfter ? model.frame(columns: size.columns, rows: size.rows) : nil
         }
-        if let frame { Output.showLive(frame) }
+        if let frame { Output.showLive(frame.map { TerminalText($0) }) }
     }
 }

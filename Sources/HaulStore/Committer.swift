@@ -25,6 +25,21 @@ public struct CommitRequest: Sendable {
     }
 }
 
+/// A request whose file was renamed into place: the destination holds the new content now.
+public struct Committed: Sendable, Equatable {
+    /// The destination's identity right after the rename (what the state cache records); nil in the unlikely
+    /// case that it cannot be read back.
+    public var identity: FileIdentity?
+    /// Why the rename may not survive a crash: its folder could not be synced after it. The file is in place all
+    /// the same (a reader sees the new content), so this is not a failure to commit, but the run must say so.
+    public var notDurable: StoreError?
+
+    public init(identity: FileIdentity?, notDurable: StoreError? = nil) {
+        self.identity = identity
+        self.notDurable = notDurable
+    }
+}
+
 public enum Durability: Sendable {
     /// One syncfs before the renames (so no rename can expose a file whose data is not on disk), one fsync
     /// per touched directory after (so the renames themselves survive a crash). Per-file fsync costs 0.25 ms on a
@@ -58,16 +73,16 @@ public final class Committer: Sendable {
     }
 
     /// A failing request does not stop the others; its temporary file is left for the caller to discard and its
-    /// destination is untouched. Results are in request order: for a file committed, its identity right after the
-    /// rename (what the state cache records; nil in the unlikely case that it cannot be read back), taken here,
-    /// off the transfer loop, while it is the only thing that has touched the file.
-    public func commit(_ batch: [CommitRequest]) -> [Result<FileIdentity?, StoreError>] {
+    /// destination is untouched. Results are in request order: a `.failure` is a destination left as it was; a
+    /// `.success` is a file in place, with its identity right after the rename (taken here, off the transfer loop,
+    /// while it is the only thing that has touched the file), and `notDurable` when its folder's fsync failed.
+    public func commit(_ batch: [CommitRequest]) -> [Result<Committed, StoreError>] {
         guard !batch.isEmpty else { return [] }
         return serial.withLock { _ in commitSerially(batch) }
     }
 
-    private func commitSerially(_ batch: [CommitRequest]) -> [Result<FileIdentity?, StoreError>] {
-        var results = [Result<FileIdentity?, StoreError>](repeating: .success(nil), count: batch.count)
+    private func commitSerially(_ batch: [CommitRequest]) -> [Result<Committed, StoreError>] {
+        var results = [Result<Committed, StoreError>](repeating: .success(Committed(identity: nil)), count: batch.count)
         if let code = FileSystem.makeDirectories(root, mode: 0o755) {
             return results.map { _ in .failure(StoreError(operation: "create directory", path: root, errno: code)) }
         }
@@ -111,7 +126,7 @@ public final class Committer: Sendable {
             guard let failed else {
                 current?.renamed.append(index)
                 if case .success(let info) = folder.status(of: destination.fileName) {
-                    results[index] = .success(FileIdentity(info))
+                    results[index] = .success(Committed(identity: FileIdentity(info)))
                 }
                 continue
             }
@@ -133,7 +148,7 @@ public final class Committer: Sendable {
     /// Everything that can fail without touching a destination: parents (created as needed, inside root only)
     /// and the final mode. The indices of the requests that passed.
     private func prepare(_ batch: [CommitRequest], walk: inout ContainedWalk,
-                         results: inout [Result<FileIdentity?, StoreError>]) -> [Int] {
+                         results: inout [Result<Committed, StoreError>]) -> [Int] {
         var ready: [Int] = []
         ready.reserveCapacity(batch.count)
         for (index, request) in batch.enumerated() {
@@ -185,14 +200,17 @@ public final class Committer: Sendable {
         return nil
     }
 
-    /// A destination whose directory could not be synced is in place but might not survive a crash: reported as
-    /// failed so that the caller does not record it as done.
+    /// A destination whose directory could not be synced is in place but might not survive a crash. It is not a
+    /// failure (that would promise the old content, which is gone): it is committed, marked not durable, so the
+    /// caller records what is on disk and still reports the error.
     private func syncDirectory(_ folder: DirectoryHandle, of renamed: [Int], batch: [CommitRequest],
-                               results: inout [Result<FileIdentity?, StoreError>]) {
+                               results: inout [Result<Committed, StoreError>]) {
         guard durability == .batched, !renamed.isEmpty, let failure = folder.synchronize() else { return }
         for index in renamed {
-            results[index] = .failure(StoreError(operation: "sync the directory of", path: batch[index].destination.description,
-                                                 errno: failure.errno))
+            guard case .success(var committed) = results[index] else { continue }
+            committed.notDurable = StoreError(operation: "sync the directory of", path: batch[index].destination.description,
+                                              errno: failure.errno)
+            results[index] = .success(committed)
         }
     }
 }

@@ -192,8 +192,8 @@ final class ProgressOutputTests: XCTestCase {
     }
 }
 
-/// A private tmux server (its own socket, `-L`, and no configuration file) for tests that need a terminal.
-private final class Tmux {
+/// A tmux server of its own (its own socket, `-L`, and no configuration file) for tests that need a terminal.
+final class Tmux {
     let socket = "haul-test-\(getpid())-\(UInt32.random(in: 0 ... .max))"
 
     /// Skips the test when tmux is not installed (scripts/setup-debian.sh installs it).
@@ -283,7 +283,7 @@ final class ProgressFormattingTests: XCTestCase {
     }
 
     func testControlCharactersInNamesNeverReachTheTerminal() {
-        XCTAssertEqual(F.displayName("a\u{1B}[31mb\nc\u{7F}.txt"), "a?[31mb?c?.txt")
+        XCTAssertEqual(F.displayName("a\u{1B}[31mb\nc\u{7F}.txt"), #"a\u{1b}[31mb\nc\u{7f}.txt"#)
         XCTAssertEqual(F.displayName("plain/name.txt"), "plain/name.txt")
     }
 

@@ -75,7 +75,7 @@ final class CommitterTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: temporary))
         XCTAssertEqual(scratch.linkStatus("root/a/b").map { $0.st_mode & S_IFMT }, S_IFDIR)
         // The identity the state will record is the destination's as the commit left it (after mode and rename).
-        let identity = try XCTUnwrap(try results[0].get())
+        let identity = try XCTUnwrap(try results[0].get().identity)
         XCTAssertEqual(identity, FileIdentity.of(path: scratch.at("root/a/b/c/file.txt")))
     }
 
