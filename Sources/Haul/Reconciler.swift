@@ -280,28 +280,29 @@ public struct Reconciler: Sendable {
     /// `leaders`: the first entry of each group, in plan order; `sharers`: the others, by leader, for groups of
     /// more than one.
     static func shareGroups(_ plan: Plan, fetches: [Int]) -> (leaders: [Int], sharers: [Int: [Int]]) {
-        struct Key: Hashable {
-            var url: String
-            var headers: [HeaderField]
-            var algorithm: DigestAlgorithm?
-        }
         var leaders: [Int] = []
         leaders.reserveCapacity(fetches.count)
         var sharers: [Int: [Int]] = [:]
-        var leaderOf: [Key: Int] = [:]
-        leaderOf.reserveCapacity(fetches.count)
+        // By URL alone, the rest compared on the rare hit: hashing headers and the algorithm too for every one of
+        // 100,000 distinct URLs cost more than the grouping saves them. Leaders of one URL that differ in those
+        // are few, and kept in a list.
+        var leadersOf: [String: [Int]] = [:]
+        leadersOf.reserveCapacity(fetches.count)
+        func sameRequest(_ a: Int, _ b: Int) -> Bool {
+            plan.entries[a].entry.headers == plan.entries[b].entry.headers
+                && plan.entries[a].entry.checksum?.digest.algorithm == plan.entries[b].entry.checksum?.digest.algorithm
+        }
         for index in fetches {
-            let planned = plan.entries[index]
-            guard planned.action != .revalidate else {
+            // Fields read in place: a copy of an entry retains and releases a dozen strings and arrays, 100,000 times.
+            guard plan.entries[index].action != .revalidate else {
                 leaders.append(index)
                 continue
             }
-            let entry = planned.entry
-            let key = Key(url: entry.url.expanded, headers: entry.headers, algorithm: entry.checksum?.digest.algorithm)
-            if let leader = leaderOf[key] {
+            let url = plan.entries[index].entry.url.expanded
+            if let leader = leadersOf[url]?.first(where: { sameRequest($0, index) }) {
                 sharers[leader, default: []].append(index)
             } else {
-                leaderOf[key] = index
+                leadersOf[url, default: []].append(index)
                 leaders.append(index)
             }
         }

@@ -525,7 +525,10 @@ struct ResponseHeaders {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
         guard let field = Self.field(named: name) else { return }
-        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]), as: UTF8.self).trimmingWhitespace
+        let raw = UnsafeRawBufferPointer(rebasing: line[(colon + 1)...])
+        // Every response has one: read from the bytes when it is the plain number it nearly always is.
+        if field == .contentLength, let plain = Self.plainDecimal(raw) { return addContentLength(plain) }
+        let value = String(decoding: raw, as: UTF8.self).trimmingWhitespace
         switch field {
         case .etag: etag = value
         case .location: location = value
@@ -537,6 +540,38 @@ struct ResponseHeaders {
         case .contentEncoding:
             guard !value.isEmpty, value.lowercased() != "identity" else { return }
             contentEncoding = contentEncoding.map { $0 + ", " + value } ?? value
+        }
+    }
+
+    /// A field value that is one decimal number (at most 18 digits, so it fits) between optional spaces and the
+    /// line's end; nil for anything else, which the careful reading handles.
+    private static func plainDecimal(_ value: UnsafeRawBufferPointer) -> Int64? {
+        var result: Int64 = 0
+        var digits = 0
+        var sawEnd = false
+        for byte in value {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                guard !sawEnd, digits < 18 else { return nil }
+                result = result * 10 + Int64(byte - UInt8(ascii: "0"))
+                digits += 1
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n"):
+                if digits > 0 { sawEnd = true }
+            default:
+                return nil
+            }
+        }
+        return digits > 0 ? result : nil
+    }
+
+    /// One plain `Content-Length` value: it must equal every other value seen.
+    private mutating func addContentLength(_ value: Int64) {
+        switch length {
+        case .invalid: return
+        case .value(let earlier) where earlier != value:
+            length = .invalid("conflicting Content-Length values: \(earlier) and \(value)")
+        default:
+            length = .value(value)
         }
     }
 

@@ -93,8 +93,7 @@ public final class Committer: Sendable {
         }
         let ready = prepare(batch, walk: &walk, results: &results)
         if let journal, !ready.isEmpty {
-            var owned: [DestinationKey: Ownership] = [:]
-            for index in ready { if let record = batch[index].ownership { owned[DestinationKey(batch[index].destination)] = record } }
+            let owned = ready.compactMap { index in batch[index].ownership.map { (batch[index].destination, $0) } }
             // A journal that cannot be written (a full or read-only `.haul`) costs only what it insures against: the
             // files go in place, and the state saved at the end records them (or the run warns that it could not).
             _ = journal.append(owned)

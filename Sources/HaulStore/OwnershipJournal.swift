@@ -25,11 +25,16 @@ public struct OwnershipJournal: Sendable {
     static let unknownIdentity = FileIdentity(device: 0, inode: 0, size: -1, modified: FileTime(seconds: 0, nanoseconds: 0),
                                               changed: FileTime(seconds: 0, nanoseconds: 0))
 
-    /// Appends `owned` (by destination) in one write. The caller flushes (the commit's syncfs covers it).
-    func append(_ owned: [DestinationKey: Ownership]) -> StoreError? {
+    /// Appends `owned` in one write, in the order given (the journal is read back whole). The caller flushes (the
+    /// commit's syncfs covers it).
+    func append(_ owned: [(destination: DestinationPath, ownership: Ownership)]) -> StoreError? {
         guard !owned.isEmpty else { return nil }
-        let batch = StateCache(records: owned.mapValues { StateRecord(identity: Self.unknownIdentity, digest: $0.digest, origin: $0.origin) })
-        let bytes = batch.serializedLines()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(owned.count * 160)
+        for (destination, ownership) in owned {
+            StateCache.appendLine(destination.description, StateRecord(identity: Self.unknownIdentity, digest: ownership.digest,
+                                                                        origin: ownership.origin), to: &bytes)
+        }
         switch area.folder.openFile(Self.fileName, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600) {
         case .failure(let failure):
             return StoreError(operation: "write", path: failure.path, errno: failure.errno)
