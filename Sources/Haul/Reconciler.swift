@@ -284,10 +284,11 @@ public struct Reconciler: Sendable {
         leaders.reserveCapacity(fetches.count)
         var sharers: [Int: [Int]] = [:]
         // By URL alone, the rest compared on the rare hit: hashing headers and the algorithm too for every one of
-        // 100,000 distinct URLs cost more than the grouping saves them. Leaders of one URL that differ in those
-        // are few, and kept in a list.
-        var leadersOf: [String: [Int]] = [:]
-        leadersOf.reserveCapacity(fetches.count)
+        // 100,000 distinct URLs cost more than the grouping saves them. A URL's first leader is kept unboxed (a
+        // list per URL was an allocation per entry); leaders of one URL that differ in those are few.
+        var firstLeader: [String: Int] = [:]
+        firstLeader.reserveCapacity(fetches.count)
+        var otherLeaders: [String: [Int]] = [:]
         func sameRequest(_ a: Int, _ b: Int) -> Bool {
             plan.entries[a].entry.headers == plan.entries[b].entry.headers
                 && plan.entries[a].entry.checksum?.digest.algorithm == plan.entries[b].entry.checksum?.digest.algorithm
@@ -299,10 +300,15 @@ public struct Reconciler: Sendable {
                 continue
             }
             let url = plan.entries[index].entry.url.expanded
-            if let leader = leadersOf[url]?.first(where: { sameRequest($0, index) }) {
+            guard let first = firstLeader[url] else {
+                firstLeader[url] = index
+                leaders.append(index)
+                continue
+            }
+            if let leader = sameRequest(first, index) ? first : otherLeaders[url]?.first(where: { sameRequest($0, index) }) {
                 sharers[leader, default: []].append(index)
             } else {
-                leadersOf[url, default: []].append(index)
+                otherLeaders[url, default: []].append(index)
                 leaders.append(index)
             }
         }

@@ -130,18 +130,17 @@ public enum Hex {
         digest.withUnsafeBytes { append($0, to: &out) }
     }
 
-    /// Written in place after one reservation: appending two bytes at a time checked capacity and uniqueness per
-    /// byte, which made the digests most of the cost of writing a 100,000-file state.
+    /// Written to a stack buffer and appended whole: appending two bytes at a time checked capacity and
+    /// uniqueness per byte, which made the digests most of the cost of writing a 100,000-file state.
     private static func append(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        let start = out.count
-        out.append(contentsOf: repeatElement(0, count: bytes.count * 2))
-        out.withUnsafeMutableBufferPointer { buffer in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count * 2) { text in
             digits.withUnsafeBufferPointer { digits in
                 for (offset, byte) in bytes.enumerated() {
-                    buffer[start + 2 * offset] = digits[Int(byte >> 4)]
-                    buffer[start + 2 * offset + 1] = digits[Int(byte & 0x0f)]
+                    text[2 * offset] = digits[Int(byte >> 4)]
+                    text[2 * offset + 1] = digits[Int(byte & 0x0f)]
                 }
             }
+            out.append(contentsOf: text)
         }
     }
 

@@ -176,6 +176,28 @@ final class HostileServerCommandTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 0, "and every one was recorded as haul's")
     }
 
+    /// One URL asked for with different headers is a different request: one download per distinct set of headers,
+    /// each sent with its own, and entries with the same headers share it.
+    func testOneURLWithDifferentHeadersIsOneRequestPerSetOfHeaders() throws {
+        let bytes: [UInt8] = Array("same body\n".utf8)
+        let server = try LoopbackHTTPServer(files: ["/shared": bytes])
+        defer { server.stop() }
+        try writeManifest([
+            entry(server.url("/shared"), dest: "plain-1.txt", pinned: bytes),
+            entry(server.url("/shared"), dest: "team-a-1.txt", pinned: bytes, extra: ["headers: {X-Team: a}"]),
+            entry(server.url("/shared"), dest: "team-b.txt", pinned: bytes, extra: ["headers: {X-Team: b}"]),
+            entry(server.url("/shared"), dest: "team-a-2.txt", pinned: bytes, extra: ["headers: {X-Team: a}"]),
+            entry(server.url("/shared"), dest: "plain-2.txt", pinned: bytes),
+        ])
+        let sync = try haul(["sync", "--jobs", "1"])
+        XCTAssertEqual(sync.exitCode, 0, sync.stderr)
+        for name in ["plain-1", "plain-2", "team-a-1", "team-a-2", "team-b"] { XCTAssertEqual(directory.read("out/\(name).txt"), bytes, name) }
+        let teams = server.requests(path: "/shared").map { request in
+            request.headers.first { $0.name.lowercased() == "x-team" }?.value ?? "-"
+        }
+        XCTAssertEqual(teams.sorted(), ["-", "a", "b"])
+    }
+
     /// A destination whose checksum does not match the shared bytes fails on its own, or tries its own mirror.
     func testADestinationWhoseChecksumDiffersFromTheSharedBytesGoesItsOwnWay() throws {
         let bytes: [UInt8] = Array("version 2\n".utf8), old: [UInt8] = Array("version 1\n".utf8)
