@@ -109,9 +109,10 @@ public final class TransferEngine: Sendable {
         /// Out of descriptors (EMFILE, ENFILE) when they were to open their file or connect: they go on when
         /// another transfer of this loop has ended and given its descriptors back, not as failures.
         var waitingForDescriptors: [Transfer] = []
-        /// Turns without any transfer of this loop running while some wait for descriptors: past a limit, the
-        /// descriptors are not coming back (something else holds them) and the waiting ones fail.
-        var starvedTurns = 0
+        /// Since when no transfer of this loop has run while some wait for descriptors: past half a minute, the
+        /// descriptors are not coming back (something else holds them) and the waiting ones fail. Time, not turns:
+        /// a turn can be short when the other loop's transfers are what holds the descriptors.
+        var starvedSince: Double?
         let trailingDigests = TrailingDigests()
         let clock = LoopClock()
         var idleHandles: [EasyHandle] = []
@@ -150,14 +151,14 @@ public final class TransferEngine: Sendable {
                     parked.removeAll { $0.retryAt <= now }
                     for transfer in due { ready.append(transfer) }
                 }
-                resumeWaitingForDescriptors()
+                resumeWaitingForDescriptors(now: now)
                 // Transfers still being hashed hold a file and a hashing thread: they count against --jobs. One
                 // waiting for a retry does not; when its wait is over, it goes before requests not yet started.
-                // None starts while some wait for descriptors: it would only take theirs.
-                while active.count + verifying.count < limit, waitingForDescriptors.isEmpty {
+                // No new request starts while some wait for descriptors: it would only take theirs.
+                while active.count + verifying.count < limit {
                     if let transfer = ready.popFirst() {
                         attach(transfer)
-                    } else if let request = run.queue.next() {
+                    } else if waitingForDescriptors.isEmpty, let request = run.queue.next() {
                         start(request)
                     } else {
                         break
@@ -171,7 +172,10 @@ public final class TransferEngine: Sendable {
                     guard let transfer = verifying.removeValue(forKey: key) else { continue }
                     judge(transfer, digest: digest)
                 }
-                if finished.isEmpty && digests.isEmpty && hasWork && (ready.isEmpty || active.count + verifying.count >= limit) {
+                // While some wait for descriptors, a turn always sleeps a little: a retry that finds none again
+                // must not spin.
+                let mayTurnAtOnce = !finished.isEmpty && waitingForDescriptors.isEmpty
+                if !mayTurnAtOnce && digests.isEmpty && hasWork && (ready.isEmpty || active.count + verifying.count >= limit) {
                     multi.poll(milliseconds: waitingForDescriptors.isEmpty ? pollTimeout(now: now) : 50)
                 }
             }
@@ -200,13 +204,15 @@ public final class TransferEngine: Sendable {
         }
 
         /// Once a turn, one transfer waiting for descriptors goes on (first in, first out) when a slot is free (the
-        /// loop polls at most 50 ms while some wait); with nothing of this loop's own running for 600 turns (half
-        /// a minute), the descriptors are not coming back, and the waiting ones fail with what they met.
-        private mutating func resumeWaitingForDescriptors() {
+        /// loop polls at most 50 ms while some wait); with nothing of this loop's own running for half a minute,
+        /// the descriptors are not coming back, and the waiting ones fail with what they met.
+        private mutating func resumeWaitingForDescriptors(now: Double) {
             guard !waitingForDescriptors.isEmpty else { return }
             if active.isEmpty && verifying.isEmpty {
-                starvedTurns += 1
-                guard starvedTurns <= 600 else {
+                let since = starvedSince ?? now
+                starvedSince = since
+                guard now - since <= 30 else {
+                    starvedSince = nil
                     let stuck = waitingForDescriptors
                     waitingForDescriptors = []
                     for transfer in stuck {
@@ -216,7 +222,7 @@ public final class TransferEngine: Sendable {
                     return
                 }
             } else {
-                starvedTurns = 0
+                starvedSince = nil
                 guard active.count + verifying.count < share.transfers else { return }
             }
             ready.append(waitingForDescriptors.removeFirst())
