@@ -1,8 +1,8 @@
 /// Lexical path handling for `root` and `dest`. Nothing here touches the file system: the manifest is validated
 /// before anything exists on disk, and symlinks are the store's business.
-enum PathRules {
-    /// Collapses `//`, `.` and `..` in an absolute path; `..` at `/` stays at `/`.
-    static func normalizeAbsolute(_ path: String) -> String {
+package enum PathRules {
+    /// Collapses `//`, `.` and `..` in an absolute path; `..` at `/` stays at `/`: `/a/./b/../c` → `/a/c`.
+    package static func normalizeAbsolute(_ path: String) -> String {
         var parts: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             switch part {

@@ -122,7 +122,7 @@ struct ContainedWalk {
             var rest = target.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
             if target.hasPrefix("/") {
                 // An absolute target is followed from root, if it lies under root's real path at all.
-                let absolute = PathText.normalized(target)
+                let absolute = PathRules.normalizeAbsolute(target)
                 guard let inside = PathText.relative(absolute, to: realRoot) else {
                     return .escapes("parent \"\(shown)\" is a symlink to \(absolute), outside root")
                 }
@@ -130,7 +130,7 @@ struct ContainedWalk {
                 position = [root]
                 names = []
             } else if PathText.climbsAbove(rest, depth: names.count) {
-                let absolute = PathText.normalized(([realRoot] + names + rest).joined(separator: "/"))
+                let absolute = PathRules.normalizeAbsolute(([realRoot] + names + rest).joined(separator: "/"))
                 return .escapes("parent \"\(shown)\" is a symlink to \(absolute), outside root")
             }
             pending.append(contentsOf: rest.reversed().map { ($0, link) })
@@ -142,19 +142,6 @@ struct ContainedWalk {
 /// Lexical path arithmetic for symlink targets: exact only over real directories, which is all `ContainedWalk`
 /// applies it to.
 enum PathText {
-    /// `/a/./b/../c` → `/a/c`.
-    static func normalized(_ path: String) -> String {
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            switch part {
-            case ".": continue
-            case "..": _ = parts.popLast()
-            default: parts.append(part)
-            }
-        }
-        return "/" + parts.joined(separator: "/")
-    }
-
     /// The components of `path` below `base` (both normalized absolute paths), or nil when it is not under it.
     static func relative(_ path: String, to base: String) -> [String]? {
         let pathParts = path.split(separator: "/").map(String.init)

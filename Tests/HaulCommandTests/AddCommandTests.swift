@@ -16,11 +16,7 @@ final class AddCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     private func manifestText(_ name: String = "haul.yaml") -> String? {
         directory.read(name).map { String(decoding: $0, as: UTF8.self) }
@@ -56,7 +52,7 @@ final class AddCommandTests: XCTestCase {
         try directory.write("haul.yaml", original)
         chmod(directory.path("haul.yaml"), 0o640)
 
-        let add = try haul(["add", server.url("/v1/data.bin")])
+        let add = try directory.haul(["add", server.url("/v1/data.bin")])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
         XCTAssertEqual(add.stdout, """
@@ -90,7 +86,7 @@ final class AddCommandTests: XCTestCase {
         XCTAssertEqual(directory.list(), ["haul.yaml"], "add places no file and leaves no temporary file")
         XCTAssertEqual(server.requests(path: "/v1/data.bin").count, 1, "one download")
 
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/data.bin"), body)
         XCTAssertEqual(directory.read("out/old.txt"), other)
@@ -100,7 +96,7 @@ final class AddCommandTests: XCTestCase {
         let server = try serve()
         defer { server.stop() }
 
-        let add = try haul(["add", server.url("/v1/data.bin"), "--dest", "inputs//data.bin", "--manifest", "assets.yaml"])
+        let add = try directory.haul(["add", server.url("/v1/data.bin"), "--dest", "inputs//data.bin", "--manifest", "assets.yaml"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stdout, """
             Created assets.yaml with inputs/data.bin (4.0 KiB, sha256 \(sha256(body).prefix(12))…) as files[0], line 3.
@@ -116,7 +112,7 @@ final class AddCommandTests: XCTestCase {
                 size: 4096
 
             """)
-        let sync = try haul(["sync", "assets.yaml"])
+        let sync = try directory.haul(["sync", "assets.yaml"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("inputs/data.bin"), body)
     }
@@ -127,7 +123,7 @@ final class AddCommandTests: XCTestCase {
         let original = commentedManifest(server)
         try directory.write("haul.yaml", original)
 
-        let add = try haul(["add", "--print", server.url("/v1/data.bin"), "--dest", "yes"])
+        let add = try directory.haul(["add", "--print", server.url("/v1/data.bin"), "--dest", "yes"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
         XCTAssertEqual(add.stdout, """
@@ -148,13 +144,13 @@ final class AddCommandTests: XCTestCase {
         try directory.write("haul.yaml", original)
         let missing = server.url("/v1/missing.bin")
 
-        let add = try haul(["add", missing])
+        let add = try directory.haul(["add", missing])
         XCTAssertEqual(add.exitCode, 1)
         XCTAssertEqual(add.stderr, "error: \(missing): HTTP 404\n")
         XCTAssertEqual(add.stdout, "")
         XCTAssertEqual(manifestText(), original)
 
-        let fresh = try haul(["add", missing, "--manifest", "new.yaml"])
+        let fresh = try directory.haul(["add", missing, "--manifest", "new.yaml"])
         XCTAssertEqual(fresh.exitCode, 1)
         XCTAssertFalse(directory.exists("new.yaml"), "no manifest is created for a URL that cannot be pinned")
         XCTAssertEqual(directory.list(), ["haul.yaml"])
@@ -171,7 +167,7 @@ final class AddCommandTests: XCTestCase {
         defer { server.stop() }
         try directory.write("haul.yaml", "version: 1\nfiles: []\n")
 
-        let add = try haul(["add", server.url("/data.bin")])
+        let add = try directory.haul(["add", server.url("/data.bin")])
         XCTAssertEqual(add.exitCode, 1)
         XCTAssertEqual(add.stderr,
                        "error: haul.yaml changed while haul add was downloading; it was not modified (run haul add again)\n")
@@ -215,7 +211,7 @@ final class AddCommandTests: XCTestCase {
         let original = commentedManifest(server)
         try directory.write("haul.yaml", original)
 
-        let add = try haul(["add", server.url("/v1/data.bin"), "--dest", "./old.txt"])
+        let add = try directory.haul(["add", server.url("/v1/data.bin"), "--dest", "./old.txt"])
         XCTAssertEqual(add.exitCode, 3)
         XCTAssertEqual(add.stderr, """
             haul.yaml:8:11: error: files[0].dest: "old.txt" is already the destination of files[0]
@@ -232,7 +228,7 @@ final class AddCommandTests: XCTestCase {
         let original = commentedManifest(server)
         try directory.write("haul.yaml", original)
 
-        let add = try haul(["add", server.url("/v1/data.bin"), "--dest", "old.txt/data.bin"])
+        let add = try directory.haul(["add", server.url("/v1/data.bin"), "--dest", "old.txt/data.bin"])
         XCTAssertEqual(add.exitCode, 3)
         XCTAssertEqual(add.stderr, "error: files[1].dest: \"old.txt/data.bin\" would be inside \"old.txt\", which is the "
                        + "destination of files[0] (line 8)\n")
@@ -246,7 +242,7 @@ final class AddCommandTests: XCTestCase {
         let original = "version: 1\nfiles:\n  - url: \(server.url("/v1/old.txt"))\n    dset: old.txt\n"
         try directory.write("haul.yaml", original)
 
-        let add = try haul(["add", server.url("/v1/data.bin")])
+        let add = try directory.haul(["add", server.url("/v1/data.bin")])
         XCTAssertEqual(add.exitCode, 3)
         XCTAssertEqual(add.stderr, """
             haul.yaml:3:5: error: files[0]: missing required key "dest"
@@ -262,7 +258,7 @@ final class AddCommandTests: XCTestCase {
         defer { server.stop() }
         try directory.write("haul.yaml", commentedManifest(server))
 
-        let add = try haul(["add", server.url("/v1/old.txt"), "--dest", "copy/old.txt"])
+        let add = try directory.haul(["add", server.url("/v1/old.txt"), "--dest", "copy/old.txt"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "warning: haul.yaml:7:10: files[0] (dest \"old.txt\") already fetches "
                        + "\(server.url("/v1/old.txt")); adding another entry for it\n")
@@ -274,7 +270,7 @@ final class AddCommandTests: XCTestCase {
         defer { server.stop() }
         let template = "http://user:s3cret@127.0.0.1:${ASSET_PORT}/v1/data.bin"
 
-        let add = try haul(["add", template], environment: ["ASSET_PORT": String(server.port)])
+        let add = try directory.haul(["add", template], environment: ["ASSET_PORT": String(server.port)])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertFalse(add.stdout.contains("s3cret") || add.stderr.contains("s3cret"))
         XCTAssertEqual(manifestText()?.split(separator: "\n").dropFirst(2).first, "  - url: \(template)",
@@ -282,25 +278,25 @@ final class AddCommandTests: XCTestCase {
 
         // The manifest is validated as sync would validate it, in this environment.
         let missing = "http://user:s3cret@127.0.0.1:\(server.port)/v1/missing.bin"
-        let unset = try haul(["add", missing, "--dest", "m.bin"])
+        let unset = try directory.haul(["add", missing, "--dest", "m.bin"])
         XCTAssertEqual(unset.exitCode, 3)
         XCTAssertEqual(unset.stderr, "haul.yaml:3:10: error: files[0].url: environment variable ASSET_PORT is not set\n")
 
-        let failing = try haul(["add", missing, "--dest", "m.bin"], environment: ["ASSET_PORT": String(server.port)])
+        let failing = try directory.haul(["add", missing, "--dest", "m.bin"], environment: ["ASSET_PORT": String(server.port)])
         XCTAssertEqual(failing.exitCode, 1)
         XCTAssertEqual(failing.stderr, "error: http://***@127.0.0.1:\(server.port)/v1/missing.bin: HTTP 404\n")
 
-        let sync = try haul(["sync"], environment: ["ASSET_PORT": String(server.port)])
+        let sync = try directory.haul(["sync"], environment: ["ASSET_PORT": String(server.port)])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("data.bin"), body)
     }
 
     func testUnusableURLOrDestinationIsAUsageError() throws {
-        let noName = try haul(["add", "https://example.com/"])
+        let noName = try directory.haul(["add", "https://example.com/"])
         XCTAssertEqual(noName.exitCode, 64)
         XCTAssertEqual(noName.stderr,
                        "error: URL \"https://example.com/\" has no file name at the end of its path; choose a destination with --dest\n")
-        let escaping = try haul(["add", "https://example.com/a.bin", "--dest", "../a.bin"])
+        let escaping = try directory.haul(["add", "https://example.com/a.bin", "--dest", "../a.bin"])
         XCTAssertEqual(escaping.exitCode, 64)
         XCTAssertEqual(escaping.stderr, "error: destination \"../a.bin\" contains \"..\"; destinations must stay inside root\n")
         XCTAssertEqual(directory.list(), [], "nothing is created")

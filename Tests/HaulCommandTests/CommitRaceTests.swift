@@ -25,13 +25,12 @@ final class CommitRaceTests: XCTestCase {
             released.store(true, ordering: .releasing)
             server.stop()
         }
-        func sha(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
         try directory.write("haul.yaml", """
             version: 1
             root: out
             files:
-              - { url: \(server.url("/first")), dest: d/first, sha256: \(sha(first)) }
-              - { url: \(server.url("/second")), dest: d/second, sha256: \(sha(second)) }
+              - { url: \(server.url("/first")), dest: d/first, sha256: \(sha256(first)) }
+              - { url: \(server.url("/second")), dest: d/second, sha256: \(sha256(second)) }
             """)
 
         let sync = try HaulProcess.start(["sync", "--jobs", "2", "--progress", "plain"], currentDirectory: directory.path,

@@ -235,7 +235,6 @@ private func bytes(_ count: Int, seed: Int) -> [UInt8] {
     (0..<count).map { UInt8(truncatingIfNeeded: (($0 &* 2_654_435_761) &+ seed &* 97) >> 5) }
 }
 
-private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
 /// One root, one server and the files of a manifest before (v1) and after (v2) a change; the v2 answers can be
 /// made to stall mid-body at chosen offsets.
@@ -322,10 +321,7 @@ private final class CrashScenario {
 
     /// A sync that the kill switch SIGKILLs at `point`. Skipped (or failed, see `Capability`) where the switch cannot be built.
     func run(killedAt point: KillSwitch.Point) throws -> ProcessResult {
-        let environment: [String: String]
-        do { environment = try KillSwitch.environment(point) } catch let error as FaultUnavailable {
-            throw Capability.unavailable("cannot kill haul at \(point): \(error)")
-        }
+        let environment = try Capability.required("cannot kill haul at \(point)") { try KillSwitch.environment(point) }
         return try HaulProcess.run(["sync", "--quiet"], environment: environment, currentDirectory: directory.path, timeout: 30)
     }
 

@@ -13,11 +13,7 @@ final class HostileServerCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     /// One manifest entry; `extra` lines are added as they are (already indented).
     private func entry(_ url: String, dest: String, pinned: [UInt8]?, mirrors: [String] = [], extra: [String] = []) -> String {
@@ -47,7 +43,7 @@ final class HostileServerCommandTests: XCTestCase {
         }
         defer { server.stop() }
         try writeManifest([entry(server.url("/feed"), dest: "feed.txt", pinned: nil)])
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1, sync.stdout + sync.stderr)
         XCTAssertNil(directory.read("out/feed.txt"), "no file of 3 (or 5) bytes")
         XCTAssertTrue(sync.stderr.contains("error: feed.txt: \(server.url("/feed")): protocol error: conflicting Content-Length values: 5 and 3"),
@@ -70,7 +66,7 @@ final class HostileServerCommandTests: XCTestCase {
             entry(server.url("/odd"), dest: "a.bin", pinned: good, mirrors: [server.url("/mirror-a")], extra: ["retries: 2"]),
             entry(server.url("/headers"), dest: "b.bin", pinned: good, mirrors: [server.url("/mirror-b")], extra: ["retries: 2"]),
         ])
-        let sync = try haul(["sync", "--jobs", "1"])
+        let sync = try directory.haul(["sync", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), good)
         XCTAssertEqual(directory.read("out/b.bin"), good)
@@ -92,8 +88,8 @@ final class HostileServerCommandTests: XCTestCase {
         }
         defer { server.stop() }
         try writeManifest([entry(server.url("/big"), dest: "big.bin", pinned: data, extra: ["retries: 0"])])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 1, "the first run is cut and keeps its partial")
-        let second = try haul(["sync"])
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 1, "the first run is cut and keeps its partial")
+        let second = try directory.haul(["sync"])
         XCTAssertEqual(second.exitCode, 0, second.stderr)
         XCTAssertEqual(directory.read("out/big.bin"), data)
         XCTAssertEqual(server.requests.map { $0.header("Range") }, [nil, "bytes=100000-", nil])
@@ -107,7 +103,7 @@ final class HostileServerCommandTests: XCTestCase {
             entry(server.url("/pinned"), dest: "pinned.txt", pinned: Array("plain".utf8)),
             entry(server.url("/feed"), dest: "feed.json", pinned: nil),
         ])
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertTrue(sync.stderr.contains("error: pinned.txt: \(server.url("/pinned")): checksum mismatch: expected \(sha256(Array("plain".utf8)))"),
                       sync.stderr)
@@ -128,7 +124,7 @@ final class HostileServerCommandTests: XCTestCase {
         try writeManifest((0..<30).map {
             entry(dead.url("/f\($0)"), dest: "f\($0).txt", pinned: files["/f\($0)"], mirrors: [mirror.url("/f\($0)")])
         })
-        let sync = try haul(["sync", "--json", "--jobs", "1"])
+        let sync = try directory.haul(["sync", "--json", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         let retries = try events(sync.stdout).filter { $0["event"] as? String == "retry" }
         XCTAssertEqual(retries.count, 1, "\(retries)")
@@ -148,7 +144,7 @@ final class HostileServerCommandTests: XCTestCase {
             entry(silent.url("/f\($0)"), dest: "f\($0).txt", pinned: files["/f\($0)"], mirrors: [mirror.url("/f\($0)")],
                   extra: ["timeout: 1s", "retries: 2"])
         })
-        let sync = try haul(["sync", "--json", "--jobs", "1"])
+        let sync = try directory.haul(["sync", "--json", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         let retries = try events(sync.stdout).filter { $0["event"] as? String == "retry" }
         XCTAssertEqual(retries.map { $0["url"] as? String }, [silent.url("/f0")])
@@ -165,14 +161,14 @@ final class HostileServerCommandTests: XCTestCase {
             text += "  - {url: \"\(server.url("/shared"))\", dest: \"d\(index % 100)/f\(index)\", sha256: \(sha256(bytes))}\n"
         }
         try directory.write("haul.yaml", text)
-        let sync = try haul(["sync", "--progress", "none"])
+        let sync = try directory.haul(["sync", "--progress", "none"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(server.requests.count, 1)
         XCTAssertTrue(sync.stdout.contains("Fetched 10000 files"), sync.stdout)
         for index in stride(from: 0, to: 10_000, by: 997) { XCTAssertEqual(directory.read("out/d\(index % 100)/f\(index)"), bytes) }
         XCTAssertEqual(directory.list("out/d7").count, 100)
         server.resetLog()
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(server.requests.count, 0, "and every one was recorded as haul's")
     }
 
@@ -189,7 +185,7 @@ final class HostileServerCommandTests: XCTestCase {
             entry(server.url("/shared"), dest: "team-a-2.txt", pinned: bytes, extra: ["headers: {X-Team: a}"]),
             entry(server.url("/shared"), dest: "plain-2.txt", pinned: bytes),
         ])
-        let sync = try haul(["sync", "--jobs", "1"])
+        let sync = try directory.haul(["sync", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         for name in ["plain-1", "plain-2", "team-a-1", "team-a-2", "team-b"] { XCTAssertEqual(directory.read("out/\(name).txt"), bytes, name) }
         let teams = server.requests(path: "/shared").map { request in
@@ -209,7 +205,7 @@ final class HostileServerCommandTests: XCTestCase {
             entry(server.url("/shared"), dest: "old-with-mirror.txt", pinned: old, mirrors: [server.url("/archive")]),
             entry(server.url("/shared"), dest: "old.txt", pinned: old),
         ])
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(directory.read("out/a.txt"), bytes)
         XCTAssertEqual(directory.read("out/b.txt"), bytes)

@@ -15,13 +15,7 @@ final class IOErrorTests: XCTestCase {
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/a.bin": bytes])
-        try directory.makeDirectory("back")
-        try directory.makeDirectory("out")
-        do {
-            faults = try FaultFileSystem(mountPoint: directory.path("out"), backing: directory.path("back"))
-        } catch let error as FaultUnavailable {
-            throw Capability.unavailable(error.description)
-        }
+        faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
         try directory.write("haul.yaml", """
             version: 1
             root: out
@@ -36,39 +30,36 @@ final class IOErrorTests: XCTestCase {
         directory = nil
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path, timeout: 60)
-    }
 
     func testADestinationThatReadsWithEIOIsReplacedNotBlockedForever() throws {
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         // A new identity, so that the file must be read again; then reading it fails.
         var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
         XCTAssertEqual(utimensat(AT_FDCWD, directory.path("out/data/a.bin"), &times, 0), 0)
         try faults?.inject(["read a.bin"])
 
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, plan.stdout + plan.stderr)
         XCTAssertTrue(plan.stdout.contains("~ data/a.bin (cannot read \"data/a.bin\": Input/output error; it will be replaced)"),
                       plan.stdout)
-        let verify = try haul(["verify"])
+        let verify = try directory.haul(["verify"])
         XCTAssertEqual(verify.exitCode, 1)
         XCTAssertTrue(verify.stdout.contains("unreadable data/a.bin (cannot read \"data/a.bin\": Input/output error)"), verify.stdout)
 
         server.resetLog()
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(server.requests.count, 1, "the unreadable copy is fetched again")
         try faults?.inject([])
         XCTAssertEqual(directory.read("back/data/a.bin"), bytes)
-        XCTAssertEqual(try haul(["verify"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["verify"]).exitCode, 0)
     }
 
     func testAnEIOReadingTheStateIsCalledAnIOErrorNotCorruption() throws {
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try faults?.inject(["read .haul/state"])
         server.resetLog()
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertTrue(sync.stderr.contains("warning: cannot read \(directory.path("out"))/.haul/state: Input/output error; hashing every file"),
                       sync.stderr)
@@ -78,10 +69,10 @@ final class IOErrorTests: XCTestCase {
 
     /// The summary's time is the whole run's, pruning included (a slow unlink here takes a second and a half).
     func testTheSummaryTimeIncludesPruning() throws {
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try directory.write("haul.yaml", "version: 1\nroot: out\nprune: true\nfiles:\n  - { url: \(server.url("/a.bin")), dest: b.bin }\n")
         try faults?.inject(["unlink a.bin DELAY"])
-        let result = try haul(["sync", "--json"])
+        let result = try directory.haul(["sync", "--json"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertFalse(directory.exists("back/data/a.bin"))
         let summary = try XCTUnwrap(result.stdout.split(separator: "\n").last { $0.contains("\"event\":\"summary\"") })

@@ -12,7 +12,6 @@ final class JSONEventsTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
     /// Every stdout line is one JSON object; returns them in order.
     private func events(_ stdout: String, file: StaticString = #filePath, line: UInt = #line) throws -> [[String: Any]] {

@@ -40,9 +40,6 @@ final class LocalFaultTests: XCTestCase {
         try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.destination, $0.bytes) }))
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path, timeout: 60)
-    }
 
     private func out(_ destination: String) -> [UInt8]? { directory.read("out/" + destination) }
 
@@ -57,10 +54,6 @@ final class LocalFaultTests: XCTestCase {
         XCTAssertTrue(text.contains(expected), "expected \(expected.debugDescription) in:\n\(text)", file: file, line: line)
     }
 
-    private func skipIfUnavailable<T>(_ make: () throws -> T) throws -> T {
-        do { return try make() } catch let error as FaultUnavailable { throw Capability.unavailable(error.description) }
-    }
-
     // MARK: Disk full
 
     /// A 1 MiB tmpfs as root: the 2 MiB entries (one pinned and resumable-sized, staged in `.haul/partial`; one
@@ -69,7 +62,7 @@ final class LocalFaultTests: XCTestCase {
     func testDiskFullFailsTheEntryNamingItsCauseFreesItsBytesAndTheOthersComplete() throws {
         let root = directory.path("out")
         try directory.makeDirectory("out")
-        let mount = try skipIfUnavailable { try TestMount.tmpfs(at: root, size: 1 << 20) }
+        let mount = try Capability.required { try TestMount.tmpfs(at: root, size: 1 << 20) }
         defer { mount.unmount() }
 
         let entries = [
@@ -84,7 +77,7 @@ final class LocalFaultTests: XCTestCase {
         let old = Array("the old, smaller version".utf8)
         try directory.write("out/big-pinned.bin", old)
 
-        let result = try haul(["sync", "--jobs", "1"])
+        let result = try directory.haul(["sync", "--jobs", "1"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         for name in ["big-pinned.bin", "big-unpinned.bin"] {
             assertContains(result.stderr, "error: \(name): \(server.url("/" + name)): cannot write \(root)/.haul/")
@@ -97,7 +90,7 @@ final class LocalFaultTests: XCTestCase {
         assertNothingStaged()
 
         try mount.resize(to: 16 << 20)
-        let retry = try haul(["sync"])
+        let retry = try directory.haul(["sync"])
         XCTAssertEqual(retry.exitCode, 0, retry.stderr)
         for entry in entries { XCTAssertEqual(out(entry.destination), entry.bytes, entry.destination) }
     }
@@ -168,7 +161,7 @@ final class LocalFaultTests: XCTestCase {
         let old = Array("root's old file".utf8)
         try directory.write("out/locked/a.bin", old)
         XCTAssertEqual(chmod(directory.path, 0o755), 0, "the unprivileged user must reach the manifest and root")
-        try skipIfUnavailable { try Unprivileged.checkAvailable(currentDirectory: directory.path) }
+        try Capability.required { try Unprivileged.checkAvailable(currentDirectory: directory.path) }
         try Unprivileged.giveAway(directory.path("out"))
         for path in ["out/locked", "out/locked/a.bin"] { XCTAssertEqual(chown(directory.path(path), 0, 0), 0, path) }
 
@@ -202,10 +195,10 @@ final class LocalFaultTests: XCTestCase {
         try writeManifest(entries, server: server)
         let old = Array("old".utf8)
         try directory.write("out/ro/a.bin", old)
-        let immutable = try skipIfUnavailable { try ImmutableAttribute(directory.path("out/ro")) }
+        let immutable = try Capability.required { try ImmutableAttribute(directory.path("out/ro")) }
         defer { immutable.release() }
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: ro/a.bin: cannot rename into \"ro/a.bin\": Operation not permitted")
         assertContains(result.stderr, "error: ro/new.bin: cannot rename into \"ro/new.bin\": Operation not permitted")
@@ -215,7 +208,7 @@ final class LocalFaultTests: XCTestCase {
         assertNothingStaged()
 
         immutable.release()
-        let retry = try haul(["sync"])
+        let retry = try directory.haul(["sync"])
         XCTAssertEqual(retry.exitCode, 0, retry.stderr)
         for entry in entries { XCTAssertEqual(out(entry.destination), entry.bytes, entry.destination) }
     }
@@ -233,10 +226,10 @@ final class LocalFaultTests: XCTestCase {
         try writeManifest(entries, server: server)
         let old = Array("old".utf8)
         try directory.write("out/mnt/a.bin", old)
-        let mount = try skipIfUnavailable { try TestMount.readOnlyBind(at: directory.path("out/mnt")) }
+        let mount = try Capability.required { try TestMount.readOnlyBind(at: directory.path("out/mnt")) }
         defer { mount.unmount() }
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: mnt/a.bin: cannot rename into \"mnt/a.bin\": its folder is on another mount "
                        + "than haul's staging area \(directory.path("out"))/.haul/tmp (rename(2) cannot cross mounts)")
@@ -263,7 +256,7 @@ final class LocalFaultTests: XCTestCase {
         try directory.write("out/data/x/inner.txt", inner)
         try directory.write("out/data/file.txt", plain)
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: data/x: a directory is in the way")
         assertContains(result.stderr, "error: data/file.txt/y: ")
@@ -287,4 +280,3 @@ private func pattern(_ count: Int, seed: Int) -> [UInt8] {
     return bytes
 }
 
-private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }

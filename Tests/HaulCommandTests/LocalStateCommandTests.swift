@@ -13,9 +13,6 @@ final class LocalStateCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path)
-    }
 
     private func writeManifest(url: String, bytes: [UInt8], dest: String = "f.bin") throws {
         try directory.write("haul.yaml", """
@@ -66,7 +63,7 @@ final class LocalStateCommandTests: XCTestCase {
                     sha256: \(StreamingHasher.digest(early, algorithm: .sha256).hex)
                 """
             try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:" + earlier)
-            XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+            XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
             XCTAssertNotNil(directory.read("out/.haul/state"))
             manifest += earlier
         }
@@ -86,13 +83,13 @@ final class LocalStateCommandTests: XCTestCase {
         while server.requests.count == requestsBefore && Date() < deadline { usleep(10_000) }
         XCTAssertEqual(server.requests.count, requestsBefore + 1)
 
-        let busy = try haul(["sync"])
+        let busy = try directory.haul(["sync"])
         XCTAssertEqual(busy.exitCode, 4)
         XCTAssertTrue(busy.stderr.contains("another haul is syncing"), busy.stderr)
         XCTAssertTrue(busy.stderr.contains("pid "), "the message names the holder: \(busy.stderr)")
         XCTAssertEqual(server.requests.count, requestsBefore + 1, "the refused run made no request")
 
-        let waited = try haul(["sync", "--wait"])
+        let waited = try directory.haul(["sync", "--wait"])
         XCTAssertEqual(waited.exitCode, 0, waited.stderr)
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
         XCTAssertEqual(holder.withLock { $0?.exitCode }, 0)
@@ -112,7 +109,7 @@ final class LocalStateCommandTests: XCTestCase {
         try directory.write("out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part", Array("orphan".utf8))
         try directory.write("out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part.meta", Array("source x\netag \"y\"\n".utf8))
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), ["notes.txt"],
@@ -163,7 +160,7 @@ extension LocalStateCommandTests {
         XCTAssertEqual(Set(partials.map { $0.hasSuffix(".meta") }), [true, false], "the partial and its validator are kept: \(partials)")
 
         stall.withLock { $0 = false }
-        let resumed = try haul(["sync"])
+        let resumed = try directory.haul(["sync"])
         XCTAssertEqual(resumed.exitCode, 0, resumed.stderr)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
         XCTAssertEqual(server.requests.last?.header("Range"), "bytes=200000-")
@@ -205,7 +202,7 @@ extension LocalStateCommandTests {
         let bytes = [UInt8](repeating: 8, count: 4_096)
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         try writeManifest(url: server.url("/f"), bytes: bytes)
-        let first = try haul(["sync"])
+        let first = try directory.haul(["sync"])
         XCTAssertEqual(first.exitCode, 0, first.stderr)
         return (server, bytes, directory.path + "/out/.haul/state")
     }
@@ -221,11 +218,11 @@ extension LocalStateCommandTests {
         // A record claiming other content for the same identity is believed: proof that a match skips hashing.
         let lying = state.replacingOccurrences(of: realDigest, with: String(repeating: "0", count: 64))
         try lying.write(toFile: statePath, atomically: false, encoding: .utf8)
-        XCTAssertEqual(try haul(["plan"]).exitCode, 2, "the cached (wrong) digest was used without hashing")
-        let verify = try haul(["verify"])
+        XCTAssertEqual(try directory.haul(["plan"]).exitCode, 2, "the cached (wrong) digest was used without hashing")
+        let verify = try directory.haul(["verify"])
         XCTAssertEqual(verify.exitCode, 0, "verify hashes everything: \(verify.stdout)")
         server.resetLog()
-        let rehash = try haul(["sync", "--rehash"])
+        let rehash = try directory.haul(["sync", "--rehash"])
         XCTAssertEqual(rehash.exitCode, 0, rehash.stderr)
         XCTAssertTrue(rehash.stdout.contains("Nothing to do"), rehash.stdout)
         XCTAssertEqual(server.requests.count, 0)
@@ -238,7 +235,7 @@ extension LocalStateCommandTests {
         defer { server.stop() }
         try "garbage\u{0}\n".write(toFile: statePath, atomically: false, encoding: .utf8)
         server.resetLog()
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("is corrupt or from another haul version; hashing every file to rebuild it"), result.stderr)
         XCTAssertEqual(server.requests.count, 0, "re-hashing found the file right: no request")
@@ -246,7 +243,7 @@ extension LocalStateCommandTests {
         XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t3\n"))
 
         try FileManager.default.removeItem(atPath: statePath)
-        let again = try haul(["sync"])
+        let again = try directory.haul(["sync"])
         XCTAssertEqual(again.exitCode, 0)
         XCTAssertEqual(again.stderr, "", "a missing state is simply rebuilt")
         XCTAssertEqual(server.requests.count, 0)
@@ -261,10 +258,10 @@ extension LocalStateCommandTests {
         try directory.write("out/f.bin", [UInt8](repeating: 9, count: bytes.count))
         var times = [before.st_atim, before.st_mtim]
         XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0, "mtime set back; ctime cannot be")
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, plan.stdout)
         XCTAssertTrue(plan.stdout.contains("~ f.bin (checksum differs"), plan.stdout)
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
     }
 }

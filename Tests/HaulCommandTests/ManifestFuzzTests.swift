@@ -33,7 +33,7 @@ final class ManifestFuzzTests: XCTestCase {
         defer { server.stop() }
         let seeds = Self.seedManifests(server: server, bodies: bodies)
 
-        var generator = SplitMix64(seed: Self.seed)
+        var generator = SplitMix(seed: Self.seed)
         var outsideRoot = Self.snapshotOutsideRoot(sandbox: sandbox.path)
         for number in 0..<(Self.syncs + Self.plans) {
             let command = number < Self.syncs ? "sync" : "plan"
@@ -113,7 +113,7 @@ final class ManifestFuzzTests: XCTestCase {
         String(repeating: "- ", count: 100), "http://127.0.0.1:1/", "file:///etc/passwd", "ftp://x/",
     ]
 
-    private static func mutate(_ input: [UInt8], rounds: Int, using generator: inout SplitMix64) -> [UInt8] {
+    private static func mutate(_ input: [UInt8], rounds: Int, using generator: inout SplitMix) -> [UInt8] {
         var bytes = input
         for _ in 0..<rounds {
             let position = bytes.isEmpty ? 0 : Int(generator.next() % UInt64(bytes.count + 1))
@@ -139,18 +139,5 @@ final class ManifestFuzzTests: XCTestCase {
             }
         }
         return bytes
-    }
-}
-
-/// A small, fast generator with a fixed seed: the same manifests on every run and every machine.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

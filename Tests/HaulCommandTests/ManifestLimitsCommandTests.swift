@@ -11,9 +11,6 @@ final class ManifestLimitsCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     /// `script` run by bash in the test's directory, with `$HAUL` the binary under test.
     private func shell(_ script: String) throws -> ProcessResult {
@@ -66,7 +63,7 @@ final class ManifestLimitsCommandTests: XCTestCase {
 
     /// `/dev/zero` never ends; haul stops reading at the limit. Before, it grew to 3.7 GB.
     func testAManifestLargerThan256MiBIsRefusedNamingTheLimit() throws {
-        let result = try haul(["plan", "/dev/zero"])
+        let result = try directory.haul(["plan", "/dev/zero"])
         XCTAssertEqual(result.exitCode, 3)
         XCTAssertEqual(result.stdout, "")
         XCTAssertEqual(result.stderr, "/dev/zero: error: the manifest is larger than 256 MiB, the most haul reads\n")
@@ -87,7 +84,7 @@ final class ManifestLimitsCommandTests: XCTestCase {
                 headers: {X-B: "\(references)"}
 
             """)
-        let result = try haul(["plan"], environment: ["BIG": String(repeating: "v", count: 100_000)])
+        let result = try directory.haul(["plan"], environment: ["BIG": String(repeating: "v", count: 100_000)])
         XCTAssertEqual(result.exitCode, 3)
         XCTAssertEqual(result.stderr, "haul.yaml:5:20: error: files[0].headers.X-A: expanding environment variables "
                        + "makes the manifest larger than 256 MiB, the most haul reads\n")
@@ -98,7 +95,7 @@ final class ManifestLimitsCommandTests: XCTestCase {
         let expected = (0..<50).map { "haul.yaml:\($0 + 2):1: error: k\($0): unknown key \"k\($0)\"\n" }.joined()
             + "… and 1950 more\n"
         for arguments in [["plan"], ["plan", "--json"], ["sync"], ["verify", "--json"]] {
-            let result = try haul(arguments)
+            let result = try directory.haul(arguments)
             XCTAssertEqual(result.exitCode, 3, arguments.joined(separator: " "))
             XCTAssertEqual(result.stdout, "", arguments.joined(separator: " "))
             XCTAssertEqual(result.stderr, expected, arguments.joined(separator: " "))
@@ -110,7 +107,7 @@ final class ManifestLimitsCommandTests: XCTestCase {
         try directory.write("haul.yaml", "version: 1\nfiles:\n" + (0..<60).map {
             "  - {url: \"http://127.0.0.1:1/\($0)\", dest: f\($0), checksum: \"md5:\(md5)\"}\n"
         }.joined())
-        let result = try haul(["plan", "--json"])
+        let result = try directory.haul(["plan", "--json"])
         XCTAssertEqual(result.exitCode, 2, result.stderr)
         let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
         XCTAssertEqual(lines.count, 52)

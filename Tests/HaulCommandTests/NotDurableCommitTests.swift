@@ -18,13 +18,7 @@ final class NotDurableCommitTests: XCTestCase {
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/a.bin": bytes, "/b.bin": other])
-        try directory.makeDirectory("back")
-        try directory.makeDirectory("out")
-        do {
-            faults = try FaultFileSystem(mountPoint: directory.path("out"), backing: directory.path("back"))
-        } catch let error as FaultUnavailable {
-            throw Capability.unavailable(error.description)
-        }
+        faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
         try directory.write("haul.yaml", """
             version: 1
             root: out
@@ -41,15 +35,11 @@ final class NotDurableCommitTests: XCTestCase {
         directory = nil
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path, timeout: 60)
-    }
 
     func testAFolderSyncThatFailsAfterTheRenameIsReportedAsInPlaceButNotDurable() throws {
         try faults?.inject(["fsyncdir data"])
-        let result = try haul(["sync", "--progress", "plain"])
+        let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1, result.stdout + result.stderr)
         XCTAssertEqual(result.stderr, "error: data/a.bin: in place, but not yet durable: cannot sync the directory of "
                        + "\"data/a.bin\": Input/output error\n")
@@ -65,7 +55,7 @@ final class NotDurableCommitTests: XCTestCase {
         // The state records the file as it is: the next run, with the disk healthy again, has nothing to do.
         try faults?.inject([])
         server.resetLog()
-        let next = try haul(["sync"])
+        let next = try directory.haul(["sync"])
         XCTAssertEqual(next.exitCode, 0, next.stderr)
         XCTAssertEqual(server.requests.count, 0, "the file in place is not fetched again")
         XCTAssertTrue(next.stdout.hasPrefix("Nothing to do: 2 files up to date"), next.stdout)
@@ -73,7 +63,7 @@ final class NotDurableCommitTests: XCTestCase {
 
     func testJSONKeepsDoneForTheFileAndMarksItNotDurable() throws {
         try faults?.inject(["fsyncdir data"])
-        let result = try haul(["sync", "--json"])
+        let result = try directory.haul(["sync", "--json"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         XCTAssertEqual(result.stderr, "")
         let events = try result.stdout.split(separator: "\n").map { line in

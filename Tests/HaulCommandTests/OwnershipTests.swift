@@ -7,7 +7,6 @@ import XCTest
 /// Knowing what haul wrote survives a crash: a run killed after committing a file but before saving its state
 /// still owns that file, and a later prune deletes it.
 final class OwnershipTests: XCTestCase {
-    private func sha(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
     func testAFileCommittedByARunKilledBeforeItSavedTheStateIsStillPrunable() throws {
         let directory = try TemporaryDirectory()
@@ -16,8 +15,8 @@ final class OwnershipTests: XCTestCase {
         defer { server.stop() }
         func manifest(_ entries: [String]) throws {
             var yaml = "version: 1\nroot: out\nprune: true\nfiles:\n"
-            if entries.contains("kept") { yaml += "  - { url: \(server.url("/kept")), dest: kept.txt, sha256: \(sha(kept)) }\n" }
-            if entries.contains("dropped") { yaml += "  - { url: \(server.url("/dropped")), dest: sub/dropped.txt, sha256: \(sha(dropped)) }\n" }
+            if entries.contains("kept") { yaml += "  - { url: \(server.url("/kept")), dest: kept.txt, sha256: \(sha256(kept)) }\n" }
+            if entries.contains("dropped") { yaml += "  - { url: \(server.url("/dropped")), dest: sub/dropped.txt, sha256: \(sha256(dropped)) }\n" }
             if entries.contains("feed") { yaml += "  - { url: \(server.url("/feed")), dest: feed.txt }\n" }
             try directory.write("haul.yaml", yaml)
         }
@@ -30,11 +29,8 @@ final class OwnershipTests: XCTestCase {
             realRoot = String(cString: resolved)
             free(resolved)
         }
-        let environment: [String: String]
-        do {
-            environment = try KillSwitch.environment(.rename(n: 1, targetPrefix: realRoot + "/.haul/state"))
-        } catch let error as FaultUnavailable {
-            throw Capability.unavailable("cannot kill haul before it saves the state: \(error)")
+        let environment = try Capability.required("cannot kill haul before it saves the state") {
+            try KillSwitch.environment(.rename(n: 1, targetPrefix: realRoot + "/.haul/state"))
         }
         let killed = try HaulProcess.run(["sync"], environment: environment, currentDirectory: directory.path, timeout: 30)
         XCTAssertEqual(killed.exitCode, 128 + SIGKILL, killed.stderr)

@@ -30,13 +30,10 @@ final class PrivateFolderTests: XCTestCase {
         server.stop()
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path, timeout: 30)
-    }
 
     /// A synced root, then a folder outside it holding files a careless cleanup would delete.
     private func syncedRootAndVictim() throws -> String {
-        let first = try haul(["sync"])
+        let first = try directory.haul(["sync"])
         XCTAssertEqual(first.exitCode, 0, first.stderr)
         server.resetLog()
         try directory.write("victim/keep.txt", "precious")
@@ -66,7 +63,7 @@ final class PrivateFolderTests: XCTestCase {
             let snapshot = TreeSnapshot(directory.path)
             for command in [["sync"], ["sync", "--dry-run"], ["plan"], ["verify"], ["sync", "--rehash"]] {
                 server.resetLog()
-                assertRefused(try haul(command), path: "out/" + member,
+                assertRefused(try directory.haul(command), path: "out/" + member,
                               saying: "a symlink to \(victim); haul's folder must be a real directory inside root")
                 XCTAssertEqual(TreeSnapshot(directory.path), snapshot, "\(command) with \(member) a symlink changed something")
             }
@@ -84,7 +81,7 @@ final class PrivateFolderTests: XCTestCase {
         let snapshot = TreeSnapshot(directory.path)
         for command in [["sync"], ["plan"], ["verify"], ["sync", "--dry-run"]] {
             server.resetLog()
-            assertRefused(try haul(command), path: "out/.haul",
+            assertRefused(try directory.haul(command), path: "out/.haul",
                           saying: "a symlink to \(elsewhere); haul's folder must be a real directory inside root")
             XCTAssertEqual(TreeSnapshot(directory.path), snapshot, "\(command) changed something")
         }
@@ -97,7 +94,7 @@ final class PrivateFolderTests: XCTestCase {
         try FileManager.default.removeItem(atPath: directory.path("out/.haul/state"))
         XCTAssertEqual(mkfifo(directory.path("out/.haul/state"), 0o600), 0)
         for command in [["sync"], ["plan"], ["sync", "--wait"]] {
-            assertRefused(try haul(command), path: "out/.haul/state", saying: "a FIFO; haul's state must be a regular file")
+            assertRefused(try directory.haul(command), path: "out/.haul/state", saying: "a FIFO; haul's state must be a regular file")
         }
     }
 
@@ -115,16 +112,16 @@ final class PrivateFolderTests: XCTestCase {
         ]
         for (member, make, what) in cases {
             try FileManager.default.removeItem(atPath: directory.path("out"))
-            XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+            XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
             try FileManager.default.removeItem(atPath: directory.path("out/" + member))
             try make()
             server.resetLog()
             let snapshot = TreeSnapshot(directory.path)
-            assertRefused(try haul(["sync"]), path: "out/" + member, saying: what)
+            assertRefused(try directory.haul(["sync"]), path: "out/" + member, saying: what)
             XCTAssertEqual(TreeSnapshot(directory.path), snapshot, "a refused sync changed something")
             try FileManager.default.removeItem(atPath: directory.path("out/" + member))
         }
-        let healthy = try haul(["sync"])
+        let healthy = try directory.haul(["sync"])
         XCTAssertEqual(healthy.exitCode, 0, "once the intruder is gone the root is used again: \(healthy.stderr)")
     }
 
@@ -132,7 +129,7 @@ final class PrivateFolderTests: XCTestCase {
     func testASymlinkedRootIsTheUsersChoice() throws {
         try directory.makeDirectory("real-out")
         XCTAssertEqual(symlink(directory.path("real-out"), directory.path("out")), 0)
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("real-out/a.txt"), bytes)
         XCTAssertTrue(directory.exists("real-out/.haul/state"))
@@ -201,13 +198,12 @@ final class StagingSwapTests: XCTestCase {
             gates.withLock { $0 = ["/first", "/second"] }
             server.stop()
         }
-        func sha(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
         try directory.write("haul.yaml", """
             version: 1
             root: out
             files:
-              - { url: \(server.url("/first")), dest: first.txt, sha256: \(sha(first)) }
-              - { url: \(server.url("/second")), dest: second.txt, sha256: \(sha(second)) }
+              - { url: \(server.url("/first")), dest: first.txt, sha256: \(sha256(first)) }
+              - { url: \(server.url("/second")), dest: second.txt, sha256: \(sha256(second)) }
             """)
         try directory.makeDirectory("victim")
         let sync = try HaulProcess.start(["sync", "--jobs", "1"], currentDirectory: directory.path,

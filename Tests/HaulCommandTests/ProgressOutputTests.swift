@@ -16,7 +16,6 @@ final class ProgressOutputTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
     private func body(_ seed: Int, size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed) } }
 
@@ -41,9 +40,6 @@ final class ProgressOutputTests: XCTestCase {
         return try LoopbackHTTPServer(handler: script.respond)
     }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     // MARK: Piped: plain
 
@@ -56,7 +52,7 @@ final class ProgressOutputTests: XCTestCase {
 
         for environment in [[:], ["CI": "true", "TERM": "xterm-256color"], ["TERM": "dumb"]] {
             try? FileManager.default.removeItem(atPath: directory.path("out"))
-            let result = try haul(["sync"], environment: environment)
+            let result = try directory.haul(["sync"], environment: environment)
             XCTAssertEqual(result.exitCode, 0, result.stderr)
             XCTAssertFalse((result.stdout + result.stderr).contains("\u{1B}"), "\(environment): \(result.stdout)\(result.stderr)")
             let fetched = result.stdout.split(separator: "\n").filter { $0.hasPrefix("fetched ") }
@@ -73,14 +69,14 @@ final class ProgressOutputTests: XCTestCase {
         defer { server.stop() }
         try writeManifest(entries, server: server)
 
-        let none = try haul(["sync", "--progress", "none"])
+        let none = try directory.haul(["sync", "--progress", "none"])
         XCTAssertEqual(none.exitCode, 0, none.stderr)
         XCTAssertFalse(none.stdout.contains("fetched"), none.stdout)
         XCTAssertEqual(none.stdout.split(separator: "\n").count, 4, "two plan lines, the plan summary, the summary: \(none.stdout)")
         XCTAssertEqual(none.stderr, "")
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
-        let quiet = try haul(["sync", "--quiet", "--progress", "plain"])
+        let quiet = try directory.haul(["sync", "--quiet", "--progress", "plain"])
         XCTAssertEqual(quiet.exitCode, 0, quiet.stderr)
         XCTAssertEqual(quiet.stdout, "")
         XCTAssertEqual(quiet.stderr, "")
@@ -93,7 +89,7 @@ final class ProgressOutputTests: XCTestCase {
         defer { server.stop() }
         try writeManifest(entries, server: server)
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         let lines = result.stderr.split(separator: "\n")
         XCTAssertEqual(lines.count, 1, result.stderr)
@@ -111,7 +107,7 @@ final class ProgressOutputTests: XCTestCase {
         try writeManifest(entries, server: server)
 
         let started = MonotonicClock.seconds()
-        let result = try haul(["sync"], environment: ["CI": "true"])
+        let result = try directory.haul(["sync"], environment: ["CI": "true"])
         let elapsed = MonotonicClock.seconds() - started
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         let beats = result.stderr.split(separator: "\n").filter { $0.hasPrefix("still fetching ") }

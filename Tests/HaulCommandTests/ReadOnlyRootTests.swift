@@ -21,10 +21,7 @@ final class ReadOnlyRootTests: XCTestCase {
         // Let the state settle (a file recorded in the same clock tick as the state is hashed once more).
         XCTAssertEqual(try HaulProcess.run(["sync"], currentDirectory: directory.path).exitCode, 0)
 
-        let mount: TestMount
-        do { mount = try TestMount.readOnlyBind(at: directory.path("out")) } catch let error as FaultUnavailable {
-            throw Capability.unavailable(error.description)
-        }
+        let mount = try Capability.required { try TestMount.readOnlyBind(at: directory.path("out")) }
         defer { mount.unmount() }
         server.resetLog()
         for command in [["sync"], ["plan"], ["verify"], ["sync", "--rehash"]] {

@@ -12,11 +12,7 @@ final class RefreshAndPruneTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path)
-    }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
     /// `entries`: (url, dest, pinned bytes or nil for unpinned).
     private func writeManifest(_ entries: [(String, String, [UInt8]?)], prune: Bool = false) throws {
@@ -36,11 +32,11 @@ final class RefreshAndPruneTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: files)
         defer { server.stop() }
         try writeManifest([(server.url("/data.csv"), "data.csv", nil)])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let path = directory.path("out/data.csv")
         let before = try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int
 
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, "a revalidation may change the file")
         XCTAssertEqual(plan.stdout, """
             ↻ data.csv (unpinned; ask the server whether it changed)
@@ -49,7 +45,7 @@ final class RefreshAndPruneTests: XCTestCase {
             """)
 
         server.resetLog()
-        let again = try haul(["sync"])
+        let again = try directory.haul(["sync"])
         XCTAssertEqual(again.exitCode, 0, again.stderr)
         XCTAssertTrue(again.stdout.contains("Nothing to do: 1 file up to date (1 confirmed by their server)"), again.stdout)
         XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [files.etag("/data.csv")])
@@ -58,11 +54,11 @@ final class RefreshAndPruneTests: XCTestCase {
                        "a 304 leaves the very same file in place")
 
         files.set("/data.csv", Array("v2\n".utf8))
-        let changed = try haul(["sync"])
+        let changed = try directory.haul(["sync"])
         XCTAssertEqual(changed.exitCode, 0, changed.stderr)
         XCTAssertEqual(directory.read("out/data.csv"), Array("v2\n".utf8))
         server.resetLog()
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [files.etag("/data.csv")],
                        "the new version's validators were recorded")
     }
@@ -72,10 +68,10 @@ final class RefreshAndPruneTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: files)
         defer { server.stop() }
         try writeManifest([(server.url("/data.csv"), "data.csv", nil)])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try directory.write("out/data.csv", "edited by hand\n")
         server.resetLog()
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [nil],
                        "the recorded validators describe other bytes than those on disk")
         XCTAssertEqual(directory.read("out/data.csv"), Array("server\n".utf8))
@@ -86,7 +82,7 @@ final class RefreshAndPruneTests: XCTestCase {
         defer { server.stop() }
         try writeManifest([(server.url("/a"), "a.bin", [1]), (server.url("/b"), "b.bin", nil)])
         for command in [["sync", "--require-checksums"], ["plan", "--require-checksums"]] {
-            let result = try haul(command)
+            let result = try directory.haul(command)
             XCTAssertEqual(result.exitCode, 3, command.joined(separator: " "))
             XCTAssertEqual(result.stderr, "haul.yaml:7:5: error: files[1]: b.bin has no checksum, and --require-checksums is set "
                            + "(pin it with sha256: or run `haul add URL --print`)\n")
@@ -103,12 +99,12 @@ final class RefreshAndPruneTests: XCTestCase {
         defer { server.stop() }
         try writeManifest([(server.url("/keep"), "keep.txt", keep), (server.url("/old"), "deep/er/old.txt", old),
                            (server.url("/edited"), "edited.txt", edited)])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try directory.write("out/mine.txt", "a file haul never wrote\n")
         try directory.write("out/edited.txt", "changed by the user\n")
 
         try writeManifest([(server.url("/keep"), "keep.txt", keep)], prune: true)
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2)
         XCTAssertEqual(plan.stdout, """
             - deep/er/old.txt (no longer in the manifest)
@@ -118,7 +114,7 @@ final class RefreshAndPruneTests: XCTestCase {
             """)
         XCTAssertTrue(directory.exists("out/deep/er/old.txt"), "plan deletes nothing")
 
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, "a kept modified file is a warning: \(sync.stderr)")
         XCTAssertEqual(sync.stderr, "warning: edited.txt: not pruned: modified since haul wrote it; haul no longer manages it\n")
         XCTAssertTrue(sync.stdout.contains("Fetched 0 files (0 B), 1 up to date, 1 pruned in"), sync.stdout)
@@ -127,20 +123,20 @@ final class RefreshAndPruneTests: XCTestCase {
         XCTAssertEqual(directory.read("out/mine.txt"), Array("a file haul never wrote\n".utf8))
         XCTAssertEqual(directory.read("out/keep.txt"), keep)
 
-        let again = try haul(["sync"])
+        let again = try directory.haul(["sync"])
         XCTAssertEqual(again.stderr, "", "the kept file is no longer haul's: no warning twice")
-        XCTAssertEqual(try haul(["plan"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["plan"]).exitCode, 0)
     }
 
     func testWithoutPruningNothingIsDeletedAndPruneLaterStillKnowsWhatHaulWrote() throws {
         let server = try LoopbackHTTPServer(files: ["/a": [1], "/b": [2]])
         defer { server.stop() }
         try writeManifest([(server.url("/a"), "a.bin", [1]), (server.url("/b"), "b.bin", [2])])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try writeManifest([(server.url("/a"), "a.bin", [1])])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(directory.read("out/b.bin"), [2], "no pruning unless asked")
-        let pruned = try haul(["sync", "--prune"])
+        let pruned = try directory.haul(["sync", "--prune"])
         XCTAssertEqual(pruned.exitCode, 0, pruned.stderr)
         XCTAssertFalse(directory.exists("out/b.bin"))
         XCTAssertEqual(directory.read("out/a.bin"), [1])
@@ -151,10 +147,10 @@ final class RefreshAndPruneTests: XCTestCase {
         defer { server.stop() }
         try directory.write("out/a.bin", [1])
         try writeManifest([(server.url("/a"), "a.bin", [1])])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(server.requests.count, 0, "found in place, not written by haul")
         try writeManifest([], prune: true)
-        let result = try haul(["sync", "--force"])
+        let result = try directory.haul(["sync", "--force"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), [1])
     }
@@ -163,13 +159,13 @@ final class RefreshAndPruneTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/a": [1]])
         defer { server.stop() }
         try writeManifest([(server.url("/a"), "a.bin", [1])])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try writeManifest([], prune: true)
-        let refused = try haul(["sync"])
+        let refused = try directory.haul(["sync"])
         XCTAssertEqual(refused.exitCode, 3)
         XCTAssertTrue(refused.stderr.hasPrefix("haul.yaml: error: files: is empty and pruning is on"), refused.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), [1])
-        let forced = try haul(["sync", "--force"])
+        let forced = try directory.haul(["sync", "--force"])
         XCTAssertEqual(forced.exitCode, 0, forced.stderr)
         XCTAssertFalse(directory.exists("out/a.bin"))
         XCTAssertTrue(directory.exists("out"), "root itself stays")
@@ -179,7 +175,7 @@ final class RefreshAndPruneTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/a": [1], "/b": [2]])
         defer { server.stop() }
         try writeManifest([(server.url("/a"), "a.bin", [1])])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try directory.write("other.yaml", """
             version: 1
             root: out
@@ -189,7 +185,7 @@ final class RefreshAndPruneTests: XCTestCase {
                 dest: b.bin
                 sha256: \(sha256([2]))
             """)
-        let result = try haul(["sync", "other.yaml"])
+        let result = try directory.haul(["sync", "other.yaml"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), [1], "a.bin belongs to haul.yaml")
         XCTAssertEqual(directory.read("out/b.bin"), [2])

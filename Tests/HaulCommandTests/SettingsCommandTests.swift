@@ -13,11 +13,7 @@ final class SettingsCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     private func writeManifest(url: String, bytes: [UInt8], extra: String = "") throws {
         try directory.write("haul.yaml", """
@@ -42,7 +38,7 @@ final class SettingsCommandTests: XCTestCase {
         defer { proxy.stop() }
         try writeManifest(url: "http://assets.invalid/f.bin", bytes: Array("x".utf8), extra: "    retries: 3")
         let proxyURL = "http://alice:wrong-secret@127.0.0.1:\(proxy.port)"
-        let sync = try haul(["sync"], environment: ["http_proxy": proxyURL])
+        let sync = try directory.haul(["sync"], environment: ["http_proxy": proxyURL])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(proxy.requests.count, 1, "a 407 is not retried")
         XCTAssertEqual(proxy.requests.first?.target, "http://assets.invalid/f.bin", "it went through the proxy")
@@ -58,7 +54,7 @@ final class SettingsCommandTests: XCTestCase {
         let proxy = try LoopbackHTTPServer { _ in .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"corp\"")]) }
         defer { proxy.stop() }
         try writeManifest(url: "https://assets.invalid/f.bin", bytes: Array("x".utf8), extra: "    retries: 3")
-        let sync = try haul(["sync"], environment: ["HTTPS_PROXY": "http://127.0.0.1:\(proxy.port)"])
+        let sync = try directory.haul(["sync"], environment: ["HTTPS_PROXY": "http://127.0.0.1:\(proxy.port)"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(proxy.requests.map(\.method), ["CONNECT"], "a 407 is not retried")
         XCTAssertTrue(sync.stderr.contains("the proxy http://127.0.0.1:\(proxy.port) (from HTTPS_PROXY) answered 407"), sync.stderr)
@@ -81,10 +77,10 @@ final class SettingsCommandTests: XCTestCase {
         for (name, why) in cases {
             let path = directory.path(name)
             let runs = [
-                (try haul(["sync", "--ca-file", path]), "--ca-file"),
-                (try haul(["sync"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
-                (try haul(["add", server.url("/f.bin"), "--print", "--ca-file", path]), "--ca-file"),
-                (try haul(["add", server.url("/f.bin"), "--print"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
+                (try directory.haul(["sync", "--ca-file", path]), "--ca-file"),
+                (try directory.haul(["sync"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
+                (try directory.haul(["add", server.url("/f.bin"), "--print", "--ca-file", path]), "--ca-file"),
+                (try directory.haul(["add", server.url("/f.bin"), "--print"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
             ]
             for (result, origin) in runs {
                 XCTAssertEqual(result.exitCode, 64, "\(name) \(origin): \(result.stderr)")
@@ -106,11 +102,11 @@ final class SettingsCommandTests: XCTestCase {
         let nginx = try NginxServer(root: served.path, authority: authority)
         defer { nginx.stop() }
         try writeManifest(url: nginx.httpsURL("/s.txt"), bytes: bytes)
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertTrue(sync.stderr.contains("error: f.bin: \(nginx.httpsURL("/s.txt")): SSL certificate problem"), sync.stderr)
         XCTAssertTrue(sync.stderr.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), sync.stderr)
-        let json = try haul(["sync", "--json"])
+        let json = try directory.haul(["sync", "--json"])
         XCTAssertTrue(json.stdout.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), json.stdout)
     }
 
@@ -125,7 +121,7 @@ final class SettingsCommandTests: XCTestCase {
         }
         defer { server.stop() }
         try writeManifest(url: server.url("/f.bin"), bytes: bytes, extra: "    retries: 2")
-        let sync = try haul(["sync"], environment: ["CI": "true"])
+        let sync = try directory.haul(["sync"], environment: ["CI": "true"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         let beats = sync.stderr.split(separator: "\n").filter { $0.hasPrefix("still fetching ") }
         XCTAssertFalse(beats.isEmpty, sync.stderr)

@@ -13,9 +13,6 @@ final class SourceScopeCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     func testTheManifestsHeadersNeverReachAMirror() throws {
         let bytes: [UInt8] = Array("asset".utf8)
@@ -34,7 +31,7 @@ final class SourceScopeCommandTests: XCTestCase {
                 dest: asset.bin
                 sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex)
             """)
-        let sync = try haul(["sync"], environment: ["ASSETS_TOKEN": "s3cret"])
+        let sync = try directory.haul(["sync"], environment: ["ASSETS_TOKEN": "s3cret"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/asset.bin"), bytes)
         XCTAssertEqual(primary.requests.map { $0.header("Authorization") }, ["Bearer s3cret"])
@@ -60,12 +57,12 @@ final class SourceScopeCommandTests: XCTestCase {
                 mirrors: [\(mirror.url("/feed.json"))]
                 dest: feed.json
             """)
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(directory.read("out/feed.json"), Array("{\"v\":1}".utf8))
 
         primary.resetLog()
         mirror.resetLog()
-        let again = try haul(["sync"])
+        let again = try directory.haul(["sync"])
         XCTAssertEqual(again.exitCode, 0, again.stderr)
         XCTAssertEqual(primary.requests.count, 1)
         XCTAssertNil(primary.requests.first?.header("If-None-Match"), "the mirror's ETag means nothing to the primary")

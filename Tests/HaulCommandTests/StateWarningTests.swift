@@ -30,25 +30,19 @@ final class StateWarningTests: XCTestCase {
         try directory.write("haul.yaml", yaml)
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path, timeout: 60)
-    }
 
     private func occurrences(of text: String, in output: String) -> Int { output.components(separatedBy: text).count - 1 }
 
     /// `chattr +i` on `.haul`: nothing may be created or renamed there, so the state cannot be written.
     func testAStateThatCannotBeSavedLeavesTheFilesInPlaceAndWarnsOnceInEveryMode() throws {
         try writeManifest(files[..<1])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try writeManifest(files[...])
-        let immutable: ImmutableAttribute
-        do { immutable = try ImmutableAttribute(directory.path("out/.haul")) } catch let error as FaultUnavailable {
-            throw Capability.unavailable(error.description)
-        }
+        let immutable = try Capability.required { try ImmutableAttribute(directory.path("out/.haul")) }
         defer { immutable.release() }
 
         let statePath = directory.path("out/.haul/state.new")
-        let human = try haul(["sync"])
+        let human = try directory.haul(["sync"])
         XCTAssertEqual(human.exitCode, 0, human.stderr)
         for (dest, bytes) in files { XCTAssertEqual(directory.read("out/" + dest), bytes, dest) }
         let warning = "warning: the state could not be saved (cannot write \"\(statePath)\": Operation not permitted); "
@@ -56,7 +50,7 @@ final class StateWarningTests: XCTestCase {
         XCTAssertEqual(occurrences(of: warning, in: human.stderr), 1, human.stderr)
 
         try FileManager.default.removeItem(atPath: directory.path("out/f2.bin"))
-        let json = try haul(["sync", "--json"])
+        let json = try directory.haul(["sync", "--json"])
         XCTAssertEqual(json.exitCode, 0, json.stderr)
         let warnings = json.stdout.split(separator: "\n").filter { $0.contains("\"event\":\"warning\"") }
         XCTAssertEqual(warnings.count, 1, json.stdout)
@@ -64,7 +58,7 @@ final class StateWarningTests: XCTestCase {
 
         immutable.release()
         server.resetLog()
-        let after = try haul(["sync"])
+        let after = try directory.haul(["sync"])
         XCTAssertEqual(after.exitCode, 0, after.stderr)
         XCTAssertEqual(server.requests.count, 0, "files the state missed are hashed, not fetched again")
         XCTAssertFalse(after.stderr.contains("warning"), after.stderr)
@@ -72,7 +66,7 @@ final class StateWarningTests: XCTestCase {
 
     func testOneDamagedStateLineDropsThatRecordAloneWithAWarning() throws {
         try writeManifest(files[...])
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let statePath = directory.path("out/.haul/state")
         var lines = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -83,7 +77,7 @@ final class StateWarningTests: XCTestCase {
         try directory.write("out/.haul/state", lines.joined(separator: "\n"))
 
         server.resetLog()
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains(
             "warning: \(statePath): 1 line could not be read and was dropped; that file is hashed again"), result.stderr)
@@ -92,7 +86,7 @@ final class StateWarningTests: XCTestCase {
         XCTAssertFalse(rebuilt.contains("not-an-inode"), "the damaged line is replaced by what the re-hash found")
         for (dest, _) in files { XCTAssertTrue(rebuilt.contains(dest + "\t"), dest) }
 
-        let again = try haul(["sync"])
+        let again = try directory.haul(["sync"])
         XCTAssertFalse(again.stderr.contains("warning"), again.stderr)
     }
 }

@@ -12,7 +12,6 @@ final class SyncCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
     private func body(_ i: Int, size: Int = 4096) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) } }
 
@@ -26,9 +25,6 @@ final class SyncCommandTests: XCTestCase {
         try directory.write("haul.yaml", yaml + extra)
     }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
-    }
 
     private func outFile(_ dest: String) -> [UInt8]? { directory.read("out/" + dest) }
 
@@ -38,7 +34,7 @@ final class SyncCommandTests: XCTestCase {
         defer { server.stop() }
         try writeManifest(entries, server: server)
 
-        let first = try haul(["sync", "--jobs", "8"])
+        let first = try directory.haul(["sync", "--jobs", "8"])
         XCTAssertEqual(first.exitCode, 0, first.stderr)
         for (dest, bytes) in entries { XCTAssertEqual(outFile(dest), bytes, dest) }
         XCTAssertTrue(first.stdout.contains("Fetched 40 files"), first.stdout)
@@ -47,7 +43,7 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(leftovers, [], "no temporary file is left behind")
 
         server.resetLog()
-        let second = try haul(["sync"])
+        let second = try directory.haul(["sync"])
         XCTAssertEqual(second.exitCode, 0, second.stderr)
         XCTAssertEqual(server.requests.count, 0, "a second sync makes no request")
         XCTAssertTrue(second.stdout.contains("Nothing to do: 40 files up to date"), second.stdout)
@@ -60,7 +56,7 @@ final class SyncCommandTests: XCTestCase {
         try writeManifest([("a.bin", good)], server: server)
         try directory.write("out/a.bin", [UInt8](repeating: 0, count: good.count))
 
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2)
         let have = StreamingHasher.digest([UInt8](repeating: 0, count: good.count), algorithm: .sha256).hex
         XCTAssertEqual(plan.stdout, """
@@ -69,7 +65,7 @@ final class SyncCommandTests: XCTestCase {
 
             """)
 
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(outFile("a.bin"), good)
     }
@@ -83,7 +79,7 @@ final class SyncCommandTests: XCTestCase {
         let old: [UInt8] = Array("old content".utf8)
         try directory.write("out/gone.bin", old)
 
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(outFile("gone.bin"), old, "a failed entry keeps its old content")
         XCTAssertEqual(outFile("ok.bin"), good, "one failure does not stop the others")
@@ -107,7 +103,7 @@ final class SyncCommandTests: XCTestCase {
         let old: [UInt8] = Array("previous".utf8)
         try directory.write("out/x.txt", old)
 
-        let sync = try haul(["sync"])
+        let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(outFile("x.txt"), old)
         let actual = StreamingHasher.digest(served, algorithm: .sha512).hex
@@ -121,17 +117,17 @@ final class SyncCommandTests: XCTestCase {
         defer { server.stop() }
         try writeManifest([("p.bin", bytes)], server: server)
 
-        let pending = try haul(["plan"])
+        let pending = try directory.haul(["plan"])
         XCTAssertEqual(pending.exitCode, 2)
         XCTAssertEqual(pending.stdout, "+ p.bin (missing)\nPlan: 1 to download (4.0 KiB), 0 up to date.\n")
-        let dryRun = try haul(["sync", "--dry-run"])
+        let dryRun = try directory.haul(["sync", "--dry-run"])
         XCTAssertEqual(dryRun.exitCode, 0)
         XCTAssertEqual(dryRun.stdout, pending.stdout)
         XCTAssertEqual(server.requests.count, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path + "/out"), "plan and dry-run touch nothing")
 
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
-        let clean = try haul(["plan"])
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
+        let clean = try directory.haul(["plan"])
         XCTAssertEqual(clean.exitCode, 0)
         XCTAssertEqual(clean.stdout, "No changes: 1 file up to date.\n")
     }
@@ -149,7 +145,7 @@ final class SyncCommandTests: XCTestCase {
               - url: \(server.url("/b"))
                 dest: ../escape
             """)
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 3)
         XCTAssertTrue(result.stderr.contains("haul.yaml:6:13: error: files[0].sha256: expected 64 hex digits, found 3"), result.stderr)
         XCTAssertTrue(result.stderr.contains("haul.yaml:8:11: error: files[1].dest"), result.stderr)
@@ -162,14 +158,14 @@ final class SyncCommandTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/v.bin": bytes])
         defer { server.stop() }
         try writeManifest([("v.bin", bytes)], server: server)
-        XCTAssertEqual(try haul(["verify"]).exitCode, 1, "missing file")
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["verify"]).exitCode, 1, "missing file")
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         server.resetLog()
-        let ok = try haul(["verify"])
+        let ok = try directory.haul(["verify"])
         XCTAssertEqual(ok.exitCode, 0, ok.stdout)
         XCTAssertEqual(ok.stdout, "Verified 1 file.\n")
         try directory.write("out/v.bin", Array("tampered".utf8))
-        let bad = try haul(["verify"])
+        let bad = try directory.haul(["verify"])
         XCTAssertEqual(bad.exitCode, 1)
         XCTAssertTrue(bad.stdout.contains("differs v.bin (size differs: have 8 bytes, want 4096)"), bad.stdout)
         XCTAssertEqual(server.requests.count, 0)
@@ -194,7 +190,7 @@ final class SyncCommandTests: XCTestCase {
               - url: \(server.url("/denied"))
                 dest: denied
             """)
-        let result = try haul(["sync", "--verbose"], environment: ["TOKEN": "hunter2-secret"])
+        let result = try directory.haul(["sync", "--verbose"], environment: ["TOKEN": "hunter2-secret"])
         XCTAssertEqual(result.exitCode, 1, "the second entry answers 401")
         XCTAssertEqual(outFile("bin/tool.sh"), bytes)
         var info = stat()
@@ -204,7 +200,7 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertFalse(result.stderr.contains("hunter2"), result.stderr)
         XCTAssertTrue(result.stderr.contains("error: denied: \(server.url("/denied")): HTTP 401"), result.stderr)
 
-        let missing = try haul(["sync"])
+        let missing = try directory.haul(["sync"])
         XCTAssertEqual(missing.exitCode, 3)
         XCTAssertTrue(missing.stderr.contains("environment variable TOKEN is not set"), missing.stderr)
     }
@@ -225,7 +221,7 @@ final class SyncCommandTests: XCTestCase {
             """)
         // (Sized small files get a fresh temporary file; c, unsized, a resumable partial: both ways are covered.)
         let previous = umask(0o077)  // inherited by the haul process
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         umask(previous)
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         for (name, mode) in [("a.bin", 0o644), ("b.sh", 0o755), ("c.key", 0o600)] {
@@ -244,7 +240,7 @@ final class SyncCommandTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory.path + "/out", withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: directory.path + "/out/link", withDestinationPath: outside.path)
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1)
         XCTAssertTrue(result.stderr.contains("error: link/a.bin:"), result.stderr)
         XCTAssertNil(outside.read("a.bin"), "nothing is written outside root")
@@ -262,7 +258,7 @@ final class SyncCommandTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory.path + "/out-evil", withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: directory.path + "/out/link", withDestinationPath: directory.path + "/out-evil")
 
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1)
         XCTAssertTrue(result.stderr.contains("error: link/a.bin: "), result.stderr)
         XCTAssertTrue(result.stderr.contains("parent \"link\" is a symlink to \(directory.path)/out-evil, outside root"), result.stderr)
@@ -291,24 +287,24 @@ final class SyncCommandTests: XCTestCase {
                 dest: b.bin
                 integrity: "\(token(served, .sha256)) \(token(other, .sha384))"
             """)
-        let result = try haul(["sync"])
+        let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         XCTAssertEqual(outFile("a.bin"), served, "the second sha384 token matches")
         XCTAssertNil(outFile("b.bin"), "a sha256 token does not count beside a sha384 one")
         XCTAssertTrue(result.stderr.contains("b.bin"), result.stderr)
-        XCTAssertEqual(try haul(["plan"]).stdout.contains("a.bin"), false, "and a.bin is up to date afterwards")
+        XCTAssertEqual(try directory.haul(["plan"]).stdout.contains("a.bin"), false, "and a.bin is up to date afterwards")
     }
 
     func testUsageErrorsExit64AndVersionPrints() throws {
-        XCTAssertEqual(try haul(["sync", "--jobs", "0"]).exitCode, 64)
-        XCTAssertEqual(try haul(["frobnicate"]).exitCode, 64)
-        let version = try haul(["--version"])
+        XCTAssertEqual(try directory.haul(["sync", "--jobs", "0"]).exitCode, 64)
+        XCTAssertEqual(try directory.haul(["frobnicate"]).exitCode, 64)
+        let version = try directory.haul(["--version"])
         XCTAssertEqual(version.exitCode, 0)
         XCTAssertTrue(version.stdout.hasPrefix("0."), version.stdout)
     }
 
     func testSchemaCommandPrintsTheSchemaFile() throws {
-        let result = try haul(["schema"])
+        let result = try directory.haul(["schema"])
         XCTAssertEqual(result.exitCode, 0)
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let file = try String(contentsOf: repository.appendingPathComponent("schema/haul-manifest.schema.json"), encoding: .utf8)
@@ -331,14 +327,14 @@ extension SyncCommandTests {
         let old: [UInt8] = Array("old".utf8)
         try directory.write("out/big.bin", old)
 
-        let first = try haul(["sync"])
+        let first = try directory.haul(["sync"])
         XCTAssertEqual(first.exitCode, 1)
         XCTAssertEqual(outFile("big.bin"), old, "the destination is never half a file")
         let partials = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial")
         XCTAssertEqual(partials.filter { $0.hasSuffix(".part") }.count, 1)
 
         cut.withLock { $0 = false }
-        let second = try haul(["sync"])
+        let second = try directory.haul(["sync"])
         XCTAssertEqual(second.exitCode, 0, second.stderr)
         XCTAssertEqual(outFile("big.bin"), data)
         XCTAssertEqual(server.requests.last?.header("Range"), "bytes=150000-")
@@ -359,14 +355,14 @@ extension SyncCommandTests {
         defer { proxy.stop() }
         try writeManifest([("p.txt", bytes)], server: origin)
 
-        let proxied = try haul(["sync"], environment: ["http_proxy": proxy.baseURL])
+        let proxied = try directory.haul(["sync"], environment: ["http_proxy": proxy.baseURL])
         XCTAssertEqual(proxied.exitCode, 0, proxied.stderr)
         XCTAssertEqual(outFile("p.txt"), bytes)
         XCTAssertEqual(proxy.requests.map(\.target), [originURL], "the request went through the proxy, in absolute form")
         XCTAssertEqual(origin.requests.count, 0)
 
         try FileManager.default.removeItem(atPath: directory.path + "/out/p.txt")
-        let direct = try haul(["sync"], environment: ["http_proxy": proxy.baseURL, "no_proxy": "127.0.0.1"])
+        let direct = try directory.haul(["sync"], environment: ["http_proxy": proxy.baseURL, "no_proxy": "127.0.0.1"])
         XCTAssertEqual(direct.exitCode, 0, direct.stderr)
         XCTAssertEqual(origin.requests.count, 1, "no_proxy sends it direct")
         XCTAssertEqual(proxy.requests.count, 1)
@@ -388,7 +384,7 @@ extension SyncCommandTests {
                 dest: x
                 retries: 0
             """)
-        let result = try haul(["sync", "--verbose"], environment: ["PORT": port, "TOKEN": token])
+        let result = try directory.haul(["sync", "--verbose"], environment: ["PORT": port, "TOKEN": token])
         XCTAssertEqual(result.exitCode, 1)
         XCTAssertTrue(result.stderr.contains("error: x: http://127.0.0.1:${PORT}/x?token=${TOKEN}: "), result.stderr)
         for output in [result.stdout, result.stderr] {
@@ -419,21 +415,21 @@ extension SyncCommandTests {
                 retries: 3
             """)
 
-        let untrusted = try haul(["sync"])
+        let untrusted = try directory.haul(["sync"])
         XCTAssertEqual(untrusted.exitCode, 1)
         XCTAssertTrue(untrusted.stderr.contains("error: s.txt: \(nginx.httpsURL("/s.txt")): SSL certificate problem"), untrusted.stderr)
         XCTAssertNil(outFile("s.txt"))
 
-        let viaEnvironment = try haul(["sync"], environment: ["HAUL_CA_FILE": authority.caCertificatePath])
+        let viaEnvironment = try directory.haul(["sync"], environment: ["HAUL_CA_FILE": authority.caCertificatePath])
         XCTAssertEqual(viaEnvironment.exitCode, 0, viaEnvironment.stderr)
         XCTAssertEqual(outFile("s.txt"), bytes)
 
         try FileManager.default.removeItem(atPath: directory.path + "/out/s.txt")
-        let viaFlag = try haul(["sync", "--ca-file", authority.caCertificatePath])
+        let viaFlag = try directory.haul(["sync", "--ca-file", authority.caCertificatePath])
         XCTAssertEqual(viaFlag.exitCode, 0, viaFlag.stderr)
         XCTAssertEqual(outFile("s.txt"), bytes)
 
-        let missing = try haul(["sync", "--ca-file", directory.path + "/nope.pem"])
+        let missing = try directory.haul(["sync", "--ca-file", directory.path + "/nope.pem"])
         XCTAssertEqual(missing.exitCode, 64)
         XCTAssertTrue(missing.stderr.contains("error: CA bundle \"\(directory.path)/nope.pem\" (from --ca-file) cannot be used: no such file"),
                       missing.stderr)

@@ -17,14 +17,13 @@ final class TimeLimitTests: XCTestCase {
             return request.path == "/slow" ? answer.with(fault: .trickle(bytesPerChunk: 2048, interval: 1)) : answer
         }
         defer { server.stop() }
-        func sha(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
         try directory.write("out/slow.bin", "the old content")
         try directory.write("haul.yaml", """
             version: 1
             root: out
             files:
-              - { url: \(server.url("/quick")), dest: quick.txt, sha256: \(sha(quick)) }
-              - { url: \(server.url("/slow")), dest: slow.bin, sha256: \(sha(slow)) }
+              - { url: \(server.url("/quick")), dest: quick.txt, sha256: \(sha256(quick)) }
+              - { url: \(server.url("/slow")), dest: slow.bin, sha256: \(sha256(slow)) }
             """)
         let started = monotonicSeconds()
         let result = try HaulProcess.run(["sync", "--max-time", "2s", "--progress", "plain"], currentDirectory: directory.path,

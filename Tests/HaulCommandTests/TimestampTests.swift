@@ -29,9 +29,6 @@ final class TimestampTests: XCTestCase {
         directory = nil
     }
 
-    private func haul(_ arguments: [String]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, currentDirectory: directory.path, timeout: 60)
-    }
 
     /// Sets mtime (and so ctime, to now) of `path` without following a final symlink.
     private func setModified(_ path: String, seconds: Int) {
@@ -40,7 +37,7 @@ final class TimestampTests: XCTestCase {
     }
 
     func testDatesBeyondWhatNanosecondsSinceNineteenSeventyHoldNeverCrashAnyCommand() throws {
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         // 2300-01-01 and 1600-01-01: past 2262 and before 1677, as a tar archive with a bogus date leaves them.
         for seconds in [10_413_792_000, -11_676_096_000] {
             setModified(directory.path("out/a.txt"), seconds: seconds)
@@ -49,13 +46,13 @@ final class TimestampTests: XCTestCase {
             XCTAssertEqual(symlink("a.txt", directory.path("out/b.txt")), 0)
             setModified(directory.path("out/b.txt"), seconds: seconds)
             for command in [["plan"], ["verify"], ["sync", "--rehash"], ["sync"], ["sync"], ["plan"]] {
-                let result = try haul(command)
+                let result = try directory.haul(command)
                 XCTAssertLessThan(result.exitCode, 3, "\(command) at \(seconds): \(result.stderr)")
                 XCTAssertFalse(result.stderr.contains("overflow"), result.stderr)
             }
             XCTAssertEqual(directory.read("out/a.txt"), bytes)
             XCTAssertEqual(directory.read("out/b.txt"), bytes, "the symlink was replaced by the file")
-            XCTAssertEqual(try haul(["plan"]).exitCode, 0)
+            XCTAssertEqual(try directory.haul(["plan"]).exitCode, 0)
         }
     }
 
@@ -64,11 +61,8 @@ final class TimestampTests: XCTestCase {
     /// recorded (git's racy-clean check) notices. Loop-mounted ext4 with 128-byte inodes.
     func testASameSecondEditOnACoarseFileSystemIsNoticed() throws {
         try directory.makeDirectory("out")
-        let mount: TestMount
-        do {
-            mount = try TestMount.loopExt4(at: directory.path("out"), size: 16 << 20, mkfsOptions: ["-I", "128"])
-        } catch let unavailable as FaultUnavailable {
-            throw Capability.unavailable(unavailable.description)
+        let mount = try Capability.required {
+            try TestMount.loopExt4(at: directory.path("out"), size: 16 << 20, mkfsOptions: ["-I", "128"])
         }
         defer { mount.unmount() }
         let edited = Array("THE PINNED CONTENT\n".utf8)
@@ -77,7 +71,7 @@ final class TimestampTests: XCTestCase {
         var raced = false
         for _ in 0..<5 where !raced {
             try? FileManager.default.removeItem(atPath: directory.path("out/a.txt"))
-            XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+            XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
             // Same inode, same size, and (if the second has not turned meanwhile) the same mtime and ctime.
             let fd = open(directory.path("out/a.txt"), O_WRONLY)
             XCTAssertGreaterThanOrEqual(fd, 0)
@@ -91,12 +85,12 @@ final class TimestampTests: XCTestCase {
         }
         guard raced else { return XCTFail("could not edit within the second of the commit in five tries") }
 
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, "the edit must be noticed:\n\(plan.stdout)")
         XCTAssertTrue(plan.stdout.contains("~ a.txt (checksum differs"), plan.stdout)
-        XCTAssertEqual(try haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(directory.read("out/a.txt"), bytes)
-        let verify = try haul(["verify"])
+        let verify = try directory.haul(["verify"])
         XCTAssertEqual(verify.exitCode, 0, verify.stdout)
     }
 }

@@ -68,9 +68,6 @@ final class UntrustedTextTests: XCTestCase {
         try directory.write("haul.yaml", yaml)
     }
 
-    private func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-        try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path, timeout: 60)
-    }
 
     /// No scalar a terminal would obey rather than show: C0 controls but the line breaks between lines, DEL, C1
     /// controls, bidi controls.
@@ -89,12 +86,12 @@ final class UntrustedTextTests: XCTestCase {
         defer { server.stop() }
         try writeManifest(server: server)
 
-        let plan = try haul(["plan"])
+        let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, plan.stderr)
         assertNothingRaw(plan.stdout + plan.stderr, "plan")
         XCTAssertEqual(Array(lines(plan.stdout).prefix(names.count)), names.map { "+ \($0.shown) (missing)" })
 
-        let sync = try haul(["sync", "--progress", "plain"])
+        let sync = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
         assertNothingRaw(sync.stdout + sync.stderr, "sync --progress plain")
         let fetched = Set(lines(sync.stdout).filter { $0.hasPrefix("fetched ") })
@@ -111,7 +108,7 @@ final class UntrustedTextTests: XCTestCase {
         // verify: one file changed, one deleted, the 404 one never fetched.
         try directory.write("out/" + clearName.real, "changed")
         try FileManager.default.removeItem(atPath: directory.path("out/" + bidiName.real))
-        let verify = try haul(["verify"])
+        let verify = try directory.haul(["verify"])
         XCTAssertEqual(verify.exitCode, 1, verify.stderr)
         assertNothingRaw(verify.stdout + verify.stderr, "verify")
         let problems = lines(verify.stdout)
@@ -121,7 +118,7 @@ final class UntrustedTextTests: XCTestCase {
 
         // --json: the exact strings, JSON-escaped (no raw control or bidi scalar either), parsed back intact.
         try FileManager.default.removeItem(atPath: directory.path("out"))
-        let json = try haul(["sync", "--json"])
+        let json = try directory.haul(["sync", "--json"])
         XCTAssertEqual(json.exitCode, 1, json.stderr)
         XCTAssertEqual(json.stderr, "")
         assertNothingRaw(json.stdout, "--json")

@@ -30,7 +30,6 @@ final class WarningsCommandTests: XCTestCase {
         server.stop()
     }
 
-    private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
 
     private func sync(_ arguments: [String]) throws -> ProcessResult {
         try? FileManager.default.removeItem(atPath: directory.path("out"))

@@ -15,6 +15,14 @@ public enum Capability {
         everyTestIsRequired ? Missing(reason: reason) : XCTSkip(reason)
     }
 
+    /// Makes a fault (a mount, a kill switch, an attribute) for a test; where this machine cannot, the test is
+    /// `unavailable`, saying why.
+    public static func required<T>(_ what: String? = nil, _ make: () throws -> T) throws -> T {
+        do { return try make() } catch let error as FaultUnavailable {
+            throw unavailable(what.map { "\($0): \(error)" } ?? error.description)
+        }
+    }
+
     public struct Missing: Error, CustomStringConvertible {
         public let reason: String
         public var description: String { "this test must run here (HAUL_REQUIRE_ALL_TESTS=1) but cannot: \(reason)" }

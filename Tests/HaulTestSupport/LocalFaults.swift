@@ -314,6 +314,13 @@ public final class FaultFileSystem: Sendable {
     private let control: String
     private let process: BackgroundProcess
 
+    /// Makes the folders `mountPoint` and `backing` in `directory` and mounts the one over the other.
+    public convenience init(over directory: TemporaryDirectory, mountPoint: String, backing: String) throws {
+        try directory.makeDirectory(backing)
+        try directory.makeDirectory(mountPoint)
+        try self.init(mountPoint: directory.path(mountPoint), backing: directory.path(backing))
+    }
+
     /// Mounts at `mountPoint` (an existing, empty folder), passing through to `backing` (an existing folder).
     public init(mountPoint: String, backing: String) throws {
         guard geteuid() == 0 else { throw FaultUnavailable("a FUSE mount needs root here") }

@@ -224,3 +224,10 @@ public enum HaulProcess {
                               timeout: timeout)
     }
 }
+
+extension TemporaryDirectory {
+    /// The built `haul`, run in this folder.
+    public func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+        try HaulProcess.run(arguments, environment: environment, currentDirectory: path)
+    }
+}
