@@ -19,11 +19,6 @@ extension StringProtocol {
         withUTF8Buffer { $0.contains(byte) }
     }
 
-    /// Whether every byte is ASCII: such text has no other spelling under Unicode normalization.
-    var isASCII: Bool {
-        withUTF8Buffer { bytes in bytes.allSatisfy { $0 < 0x80 } }
-    }
-
     /// Same UTF-8 bytes. `==` on strings is Unicode canonical equivalence, under which "caf\u{e9}" and
     /// "cafe\u{301}" are equal: two different names to the kernel.
     @inlinable package func hasSameBytes<Other: StringProtocol>(as other: Other) -> Bool {
