@@ -104,44 +104,62 @@ public final class Committer: Sendable {
             return results
         }
 
-        // Folder by folder (a manifest lists files that way): each folder is reached again just before its
-        // renames, and synced once they are done, so only one is held at a time however many a batch touches.
-        var current: (components: ArraySlice<String>, folder: DirectoryHandle, renamed: [Int])?
-        for index in ready {
-            let destination = batch[index].destination
-            if current?.components != destination.parentComponents {
-                if let done = current { syncDirectory(done.folder, of: done.renamed, batch: batch, results: &results) }
-                current = nil
-                switch walk.folder(destination.parentComponents, create: false) {
-                case .folder(let folder): current = (destination.parentComponents, folder, [])
-                case let other:
-                    results[index] = .failure(Self.failure(other, destination: destination,
+        // Folder by folder: each folder is reached again just before its renames, and synced once they are done,
+        // so only one is held at a time however many a batch touches. Files finish in any order: grouped by their
+        // folder's bytes first (a folder spelled in another Unicode normalization is another folder), each folder
+        // is reached and synced once a batch.
+        for group in Self.byFolder(ready, of: batch) {
+            let folder: DirectoryHandle
+            switch walk.folder(batch[group[0]].destination.parentComponents, create: false) {
+            case .folder(let reached): folder = reached
+            case let other:
+                for index in group {
+                    results[index] = .failure(Self.failure(other, destination: batch[index].destination,
                                                            changed: "its folder changed since it was prepared"))
-                    continue
-                }
-            }
-            guard let folder = current?.folder else { continue }
-            let failed = staging.rename(batch[index].temporaryName, to: destination.fileName, in: folder)
-            guard let failed else {
-                current?.renamed.append(index)
-                if case .success(let info) = folder.status(of: destination.fileName) {
-                    results[index] = .success(Committed(identity: FileIdentity(info)))
                 }
                 continue
             }
-            let detail: String? = switch failed.errno {
-            case EISDIR: "a directory is in the way"
-            // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
-            // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
-            case EXDEV: "its folder is on another mount than haul's staging area \(staging.path) "
-                + "(rename(2) cannot cross mounts)"
-            default: nil
+            var renamed: [Int] = []
+            for index in group {
+                results[index] = renameIntoPlace(batch[index], in: folder)
+                if case .success = results[index] { renamed.append(index) }
             }
-            results[index] = .failure(StoreError(operation: "rename into", path: destination.description,
-                                                 errno: failed.errno, detail: detail))
+            syncDirectory(folder, of: renamed, batch: batch, results: &results)
         }
-        if let done = current { syncDirectory(done.folder, of: done.renamed, batch: batch, results: &results) }
         return results
+    }
+
+    private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError> {
+        let destination = request.destination
+        guard let failed = staging.rename(request.temporaryName, to: destination.fileName, in: folder) else {
+            guard case .success(let info) = folder.status(of: destination.fileName) else { return .success(Committed(identity: nil)) }
+            return .success(Committed(identity: FileIdentity(info)))
+        }
+        let detail: String? = switch failed.errno {
+        case EISDIR: "a directory is in the way"
+        // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
+        // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
+        case EXDEV: "its folder is on another mount than haul's staging area \(staging.path) "
+            + "(rename(2) cannot cross mounts)"
+        default: nil
+        }
+        return .failure(StoreError(operation: "rename into", path: destination.description, errno: failed.errno, detail: detail))
+    }
+
+    /// `indices` grouped by the folder their destination goes in (by its bytes), groups in order of first appearance.
+    private static func byFolder(_ indices: [Int], of batch: [CommitRequest]) -> [[Int]] {
+        var groupOf: [DestinationKey: Int] = [:]
+        var groups: [[Int]] = []
+        for index in indices {
+            let folder = DestinationKey(batch[index].destination.parentComponents.joined(separator: "/"))
+            if let group = groupOf[folder] {
+                groups[group].append(index)
+            } else {
+                groupOf[folder] = groups.count
+                groups.append([index])
+            }
+        }
+        return groups
     }
 
     /// Everything that can fail without touching a destination: parents (created as needed, inside root only)

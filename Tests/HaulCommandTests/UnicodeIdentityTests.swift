@@ -41,4 +41,30 @@ final class UnicodeIdentityTests: XCTestCase {
         XCTAssertFalse(names.contains(Array(nfd.utf8)), "the file haul wrote is pruned:\n\(third.stdout)")
         XCTAssertTrue(names.contains(Array(nfc.utf8)))
     }
+
+    /// Two folders whose names differ only in normalization are two folders: a commit batch holding a file for
+    /// each puts each file in its own.
+    func testFoldersSpelledTwoWaysGetTheirOwnFilesInOneBatch() throws {
+        let directory = try TemporaryDirectory()
+        let first = Array("first\n".utf8), second = Array("second\n".utf8)
+        let server = try LoopbackHTTPServer(files: ["/1": first, "/2": second])
+        defer { server.stop() }
+        let nfc = "caf\u{e9}", nfd = "cafe\u{301}"
+        var yaml = "version: 1\nroot: out\nfiles:\n"
+        for (path, dest, content) in [("/1", nfc + "/a", first), ("/2", nfd + "/b", second), ("/1", nfc + "/c", first)] {
+            yaml += "  - { url: \"\(server.url(path))\", dest: \"\(dest)\", sha256: \(sha256(content)) }\n"
+        }
+        try directory.write("haul.yaml", yaml)
+        let result = try directory.haul(["sync"])
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        func names(_ folder: String) -> [[UInt8]] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory.path(folder))) ?? []).map { Array($0.utf8) }.sorted {
+                $0.lexicographicallyPrecedes($1)
+            }
+        }
+        XCTAssertEqual(names("out").filter { $0 != Array(".haul".utf8) }, [Array(nfc.utf8), Array(nfd.utf8)].sorted { $0.lexicographicallyPrecedes($1) })
+        XCTAssertEqual(names("out/" + nfc), [Array("a".utf8), Array("c".utf8)])
+        XCTAssertEqual(names("out/" + nfd), [Array("b".utf8)])
+        XCTAssertEqual(directory.read("out/" + nfd + "/b"), second)
+    }
 }
