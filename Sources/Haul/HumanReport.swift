@@ -118,11 +118,8 @@ public enum HumanReport {
     }
 
     /// libcurl's codes for a peer certificate that could not be verified against the CA bundle in use.
-    private static let tlsVerificationCodes: Set<Int> = [
-        51, // CURLE_PEER_FAILED_VERIFICATION before 7.62
-        60, // CURLE_PEER_FAILED_VERIFICATION
-        77, // CURLE_SSL_CACERT_BADFILE
-        83, // CURLE_SSL_ISSUER_ERROR
+    private static let tlsVerificationCodes: Set<CurlCode> = [
+        .peerFailedVerificationBefore762, .peerFailedVerification, .sslCACertificateBadFile, .sslIssuerError,
     ]
 
     /// `https://m/a.csv: checksum mismatch: …`: a source that served the wrong bytes, worth a warning whatever

@@ -33,26 +33,59 @@ final class EasyHandle {
         curl_slist_free_all(headerList)
         headerList = nil
         errorBuffer[0] = 0
+        refusal = nil
     }
 
-    func set(_ option: CURLoption, _ value: Int) { _ = haul_easy_setopt_long(raw, option, value) }
+    /// The first option libcurl refused since the last reset (one this libcurl lacks, out of memory), as the
+    /// reason the transfer fails: a request must never go out half-configured, with a protocol or TLS restriction
+    /// silently missing.
+    private(set) var refusal: FailureReason?
+
+    func set(_ option: CURLoption, _ value: Int) { check(haul_easy_setopt_long(raw, option, value), option) }
     func set(_ option: CURLoption, _ value: Bool) { set(option, value ? 1 : 0) }
-    func set(_ option: CURLoption, _ value: String) { _ = haul_easy_setopt_string(raw, option, value) }  // libcurl copies strings
-    func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) { _ = haul_easy_setopt_pointer(raw, option, pointer) }
+    func set(_ option: CURLoption, _ value: String) { check(haul_easy_setopt_string(raw, option, value), option) }  // copied
+    func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) {
+        check(haul_easy_setopt_pointer(raw, option, pointer), option)
+    }
 
     /// Replaces the request headers; the list lives until the next reset.
     func setHeaders(_ lines: [String]) {
         curl_slist_free_all(headerList)
         headerList = nil
         for line in lines { headerList = curl_slist_append(headerList, line) }
-        _ = haul_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, headerList)
+        check(haul_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, headerList), CURLOPT_HTTPHEADER)
+    }
+
+    /// Routes this handle's body, headers, progress and socket creation to the engine's callbacks, each given
+    /// `context` (the transfer, unretained: the engine keeps it alive while the handle is in the multi).
+    func setCallbacks(context: UnsafeMutableRawPointer, write: TransferCallbacks.Data, header: TransferCallbacks.Data,
+                      progress: TransferCallbacks.Progress, openSocket: TransferCallbacks.OpenSocket) {
+        check(haul_easy_setopt_write_callback(raw, write), CURLOPT_WRITEFUNCTION)
+        set(CURLOPT_WRITEDATA, pointer: context)
+        check(haul_easy_setopt_header_callback(raw, header), CURLOPT_HEADERFUNCTION)
+        set(CURLOPT_HEADERDATA, pointer: context)
+        check(haul_easy_setopt_xferinfo_callback(raw, progress), CURLOPT_XFERINFOFUNCTION)
+        set(CURLOPT_XFERINFODATA, pointer: context)
+        set(CURLOPT_NOPROGRESS, false)
+        check(haul_easy_setopt_opensocket_callback(raw, openSocket), CURLOPT_OPENSOCKETFUNCTION)
+        set(CURLOPT_OPENSOCKETDATA, pointer: context)
+    }
+
+    /// A size hint for libcurl's receive buffer. The one option whose refusal is not a failure: libcurl refuses a
+    /// new size on a reused handle whose buffer it has already allocated (CURLE_BAD_FUNCTION_ARGUMENT), and
+    /// the transfer then runs with the buffer the handle has.
+    func preferReceiveBuffer(bytes: Int) { _ = haul_easy_setopt_long(raw, CURLOPT_BUFFERSIZE, bytes) }
+
+    private func check(_ result: CURLcode, _ option: CURLoption) {
+        guard result != CURLE_OK, refusal == nil else { return }
+        refusal = .network(code: CurlCode(result), message: "libcurl refused option \(option.rawValue): \(result.message)")
     }
 
     /// The status a proxy answered a CONNECT with (0 when there was no tunnel): a 407 there fails the transfer
     /// before any response of the origin.
     var connectCode: Int {
         var code = 0
-        _ = haul_easy_getinfo_long(raw, CURLINFO_HTTP_CONNECTCODE, &code)
+        guard haul_easy_getinfo_long(raw, CURLINFO_HTTP_CONNECTCODE, &code) == CURLE_OK else { return 0 }
         return code
     }
 
@@ -70,16 +103,24 @@ final class EasyHandle {
 final class MultiHandle {
     let raw: UnsafeMutableRawPointer
 
-    init?() {
+    /// Nil when libcurl cannot make one or refuses one of `limits` (connection limits a run must not exceed).
+    init?(limits: [(CURLMoption, Int)]) {
         _ = Curl.globalInit
         guard let raw = curl_multi_init() else { return nil }
         self.raw = raw
+        for (option, value) in limits where haul_multi_setopt_long(raw, option, value) != CURLM_OK { return nil }
     }
 
     deinit { curl_multi_cleanup(raw) }
 
-    func set(_ option: CURLMoption, _ value: Int) { _ = haul_multi_setopt_long(raw, option, value) }
-    func add(_ easy: EasyHandle) { curl_multi_add_handle(raw, easy.raw) }
+    /// Fails only for a handle already added or a handle that is not one (CURLM_ADDED_ALREADY, CURLM_BAD_EASY_HANDLE),
+    /// which the engine's bookkeeping rules out; out of memory is the one real case, reported as the transfer's failure.
+    func add(_ easy: EasyHandle) -> FailureReason? {
+        let result = curl_multi_add_handle(raw, easy.raw)
+        guard result != CURLM_OK else { return nil }
+        return .network(code: CurlCode(CURLE_OUT_OF_MEMORY),
+                        message: "libcurl could not start the transfer: \(String(cString: curl_multi_strerror(result)))")
+    }
     func remove(_ easy: EasyHandle) { curl_multi_remove_handle(raw, easy.raw) }
 
     /// Drives every transfer as far as it can go without blocking.
@@ -117,6 +158,18 @@ final class MultiHandle {
 
 extension CURLcode {
     var message: String { String(cString: curl_easy_strerror(self)) }
+}
+
+extension CurlCode {
+    init(_ code: CURLcode) { self.init(rawValue: Int(code.rawValue)) }
+}
+
+/// The C signatures of the callbacks `EasyHandle.setCallbacks` installs.
+enum TransferCallbacks {
+    typealias Data = @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int
+    typealias Progress = @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32
+    typealias OpenSocket = @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?)
+        -> curl_socket_t
 }
 
 /// Scheme, host and port of a URL, parsed by libcurl's own URL parser so that haul and libcurl agree on

@@ -250,7 +250,7 @@ final class Transfer {
     func checkForStall() -> Bool {
         let idle = clock.now - lastActivityAt
         guard idle > request.stallTimeout else { return true }
-        abortReason = .network(code: 28, message: "no data for \(Self.format(seconds: request.stallTimeout))")
+        abortReason = .network(code: .operationTimedOut, message: "no data for \(Self.format(seconds: request.stallTimeout))")
         return false
     }
 
@@ -653,8 +653,7 @@ struct ResponseHeaders {
 /// libcurl's open-socket callback: the socket libcurl would open, made here so that a socket(2) that fails for want
 /// of descriptors (EMFILE, ENFILE) is known for what it is; libcurl 7.88 reports it as a failed connect, with no
 /// errno, like a server that refuses.
-let transferOpenSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?)
-    -> curl_socket_t = { context, _, address in
+let transferOpenSocketCallback: TransferCallbacks.OpenSocket = { context, _, address in
     guard let address else { return CURL_SOCKET_BAD }
     let opened = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
     if opened < 0, let context { Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().socketError = errno }
@@ -662,14 +661,14 @@ let transferOpenSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curlso
 }
 
 /// libcurl's transfer-info callback: only used to detect stalls.
-let transferInfoCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32 = {
+let transferInfoCallback: TransferCallbacks.Progress = {
     context, _, _, _, _ in
     guard let context else { return 0 }
     return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().checkForStall() ? 0 : 1
 }
 
 /// libcurl's header callback.
-let transferHeaderCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+let transferHeaderCallback: TransferCallbacks.Data = {
     data, size, count, context in
     guard let data, let context else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
@@ -677,7 +676,7 @@ let transferHeaderCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
 }
 
 /// libcurl's write callback: a C function, so it finds its `Transfer` through the user pointer.
-let transferWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+let transferWriteCallback: TransferCallbacks.Data = {
     data, size, count, context in
     guard let data, let context else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()

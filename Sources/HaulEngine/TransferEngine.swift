@@ -68,7 +68,14 @@ public final class TransferEngine: Sendable {
 
     private func runLoop(_ share: EngineConfiguration.LoopShare, run: RunState, delegate: TransferDelegate,
                          reportsProgress: Bool, cancellation: Cancellation?) {
-        guard let multi = MultiHandle() else { return }
+        let limits = [(CURLMOPT_MAX_TOTAL_CONNECTIONS, share.transfers), (CURLMOPT_MAX_HOST_CONNECTIONS, share.connectionsPerHost),
+                      (CURLMOPT_MAXCONNECTS, share.transfers * 2)]
+        guard let multi = MultiHandle(limits: limits) else {
+            // No loop of its own: the requests it would have taken end now rather than wait for a loop forever.
+            let reason = FailureReason.local(operation: "initialize libcurl for", path: "a transfer loop", errno: ENOMEM)
+            while let request = run.queue.next() { TransferEngine.end(request, delegate: delegate, reason: reason) }
+            return
+        }
         var loop = Loop(engine: self, multi: multi, share: share, run: run, delegate: delegate,
                         reportsProgress: reportsProgress)
         let wakeUp = multi.wakeUpHandle
@@ -130,9 +137,6 @@ public final class TransferEngine: Sendable {
             self.run = run
             self.delegate = delegate
             self.reportsProgress = reportsProgress
-            multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, share.transfers)
-            multi.set(CURLMOPT_MAX_HOST_CONNECTIONS, share.connectionsPerHost)
-            multi.set(CURLMOPT_MAXCONNECTS, share.transfers * 2)
         }
 
         private var hasWork: Bool {
@@ -360,7 +364,7 @@ public final class TransferEngine: Sendable {
             easy.set(CURLOPT_FOLLOWLOCATION, false)
             easy.set(CURLOPT_USERAGENT, configuration.userAgent)
             easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
-            easy.set(CURLOPT_BUFFERSIZE, 256 * 1024)
+            easy.preferReceiveBuffer(bytes: 256 * 1024)
             // Stalls (no byte for the whole window) are caught by the transfer-info callback; libcurl's
             // low-speed check adds the floor: less than `lowSpeedLimit` bytes/s averaged over the window.
             let window = max(1, Int(transfer.request.stallTimeout.rounded(.up)))
@@ -377,19 +381,13 @@ public final class TransferEngine: Sendable {
             }
             easy.setHeaders(headers)
             // No Accept-Encoding: the bytes hashed are the bytes stored.
-            _ = haul_easy_setopt_write_callback(easy.raw, transferWriteCallback)
-            easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
-            _ = haul_easy_setopt_header_callback(easy.raw, transferHeaderCallback)
-            easy.set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
-            _ = haul_easy_setopt_xferinfo_callback(easy.raw, transferInfoCallback)
-            _ = haul_easy_setopt_opensocket_callback(easy.raw, transferOpenSocketCallback)
-            easy.set(CURLOPT_OPENSOCKETDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+            easy.setCallbacks(context: Unmanaged.passUnretained(transfer).toOpaque(), write: transferWriteCallback,
+                              header: transferHeaderCallback, progress: transferInfoCallback,
+                              openSocket: transferOpenSocketCallback)
+            if let refused = easy.refusal ?? multi.add(easy) { return giveUp(transfer, refused) }
             transfer.socketError = 0
-            easy.set(CURLOPT_XFERINFODATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
-            easy.set(CURLOPT_NOPROGRESS, false)
             transfer.recordVisit()
             active[easy.raw] = transfer
-            multi.add(easy)
         }
 
         /// The transfer waits until `time` holding nothing a running transfer needs: its slot, its handle (back to
@@ -508,7 +506,7 @@ public final class TransferEngine: Sendable {
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
                 return .protocolViolation("a response header line over 100 KiB")
             default:
-                return .network(code: Int(result.rawValue), message: message)
+                return .network(code: CurlCode(result), message: message)
             }
         }
 

@@ -3,8 +3,8 @@ import HaulDigest
 
 /// Why one attempt at one URL failed.
 public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The client side: no route, refused, reset, timeout, TLS verification. `code` is libcurl's CURLcode.
-    case network(code: Int, message: String)
+    /// The client side: no route, refused, reset, timeout, TLS verification, as libcurl reported it.
+    case network(code: CurlCode, message: String)
     /// The server answered with a status outside 200..<300.
     case httpStatus(Int)
     /// `contentEncoding`: the server compressed the body although haul asked for no encoding (it sends no
@@ -83,23 +83,53 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     /// try that host after the ones that answer.
     var marksHostBad: Bool {
         guard case .network(let code, _) = self else { return false }
-        return Self.unreachableCodes.contains(code)
+        return [.couldNotResolveHost, .couldNotConnect, .operationTimedOut].contains(code)
     }
 
-    private static let unreachableCodes: Set<Int> = [
-        6,  // CURLE_COULDNT_RESOLVE_HOST
-        7,  // CURLE_COULDNT_CONNECT
-        28, // CURLE_OPERATION_TIMEDOUT (connect timeout, or haul's stall window)
+    /// TLS verification failures, unsupported protocols and options this libcurl lacks are not going to change
+    /// on a retry.
+    private static let permanentNetworkCodes: Set<CurlCode> = [
+        .unsupportedProtocol, .malformedURL, .notBuiltIn, .badFunctionArgument, .unknownOption, .sslConnectError,
+        .peerFailedVerificationBefore762, .sslEngineNotFound, .sslEngineSetFailed, .sslCertificateProblem,
+        .sslCipher, .peerFailedVerification, .useSSLFailed, .sslEngineInitFailed, .sslCACertificateBadFile,
+        .sslShutdownFailed, .sslCRLBadFile, .sslIssuerError, .sslPinnedPublicKeyMismatch, .sslInvalidCertificateStatus,
     ]
+}
 
-    /// TLS verification failures and unsupported protocols are not going to change on a retry.
-    private static let permanentNetworkCodes: Set<Int> = [
-        1,  // CURLE_UNSUPPORTED_PROTOCOL
-        3,  // CURLE_URL_MALFORMAT
-        35, // CURLE_SSL_CONNECT_ERROR (handshake refused)
-        51, // obsolete alias of 60 before 7.62
-        53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91,
-    ]
+/// A libcurl result code (CURLcode), named: code that decides on it reads `.operationTimedOut`, not 28.
+public struct CurlCode: Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    public static let unsupportedProtocol = CurlCode(rawValue: 1)
+    public static let malformedURL = CurlCode(rawValue: 3)
+    public static let notBuiltIn = CurlCode(rawValue: 4)
+    public static let couldNotResolveHost = CurlCode(rawValue: 6)
+    public static let couldNotConnect = CurlCode(rawValue: 7)
+    public static let partialFile = CurlCode(rawValue: 18)
+    public static let operationTimedOut = CurlCode(rawValue: 28)
+    public static let sslConnectError = CurlCode(rawValue: 35)
+    public static let badFunctionArgument = CurlCode(rawValue: 43)
+    public static let unknownOption = CurlCode(rawValue: 48)
+    /// CURLE_PEER_FAILED_VERIFICATION's number before libcurl 7.62.
+    public static let peerFailedVerificationBefore762 = CurlCode(rawValue: 51)
+    public static let sslEngineNotFound = CurlCode(rawValue: 53)
+    public static let sslEngineSetFailed = CurlCode(rawValue: 54)
+    public static let receiveError = CurlCode(rawValue: 56)
+    public static let sslCertificateProblem = CurlCode(rawValue: 58)
+    public static let sslCipher = CurlCode(rawValue: 59)
+    public static let peerFailedVerification = CurlCode(rawValue: 60)
+    public static let useSSLFailed = CurlCode(rawValue: 64)
+    public static let sslEngineInitFailed = CurlCode(rawValue: 66)
+    public static let sslCACertificateBadFile = CurlCode(rawValue: 77)
+    public static let sslShutdownFailed = CurlCode(rawValue: 80)
+    public static let sslCRLBadFile = CurlCode(rawValue: 82)
+    public static let sslIssuerError = CurlCode(rawValue: 83)
+    public static let sslPinnedPublicKeyMismatch = CurlCode(rawValue: 90)
+    public static let sslInvalidCertificateStatus = CurlCode(rawValue: 91)
+
+    /// `curl 28`: the number libcurl's documentation and `curl`'s own exit status use.
+    public var description: String { "curl \(rawValue)" }
 }
 
 /// One failed attempt: which URL (display form), why.

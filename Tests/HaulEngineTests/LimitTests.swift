@@ -35,7 +35,7 @@ final class LimitTests: XCTestCase {
         guard case .network(let code, let message) = recorder.attemptFailures.first?.failure.reason else {
             return XCTFail("\(recorder.attemptFailures)")
         }
-        XCTAssertEqual(code, 28, "a stall is a client-side timeout")
+        XCTAssertEqual(code, .operationTimedOut, "a stall is a client-side timeout")
         XCTAssertEqual(message, "no data for 1 s", "caught by the stall window, not by libcurl's averaged speed check")
     }
 
@@ -46,7 +46,7 @@ final class LimitTests: XCTestCase {
         defer { server.stop() }
         let recorder = try run(server, pinned: body, retries: 1)
         XCTAssertNotNil(try recorder.results[0]?.get())
-        guard case .network(28, _) = recorder.attemptFailures.first?.failure.reason else {
+        guard case .network(.operationTimedOut, _) = recorder.attemptFailures.first?.failure.reason else {
             return XCTFail("\(recorder.attemptFailures)")
         }
     }
@@ -74,7 +74,7 @@ final class LimitTests: XCTestCase {
         defer { server.stop() }
         let recorder = try run(server, pinned: body, retries: 1)
         XCTAssertNotNil(try recorder.results[0]?.get())
-        guard case .network(18, _) = recorder.attemptFailures.first?.failure.reason else {
+        guard case .network(.partialFile, _) = recorder.attemptFailures.first?.failure.reason else {
             return XCTFail("CURLE_PARTIAL_FILE expected: \(recorder.attemptFailures)")
         }
     }

@@ -41,11 +41,11 @@ final class RetryPolicyTests: XCTestCase {
     func testTransientClassification() {
         for status in [408, 429, 500, 502, 503, 504, 599] { XCTAssertTrue(FailureReason.httpStatus(status).isTransient, "\(status)") }
         for status in [400, 401, 403, 404, 410, 501, 505] { XCTAssertFalse(FailureReason.httpStatus(status).isTransient, "\(status)") }
-        XCTAssertTrue(FailureReason.network(code: 7, message: "").isTransient, "connection refused")
-        XCTAssertTrue(FailureReason.network(code: 28, message: "").isTransient, "timeout")
-        XCTAssertTrue(FailureReason.network(code: 56, message: "").isTransient, "reset")
-        XCTAssertTrue(FailureReason.network(code: 18, message: "").isTransient, "partial body")
-        XCTAssertFalse(FailureReason.network(code: 60, message: "").isTransient, "TLS verification")
+        XCTAssertTrue(FailureReason.network(code: .couldNotConnect, message: "").isTransient, "connection refused")
+        XCTAssertTrue(FailureReason.network(code: .operationTimedOut, message: "").isTransient, "timeout")
+        XCTAssertTrue(FailureReason.network(code: .receiveError, message: "").isTransient, "reset")
+        XCTAssertTrue(FailureReason.network(code: .partialFile, message: "").isTransient, "partial body")
+        XCTAssertFalse(FailureReason.network(code: .peerFailedVerification, message: "").isTransient, "TLS verification")
         XCTAssertFalse(FailureReason.local(operation: "write", path: "/x", errno: ENOSPC).isTransient)
         let digest = StreamingHasher.digest([1], algorithm: .sha256)
         XCTAssertFalse(FailureReason.digestMismatch(expected: digest, actual: digest).isTransient)

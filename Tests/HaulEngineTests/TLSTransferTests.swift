@@ -96,7 +96,7 @@ final class TLSTransferTests: XCTestCase {
         guard case .network(let code, let message) = failure.attempts.first?.reason else {
             return XCTFail("a TLS verification failure is client-side: \(failure)")
         }
-        XCTAssertEqual(code, 60, "CURLE_PEER_FAILED_VERIFICATION: \(message)")
+        XCTAssertEqual(code, .peerFailedVerification, message)
         XCTAssertFalse(message.isEmpty)
         // A failed handshake never reaches nginx's access log, so the attempts are counted on the client side.
         XCTAssertEqual(recorder.attemptFailures.count, 1, "a TLS failure is permanent: retries: 3 makes no retry")

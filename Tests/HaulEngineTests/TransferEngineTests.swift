@@ -230,7 +230,24 @@ final class TransferEngineTests: XCTestCase {
         guard case .failure(let failure) = recorder.results[0], case .network(let code, _) = failure.attempts[0].reason else {
             return XCTFail("expected a network failure")
         }
-        XCTAssertEqual(code, 7, "CURLE_COULDNT_CONNECT")
+        XCTAssertEqual(code, .couldNotConnect)
+    }
+
+    /// An option libcurl refuses fails the transfer before any request, naming the option: a request never goes out
+    /// half-configured. libcurl refuses strings over 8 MB (CURL_MAX_INPUT_LENGTH), so a URL that long is refused.
+    func testAnOptionLibcurlRefusesFailsTheTransferBeforeAnyRequest() throws {
+        let server = try LoopbackHTTPServer(files: ["/x": [1]])
+        defer { server.stop() }
+        let url = server.url("/x") + "?" + String(repeating: "a", count: 9_000_000)
+        let recorder = Recorder()
+        engine().run([request(0, [source(url)], bytes: [1], retries: 2)], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0], case .network(let code, let message) = failure.attempts[0].reason else {
+            return XCTFail("expected a refused option: \(String(describing: recorder.results[0]))")
+        }
+        XCTAssertEqual(code, .badFunctionArgument)
+        XCTAssertEqual(message, "libcurl refused option 10002: A libcurl function was given a bad argument")
+        XCTAssertEqual(failure.attempts.count, 1, "not retried")
+        XCTAssertEqual(server.requests.count, 0)
     }
 
     func testProgressReportsBytesWrittenAndExpectedTotals() throws {
@@ -438,7 +455,7 @@ extension TransferEngineTests {
         let url = "http://127.0.0.1:\(port)/x"
         engine().run([request(0, [TransferSource(url: url, displayURL: "http://127.0.0.1:${PORT}/x", secrets: [port])], bytes: [1])],
                      delegate: recorder)
-        guard case .failure(let failure) = recorder.results[0], case .network(7, let message) = failure.attempts[0].reason else {
+        guard case .failure(let failure) = recorder.results[0], case .network(.couldNotConnect, let message) = failure.attempts[0].reason else {
             return XCTFail("expected a refused connection")
         }
         XCTAssertFalse(message.contains(port), message)
