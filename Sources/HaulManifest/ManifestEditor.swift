@@ -377,30 +377,17 @@ struct ManifestLayout {
 
     static func scan(_ source: SourceText, fileName: String) throws(ManifestEditError) -> ManifestLayout {
         var builder = LayoutBuilder()
-        let bytes = source.bytes
-        let failure: Diagnostic? = bytes.withUnsafeBufferPointer { buffer -> Diagnostic? in
-            guard let base = buffer.baseAddress else { return nil }  // empty text: nothing to scan
-            let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
-            defer { parser.deallocate() }
-            guard yaml_parser_initialize(parser) == 1 else {
-                return Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil,
-                                  message: "cannot parse YAML: out of memory")
-            }
-            defer { yaml_parser_delete(parser) }
-            yaml_parser_set_input_string(parser, base, buffer.count)
-            var event = yaml_event_t()
+        guard !source.bytes.isEmpty else { return builder.layout }  // empty text: nothing to scan
+        let failure: Diagnostic? = YAMLEventParser.parse(source.bytes) { parser -> Diagnostic? in
             while !builder.finished {
-                guard yaml_parser_parse(parser, &event) == 1 else {
-                    let problem = parser.pointee.problem.map { String(cString: $0) } ?? "invalid YAML"
-                    let location = parser.pointee.error == YAML_READER_ERROR
-                        ? nil : Mark(parser.pointee.problem_mark).location
-                    return Diagnostic(severity: .error, file: fileName, location: location, keyPath: nil, message: problem)
+                guard let event = parser.next() else {
+                    let error = parser.error
+                    return Diagnostic(severity: .error, file: fileName, location: error.location, keyPath: nil, message: error.message)
                 }
                 builder.handle(event)
-                yaml_event_delete(&event)
             }
             return nil
-        }
+        } ?? Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: "cannot parse YAML: out of memory")
         if let failure { throw ManifestEditError(reason: .notEditable, diagnostic: failure) }
         return builder.layout
     }

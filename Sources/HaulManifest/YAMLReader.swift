@@ -71,37 +71,25 @@ struct YAMLReader {
 
     private mutating func run<Sink: YAMLEntrySink>(_ bytes: [UInt8], diagnostics: inout DiagnosticCollector,
                                                    sink: inout Sink) -> YAMLDocument? {
-        // libyaml wants a non-null pointer even for empty input.
-        let input = bytes.isEmpty ? [0] : bytes
-        // libyaml keeps pointers into the input for the parser's whole life: create and delete it inside the pin.
-        return input.withUnsafeBufferPointer { buffer -> YAMLDocument? in
-            guard let base = buffer.baseAddress else { return nil }
-            let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
-            defer { parser.deallocate() }
-            guard yaml_parser_initialize(parser) == 1 else {
-                diagnostics.error("cannot parse YAML: out of memory", at: nil)
-                return nil
-            }
-            defer { yaml_parser_delete(parser) }
-            yaml_parser_set_input_string(parser, base, bytes.count)
-            return parseEvents(parser, bytes: UnsafeBufferPointer(rebasing: buffer[..<bytes.count]),
-                               diagnostics: &diagnostics, sink: &sink)
+        let parsed = YAMLEventParser.parse(bytes) { parser in parseEvents(&parser, diagnostics: &diagnostics, sink: &sink) }
+        guard let parsed else {
+            diagnostics.error("cannot parse YAML: out of memory", at: nil)
+            return nil
         }
+        return parsed
     }
 
-    private mutating func parseEvents<Sink: YAMLEntrySink>(_ parser: UnsafeMutablePointer<yaml_parser_t>,
-                                                           bytes: UnsafeBufferPointer<UInt8>,
+    private mutating func parseEvents<Sink: YAMLEntrySink>(_ parser: inout YAMLEventParser,
                                                            diagnostics: inout DiagnosticCollector,
                                                            sink: inout Sink) -> YAMLDocument? {
-        var event = yaml_event_t()
         var documents = 0
         while true {
-            guard yaml_parser_parse(parser, &event) == 1 else {
-                Self.reportParserError(parser.pointee, bytes: bytes, diagnostics: &diagnostics)
+            guard let event = parser.next() else {
+                let error = parser.error
+                diagnostics.error(error.message, at: error.location)
                 return nil
             }
-            defer { yaml_event_delete(&event) }
-            let location = Self.location(event.start_mark)
+            let location = YAMLEventParser.location(event.start_mark)
             switch event.type {
             case YAML_SCALAR_EVENT, YAML_ALIAS_EVENT, YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
                 guard hasRoomForNode(at: location, diagnostics: &diagnostics) else { return nil }
@@ -337,10 +325,6 @@ struct YAMLReader {
     // MARK: Positions and errors
 
     /// libyaml marks are 0-based; messages are 1-based like compilers'.
-    static func location(_ mark: yaml_mark_t) -> SourceLocation {
-        SourceLocation(line: Int(mark.line) + 1, column: Int(mark.column) + 1)
-    }
-
     private static func string(_ pointer: UnsafeMutablePointer<yaml_char_t>?) -> String {
         guard let pointer else { return "" }
         return String(cString: UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self))
@@ -348,43 +332,5 @@ struct YAMLReader {
 
     private static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
         pointer.map { String(cString: $0) }
-    }
-
-    private static func reportParserError(_ parser: yaml_parser_t, bytes: UnsafeBufferPointer<UInt8>,
-                                          diagnostics: inout DiagnosticCollector) {
-        let problem = string(parser.problem) ?? "invalid YAML"
-        switch parser.error {
-        case YAML_MEMORY_ERROR:
-            diagnostics.error("cannot parse YAML: out of memory", at: nil)
-        case YAML_READER_ERROR:
-            // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
-            diagnostics.error(problem, at: location(ofByte: parser.problem_offset, in: bytes))
-        default:
-            var message = problem
-            if let context = string(parser.context) {
-                let mark = location(parser.context_mark)
-                message += " (\(context) at line \(mark.line), column \(mark.column))"
-            }
-            diagnostics.error(message, at: location(parser.problem_mark))
-        }
-    }
-
-    /// Counts lines and characters (not bytes) up to `offset`, as libyaml's marks do.
-    private static func location(ofByte offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> SourceLocation {
-        var line = 1, column = 1
-        var index = 0
-        let end = min(offset, bytes.count)
-        while index < end {
-            let byte = bytes[index]
-            let isLoneCR = byte == UInt8(ascii: "\r") && (index + 1 >= bytes.count || bytes[index + 1] != UInt8(ascii: "\n"))
-            if byte == UInt8(ascii: "\n") || isLoneCR {
-                line += 1
-                column = 1
-            } else if byte & 0xC0 != 0x80 && byte != UInt8(ascii: "\r") {
-                column += 1
-            }
-            index += 1
-        }
-        return SourceLocation(line: line, column: column)
     }
 }

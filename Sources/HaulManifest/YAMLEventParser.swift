@@ -1,0 +1,90 @@
+import CLibYAML
+
+/// libyaml's event parser: the one place that sets it up, tears it down, frees its events and turns its errors
+/// into a message and a place. libyaml keeps pointers into the input for the parser's whole life, so a parser
+/// exists only inside `parse(_:_:)`, over input that is pinned there.
+struct YAMLEventParser: ~Copyable {
+    private let parser: UnsafeMutablePointer<yaml_parser_t>
+    private let input: UnsafeBufferPointer<UInt8>
+    /// The event `next()` returned last, freed by the next call or at the end.
+    private let current = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
+    private var holdsEvent = false
+
+    /// Runs `body` with a parser over `bytes`; nil when libyaml cannot make one (out of memory).
+    static func parse<Result>(_ bytes: [UInt8], _ body: (inout YAMLEventParser) -> Result) -> Result? {
+        // libyaml wants a non-null pointer even for empty input.
+        let pinned = bytes.isEmpty ? [0] : bytes
+        return pinned.withUnsafeBufferPointer { buffer -> Result? in
+            guard let base = buffer.baseAddress,
+                  var parser = YAMLEventParser(base: base, input: UnsafeBufferPointer(rebasing: buffer[..<bytes.count]))
+            else { return nil }
+            return body(&parser)
+        }
+    }
+
+    private init?(base: UnsafePointer<UInt8>, input: UnsafeBufferPointer<UInt8>) {
+        parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+        guard yaml_parser_initialize(parser) == 1 else {
+            parser.deallocate()
+            current.deallocate()
+            return nil
+        }
+        self.input = input
+        yaml_parser_set_input_string(parser, base, input.count)
+    }
+
+    deinit {
+        if holdsEvent { yaml_event_delete(current) }
+        current.deallocate()
+        yaml_parser_delete(parser)
+        parser.deallocate()
+    }
+
+    /// The next event, valid until the next call (its strings point into libyaml's memory); nil at a syntax
+    /// error, which `error` then describes.
+    mutating func next() -> yaml_event_t? {
+        if holdsEvent { yaml_event_delete(current) }
+        holdsEvent = yaml_parser_parse(parser, current) == 1
+        return holdsEvent ? current.pointee : nil
+    }
+
+    /// Why `next()` returned nil: libyaml's problem, with its context, at the place libyaml names.
+    var error: (message: String, location: SourceLocation?) {
+        let state = parser.pointee
+        let problem = state.problem.map { String(cString: $0) } ?? "invalid YAML"
+        switch state.error {
+        case YAML_MEMORY_ERROR:
+            return ("cannot parse YAML: out of memory", nil)
+        case YAML_READER_ERROR:
+            // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
+            return (problem, Self.location(ofByte: state.problem_offset, in: input))
+        default:
+            guard let context = state.context.map({ String(cString: $0) }) else { return (problem, Self.location(state.problem_mark)) }
+            let mark = Self.location(state.context_mark)
+            return (problem + " (\(context) at line \(mark.line), column \(mark.column))", Self.location(state.problem_mark))
+        }
+    }
+
+    static func location(_ mark: yaml_mark_t) -> SourceLocation {
+        SourceLocation(line: Int(mark.line) + 1, column: Int(mark.column) + 1)
+    }
+
+    /// Counts lines and characters (not bytes) up to `offset`, as libyaml's marks do.
+    private static func location(ofByte offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> SourceLocation {
+        var line = 1, column = 1
+        var index = 0
+        let end = min(offset, bytes.count)
+        while index < end {
+            let byte = bytes[index]
+            let isLoneCR = byte == UInt8(ascii: "\r") && (index + 1 >= bytes.count || bytes[index + 1] != UInt8(ascii: "\n"))
+            if byte == UInt8(ascii: "\n") || isLoneCR {
+                line += 1
+                column = 1
+            } else if byte & 0xC0 != 0x80 && byte != UInt8(ascii: "\r") {
+                column += 1
+            }
+            index += 1
+        }
+        return SourceLocation(line: line, column: column)
+    }
+}
