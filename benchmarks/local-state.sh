@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's performance bar in one command: what a sync costs when (almost) everything is already on disk, next
+# The local-state performance targets in one command: what a sync costs when (almost) everything is already on disk, next
 # to curl --parallel, on the shared harness (../shared/bench: corpus, private nginx on 127.0.0.1, lib/measure.py:
 # wall, CPU, peak RSS by GNU time, runs disturbed by other load discarded and repeated).
 #
@@ -23,7 +23,7 @@
 # without a journal, see the bench README), RUNS (3), JOBS (16), PORT (18180; TLS on PORT+1, counting server on
 # COUNT_PORT=PORT+2), QUIET_WAIT (30), NOISY_RETRIES (4), PEERS (default "curl haul"), RESULTS (default
 # benchmarks/results/local-state-<timestamp>, git-ignored), and whatever the shared peers.sh reads.
-# Prints the shared report, then a compact table with ratios vs curl and the issue-4 verdicts (summary.md).
+# Prints the shared report, then a compact table with ratios vs curl and the verdicts against the targets (summary.md).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=${BENCH:-$HERE/../shared/bench}
@@ -108,7 +108,7 @@ for sc in "$@"; do
     printf '{"scenario": "%s", "label": "%s", "requests": %d}\n' "$sc" "$label" $((after - before)) >> "$TIMED"
   }
 
-  # Floors: what any tool pays to copy the tree, and to stat() every file from Python (the issue's references).
+  # Floors: what any tool pays to copy the tree, and to stat() every file from Python (the reference floors).
   m --kind limit --label "limit: cp -r corpus (local, no network)" --prepare 'rm -rf cpdl && mkdir cpdl && sync' \
     --run-dir cpdl --verify "$W/SHA256SUMS" --expect-files "$NF" -- cp -r "$C/files/." .
   rm -rf "$W/cpdl"

@@ -52,11 +52,20 @@ public func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void)
 }
 
 /// A new thread running `work`, to be joined; nil if none could be started.
+///
+/// SIGINT and SIGTERM are blocked in it whatever its creator's mask: the CLI takes them on one thread of its own
+/// (`sigwait`), and a worker started before that thread blocked them (the state is read while the manifest is
+/// parsed) must not take one and end the process without a word.
 public func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
     let context = Unmanaged.passRetained(ThreadWork(work)).toOpaque()
     var thread = pthread_t()
     let rc = pthread_create(&thread, nil, { context in
         guard let context else { return nil }
+        var interrupts = sigset_t()
+        sigemptyset(&interrupts)
+        sigaddset(&interrupts, SIGINT)
+        sigaddset(&interrupts, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &interrupts, nil)
         Unmanaged<ThreadWork>.fromOpaque(context).takeRetainedValue().run()
         return nil
     }, context)

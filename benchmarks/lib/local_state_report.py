@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compact table and issue-4 verdicts from local-state.sh's results.
+"""Compact table and target verdicts from local-state.sh's results.
 
 usage: local_state_report.py RESULTS.jsonl PROOF.jsonl TIMED.jsonl JOBS
 
@@ -85,7 +85,7 @@ def main():
                    + "; ".join(f"{t['scenario']} / {t['label']}: {t['requests']}" for t in timed))
 
     out.append("")
-    out.append("Issue 4 targets:")
+    out.append("Targets:")
 
     def verdict(ok, text):
         out.append(f"- **{'MET' if ok else 'MISSED'}** {text}")
