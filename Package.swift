@@ -39,6 +39,7 @@ let package = Package(
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
+        .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest"]),
         .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
                                                            "HaulTestSupport"]),
         .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),

@@ -146,6 +146,7 @@ public struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
 /// Every source failed. `attempts` lists each URL tried and why it failed, in order.
 public struct TransferFailure: Error, Sendable, CustomStringConvertible {
     public var attempts: [AttemptFailure]
+    public init(attempts: [AttemptFailure]) { self.attempts = attempts }
     public var description: String { attempts.map(\.description).joined(separator: "; ") }
     /// The failure that ended each source, one per URL tried.
     public var lastFailurePerSource: [AttemptFailure] {
