@@ -6,9 +6,9 @@ import HaulStore
 
 /// Text for people: the plan, per-entry failures and the summary. Pure functions of results, so the exact
 /// wording is tested without running anything.
-public enum HumanReport {
+package enum HumanReport {
     /// One line per change, then a summary line. Kept files are counted, not listed.
-    public static func planLines(_ plan: Plan) -> [String] {
+    package static func planLines(_ plan: Plan) -> [String] {
         var lines: [String] = []
         for planned in plan.entries {
             let destination = planned.entry.destination.description
@@ -36,7 +36,7 @@ public enum HumanReport {
         return lines
     }
 
-    public static func planSummary(_ plan: Plan) -> String {
+    package static func planSummary(_ plan: Plan) -> String {
         let tally = plan.tally
         guard tally.hasChanges else { return "No changes: \(count(tally.upToDate, "file")) up to date." }
         var parts: [String] = []
@@ -79,7 +79,7 @@ public enum HumanReport {
     }
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
-    public static func failureLines(entry: FileEntry, failure: EntryFailure) -> [String] {
+    package static func failureLines(entry: FileEntry, failure: EntryFailure) -> [String] {
         let destination = entry.destination.description
         switch failure {
         case .refused(let why):
@@ -98,13 +98,13 @@ public enum HumanReport {
 
     /// `error: data/a.bin: in place, but not yet durable: cannot sync the directory of "data/a.bin": …`: the new
     /// content is there (not "failed", which would promise the old), but a crash may still take it back.
-    public static func notDurableLine(entry: FileEntry, error: StoreError) -> String {
+    package static func notDurableLine(entry: FileEntry, error: StoreError) -> String {
         "error: \(entry.destination): in place, but not yet durable: \(error)"
     }
 
     /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify
     /// says how to trust a private CA.
-    public static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
+    package static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
         switch reason {
         case .digestMismatch(let expected, let actual, let encoding):
             guard let checksum else { return reason.description }
@@ -125,7 +125,7 @@ public enum HumanReport {
     /// `https://m/a.csv: checksum mismatch: …`: a source that served the wrong bytes, worth a warning whatever
     /// happens next (the next mirror may well serve the right ones: the bad one must not go unnoticed). nil for
     /// other failures.
-    public static func wrongBytesWarning(entry: FileEntry, failure: AttemptFailure) -> String? {
+    package static func wrongBytesWarning(entry: FileEntry, failure: AttemptFailure) -> String? {
         switch failure.reason {
         case .digestMismatch, .sizeMismatch:
             return "\(failure.sourceDisplayURL): \(describe(failure.reason, checksum: entry.checksum))"
@@ -135,13 +135,13 @@ public enum HumanReport {
     }
 
     /// An unpinned file the server encoded although haul asked for no encoding: stored as served.
-    public static func encodingWarning(encoding: String) -> String {
+    package static func encodingWarning(encoding: String) -> String {
         "stored as served with Content-Encoding: \(encoding) (haul asks for no encoding; the file holds the encoded bytes)"
     }
 
     /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed, 1 not yet
     /// durable in 0.4 s.` (a file not yet durable is among those fetched: it is in place).
-    public static func syncSummary(_ result: SyncResult) -> String {
+    package static func syncSummary(_ result: SyncResult) -> String {
         let counts = result.counts
         let failed = counts.failed + result.pruneFailures.count
         let confirmed = counts.notModified
@@ -157,7 +157,7 @@ public enum HumanReport {
     }
 
     /// A prune that did not delete: a warning when the file was kept (the user's now), an error when deleting failed.
-    public static func pruneLine(_ destination: DestinationPath, _ outcome: PruneOutcome) -> String? {
+    package static func pruneLine(_ destination: DestinationPath, _ outcome: PruneOutcome) -> String? {
         switch outcome {
         case .deleted, .forgotten: nil
         case .kept(let why): "warning: \(destination): not pruned: \(why); haul no longer manages it"
@@ -178,8 +178,8 @@ public enum HumanReport {
 }
 
 /// Byte counts the way people read them: 1 decimal place, binary units (`1.5 MiB`).
-public enum ByteCount {
-    public static func format(_ bytes: Int64) -> String {
+package enum ByteCount {
+    package static func format(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes)
         var unit = 0

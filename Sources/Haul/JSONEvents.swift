@@ -5,7 +5,7 @@ import HaulStore
 
 /// A JSON value with keys in a fixed order, so that every event reads the same from run to run. Encoding is
 /// done here rather than with Foundation's encoder: the schema is small, and its order is part of the contract.
-public enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     case string(String)
     case int(Int64)
     case double(Double)
@@ -14,12 +14,12 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(String, JSONValue)])
 
-    public static func == (a: JSONValue, b: JSONValue) -> Bool { a.encoded() == b.encoded() }
+    package static func == (a: JSONValue, b: JSONValue) -> Bool { a.encoded() == b.encoded() }
 
-    public static func string(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
-    public static func int(_ value: Int64?) -> JSONValue { value.map { .int($0) } ?? .null }
+    package static func string(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    package static func int(_ value: Int64?) -> JSONValue { value.map { .int($0) } ?? .null }
 
-    public func encoded() -> String {
+    package func encoded() -> String {
         var out = ""
         encode(into: &out)
         return out
@@ -78,10 +78,10 @@ public enum JSONValue: Sendable, Equatable {
 
 /// The events of `--json`, one object per line; README documents each. URLs are always the manifest's
 /// display form (`${VAR}` kept, userinfo redacted) and error texts are the same scrubbed texts people see.
-public enum JSONEvents {
-    public static let schemaVersion: Int64 = 1
+package enum JSONEvents {
+    package static let schemaVersion: Int64 = 1
 
-    public static func plan(_ plan: Plan) -> JSONValue {
+    package static func plan(_ plan: Plan) -> JSONValue {
         var changes: [JSONValue] = []
         for planned in plan.entries {
             let action: String
@@ -121,18 +121,18 @@ public enum JSONEvents {
         ])
     }
 
-    public static func start(_ entry: FileEntry, source: String) -> JSONValue {
+    package static func start(_ entry: FileEntry, source: String) -> JSONValue {
         .object([("event", .string("start")), ("dest", .string(entry.destination.description)), ("url", .string(source))])
     }
 
-    public static func progress(_ entry: FileEntry, _ progress: TransferProgress) -> JSONValue {
+    package static func progress(_ entry: FileEntry, _ progress: TransferProgress) -> JSONValue {
         .object([("event", .string("progress")), ("dest", .string(entry.destination.description)),
                  ("bytes", .int(progress.totalBytesWritten)), ("total", .int(progress.totalBytesExpected))])
     }
 
     /// An attempt failed and haul tries again: `next_url` after `retry_in` seconds, or (`retry_in` null) at once.
     /// nil when nothing comes next: a `failed` event follows.
-    public static func retry(_ entry: FileEntry, _ failure: AttemptFailure, next: NextAttempt?) -> JSONValue? {
+    package static func retry(_ entry: FileEntry, _ failure: AttemptFailure, next: NextAttempt?) -> JSONValue? {
         guard let next else { return nil }
         return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
                         ("url", .string(failure.sourceDisplayURL)),
@@ -143,13 +143,13 @@ public enum JSONEvents {
 
     /// A problem that does not stop the run: wrong bytes from a source, an unpinned file stored as the server
     /// encoded it, an unusable state cache (`dest` null), a modified file pruning left alone.
-    public static func warning(dest: String?, message: String) -> JSONValue {
+    package static func warning(dest: String?, message: String) -> JSONValue {
         .object([("event", .string("warning")), ("dest", .string(dest)), ("message", .string(message))])
     }
 
     /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
     /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
-    public static func finished(_ entry: FileEntry, _ outcome: EntryOutcome) -> JSONValue? {
+    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome) -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
         case .upToDate:
@@ -183,7 +183,7 @@ public enum JSONEvents {
                  ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))])
     }
 
-    public static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {
+    package static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {
         let dest = ("dest", JSONValue.string(destination.description))
         switch outcome {
         case .deleted: return .object([("event", .string("pruned")), dest, ("result", .string("deleted")), ("reason", .null)])
@@ -195,7 +195,7 @@ public enum JSONEvents {
     }
 
     /// `haul verify --json`: one event, the problems found and the counts.
-    public static func verify(_ result: VerificationResult) -> JSONValue {
+    package static func verify(_ result: VerificationResult) -> JSONValue {
         let problems: [JSONValue] = result.problems.map { planned in
             let (problem, detail): (String, String?) = switch planned.action {
             case .fetch(.missing): ("missing", nil)
@@ -212,7 +212,7 @@ public enum JSONEvents {
                         ("exit_status", .int(Int64(result.exitStatus.rawValue)))])
     }
 
-    public static func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) -> JSONValue {
+    package static func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) -> JSONValue {
         let counts = result.counts
         return .object([
             ("event", .string("summary")), ("fetched", .int(Int64(counts.fetched))),

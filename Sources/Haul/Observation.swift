@@ -108,8 +108,8 @@ enum Observation {
 }
 
 /// A plan and what was observed to make it: `apply` needs both to leave an accurate state cache behind.
-public struct Assessment: Sendable {
-    public let plan: Plan
+package struct Assessment: Sendable {
+    package let plan: Plan
     /// Per entry, the cache record matching what is on disk now (nil: nothing known).
     let records: [StateRecord?]
     /// Per entry, whether `records` holds exactly what the cache holds for it.
@@ -118,6 +118,6 @@ public struct Assessment: Sendable {
     let pruneIdentities: [FileIdentity?]
     let cache: StateCache
     /// Set when the state cache existed but could not be used.
-    public let cacheWarning: String?
+    package let cacheWarning: String?
     let manifestKey: String
 }

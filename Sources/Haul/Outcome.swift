@@ -4,7 +4,7 @@ import HaulPlanner
 import HaulStore
 
 /// What happened to one entry in a sync.
-public enum EntryOutcome: Sendable {
+package enum EntryOutcome: Sendable {
     case upToDate
     /// Revalidated: the server said the copy on disk is current (304); nothing was written.
     case notModified
@@ -18,7 +18,7 @@ public enum EntryOutcome: Sendable {
     case failed(EntryFailure)
 
     /// The file this run put in place, durably or not.
-    public var fetchedFile: DownloadedFile? {
+    package var fetchedFile: DownloadedFile? {
         switch self {
         case .fetched(let file), .fetchedNotDurable(let file, _): file
         case .upToDate, .notModified, .failed: nil
@@ -27,7 +27,7 @@ public enum EntryOutcome: Sendable {
 }
 
 /// What happened to one file the manifest no longer lists.
-public enum PruneOutcome: Sendable {
+package enum PruneOutcome: Sendable {
     case deleted
     /// Not what haul wrote any more: left in place, and no longer managed by haul.
     case kept(String)
@@ -37,7 +37,7 @@ public enum PruneOutcome: Sendable {
 }
 
 /// Why an entry could not be brought to its desired state. Its destination keeps its old content.
-public enum EntryFailure: Error, Sendable {
+package enum EntryFailure: Error, Sendable {
     /// The plan refused it (a directory in the way, a parent symlink leading outside root, …).
     case refused(String)
     /// Every source failed to deliver the right bytes.
@@ -47,15 +47,15 @@ public enum EntryFailure: Error, Sendable {
 }
 
 /// The result of `sync`, in manifest order.
-public struct SyncResult: Sendable {
-    public var plan: Plan
-    public var outcomes: [EntryOutcome]
-    public var prunes: [(DestinationPath, PruneOutcome)] = []
-    public var seconds: Double
+package struct SyncResult: Sendable {
+    package var plan: Plan
+    package var outcomes: [EntryOutcome]
+    package var prunes: [(DestinationPath, PruneOutcome)] = []
+    package var seconds: Double
     /// Per fetched entry (by index), the destination's identity as the commit left it: what the state records.
     var committedIdentities: [Int: FileIdentity] = [:]
 
-    public init(plan: Plan, outcomes: [EntryOutcome], seconds: Double) {
+    package init(plan: Plan, outcomes: [EntryOutcome], seconds: Double) {
         self.plan = plan
         self.outcomes = outcomes
         self.seconds = seconds
@@ -63,7 +63,7 @@ public struct SyncResult: Sendable {
 
     /// Walks the outcomes, not the entries: an entry is only touched when it failed (100,000 copies of entries
     /// that did not cost as much as the rest of a no-op's report).
-    public var failures: [(entry: FileEntry, failure: EntryFailure)] {
+    package var failures: [(entry: FileEntry, failure: EntryFailure)] {
         outcomes.indices.compactMap { index in
             if case .failed(let failure) = outcomes[index] { return (plan.entries[index].entry, failure) }
             return nil
@@ -71,20 +71,20 @@ public struct SyncResult: Sendable {
     }
 
     /// What a summary says of the outcomes.
-    public struct Counts: Sendable, Equatable {
+    package struct Counts: Sendable, Equatable {
         /// Durable or not.
-        public var fetched = 0
+        package var fetched = 0
         /// Saturating: a display total.
-        public var fetchedBytes: Int64 = 0
-        public var notModified = 0
-        public var failed = 0
+        package var fetchedBytes: Int64 = 0
+        package var notModified = 0
+        package var failed = 0
         /// Fetched, in place, but not yet durable.
-        public var notDurable = 0
+        package var notDurable = 0
     }
 
     /// One pass that copies no outcome: the summary of a first sync used to gather 100,000 downloaded files into an
     /// array just to count them.
-    public var counts: Counts {
+    package var counts: Counts {
         var counts = Counts()
         for index in outcomes.indices {
             switch outcomes[index] {
@@ -101,23 +101,23 @@ public struct SyncResult: Sendable {
         return counts
     }
 
-    public var pruneFailures: [(DestinationPath, StoreError)] {
+    package var pruneFailures: [(DestinationPath, StoreError)] {
         prunes.compactMap { if case .failed(let error) = $0.1 { ($0.0, error) } else { nil } }
     }
 
-    public var deletedCount: Int { prunes.count { if case .deleted = $0.1 { true } else { false } } }
+    package var deletedCount: Int { prunes.count { if case .deleted = $0.1 { true } else { false } } }
 
-    public var failedCount: Int { outcomes.count { if case .failed = $0 { true } else { false } } }
+    package var failedCount: Int { outcomes.count { if case .failed = $0 { true } else { false } } }
 
     /// A file in place but not durable is not in its desired state yet: the run exits 1 for it too.
-    public var exitStatus: ExitStatus {
+    package var exitStatus: ExitStatus {
         let notDurable = outcomes.contains { if case .fetchedNotDurable = $0 { true } else { false } }
         return failedCount == 0 && !notDurable && pruneFailures.isEmpty ? .success : .entryFailed
     }
 }
 
 /// The exit statuses of the CLI contract.
-public enum ExitStatus: Int32, Sendable {
+package enum ExitStatus: Int32, Sendable {
     /// Every file is in its desired state (for `plan`: nothing to do).
     case success = 0
     /// At least one entry failed (or is in place but not yet durable); files that succeeded stay.

@@ -6,17 +6,17 @@ import HaulStore
 import Synchronization
 
 /// What one download of a URL turned out to be.
-public struct Measurement: Sendable {
-    public let digest: Digest
-    public let size: Int64
+package struct Measurement: Sendable {
+    package let digest: Digest
+    package let size: Int64
     /// The URL as messages may show it (userinfo redacted).
-    public let sourceDisplayURL: String
+    package let sourceDisplayURL: String
     /// The `Content-Encoding` the server applied unasked (shown safely): what was measured is the encoded body.
-    public let contentEncoding: String?
+    package let contentEncoding: String?
 }
 
 /// Why a URL could not be measured.
-public enum PinFailure: Error, Sendable, CustomStringConvertible {
+package enum PinFailure: Error, Sendable, CustomStringConvertible {
     /// The private temporary directory could not be made.
     case workspace(StoreError)
     /// The server did not deliver (every attempt is listed), or the run was interrupted.
@@ -24,7 +24,7 @@ public enum PinFailure: Error, Sendable, CustomStringConvertible {
     /// The engine stopped before it reported on the transfer (shown URL).
     case unfinished(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unfinished(let url): "\(url): the transfer did not finish"
         case .workspace(let error): "\(error)"
@@ -39,9 +39,9 @@ public enum PinFailure: Error, Sendable, CustomStringConvertible {
 /// limit), so a URL that can be pinned is one `sync` can fetch. The bytes are written to a private temporary
 /// directory outside any root and deleted afterwards: pinning records what the file is; placing it is `sync`'s
 /// job, done under the root's lock with an atomic commit.
-public enum Pinner {
+package enum Pinner {
     /// `attemptFailed` hears about each failed attempt (and what comes next, nil when nothing does), on this thread.
-    public static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+    package static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
                                attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
         let workspace: ScratchDirectory

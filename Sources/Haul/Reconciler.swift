@@ -9,17 +9,17 @@ import HaulThreads
 import Synchronization
 
 /// Settings of a run that come from the command line, not the manifest.
-public struct SyncOptions: Sendable {
-    public var jobs: Int
-    public var connectionsPerHost: Int
-    public var caFile: String?
+package struct SyncOptions: Sendable {
+    package var jobs: Int
+    package var connectionsPerHost: Int
+    package var caFile: String?
     /// Largest body accepted for an entry without `size`.
-    public var maxFileSize: Int64
-    public var durability: Durability
+    package var maxFileSize: Int64
+    package var durability: Durability
     /// Delete what this manifest wrote earlier and no longer lists (also on with the manifest's `prune: true`).
-    public var prune: Bool
+    package var prune: Bool
 
-    public init(jobs: Int = EngineConfiguration.defaultConcurrency,
+    package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
                 maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
                 prune: Bool = false) {
@@ -34,7 +34,7 @@ public struct SyncOptions: Sendable {
 
 /// Told what a sync does as it does it. Called from the engine's thread and from the commit queue, possibly at
 /// the same time: implementations must be thread-safe (they only record or print).
-public protocol SyncObserver: AnyObject, Sendable {
+package protocol SyncObserver: AnyObject, Sendable {
     /// Whether `progress` should be called at all: measuring progress costs a little on every chunk.
     var wantsProgress: Bool { get }
     /// The entry's first request went out, to `source` (display form).
@@ -50,35 +50,35 @@ public protocol SyncObserver: AnyObject, Sendable {
 }
 
 extension SyncObserver {
-    public var wantsProgress: Bool { false }
-    public func entry(_ entry: FileEntry, started source: String) {}
-    public func entry(_ entry: FileEntry, progress: TransferProgress) {}
-    public func warning(_ text: String) {}
+    package var wantsProgress: Bool { false }
+    package func entry(_ entry: FileEntry, started source: String) {}
+    package func entry(_ entry: FileEntry, progress: TransferProgress) {}
+    package func warning(_ text: String) {}
 }
 
 /// manifest → observe → plan → execute → verify → commit. Each step is a separate call so that `plan` and
 /// `sync --dry-run` stop after planning and nothing else is touched.
-public struct Reconciler: Sendable {
-    public let manifest: Manifest
-    public let options: SyncOptions
+package struct Reconciler: Sendable {
+    package let manifest: Manifest
+    package let options: SyncOptions
     /// The root's private folder, checked; nil when root has none yet (only for commands that change nothing).
-    public let area: PrivateArea?
+    package let area: PrivateArea?
     /// The state cache, read while the manifest was parsed (nil: `assess` reads it).
     private let state: StatePrefetch?
 
-    public init(manifest: Manifest, options: SyncOptions, area: PrivateArea?, state: StatePrefetch? = nil) {
+    package init(manifest: Manifest, options: SyncOptions, area: PrivateArea?, state: StatePrefetch? = nil) {
         self.manifest = manifest
         self.options = options
         self.area = area
         self.state = state
     }
 
-    public var prunes: Bool { options.prune || manifest.prune }
+    package var prunes: Bool { options.prune || manifest.prune }
 
     /// Observes the disk and decides. No network, no writes. A file whose identity matches the state cache is
     /// not hashed again; `rehash` ignores the cache and hashes everything (but still knows which files haul
     /// wrote: pruning and revalidation need that, and hashing cannot recover it).
-    public func assess(rehash: Bool = false) -> Assessment {
+    package func assess(rehash: Bool = false) -> Assessment {
         var (cache, warning, glances) = state?.take(area: area) ?? Self.load(area: area)
         let manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
         let observed = Observation.observe(manifest, cache: cache, glances: rehash ? nil : glances, rehash: rehash,
@@ -100,7 +100,7 @@ public struct Reconciler: Sendable {
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes.
     /// A failed entry leaves its destination as it was; the others go on. Call it while holding the root's
     /// `RunLock`: it clears what earlier, interrupted runs left in haul's private area.
-    public func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
+    package func apply(_ assessment: Assessment, observer: SyncObserver?, cancellation: Cancellation? = nil) -> SyncResult {
         let started = MonotonicClock.seconds()
         var result = execute(assessment, observer: observer, cancellation: cancellation)
         if cancellation?.isCancelled != true { result.prunes = prune(assessment, observer: observer) }
@@ -344,7 +344,7 @@ public struct Reconciler: Sendable {
     /// How many of `wanted` transfers fit in the open-file limit. Each holds a socket, its file, and for a large
     /// body a reader for its trailing hash; the rest of a run (the lock, haul's folders, the committer's folders,
     /// the hashing threads, each engine loop's wake-up pair, libcurl's resolver) holds a few dozen at most.
-    public static func transfersFitting(_ limit: DescriptorLimit, wanted: Int) -> Int {
+    package static func transfersFitting(_ limit: DescriptorLimit, wanted: Int) -> Int {
         limit.fitting(wanted, each: 3, reserve: 24 + 4 * cores)
     }
 }
@@ -448,6 +448,6 @@ struct Authorship: Sendable {
     }
 }
 
-public enum HaulVersion {
-    public static let current = "0.1.0"
+package enum HaulVersion {
+    package static let current = "0.1.0"
 }

@@ -2,8 +2,8 @@ import HaulManifest
 
 /// Refusals decided from the manifest and the flags alone, before anything is observed or fetched. Each is
 /// a diagnostic naming the file (and the entry, with its line and column), and the run exits 3.
-public enum RunPolicy {
-    public static func violations(_ manifest: Manifest, requireChecksums: Bool, prune: Bool, force: Bool) -> [Diagnostic] {
+package enum RunPolicy {
+    package static func violations(_ manifest: Manifest, requireChecksums: Bool, prune: Bool, force: Bool) -> [Diagnostic] {
         var found: [Diagnostic] = []
         if requireChecksums {
             // CI's guard: an unpinned entry is whatever its server sends today.

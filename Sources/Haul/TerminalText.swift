@@ -16,21 +16,21 @@
 /// is what makes the rule hold for text nobody thought of as untrusted (a libcurl message quoting a certificate's
 /// name). The lines haul composes hold no control character of their own; colour, haul's only escape sequence in a
 /// line, is added by `painted`, after the text it paints is escaped.
-public struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolation, CustomStringConvertible {
+package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolation, CustomStringConvertible {
     /// The text as written: printable scalars, and the SGR sequences of `painted`.
-    public let rendered: String
+    package let rendered: String
 
     /// `text` with every control and bidi scalar escaped.
-    public init(_ text: String) {
+    package init(_ text: String) {
         rendered = Self.escaping(text)
     }
 
-    public init(stringLiteral value: String) {
+    package init(stringLiteral value: String) {
         self.init(value)
     }
 
     /// `"error: \(destination): …"` as a line: the whole of it escaped, interpolated values included.
-    public init(stringInterpolation: DefaultStringInterpolation) {
+    package init(stringInterpolation: DefaultStringInterpolation) {
         self.init(String(stringInterpolation: stringInterpolation))
     }
 
@@ -38,21 +38,21 @@ public struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolatio
         self.rendered = rendered
     }
 
-    public var description: String { rendered }
+    package var description: String { rendered }
 
     /// `text` (escaped) in an SGR colour, reset after it: a colour that leaks past its word would paint the rest of
     /// the terminal. Only for a stream `Colour.enabled` said yes to.
-    public static func painted(_ text: String, _ sgr: String) -> TerminalText {
+    package static func painted(_ text: String, _ sgr: String) -> TerminalText {
         TerminalText(rendered: "\u{1B}[\(sgr)m" + escaping(text) + "\u{1B}[0m")
     }
 
-    public static func + (lhs: TerminalText, rhs: TerminalText) -> TerminalText {
+    package static func + (lhs: TerminalText, rhs: TerminalText) -> TerminalText {
         TerminalText(rendered: lhs.rendered + rhs.rendered)
     }
 
     /// The rule itself, for text that must be measured in columns once escaped (the live view's names) before it
     /// becomes a line.
-    public static func escaping(_ text: String) -> String {
+    package static func escaping(_ text: String) -> String {
         // Nearly every line is free of them: one pass over the bytes, and the line is returned as it was.
         guard text.utf8.contains(where: mayStartEscapedScalar) else { return text }
         var escaped = ""
@@ -74,7 +74,7 @@ public struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolatio
 
     /// C0 controls, DEL, C1 controls, and bidi controls (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069):
     /// what a terminal may act on. `--json` writes the same set as `\u` escapes (`JSONValue`).
-    public static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+    package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         let value = scalar.value
         // Below U+061C, only the controls; the Unicode property lookup only for what could be a bidi control.
         return value < 0x20 || (0x7F...0x9F).contains(value) || (value >= 0x61C && scalar.properties.isBidiControl)

@@ -2,18 +2,18 @@ import HaulManifest
 import HaulPlanner
 
 /// `haul verify`: hash every local file and compare with the manifest. No network, no writes.
-public struct VerificationResult: Sendable {
-    public var plan: Plan
+package struct VerificationResult: Sendable {
+    package var plan: Plan
     /// Entries whose local file is missing, differs, or cannot be checked. An unpinned file that is present is
     /// not one: with no checksum, there is nothing to verify it against.
-    public var problems: [PlannedEntry] { plan.entries.filter { $0.action.isChange && $0.action != .revalidate } }
-    public var exitStatus: ExitStatus { problems.isEmpty ? .success : .entryFailed }
+    package var problems: [PlannedEntry] { plan.entries.filter { $0.action.isChange && $0.action != .revalidate } }
+    package var exitStatus: ExitStatus { problems.isEmpty ? .success : .entryFailed }
 
-    public init(manifest: Manifest) {
+    package init(manifest: Manifest) {
         plan = Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Reconciler.cores))
     }
 
-    public func lines() -> [String] {
+    package func lines() -> [String] {
         var lines = problems.map { planned -> String in
             let destination = planned.entry.destination.description
             switch planned.action {

@@ -1,10 +1,10 @@
 /// The digest algorithms a manifest may name. SHA-1 and MD5 are accepted for old asset sets but are weak:
 /// the manifest loader warns about them.
-public enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
+package enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
     case sha256, sha384, sha512, sha1, md5
 
     /// Length of a digest in bytes.
-    public var byteCount: Int {
+    package var byteCount: Int {
         switch self {
         case .sha256: 32
         case .sha384: 48
@@ -15,7 +15,7 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
     }
 
     /// Collision attacks are practical against these; a pin made with them protects less.
-    public var isWeak: Bool { self == .sha1 || self == .md5 }
+    package var isWeak: Bool { self == .sha1 || self == .md5 }
 }
 
 /// A computed or expected digest: the algorithm and its raw bytes. Two digests are equal only when both agree.
@@ -24,8 +24,8 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
 /// cache and a plan each hold one per file, and 100,000 files would otherwise be 100,000 heap objects apiece,
 /// retained and released at every copy. Longer ones (SHA-384, SHA-512) are rare enough to stay on the heap
 /// rather than make every copy of every digest twice as large.
-public struct Digest: Sendable, Hashable, CustomStringConvertible {
-    public let algorithm: DigestAlgorithm
+package struct Digest: Sendable, Hashable, CustomStringConvertible {
+    package let algorithm: DigestAlgorithm
     private let storage: Storage
 
     /// One representation per value (inline exactly when the length allows), so synthesized `==` is right.
@@ -37,11 +37,11 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
 
     private static let inlineCapacity = 32
 
-    public init(algorithm: DigestAlgorithm, bytes: [UInt8]) {
+    package init(algorithm: DigestAlgorithm, bytes: [UInt8]) {
         self = bytes.withUnsafeBytes { Digest(algorithm: algorithm, copying: $0) }
     }
 
-    public init(algorithm: DigestAlgorithm, copying bytes: UnsafeRawBufferPointer) {
+    package init(algorithm: DigestAlgorithm, copying bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == algorithm.byteCount, "digest length does not match its algorithm")
         self.algorithm = algorithm
         guard bytes.count <= Self.inlineCapacity else {
@@ -54,7 +54,7 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses lowercase or uppercase hex; nil unless it is exactly `algorithm.byteCount` bytes.
-    public init?(algorithm: DigestAlgorithm, hex: some StringProtocol) {
+    package init?(algorithm: DigestAlgorithm, hex: some StringProtocol) {
         let parse = { (utf8: UnsafeBufferPointer<UInt8>) in Digest(algorithm: algorithm, hexUTF8: utf8) }
         guard let digest = hex.utf8.withContiguousStorageIfAvailable(parse)
                 ?? Array(hex.utf8).withUnsafeBufferPointer(parse) else { return nil }
@@ -62,7 +62,7 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The same from UTF-8 bytes (a line of a file being parsed), decoded straight into place.
-    public init?(algorithm: DigestAlgorithm, hexUTF8 input: UnsafeBufferPointer<UInt8>) {
+    package init?(algorithm: DigestAlgorithm, hexUTF8 input: UnsafeBufferPointer<UInt8>) {
         let count = algorithm.byteCount
         guard input.count == 2 * count else { return nil }
         self.algorithm = algorithm
@@ -78,15 +78,15 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses standard base64 (as in Subresource Integrity); nil unless it decodes to the right length.
-    public init?(algorithm: DigestAlgorithm, base64: some StringProtocol) {
+    package init?(algorithm: DigestAlgorithm, base64: some StringProtocol) {
         guard let bytes = Base64.decode(base64), bytes.count == algorithm.byteCount else { return nil }
         self.init(algorithm: algorithm, bytes: bytes)
     }
 
-    public var bytes: [UInt8] { withUnsafeBytes(Array.init) }
+    package var bytes: [UInt8] { withUnsafeBytes(Array.init) }
 
     /// The digest's bytes, without copying them out.
-    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+    package func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         switch storage {
         case .inline(let a, let b, let c, let d):
             try Swift.withUnsafeBytes(of: (a, b, c, d)) { words in
@@ -97,24 +97,24 @@ public struct Digest: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public var hex: String {
+    package var hex: String {
         var out: [UInt8] = []
         out.reserveCapacity(2 * algorithm.byteCount)
         Hex.append(self, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
-    public var base64: String { Base64.encode(bytes) }
+    package var base64: String { Base64.encode(bytes) }
 
     /// `sha256:9f86…`, the unambiguous form used in logs.
-    public var description: String { "\(algorithm.rawValue):\(hex)" }
+    package var description: String { "\(algorithm.rawValue):\(hex)" }
 }
 
 /// Hex encoding without Foundation, so that hashing thousands of files does not allocate formatters.
-public enum Hex {
+package enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
         append(bytes, to: &out)
@@ -122,11 +122,11 @@ public enum Hex {
     }
 
     /// Straight into a buffer being built (a state file of 100,000 digests), no String in between.
-    public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+    package static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
         bytes.withUnsafeBytes { append($0, to: &out) }
     }
 
-    public static func append(_ digest: Digest, to out: inout [UInt8]) {
+    package static func append(_ digest: Digest, to out: inout [UInt8]) {
         digest.withUnsafeBytes { append($0, to: &out) }
     }
 
@@ -146,13 +146,13 @@ public enum Hex {
 
     /// Straight from the UTF-8 bytes, no intermediate array: manifests and the state cache decode one digest per
     /// entry, 100,000 at a time.
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         if let decoded = text.utf8.withContiguousStorageIfAvailable(decode(bytes:)) { return decoded }
         return Array(text.utf8).withUnsafeBufferPointer(decode(bytes:))
     }
 
     /// The same for text that is still bytes (a line of a file being parsed), without making a String of it.
-    public static func decode(utf8 bytes: ArraySlice<UInt8>) -> [UInt8]? {
+    package static func decode(utf8 bytes: ArraySlice<UInt8>) -> [UInt8]? {
         bytes.withUnsafeBufferPointer(decode(bytes:))
     }
 
@@ -190,10 +190,10 @@ public enum Hex {
 }
 
 /// Standard base64 with padding (RFC 4648 §4), the alphabet Subresource Integrity uses.
-public enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var index = 0
@@ -211,7 +211,7 @@ public enum Base64 {
         return String(decoding: out, as: UTF8.self)
     }
 
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         var values = [UInt8]()
         var padding = 0
         for c in text.utf8 {

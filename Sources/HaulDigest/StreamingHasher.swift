@@ -4,12 +4,12 @@ import CLibCrypto
 ///
 /// Not thread-safe: one hasher belongs to one transfer or one file read at a time. `Sendable` only so that it
 /// can be handed from the thread that created it to the one that feeds it.
-public final class StreamingHasher: @unchecked Sendable {
-    public let algorithm: DigestAlgorithm
+package final class StreamingHasher: @unchecked Sendable {
+    package let algorithm: DigestAlgorithm
     private let context: OpaquePointer
     private var finished = false
 
-    public init(_ algorithm: DigestAlgorithm) {
+    package init(_ algorithm: DigestAlgorithm) {
         self.algorithm = algorithm
         guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
         self.context = context
@@ -18,16 +18,16 @@ public final class StreamingHasher: @unchecked Sendable {
 
     deinit { EVP_MD_CTX_free(context) }
 
-    public func update(_ bytes: UnsafeRawBufferPointer) {
+    package func update(_ bytes: UnsafeRawBufferPointer) {
         precondition(!finished, "update after finalize")
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         EVP_DigestUpdate(context, base, bytes.count)
     }
 
-    public func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
+    package func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
 
     /// Ends the hash; the hasher cannot be fed afterwards.
-    public func finalize() -> Digest {
+    package func finalize() -> Digest {
         precondition(!finished, "finalize twice")
         finished = true
         return withUnsafeTemporaryAllocation(byteCount: Int(EVP_MAX_MD_SIZE), alignment: 8) { out in
@@ -38,7 +38,7 @@ public final class StreamingHasher: @unchecked Sendable {
     }
 
     /// One-shot convenience for small buffers (tests, headers).
-    public static func digest(_ bytes: [UInt8], algorithm: DigestAlgorithm) -> Digest {
+    package static func digest(_ bytes: [UInt8], algorithm: DigestAlgorithm) -> Digest {
         let hasher = StreamingHasher(algorithm)
         hasher.update(bytes)
         return hasher.finalize()

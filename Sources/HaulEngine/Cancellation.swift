@@ -2,18 +2,18 @@ import Synchronization
 
 /// Stops a running engine from another thread (a signal handler's thread, a test). Thread-safe; cancelling
 /// twice is the same as once.
-public final class Cancellation: Sendable {
+package final class Cancellation: Sendable {
     private let state = Mutex<(cancelled: Bool, reason: FailureReason, wakeUps: [MultiHandle.WakeUp])>((false, .interrupted, []))
 
-    public init() {}
+    package init() {}
 
-    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+    package var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Why the run stopped, what every unfinished transfer ends with: `.interrupted` (a signal) unless said otherwise.
-    public var reason: FailureReason { state.withLock { $0.reason } }
+    package var reason: FailureReason { state.withLock { $0.reason } }
 
     /// The first reason given is the one kept.
-    public func cancel(because reason: FailureReason = .interrupted) {
+    package func cancel(because reason: FailureReason = .interrupted) {
         state.withLock { state in
             if !state.cancelled { state.reason = reason }
             state.cancelled = true

@@ -8,14 +8,14 @@ import HaulFileSystem
 /// A partial is named by the digest it must end up with, so it can only ever be completed into that content;
 /// its `.meta` file says which URL the bytes came from (as a hash: URLs may carry secrets) and the validator that
 /// guarantees a resumed request continues the same version of the file.
-public struct PartialStore: Sendable {
+package struct PartialStore: Sendable {
     /// The partial folder, held open: partials and their metadata are reached by name in it.
     let folder: DirectoryHandle
 
     func file(for digest: Digest) -> StagedFile { StagedFile(folder: folder, name: Self.fileName(for: digest)) }
 
     /// The one spelling of a partial's name, shared with whoever sweeps the partial directory.
-    public static func fileName(for digest: Digest) -> String { "\(digest.algorithm.rawValue)-\(digest.hex).part" }
+    package static func fileName(for digest: Digest) -> String { "\(digest.algorithm.rawValue)-\(digest.hex).part" }
 
     func metadata(forPartial partial: StagedFile) -> PartialMetadata? {
         guard case .success(let descriptor) = folder.openRegularFileForReading(partial.name + ".meta") else { return nil }

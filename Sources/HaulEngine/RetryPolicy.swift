@@ -2,21 +2,21 @@ import Glibc
 
 /// When to try the same URL again. Pure arithmetic over injected randomness and wall clock, so that tests can
 /// assert exact delays and run in milliseconds.
-public struct RetryPolicy: Sendable {
+package struct RetryPolicy: Sendable {
     /// Delay before the first retry; doubled for each further one.
-    public var baseDelay: Double
+    package var baseDelay: Double
     /// Ceiling of the exponential backoff.
-    public var maxDelay: Double
+    package var maxDelay: Double
     /// Ceiling of a server's `Retry-After`: a server must not be able to park a CI job for a day.
-    public var maxRetryAfter: Double
+    package var maxRetryAfter: Double
     /// Fraction of the backoff removed at random, so that many clients do not retry in step.
-    public var jitter: Double
+    package var jitter: Double
     /// A number in 0..<1.
-    public var random: @Sendable () -> Double
+    package var random: @Sendable () -> Double
     /// Seconds since the epoch, for `Retry-After` given as an HTTP date.
-    public var wallClock: @Sendable () -> Double
+    package var wallClock: @Sendable () -> Double
 
-    public init(baseDelay: Double = 1, maxDelay: Double = 30, maxRetryAfter: Double = 120, jitter: Double = 0.25,
+    package init(baseDelay: Double = 1, maxDelay: Double = 30, maxRetryAfter: Double = 120, jitter: Double = 0.25,
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                 wallClock: @escaping @Sendable () -> Double = RetryPolicy.systemWallClock) {
         self.baseDelay = baseDelay
@@ -29,7 +29,7 @@ public struct RetryPolicy: Sendable {
 
     /// Seconds to wait before retry number `retry` (1-based). `Retry-After` is a floor under the backoff, itself
     /// capped by `maxRetryAfter`.
-    public func delay(beforeRetry retry: Int, retryAfter: RetryAfter?) -> Double {
+    package func delay(beforeRetry retry: Int, retryAfter: RetryAfter?) -> Double {
         let exponential = min(maxDelay, baseDelay * Double(1 << min(max(retry - 1, 0), 30)))
         let backoff = exponential * (1 - jitter * random())
         guard let floor = retryAfter.map(seconds) else { return backoff }
@@ -37,7 +37,7 @@ public struct RetryPolicy: Sendable {
     }
 
     /// How long a server's `Retry-After` keeps its URL from being asked again, capped by `maxRetryAfter`.
-    public func floor(for retryAfter: RetryAfter) -> Double { min(maxRetryAfter, seconds(retryAfter)) }
+    package func floor(for retryAfter: RetryAfter) -> Double { min(maxRetryAfter, seconds(retryAfter)) }
 
     private func seconds(_ retryAfter: RetryAfter) -> Double {
         switch retryAfter {
@@ -46,7 +46,7 @@ public struct RetryPolicy: Sendable {
         }
     }
 
-    public static let systemWallClock: @Sendable () -> Double = {
+    package static let systemWallClock: @Sendable () -> Double = {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
@@ -54,13 +54,13 @@ public struct RetryPolicy: Sendable {
 }
 
 /// A server's `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP date.
-public enum RetryAfter: Sendable, Equatable {
+package enum RetryAfter: Sendable, Equatable {
     case seconds(Double)
     /// Seconds since the epoch.
     case date(Double)
 
     /// nil for anything that is neither form.
-    public init?(headerValue: String) {
+    package init?(headerValue: String) {
         let value = headerValue.trimmingWhitespace
         if !value.isEmpty, value.utf8.count <= 12, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             guard let seconds = Double(value) else { return nil }

@@ -11,13 +11,13 @@
 ///
 /// Within a round, URLs on hosts that refused or timed out earlier in the run come after the others; the order of
 /// the entry's URLs is otherwise kept.
-public struct SourceRotation: Sendable, Equatable {
+package struct SourceRotation: Sendable, Equatable {
     /// Retries per URL after its first attempt.
-    public let retries: Int
+    package let retries: Int
     /// Per URL, in the request's order (one array: a rotation is made for every request of a run).
     private var sources: [Source]
     /// 0 while URLs get their first attempt; n during their n-th retries.
-    public private(set) var round = 0
+    package private(set) var round = 0
 
     private struct Source: Sendable, Equatable {
         /// Failed attempts.
@@ -28,13 +28,13 @@ public struct SourceRotation: Sendable, Equatable {
         var notBefore = -Double.infinity
     }
 
-    public init(sources count: Int, retries: Int) {
+    package init(sources count: Int, retries: Int) {
         self.retries = max(0, retries)
         sources = Array(repeating: Source(), count: count)
     }
 
     /// How an attempt at a URL ended.
-    public enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         /// Trying the same URL later may work (refused, timeout, 5xx, 429, a cut body). `notBefore`: the time
         /// the server asked to be left alone until.
         case transient(notBefore: Double? = nil)
@@ -43,16 +43,16 @@ public struct SourceRotation: Sendable, Equatable {
     }
 
     /// What to do next.
-    public struct Step: Sendable, Equatable {
+    package struct Step: Sendable, Equatable {
         /// The URL to try (index into the request's sources).
-        public var source: Int
+        package var source: Int
         /// Its failed attempts so far: 0 for a first attempt, n for its n-th retry.
-        public var retry: Int
+        package var retry: Int
         /// The backoff round this step starts (its retry number for the backoff formula), or 0 when it follows
         /// at once.
-        public var backoffRound: Int
+        package var backoffRound: Int
 
-        public init(source: Int, retry: Int, backoffRound: Int) {
+        package init(source: Int, retry: Int, backoffRound: Int) {
             self.source = source
             self.retry = retry
             self.backoffRound = backoffRound
@@ -60,12 +60,12 @@ public struct SourceRotation: Sendable, Equatable {
     }
 
     /// Failed attempts at `source` so far.
-    public func failures(at source: Int) -> Int { sources.indices.contains(source) ? sources[source].failures : 0 }
+    package func failures(at source: Int) -> Int { sources.indices.contains(source) ? sources[source].failures : 0 }
 
     /// Whether `source` will not be tried again.
-    public func isExhausted(_ source: Int) -> Bool { sources.indices.contains(source) && sources[source].exhausted }
+    package func isExhausted(_ source: Int) -> Bool { sources.indices.contains(source) && sources[source].exhausted }
 
-    public mutating func record(_ outcome: Outcome, at source: Int) {
+    package mutating func record(_ outcome: Outcome, at source: Int) {
         guard sources.indices.contains(source) else { return }
         sources[source].failures += 1
         switch outcome {
@@ -79,14 +79,14 @@ public struct SourceRotation: Sendable, Equatable {
 
     /// The first URL of a request: the first one not on a host known to be bad (`bad[i]` for URL i; empty: none
     /// is), else the first. Nothing is recorded.
-    public func first(avoiding bad: [Bool]) -> Int {
+    package func first(avoiding bad: [Bool]) -> Int {
         if !bad.contains(true) { return sources.firstIndex { !$0.exhausted } ?? 0 }
         return preferred(bad).first { !sources[$0].exhausted } ?? 0
     }
 
     /// The next URL to try, or nil when every URL is exhausted. Starts a new round (with a backoff) when every URL
     /// still in play has been tried in this one.
-    public mutating func next(avoiding bad: [Bool]) -> Step? {
+    package mutating func next(avoiding bad: [Bool]) -> Step? {
         let order = preferred(bad)
         if let due = order.first(where: { isDue($0) }) {
             return Step(source: due, retry: sources[due].failures, backoffRound: 0)
@@ -99,7 +99,7 @@ public struct SourceRotation: Sendable, Equatable {
 
     /// Seconds to wait before `step`: the backoff of its round (from `backoff`, given the round number), at least
     /// until the server's `Retry-After`, measured from `now`.
-    public func delay(before step: Step, now: Double, backoff: (Int) -> Double) -> Double {
+    package func delay(before step: Step, now: Double, backoff: (Int) -> Double) -> Double {
         let wait = step.backoffRound > 0 ? backoff(step.backoffRound) : 0
         let floor = sources.indices.contains(step.source) ? sources[step.source].notBefore - now : 0
         return max(wait, floor, 0)

@@ -7,7 +7,7 @@ import HaulDigest
 /// - partials of pinned files: `<algorithm>-<hex digest>.part`, with `.meta` (and `.meta.new` while it is
 ///   being replaced) beside them.
 extension TransferEngine {
-    public static func isStagingName(_ name: String) -> Bool {
+    package static func isStagingName(_ name: String) -> Bool {
         var rest = Substring(name)
         for suffix in [".meta.new", ".meta"] where rest.hasSuffix(suffix) {
             rest = rest.dropLast(suffix.count)

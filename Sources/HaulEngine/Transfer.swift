@@ -471,8 +471,8 @@ final class LoopClock {
 }
 
 /// Seconds on CLOCK_MONOTONIC: for durations, immune to wall-clock jumps.
-public enum MonotonicClock {
-    public static func seconds() -> Double {
+package enum MonotonicClock {
+    package static func seconds() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9

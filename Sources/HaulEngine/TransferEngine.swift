@@ -14,24 +14,24 @@ import Synchronization
 ///
 /// `run` blocks the calling thread, which must not be one of Swift's cooperative pool: libcurl's loop would starve
 /// every other task there.
-public final class TransferEngine: Sendable {
+package final class TransferEngine: Sendable {
     private let configuration: EngineConfiguration
     private let redirects: RedirectPolicy
     fileprivate let partials: PartialStore?
     /// The process's umask (nil if unknown), read once: what `open(2)` leaves out of a new file's mode.
     fileprivate let umask: UInt32? = ProcessUmask.read()
 
-    public init(configuration: EngineConfiguration) {
+    package init(configuration: EngineConfiguration) {
         self.configuration = configuration
         self.redirects = RedirectPolicy(maxRedirects: configuration.maxRedirects)
         self.partials = configuration.partialDirectory.map(PartialStore.init(folder:))
     }
 
-    public static var libcurlVersion: String { Curl.version }
+    package static var libcurlVersion: String { Curl.version }
 
     /// Fetches every request and returns when all have finished. Events reach `delegate` on the loops' threads:
     /// this one, and with `configuration.loops` above one, others at the same time.
-    public func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
+    package func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
                     cancellation: Cancellation? = nil) {
         run(count: requests.count, request: { requests[$0] }, delegate: delegate, reportsProgress: reportsProgress,
             cancellation: cancellation)
@@ -39,7 +39,7 @@ public final class TransferEngine: Sendable {
 
     /// The same for `count` requests made on demand, in order, by the loop about to start each: the first
     /// transfer does not wait for 100,000 requests to be built, and building them is shared between the loops.
-    public func run(count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
+    package func run(count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
                     reportsProgress: Bool = false, cancellation: Cancellation? = nil) {
         let run = RunState(queue: RequestQueue(count: count, make: request), claims: PartialClaims(), badHosts: BadHosts())
         let shares = configuration.loopShares

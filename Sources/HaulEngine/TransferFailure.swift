@@ -2,7 +2,7 @@ import Glibc
 import HaulDigest
 
 /// Why one attempt at one URL failed.
-public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
+package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     /// The client side: no route, refused, reset, timeout, TLS verification, as libcurl reported it.
     case network(code: CurlCode, message: String)
     /// The server answered with a status outside 200..<300.
@@ -31,7 +31,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
     /// The run's time limit (`--max-time`, shown as given) was reached before this transfer finished.
     case timeLimitReached(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .network(_, let message): message
         case .httpStatus(let status): "HTTP \(status)"
@@ -59,7 +59,7 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// Whether trying the same URL again can help. Checksum and size mismatches move on to the next source
     /// instead: the same URL would most likely serve the same bytes.
-    public var isTransient: Bool {
+    package var isTransient: Bool {
         switch self {
         case .network(let code, _):
             return !Self.permanentNetworkCodes.contains(code)
@@ -97,59 +97,59 @@ public enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A libcurl result code (CURLcode), named: code that decides on it reads `.operationTimedOut`, not 28.
-public struct CurlCode: Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: Int
-    public init(rawValue: Int) { self.rawValue = rawValue }
+package struct CurlCode: Sendable, Hashable, CustomStringConvertible {
+    package let rawValue: Int
+    package init(rawValue: Int) { self.rawValue = rawValue }
 
-    public static let unsupportedProtocol = CurlCode(rawValue: 1)
-    public static let malformedURL = CurlCode(rawValue: 3)
-    public static let notBuiltIn = CurlCode(rawValue: 4)
-    public static let couldNotResolveHost = CurlCode(rawValue: 6)
-    public static let couldNotConnect = CurlCode(rawValue: 7)
-    public static let partialFile = CurlCode(rawValue: 18)
-    public static let operationTimedOut = CurlCode(rawValue: 28)
-    public static let sslConnectError = CurlCode(rawValue: 35)
-    public static let badFunctionArgument = CurlCode(rawValue: 43)
-    public static let unknownOption = CurlCode(rawValue: 48)
+    package static let unsupportedProtocol = CurlCode(rawValue: 1)
+    package static let malformedURL = CurlCode(rawValue: 3)
+    package static let notBuiltIn = CurlCode(rawValue: 4)
+    package static let couldNotResolveHost = CurlCode(rawValue: 6)
+    package static let couldNotConnect = CurlCode(rawValue: 7)
+    package static let partialFile = CurlCode(rawValue: 18)
+    package static let operationTimedOut = CurlCode(rawValue: 28)
+    package static let sslConnectError = CurlCode(rawValue: 35)
+    package static let badFunctionArgument = CurlCode(rawValue: 43)
+    package static let unknownOption = CurlCode(rawValue: 48)
     /// CURLE_PEER_FAILED_VERIFICATION's number before libcurl 7.62.
-    public static let peerFailedVerificationBefore762 = CurlCode(rawValue: 51)
-    public static let sslEngineNotFound = CurlCode(rawValue: 53)
-    public static let sslEngineSetFailed = CurlCode(rawValue: 54)
-    public static let receiveError = CurlCode(rawValue: 56)
-    public static let sslCertificateProblem = CurlCode(rawValue: 58)
-    public static let sslCipher = CurlCode(rawValue: 59)
-    public static let peerFailedVerification = CurlCode(rawValue: 60)
-    public static let useSSLFailed = CurlCode(rawValue: 64)
-    public static let sslEngineInitFailed = CurlCode(rawValue: 66)
-    public static let sslCACertificateBadFile = CurlCode(rawValue: 77)
-    public static let sslShutdownFailed = CurlCode(rawValue: 80)
-    public static let sslCRLBadFile = CurlCode(rawValue: 82)
-    public static let sslIssuerError = CurlCode(rawValue: 83)
-    public static let sslPinnedPublicKeyMismatch = CurlCode(rawValue: 90)
-    public static let sslInvalidCertificateStatus = CurlCode(rawValue: 91)
+    package static let peerFailedVerificationBefore762 = CurlCode(rawValue: 51)
+    package static let sslEngineNotFound = CurlCode(rawValue: 53)
+    package static let sslEngineSetFailed = CurlCode(rawValue: 54)
+    package static let receiveError = CurlCode(rawValue: 56)
+    package static let sslCertificateProblem = CurlCode(rawValue: 58)
+    package static let sslCipher = CurlCode(rawValue: 59)
+    package static let peerFailedVerification = CurlCode(rawValue: 60)
+    package static let useSSLFailed = CurlCode(rawValue: 64)
+    package static let sslEngineInitFailed = CurlCode(rawValue: 66)
+    package static let sslCACertificateBadFile = CurlCode(rawValue: 77)
+    package static let sslShutdownFailed = CurlCode(rawValue: 80)
+    package static let sslCRLBadFile = CurlCode(rawValue: 82)
+    package static let sslIssuerError = CurlCode(rawValue: 83)
+    package static let sslPinnedPublicKeyMismatch = CurlCode(rawValue: 90)
+    package static let sslInvalidCertificateStatus = CurlCode(rawValue: 91)
 
     /// `curl 28`: the number libcurl's documentation and `curl`'s own exit status use.
-    public var description: String { "curl \(rawValue)" }
+    package var description: String { "curl \(rawValue)" }
 }
 
 /// One failed attempt: which URL (display form), why.
-public struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
-    public var sourceDisplayURL: String
-    public var reason: FailureReason
-    public init(sourceDisplayURL: String, reason: FailureReason) {
+package struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
+    package var sourceDisplayURL: String
+    package var reason: FailureReason
+    package init(sourceDisplayURL: String, reason: FailureReason) {
         self.sourceDisplayURL = sourceDisplayURL
         self.reason = reason
     }
-    public var description: String { "\(sourceDisplayURL): \(reason)" }
+    package var description: String { "\(sourceDisplayURL): \(reason)" }
 }
 
 /// Every source failed. `attempts` lists each URL tried and why it failed, in order.
-public struct TransferFailure: Error, Sendable, CustomStringConvertible {
-    public var attempts: [AttemptFailure]
-    public init(attempts: [AttemptFailure]) { self.attempts = attempts }
-    public var description: String { attempts.map(\.description).joined(separator: "; ") }
+package struct TransferFailure: Error, Sendable, CustomStringConvertible {
+    package var attempts: [AttemptFailure]
+    package init(attempts: [AttemptFailure]) { self.attempts = attempts }
+    package var description: String { attempts.map(\.description).joined(separator: "; ") }
     /// The failure that ended each source, one per URL tried.
-    public var lastFailurePerSource: [AttemptFailure] {
+    package var lastFailurePerSource: [AttemptFailure] {
         var seen: [String: Int] = [:]
         var out: [AttemptFailure] = []
         for attempt in attempts {

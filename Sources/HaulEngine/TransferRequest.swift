@@ -5,24 +5,24 @@ import HaulFileSystem
 ///
 /// Printing one in any way (`description`, `debugDescription`, `dump`, a struct holding it) shows only
 /// `displayURL`: the URL, headers and secrets it carries for the network never reach text by accident.
-public struct TransferSource: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct TransferSource: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The URL handed to the network. May carry values from the environment: never print it.
-    public var url: String
+    package var url: String
     /// What messages show for this source (the manifest's template, userinfo redacted).
-    public var displayURL: String
+    package var displayURL: String
     /// Sent only to this source's origin (scheme, host, port), never across origins on redirect.
-    public var headers: [HTTPHeader]
+    package var headers: [HTTPHeader]
 
     /// Text that must never appear in a message (values from the environment in `url` or `headers`): libcurl's
     /// own error text can name a host or echo a URL, and is scrubbed of these before it reaches a failure.
-    public var secrets: [String]
+    package var secrets: [String]
 
     /// Validators of the copy on disk, when it came from this source: the request becomes conditional
     /// (`If-None-Match`, `If-Modified-Since`) and a 304 ends the transfer as `.notModified`, writing nothing.
     /// A validator describes one resource, so it is never sent to another source.
-    public var conditional: HTTPValidators?
+    package var conditional: HTTPValidators?
 
-    public init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = [],
+    package init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = [],
                 conditional: HTTPValidators? = nil) {
         self.url = url
         self.displayURL = displayURL
@@ -31,22 +31,22 @@ public struct TransferSource: Sendable, CustomStringConvertible, CustomDebugStri
         self.conditional = conditional
     }
 
-    public var description: String { displayURL }
-    public var debugDescription: String { displayURL }
-    public var customMirror: Mirror { Mirror(self, children: ["displayURL": displayURL], displayStyle: .struct) }
+    package var description: String { displayURL }
+    package var debugDescription: String { displayURL }
+    package var customMirror: Mirror { Mirror(self, children: ["displayURL": displayURL], displayStyle: .struct) }
 
     /// Names this source on disk without writing its URL (which may hold a token): a hash of the URL.
-    public var key: String { Self.key(url) }
+    package var key: String { Self.key(url) }
 
-    public static func key(_ url: String) -> String { StreamingHasher.digest(Array(url.utf8), algorithm: .sha256).hex }
+    package static func key(_ url: String) -> String { StreamingHasher.digest(Array(url.utf8), algorithm: .sha256).hex }
 }
 
 /// What a server said identifies the version it sent (`ETag`, `Last-Modified`), as it said it.
-public struct HTTPValidators: Sendable, Hashable {
-    public var etag: String?
-    public var lastModified: String?
+package struct HTTPValidators: Sendable, Hashable {
+    package var etag: String?
+    package var lastModified: String?
 
-    public init?(etag: String?, lastModified: String?) {
+    package init?(etag: String?, lastModified: String?) {
         let etag = etag.flatMap { $0.isEmpty ? nil : $0 }
         let lastModified = lastModified.flatMap { $0.isEmpty ? nil : $0 }
         guard etag != nil || lastModified != nil else { return nil }
@@ -61,44 +61,44 @@ public struct HTTPValidators: Sendable, Hashable {
 }
 
 /// A header to send. Its value may come from the environment, so printing one shows only its name.
-public struct HTTPHeader: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    public var name: String
-    public var value: String
-    public var description: String { "\(name): ***" }
-    public var debugDescription: String { description }
-    public var customMirror: Mirror { Mirror(self, children: ["name": name], displayStyle: .struct) }
-    public init(name: String, value: String) {
+package struct HTTPHeader: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    package var name: String
+    package var value: String
+    package var description: String { "\(name): ***" }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: ["name": name], displayStyle: .struct) }
+    package init(name: String, value: String) {
         self.name = name
         self.value = value
     }
 }
 
 /// A file to fetch: its sources in order of preference and what the bytes must turn out to be.
-public struct TransferRequest: Sendable {
+package struct TransferRequest: Sendable {
     /// The caller's key for this transfer; events carry it back.
-    public var id: Int
+    package var id: Int
     /// `url` first, then mirrors. A source that fails (including a checksum mismatch) hands over to the next.
-    public var sources: [TransferSource]
+    package var sources: [TransferSource]
     /// Verified while the bytes stream in; nil for an unpinned file. It also names the file's partial.
-    public var expectedDigest: Digest?
+    package var expectedDigest: Digest?
     /// Digests as good as `expectedDigest` (same algorithm): an integrity value may list several.
-    public var alternativeDigests: [Digest] = []
-    public var expectedSize: Int64?
+    package var alternativeDigests: [Digest] = []
+    package var expectedSize: Int64?
     /// Retries of one source after its first attempt, for transient failures only.
-    public var retries: Int
+    package var retries: Int
     /// An attempt that moves less than `EngineConfiguration.lowSpeedLimit` bytes/s over this window fails.
-    public var stallTimeout: Double
+    package var stallTimeout: Double
     /// The permission bits the file will have in place: a fresh temporary file is created with them (in a
     /// private folder, so nobody reaches it meanwhile) and moving it into place needs no chmod. nil: 0600.
-    public var fileMode: UInt32?
+    package var fileMode: UInt32?
     /// Other requests of the run whose first source is this one's first source (same URL, same headers, same
     /// hash algorithm, none of them conditional): the bytes are fetched once, by this request, and judged for
     /// each sharer against its own digest and size. A sharer the bytes satisfy gets its own copy (a reflink where
     /// the file system can); one they do not satisfy goes on with its own remaining sources, on its own. Each
     /// sharer gets its own events, under its own `id`.
-    public var sharers: [TransferRequest]
+    package var sharers: [TransferRequest]
 
-    public init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
+    package init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
                 retries: Int, stallTimeout: Double, fileMode: UInt32? = nil, sharers: [TransferRequest] = []) {
         self.id = id
         self.sources = sources
@@ -111,43 +111,43 @@ public struct TransferRequest: Sendable {
     }
 
     /// Whether bytes hashing to `digest` are the pinned content (always, for an unpinned file).
-    public func accepts(_ digest: Digest) -> Bool {
+    package func accepts(_ digest: Digest) -> Bool {
         guard let expectedDigest else { return true }
         return digest == expectedDigest || alternativeDigests.contains(digest)
     }
 
     /// Unpinned files are hashed with SHA-256 so that what was written can be recorded.
-    public var hashAlgorithm: DigestAlgorithm { expectedDigest?.algorithm ?? .sha256 }
+    package var hashAlgorithm: DigestAlgorithm { expectedDigest?.algorithm ?? .sha256 }
 }
 
-public struct EngineConfiguration: Sendable {
+package struct EngineConfiguration: Sendable {
     /// Where in-flight bytes are written; must be on the same file system as the destinations.
-    public var temporaryDirectory: DirectoryHandle
+    package var temporaryDirectory: DirectoryHandle
     /// Transfers running at once.
-    public var maxConcurrentTransfers: Int
+    package var maxConcurrentTransfers: Int
     /// Connections open to one host at once (HTTP/2 multiplexes many transfers over one).
-    public var maxConnectionsPerHost: Int
+    package var maxConnectionsPerHost: Int
     /// A CA bundle to verify TLS against instead of the system store (internal mirrors, tests).
-    public var caFile: String?
-    public var userAgent: String
+    package var caFile: String?
+    package var userAgent: String
     /// Redirect hops followed per attempt; one more is an error.
-    public var maxRedirects: Int
+    package var maxRedirects: Int
     /// Bytes per second below which, averaged over a request's `stallTimeout`, an attempt fails.
-    public var lowSpeedLimit: Int
+    package var lowSpeedLimit: Int
     /// When to try the same source again. Injectable so that tests run in milliseconds.
-    public var retryPolicy: RetryPolicy
+    package var retryPolicy: RetryPolicy
     /// Where interrupted downloads of pinned files are kept to be resumed (same file system as the
     /// destinations); nil: they are not kept across runs.
-    public var partialDirectory: DirectoryHandle?
+    package var partialDirectory: DirectoryHandle?
     /// Largest body accepted for a file whose size the manifest does not pin.
-    public var maxBodyBytes: Int64
+    package var maxBodyBytes: Int64
     /// libcurl loops run side by side, each on its own thread with its own multi handle, taking requests from
     /// one queue. One loop is enough for large files; thousands of small ones keep a loop's thread busy with
     /// per-request work (headers, a file to create, callbacks), and a second core then makes them go faster.
     /// The limits above hold for the whole run: they are split between the loops (see `loopShares`).
-    public var loops: Int
+    package var loops: Int
 
-    public init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
+    package init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
                 retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
                 maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1) {
@@ -165,14 +165,14 @@ public struct EngineConfiguration: Sendable {
     }
 
     /// One loop's part of the limits.
-    public struct LoopShare: Sendable, Equatable {
-        public var transfers: Int
-        public var connectionsPerHost: Int
+    package struct LoopShare: Sendable, Equatable {
+        package var transfers: Int
+        package var connectionsPerHost: Int
     }
 
     /// The limits split between the loops as evenly as they divide, never more loops than either limit allows
     /// (a loop needs at least one transfer and one connection): the sums are exactly the configured limits.
-    public var loopShares: [LoopShare] {
+    package var loopShares: [LoopShare] {
         let transfers = max(1, maxConcurrentTransfers)
         let perHost = max(1, maxConnectionsPerHost)
         let count = max(1, min(loops, transfers, perHost))
@@ -183,58 +183,58 @@ public struct EngineConfiguration: Sendable {
     }
 
     /// Enough to hide per-request latency on small files without hammering one server.
-    public static let defaultConcurrency = 16
+    package static let defaultConcurrency = 16
 
     /// Enough parallelism over HTTP/1.1 to fill a link, few enough not to look like an attack to one mirror.
-    public static let defaultConnectionsPerHost = 16
+    package static let defaultConnectionsPerHost = 16
 
     /// 16 GiB: far above any asset a manifest would leave unsized, far below filling a CI disk by accident.
-    public static let defaultMaxBodyBytes: Int64 = 16 << 30
+    package static let defaultMaxBodyBytes: Int64 = 16 << 30
 }
 
 /// Progress of one transfer, as URLSession reports it.
-public struct TransferProgress: Sendable, Equatable {
+package struct TransferProgress: Sendable, Equatable {
     /// Written since the previous report of this attempt (reports are at most ten a second).
-    public var bytesWritten: Int
-    public var totalBytesWritten: Int64
+    package var bytesWritten: Int
+    package var totalBytesWritten: Int64
     /// nil when the server did not announce a length.
-    public var totalBytesExpected: Int64?
+    package var totalBytesExpected: Int64?
 }
 
 /// A verified file in the temporary directory. The caller owns it: move it into place or discard it.
-public struct DownloadedFile: Sendable {
+package struct DownloadedFile: Sendable {
     /// Where the file is, for messages and tests.
-    public var temporaryPath: String
+    package var temporaryPath: String
     /// Its name in the configuration's `temporaryDirectory`, where its owner reaches it.
-    public var temporaryName: String
-    public var size: Int64
-    public var digest: Digest
+    package var temporaryName: String
+    package var size: Int64
+    package var digest: Digest
     /// The source that delivered these bytes.
-    public var sourceDisplayURL: String
+    package var sourceDisplayURL: String
     /// Which of the request's sources delivered them (0: `url`).
-    public var sourceIndex: Int
+    package var sourceIndex: Int
     /// What that source said identifies this version, for a later conditional request. Kept for unpinned files
     /// only: a pinned file is identified by its digest, and 100,000 of them need not carry two strings each.
-    public var validators: HTTPValidators?
+    package var validators: HTTPValidators?
     /// The file already has the request's `fileMode`, exactly (a resumed partial does not: it was made 0600).
-    public var hasFileMode = false
+    package var hasFileMode = false
     /// The `Content-Encoding` the server applied although haul asked for none (shown safely): the file is stored
     /// as served (an unpinned file), so whoever shows the result should warn. nil for an unencoded body.
-    public var contentEncoding: String?
+    package var contentEncoding: String?
 }
 
 /// What follows a failed attempt: which source is tried, and after how long.
-public struct NextAttempt: Sendable, Equatable {
+package struct NextAttempt: Sendable, Equatable {
     /// The source tried next (display form) and its index in the request's sources.
-    public var sourceDisplayURL: String
-    public var sourceIndex: Int
+    package var sourceDisplayURL: String
+    package var sourceIndex: Int
     /// Seconds before the attempt starts; 0: at once.
-    public var delay: Double
+    package var delay: Double
     /// Failed attempts at that source so far: 0 for its first attempt, n for its n-th retry (of `retries`).
-    public var retry: Int
-    public var retries: Int
+    package var retry: Int
+    package var retries: Int
 
-    public init(sourceDisplayURL: String, sourceIndex: Int, delay: Double, retry: Int, retries: Int) {
+    package init(sourceDisplayURL: String, sourceIndex: Int, delay: Double, retry: Int, retries: Int) {
         self.sourceDisplayURL = sourceDisplayURL
         self.sourceIndex = sourceIndex
         self.delay = delay
@@ -243,7 +243,7 @@ public struct NextAttempt: Sendable, Equatable {
     }
 }
 
-public enum TransferEvent: Sendable {
+package enum TransferEvent: Sendable {
     /// The first request of this transfer went out (a request queued behind `--jobs` has not started yet).
     case started(sourceDisplayURL: String)
     case progress(TransferProgress)
@@ -258,6 +258,6 @@ public enum TransferEvent: Sendable {
 
 /// Receives events on the engine's loop threads: the one that called `TransferEngine.run`, and with several
 /// loops, others at the same time. Keep the work done here short: it holds up every transfer of that loop.
-public protocol TransferDelegate: AnyObject, Sendable {
+package protocol TransferDelegate: AnyObject, Sendable {
     func transfer(_ id: Int, didProduce event: TransferEvent)
 }

@@ -4,19 +4,19 @@ import Glibc
 ///
 /// A shell's `ulimit -n` (or a service manager's) is a soft limit that is often far below the hard one; haul raises
 /// it to the hard limit at start, as most servers do, and sizes its concurrency to what is left.
-public struct DescriptorLimit: Sendable, Equatable {
+package struct DescriptorLimit: Sendable, Equatable {
     /// The limit in force after raising it.
-    public let limit: Int
+    package let limit: Int
     /// Descriptors open when it was taken (standard streams, the run lock, …).
-    public let inUse: Int
+    package let inUse: Int
 
-    public init(limit: Int, inUse: Int) {
+    package init(limit: Int, inUse: Int) {
         self.limit = limit
         self.inUse = inUse
     }
 
     /// Raises the soft limit to the hard one (where it can) and says what there is.
-    public static func raised() -> DescriptorLimit {
+    package static func raised() -> DescriptorLimit {
         var limits = rlimit()
         if getrlimit(RLIMIT_NOFILE_VALUE, &limits) == 0 {
             if limits.rlim_cur < limits.rlim_max {
@@ -31,10 +31,10 @@ public struct DescriptorLimit: Sendable, Equatable {
     }
 
     /// Descriptors the run may still open.
-    public var available: Int { max(0, limit - inUse) }
+    package var available: Int { max(0, limit - inUse) }
 
     /// How many of `wanted` things that hold `each` descriptors fit, after `reserve` for everything else; at least 1.
-    public func fitting(_ wanted: Int, each: Int, reserve: Int) -> Int {
+    package func fitting(_ wanted: Int, each: Int, reserve: Int) -> Int {
         max(1, min(wanted, (available - reserve) / max(1, each)))
     }
 

@@ -8,10 +8,10 @@ import Glibc
 /// planted there can never send a write, a rename or a deletion outside root.
 ///
 /// Every name given to a method is one component (no `/`); a final symlink is never followed.
-public final class DirectoryHandle: Sendable {
-    public let descriptor: Int32
+package final class DirectoryHandle: Sendable {
+    package let descriptor: Int32
     /// The directory's path as the user would name it: for messages only, never for system calls.
-    public let path: String
+    package let path: String
 
     private init(descriptor: Int32, path: String) {
         self.descriptor = descriptor
@@ -22,25 +22,25 @@ public final class DirectoryHandle: Sendable {
 
     /// Opens `path`, following symlinks on the way: for folders whose path the user chose (root, a scratch
     /// folder under `$TMPDIR`), where a symlink is theirs to have.
-    public static func open(_ path: String) -> Result<DirectoryHandle, SystemError> {
+    package static func open(_ path: String) -> Result<DirectoryHandle, SystemError> {
         let descriptor = path.withCString { Glibc.open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard descriptor >= 0 else { return .failure(SystemError(errno: errno, path: path)) }
         return .success(DirectoryHandle(descriptor: descriptor, path: path))
     }
 
     /// The same, throwing: for callers that handle a folder that cannot be opened as any other error.
-    public static func opening(_ path: String) throws(SystemError) -> DirectoryHandle {
+    package static func opening(_ path: String) throws(SystemError) -> DirectoryHandle {
         try open(path).get()
     }
 
     /// `name` in this directory, shown as the user would write it.
-    public func displayPath(of name: String) -> String {
+    package func displayPath(of name: String) -> String {
         path.hasSuffix("/") ? path + name : path + "/" + name
     }
 
     /// Opens the directory `name` in this one, refusing a symlink (`ELOOP`) or anything that is not a directory
     /// (`ENOTDIR`). With `creatingWithMode`, a missing one is made first.
-    public func subdirectory(_ name: String, creatingWithMode mode: mode_t? = nil) -> Result<DirectoryHandle, SystemError> {
+    package func subdirectory(_ name: String, creatingWithMode mode: mode_t? = nil) -> Result<DirectoryHandle, SystemError> {
         for _ in 0..<2 {
             let opened = name.withCString { openat(descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             if opened >= 0 { return .success(DirectoryHandle(descriptor: opened, path: displayPath(of: name))) }
@@ -55,14 +55,14 @@ public final class DirectoryHandle: Sendable {
     }
 
     /// `lstat` of `name`.
-    public func status(of name: String) -> Result<stat, SystemError> {
+    package func status(of name: String) -> Result<stat, SystemError> {
         var info = stat()
         let rc = name.withCString { fstatat(descriptor, $0, &info, AT_SYMLINK_NOFOLLOW) }
         return rc == 0 ? .success(info) : .failure(SystemError(errno: errno, path: displayPath(of: name)))
     }
 
     /// `open(2)` of `name`, never through a final symlink, closed on exec. The caller closes the descriptor.
-    public func openFile(_ name: String, flags: Int32, mode: mode_t = 0o600) -> Result<Int32, SystemError> {
+    package func openFile(_ name: String, flags: Int32, mode: mode_t = 0o600) -> Result<Int32, SystemError> {
         while true {
             let opened = name.withCString { openat(descriptor, $0, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
             if opened >= 0 { return .success(opened) }
@@ -73,7 +73,7 @@ public final class DirectoryHandle: Sendable {
 
     /// Opens the regular file `name` for reading, or says what else is there: `O_NONBLOCK` so that a FIFO
     /// planted under the name cannot make the open wait forever.
-    public func openRegularFileForReading(_ name: String) -> Result<Int32, SystemError> {
+    package func openRegularFileForReading(_ name: String) -> Result<Int32, SystemError> {
         let opened: Int32
         switch openFile(name, flags: O_RDONLY | O_NONBLOCK) {
         case .success(let descriptor): opened = descriptor
@@ -94,34 +94,34 @@ public final class DirectoryHandle: Sendable {
 
     /// Removes the file `name` (not a directory); nil on success.
     @discardableResult
-    public func remove(_ name: String) -> SystemError? {
+    package func remove(_ name: String) -> SystemError? {
         name.withCString { unlinkat(descriptor, $0, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
     /// `renameat(2)` of `name` to `newName` in `target` (this directory when nil); nil on success.
-    public func rename(_ name: String, to newName: String, in target: DirectoryHandle? = nil) -> SystemError? {
+    package func rename(_ name: String, to newName: String, in target: DirectoryHandle? = nil) -> SystemError? {
         let destination = target ?? self
         let rc = name.withCString { old in newName.withCString { renameat(descriptor, old, destination.descriptor, $0) } }
         return rc == 0 ? nil : SystemError(errno: errno, path: destination.displayPath(of: newName))
     }
 
     /// `fchmodat(2)`: the mode of `name` exactly, not narrowed by the umask.
-    public func setMode(_ mode: mode_t, of name: String) -> SystemError? {
+    package func setMode(_ mode: mode_t, of name: String) -> SystemError? {
         name.withCString { fchmodat(descriptor, $0, mode, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
     /// The mode of this directory itself.
-    public func setOwnMode(_ mode: mode_t) -> SystemError? {
+    package func setOwnMode(_ mode: mode_t) -> SystemError? {
         fchmod(descriptor, mode) == 0 ? nil : SystemError(errno: errno, path: path)
     }
 
     /// `fsync(2)` of the directory: its entries (a rename, a new file) survive a crash only once it returns.
-    public func synchronize() -> SystemError? {
+    package func synchronize() -> SystemError? {
         fsync(descriptor) == 0 ? nil : SystemError(errno: errno, path: path)
     }
 
     /// The text of the symlink `name`, for messages.
-    public func linkTarget(_ name: String) -> String? {
+    package func linkTarget(_ name: String) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = name.withCString { readlinkat(descriptor, $0, &buffer, buffer.count - 1) }
         guard count >= 0 else { return nil }
@@ -129,7 +129,7 @@ public final class DirectoryHandle: Sendable {
     }
 
     /// The names in this directory but `.` and `..`; nil when it cannot be listed.
-    public func names() -> [String]? {
+    package func names() -> [String]? {
         // fdopendir takes the descriptor over: give it a copy, positioned at the start.
         let copy = dup(descriptor)
         guard copy >= 0 else { return nil }
@@ -153,32 +153,32 @@ public final class DirectoryHandle: Sendable {
 
 /// A failed system call on a path: the errno and the path (as shown to the user), and, when haul rather than
 /// the system refused, why.
-public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let errno: Int32
-    public let path: String
-    public let detail: String?
+package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
+    package let errno: Int32
+    package let path: String
+    package let detail: String?
 
-    public init(errno: Int32, path: String, detail: String? = nil) {
+    package init(errno: Int32, path: String, detail: String? = nil) {
         self.errno = errno
         self.path = path
         self.detail = detail
     }
 
-    public var description: String { "\(path): \(reason)" }
+    package var description: String { "\(path): \(reason)" }
 
     /// `detail`, or the system's text for `errno`.
-    public var reason: String { detail ?? Self.message(for: errno) }
+    package var reason: String { detail ?? Self.message(for: errno) }
 
     /// glibc's strerror returns static text for every errno it knows, so it is safe from any thread.
-    public static func message(for code: Int32) -> String {
+    package static func message(for code: Int32) -> String {
         guard let text = strerror(code) else { return "error \(code)" }
         return String(cString: text)
     }
 }
 
 /// What kind of file a `stat` describes, in words for messages ("a symlink", "a FIFO").
-public enum FileKindName {
-    public static func of(_ info: stat) -> String {
+package enum FileKindName {
+    package static func of(_ info: stat) -> String {
         switch info.st_mode & S_IFMT {
         case S_IFREG: "a regular file"
         case S_IFDIR: "a directory"

@@ -57,16 +57,16 @@ extension StringProtocol {
 /// destination (the state, pruning, the folders a walk has reached). A `String` key would make "caf\u{e9}" and
 /// "cafe\u{301}", two files to the kernel, one entry: one file's record would vouch for the other, and a prune
 /// could delete the wrong one.
-public struct DestinationKey: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
-    public let text: String
+package struct DestinationKey: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    package let text: String
 
-    public init(_ text: String) { self.text = text }
-    public init(_ destination: DestinationPath) { text = destination.description }
-    public init(stringLiteral value: String) { text = value }
+    package init(_ text: String) { self.text = text }
+    package init(_ destination: DestinationPath) { text = destination.description }
+    package init(stringLiteral value: String) { text = value }
 
-    public var description: String { text }
+    package var description: String { text }
 
-    public static func == (a: DestinationKey, b: DestinationKey) -> Bool { a.text.hasSameBytes(as: b.text) }
-    public func hash(into hasher: inout Hasher) { text.hashBytes(into: &hasher) }
-    public static func < (a: DestinationKey, b: DestinationKey) -> Bool { a.text.bytesPrecede(b.text) }
+    package static func == (a: DestinationKey, b: DestinationKey) -> Bool { a.text.hasSameBytes(as: b.text) }
+    package func hash(into hasher: inout Hasher) { text.hashBytes(into: &hasher) }
+    package static func < (a: DestinationKey, b: DestinationKey) -> Bool { a.text.bytesPrecede(b.text) }
 }

@@ -2,20 +2,20 @@ import HaulDigest
 
 /// A validated manifest: what the user wants on disk. Everything here has been checked; a `Manifest` value
 /// cannot hold an absolute destination, a path escaping `root`, an unknown key or an unresolved `${VAR}`.
-public struct Manifest: Sendable {
+package struct Manifest: Sendable {
     /// The file the manifest was read from, as the user named it (used in messages).
-    public var sourcePath: String
-    public var version: Int
+    package var sourcePath: String
+    package var version: Int
     /// Absolute, lexically normalized directory under which every destination lives.
-    public var root: String
-    public var prune: Bool
-    public var files: [FileEntry]
+    package var root: String
+    package var prune: Bool
+    package var files: [FileEntry]
     /// Non-fatal findings (weak digest algorithms, …), reported but not blocking; the first 50 in file order.
-    public var warnings: [Diagnostic]
+    package var warnings: [Diagnostic]
     /// Warnings found beyond those in `warnings`.
-    public var omittedWarnings: Int
+    package var omittedWarnings: Int
 
-    public init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
+    package init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
                 omittedWarnings: Int = 0) {
         self.sourcePath = sourcePath
         self.version = version
@@ -27,35 +27,35 @@ public struct Manifest: Sendable {
     }
 
     /// The warnings as printed, one line each, then how many more there were.
-    public var warningLines: [String] { Diagnostic.lines(warnings, omitted: omittedWarnings) }
+    package var warningLines: [String] { Diagnostic.lines(warnings, omitted: omittedWarnings) }
 
     /// Manifest format versions this build of haul reads.
-    public static let supportedVersions: [Int] = [1]
+    package static let supportedVersions: [Int] = [1]
 }
 
 /// One `files:` entry with the `defaults:` already applied.
-public struct FileEntry: Sendable {
+package struct FileEntry: Sendable {
     /// Position in `files:` (0-based), as in `files[3]` of messages.
-    public var index: Int
-    public var url: TemplatedString
+    package var index: Int
+    package var url: TemplatedString
     /// Tried in order after `url` fails.
-    public var mirrors: [TemplatedString]
-    public var destination: DestinationPath
+    package var mirrors: [TemplatedString]
+    package var destination: DestinationPath
     /// nil: the entry is unpinned (fetched when missing; refreshed later by revalidation).
-    public var checksum: Checksum?
-    public var size: Int64?
+    package var checksum: Checksum?
+    package var size: Int64?
     /// Permission bits applied before the file becomes visible.
-    public var mode: FileMode
+    package var mode: FileMode
     /// Retries after the first attempt, per URL.
-    public var retries: Int
+    package var retries: Int
     /// Stall window: no progress for this long fails the attempt.
-    public var timeout: Seconds
+    package var timeout: Seconds
     /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect): the entry's own, over
     /// those of `defaults:` with the same name.
     ///
     /// Merged when read rather than stored merged: `defaults:` headers are one array shared by every entry, so a
     /// manifest with many default headers and many entries with headers of their own does not hold their product.
-    public var headers: [HeaderField] {
+    package var headers: [HeaderField] {
         get { HeaderRules.merge(defaults: defaultHeaders, entry: ownHeaders) }
         set {
             ownHeaders = newValue
@@ -65,9 +65,9 @@ public struct FileEntry: Sendable {
     private var ownHeaders: [HeaderField]
     var defaultHeaders: [HeaderField] = []
     /// Where the entry starts in the manifest file.
-    public var location: SourceLocation
+    package var location: SourceLocation
 
-    public init(index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
+    package init(index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
                 checksum: Checksum?, size: Int64?, mode: FileMode, retries: Int, timeout: Seconds,
                 headers: [HeaderField], location: SourceLocation) {
         self.index = index
@@ -84,61 +84,61 @@ public struct FileEntry: Sendable {
     }
 
     /// `url` followed by `mirrors`: the order in which sources are tried.
-    public var sources: [TemplatedString] { [url] + mirrors }
+    package var sources: [TemplatedString] { [url] + mirrors }
 }
 
 /// Built-in values for keys that neither the entry nor `defaults:` sets.
-public enum BuiltInDefaults {
-    public static let retries = 3
-    public static let timeout = Seconds(30)
-    public static let mode = FileMode(0o644)
+package enum BuiltInDefaults {
+    package static let retries = 3
+    package static let timeout = Seconds(30)
+    package static let mode = FileMode(0o644)
 }
 
 /// A duration in whole or fractional seconds (`60s`, `5m`, `1.5s`, `250ms`, or a bare number of seconds).
-public struct Seconds: Sendable, Hashable, Comparable {
-    public var value: Double
-    public init(_ value: Double) { self.value = value }
-    public static func < (a: Seconds, b: Seconds) -> Bool { a.value < b.value }
+package struct Seconds: Sendable, Hashable, Comparable {
+    package var value: Double
+    package init(_ value: Double) { self.value = value }
+    package static func < (a: Seconds, b: Seconds) -> Bool { a.value < b.value }
 
     /// A duration written as a manifest's `timeout` is (`90s`, `10m`, `1h`, `250ms`, bare seconds), from 1 ms to
     /// 24 h; nil for anything else. For the command line's durations, so that both read alike.
-    public init?(duration text: String) {
+    package init?(duration text: String) {
         guard let parsed = try? ScalarRules.duration(text) else { return nil }
         self = parsed
     }
 }
 
 /// POSIX permission bits (0...0o7777).
-public struct FileMode: Sendable, Hashable, CustomStringConvertible {
-    public var bits: UInt32
-    public init(_ bits: UInt32) { self.bits = bits }
+package struct FileMode: Sendable, Hashable, CustomStringConvertible {
+    package var bits: UInt32
+    package init(_ bits: UInt32) { self.bits = bits }
     /// Four-digit octal, as written in manifests: `0644`.
-    public var description: String {
+    package var description: String {
         let octal = String(bits, radix: 8)
         return String(repeating: "0", count: max(0, 4 - octal.count)) + octal
     }
 }
 
-public struct HeaderField: Sendable, Hashable {
-    public var name: String
-    public var value: TemplatedString
-    public init(name: String, value: TemplatedString) {
+package struct HeaderField: Sendable, Hashable {
+    package var name: String
+    package var value: TemplatedString
+    package init(name: String, value: TemplatedString) {
         self.name = name
         self.value = value
     }
 }
 
 /// A destination relative to `root`: non-empty components, none `.` or `..`, no NUL, never absolute.
-public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public let components: [String]
+package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConvertible {
+    package let components: [String]
     /// The normalized path, `a/b/c`: built once, since it keys the state cache and every message.
-    public let description: String
+    package let description: String
     /// haul's own folder under root, where no destination may be.
-    public static let privateFolder = PathRules.privateFolder
+    package static let privateFolder = PathRules.privateFolder
     /// Linux's limits (`PATH_MAX` less its NUL, `NAME_MAX`): a longer destination could never be created, and
     /// refusing it when the manifest is read also bounds what every later step does per path.
-    public static let maximumBytes = 4095
-    public static let maximumNameBytes = 255
+    package static let maximumBytes = 4095
+    package static let maximumNameBytes = 255
 
     /// Validates and normalizes (`a//b/./c` → `a/b/c`); nil for an absolute path, `..`, an empty path, NUL, or
     /// one over `maximumBytes` or with a name over `maximumNameBytes`.
@@ -146,7 +146,7 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
     /// Splits on the byte `/`, as the kernel does. Splitting on Characters would let a combining mark glue
     /// itself to a slash (`link/\u{301}x` is one Character-level component) and hide a parent from the
     /// symlink checks.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
         guard !text.isEmpty, text.utf8.first != slash, !text.utf8.contains(0) else { return nil }
         var parts: [String] = []
@@ -163,18 +163,18 @@ public struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConve
     /// Identity is the UTF-8 bytes, as the kernel names files: `String`'s `==` is Unicode canonical equivalence,
     /// which would make "caf\u{e9}" and "cafe\u{301}", two files on Linux, one path. `description` follows from
     /// the components, so comparing it compares them.
-    public static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description.hasSameBytes(as: b.description) }
-    public func hash(into hasher: inout Hasher) { description.hashBytes(into: &hasher) }
+    package static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description.hasSameBytes(as: b.description) }
+    package func hash(into hasher: inout Hasher) { description.hashBytes(into: &hasher) }
 
-    public var fileName: String { components[components.count - 1] }
-    public var parentComponents: ArraySlice<String> { components.dropLast() }
+    package var fileName: String { components[components.count - 1] }
+    package var parentComponents: ArraySlice<String> { components.dropLast() }
     /// Byte order, consistent with `==` (String's `<` would order canonically equivalent paths as equal).
-    public static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description.bytesPrecede(b.description) }
+    package static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description.bytesPrecede(b.description) }
 }
 
 /// A pinned digest and the notation the manifest used, so that messages show digests the way the user wrote them.
-public struct Checksum: Sendable, Hashable {
-    public enum Notation: Sendable, Hashable {
+package struct Checksum: Sendable, Hashable {
+    package enum Notation: Sendable, Hashable {
         /// `sha256: <hex>` (also `sha384:`, `sha512:` keys)
         case hexKey
         /// `checksum: sha512:<hex>`
@@ -184,28 +184,28 @@ public struct Checksum: Sendable, Hashable {
     }
 
     /// The digest content must have; the first of `accepted`.
-    public var digest: Digest
-    public var notation: Notation
+    package var digest: Digest
+    package var notation: Notation
     /// Further digests that are as good (same algorithm): an `integrity` value may list several tokens of its
     /// strongest algorithm, any of which the content may match (Subresource Integrity). Usually empty.
-    public var alternatives: [Digest]
+    package var alternatives: [Digest]
 
-    public init(digest: Digest, notation: Notation, alternatives: [Digest] = []) {
+    package init(digest: Digest, notation: Notation, alternatives: [Digest] = []) {
         self.digest = digest
         self.notation = notation
         self.alternatives = alternatives
     }
 
-    public var algorithm: DigestAlgorithm { digest.algorithm }
+    package var algorithm: DigestAlgorithm { digest.algorithm }
 
     /// Every digest that satisfies this checksum.
-    public var accepted: [Digest] { [digest] + alternatives }
+    package var accepted: [Digest] { [digest] + alternatives }
 
     /// Whether content with `digest` satisfies this checksum.
-    public func accepts(_ other: Digest) -> Bool { other == digest || alternatives.contains(other) }
+    package func accepts(_ other: Digest) -> Bool { other == digest || alternatives.contains(other) }
 
     /// Renders any digest of the same algorithm in this checksum's notation.
-    public func render(_ other: Digest) -> String {
+    package func render(_ other: Digest) -> String {
         switch notation {
         case .hexKey: other.hex
         case .prefixedHex: "\(other.algorithm.rawValue):\(other.hex)"
@@ -214,7 +214,7 @@ public struct Checksum: Sendable, Hashable {
     }
 
     /// The expected digest in the manifest's notation.
-    public var rendered: String { render(digest) }
+    package var rendered: String { render(digest) }
 }
 
 /// A string from the manifest that may contain `${VAR}` references.
@@ -225,54 +225,54 @@ public struct Checksum: Sendable, Hashable {
 ///
 /// `debugDescription` and reflection (`dump`, `"\(entry)"` of a struct that holds one) show the same redacted
 /// template, so no way of printing a manifest value reveals what the environment supplied.
-public struct TemplatedString: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+package struct TemplatedString: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
                                CustomReflectable {
     /// As written in the manifest, e.g. `Bearer ${ASSETS_TOKEN}`.
-    public let template: String
+    package let template: String
     /// With every `${VAR}` replaced by its value. Do not print.
-    public let expanded: String
+    package let expanded: String
 
     /// The values substituted for `${VAR}`s, so that text produced by others (a libcurl error message naming
     /// the host it could not reach) can be scrubbed of them before it is shown.
-    public let environmentValues: [String]
+    package let environmentValues: [String]
 
-    public init(template: String, expanded: String, environmentValues: [String] = []) {
+    package init(template: String, expanded: String, environmentValues: [String] = []) {
         self.template = template
         self.expanded = expanded
         self.environmentValues = environmentValues
     }
 
     /// A literal with no references.
-    public init(literal: String) {
+    package init(literal: String) {
         self.template = literal
         self.expanded = literal
         self.environmentValues = []
     }
 
-    public var referencesEnvironment: Bool { template != expanded }
+    package var referencesEnvironment: Bool { template != expanded }
 
     /// Identity is the template and what it expands to; `environmentValues` follows from them.
-    public static func == (a: TemplatedString, b: TemplatedString) -> Bool {
+    package static func == (a: TemplatedString, b: TemplatedString) -> Bool {
         a.template == b.template && a.expanded == b.expanded
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(template)
         hasher.combine(expanded)
     }
 
     /// Safe to print: the template, with any `user:password@` in a URL replaced by `***@`.
-    public var description: String { Redaction.redactingUserinfo(template) }
-    public var debugDescription: String { description }
-    public var customMirror: Mirror { Mirror(self, children: ["template": description], displayStyle: .struct) }
+    package var description: String { Redaction.redactingUserinfo(template) }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: ["template": description], displayStyle: .struct) }
 }
 
-public enum Redaction {
+package enum Redaction {
     /// `https://user:pw@host/x` → `https://***@host/x`; other text is returned unchanged.
     ///
     /// On UTF-8 bytes: every delimiter is ASCII, so cutting at them never splits a character, and a URL is
     /// displayed for each of 100,000 transfers.
-    public static func redactingUserinfo(_ text: String) -> String {
+    package static func redactingUserinfo(_ text: String) -> String {
         let utf8 = text.utf8
         guard utf8.contains(UInt8(ascii: "@")) else { return text }
         let bytes = Array(utf8)
@@ -290,29 +290,29 @@ public enum Redaction {
 }
 
 /// 1-based line and column (columns count characters), as compilers print them.
-public struct SourceLocation: Sendable, Hashable, Comparable {
-    public var line: Int
-    public var column: Int
-    public init(line: Int, column: Int) {
+package struct SourceLocation: Sendable, Hashable, Comparable {
+    package var line: Int
+    package var column: Int
+    package init(line: Int, column: Int) {
         self.line = line
         self.column = column
     }
-    public static func < (a: SourceLocation, b: SourceLocation) -> Bool { (a.line, a.column) < (b.line, b.column) }
+    package static func < (a: SourceLocation, b: SourceLocation) -> Bool { (a.line, a.column) < (b.line, b.column) }
 }
 
 /// One finding about a manifest, printed compiler-style:
 /// `haul.yaml:14:13: error: files[2].sha256: expected 64 hex digits, found 63`.
-public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
-    public enum Severity: String, Sendable, Hashable { case error, warning }
+package struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
+    package enum Severity: String, Sendable, Hashable { case error, warning }
 
-    public var severity: Severity
-    public var file: String
-    public var location: SourceLocation?
+    package var severity: Severity
+    package var file: String
+    package var location: SourceLocation?
     /// Key path of the offending value (`files[2].sha256`), when there is one.
-    public var keyPath: String?
-    public var message: String
+    package var keyPath: String?
+    package var message: String
 
-    public init(severity: Severity, file: String, location: SourceLocation?, keyPath: String?, message: String) {
+    package init(severity: Severity, file: String, location: SourceLocation?, keyPath: String?, message: String) {
         self.severity = severity
         self.file = file
         self.location = location
@@ -320,7 +320,7 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String {
+    package var description: String {
         var out = file
         if let location { out += ":\(location.line):\(location.column)" }
         out += ": \(severity.rawValue): "
@@ -329,23 +329,23 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `diagnostics` one per line, then `… and N more` when `omitted` is not zero.
-    public static func lines(_ diagnostics: [Diagnostic], omitted: Int) -> [String] {
+    package static func lines(_ diagnostics: [Diagnostic], omitted: Int) -> [String] {
         diagnostics.map(\.description) + (omitted > 0 ? ["… and \(omitted) more"] : [])
     }
 }
 
 /// Every error found in a manifest, in file order (the first 50 of them, with how many more). Thrown only when at
 /// least one has severity `.error`.
-public struct ManifestError: Error, Sendable, CustomStringConvertible {
-    public var diagnostics: [Diagnostic]
+package struct ManifestError: Error, Sendable, CustomStringConvertible {
+    package var diagnostics: [Diagnostic]
     /// Findings beyond those in `diagnostics`, counted but not kept.
-    public var omitted: Int
-    public init(diagnostics: [Diagnostic], omitted: Int = 0) {
+    package var omitted: Int
+    package init(diagnostics: [Diagnostic], omitted: Int = 0) {
         self.diagnostics = diagnostics
         self.omitted = omitted
     }
 
     /// As printed: one line per diagnostic, then how many more there were.
-    public var lines: [String] { Diagnostic.lines(diagnostics, omitted: omitted) }
-    public var description: String { lines.joined(separator: "\n") }
+    package var lines: [String] { Diagnostic.lines(diagnostics, omitted: omitted) }
+    package var description: String { lines.joined(separator: "\n") }
 }

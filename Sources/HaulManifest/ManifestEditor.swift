@@ -8,9 +8,9 @@ import CLibYAML
 /// editor reads libyaml's events for their marks (where each node starts and ends), decides where the new text
 /// goes, and splices bytes. It is pure (bytes in, bytes out) so that every layout can be tested without a file
 /// system; the caller reloads the result with `ManifestLoader` before writing it anywhere.
-public enum ManifestEditor {
+package enum ManifestEditor {
     /// `original` nil: there is no manifest yet, and a minimal valid one is made around the entry.
-    public static func appending(_ entry: PinnedEntry, to original: [UInt8]?,
+    package static func appending(_ entry: PinnedEntry, to original: [UInt8]?,
                                  fileName: String) throws(ManifestEditError) -> ManifestEdit {
         guard let original else {
             return ManifestEdit(bytes: Array(newManifest(with: entry, lineBreak: "\n").utf8), entryIndex: 0, sameURL: [])
@@ -153,25 +153,25 @@ public enum ManifestEditor {
 }
 
 /// The edited manifest.
-public struct ManifestEdit: Sendable {
-    public let bytes: [UInt8]
+package struct ManifestEdit: Sendable {
+    package let bytes: [UInt8]
     /// The new entry's position in `files:` (`files[entryIndex]`).
-    public let entryIndex: Int
+    package let entryIndex: Int
     /// Entries already fetching the same URL: legal (one file in two places), worth a warning.
-    public let sameURL: [ListedEntry]
+    package let sameURL: [ListedEntry]
 }
 
 /// An entry already in the manifest, as the editor saw it.
-public struct ListedEntry: Sendable, Hashable {
-    public let index: Int
-    public let destination: String?
+package struct ListedEntry: Sendable, Hashable {
+    package let index: Int
+    package let destination: String?
     /// Where its `url` value is.
-    public let location: SourceLocation
+    package let location: SourceLocation
 }
 
 /// Why a manifest's text cannot take the entry, as a compiler-style diagnostic pointing into the file.
-public struct ManifestEditError: Error, Sendable, CustomStringConvertible {
-    public enum Reason: Sendable, Hashable {
+package struct ManifestEditError: Error, Sendable, CustomStringConvertible {
+    package enum Reason: Sendable, Hashable {
         /// The destination already belongs to `files[index]`.
         case destinationTaken(index: Int)
         /// The text is not something the editor can extend: not YAML, not UTF-8, not a mapping at the top level,
@@ -179,10 +179,10 @@ public struct ManifestEditError: Error, Sendable, CustomStringConvertible {
         case notEditable
     }
 
-    public let reason: Reason
-    public let diagnostic: Diagnostic
+    package let reason: Reason
+    package let diagnostic: Diagnostic
 
-    public var description: String { diagnostic.description }
+    package var description: String { diagnostic.description }
 }
 
 // MARK: - Positions

@@ -5,10 +5,10 @@ import Darwin
 #endif
 
 /// Entry point for reading manifests: bytes → YAML events → validated `Manifest`, or every problem at once.
-public enum ManifestLoader {
+package enum ManifestLoader {
     /// The largest manifest haul reads, `${VAR}` expansions included: 25 times the 100,000-entry manifests haul is
     /// measured on, and a bound on what a hostile one (or `/dev/zero`) can make it read and hold.
-    public static let maximumBytes = 256 << 20
+    package static let maximumBytes = 256 << 20
     static let maximumSizeText = "256 MiB"
 
     /// The path that means standard input.
@@ -28,7 +28,7 @@ public enum ManifestLoader {
     /// entries have been, so a caller can start work under root meanwhile; it is a hint, not the result (a
     /// manifest that turns out invalid, or names root twice, still fails as a whole). `entryRead` is likewise
     /// told each valid entry as soon as it has been read.
-    public static func load(path: String, environment: [String: String], rootSeen: ((String) -> Void)? = nil,
+    package static func load(path: String, environment: [String: String], rootSeen: ((String) -> Void)? = nil,
                             entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
@@ -45,7 +45,7 @@ public enum ManifestLoader {
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
-    public static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
+    package static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
                              environment: [String: String], rootSeen: ((String) -> Void)? = nil,
                              entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
         try parse(bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,

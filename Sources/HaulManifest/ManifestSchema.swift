@@ -1,16 +1,16 @@
 /// The manifest format as JSON Schema (draft 2020-12), for editors and CI; `schema/haul-manifest.schema.json` holds
 /// the same text (a test keeps them identical). The key sets come from the enums the loader dispatches on, so the
 /// schema cannot name a key the loader rejects or omit one it accepts without a test failing.
-public enum ManifestSchema {
+package enum ManifestSchema {
     /// Keys accepted at the top level of a manifest.
-    public static let topLevelKeys: Set<String> = Set(TopLevelKey.names)
+    package static let topLevelKeys: Set<String> = Set(TopLevelKey.names)
     /// Keys accepted under `defaults:`.
-    public static let defaultsKeys: Set<String> = Set(DefaultsKey.names)
+    package static let defaultsKeys: Set<String> = Set(DefaultsKey.names)
     /// Keys accepted in a `files:` entry.
-    public static let fileKeys: Set<String> = Set(FileKey.names)
+    package static let fileKeys: Set<String> = Set(FileKey.names)
 
     /// Byte-identical to `schema/haul-manifest.schema.json`.
-    public static let json: String = ##"""
+    package static let json: String = ##"""
 {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://haul.dev/schema/manifest-v1.json",

@@ -2,16 +2,16 @@ import HaulDigest
 
 /// What `haul add` was asked to pin, checked against the rules the loader applies to a `files:` entry *before*
 /// anything is fetched: a URL or destination the manifest would reject is a usage error, not a wasted download.
-public struct EntryDraft: Sendable {
+package struct EntryDraft: Sendable {
     /// As typed (the template) and as fetched (expanded). A `${VAR}` in the argument means what it means in a
     /// manifest, so the URL written is the URL `sync` will fetch and the pin matches it.
-    public let url: TemplatedString
+    package let url: TemplatedString
     /// Normalized the way the loader normalizes destinations (`a//./b` → `a/b`), so duplicate checks compare
     /// like with like.
-    public let destination: String
+    package let destination: String
 
     /// `destination` nil: the URL's last path segment, percent-decoded (what `curl -O` would name the file).
-    public init(url: String, destination: String?, environment: [String: String]) throws(EntryDraftError) {
+    package init(url: String, destination: String?, environment: [String: String]) throws(EntryDraftError) {
         let expanded: TemplatedString
         do {
             var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
@@ -37,13 +37,13 @@ public struct EntryDraft: Sendable {
 
     /// The entry with a stand-in digest and size, to check that a manifest can take it (and that its values
     /// read back exactly) before anything is downloaded.
-    public var trialEntry: PinnedEntry {
+    package var trialEntry: PinnedEntry {
         pinned(digest: Digest(algorithm: .sha256, bytes: [UInt8](repeating: 0, count: DigestAlgorithm.sha256.byteCount)),
                size: 0)
     }
 
     /// The entry to write once the bytes have been measured.
-    public func pinned(digest: Digest, size: Int64) -> PinnedEntry {
+    package func pinned(digest: Digest, size: Int64) -> PinnedEntry {
         PinnedEntry(url: url.template, destination: destination, digest: digest, size: size)
     }
 
@@ -106,22 +106,22 @@ public struct EntryDraft: Sendable {
 }
 
 /// Why an `EntryDraft` cannot be made: the messages the loader would give for the same values.
-public struct EntryDraftError: Error, Sendable, CustomStringConvertible {
-    public let messages: [String]
+package struct EntryDraftError: Error, Sendable, CustomStringConvertible {
+    package let messages: [String]
     init(_ message: String) { messages = [message] }
     init(messages: [String]) { self.messages = messages }
-    public var description: String { messages.joined(separator: "; ") }
+    package var description: String { messages.joined(separator: "; ") }
 }
 
 /// One complete, pinned entry: `url`, `dest`, the digest and `size`, as `haul add` writes it.
-public struct PinnedEntry: Sendable, Hashable {
+package struct PinnedEntry: Sendable, Hashable {
     /// Written as given (a `${VAR}` stays a reference).
-    public let url: String
-    public let destination: String
-    public let digest: Digest
-    public let size: Int64
+    package let url: String
+    package let destination: String
+    package let digest: Digest
+    package let size: Int64
 
-    public init(url: String, destination: String, digest: Digest, size: Int64) {
+    package init(url: String, destination: String, digest: Digest, size: Int64) {
         self.url = url
         self.destination = destination
         self.digest = digest
@@ -129,13 +129,13 @@ public struct PinnedEntry: Sendable, Hashable {
     }
 
     /// A standalone sequence item, for `haul add --print`: paste it under `files:`.
-    public var yamlSnippet: String {
+    package var yamlSnippet: String {
         blockLines(dashColumn: 0, keyColumn: 2).joined(separator: "\n") + "\n"
     }
 
     /// Whether the loader read `entry` back as exactly this pin: the last guard before a manifest is replaced,
     /// catching any quoting that would change a value.
-    public func matches(_ entry: FileEntry) -> Bool {
+    package func matches(_ entry: FileEntry) -> Bool {
         entry.url.template == url && entry.destination.description == destination
             && entry.checksum?.digest == digest && entry.size == size
     }

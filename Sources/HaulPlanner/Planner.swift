@@ -3,7 +3,7 @@ import HaulManifest
 
 /// What is on disk at one destination, as far as planning needs to know. The store observes it; the planner
 /// never touches the file system, so every decision below is a function of values and can be tested from values.
-public enum LocalState: Sendable, Equatable {
+package enum LocalState: Sendable, Equatable {
     case missing
     /// `digest` is nil when it was not computed: no checksum to compare with, or the size already disagrees.
     case file(size: Int64, digest: Digest?)
@@ -18,7 +18,7 @@ public enum LocalState: Sendable, Equatable {
 }
 
 /// Why a file must be fetched.
-public enum FetchReason: Sendable, Equatable {
+package enum FetchReason: Sendable, Equatable {
     case missing
     case digestMismatch(local: Digest)
     case sizeMismatch(local: Int64, expected: Int64)
@@ -30,7 +30,7 @@ public enum FetchReason: Sendable, Equatable {
 }
 
 /// What one entry needs.
-public enum Action: Sendable, Equatable {
+package enum Action: Sendable, Equatable {
     /// Nothing to do: the pinned content is in place.
     case keep
     /// Fetch and commit. `.missing` is a download, anything else replaces existing content.
@@ -41,32 +41,32 @@ public enum Action: Sendable, Equatable {
     /// The entry cannot be synced as things stand; the message says why. Nothing is touched.
     case refuse(String)
 
-    public var isChange: Bool {
+    package var isChange: Bool {
         if case .keep = self { return false }
         return true
     }
 }
 
-public struct PlannedEntry: Sendable {
-    public var entry: FileEntry
-    public var action: Action
+package struct PlannedEntry: Sendable {
+    package var entry: FileEntry
+    package var action: Action
 }
 
 /// A file haul wrote for this manifest in an earlier run, at a destination the manifest no longer lists, and
 /// what is there now.
-public struct PruneCandidate: Sendable, Equatable {
-    public var destination: DestinationPath
-    public var written: Digest
-    public var local: LocalState
+package struct PruneCandidate: Sendable, Equatable {
+    package var destination: DestinationPath
+    package var written: Digest
+    package var local: LocalState
 
-    public init(destination: DestinationPath, written: Digest, local: LocalState) {
+    package init(destination: DestinationPath, written: Digest, local: LocalState) {
         self.destination = destination
         self.written = written
         self.local = local
     }
 }
 
-public enum PruneAction: Sendable, Equatable {
+package enum PruneAction: Sendable, Equatable {
     /// Still exactly what haul wrote: deleted.
     case delete
     /// No longer what haul wrote (the user changed or replaced it): kept, with a warning saying why.
@@ -75,38 +75,38 @@ public enum PruneAction: Sendable, Equatable {
     case forget
 }
 
-public struct PlannedPrune: Sendable, Equatable {
-    public var destination: DestinationPath
-    public var action: PruneAction
+package struct PlannedPrune: Sendable, Equatable {
+    package var destination: DestinationPath
+    package var action: PruneAction
 }
 
 /// The decision for every entry, in manifest order, and for every file to prune, with the totals a summary needs.
-public struct Plan: Sendable {
-    public var entries: [PlannedEntry]
+package struct Plan: Sendable {
+    package var entries: [PlannedEntry]
     /// Empty unless pruning is on.
-    public var prunes: [PlannedPrune]
+    package var prunes: [PlannedPrune]
 
-    public init(entries: [PlannedEntry], prunes: [PlannedPrune] = []) {
+    package init(entries: [PlannedEntry], prunes: [PlannedPrune] = []) {
         self.entries = entries
         self.prunes = prunes
     }
 
-    public var downloads: [PlannedEntry] { entries.filter { if case .fetch(.missing) = $0.action { true } else { false } } }
-    public var replacements: [PlannedEntry] {
+    package var downloads: [PlannedEntry] { entries.filter { if case .fetch(.missing) = $0.action { true } else { false } } }
+    package var replacements: [PlannedEntry] {
         entries.filter { if case .fetch(let reason) = $0.action { reason != .missing } else { false } }
     }
-    public var fetches: [PlannedEntry] { entries.filter { if case .fetch = $0.action { true } else { false } } }
-    public var revalidations: [PlannedEntry] { entries.filter { $0.action == .revalidate } }
-    public var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
-    public var deletions: [PlannedPrune] { prunes.filter { $0.action == .delete } }
-    public var upToDateCount: Int { entries.count { $0.action == .keep } }
+    package var fetches: [PlannedEntry] { entries.filter { if case .fetch = $0.action { true } else { false } } }
+    package var revalidations: [PlannedEntry] { entries.filter { $0.action == .revalidate } }
+    package var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
+    package var deletions: [PlannedPrune] { prunes.filter { $0.action == .delete } }
+    package var upToDateCount: Int { entries.count { $0.action == .keep } }
     /// Bytes to fetch, counting only entries whose size the manifest pins.
-    public var knownBytesToFetch: Int64 { tally.knownBytesToFetch }
+    package var knownBytesToFetch: Int64 { tally.knownBytesToFetch }
     /// Whether applying it may change anything on disk (a revalidation may).
-    public var hasChanges: Bool { entries.contains { $0.action.isChange } || !deletions.isEmpty }
+    package var hasChanges: Bool { entries.contains { $0.action.isChange } || !deletions.isEmpty }
 
     /// The totals a summary shows, in one pass: each of the filters above copies its share of 100,000 entries.
-    public var tally: Tally {
+    package var tally: Tally {
         var tally = Tally()
         for planned in entries {
             switch planned.action {
@@ -121,12 +121,12 @@ public struct Plan: Sendable {
         return tally
     }
 
-    public struct Tally: Sendable, Equatable {
+    package struct Tally: Sendable, Equatable {
         /// How many, and the bytes of those whose size the manifest pins.
-        public struct Fetches: Sendable, Equatable {
-            public var count = 0
-            public var sized = 0
-            public var knownBytes: Int64 = 0
+        package struct Fetches: Sendable, Equatable {
+            package var count = 0
+            package var sized = 0
+            package var knownBytes: Int64 = 0
 
             mutating func add(_ size: Int64?) {
                 count += 1
@@ -137,32 +137,32 @@ public struct Plan: Sendable {
             }
         }
 
-        public var downloads = Fetches()
-        public var replacements = Fetches()
-        public var revalidations = 0
-        public var refusals = 0
-        public var upToDate = 0
-        public var deletions = 0
+        package var downloads = Fetches()
+        package var replacements = Fetches()
+        package var revalidations = 0
+        package var refusals = 0
+        package var upToDate = 0
+        package var deletions = 0
 
         /// Bytes to fetch, counting only entries whose size the manifest pins.
-        public var knownBytesToFetch: Int64 { [downloads.knownBytes, replacements.knownBytes].saturatingSum() }
+        package var knownBytesToFetch: Int64 { [downloads.knownBytes, replacements.knownBytes].saturatingSum() }
         /// `Plan.hasChanges`, from the counts.
-        public var hasChanges: Bool {
+        package var hasChanges: Bool {
             downloads.count + replacements.count + revalidations + refusals + deletions > 0
         }
     }
 }
 
 /// Desired state + observed state → plan. Pure: no I/O, no clock, no environment.
-public enum Planner {
-    public static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = []) -> Plan {
+package enum Planner {
+    package static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = []) -> Plan {
         precondition(files.count == observed.count, "one observation per entry")
         return Plan(entries: zip(files, observed).map { PlannedEntry(entry: $0, action: decide($0, $1)) },
                     prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) })
     }
 
     /// Only haul's own, unchanged bytes are deleted: anything else at that path is the user's now.
-    public static func decide(_ candidate: PruneCandidate) -> PruneAction {
+    package static func decide(_ candidate: PruneCandidate) -> PruneAction {
         switch candidate.local {
         case .missing:
             return .forget
@@ -178,7 +178,7 @@ public enum Planner {
     }
 
     /// Content is identity: a pinned file whose digest matches is kept whatever its URL says.
-    public static func decide(_ entry: FileEntry, _ local: LocalState) -> Action {
+    package static func decide(_ entry: FileEntry, _ local: LocalState) -> Action {
         switch local {
         case .missing:
             return .fetch(.missing)
@@ -203,7 +203,7 @@ public enum Planner {
 
 extension Sequence<Int64> {
     /// Totals for display: saturate rather than trap, whatever sizes a manifest claims.
-    public func saturatingSum() -> Int64 {
+    package func saturatingSum() -> Int64 {
         reduce(0) { total, next in
             let (sum, overflow) = total.addingReportingOverflow(next)
             return overflow ? .max : sum

@@ -4,18 +4,18 @@ import HaulFileSystem
 import HaulManifest
 import Synchronization
 
-public struct CommitRequest: Sendable {
+package struct CommitRequest: Sendable {
     /// A verified file in the staging folder (the engine's temporary file, by name), closed.
-    public var temporaryName: String
-    public var destination: DestinationPath
-    public var mode: FileMode
+    package var temporaryName: String
+    package var destination: DestinationPath
+    package var mode: FileMode
     /// The temporary file already has `mode` exactly (it was created with it): no chmod before the rename.
-    public var hasMode: Bool
+    package var hasMode: Bool
     /// What the state will say of the file (its digest and who wrote it), journaled before the rename so that
     /// a crash before the state is saved loses no ownership. nil: nothing to journal.
-    public var ownership: Ownership?
+    package var ownership: Ownership?
 
-    public init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false,
+    package init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false,
                 ownership: Ownership? = nil) {
         self.temporaryName = temporaryName
         self.ownership = ownership
@@ -26,21 +26,21 @@ public struct CommitRequest: Sendable {
 }
 
 /// A request whose file was renamed into place: the destination holds the new content now.
-public struct Committed: Sendable, Equatable {
+package struct Committed: Sendable, Equatable {
     /// The destination's identity right after the rename (what the state cache records); nil in the unlikely
     /// case that it cannot be read back.
-    public var identity: FileIdentity?
+    package var identity: FileIdentity?
     /// Why the rename may not survive a crash: its folder could not be synced after it. The file is in place all
     /// the same (a reader sees the new content), so this is not a failure to commit, but the run must say so.
-    public var notDurable: StoreError?
+    package var notDurable: StoreError?
 
-    public init(identity: FileIdentity?, notDurable: StoreError? = nil) {
+    package init(identity: FileIdentity?, notDurable: StoreError? = nil) {
         self.identity = identity
         self.notDurable = notDurable
     }
 }
 
-public enum Durability: Sendable {
+package enum Durability: Sendable {
     /// One syncfs before the renames (so no rename can expose a file whose data is not on disk), one fsync
     /// per touched directory after (so the renames themselves survive a crash). Per-file fsync costs 0.25 ms on a
     /// quiet disk and 25 ms on a busy one; this costs about the same as one of them per batch.
@@ -55,17 +55,17 @@ public enum Durability: Sendable {
 ///
 /// Every batch reaches each destination's folder afresh from root's descriptor (`ContainedWalk`), at commit
 /// time: a folder checked earlier in the run and swapped for a symlink since is never trusted.
-public final class Committer: Sendable {
-    public let root: String
+package final class Committer: Sendable {
+    package let root: String
     /// Where verified files wait to be committed, held open: renames come from it by name.
-    public let staging: DirectoryHandle
-    public let durability: Durability
+    package let staging: DirectoryHandle
+    package let durability: Durability
     /// Where the ownership of each batch is recorded before its renames; nil: not recorded (tests, `haul add`).
-    public let journal: OwnershipJournal?
+    package let journal: OwnershipJournal?
     /// One batch at a time: the walk's folders are shared by a batch's preparation and its renames.
     private let serial = Mutex(())
 
-    public init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .batched) {
+    package init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .batched) {
         self.root = FileSystem.normalizedRoot(root)
         self.staging = staging
         self.journal = journal
@@ -76,7 +76,7 @@ public final class Committer: Sendable {
     /// destination is untouched. Results are in request order: a `.failure` is a destination left as it was; a
     /// `.success` is a file in place, with its identity right after the rename (taken here, off the transfer loop,
     /// while it is the only thing that has touched the file), and `notDurable` when its folder's fsync failed.
-    public func commit(_ batch: [CommitRequest]) -> [Result<Committed, StoreError>] {
+    package func commit(_ batch: [CommitRequest]) -> [Result<Committed, StoreError>] {
         guard !batch.isEmpty else { return [] }
         return serial.withLock { _ in commitSerially(batch) }
     }

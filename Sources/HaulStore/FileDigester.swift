@@ -3,13 +3,13 @@ import HaulDigest
 
 /// Hashes files already on disk, for the observer (is the destination already right?) and for callers that
 /// verify a file after the fact.
-public enum FileDigester {
+package enum FileDigester {
     /// Large enough that a big file costs few syscalls, small enough to stay in L2 next to the hash state.
     static let chunkSize = 1 << 20
 
     /// Opens with O_NOFOLLOW so that a destination swapped for a symlink after it was observed is never read
     /// through, and reports the number of bytes actually hashed (the file may have changed since any stat).
-    public static func digest(path: String, algorithm: DigestAlgorithm) throws(StoreError) -> (size: Int64, digest: Digest) {
+    package static func digest(path: String, algorithm: DigestAlgorithm) throws(StoreError) -> (size: Int64, digest: Digest) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 64)
         defer { buffer.deallocate() }
         return try digest(path: path, algorithm: algorithm, buffer: buffer, displayPath: path)

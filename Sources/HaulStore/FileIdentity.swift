@@ -4,12 +4,12 @@ import Glibc
 /// writing a file changes its mtime and ctime, and ctime cannot be set back from user space. (Unless the
 /// write falls in the same tick of the file system's clock as the identity was taken: see
 /// `FileIdentity.isOlder(than:)`.)
-public struct FileIdentity: Sendable, Hashable {
-    public var device: UInt64
-    public var inode: UInt64
-    public var size: Int64
-    public var modified: FileTime
-    public var changed: FileTime
+package struct FileIdentity: Sendable, Hashable {
+    package var device: UInt64
+    package var inode: UInt64
+    package var size: Int64
+    package var modified: FileTime
+    package var changed: FileTime
 
     init(_ info: stat) {
         device = UInt64(info.st_dev)
@@ -28,7 +28,7 @@ public struct FileIdentity: Sendable, Hashable {
     }
 
     /// The identity of the file at `path` (not following a final symlink), nil if there is none.
-    public static func of(path: String) -> FileIdentity? {
+    package static func of(path: String) -> FileIdentity? {
         guard case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .regular else { return nil }
         return FileIdentity(info)
     }
@@ -39,7 +39,7 @@ public struct FileIdentity: Sendable, Hashable {
     /// again within the same tick of the file system's clock (a second on ext3, FAT, NFS and many FUSE mounts;
     /// a jiffy elsewhere), and then its identity does not show the change: git's "racily clean" entries. Only
     /// an identity older than the moment it was recorded proves the content unchanged.
-    public func isOlder(than moment: FileTime) -> Bool {
+    package func isOlder(than moment: FileTime) -> Bool {
         modified < moment && changed < moment
     }
 }
@@ -47,12 +47,12 @@ public struct FileIdentity: Sendable, Hashable {
 /// A time as a file system keeps it: seconds and nanoseconds since the epoch, compared as a pair. Any time a
 /// file can carry fits, however far from 1970 (a tar archive's bogus date included): nothing here multiplies
 /// them into one 64-bit count of nanoseconds, which overflows past the year 2262.
-public struct FileTime: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public var seconds: Int64
+package struct FileTime: Sendable, Hashable, Comparable, CustomStringConvertible {
+    package var seconds: Int64
     /// 0 ..< 1,000,000,000, as in `timespec` (a time before 1970 has negative seconds and positive nanoseconds).
-    public var nanoseconds: Int32
+    package var nanoseconds: Int32
 
-    public init(seconds: Int64, nanoseconds: Int32) {
+    package init(seconds: Int64, nanoseconds: Int32) {
         self.seconds = seconds
         self.nanoseconds = nanoseconds
     }
@@ -73,18 +73,18 @@ public struct FileTime: Sendable, Hashable, Comparable, CustomStringConvertible 
     }
 
     /// The wall clock now (what a file written now would carry, give or take the file system's tick).
-    public static var now: FileTime {
+    package static var now: FileTime {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         return FileTime(time)
     }
 
-    public static func < (a: FileTime, b: FileTime) -> Bool {
+    package static func < (a: FileTime, b: FileTime) -> Bool {
         (a.seconds, a.nanoseconds) < (b.seconds, b.nanoseconds)
     }
 
     /// `seconds.nanoseconds`, nine digits after the point: what the state file stores.
-    public var description: String {
+    package var description: String {
         let fraction = String(nanoseconds)
         return "\(seconds)." + String(repeating: "0", count: max(0, 9 - fraction.count)) + fraction
     }

@@ -6,7 +6,7 @@ import HaulFileSystem
 import HaulManifest
 
 /// What is at a destination now, as the planner needs it to decide whether to fetch.
-public enum ObservedFile: Sendable, Equatable {
+package enum ObservedFile: Sendable, Equatable {
     case missing
     /// `digest` is nil when hashing could not change the decision (no algorithm asked, or the size already
     /// differs from the expected one).
@@ -24,20 +24,20 @@ public enum ObservedFile: Sendable, Equatable {
     case unreadable(StoreError)
 }
 
-public struct ObservationRequest: Sendable {
-    public var destination: DestinationPath
+package struct ObservationRequest: Sendable {
+    package var destination: DestinationPath
     /// nil: only the kind and size are wanted (an unpinned entry).
-    public var algorithm: DigestAlgorithm?
+    package var algorithm: DigestAlgorithm?
     /// When known, a file of another size is not hashed: it cannot match.
-    public var expectedSize: Int64?
+    package var expectedSize: Int64?
     /// What the state cache remembers of this destination: its digest is used, without hashing, only when
     /// the file's identity is exactly the recorded one and was older than `knownAsOf` (see
     /// `FileIdentity.isOlder(than:)`).
-    public var known: StateRecord?
+    package var known: StateRecord?
     /// When `known` was recorded (the state file's mtime).
-    public var knownAsOf: FileTime?
+    package var knownAsOf: FileTime?
 
-    public init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
+    package init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
                 known: StateRecord? = nil, knownAsOf: FileTime? = nil) {
         self.destination = destination
         self.algorithm = algorithm
@@ -47,13 +47,13 @@ public struct ObservationRequest: Sendable {
     }
 
     /// What a manifest entry asks to know about its destination, given what `cache` recorded of it.
-    public init(entry: FileEntry, cache: StateCache?) {
+    package init(entry: FileEntry, cache: StateCache?) {
         self.init(destination: entry.destination, algorithm: entry.checksum?.algorithm, expectedSize: entry.size,
                   known: cache?.records[DestinationKey(entry.destination)], knownAsOf: cache?.writtenAt)
     }
 
     /// Whether the known record proves a file whose identity is now `identity` unchanged, without reading it.
-    public func knownRecordIsProof(for identity: FileIdentity) -> Bool {
+    package func knownRecordIsProof(for identity: FileIdentity) -> Bool {
         guard let known, known.identity == identity, let knownAsOf else { return false }
         return identity.isOlder(than: knownAsOf)
     }
@@ -61,33 +61,33 @@ public struct ObservationRequest: Sendable {
 
 /// Looks at destinations without changing anything, and never reads a file outside root: parents are checked
 /// by the same rule the committer enforces, the final component is lstat'ed and opened with O_NOFOLLOW.
-public struct LocalObserver: Sendable {
-    public let root: String
+package struct LocalObserver: Sendable {
+    package let root: String
 
     /// `root` may not exist yet; every destination is then `.missing`.
-    public init(root: String) {
+    package init(root: String) {
         self.root = FileSystem.normalizedRoot(root)
     }
 
     /// What every destination is when root alone decides it (missing, not a directory, or holding nothing but
     /// haul's own folder); nil when each must be looked at.
-    public func sameForEveryDestination() -> ObservedFile? {
+    package func sameForEveryDestination() -> ObservedFile? {
         if case .everything(let file) = ParentWalker.start(root: root) { return file }
         return nil
     }
 
-    public func observe(_ request: ObservationRequest) -> ObservedFile {
+    package func observe(_ request: ObservationRequest) -> ObservedFile {
         observeAll([request], concurrency: 1).first ?? .missing
     }
 
     /// Results are in request order. Parent directories are resolved once each, serially (a manifest has far
     /// fewer folders than files); the per-file lstat, open and read run on `concurrency` threads.
-    public func observeAll(_ requests: [ObservationRequest], concurrency: Int) -> [ObservedFile] {
+    package func observeAll(_ requests: [ObservationRequest], concurrency: Int) -> [ObservedFile] {
         observeAllRecording(requests, concurrency: concurrency).map(\.file)
     }
 
     /// Like `observeAll`, with, for each file whose digest is known, the record the state cache should keep.
-    public func observeAllRecording(_ requests: [ObservationRequest], concurrency: Int)
+    package func observeAllRecording(_ requests: [ObservationRequest], concurrency: Int)
         -> [(file: ObservedFile, record: StateRecord?)] {
         guard !requests.isEmpty else { return [] }
         var walker: ParentWalker

@@ -2,9 +2,9 @@ import Glibc
 
 /// Reads and replaces a manifest for `haul add`. A manifest is the user's own file, often under version control:
 /// after a crash or a full disk it must be the old text or the new, never half of one, and it keeps its mode.
-public enum ManifestFile {
+package enum ManifestFile {
     /// The whole file; nil when it does not exist.
-    public static func read(_ path: String) throws(StoreError) -> [UInt8]? {
+    package static func read(_ path: String) throws(StoreError) -> [UInt8]? {
         let descriptor = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard descriptor >= 0 else {
             let code = errno
@@ -28,7 +28,7 @@ public enum ManifestFile {
     /// Writes a temporary file beside the target, flushes it, gives it the target's mode (a new file gets
     /// 0666 less the umask, as any editor's would), and renames it over the target, then flushes the directory.
     /// A symlink is followed, so the link stays a link and its target gets the new text.
-    public static func replace(_ path: String, with bytes: [UInt8]) throws(StoreError) {
+    package static func replace(_ path: String, with bytes: [UInt8]) throws(StoreError) {
         var target = path
         if case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .symlink {
             switch FileSystem.realPath(path) {

@@ -14,12 +14,12 @@ import HaulManifest
 ///
 /// Lines are the state's own format (`StateCache`), with an identity that matches no file: a journaled file is
 /// always hashed before its record is trusted.
-public struct OwnershipJournal: Sendable {
+package struct OwnershipJournal: Sendable {
     let area: PrivateArea
 
     static let fileName = PrivateArea.Member.journal.rawValue
 
-    public init(area: PrivateArea) { self.area = area }
+    package init(area: PrivateArea) { self.area = area }
 
     /// An identity no file has (size -1): the record it is in is never trusted without hashing.
     static let unknownIdentity = FileIdentity(device: 0, inode: 0, size: -1, modified: FileTime(seconds: 0, nanoseconds: 0),
@@ -82,11 +82,11 @@ public struct OwnershipJournal: Sendable {
 }
 
 /// What haul claims of a file it is about to put in place: its content and who wrote it.
-public struct Ownership: Sendable {
-    public var digest: Digest
-    public var origin: Origin
+package struct Ownership: Sendable {
+    package var digest: Digest
+    package var origin: Origin
 
-    public init(digest: Digest, origin: Origin) {
+    package init(digest: Digest, origin: Origin) {
         self.digest = digest
         self.origin = origin
     }

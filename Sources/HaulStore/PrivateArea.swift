@@ -9,13 +9,13 @@ import HaulFileSystem
 /// haul's writes, renames and cleanup somewhere outside root. Anything there that is not what haul made (a
 /// symlink, a FIFO, a directory where a file belongs) makes every command refuse the root before touching it;
 /// `root` itself may be a symlink: that is the user's choice.
-public final class PrivateArea: Sendable {
+package final class PrivateArea: Sendable {
     /// Root as the user named it (normalized), for messages.
-    public let root: String
+    package let root: String
     /// `<root>/.haul`, opened with `O_NOFOLLOW`.
-    public let folder: DirectoryHandle
+    package let folder: DirectoryHandle
 
-    public static let name = ".haul"
+    package static let name = ".haul"
 
     private init(root: String, folder: DirectoryHandle) {
         self.root = root
@@ -43,7 +43,7 @@ public final class PrivateArea: Sendable {
     }
 
     /// Opens `<root>/.haul` after checking it and everything haul keeps in it, making root and `.haul` as needed.
-    public static func create(root: String) throws(PrivateAreaError) -> PrivateArea {
+    package static func create(root: String) throws(PrivateAreaError) -> PrivateArea {
         guard let area = try open(root: root, creating: true) else {
             throw .system(StoreError(operation: "create directory", path: FileSystem.join(root, name), errno: ENOENT))
         }
@@ -51,7 +51,7 @@ public final class PrivateArea: Sendable {
     }
 
     /// The same without making anything: nil when there is no such folder yet (or no root).
-    public static func existing(root: String) throws(PrivateAreaError) -> PrivateArea? {
+    package static func existing(root: String) throws(PrivateAreaError) -> PrivateArea? {
         try open(root: root, creating: false)
     }
 
@@ -147,13 +147,13 @@ public final class PrivateArea: Sendable {
 }
 
 /// Why haul will not use a root's private folder.
-public enum PrivateAreaError: Error, Sendable, CustomStringConvertible {
+package enum PrivateAreaError: Error, Sendable, CustomStringConvertible {
     /// Something in haul's folder is not what haul made there: the root is refused before anything is touched.
     case unsafe(path: String, found: String, rule: String)
     /// A system call failed (permission, I/O).
     case system(StoreError)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unsafe(let path, let found, let rule): "\(path) is \(found); \(rule)"
         case .system(let error): error.description

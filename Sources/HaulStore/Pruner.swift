@@ -6,16 +6,16 @@ import HaulManifest
 /// exactly what haul wrote; the pruner checks, right before unlinking, that the file is still the one that was
 /// observed (same identity), so a file the user touched in the meantime survives. Folders are reached by
 /// descriptor from root (`ContainedWalk`), so nothing outside root can be deleted, whatever changed meanwhile.
-public struct Pruner: Sendable {
-    public let root: String
+package struct Pruner: Sendable {
+    package let root: String
 
-    public init(root: String) {
+    package init(root: String) {
         self.root = FileSystem.normalizedRoot(root)
     }
 
     /// Removes `destination` if its identity is still `expected`, then every parent directory this leaves empty,
     /// up to (not including) root. A directory with anything in it stays: rmdir(2) only removes empty ones.
-    public func delete(_ destination: DestinationPath, expected: FileIdentity) -> Result<Void, StoreError> {
+    package func delete(_ destination: DestinationPath, expected: FileIdentity) -> Result<Void, StoreError> {
         var walk: ContainedWalk
         switch ContainedWalk.start(root: root) {
         case .success(let started): walk = started

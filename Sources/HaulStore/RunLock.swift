@@ -6,15 +6,15 @@ import HaulFileSystem
 /// A kernel lock rather than a pid file, so that it is released when its holder dies however it dies (SIGKILL
 /// included) and a stale file never blocks anyone. The file's content only names the holder for the message of
 /// whoever finds the root busy.
-public final class RunLock: Sendable {
+package final class RunLock: Sendable {
     private let descriptor: Int32
 
-    public enum Failure: Error, Sendable, CustomStringConvertible {
+    package enum Failure: Error, Sendable, CustomStringConvertible {
         /// Another process holds the lock; `holder` is what it wrote about itself.
         case busy(root: String, holder: String)
         case system(StoreError)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .busy(let root, let holder):
                 "another haul is syncing \"\(root)\" (\(holder)); wait for it, or run with --wait"
@@ -28,7 +28,7 @@ public final class RunLock: Sendable {
     ///   - area: the root's private folder, where the lock file lives.
     ///   - wait: block until the holder is done instead of failing at once.
     ///   - holder: a line naming this process for others' messages (pid, command).
-    public init(area: PrivateArea, wait: Bool, holder: String) throws(Failure) {
+    package init(area: PrivateArea, wait: Bool, holder: String) throws(Failure) {
         let path = area.folder.displayPath(of: PrivateArea.Member.lock.rawValue)
         let name = PrivateArea.Member.lock.rawValue
         var descriptor: Int32

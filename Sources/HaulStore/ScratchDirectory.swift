@@ -3,13 +3,13 @@ import HaulFileSystem
 
 /// A private directory outside any root, for bytes that are measured and thrown away (`haul add` downloads a
 /// file once to learn its digest): mode 0700 under `$TMPDIR`, so nobody else reads them meanwhile.
-public struct ScratchDirectory: Sendable {
-    public let path: String
+package struct ScratchDirectory: Sendable {
+    package let path: String
     /// The folder, held open from the moment it was made.
-    public let folder: DirectoryHandle
+    package let folder: DirectoryHandle
 
     /// `$TMPDIR/<prefix>.XXXXXX` (`/tmp` when TMPDIR is unset or empty).
-    public static func make(prefix: String) throws(StoreError) -> ScratchDirectory {
+    package static func make(prefix: String) throws(StoreError) -> ScratchDirectory {
         var base = getenv("TMPDIR").map { String(cString: $0) } ?? ""
         while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
         if base.isEmpty { base = "/tmp" }
@@ -26,7 +26,7 @@ public struct ScratchDirectory: Sendable {
     }
 
     /// Whatever was left in it (a measured file, a partial one after a failure), then the directory.
-    public func remove() {
+    package func remove() {
         for name in folder.names() ?? [] { folder.remove(name) }
         _ = rmdir(path)
     }

@@ -8,12 +8,12 @@ import HaulFileSystem
 /// a half-written file under a name the user or a glob might pick up, and so that one directory holds all the
 /// leftovers to clean. Being under root keeps them on the destinations' filesystem, which rename(2) needs.
 /// Both folders are held open (see `PrivateArea`): nothing here is ever reached through a path.
-public final class StagingArea: Sendable {
-    public let temporary: DirectoryHandle
-    public let partial: DirectoryHandle
+package final class StagingArea: Sendable {
+    package let temporary: DirectoryHandle
+    package let partial: DirectoryHandle
 
     /// Creates the folders as needed, so that a run can fail once, clearly, before any transfer.
-    public init(area: PrivateArea) throws(StoreError) {
+    package init(area: PrivateArea) throws(StoreError) {
         try area.makePrivate()
         temporary = try area.privateFolder(.temporary)
         partial = try area.privateFolder(.partial)
@@ -25,7 +25,7 @@ public final class StagingArea: Sendable {
     /// Only safe while holding the root's `RunLock`: another run's live files would look the same.
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
-    public func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool) {
+    package func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool) {
         Self.removeOwnFiles(in: temporary, isOwnName: isOwnName)
         let partials = (partial.names() ?? []).filter(isOwnName)
         guard !partials.isEmpty else { return }
@@ -34,7 +34,7 @@ public final class StagingArea: Sendable {
     }
 
     /// The same when nothing will be fetched, so no partial is wanted: without making folders that are not there.
-    public static func sweepLeftovers(in area: PrivateArea, isOwnName: (String) -> Bool) {
+    package static func sweepLeftovers(in area: PrivateArea, isOwnName: (String) -> Bool) {
         for member in [PrivateArea.Member.temporary, .partial] {
             guard case .success(let folder) = area.folder.subdirectory(member.rawValue) else { continue }
             removeOwnFiles(in: folder, isOwnName: isOwnName)
@@ -52,7 +52,7 @@ public final class StagingArea: Sendable {
     }
 
     /// A temporary file that will not be committed.
-    public func discard(_ name: String) {
+    package func discard(_ name: String) {
         temporary.remove(name)
     }
 }

@@ -5,14 +5,14 @@ import HaulManifest
 import HaulThreads
 
 /// What haul knows about one file it wrote or hashed: its identity then, and its digest.
-public struct StateRecord: Sendable, Hashable {
-    public var identity: FileIdentity
-    public var digest: Digest
+package struct StateRecord: Sendable, Hashable {
+    package var identity: FileIdentity
+    package var digest: Digest
     /// Set when haul wrote the file, nil when it only found the right content in place: pruning deletes only
     /// what haul wrote, and revalidation asks only the source that delivered it.
-    public var origin: Origin?
+    package var origin: Origin?
 
-    public init(identity: FileIdentity, digest: Digest, origin: Origin? = nil) {
+    package init(identity: FileIdentity, digest: Digest, origin: Origin? = nil) {
         self.identity = identity
         self.digest = digest
         self.origin = origin
@@ -23,28 +23,28 @@ public struct StateRecord: Sendable, Hashable {
 ///
 /// A class, immutable, so that a record holds a reference rather than four strings: every pinned file one
 /// manifest wrote shares one instance (100,000 records stay small in memory).
-public final class Origin: Sendable, Hashable {
+package final class Origin: Sendable, Hashable {
     /// Which manifest wrote it (`StateCache.manifestKey`): a manifest prunes only its own files.
-    public let manifestKey: String
+    package let manifestKey: String
     /// For an unpinned file, the source that delivered it (a hash of its URL, which may hold a token) and the
     /// validators it sent, for a conditional request later; nil for a pinned file, which its digest identifies.
-    public let sourceKey: String?
-    public let etag: String?
-    public let lastModified: String?
+    package let sourceKey: String?
+    package let etag: String?
+    package let lastModified: String?
 
-    public init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil) {
+    package init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil) {
         self.manifestKey = manifestKey
         self.sourceKey = sourceKey
         self.etag = etag
         self.lastModified = lastModified
     }
 
-    public static func == (a: Origin, b: Origin) -> Bool {
+    package static func == (a: Origin, b: Origin) -> Bool {
         a === b || (a.manifestKey == b.manifestKey && a.sourceKey == b.sourceKey && a.etag == b.etag
                     && a.lastModified == b.lastModified)
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(manifestKey)
         hasher.combine(sourceKey)
         hasher.combine(etag)
@@ -55,20 +55,20 @@ public final class Origin: Sendable, Hashable {
 /// `<root>/.haul/state`: a hint that lets a no-op sync skip hashing, never an authority. A missing, corrupt or
 /// foreign file costs time (everything is hashed again), never correctness; a record is used only when the
 /// file's identity is exactly the recorded one, and older than the moment it was recorded.
-public struct StateCache: Sendable, Equatable {
-    public var records: [DestinationKey: StateRecord]
+package struct StateCache: Sendable, Equatable {
+    package var records: [DestinationKey: StateRecord]
     /// When the file these records were read from was written (its mtime): what each record's identity must be
     /// older than to be trusted (see `FileIdentity.isOlder(than:)`). nil for records not read from a file.
-    public var writtenAt: FileTime?
+    package var writtenAt: FileTime?
 
-    public init(records: [DestinationKey: StateRecord] = [:]) { self.records = records }
+    package init(records: [DestinationKey: StateRecord] = [:]) { self.records = records }
 
     /// Two caches are equal when they record the same files; when the file was written is not part of that.
-    public static func == (a: StateCache, b: StateCache) -> Bool { a.records == b.records }
+    package static func == (a: StateCache, b: StateCache) -> Bool { a.records == b.records }
 
     /// Whether `record`, found for a file whose identity is `identity` now, still describes it: the identity is
     /// the recorded one, and it was already old when it was recorded.
-    public func trusts(_ record: StateRecord, for identity: FileIdentity) -> Bool {
+    package func trusts(_ record: StateRecord, for identity: FileIdentity) -> Bool {
         guard record.identity == identity, let writtenAt else { return false }
         return identity.isOlder(than: writtenAt)
     }
@@ -82,7 +82,7 @@ public struct StateCache: Sendable, Equatable {
 
     /// The cache and, when the file existed but could not be used (or only in part), a warning saying why.
     /// No private folder (a root never synced): an empty cache.
-    public static func load(area: PrivateArea?) -> (cache: StateCache, warning: String?) {
+    package static func load(area: PrivateArea?) -> (cache: StateCache, warning: String?) {
         let loaded = readFile(area: area)
         return (loaded.cache, loaded.warning)
     }
@@ -367,7 +367,7 @@ public struct StateCache: Sendable, Equatable {
 
     /// Names a manifest in the state without writing its path: a hash of its real path. A manifest that
     /// moves no longer prunes what it wrote before, which errs on the side of keeping files.
-    public static func manifestKey(path: String) -> String {
+    package static func manifestKey(path: String) -> String {
         var resolved = path
         if case .success(let real) = FileSystem.realPath(path) { resolved = real }
         return String(StreamingHasher.digest(Array(resolved.utf8), algorithm: .sha256).hex.prefix(32))
@@ -376,7 +376,7 @@ public struct StateCache: Sendable, Equatable {
     /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half. Both
     /// names are reached through the private folder's descriptor; the temporary one is made afresh (`O_EXCL`),
     /// so nothing planted under it is written through.
-    public func save(in area: PrivateArea) throws(StoreError) {
+    package func save(in area: PrivateArea) throws(StoreError) {
         let folder = area.folder
         let temporary = Self.fileName + ".new"
         if let failure = folder.remove(temporary), failure.errno != ENOENT {

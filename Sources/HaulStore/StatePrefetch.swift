@@ -12,9 +12,9 @@ import Synchronization
 /// the result for the root the manifest finally has. What was read is used only if the state file is still the
 /// one read: another run may have rewritten it before this one took the lock. Otherwise it is read again, and
 /// nothing looked at early is used.
-public final class StatePrefetch: Sendable {
+package final class StatePrefetch: Sendable {
     /// Whether to look at destinations early, and on what terms.
-    public enum Looking: Sendable {
+    package enum Looking: Sendable {
         case no
         /// For commands that change nothing (`plan`, `sync --dry-run`): they look without the run lock anyway.
         case withoutLock
@@ -53,7 +53,7 @@ public final class StatePrefetch: Sendable {
     private let feed = Mutex(Feed())
     private let fed = DispatchSemaphore(value: 0)
 
-    public init(looking: Looking = .no) {
+    package init(looking: Looking = .no) {
         self.looking = looking
     }
 
@@ -65,7 +65,7 @@ public final class StatePrefetch: Sendable {
 
     /// Starts reading the state under `root`; later calls are ignored. If no thread can be started, `take`
     /// reads it.
-    public func start(root: String) {
+    package func start(root: String) {
         started.withLock { started in
             guard started == nil else { return }
             let thread = startThread { [self] in
@@ -77,7 +77,7 @@ public final class StatePrefetch: Sendable {
     }
 
     /// One more validated entry; its destination is looked at if the state knows it.
-    public func entryRead(_ entry: FileEntry) {
+    package func entryRead(_ entry: FileEntry) {
         if case .no = looking { return }
         let wake = feed.withLock { feed -> Bool in
             guard !feed.ended else { return false }
@@ -92,7 +92,7 @@ public final class StatePrefetch: Sendable {
     }
 
     /// No more entries (the manifest is read, or failed).
-    public func endEntries() {
+    package func endEntries() {
         endEntries(dropping: false)
     }
 
@@ -107,7 +107,7 @@ public final class StatePrefetch: Sendable {
     }
 
     /// The run lock taken for `root` before looking, if any: the caller holds it from now on.
-    public func takeLock(root: String) -> RunLock? {
+    package func takeLock(root: String) -> RunLock? {
         guard joined(root: root) else { return nil }
         return result.withLock { loaded in
             defer { loaded?.lock = nil }
@@ -117,7 +117,7 @@ public final class StatePrefetch: Sendable {
 
     /// The state in `area` (the root's private folder, nil if it has none), as `StateCache.load` would return it
     /// now, and what was looked at early.
-    public func take(area: PrivateArea?) -> (cache: StateCache, warning: String?, glances: Glances?) {
+    package func take(area: PrivateArea?) -> (cache: StateCache, warning: String?, glances: Glances?) {
         guard let area, joined(root: area.root), let loaded = result.withLock({ $0.take() }), loaded.area != nil,
               loaded.file == StateCache.identity(in: area) else {
             let (cache, warning) = StateCache.load(area: area)
@@ -208,7 +208,7 @@ public final class StatePrefetch: Sendable {
 
 /// Destinations looked at while the manifest was read, found exactly as the state cache records them, by entry
 /// index: such a file is fully described by its record (and whether the entry asked for its digest).
-public struct Glances: Sendable {
+package struct Glances: Sendable {
     private let cache: [DestinationKey: StateRecord]
     private var records: [StateRecord?] = []
     /// The destination each record was seen for (its text: the same string the manifest's entry holds).
@@ -247,7 +247,7 @@ public struct Glances: Sendable {
 
     /// Per entry of `files` (in order), the record if its destination was seen exactly as recorded, else nil;
     /// handed over rather than copied (100,000 records).
-    public consuming func records(for files: [FileEntry]) -> [StateRecord?] {
+    package consuming func records(for files: [FileEntry]) -> [StateRecord?] {
         grow(to: files.count)
         for (position, entry) in files.enumerated() where records[position] != nil {
             // By bytes, and at once when it is the entry's own string (it is, unless the manifest changed).
@@ -261,7 +261,7 @@ public struct Glances: Sendable {
     }
 
     /// What observation says of a file seen as its record says, for entry `index`.
-    public func file(index: Int, record: StateRecord) -> ObservedFile {
+    package func file(index: Int, record: StateRecord) -> ObservedFile {
         .regularFile(size: record.identity.size, digest: index < digestKnown.count && digestKnown[index] ? record.digest : nil)
     }
 }

@@ -5,24 +5,24 @@ import Glibc
 ///
 /// `errno` is kept so that callers can classify (out of space, permission, …) without parsing text. When haul's
 /// own path-safety rule refused the operation, no system call failed: `errno` is then 0 and `detail` says why.
-public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
+package struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     /// What was attempted, phrased to follow "cannot": `rename into`, `create directory`, …
-    public let operation: String
+    package let operation: String
     /// Relative to root for destinations and the directories above them; absolute for haul's temporary files.
-    public let path: String
-    public let errno: Int32
+    package let path: String
+    package let errno: Int32
     /// Replaces strerror in the message when the system's wording alone would mislead (a directory in the
     /// way, a symlink leaving root); nil for plain system-call failures.
-    public let detail: String?
+    package let detail: String?
 
-    public init(operation: String, path: String, errno: Int32, detail: String? = nil) {
+    package init(operation: String, path: String, errno: Int32, detail: String? = nil) {
         self.operation = operation
         self.path = path
         self.errno = errno
         self.detail = detail
     }
 
-    public var description: String {
+    package var description: String {
         "cannot \(operation) \"\(path)\": \(detail ?? StoreError.systemMessage(errno))"
     }
 

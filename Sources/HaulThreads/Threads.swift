@@ -5,17 +5,17 @@ import Glibc
 import Synchronization
 
 /// Hands out index ranges to worker threads; taking chunks keeps the shared counter off the per-file path.
-public final class WorkCounter: Sendable {
-    public let count: Int
-    public let chunk: Int
+package final class WorkCounter: Sendable {
+    package let count: Int
+    package let chunk: Int
     private let next = Atomic<Int>(0)
 
-    public init(count: Int, chunk: Int) {
+    package init(count: Int, chunk: Int) {
         self.count = count
         self.chunk = max(1, chunk)
     }
 
-    public func take() -> Range<Int>? {
+    package func take() -> Range<Int>? {
         let start = next.wrappingAdd(chunk, ordering: .relaxed).oldValue
         guard start < count else { return nil }
         return start..<min(start + chunk, count)
@@ -24,9 +24,9 @@ public final class WorkCounter: Sendable {
 
 /// A buffer whose disjoint slots are written by different threads, each slot by exactly one; the join in
 /// `runOnThreads` orders those writes before the caller reads them.
-public struct DisjointWrites<Element>: @unchecked Sendable {
-    public let buffer: UnsafeMutableBufferPointer<Element>
-    public init(buffer: UnsafeMutableBufferPointer<Element>) { self.buffer = buffer }
+package struct DisjointWrites<Element>: @unchecked Sendable {
+    package let buffer: UnsafeMutableBufferPointer<Element>
+    package init(buffer: UnsafeMutableBufferPointer<Element>) { self.buffer = buffer }
 }
 
 private final class ThreadWork {
@@ -39,7 +39,7 @@ private final class ThreadWork {
 /// Plain pthreads rather than Swift concurrency or Dispatch: the work blocks in read(2), so it must not occupy
 /// the cooperative pool (two threads on this hardware), and its width must be what the caller asked for (a
 /// network filesystem wants more than the core count). If a thread cannot be started the others do its share.
-public func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void) {
+package func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void) {
     var started: [pthread_t] = []
     if threads > 1 {
         for _ in 1..<threads {
@@ -56,7 +56,7 @@ public func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void)
 /// SIGINT and SIGTERM are blocked in it whatever its creator's mask: the CLI takes them on one thread of its own
 /// (`sigwait`), and a worker started before that thread blocked them (the state is read while the manifest is
 /// parsed) must not take one and end the process without a word.
-public func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
+package func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
     let context = Unmanaged.passRetained(ThreadWork(work)).toOpaque()
     var thread = pthread_t()
     let rc = pthread_create(&thread, nil, { context in
@@ -78,24 +78,24 @@ public func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
 
 /// Carries values from one thread to another, in order, holding at most `capacity` of them: a producer that runs
 /// ahead waits for the consumer, so what is in flight stays bounded.
-public final class HandOff<Element: Sendable>: Sendable {
+package final class HandOff<Element: Sendable>: Sendable {
     private let queue = Mutex<[Element]>([])
     private let filled = DispatchSemaphore(value: 0)
     private let room: DispatchSemaphore
 
-    public init(capacity: Int) {
+    package init(capacity: Int) {
         room = DispatchSemaphore(value: max(1, capacity))
     }
 
     /// Waits while `capacity` values are waiting to be received.
-    public func send(_ element: Element) {
+    package func send(_ element: Element) {
         room.wait()
         queue.withLock { $0.append(element) }
         filled.signal()
     }
 
     /// The oldest value sent, waiting for one if there is none.
-    public func receive() -> Element {
+    package func receive() -> Element {
         filled.wait()
         // `filled` counts the values in `queue`: one is there.
         let element = queue.withLock { $0.removeFirst() }
@@ -110,7 +110,7 @@ public final class HandOff<Element: Sendable>: Sendable {
 /// A plain thread and semaphores (futex waits) rather than a Dispatch timer: a timer needs descriptors that
 /// libdispatch cannot do without (it traps when the process is out of them), and a run near its open-file limit
 /// must go on committing. If no thread can be started, each value is delivered at once, on the caller's thread.
-public final class BatchWindow<Element: Sendable>: Sendable {
+package final class BatchWindow<Element: Sendable>: Sendable {
     private struct State {
         var pending: [Element] = []
         var finishing = false
@@ -125,14 +125,14 @@ public final class BatchWindow<Element: Sendable>: Sendable {
     private let finishing = DispatchSemaphore(value: 0)
     private let thread = Mutex<pthread_t?>(nil)
 
-    public init(window: Double, deliver: @escaping @Sendable ([Element]) -> Void) {
+    package init(window: Double, deliver: @escaping @Sendable ([Element]) -> Void) {
         self.window = window
         self.deliver = deliver
         let started = startThread { [self] in run() }
         thread.withLock { $0 = started }
     }
 
-    public func add(_ element: Element) {
+    package func add(_ element: Element) {
         guard thread.withLock({ $0 != nil }) else { return deliver([element]) }
         let first = state.withLock { state in
             state.pending.append(element)
@@ -142,7 +142,7 @@ public final class BatchWindow<Element: Sendable>: Sendable {
     }
 
     /// Delivers what is still waiting and returns once everything handed in has been delivered.
-    public func finish() {
+    package func finish() {
         guard let running = thread.withLock({ $0.take() }) else { return }
         state.withLock { $0.finishing = true }
         arrived.signal()
