@@ -12,24 +12,4 @@ package struct VerificationResult: Sendable {
     package init(manifest: Manifest) {
         plan = Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Reconciler.cores))
     }
-
-    package func lines() -> [String] {
-        var lines = problems.map { planned -> String in
-            let destination = planned.entry.destination.description
-            switch planned.action {
-            case .keep, .revalidate: return "ok \(destination)"
-            case .fetch(.missing): return "missing \(destination)"
-            case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
-            case .fetch(let reason): return "differs \(destination) (\(HumanReport.describe(reason, checksum: planned.entry.checksum)))"
-            case .refuse(let why): return "unreadable \(destination) (\(why))"
-            }
-        }
-        let unpinned = plan.revalidations.count
-        let verified = plan.upToDateCount
-        var summary = "Verified \(HumanReport.count(verified, "file"))"
-        if unpinned > 0 { summary += ", \(unpinned) unpinned present" }
-        if !problems.isEmpty { summary += ", \(problems.count) with problems" }
-        lines.append(summary + ".")
-        return lines
-    }
 }

@@ -281,7 +281,7 @@ struct Verify: ParsableCommand {
         // Nothing in it is read, but a root whose private folder is not what haul made is refused everywhere.
         _ = try manifestOptions.existingPrivateArea(of: manifest)
         let result = VerificationResult(manifest: manifest)
-        let lines = result.lines()
+        let lines = HumanReport.verifyLines(result)
         if manifestOptions.reporting.json {
             Output.lines([TerminalText(JSONEvents.verify(result).encoded())])
         } else {

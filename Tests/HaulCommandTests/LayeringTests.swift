@@ -21,8 +21,8 @@ final class LayeringTests: XCTestCase {
                       "Synchronization"],
         "Haul": ["HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
                  "Glibc", "Synchronization"],
-        "HaulCommand": ["ArgumentParser", "Foundation", "Haul", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner",
-                        "HaulStore", "Glibc", "Synchronization"],
+        "HaulCommand": ["ArgumentParser", "Foundation", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
+                        "HaulPlanner", "HaulStore", "Glibc", "Synchronization"],
     ]
 
     func testEveryModuleImportsOnlyWhatItsLayerAllows() throws {

@@ -1,3 +1,4 @@
+@testable import HaulCommand
 import Haul
 import HaulDigest
 import HaulEngine

@@ -1,3 +1,4 @@
+import Haul
 import HaulEngine
 import HaulManifest
 import HaulPlanner

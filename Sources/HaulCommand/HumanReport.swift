@@ -1,11 +1,12 @@
+import Haul
 import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulPlanner
 import HaulStore
 
-/// Text for people: the plan, per-entry failures and the summary. Pure functions of results, so the exact
-/// wording is tested without running anything.
+/// Text for people: the plan, per-entry failures, `verify` and the summary. Pure functions of results, so the
+/// exact wording is tested from values (`HumanReportTests`).
 package enum HumanReport {
     /// One line per change, then a summary line. Kept files are counted, not listed.
     package static func planLines(_ plan: Plan) -> [String] {
@@ -76,6 +77,26 @@ package enum HumanReport {
         case .unreadable(let why):
             "\(why); it will be replaced"
         }
+    }
+
+    /// `haul verify`: one line per problem, then what was verified.
+    package static func verifyLines(_ result: VerificationResult) -> [String] {
+        var lines = result.problems.map { planned -> String in
+            let destination = planned.entry.destination.description
+            switch planned.action {
+            case .keep, .revalidate: return "ok \(destination)"
+            case .fetch(.missing): return "missing \(destination)"
+            case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
+            case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
+            case .refuse(let why): return "unreadable \(destination) (\(why))"
+            }
+        }
+        let unpinned = result.plan.revalidations.count
+        var summary = "Verified \(count(result.plan.upToDateCount, "file"))"
+        if unpinned > 0 { summary += ", \(unpinned) unpinned present" }
+        if !result.problems.isEmpty { summary += ", \(result.problems.count) with problems" }
+        lines.append(summary + ".")
+        return lines
     }
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
