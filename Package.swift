@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest", "HaulThreads",
                                      "HaulFileSystem"]),
         .executableTarget(name: "HaulCommand", dependencies: [
-            "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulFileSystem", "HaulDigest",
+            "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulFileSystem", "HaulDigest", "HaulThreads",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 

@@ -1,7 +1,8 @@
-import Foundation
+import Dispatch
 import Glibc
 import Haul
 import HaulEngine
+import HaulThreads
 import Synchronization
 
 /// Turns SIGINT, SIGTERM and the run's time limit (`--max-time`) into the right kind of stop for where the sync is.
@@ -23,7 +24,7 @@ final class InterruptWatcher: Sendable {
     init(cancelling cancellation: Cancellation, timeLimit: (seconds: Double, written: String)? = nil) {
         var signals = Self.signals
         pthread_sigmask(SIG_BLOCK, &signals, nil)
-        let thread = Thread { [self] in
+        let watching = startDetachedThread { [self] in
             var signals = InterruptWatcher.signals
             var number: Int32 = 0
             while sigwait(&signals, &number) == 0 {
@@ -36,14 +37,14 @@ final class InterruptWatcher: Sendable {
                 cancellation.cancel()
             }
         }
-        thread.name = "haul.signals"
-        thread.start()
+        // No thread to take them: the signals end the process as they would have without haul's help.
+        if !watching { pthread_sigmask(SIG_UNBLOCK, &signals, nil) }
         if let timeLimit { startTimer(timeLimit, cancelling: cancellation) }
     }
 
     /// A plain thread that sleeps until the limit (a futex wait: no descriptor, no Dispatch timer).
     private func startTimer(_ limit: (seconds: Double, written: String), cancelling cancellation: Cancellation) {
-        let timer = Thread { [self] in
+        startDetachedThread { [self] in
             // Never signalled: the wait is the timer.
             _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .nanoseconds(Int(limit.seconds * 1e9)))
             guard changing.load(ordering: .acquiring) else {
@@ -53,8 +54,6 @@ final class InterruptWatcher: Sendable {
             }
             cancellation.cancel(because: .timeLimitReached("--max-time \(limit.written)"))
         }
-        timer.name = "haul.time-limit"
-        timer.start()
     }
 
     /// From here on a signal cancels the run rather than ending the process.

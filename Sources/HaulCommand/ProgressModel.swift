@@ -4,6 +4,7 @@ import Haul
 import HaulEngine
 import HaulManifest
 import HaulPlanner
+import HaulThreads
 import Synchronization
 
 /// Bytes per second over the last few seconds, from samples of a cumulative counter.
@@ -285,25 +286,20 @@ final class ProgressTracker: Sendable {
 /// Calls `tick` every `interval` seconds on its own thread until `stop()`, which returns only after the last
 /// tick has finished: after it, nothing is drawn any more.
 ///
-/// A plain thread rather than a Dispatch timer: it blocks SIGINT and SIGTERM itself, so the signals keep going to
-/// `InterruptWatcher`'s `sigwait` whichever thread started it, and `stop()` can wait for it deterministically.
+/// A plain thread rather than a Dispatch timer: it blocks SIGINT and SIGTERM (as every thread `HaulThreads`
+/// starts), so the signals keep going to `InterruptWatcher`'s `sigwait` whichever thread started it, and `stop()`
+/// can wait for it deterministically. No thread, no progress view: the run goes on without one.
 final class Ticker: Sendable {
     private let stopRequested = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
     private let running = Atomic<Bool>(true)
 
     init(interval: Double, _ tick: @escaping @Sendable () -> Void) {
-        let thread = Thread { [stopRequested, stopped] in
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            sigaddset(&signals, SIGINT)
-            sigaddset(&signals, SIGTERM)
-            pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let started = startDetachedThread { [stopRequested, stopped] in
             while stopRequested.wait(timeout: .now() + interval) == .timedOut { tick() }
             stopped.signal()
         }
-        thread.name = "haul.progress"
-        thread.start()
+        if !started { stopped.signal() }
     }
 
     /// Idempotent.

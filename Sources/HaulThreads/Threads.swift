@@ -76,6 +76,15 @@ package func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
     return thread
 }
 
+/// A thread running `work` that nobody joins (it ends on its own or with the process); false if none could be
+/// started.
+@discardableResult
+package func startDetachedThread(_ work: @escaping @Sendable () -> Void) -> Bool {
+    guard let thread = startThread(work) else { return false }
+    pthread_detach(thread)
+    return true
+}
+
 /// Carries values from one thread to another, in order, holding at most `capacity` of them: a producer that runs
 /// ahead waits for the consumer, so what is in flight stays bounded.
 package final class HandOff<Element: Sendable>: Sendable {

@@ -22,7 +22,7 @@ final class LayeringTests: XCTestCase {
         "Haul": ["HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
                  "Glibc", "Synchronization"],
         "HaulCommand": ["ArgumentParser", "Foundation", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
-                        "HaulPlanner", "HaulStore", "Glibc", "Synchronization"],
+                        "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Dispatch", "Synchronization"],
     ]
 
     func testEveryModuleImportsOnlyWhatItsLayerAllows() throws {
