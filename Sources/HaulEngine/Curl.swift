@@ -107,8 +107,11 @@ final class MultiHandle {
     init?(limits: [(CURLMoption, Int)]) {
         _ = Curl.globalInit
         guard let raw = curl_multi_init() else { return nil }
+        for (option, value) in limits where haul_multi_setopt_long(raw, option, value) != CURLM_OK {
+            curl_multi_cleanup(raw)
+            return nil
+        }
         self.raw = raw
-        for (option, value) in limits where haul_multi_setopt_long(raw, option, value) != CURLM_OK { return nil }
     }
 
     deinit { curl_multi_cleanup(raw) }
