@@ -99,32 +99,15 @@ package struct LocalObserver: Sendable {
         parents.reserveCapacity(requests.count)
         for request in requests { parents.append(walker.parent(of: request.destination)) }
 
-        let output = UnsafeMutableBufferPointer<(file: ObservedFile, record: StateRecord?)>.allocate(capacity: requests.count)
-        output.initialize(repeating: (.missing, nil))
-        defer {
-            output.deinitialize()
-            output.deallocate()
-        }
-        let slots = DisjointWrites(buffer: output)
-        let chunk = 64
-        let counter = WorkCounter(count: requests.count, chunk: chunk)
-        let threads = max(1, min(concurrency, (requests.count + chunk - 1) / chunk))
         let parentStates = parents
-        runOnThreads(threads) {
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64)
-            var folder = HeldDirectory()
-            defer {
-                buffer.deallocate()
-                folder.close()
-            }
-            while let range = counter.take() {
-                for index in range {
-                    slots.buffer[index] = Self.observeFile(requests[index], parent: parentStates[index], buffer: buffer,
-                                                           folder: &folder)
-                }
-            }
-        }
-        return Array(output)
+        return concurrentMap(count: requests.count, threads: concurrency, chunk: 64, makeContext: {
+            (buffer: UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64), folder: HeldDirectory())
+        }, close: { context in
+            context.buffer.deallocate()
+            context.folder.close()
+        }, { context, index in
+            Self.observeFile(requests[index], parent: parentStates[index], buffer: context.buffer, folder: &context.folder)
+        })
     }
 
     private static func observeFile(_ request: ObservationRequest, parent: ParentState,

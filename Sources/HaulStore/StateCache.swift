@@ -249,22 +249,10 @@ package struct StateCache: Sendable, Equatable {
         let parts = max(1, min(threads, order.count / Self.linesPerThread))
         let header = Array((Self.header + "\n").utf8)
         guard parts > 1 else { return [header + Self.lines(order[...], of: records)] }
-        let output = UnsafeMutableBufferPointer<[UInt8]>.allocate(capacity: parts)
-        output.initialize(repeating: [])
-        defer {
-            output.deinitialize()
-            output.deallocate()
-        }
-        let slots = DisjointWrites(buffer: output)
-        let counter = WorkCounter(count: parts, chunk: 1)
         let records = self.records
-        runOnThreads(parts) {
-            while let part = counter.take()?.lowerBound {
-                let lines = order.count * part / parts..<order.count * (part + 1) / parts
-                slots.buffer[part] = Self.lines(order[lines], of: records)
-            }
+        return [header] + concurrentMap(count: parts, threads: parts, chunk: 1, makeContext: {}) { _, part in
+            Self.lines(order[order.count * part / parts..<order.count * (part + 1) / parts], of: records)
         }
-        return [header] + Array(output)
     }
 
     /// Fewer lines than this per thread are formatted faster than a thread starts.

@@ -22,11 +22,30 @@ package final class WorkCounter: Sendable {
     }
 }
 
-/// A buffer whose disjoint slots are written by different threads, each slot by exactly one; the join in
-/// `runOnThreads` orders those writes before the caller reads them.
-package struct DisjointWrites<Element>: @unchecked Sendable {
-    package let buffer: UnsafeMutableBufferPointer<Element>
-    package init(buffer: UnsafeMutableBufferPointer<Element>) { self.buffer = buffer }
+/// `transform` of every index in `0..<count`, in index order, computed on up to `threads` threads (the caller one
+/// of them) taking `chunk` indices at a time. Each thread has a `Context` of its own (a read buffer, a held
+/// folder), made by `makeContext` and closed by `close`. A thread keeps its results to itself until it is done and
+/// hands them over once, under a lock: no memory is written by two threads.
+package func concurrentMap<Context, Result: Sendable>(
+    count: Int, threads: Int, chunk: Int, makeContext: @escaping @Sendable () -> Context,
+    close: @escaping @Sendable (inout Context) -> Void = { _ in },
+    _ transform: @escaping @Sendable (inout Context, Int) -> Result
+) -> [Result] {
+    let counter = WorkCounter(count: count, chunk: chunk)
+    let finished = Mutex<[(start: Int, results: [Result])]>([])
+    runOnThreads(max(1, min(threads, (count + chunk - 1) / max(1, chunk)))) {
+        var context = makeContext()
+        var mine: [(start: Int, results: [Result])] = []
+        while let range = counter.take() {
+            mine.append((range.lowerBound, range.map { transform(&context, $0) }))
+        }
+        close(&context)
+        finished.withLock { $0 += mine }
+    }
+    return finished.withLock { parts in
+        parts.sort { $0.start < $1.start }
+        return parts.flatMap(\.results)
+    }
 }
 
 private final class ThreadWork {
