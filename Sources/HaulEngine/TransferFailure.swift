@@ -87,9 +87,10 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
     }
 
     /// TLS verification failures, unsupported protocols and options this libcurl lacks are not going to change
-    /// on a retry.
+    /// on a retry. A failed handshake (`sslConnectError`) may: a reset or a server restarting mid-handshake looks
+    /// the same, so it is retried like a reset.
     private static let permanentNetworkCodes: Set<CurlCode> = [
-        .unsupportedProtocol, .malformedURL, .notBuiltIn, .badFunctionArgument, .unknownOption, .sslConnectError,
+        .unsupportedProtocol, .malformedURL, .notBuiltIn, .badFunctionArgument, .unknownOption,
         .peerFailedVerificationBefore762, .sslEngineNotFound, .sslEngineSetFailed, .sslCertificateProblem,
         .sslCipher, .peerFailedVerification, .useSSLFailed, .sslEngineInitFailed, .sslCACertificateBadFile,
         .sslShutdownFailed, .sslCRLBadFile, .sslIssuerError, .sslPinnedPublicKeyMismatch, .sslInvalidCertificateStatus,

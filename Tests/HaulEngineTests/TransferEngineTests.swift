@@ -233,6 +233,22 @@ final class TransferEngineTests: XCTestCase {
         XCTAssertEqual(code, .couldNotConnect)
     }
 
+    /// A TLS handshake that fails (here: the port answers in plain HTTP) is a transient failure, as a reset is: the
+    /// URL is asked again up to its retries. A certificate that cannot be verified is not (`TLSTransferTests`).
+    func testAFailedTLSHandshakeIsRetriedLikeAnyTransientFailure() throws {
+        let server = try BannerServer()
+        defer { server.stop() }
+        let url = server.url("/x")
+        let recorder = Recorder()
+        engine().run([request(0, [source(url)], bytes: [1], retries: 2)], delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("plain HTTP cannot complete a TLS handshake") }
+        XCTAssertEqual(failure.attempts.count, 3, "the first request and 2 retries: \(failure)")
+        for attempt in failure.attempts {
+            guard case .network(let code, _) = attempt.reason else { return XCTFail("\(attempt)") }
+            XCTAssertEqual(code, .sslConnectError, "\(attempt)")
+        }
+    }
+
     /// An option libcurl refuses fails the transfer before any request, naming the option: a request never goes out
     /// half-configured. libcurl refuses strings over 8 MB (CURL_MAX_INPUT_LENGTH), so a URL that long is refused.
     func testAnOptionLibcurlRefusesFailsTheTransferBeforeAnyRequest() throws {

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// A port on 127.0.0.1 that refuses every connection: a TCP socket is bound to it and never listens, so the
@@ -60,4 +61,41 @@ enum LoopbackSocket {
         }
         return (descriptor, UInt16(bigEndian: address.sin_port))
     }
+}
+
+/// A server that answers every connection at once with `banner` and closes it, whatever the client sends: what a
+/// TLS client meets on a port that speaks another protocol (plain HTTP, SSH), so that its handshake fails.
+public final class BannerServer: Sendable {
+    public let port: UInt16
+    private let descriptor: Int32
+    private let finished = DispatchSemaphore(value: 0)
+
+    public init(banner: String = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n") throws {
+        (descriptor, port) = try LoopbackSocket.bound()
+        guard listen(descriptor, 128) == 0 else {
+            let code = errno
+            close(descriptor)
+            throw SystemCallError(call: "listen", errno: code)
+        }
+        let listener = descriptor, finished = self.finished
+        let bytes = Array(banner.utf8)
+        Thread.detachNewThread {
+            while true {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { break }  // stopped: the listener was shut down
+                _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(connection)
+            }
+            finished.signal()
+        }
+    }
+
+    /// Returns once no connection is being answered any more.
+    public func stop() {
+        shutdown(descriptor, Int32(SHUT_RDWR))
+        finished.wait()
+        close(descriptor)
+    }
+
+    public func url(_ path: String) -> String { "https://127.0.0.1:\(port)" + path }
 }
