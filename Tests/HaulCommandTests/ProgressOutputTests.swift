@@ -147,23 +147,13 @@ final class ProgressOutputTests: XCTestCase {
         XCTAssertTrue(try tmux.capture("plan", escapes: true).contains("\u{1B}[32m+"), plan)
 
         try tmux.run("sync", in: directory.path, arguments: ["sync"], environment: ["NO_COLOR": "1"])
-        var frame: [String]?
-        var sawEscape = false
-        let deadline = MonotonicClock.seconds() + 30
-        while MonotonicClock.seconds() < deadline {
-            let screen = try tmux.capture("sync", escapes: true)
-            sawEscape = sawEscape || screen.contains("\u{1B}")
-            if screen.contains("haul exited") { break }
-            let lines = screen.components(separatedBy: "\n")
-            if let top = lines.firstIndex(where: { $0.range(of: #"^\[\d+/3 files\]"#, options: .regularExpression) != nil }) {
-                let view = Array(lines[top...].prefix { !$0.isEmpty })
-                if view.contains(where: { $0.contains("slow/trickle.bin") && $0.contains("[#") }),
-                   view.contains(where: { $0.contains("…columns/file.bin") }) {
-                    frame = view
-                    break
-                }
-            }
-            usleep(100_000)
+        let (frame, sawEscape) = try tmux.firstFrame(of: "sync") { lines in
+            guard let top = lines.firstIndex(where: { $0.range(of: #"^\[\d+/3 files\]"#, options: .regularExpression) != nil })
+            else { return nil }
+            let view = Array(lines[top...].prefix { !$0.isEmpty })
+            guard view.contains(where: { $0.contains("slow/trickle.bin") && $0.contains("[#") }),
+                  view.contains(where: { $0.contains("…columns/file.bin") }) else { return nil }
+            return view
         }
         let lastScreen = try tmux.capture("sync", escapes: false)
         let running = try XCTUnwrap(frame, "no frame with both transfers was seen:\n" + lastScreen)
@@ -224,6 +214,21 @@ final class Tmux {
         if escapes { arguments.append("-e") }
         if history { arguments += ["-S", "-"] }
         return try tmux(arguments).stdout
+    }
+
+    /// Watches session `name` until `match` picks a frame from the screen's rows (or haul exits, or 30 s pass):
+    /// that frame, and whether any escape sequence appeared on the screen meanwhile.
+    func firstFrame(of name: String, match: ([String]) -> [String]?) throws -> (frame: [String]?, sawEscape: Bool) {
+        var sawEscape = false
+        let deadline = MonotonicClock.seconds() + 30
+        while MonotonicClock.seconds() < deadline {
+            let screen = try capture(name, escapes: true)
+            sawEscape = sawEscape || screen.contains("\u{1B}")
+            if screen.contains("haul exited") { break }
+            if let frame = match(screen.components(separatedBy: "\n")) { return (frame, sawEscape) }
+            usleep(50_000)
+        }
+        return (nil, sawEscape)
     }
 
     func waitForExit(_ name: String, timeout: Double = 60) throws -> String {

@@ -144,19 +144,9 @@ final class UntrustedTextTests: XCTestCase {
         try writeManifest(server: server)
 
         try tmux.run("sync", in: directory.path, arguments: ["sync", "--progress", "bar"], environment: ["NO_COLOR": "1"])
-        var frame: [String]?
-        var sawEscape = false
-        let deadline = MonotonicClock.seconds() + 30
-        while MonotonicClock.seconds() < deadline {
-            let screen = try tmux.capture("sync", escapes: true)
-            sawEscape = sawEscape || screen.contains("\u{1B}")
-            if screen.contains("haul exited") { break }
-            let rows = screen.components(separatedBy: "\n")
-            if rows.contains(where: { $0.hasPrefix("  \(bidiName.shown)") }), rows.contains(where: { $0.hasPrefix("  \(clearName.shown)") }) {
-                frame = rows
-                break
-            }
-            usleep(50_000)
+        let (frame, sawEscape) = try tmux.firstFrame(of: "sync") { rows in
+            rows.contains(where: { $0.hasPrefix("  \(bidiName.shown)") }) && rows.contains(where: { $0.hasPrefix("  \(clearName.shown)") })
+                ? rows : nil
         }
         let last = try tmux.capture("sync", escapes: false)
         XCTAssertNotNil(frame, "no frame showed both slow transfers by their escaped names:\n" + last)
