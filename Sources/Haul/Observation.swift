@@ -1,74 +1,119 @@
 import HaulManifest
 import HaulPlanner
 import HaulStore
+import HaulThreads
 
-/// The "observe" step: what is on disk for each entry, in the planner's vocabulary, plus what the state cache
-/// should remember of it.
-enum Observation {
-    /// Per entry, in manifest order: what is on disk, the cache record matching it (nil: nothing known), and
-    /// whether that record is exactly the one the cache holds (saving the state skips it without a lookup).
-    struct Observed {
-        var states: [LocalState] = []
-        var records: [StateRecord?] = []
-        var cached: [Bool] = []
+/// The observe step, in one place: root's private folder and run lock, the state cache, and every destination as
+/// it is on disk now, in the planner's terms, with what the state should remember of it.
+package struct Observation: Sendable {
+    /// What a command may do to root while it looks.
+    package enum Access: Sendable {
+        /// `plan`, `sync --dry-run`, `verify`: nothing is made or locked; root's private folder is only checked.
+        case lookingOnly
+        /// `sync`: root and its private folder are made if missing, and the run lock is taken before anything is
+        /// read and held as long as this observation lives (a file seen before another run is done with it may be
+        /// replaced by that run).
+        case exclusive(wait: Bool, holder: String)
     }
 
-    /// With `rehash`, a pinned file is hashed whatever the cache says; an unpinned one still gets its record
-    /// (nothing to hash it against, and its validators are what revalidation needs).
-    /// `glances`: destinations already seen (while the manifest was read) exactly as the cache records them.
-    static func observe(_ manifest: Manifest, cache: StateCache?, glances: Glances? = nil, rehash: Bool = false,
-                        concurrency: Int) -> Observed {
-        let count = manifest.files.count
+    /// Per entry, in manifest order: what is on disk.
+    package let states: [LocalState]
+    /// Per entry: the state's record proves the file unchanged (it was not read, and the record stays as it is).
+    let vouched: [Bool]
+    /// For entries the state did not vouch for, what it should record now (absent: nothing), by entry index.
+    let found: [Int: StateRecord]
+    /// Files this manifest wrote earlier and no longer lists, as they are now (empty unless pruning).
+    package let pruneCandidates: [PruneCandidate]
+    /// Per prune candidate, the identity it was observed with (the pruner deletes only a file that still has it).
+    let pruneIdentities: [FileIdentity?]
+    let cache: StateCache
+    /// Set when the state existed but could not be used.
+    package let cacheWarning: String?
+    /// Names this manifest in the state: pruning deletes only what it wrote.
+    let manifestKey: String
+    /// Root's private folder, checked; nil when root has none yet (only when looking).
+    let area: PrivateArea?
+    let lock: RunLock?
+
+    /// With `rehash`, a pinned file is hashed whatever the state says; an unpinned one still gets its record
+    /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
+    /// manifest wrote and no longer lists.
+    package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false)
+        throws(ObservationFailure) {
+        (area, lock) = try Self.open(root: manifest.root, access)
+        manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
         let observer = LocalObserver(root: manifest.root)
-        if let same = observer.sameForEveryDestination() {
-            // A first sync into an empty root: 100,000 requests built and answered one by one would say just this.
-            return Observed(states: Array(repeating: localState(same), count: count),
-                            records: Array(repeating: nil, count: count), cached: Array(repeating: false, count: count))
+        let files = manifest.files
+        // Reading a 100,000-file state and looking at as many files each take a few hundred milliseconds: the
+        // state is read on a thread of its own meanwhile. (With --rehash, every pinned file is read anyway.)
+        let area = self.area
+        let ((cache, warning), looks) = concurrently({ StateCache.load(area: area) }) {
+            rehash ? nil : observer.look(at: files.map(\.destination), concurrency: ProcessorCount.online)
         }
-        var observed = Observed()
-        observed.states.reserveCapacity(count)
-        observed.cached.reserveCapacity(count)
-        var rest: [Int] = []
-        if let glances {
-            observed.records = glances.records(for: manifest.files)
-        } else {
-            observed.records = Array(repeating: nil, count: count)
+        self.cache = cache
+        cacheWarning = warning
+        (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
+        let candidates = prunes ? Self.pruneCandidates(manifest, cache: cache, manifestKey: manifestKey, rehash: rehash) : []
+        pruneCandidates = candidates.map(\.candidate)
+        pruneIdentities = candidates.map(\.identity)
+    }
+
+    /// Root's private folder (made, and locked, for a sync).
+    private static func open(root: String, _ access: Access) throws(ObservationFailure) -> (PrivateArea?, RunLock?) {
+        switch access {
+        case .lookingOnly:
+            do { return (try PrivateArea.existing(root: root), nil) } catch { throw .privateArea(error) }
+        case .exclusive(let wait, let holder):
+            let area: PrivateArea
+            do { area = try PrivateArea.create(root: root) } catch { throw .privateArea(error) }
+            do { return (area, try RunLock(area: area, wait: wait, holder: holder)) } catch { throw .lock(error) }
         }
-        for position in 0..<count {
-            if let record = observed.records[position], let glances {
-                observed.states.append(localState(glances.file(index: position, record: record)))
-                observed.cached.append(true)
+    }
+
+    /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
+    /// the rest is read and hashed.
+    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
+                              observer: LocalObserver) -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord]) {
+        var states: [LocalState] = []
+        var vouched: [Bool] = []
+        var found: [Int: StateRecord] = [:]
+        states.reserveCapacity(files.count)
+        vouched.reserveCapacity(files.count)
+        var unsettled: [(index: Int, request: ObservationRequest)] = []
+        for index in files.indices {
+            // Fields read in place: a copy of an entry retains and releases a dozen strings and arrays.
+            let pinned = files[index].checksum != nil
+            let request = ObservationRequest(destination: files[index].destination, algorithm: files[index].checksum?.algorithm,
+                                             expectedSize: files[index].size,
+                                             known: rehash && pinned ? nil : cache.records[DestinationKey(files[index].destination)],
+                                             knownAsOf: cache.writtenAt)
+            guard let settled = looks.flatMap({ request.settle($0[index]) }) else {
+                unsettled.append((index, request))
+                states.append(.missing)  // a placeholder, replaced below
+                vouched.append(false)
+                continue
+            }
+            states.append(localState(settled.file))
+            vouched.append(settled.record != nil)
+        }
+        let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: ProcessorCount.online)
+        for ((index, request), (file, record)) in zip(unsettled, read) {
+            states[index] = localState(file)
+            guard let record else { continue }
+            // A record too recent to be proof is kept, but the state is rewritten so that it can be next time.
+            if request.known == record && request.knownRecordIsProof(for: record.identity) {
+                vouched[index] = true
             } else {
-                // A placeholder, replaced below.
-                observed.states.append(.missing)
-                observed.cached.append(false)
-                rest.append(position)
+                found[index] = record
             }
         }
-        let requests = rest.map { position in
-            let entry = manifest.files[position]
-            // With --rehash a pinned file is hashed whatever the cache says.
-            return ObservationRequest(entry: entry, cache: rehash && entry.checksum != nil ? nil : cache)
-        }
-        let looked = observer.observeAllRecording(requests, concurrency: concurrency)
-        for (offset, position) in rest.enumerated() {
-            let record = looked[offset].record
-            observed.states[position] = localState(looked[offset].file)
-            observed.records[position] = record
-            // A record too recent to be proof is kept, but the state is rewritten so that it can be next time.
-            observed.cached[position] = record.map { requests[offset].known == $0 && requests[offset].knownRecordIsProof(for: $0.identity) } ?? false
-        }
-        return observed
-    }
-
-    static func localStates(of manifest: Manifest, concurrency: Int) -> [LocalState] {
-        observe(manifest, cache: nil, concurrency: concurrency).states
+        return (states, vouched, found)
     }
 
     /// Files this manifest wrote in earlier runs that it no longer lists, as they are now, with the identity
-    /// they were observed with (the pruner deletes only a file that still has it).
-    static func pruneCandidates(_ manifest: Manifest, cache: StateCache, manifestKey: String, rehash: Bool,
-                                concurrency: Int) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+    /// they were observed with.
+    private static func pruneCandidates(_ manifest: Manifest, cache: StateCache, manifestKey: String, rehash: Bool)
+        -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
         let listed = Set(manifest.files.map { DestinationKey($0.destination) })
         let owned = cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
@@ -86,11 +131,16 @@ enum Observation {
                                expectedSize: record.identity.size >= 0 ? record.identity.size : nil,
                                known: rehash ? nil : record, knownAsOf: cache.writtenAt)
         }
-        let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: concurrency)
+        let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: ProcessorCount.online)
         return zip(owned, observed).map { owned, observed in
             (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file)),
              observed.record?.identity)
         }
+    }
+
+    /// What the state should record of entry `index`'s file as observed (nil: nothing).
+    func record(at index: Int, of files: [FileEntry]) -> StateRecord? {
+        vouched[index] ? cache.records[DestinationKey(files[index].destination)] : found[index]
     }
 
     static func localState(_ observed: ObservedFile) -> LocalState {
@@ -107,17 +157,17 @@ enum Observation {
     }
 }
 
-/// A plan and what was observed to make it: `apply` needs both to leave an accurate state cache behind.
-package struct Assessment: Sendable {
-    package let plan: Plan
-    /// Per entry, the cache record matching what is on disk now (nil: nothing known).
-    let records: [StateRecord?]
-    /// Per entry, whether `records` holds exactly what the cache holds for it.
-    let recordIsCached: [Bool]
-    /// Per planned prune, the identity of the file as observed (nil: not a regular file, or not hashed).
-    let pruneIdentities: [FileIdentity?]
-    let cache: StateCache
-    /// Set when the state cache existed but could not be used.
-    package let cacheWarning: String?
-    let manifestKey: String
+/// Why root could not be observed. Nothing was changed.
+package enum ObservationFailure: Error, Sendable, CustomStringConvertible {
+    /// Root's private folder is not what haul made (a symlink, the wrong kind of file), or cannot be made.
+    case privateArea(PrivateAreaError)
+    /// Another run holds root, or the lock could not be taken.
+    case lock(RunLock.Failure)
+
+    package var description: String {
+        switch self {
+        case .privateArea(let error): error.description
+        case .lock(let error): error.description
+        }
+    }
 }

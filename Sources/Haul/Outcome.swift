@@ -65,7 +65,7 @@ package struct SyncResult: Sendable {
     /// that did not cost as much as the rest of a no-op's report).
     package var failures: [(entry: FileEntry, failure: EntryFailure)] {
         outcomes.indices.compactMap { index in
-            if case .failed(let failure) = outcomes[index] { return (plan.entries[index].entry, failure) }
+            if case .failed(let failure) = outcomes[index] { return (plan.files[index], failure) }
             return nil
         }
     }

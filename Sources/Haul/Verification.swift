@@ -9,7 +9,9 @@ package struct VerificationResult: Sendable {
     package var problems: [PlannedEntry] { plan.entries.filter { $0.action.isChange && $0.action != .revalidate } }
     package var exitStatus: ExitStatus { problems.isEmpty ? .success : .entryFailed }
 
-    package init(manifest: Manifest) {
-        plan = Planner.plan(manifest.files, observed: Observation.localStates(of: manifest, concurrency: Reconciler.cores))
+    /// Every pinned file is hashed, whatever the state says; root's private folder is only checked.
+    package init(manifest: Manifest) throws(ObservationFailure) {
+        let observation = try Observation(of: manifest, access: .lookingOnly, rehash: true)
+        plan = Planner.plan(manifest.files, observed: observation.states)
     }
 }

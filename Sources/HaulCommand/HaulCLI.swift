@@ -21,7 +21,7 @@ struct HaulCLI: ParsableCommand {
         (nothing touched); 64 usage error; 130/143 interrupted.
         """,
         version: HaulVersion.current,
-        subcommands: [Sync.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
+        subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
     )
 
     static func main() {
@@ -58,35 +58,21 @@ struct ManifestOptions: ParsableArguments {
 
     var quiet: Bool { reporting.quiet }
 
-    /// Root's private folder, checked before anything in it is touched (exit 5 if it is not what haul made), and
-    /// made if missing: for a sync.
-    func createPrivateArea(of manifest: Manifest) throws -> PrivateArea {
-        try refusingUnsafe { () throws(PrivateAreaError) in try PrivateArea.create(root: manifest.root) }
-    }
-
-    /// The same for a command that only looks: nil when root has none yet.
-    func existingPrivateArea(of manifest: Manifest) throws -> PrivateArea? {
-        try refusingUnsafe { () throws(PrivateAreaError) in try PrivateArea.existing(root: manifest.root) }
-    }
-
-    private func refusingUnsafe<T>(_ open: () throws(PrivateAreaError) -> T) throws -> T {
+    /// What `sync` observes, or exits: 5 when root's private folder is not what haul made, 4 when another run
+    /// holds root, 1 for any other failure (each printed).
+    func observe(_ sync: Sync, _ access: Observation.Access, rehash: Bool = false) throws -> Observation {
         do {
-            return try open()
+            return try sync.observe(access, rehash: rehash)
         } catch {
             Output.errors(["error: \(error)"])
-            if case .unsafe = error { throw ExitCode(ExitStatus.unsafePrivateFolder.rawValue) }
-            throw ExitCode(ExitStatus.entryFailed.rawValue)
+            throw ExitCode(error.exitStatus.rawValue)
         }
     }
 
-    /// Reads and validates the manifest; on failure prints every diagnostic and exits 3. `state`, if given,
-    /// starts reading the state cache as soon as the parser has seen where root is.
-    func load(prefetching state: StatePrefetch? = nil) throws -> Manifest {
+    /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
+    func load() throws -> Manifest {
         do {
-            defer { state?.endEntries() }
-            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current,
-                                                   rootSeen: state.map { state in { state.start(root: $0) } },
-                                                   entryRead: state.map { state in { state.entryRead($0) } })
+            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             return manifest
         } catch {
@@ -144,13 +130,26 @@ struct TransferOptions: ParsableArguments {
 
     var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }
 
-    var syncOptions: SyncOptions {
-        SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes)
+    /// The run's settings, with as many transfers at once as the open-file limit allows (`warning` says so when
+    /// that is fewer than asked).
+    func syncOptions(prune: Bool, warning: (String) -> Void) -> SyncOptions {
+        var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
+                                  maxFileSize: maxFileSize.bytes, prune: prune)
+        let descriptors = DescriptorLimit.raised()
+        let fitting = Sync.transfersFitting(descriptors, wanted: jobs)
+        if fitting < jobs {
+            warning("the open-file limit (\(descriptors.limit), see ulimit -n) allows \(fitting == 1 ? "1 transfer" : "\(fitting) transfers") "
+                    + "at once, not \(jobs): running \(fitting)")
+            options.jobs = fitting
+            options.connectionsPerHost = min(perHost, fitting)
+        }
+        return options
     }
 }
 
-struct Sync: ParsableCommand {
+struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sync",
         abstract: "Download what is missing or wrong, verify it, and move it into place.",
         discussion: """
         Examples:
@@ -182,55 +181,25 @@ struct Sync: ParsableCommand {
     var maxTime: RunDuration?
 
     func run() throws {
-        let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
-        // Rehashing looks at every file anyway; a dry run changes nothing, so it need not hold the lock to look.
-        let state = StatePrefetch(looking: rehash ? .no : dryRun ? .withoutLock : .underLock(holder: holder))
-        let manifest = try manifestOptions.load(prefetching: state)
+        let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        var options = transferOptions.syncOptions
-        options.prune = policy.prune
         let reporter = manifestOptions.reporting.makeReporter()
-        let descriptors = DescriptorLimit.raised()
-        let fitting = Reconciler.transfersFitting(descriptors, wanted: options.jobs)
-        if fitting < options.jobs {
-            reporter.warning("the open-file limit (\(descriptors.limit), see ulimit -n) allows \(fitting == 1 ? "1 transfer" : "\(fitting) transfers") "
-                             + "at once, not \(options.jobs): running \(fitting)")
-            options.jobs = fitting
-            options.connectionsPerHost = min(options.connectionsPerHost, fitting)
-        }
-        if dryRun {
-            let area = try manifestOptions.existingPrivateArea(of: manifest)
-            let assessment = Reconciler(manifest: manifest, options: options, area: area, state: state).assess(rehash: rehash)
-            reporter.plan(assessment.plan, acting: false)
-            keepUntilExit(manifest, assessment)
-            return
-        }
-        let area = try manifestOptions.createPrivateArea(of: manifest)
-        let reconciler = Reconciler(manifest: manifest, options: options, area: area, state: state)
+        let sync = Sync(manifest: manifest, options: transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning))
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
-        // Held until the process exits: observing, fetching and committing all happen under it.
-        let lock: RunLock
-        if let early = state.takeLock(root: manifest.root) {
-            // Taken while the manifest was read, before looking at the files the state knows.
-            lock = early
-        } else {
-            do {
-                lock = try RunLock(area: area, wait: wait, holder: holder)
-            } catch {
-                Output.errors(["error: \(error)"])
-                throw ExitCode(error.isBusy ? ExitStatus.rootBusy.rawValue : ExitStatus.entryFailed.rawValue)
-            }
-        }
-        defer { withExtendedLifetime(lock) {} }
-        let assessment = reconciler.assess(rehash: rehash)
-        if let warning = assessment.cacheWarning { reporter.warning(warning) }
-        reporter.plan(assessment.plan, acting: true)
+        let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
+        // A dry run changes nothing, so it need not hold the lock to look.
+        let observation = try manifestOptions.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: wait, holder: holder),
+                                                      rehash: rehash)
+        if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
+        let plan = sync.plan(observation)
+        reporter.plan(plan, acting: !dryRun)
+        guard !dryRun else { return keepUntilExit(observation, plan) }
         interrupts.beginChanging()
-        let result = reconciler.apply(assessment, observer: reporter, cancellation: cancellation)
+        let result = sync.apply(plan, observed: observation, observer: reporter, cancellation: cancellation)
         let status = interrupts.exitStatus ?? result.exitStatus.rawValue
         reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
-        keepUntilExit(manifest, assessment, result)
+        keepUntilExit(observation, result)
         if status != 0 { throw ExitCode(status) }
     }
 }
@@ -251,15 +220,13 @@ struct PlanCommand: ParsableCommand {
     @OptionGroup var policy: PolicyOptions
 
     func run() throws {
-        let state = StatePrefetch(looking: .withoutLock)
-        let manifest = try manifestOptions.load(prefetching: state)
+        let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let area = try manifestOptions.existingPrivateArea(of: manifest)
-        let assessment = Reconciler(manifest: manifest, options: SyncOptions(prune: policy.prune), area: area,
-                                    state: state).assess()
-        manifestOptions.reporting.makeReporter().plan(assessment.plan, acting: false)
-        keepUntilExit(manifest, assessment)
-        if assessment.plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
+        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune))
+        let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
+        manifestOptions.reporting.makeReporter().plan(plan, acting: false)
+        keepUntilExit(plan)
+        if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }
 }
 
@@ -278,9 +245,13 @@ struct Verify: ParsableCommand {
 
     func run() throws {
         let manifest = try manifestOptions.load()
-        // Nothing in it is read, but a root whose private folder is not what haul made is refused everywhere.
-        _ = try manifestOptions.existingPrivateArea(of: manifest)
-        let result = VerificationResult(manifest: manifest)
+        let result: VerificationResult
+        do {
+            result = try VerificationResult(manifest: manifest)
+        } catch {
+            Output.errors(["error: \(error)"])
+            throw ExitCode(error.exitStatus.rawValue)
+        }
         let lines = HumanReport.verifyLines(result)
         if manifestOptions.reporting.json {
             Output.lines([TerminalText(JSONEvents.verify(result).encoded())])
@@ -347,9 +318,12 @@ struct ByteSize: ExpressibleByArgument, CustomStringConvertible {
     }
 }
 
-extension RunLock.Failure {
-    var isBusy: Bool {
-        if case .busy = self { return true }
-        return false
+extension ObservationFailure {
+    var exitStatus: ExitStatus {
+        switch self {
+        case .privateArea(.unsafe): .unsafePrivateFolder
+        case .lock(.busy): .rootBusy
+        case .privateArea, .lock: .entryFailed
+        }
     }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 import Haul
 import HaulEngine
@@ -46,7 +45,7 @@ final class InterruptWatcher: Sendable {
     private func startTimer(_ limit: (seconds: Double, written: String), cancelling cancellation: Cancellation) {
         startDetachedThread { [self] in
             // Never signalled: the wait is the timer.
-            _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .nanoseconds(Int(limit.seconds * 1e9)))
+            _ = Semaphore().wait(seconds: limit.seconds)
             guard changing.load(ordering: .acquiring) else {
                 Output.flushLog()
                 Output.errors(["error: the run's time limit (--max-time \(limit.written)) was reached before anything was changed"])

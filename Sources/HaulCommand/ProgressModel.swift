@@ -109,10 +109,10 @@ struct ProgressModel {
 
     /// The entries this run will transfer: fetches and revalidations. Refused entries never start.
     mutating func expect(_ plan: Plan) {
-        pending.reserveCapacity(plan.entries.count)
-        for planned in plan.entries {
-            switch planned.action {
-            case .fetch, .revalidate: expect(planned.entry.index, size: planned.entry.size)
+        pending.reserveCapacity(plan.actions.count)
+        for index in plan.actions.indices {
+            switch plan.actions[index] {
+            case .fetch, .revalidate: expect(plan.files[index].index, size: plan.files[index].size)
             case .keep, .refuse: continue
             }
         }
@@ -280,33 +280,6 @@ final class ProgressTracker: Sendable {
     func update<T>(_ body: (inout ProgressModel, Double) -> T) -> T {
         let now = MonotonicClock.seconds()
         return model.withLock { body(&$0, now) }
-    }
-}
-
-/// Calls `tick` every `interval` seconds on its own thread until `stop()`, which returns only after the last
-/// tick has finished: after it, nothing is drawn any more.
-///
-/// A plain thread rather than a Dispatch timer: it blocks SIGINT and SIGTERM (as every thread `HaulThreads`
-/// starts), so the signals keep going to `InterruptWatcher`'s `sigwait` whichever thread started it, and `stop()`
-/// can wait for it deterministically. No thread, no progress view: the run goes on without one.
-final class Ticker: Sendable {
-    private let stopRequested = DispatchSemaphore(value: 0)
-    private let stopped = DispatchSemaphore(value: 0)
-    private let running = Atomic<Bool>(true)
-
-    init(interval: Double, _ tick: @escaping @Sendable () -> Void) {
-        let started = startDetachedThread { [stopRequested, stopped] in
-            while stopRequested.wait(timeout: .now() + interval) == .timedOut { tick() }
-            stopped.signal()
-        }
-        if !started { stopped.signal() }
-    }
-
-    /// Idempotent.
-    func stop() {
-        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        stopRequested.signal()
-        stopped.wait()
     }
 }
 

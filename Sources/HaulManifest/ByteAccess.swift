@@ -44,7 +44,14 @@ extension StringProtocol {
 
     /// Byte order, which is also Unicode scalar order (UTF-8 preserves it).
     @inlinable package func bytesPrecede<Other: StringProtocol>(_ other: Other) -> Bool {
-        withUTF8Buffer { a in other.withUTF8Buffer { b in a.lexicographicallyPrecedes(b) } }
+        withUTF8Buffer { a in
+            other.withUTF8Buffer { b in
+                let common = Swift.min(a.count, b.count)
+                guard common > 0, let left = a.baseAddress, let right = b.baseAddress else { return a.count < b.count }
+                let order = memcmp(left, right, common)
+                return order != 0 ? order < 0 : a.count < b.count
+            }
+        }
     }
 
     /// Feeds the UTF-8 bytes to `hasher`, to hash consistently with `hasSameBytes`.

@@ -23,13 +23,7 @@ package enum ManifestLoader {
     /// `<(…)`, anything else that is not a regular file, or a name for a descriptor such as `/dev/stdin` even when
     /// the shell redirected a file there) takes the current directory instead: the lexical folder of `/dev/fd/63`
     /// is no place to write files.
-    ///
-    /// `rootSeen` is called with root's absolute path as soon as it has been read, typically long before the
-    /// entries have been, so a caller can start work under root meanwhile; it is a hint, not the result (a
-    /// manifest that turns out invalid, or names root twice, still fails as a whole). `entryRead` is likewise
-    /// told each valid entry as soon as it has been read.
-    package static func load(path: String, environment: [String: String], rootSeen: ((String) -> Void)? = nil,
-                            entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
+    package static func load(path: String, environment: [String: String]) throws(ManifestError) -> Manifest {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
         let source: ManifestSource
@@ -41,21 +35,18 @@ package enum ManifestLoader {
             ])
         }
         return try parse(bytes: source.bytes, fileName: fileName, manifestDirectory: source.directory,
-                         environment: environment, rootSeen: rootSeen, entryRead: entryRead)
+                         environment: environment)
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
     package static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
-                             environment: [String: String], rootSeen: ((String) -> Void)? = nil,
-                             entryRead: ((FileEntry) -> Void)? = nil) throws(ManifestError) -> Manifest {
+                             environment: [String: String]) throws(ManifestError) -> Manifest {
         try parse(bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,
-                  rootSeen: rootSeen, entryRead: entryRead,
                   pipelined: bytes.count >= ReadingPipeline.minimumBytes)
     }
 
     /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
     static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
-                      rootSeen: ((String) -> Void)?, entryRead: ((FileEntry) -> Void)?,
                       pipelined: Bool) throws(ManifestError) -> Manifest {
         guard bytes.count <= maximumBytes else {
             throw ManifestError(diagnostics: [
@@ -70,8 +61,6 @@ package enum ManifestLoader {
         var validator = ManifestValidator(fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
                                           environment: environment, expectedEntries: bytes.count / 100,
                                           expansionBudget: maximumBytes - bytes.count)
-        validator.rootSeen = rootSeen
-        validator.entryRead = entryRead
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
         let document = pipelined

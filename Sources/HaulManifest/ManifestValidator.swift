@@ -63,11 +63,6 @@ struct ManifestValidator: YAMLEntrySink {
     /// Parallel to `entries`.
     private var explicitSettings: [ExplicitSettings] = []
     private var registry = DestinationRegistry()
-    /// Called once, with root's absolute path, when the reader meets `root:`, or with the default root when the
-    /// first entry comes before any `root:` (see `sawRoot`).
-    var rootSeen: ((String) -> Void)?
-    /// Called with each entry found valid, as soon as it is.
-    var entryRead: ((FileEntry) -> Void)?
 
     /// What `${VAR}` expansions may still add to the manifest's size.
     private var expansionBudget: ExpansionBudget
@@ -206,16 +201,6 @@ struct ManifestValidator: YAMLEntrySink {
         return PathRules.resolve(text, against: manifestDirectory)
     }
 
-    /// Tells `rootSeen` where root is as soon as the reader passes it, so that the caller can start reading the
-    /// state under it while the entries are still being parsed. Only a hint: the manifest's `root` decides.
-    mutating func sawRoot(_ value: YAMLDocument.Node) {
-        guard let rootSeen, value.form != .null,
-              let path = try? Self.rootPath(value.text, manifestDirectory: manifestDirectory)
-        else { return }
-        self.rootSeen = nil
-        rootSeen(path)
-    }
-
     // MARK: defaults
 
     private mutating func parseDefaults(_ id: NodeID) -> Defaults {
@@ -258,11 +243,6 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// Validates one `files:` item (from the reader's stream, or from `parseFiles`).
     mutating func consume(item id: NodeID, index: Int, in document: YAMLDocument) {
-        if index == 0, let rootSeen {
-            // No `root:` before the entries: most likely there is none, and root is the manifest's folder.
-            self.rootSeen = nil
-            rootSeen(PathRules.normalizeAbsolute(manifestDirectory))
-        }
         let previous = self.document
         self.document = document
         defer { self.document = previous }
@@ -272,7 +252,6 @@ struct ManifestValidator: YAMLEntrySink {
         if let (entry, explicit) = parseEntry(id, index: index) {
             entries.append(entry)
             explicitSettings.append(explicit)
-            entryRead?(entry)
         }
     }
 

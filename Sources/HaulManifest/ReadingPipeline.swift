@@ -7,15 +7,14 @@ import Glibc
 ///
 /// Parsing is most of what comes before the first request of a first sync of 100,000 entries; side by side, it
 /// takes about as long as libyaml's half alone (the larger one). Batches of items cross over as they are finished,
-/// in file order, at most a few at a time (memory stays that of one batch per slot), so the validator, and whoever
-/// it tells of each entry, see exactly what a single thread would show them, in the same order.
+/// in file order, at most a few at a time (memory stays that of one batch per slot), so the validator sees exactly
+/// what a single thread would show it, in the same order.
 enum ReadingPipeline {
     /// Below this many bytes (about 600 entries) a second thread costs more than it saves.
     static let minimumBytes = 128 << 10
 
     private enum Message: Sendable {
         case items([YAMLItem], YAMLDocument)
-        case root(YAMLDocument.Node)
         case finished(YAMLDocument?, DiagnosticCollector)
     }
 
@@ -25,10 +24,6 @@ enum ReadingPipeline {
 
         mutating func consume(items: [YAMLItem], in document: YAMLDocument) {
             handOff.send(.items(items, document))
-        }
-
-        mutating func sawRoot(_ value: YAMLDocument.Node) {
-            handOff.send(.root(value))
         }
     }
 
@@ -49,8 +44,6 @@ enum ReadingPipeline {
             switch handOff.receive() {
             case .items(let items, let document):
                 validator.consume(items: items, in: document)
-            case .root(let value):
-                validator.sawRoot(value)
             case .finished(let document, let readerDiagnostics):
                 diagnostics.append(contentsOf: readerDiagnostics)
                 return document

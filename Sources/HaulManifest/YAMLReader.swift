@@ -8,15 +8,6 @@ protocol YAMLEntrySink {
     /// arena afterwards, without touching `document`'s storage: a sink may keep `document` (to hand it to another
     /// thread) at no extra cost.
     mutating func consume(items: [YAMLItem], in document: YAMLDocument)
-    /// A scalar value of the top-level key `root`, as soon as it is read (long before the document ends when
-    /// `files:` comes later); the document is validated as a whole afterwards all the same. The node alone, not the
-    /// document: a sink holding on to the reader's arena would make it copy the arena at its next node. `root`
-    /// alone, not every top-level key: each is a wake-up of another thread, 100,000 of them for as many keys.
-    mutating func sawRoot(_ value: YAMLDocument.Node)
-}
-
-extension YAMLEntrySink {
-    mutating func sawRoot(_ value: YAMLDocument.Node) {}
 }
 
 /// One item of `files:`: its node and its position in the sequence.
@@ -120,7 +111,6 @@ struct YAMLReader {
                 let startsItem = isStreamedInnermost
                 let id = add(YAMLDocument.Node(kind: .scalar, form: form, location: location, text: text))
                 if startsItem { finishItem(id, sink: &sink) }
-                if isValueOfRootKey(id) { sink.sawRoot(document.nodes[Int(id)]) }
             case YAML_ALIAS_EVENT:
                 let name = Self.string(event.data.alias.anchor)
                 diagnostics.error("alias \"*\(name)\" is not supported: haul manifests do not use anchors or aliases",
@@ -169,15 +159,6 @@ struct YAMLReader {
               (pending.count - root.pendingStart) % 2 == 1, let key = pending.last else { return false }
         return document.kind(of: key) == .scalar && document.form(of: key) != .null
             && document.text(of: key) == TopLevelKey.files.rawValue
-    }
-
-    /// Whether `node` (just added) is the value of a top-level key `root`.
-    private func isValueOfRootKey(_ node: YAMLDocument.NodeID) -> Bool {
-        guard open.count == 1, let root = open.first, document.kind(of: root.node) == .mapping,
-              pending.last == node, (pending.count - root.pendingStart) % 2 == 0 else { return false }
-        let key = pending[pending.count - 2]
-        return document.kind(of: key) == .scalar && document.form(of: key) != .null
-            && document.text(of: key) == TopLevelKey.root.rawValue
     }
 
     /// Whether the streamed sequence is the innermost open collection, so that the next node is one of its items.

@@ -59,6 +59,64 @@ package struct ObservationRequest: Sendable {
     }
 }
 
+extension ObservationRequest {
+    /// What `look` shows, and the record the state should keep of it, when that can be said without reading the
+    /// file; nil when only hashing can tell.
+    package func settle(_ look: FileLook) -> (file: ObservedFile, record: StateRecord?)? {
+        switch look {
+        case .settled(let file): (file, nil)
+        case .regularFile(let identity): settle(identity)
+        }
+    }
+
+    /// What a regular file whose identity is `identity` is, and the record the state should keep of it, when that
+    /// can be said without reading it; nil when only hashing can tell.
+    fileprivate func settle(_ identity: FileIdentity) -> (file: ObservedFile, record: StateRecord?)? {
+        let size = identity.size
+        guard let algorithm, expectedSize == nil || expectedSize == size else {
+            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators). One
+            // whose identity does not prove it (too recent, touched, or only journaled by a run that crashed) is
+            // hashed against the record's digest first.
+            if algorithm == nil, let known, known.identity.size < 0 || known.identity.size == size {
+                return knownRecordIsProof(for: identity) ? (.regularFile(size: size, digest: nil), known) : nil
+            }
+            return (.regularFile(size: size, digest: nil), nil)
+        }
+        if let known, knownRecordIsProof(for: identity), known.digest.algorithm == algorithm {
+            return (.regularFile(size: size, digest: known.digest), known)
+        }
+        return nil
+    }
+
+    /// The same, by reading the file at `path` (which `settle` could not answer for).
+    fileprivate func hash(_ identity: FileIdentity, path: String, buffer: UnsafeMutableRawBufferPointer)
+        -> (file: ObservedFile, record: StateRecord?) {
+        let size = identity.size
+        guard let algorithm else {
+            // Unpinned, with a record to confirm: the record stays only if the bytes are still the ones it names.
+            guard let known else { return (.regularFile(size: size, digest: nil), nil) }
+            let hashed = try? FileDigester.digest(path: path, algorithm: known.digest.algorithm, buffer: buffer,
+                                                  displayPath: destination.description)
+            return (.regularFile(size: size, digest: nil), hashed?.size == size && hashed?.digest == known.digest ? known : nil)
+        }
+        do {
+            let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
+                                                           displayPath: destination.description)
+            // The identity from before the read: if the file changed meanwhile, its ctime moved on and the record
+            // will not match next time.
+            return (.regularFile(size: hashed, digest: digest), hashed == size ? StateRecord(identity: identity, digest: digest) : nil)
+        } catch {
+            // The file changed between lstat and open: report what is there now rather than an error.
+            switch error.errno {
+            case ENOENT: return (.missing, nil)
+            case ELOOP: return (.symlink, nil)
+            case EISDIR: return (.directory, nil)
+            default: return (.unreadableContent(error), nil)
+            }
+        }
+    }
+}
+
 /// Looks at destinations without changing anything, and never reads a file outside root: parents are checked
 /// by the same rule the committer enforces, the final component is lstat'ed and opened with O_NOFOLLOW.
 package struct LocalObserver: Sendable {
@@ -80,8 +138,7 @@ package struct LocalObserver: Sendable {
         observeAll([request], concurrency: 1).first ?? .missing
     }
 
-    /// Results are in request order. Parent directories are resolved once each, serially (a manifest has far
-    /// fewer folders than files); the per-file lstat, open and read run on `concurrency` threads.
+    /// Results are in request order.
     package func observeAll(_ requests: [ObservationRequest], concurrency: Int) -> [ObservedFile] {
         observeAllRecording(requests, concurrency: concurrency).map(\.file)
     }
@@ -89,104 +146,90 @@ package struct LocalObserver: Sendable {
     /// Like `observeAll`, with, for each file whose digest is known, the record the state cache should keep.
     package func observeAllRecording(_ requests: [ObservationRequest], concurrency: Int)
         -> [(file: ObservedFile, record: StateRecord?)] {
-        guard !requests.isEmpty else { return [] }
-        var walker: ParentWalker
+        let root = self.root
+        return concurrentMap(count: requests.count, threads: concurrency, chunk: 64, makeContext: { Worker(root: root) },
+                             close: { $0.close() }) { worker, index in worker.observe(requests[index]) }
+    }
+
+    /// What lstat shows at each destination, in order, parents checked: no file is opened. Looking can go on while
+    /// something else (reading the state) gets what `ObservationRequest.settle` needs to judge each file from
+    /// what was seen.
+    package func look(at destinations: [DestinationPath], concurrency: Int) -> [FileLook] {
+        // A first sync into an empty root: 100,000 lookups would each say just this.
+        if let same = sameForEveryDestination() { return Array(repeating: .settled(same), count: destinations.count) }
+        let root = self.root
+        return concurrentMap(count: destinations.count, threads: concurrency, chunk: 64, makeContext: { Worker(root: root) },
+                             close: { $0.close() }) { worker, index in worker.look(at: destinations[index]).look }
+    }
+}
+
+/// What `lstat` shows at a destination, its parents checked, before any content is read.
+package enum FileLook: Sendable {
+    /// All there is to know without reading: nothing there, not a regular file, or out of reach.
+    case settled(ObservedFile)
+    case regularFile(FileIdentity)
+}
+
+/// One observing thread's own resources: its parent walk (each folder resolved once per thread), the folder it is
+/// in held open, and a read buffer for hashing.
+private struct Worker {
+    private var walker: ParentWalker?
+    private var everything: ObservedFile?
+    private var folder = HeldDirectory()
+    private var buffer: UnsafeMutableRawBufferPointer?
+
+    init(root: String) {
         switch ParentWalker.start(root: root) {
         case .walking(let started): walker = started
-        case .everything(let file): return Array(repeating: (file, nil), count: requests.count)
+        case .everything(let file): everything = file
         }
-        var parents: [ParentState] = []
-        parents.reserveCapacity(requests.count)
-        for request in requests { parents.append(walker.parent(of: request.destination)) }
-
-        let parentStates = parents
-        return concurrentMap(count: requests.count, threads: concurrency, chunk: 64, makeContext: {
-            (buffer: UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64), folder: HeldDirectory())
-        }, close: { context in
-            context.buffer.deallocate()
-            context.folder.close()
-        }, { context, index in
-            Self.observeFile(requests[index], parent: parentStates[index], buffer: context.buffer, folder: &context.folder)
-        })
     }
 
-    private static func observeFile(_ request: ObservationRequest, parent: ParentState,
-                                    buffer: UnsafeMutableRawBufferPointer,
-                                    folder: inout HeldDirectory) -> (file: ObservedFile, record: StateRecord?) {
-        var record: StateRecord?
-        // Never nil: with a buffer, whatever needs hashing is hashed.
-        let file = observeFile(request, parent: parent, buffer: buffer, folder: &folder, record: &record) ?? .missing
-        return (file, record)
+    mutating func close() {
+        folder.close()
+        buffer?.deallocate()
     }
 
-    /// nil only without a `buffer`, when the answer would take hashing the file.
-    fileprivate static func observeFile(_ request: ObservationRequest, parent: ParentState,
-                                        buffer: UnsafeMutableRawBufferPointer?, folder: inout HeldDirectory,
-                                        record: inout StateRecord?) -> ObservedFile? {
+    /// What is at the request's destination, hashed if need be.
+    mutating func observe(_ request: ObservationRequest) -> (file: ObservedFile, record: StateRecord?) {
+        let (found, directory) = look(at: request.destination)
+        switch found {
+        case .settled(let file):
+            return (file, nil)
+        case .regularFile(let identity):
+            if let settled = request.settle(identity) { return settled }
+            guard let directory else { return (.missing, nil) }
+            let buffer = self.buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64)
+            self.buffer = buffer
+            return request.hash(identity, path: FileSystem.join(directory, request.destination.fileName), buffer: buffer)
+        }
+    }
+
+    /// The lstat of one destination, and the folder it is in when it is a regular file.
+    mutating func look(at destination: DestinationPath) -> (look: FileLook, folder: String?) {
+        guard let parent = walker?.parent(of: destination) else { return (.settled(everything ?? .missing), nil) }
         let directory: String
         switch parent {
         case .directory(let path): directory = path
-        case .missing: return .missing
-        case .escapes(let message): return .escapesRoot(message)
+        case .missing: return (.settled(.missing), nil)
+        case .escapes(let message): return (.settled(.escapesRoot(message)), nil)
         case .blocked(let code, let reason):
-            return .unreadable(StoreError(operation: "inspect", path: request.destination.description, errno: code,
-                                          detail: reason))
-        case .failed(let failure): return .unreadable(failure)
+            return (.settled(.unreadable(StoreError(operation: "inspect", path: destination.description, errno: code,
+                                                    detail: reason))), nil)
+        case .failed(let failure): return (.settled(.unreadable(failure)), nil)
         }
-
         let info: stat
-        switch folder.linkStatus(request.destination.fileName, in: directory) {
+        switch folder.linkStatus(destination.fileName, in: directory) {
         case .success(let found): info = found
-        case .failure(ENOENT), .failure(ENOTDIR): return .missing
+        case .failure(ENOENT), .failure(ENOTDIR): return (.settled(.missing), nil)
         case .failure(let code):
-            return .unreadable(StoreError(operation: "inspect", path: request.destination.description, errno: code))
+            return (.settled(.unreadable(StoreError(operation: "inspect", path: destination.description, errno: code))), nil)
         }
-
         switch FileKind(mode: info.st_mode) {
-        case .directory: return .directory
-        case .symlink: return .symlink
-        case .other: return .otherKind
-        case .regular: break
-        }
-        let size = Int64(info.st_size)
-        let identity = FileIdentity(info)
-        let path = FileSystem.join(directory, request.destination.fileName)
-        guard let algorithm = request.algorithm, request.expectedSize == nil || request.expectedSize == size else {
-            // Nothing to hash against; an unchanged file keeps its record (an unpinned file's validators). One
-            // whose identity does not prove it (too recent, touched, or only journaled by a run that crashed) is
-            // hashed against the record's digest first.
-            if request.algorithm == nil, let known = request.known, known.identity.size < 0 || known.identity.size == size {
-                if request.knownRecordIsProof(for: identity) {
-                    record = known
-                } else {
-                    guard let buffer else { return nil }
-                    let hashed = try? FileDigester.digest(path: path, algorithm: known.digest.algorithm, buffer: buffer,
-                                                          displayPath: request.destination.description)
-                    if hashed?.size == size, hashed?.digest == known.digest { record = known }
-                }
-            }
-            return .regularFile(size: size, digest: nil)
-        }
-        if let known = request.known, request.knownRecordIsProof(for: identity), known.digest.algorithm == algorithm {
-            record = known
-            return .regularFile(size: size, digest: known.digest)
-        }
-        guard let buffer else { return nil }
-        do {
-            let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
-                                                           displayPath: request.destination.description)
-            // The identity from before the read: if the file changed meanwhile, its ctime moved on and the record
-            // will not match next time.
-            if hashed == size { record = StateRecord(identity: identity, digest: digest) }
-            return .regularFile(size: hashed, digest: digest)
-        } catch {
-            // The file changed between lstat and open: report what is there now rather than an error.
-            switch error.errno {
-            case ENOENT: return .missing
-            case ELOOP: return .symlink
-            case EISDIR: return .directory
-            default: return .unreadableContent(error)
-            }
+        case .directory: return (.settled(.directory), nil)
+        case .symlink: return (.settled(.symlink), nil)
+        case .other: return (.settled(.otherKind), nil)
+        case .regular: return (.regularFile(FileIdentity(info)), directory)
         }
     }
 }
@@ -236,30 +279,4 @@ private struct ParentWalker {
         previous = (components, state)
         return state
     }
-}
-
-/// Looks at destinations one at a time as they become known, never hashing: what the state prefetch does while
-/// the manifest is still being read. Parents are checked by the same rules as `observeAll`.
-struct GlanceObserver {
-    private var walker: ParentWalker?
-    private var everything: ObservedFile?
-    private var folder = HeldDirectory()
-
-    init(root: String) {
-        switch ParentWalker.start(root: FileSystem.normalizedRoot(root)) {
-        case .walking(let started): walker = started
-        case .everything(let file): everything = file
-        }
-    }
-
-    /// What `LocalObserver.observeAllRecording` would return for `request`, or nil when that would take hashing.
-    mutating func observe(_ request: ObservationRequest) -> (file: ObservedFile, record: StateRecord?)? {
-        guard let parent = walker?.parent(of: request.destination) else { return everything.map { ($0, nil) } }
-        var record: StateRecord?
-        guard let file = LocalObserver.observeFile(request, parent: parent, buffer: nil, folder: &folder, record: &record)
-        else { return nil }
-        return (file, record)
-    }
-
-    mutating func close() { folder.close() }
 }

@@ -32,7 +32,7 @@ package struct OwnershipJournal: Sendable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(owned.count * 160)
         for (destination, ownership) in owned {
-            StateCache.appendLine(destination.description, StateRecord(identity: Self.unknownIdentity, digest: ownership.digest,
+            StateFile.appendLine(destination.description, StateRecord(identity: Self.unknownIdentity, digest: ownership.digest,
                                                                         origin: ownership.origin), to: &bytes)
         }
         switch area.folder.openFile(Self.fileName, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600) {
@@ -58,7 +58,7 @@ package struct OwnershipJournal: Sendable {
     static func read(in area: PrivateArea) -> [DestinationKey: StateRecord] {
         guard case .success(let descriptor) = area.folder.openRegularFileForReading(fileName) else { return [:] }
         defer { close(descriptor) }
-        var bytes = Array((StateCache.header + "\n").utf8)
+        var bytes = Array((StateFile.header + "\n").utf8)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let count = Glibc.read(descriptor, &chunk, chunk.count)
@@ -67,7 +67,7 @@ package struct OwnershipJournal: Sendable {
             bytes.append(contentsOf: chunk[..<count])
         }
         // A line cut by a crash mid-write is simply not read: its batch was not renamed either.
-        return StateCache.parse(lines: bytes)?.cache.records ?? [:]
+        return StateFile.parse(lines: bytes)?.records ?? [:]
     }
 
     /// Gone once the state that includes it is durable.

@@ -1,6 +1,6 @@
-// Plain threads for CPU-bound work, shared by the manifest reader (libyaml beside validation), the store (hashing,
-// stat'ing, reading the state) and the engine (one libcurl loop per core).
-import Dispatch
+// Plain threads for CPU-bound and blocking work, shared by the manifest reader (libyaml beside validation), the
+// observe step (the state read beside lstat'ing and hashing), the engine (one libcurl loop per core) and the CLI
+// (the signal watcher, the progress ticker).
 import Glibc
 import Synchronization
 
@@ -104,91 +104,19 @@ package func startDetachedThread(_ work: @escaping @Sendable () -> Void) -> Bool
     return true
 }
 
-/// Carries values from one thread to another, in order, holding at most `capacity` of them: a producer that runs
-/// ahead waits for the consumer, so what is in flight stays bounded.
-package final class HandOff<Element: Sendable>: Sendable {
-    private let queue = Mutex<[Element]>([])
-    private let filled = DispatchSemaphore(value: 0)
-    private let room: DispatchSemaphore
-
-    package init(capacity: Int) {
-        room = DispatchSemaphore(value: max(1, capacity))
-    }
-
-    /// Waits while `capacity` values are waiting to be received.
-    package func send(_ element: Element) {
-        room.wait()
-        queue.withLock { $0.append(element) }
-        filled.signal()
-    }
-
-    /// The oldest value sent, waiting for one if there is none.
-    package func receive() -> Element {
-        filled.wait()
-        // `filled` counts the values in `queue`: one is there.
-        let element = queue.withLock { $0.removeFirst() }
-        room.signal()
-        return element
-    }
+/// `first` on a thread of its own while `second` runs on the caller's, and both results once both are done (one
+/// after the other on the caller's thread if no thread can be started).
+package func concurrently<First: Sendable, Second>(_ first: @escaping @Sendable () -> First,
+                                                  _ second: () -> Second) -> (First, Second) {
+    let result = Mutex<First?>(nil)
+    let thread = startThread { result.withLock { $0 = first() } }
+    let other = second()
+    if let thread { pthread_join(thread, nil) }
+    guard let done = result.withLock({ $0.take() }) else { return (first(), other) }
+    return (done, other)
 }
 
-/// Gathers values handed in from any thread and gives them, in arrival order, to `deliver` on a plain thread of
-/// its own: the first value of a batch waits `window` seconds for company, then the batch goes whole.
-///
-/// A plain thread and semaphores (futex waits) rather than a Dispatch timer: a timer needs descriptors that
-/// libdispatch cannot do without (it traps when the process is out of them), and a run near its open-file limit
-/// must go on committing. If no thread can be started, each value is delivered at once, on the caller's thread.
-package final class BatchWindow<Element: Sendable>: Sendable {
-    private struct State {
-        var pending: [Element] = []
-        var finishing = false
-    }
-
-    private let window: Double
-    private let deliver: @Sendable ([Element]) -> Void
-    private let state = Mutex(State())
-    /// Signalled when a value arrives into an empty batch, or at `finish`.
-    private let arrived = DispatchSemaphore(value: 0)
-    /// Signalled at `finish`: cuts the last window short.
-    private let finishing = DispatchSemaphore(value: 0)
-    private let thread = Mutex<pthread_t?>(nil)
-
-    package init(window: Double, deliver: @escaping @Sendable ([Element]) -> Void) {
-        self.window = window
-        self.deliver = deliver
-        let started = startThread { [self] in run() }
-        thread.withLock { $0 = started }
-    }
-
-    package func add(_ element: Element) {
-        guard thread.withLock({ $0 != nil }) else { return deliver([element]) }
-        let first = state.withLock { state in
-            state.pending.append(element)
-            return state.pending.count == 1
-        }
-        if first { arrived.signal() }
-    }
-
-    /// Delivers what is still waiting and returns once everything handed in has been delivered.
-    package func finish() {
-        guard let running = thread.withLock({ $0.take() }) else { return }
-        state.withLock { $0.finishing = true }
-        arrived.signal()
-        finishing.signal()
-        pthread_join(running, nil)
-    }
-
-    private func run() {
-        while true {
-            arrived.wait()
-            let done = state.withLock { $0.finishing }
-            if !done { _ = finishing.wait(timeout: .now() + .nanoseconds(Int(window * 1e9))) }
-            let batch = state.withLock { state in
-                defer { state.pending = [] }
-                return state.pending
-            }
-            if !batch.isEmpty { deliver(batch) }
-            if state.withLock({ $0.finishing && $0.pending.isEmpty }) { return }
-        }
-    }
+package enum ProcessorCount {
+    /// The cores this process may run on now: how many threads CPU-bound work is split over.
+    package static var online: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 }

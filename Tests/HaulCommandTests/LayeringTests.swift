@@ -3,7 +3,8 @@ import XCTest
 
 /// The module map is a rule, not a habit: each C library has one door (only `HaulEngine` knows libcurl, only
 /// `HaulManifest` knows libyaml, only `HaulDigest` knows libcrypto), the planner stays pure (no I/O module, no
-/// Glibc, no Foundation), Foundation stays in the CLI, and data flows one way (no module imports one that
+/// Glibc, no Foundation), Foundation stays in the CLI, threads and waiting go through `HaulThreads` (the only
+/// module that sees Dispatch), and data flows one way (no module imports one that
 /// comes after it in manifest → observe → plan → transfer → commit → report). A new `import` that breaks this
 /// fails here, naming the file and the line.
 final class LayeringTests: XCTestCase {
@@ -17,12 +18,11 @@ final class LayeringTests: XCTestCase {
         "HaulManifest": ["CLibYAML", "HaulDigest", "HaulThreads", "Glibc", "Darwin"],
         "HaulPlanner": ["HaulManifest", "HaulDigest"],
         "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Dispatch", "Synchronization"],
-        "HaulStore": ["CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Dispatch",
-                      "Synchronization"],
+        "HaulStore": ["CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Synchronization"],
         "Haul": ["HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
                  "Glibc", "Synchronization"],
         "HaulCommand": ["ArgumentParser", "Foundation", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
-                        "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Dispatch", "Synchronization"],
+                        "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization"],
     ]
 
     func testEveryModuleImportsOnlyWhatItsLayerAllows() throws {

@@ -35,29 +35,20 @@ final class LoaderFileTests: XCTestCase {
         XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).root, directory + "/project")
     }
 
-    /// The hint lets the caller read the state under root while the entries are parsed: root as the manifest
-    /// will have it, once; when `root:` comes after the entries, the default was announced and the hint is wrong
-    /// (which is why `StatePrefetch` compares roots before using what it read).
-    func testRootIsAnnouncedBeforeTheEntriesAreRead() throws {
+    /// Root is relative to the manifest's folder, normalized, wherever `root:` stands among the keys.
+    func testRootResolvesAgainstTheManifestsFolderWhereverItIsWritten() throws {
         let entries = (0..<3).map { "  - {url: \"https://e.com/\($0)\", dest: f\($0)}\n" }.joined()
-        let cases: [(text: String, announced: [String])] = [
-            ("version: 1\nroot: ../out\nfiles:\n\(entries)", [directory + "/out"]),
-            ("root: /abs//out/\nversion: 1\nfiles:\n\(entries)", ["/abs/out"]),
-            // No root before the entries: the default is the best guess (and right when there is none).
-            ("version: 1\nfiles:\n\(entries)", [directory + "/project"]),
-            ("version: 1\nfiles:\n\(entries)root: late\n", [directory + "/project"]),
-            // Nothing usable to announce; the loader reports the problem as usual.
-            ("version: 1\nroot: \"\"\nfiles: []\n", []),
-            ("version: 1\nroot: ${HOME}\nfiles: []\n", []),
+        let cases: [(text: String, root: String?)] = [
+            ("version: 1\nroot: ../out\nfiles:\n\(entries)", directory + "/out"),
+            ("root: /abs//out/\nversion: 1\nfiles:\n\(entries)", "/abs/out"),
+            ("version: 1\nfiles:\n\(entries)", directory + "/project"),
+            ("version: 1\nfiles:\n\(entries)root: late\n", directory + "/project/late"),
+            ("version: 1\nroot: \"\"\nfiles: []\n", nil),
+            ("version: 1\nroot: ${HOME}\nfiles: []\n", nil),
         ]
         for (text, expected) in cases {
             let path = try write(text, to: "project/haul.yaml")
-            let announced = Announcements()
-            let manifest = try? ManifestLoader.load(path: path, environment: [:]) { announced.add($0) }
-            XCTAssertEqual(announced.roots, expected, text)
-            if let manifest, let first = announced.roots.first {
-                XCTAssertEqual(manifest.root == first, !text.contains("late"), text)
-            }
+            XCTAssertEqual(try? ManifestLoader.load(path: path, environment: [:]).root, expected, text)
         }
     }
 
@@ -142,7 +133,3 @@ final class LoaderFileTests: XCTestCase {
 }
 
 /// The callback is called on the loading thread; a class only so that the closure can record into it.
-private final class Announcements {
-    private(set) var roots: [String] = []
-    func add(_ root: String) { roots.append(root) }
-}

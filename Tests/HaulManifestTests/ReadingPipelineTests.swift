@@ -25,7 +25,7 @@ final class ReadingPipelineTests: XCTestCase {
 
     private func assertSameEitherWay(_ bytes: [UInt8], file: StaticString = #filePath,
                                      line: UInt = #line) -> Fixture.Reading {
-                let single = Fixture.Reading(bytes, pipelined: false)
+        let single = Fixture.Reading(bytes, pipelined: false)
         let pipelined = Fixture.Reading(bytes, pipelined: true)
         XCTAssertEqual(single.account, pipelined.account, file: file, line: line)
         return pipelined
@@ -42,8 +42,7 @@ final class ReadingPipelineTests: XCTestCase {
         XCTAssertEqual(String(reflecting: byDefault), String(reflecting: manifest))
         XCTAssertEqual(manifest.files.count, Self.entryCount)
         XCTAssertEqual(manifest.files.last?.size, Int64(Self.entryCount - 1))
-        XCTAssertEqual(reading.entriesRead, (0..<Self.entryCount).map { "assets/\($0 / 100)/\($0).bin" })
-        XCTAssertEqual(reading.rootsSeen, [Fixture.directory])
+        XCTAssertEqual(manifest.files.map(\.destination.description), (0..<Self.entryCount).map { "assets/\($0 / 100)/\($0).bin" })
     }
 
     func testTopLevelKeysAfterTheEntriesStillCount() throws {
@@ -73,7 +72,6 @@ final class ReadingPipelineTests: XCTestCase {
         XCTAssertTrue(messages.contains { $0.contains("files[\(Self.entryCount - 1)].url") })
         XCTAssertTrue(messages.contains { $0.contains("alias \"*alias\"") })
         XCTAssertTrue(messages.last?.contains("anchor \"&anchor\"") == true, messages.joined(separator: "\n"))
-        XCTAssertEqual(reading.entriesRead.count, Self.entryCount - edges.count, "each valid entry told once")
     }
 
     func testASyntaxErrorLateInTheFileIsTheOnlyFinding() {

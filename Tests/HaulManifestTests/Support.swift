@@ -7,8 +7,7 @@ enum Fixture {
     static let directory = "/work/project"
 
     /// Loaded on one thread and again with libyaml on a second one (`ReadingPipeline`): every manifest test also
-    /// checks that both ways give the same manifest or the same diagnostics, and tell `rootSeen` and `entryRead`
-    /// the same things in the same order.
+    /// checks that both ways give the same manifest or the same diagnostics.
     static func load(_ yaml: String, environment: [String: String] = [:],
                      file: StaticString = #filePath, line: UInt = #line) throws(ManifestError) -> Manifest {
         let bytes = Array(yaml.utf8)
@@ -19,34 +18,27 @@ enum Fixture {
         return try single.result.get()
     }
 
-    /// One load and everything it told its callbacks.
+    /// One load's manifest or diagnostics.
     struct Reading {
         var result: Result<Manifest, ManifestError>
-        var rootsSeen: [String] = []
-        var entriesRead: [String] = []
 
         init(_ bytes: [UInt8], fileName: String = Fixture.fileName, environment: [String: String] = [:],
              pipelined: Bool) {
-            var roots: [String] = [], entries: [String] = []
             do {
                 result = .success(try ManifestLoader.parse(
                     bytes: bytes, fileName: fileName, manifestDirectory: Fixture.directory, environment: environment,
-                    rootSeen: { roots.append($0) }, entryRead: { entries.append($0.destination.description) },
                     pipelined: pipelined))
             } catch {
                 result = .failure(error)
             }
-            rootsSeen = roots
-            entriesRead = entries
         }
 
         /// All of it as text, to compare two readings.
         var account: String {
-            let outcome = switch result {
+            switch result {
             case .success(let manifest): String(reflecting: manifest)
             case .failure(let error): error.lines.joined(separator: "\n")
             }
-            return "\(outcome)\nroots seen: \(rootsSeen)\nentries read: \(entriesRead)"
         }
     }
 

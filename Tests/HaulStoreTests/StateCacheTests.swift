@@ -24,9 +24,9 @@ final class StateCacheTests: XCTestCase {
             "written.bin": record(3, origin: Origin(manifestKey: "m1", sourceKey: "s2", etag: nil,
                                                     lastModified: "Tue, 14 Nov 2023 22:13:21 GMT")),
         ])
-        let bytes = cache.serialized()
+        let bytes = StateFile.serialized(cache.records)
         XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t3\n"))
-        XCTAssertEqual(StateCache.parse(bytes), cache)
+        XCTAssertEqual(StateFile.parse(bytes), cache.records)
     }
 
     /// The same records make the same file: lines in byte order of their names, whatever the dictionary's order,
@@ -35,10 +35,10 @@ final class StateCacheTests: XCTestCase {
         let names = ["b.bin", "a", "ab", "abcdefghijklmnop", "abcdefghijklmnopq", "abcdefghijklmnopa", "abcdefghijklmno",
                      "data/2024/z.bin", "data/2024/a.bin", "é.bin", "e.bin", "Z.bin", "d000/t000010.bin", "d000/t000009.bin"]
         let cache = StateCache(records: Dictionary(uniqueKeysWithValues: names.enumerated().map { (DestinationKey($1), record(UInt64($0))) }))
-        let lines = String(decoding: cache.serialized(), as: UTF8.self).split(separator: "\n").dropFirst()
+        let lines = String(decoding: StateFile.serialized(cache.records), as: UTF8.self).split(separator: "\n").dropFirst()
         let written = lines.map { String($0.prefix { $0 != "\t" }) }
         XCTAssertEqual(written, names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
-        XCTAssertEqual(StateCache.parse(cache.serialized()), cache)
+        XCTAssertEqual(StateFile.parse(StateFile.serialized(cache.records)), cache.records)
     }
 
     /// A large state is formatted on two threads: the parts, joined, are exactly the one-thread file, in byte
@@ -49,14 +49,14 @@ final class StateCacheTests: XCTestCase {
             (DestinationKey(name), record(UInt64(offset), origin: offset % 3 == 0 ? Origin(manifestKey: "m", sourceKey: "s\(offset)",
                                                                             etag: "\"e\(offset)\"", lastModified: nil) : nil))
         }))
-        let parts = cache.serializedParts(threads: 2)
+        let parts = StateFile.serializedParts(cache.records, threads: 2)
         XCTAssertEqual(parts.count, 3, "the header, then one part per thread")
         let whole = Array(parts.joined())
-        XCTAssertEqual(whole, cache.serializedParts(threads: 1).first)
+        XCTAssertEqual(whole, StateFile.serializedParts(cache.records, threads: 1).first)
         let written = String(decoding: whole, as: UTF8.self).split(separator: "\n").dropFirst()
             .map { String($0.prefix { $0 != "\t" }) }
         XCTAssertEqual(written, names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
-        XCTAssertEqual(StateCache.parse(whole), cache)
+        XCTAssertEqual(StateFile.parse(whole), cache.records)
     }
 
     /// Any time a file system can hold survives the round trip: seconds and nanoseconds are kept as a pair, never
@@ -71,18 +71,18 @@ final class StateCacheTests: XCTestCase {
                                                                      changed: far[(index + 1) % far.count]), digest: digest)
         }
         let cache = StateCache(records: records)
-        XCTAssertEqual(StateCache.parse(cache.serialized()), cache)
-        XCTAssertTrue(String(decoding: cache.serialized(), as: UTF8.self).contains("\t10413792000.000000005\t-11676096000.999999999\t"))
+        XCTAssertEqual(StateFile.parse(StateFile.serialized(cache.records)), cache.records)
+        XCTAssertTrue(String(decoding: StateFile.serialized(cache.records), as: UTF8.self).contains("\t10413792000.000000005\t-11676096000.999999999\t"))
         XCTAssertTrue(far[1] < far[0] && far[3] < far[1] && FileTime(seconds: 5, nanoseconds: 1) < FileTime(seconds: 5, nanoseconds: 2))
     }
 
     /// The previous format (times as whole nanoseconds) is still read, so an upgrade costs no re-hash.
     func testThePreviousFormatIsReadWithTimesInNanoseconds() throws {
-        let parsed = try XCTUnwrap(StateCache.parse(Array("haul-state\t2\na.bin\t1\t2\t3\t1700000000123456789\t-1\t\(digest)\n".utf8)))
-        let identity = try XCTUnwrap(parsed.records["a.bin"]).identity
+        let parsed = try XCTUnwrap(StateFile.parse(Array("haul-state\t2\na.bin\t1\t2\t3\t1700000000123456789\t-1\t\(digest)\n".utf8)))
+        let identity = try XCTUnwrap(parsed["a.bin"]).identity
         XCTAssertEqual(identity.modified, FileTime(seconds: 1_700_000_000, nanoseconds: 123_456_789))
         XCTAssertEqual(identity.changed, FileTime(seconds: -1, nanoseconds: 999_999_999))
-        XCTAssertNil(StateCache.parse(Array("haul-state\t3\na.bin\t1\t2\t3\t1700000000123456789\t5.000000000\t\(digest)\n".utf8)),
+        XCTAssertNil(StateFile.parse(Array("haul-state\t3\na.bin\t1\t2\t3\t1700000000123456789\t5.000000000\t\(digest)\n".utf8)),
                      "this version's times have a point and nine digits")
     }
 
@@ -99,7 +99,7 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(cache.records["same.bin"], record(1, origin: writer), "already saved: kept as it is")
         XCTAssertEqual(cache.records["older.bin"], StateRecord(identity: unknown, digest: other, origin: writer))
         XCTAssertEqual(cache.records["new.bin"]?.identity.size, -1)
-        XCTAssertEqual(StateCache.parse(cache.serialized()), cache, "a folded record survives being saved")
+        XCTAssertEqual(StateFile.parse(StateFile.serialized(cache.records)), cache.records, "a folded record survives being saved")
     }
 
     /// Another version's file is not read at all; one damaged line costs only its own record (that file is
@@ -107,10 +107,10 @@ final class StateCacheTests: XCTestCase {
     func testAForeignFileIsRejectedWholeAndADamagedLineAlone() throws {
         let line = "a.bin\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)"
         let other = "b.bin\t6\t7\t8\t9.000000000\t10.000000000\t\(digest)"
-        XCTAssertNotNil(StateCache.parse(Array("haul-state\t3\n\(line)\n".utf8)))
-        XCTAssertNil(StateCache.parse(lines: Array("haul-state\t1\n\(line)\n".utf8)), "an older format")
-        XCTAssertNil(StateCache.parse(lines: Array("haul-state\t4\n\(line)\n".utf8)), "a newer format")
-        XCTAssertNil(StateCache.parse(lines: Array("garbage\u{0}\n\(line)\n".utf8)))
+        XCTAssertNotNil(StateFile.parse(Array("haul-state\t3\n\(line)\n".utf8)))
+        XCTAssertNil(StateFile.parse(lines: Array("haul-state\t1\n\(line)\n".utf8)), "an older format")
+        XCTAssertNil(StateFile.parse(lines: Array("haul-state\t4\n\(line)\n".utf8)), "a newer format")
+        XCTAssertNil(StateFile.parse(lines: Array("garbage\u{0}\n\(line)\n".utf8)))
         for damaged in [
             "\(line)\tm",                          // a truncated origin
             "../escape\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)",  // a path that leaves root
@@ -122,10 +122,10 @@ final class StateCacheTests: XCTestCase {
             "a.bin\t1\t2\t3\t99999999999999999999999.000000000\t5.000000000\t\(digest)",
             "a.bin\t1\t2\t3\t4.5\t5.000000000\t\(digest)",
         ] {
-            let parsed = try XCTUnwrap(StateCache.parse(lines: Array("haul-state\t3\n\(damaged)\n\(other)\n".utf8)), damaged)
+            let parsed = try XCTUnwrap(StateFile.parse(lines: Array("haul-state\t3\n\(damaged)\n\(other)\n".utf8)), damaged)
             XCTAssertEqual(parsed.unreadable, 1, damaged)
-            XCTAssertEqual(Array(parsed.cache.records.keys), ["b.bin"], damaged)
-            XCTAssertNil(StateCache.parse(Array("haul-state\t3\n\(damaged)\n".utf8)), "parse(_:) wants every line: \(damaged)")
+            XCTAssertEqual(Array(parsed.records.keys), ["b.bin"], damaged)
+            XCTAssertNil(StateFile.parse(Array("haul-state\t3\n\(damaged)\n".utf8)), "parse(_:) wants every line: \(damaged)")
         }
     }
 
@@ -140,36 +140,5 @@ final class StateCacheTests: XCTestCase {
         try directory.write(".haul/state", "haul-state\t1\n")
         XCTAssertEqual(StateCache.load(root: directory.path).cache, StateCache())
         XCTAssertNotNil(StateCache.load(root: directory.path).warning)
-    }
-
-    /// What the prefetch read is used only for the root the manifest ended up with, and only if the state file
-    /// is still the one read (another run may have rewritten it before this one took the lock).
-    func testPrefetchIsUsedOnlyForTheSameRootAndTheSameFile() throws {
-        let directory = try TemporaryDirectory()
-        try directory.makeDirectory(".haul")
-        try directory.makeDirectory("other/.haul")
-        let first = StateCache(records: ["a.bin": record(1)])
-        let second = StateCache(records: ["b.bin": record(2)])
-        try first.save(root: directory.path)
-        try second.save(root: directory.path + "/other")
-
-        let same = StatePrefetch()
-        same.start(root: directory.path)
-        same.start(root: directory.path + "/other")  // ignored: the first announcement counts
-        XCTAssertEqual(same.take(root: directory.path + "/").cache, first)
-
-        let wrongGuess = StatePrefetch()
-        wrongGuess.start(root: directory.path)
-        XCTAssertEqual(wrongGuess.take(root: directory.path + "/other").cache, second)
-
-        let rewritten = StatePrefetch()
-        rewritten.start(root: directory.path)
-        // Let the read finish (it may also still be running: either way the file it read is not the one now).
-        usleep(50_000)
-        try second.save(root: directory.path)
-        XCTAssertEqual(rewritten.take(root: directory.path).cache, second)
-
-        let never = StatePrefetch()
-        XCTAssertEqual(never.take(root: directory.path).cache, second)
     }
 }

@@ -126,9 +126,3 @@ extension RunLock {
         try self.init(area: PrivateArea.create(root: root), wait: wait, holder: holder)
     }
 }
-
-extension StatePrefetch {
-    func take(root: String) -> (cache: StateCache, warning: String?, glances: Glances?) {
-        take(area: try? PrivateArea.existing(root: root))
-    }
-}

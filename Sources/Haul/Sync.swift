@@ -1,0 +1,195 @@
+import Glibc
+import HaulDigest
+import HaulEngine
+import HaulFileSystem
+import HaulManifest
+import HaulPlanner
+import HaulStore
+import HaulThreads
+import Synchronization
+
+/// Settings of a run that come from the command line, not the manifest.
+package struct SyncOptions: Sendable {
+    package var jobs: Int
+    package var connectionsPerHost: Int
+    package var caFile: String?
+    /// Largest body accepted for an entry without `size`.
+    package var maxFileSize: Int64
+    package var durability: Durability
+    /// Delete what this manifest wrote earlier and no longer lists (also on with the manifest's `prune: true`).
+    package var prune: Bool
+
+    package init(jobs: Int = EngineConfiguration.defaultConcurrency,
+                connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
+                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
+                prune: Bool = false) {
+        self.jobs = jobs
+        self.connectionsPerHost = connectionsPerHost
+        self.caFile = caFile
+        self.maxFileSize = maxFileSize
+        self.durability = durability
+        self.prune = prune
+    }
+}
+
+/// Told what a sync does as it does it. Called from the engine's thread and from the commit queue, possibly at
+/// the same time: implementations must be thread-safe (they only record or print).
+package protocol SyncObserver: AnyObject, Sendable {
+    /// Whether `progress` should be called at all: measuring progress costs a little on every chunk.
+    var wantsProgress: Bool { get }
+    /// The entry's first request went out, to `source` (display form).
+    func entry(_ entry: FileEntry, started source: String)
+    /// At most ten times a second per transfer.
+    func entry(_ entry: FileEntry, progress: TransferProgress)
+    /// `next`: the source tried next and when (nil: the entry fails, and `finished` follows).
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?)
+    func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
+    func pruned(_ destination: DestinationPath, outcome: PruneOutcome)
+    /// A problem that does not fail the run (the state could not be saved, say).
+    func warning(_ text: String)
+}
+
+extension SyncObserver {
+    package var wantsProgress: Bool { false }
+    package func entry(_ entry: FileEntry, started source: String) {}
+    package func entry(_ entry: FileEntry, progress: TransferProgress) {}
+    package func warning(_ text: String) {}
+}
+
+/// `haul sync` as one straight pipeline, each step a value the next one takes: the manifest (`ManifestLoader`) →
+/// `observe` → `plan` → `apply` (transfer, verify, commit, prune, save the state) → the caller's report. `plan`
+/// and `sync --dry-run` stop after planning, with nothing touched.
+package struct Sync: Sendable {
+    package let manifest: Manifest
+    package let options: SyncOptions
+
+    package init(manifest: Manifest, options: SyncOptions) {
+        self.manifest = manifest
+        self.options = options
+    }
+
+    package var prunes: Bool { options.prune || manifest.prune }
+
+    /// What is on disk. A file whose identity matches the state is not hashed again; `rehash` hashes every
+    /// pinned file whatever the state says (but the state still tells which files haul wrote: pruning and
+    /// revalidation need that, and hashing cannot recover it).
+    package func observe(_ access: Observation.Access, rehash: Bool = false) throws(ObservationFailure) -> Observation {
+        try Observation(of: manifest, access: access, rehash: rehash, prunes: prunes)
+    }
+
+    /// Decides, from values alone.
+    package func plan(_ observation: Observation) -> Plan {
+        Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates)
+    }
+
+    /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes and
+    /// saves the state. A failed entry leaves its destination as it was; the others go on. `observation` must be
+    /// `.exclusive`: the run lock is what makes clearing what earlier, interrupted runs left in haul's private
+    /// area safe.
+    package func apply(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
+                       cancellation: Cancellation? = nil) -> SyncResult {
+        let started = MonotonicClock.seconds()
+        var result = transfer(plan, observed: observation, observer: observer, cancellation: cancellation)
+        if cancellation?.isCancelled != true { result.prunes = prune(plan, observed: observation, observer: observer) }
+        // The whole of what the run did, pruning included.
+        result.seconds = MonotonicClock.seconds() - started
+        saveState(observation, result, observer: observer)
+        return result
+    }
+
+    /// Deletes only what the plan found unchanged since haul wrote it; the rest is reported and forgotten.
+    private func prune(_ plan: Plan, observed observation: Observation, observer: SyncObserver?)
+        -> [(DestinationPath, PruneOutcome)] {
+        let pruner = Pruner(root: manifest.root)
+        return zip(plan.prunes, observation.pruneIdentities).map { planned, identity in
+            let outcome: PruneOutcome = switch planned.action {
+            case .forget: .forgotten
+            case .keep(let why): .kept(why)
+            case .delete:
+                if let identity {
+                    switch pruner.delete(planned.destination, expected: identity) {
+                    case .success: .deleted
+                    case .failure(let error): .failed(error)
+                    }
+                } else {
+                    .kept("could not be identified")
+                }
+            }
+            observer?.pruned(planned.destination, outcome: outcome)
+            return (planned.destination, outcome)
+        }
+    }
+
+    /// The cache after this run claims exactly what is on disk: a fetched file with the identity it has now and
+    /// where it came from, an untouched one as observed, nothing for a destination that is missing or not a
+    /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
+    /// found modified, or gone): pruning needs them. Written only when it changed.
+    private func saveState(_ observation: Observation, _ result: SyncResult, observer: SyncObserver?) {
+        // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
+        var cache = observation.cache
+        var changed = false
+        /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
+        var settles = false
+        let authorship = Authorship(manifestKey: observation.manifestKey)
+        let fetched = result.counts.fetched
+        // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
+        // would copy a cache that a no-op leaves as it is.
+        if fetched > 0 { cache.records.reserveCapacity(cache.records.count + fetched) }
+        for index in result.plan.actions.indices {
+            // Most entries of a no-op: kept, and recorded exactly as the cache has them.
+            if observation.vouched[index], case .upToDate = result.outcomes[index] { continue }
+            // Borrowed, not copied: a copy of an entry retains and releases a dozen strings and arrays.
+            let destination = DestinationKey(result.plan.files[index].destination)
+            var record = observation.vouched[index] ? cache.records[destination] : observation.found[index]
+            if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
+               earlier.digest == observed.digest {
+                // Re-hashed after a touch or with --rehash: still the content haul wrote.
+                record?.origin = earlier.origin
+            }
+            // Durable or not, the file is in place: the state says what is on disk.
+            if let file = result.outcomes[index].fetchedFile {
+                let origin = authorship.origin(of: result.plan.files[index], delivered: file)
+                if let identity = result.committedIdentities[index] {
+                    // A new file: one hash-table operation, not a lookup and then a store.
+                    let written = StateRecord(identity: identity, digest: file.digest, origin: origin)
+                    if cache.records.updateValue(written, forKey: destination) != written { changed = true }
+                    continue
+                }
+                record = nil
+            }
+            if cache.records[destination] != record {
+                cache.records[destination] = record
+                changed = true
+            } else if let record, Self.rewritingSettles(record, recordedAt: observation.cache.writtenAt) {
+                settles = true
+            }
+        }
+        for (destination, outcome) in result.prunes {
+            switch outcome {
+            case .deleted, .forgotten, .kept:
+                if cache.records.removeValue(forKey: DestinationKey(destination)) != nil { changed = true }
+            case .failed: continue
+            }
+        }
+        guard changed || settles, let area = observation.area else { return }
+        do {
+            try cache.save(in: area)
+        } catch {
+            // The files are in place all the same; the next run re-hashes what it cannot find recorded.
+            if changed { observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again") }
+        }
+    }
+
+    /// A record whose file is too recent to be trusted from the state alone (see `FileIdentity.isOlder(than:)`)
+    /// becomes trustworthy once the state is written again later than the file's times, unless those lie in the
+    /// future (a file dated 2300 is hashed on every run, and rewriting the state would not change that).
+    private static func rewritingSettles(_ record: StateRecord, recordedAt: FileTime?) -> Bool {
+        guard let recordedAt, !record.identity.isOlder(than: recordedAt) else { return false }
+        return record.identity.isOlder(than: FileTime.now)
+    }
+
+}
+
+package enum HaulVersion {
+    package static let current = "0.1.0"
+}

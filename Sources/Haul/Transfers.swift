@@ -1,0 +1,256 @@
+import Glibc
+import HaulDigest
+import HaulEngine
+import HaulFileSystem
+import HaulManifest
+import HaulPlanner
+import HaulStore
+import HaulThreads
+import Synchronization
+
+/// The transfer and commit steps of `apply`: planned fetches become engine requests (one per group of entries
+/// fetching the same thing), and verified files become commits, in batches, off the transfer threads.
+extension Sync {
+    func transfer(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
+                  cancellation: Cancellation?) -> SyncResult {
+        let started = MonotonicClock.seconds()
+        var outcomes: [EntryOutcome] = []
+        outcomes.reserveCapacity(plan.actions.count)
+        var identities: [Int: FileIdentity] = [:]
+        var fetches: [Int] = []
+        for index in plan.actions.indices {
+            switch plan.actions[index] {
+            case .keep:
+                outcomes.append(.upToDate)
+            case .refuse(let why):
+                outcomes.append(.failed(.refused(why)))
+                observer?.entry(plan.files[index], finished: outcomes[index])
+            case .fetch, .revalidate:
+                // Replaced by the transfer's outcome below; an entry the engine never reports stays failed.
+                outcomes.append(.failed(.refused("not attempted")))
+                fetches.append(index)
+            }
+        }
+        guard let area = observation.area else {
+            // Reached only by a caller that did not open root's private folder for a sync: nothing is fetched.
+            for index in fetches { outcomes[index] = .failed(.refused("root's private folder is not open")) }
+            return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
+        }
+        if fetches.isEmpty {
+            // Nothing to fetch, so no partial is wanted: whatever an interrupted or killed run left goes.
+            StagingArea.sweepLeftovers(in: area, isOwnName: TransferEngine.isStagingName)
+        } else {
+            let staging: StagingArea
+            do {
+                staging = try StagingArea(area: area)
+                staging.sweep(keepingPartials: Set(fetches.compactMap { plan.files[$0].checksum }.map {
+                    PartialStore.fileName(for: $0.digest)
+                }), isOwnName: TransferEngine.isStagingName)
+            } catch {
+                for index in fetches {
+                    outcomes[index] = .failed(.commit(error))
+                    observer?.entry(plan.files[index], finished: outcomes[index])
+                }
+                return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
+            }
+            let execution = Execution(plan: plan, staging: staging,
+                                      committer: Committer(root: manifest.root, staging: staging.temporary,
+                                                           journal: OwnershipJournal(area: area), durability: options.durability),
+                                      authorship: Authorship(manifestKey: observation.manifestKey),
+                                      observer: observer, expectedCount: fetches.count)
+            let engine = TransferEngine(configuration: EngineConfiguration(
+                temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
+                maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
+                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial,
+                maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online))
+            let groups = Self.shareGroups(plan, fetches: fetches)
+            engine.run(count: groups.leaders.count, request: { [self, groups] in
+                            let index = groups.leaders[$0]
+                            var request = transferRequest(for: plan.entries[index], id: index, record: observation.record(at: index, of: plan.files))
+                            request.sharers = (groups.sharers[index] ?? []).map {
+                                transferRequest(for: plan.entries[$0], id: $0, record: observation.record(at: $0, of: plan.files))
+                            }
+                            return request
+                       },
+                       delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
+                       cancellation: cancellation)
+            let finished = execution.finish()
+            for (index, outcome) in finished.outcomes { outcomes[index] = outcome }
+            identities = finished.identities
+        }
+        var result = SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
+        result.committedIdentities = identities
+        return result
+    }
+
+    /// Fetches grouped by what their first request would be (the same URL, headers and hash algorithm): one
+    /// request per group goes to the engine, and its bytes are judged for every entry of the group (see
+    /// `TransferRequest.sharers`), so a URL listed for 10,000 destinations is downloaded once. Revalidations are
+    /// never grouped: their requests are conditional on each destination's own validators.
+    /// `leaders`: the first entry of each group, in plan order; `sharers`: the others, by leader, for groups of
+    /// more than one.
+    static func shareGroups(_ plan: Plan, fetches: [Int]) -> (leaders: [Int], sharers: [Int: [Int]]) {
+        var leaders: [Int] = []
+        leaders.reserveCapacity(fetches.count)
+        var sharers: [Int: [Int]] = [:]
+        // By URL alone, the rest compared on the rare hit: hashing headers and the algorithm too for every one of
+        // 100,000 distinct URLs cost more than the grouping saves them. A URL's first leader is kept unboxed (a
+        // list per URL was an allocation per entry); leaders of one URL that differ in those are few.
+        var firstLeader: [String: Int] = [:]
+        firstLeader.reserveCapacity(fetches.count)
+        var otherLeaders: [String: [Int]] = [:]
+        func sameRequest(_ a: Int, _ b: Int) -> Bool {
+            plan.files[a].headers == plan.files[b].headers
+                && plan.files[a].checksum?.digest.algorithm == plan.files[b].checksum?.digest.algorithm
+        }
+        for index in fetches {
+            // Fields read in place: a copy of an entry retains and releases a dozen strings and arrays, 100,000 times.
+            guard plan.actions[index] != .revalidate else {
+                leaders.append(index)
+                continue
+            }
+            let url = plan.files[index].url.expanded
+            guard let first = firstLeader[url] else {
+                firstLeader[url] = index
+                leaders.append(index)
+                continue
+            }
+            if let leader = sameRequest(first, index) ? first : otherLeaders[url]?.first(where: { sameRequest($0, index) }) {
+                sharers[leader, default: []].append(index)
+            } else {
+                otherLeaders[url, default: []].append(index)
+                leaders.append(index)
+            }
+        }
+        return (leaders, sharers)
+    }
+
+    /// Headers go with `url` only: a mirror is another party and gets none of them. A revalidation asks
+    /// conditionally only the source that delivered the copy on disk; its validators mean nothing elsewhere.
+    func transferRequest(for planned: PlannedEntry, id: Int, record: StateRecord?) -> TransferRequest {
+        let entry = planned.entry
+        let headers = entry.headers.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
+        let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
+        let origin = planned.action == .revalidate ? record?.origin : nil
+        let sources = entry.sources.enumerated().map { index, url in
+            var source = TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [],
+                                        secrets: url.environmentValues + (index == 0 ? headerSecrets : []))
+            if let origin, origin.sourceKey == source.key {
+                source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
+            }
+            return source
+        }
+        var request = TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
+                                      expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value,
+                                      fileMode: entry.mode.bits)
+        request.alternativeDigests = entry.checksum?.alternatives ?? []
+        return request
+    }
+
+    /// How many of `wanted` transfers fit in the open-file limit. Each holds a socket, its file, and for a large
+    /// body a reader for its trailing hash; the rest of a run (the lock, haul's folders, the committer's folders,
+    /// the hashing threads, each engine loop's wake-up pair, libcurl's resolver) holds a few dozen at most.
+    package static func transfersFitting(_ limit: DescriptorLimit, wanted: Int) -> Int {
+        limit.fitting(wanted, each: 3, reserve: 24 + 4 * ProcessorCount.online)
+    }
+}
+
+/// Receives the engine's events and turns verified files into commits, in batches, off the transfer thread.
+///
+/// Batching is what keeps durability affordable: one `syncfs` and one fsync per directory covers every file
+/// that finished within the batch window, instead of an fsync pair per file.
+private final class Execution: TransferDelegate, Sendable {
+    private let plan: Plan
+    private let staging: StagingArea
+    private let committer: Committer
+    private let authorship: Authorship
+    private let observer: SyncObserver?
+    /// Verified files on their way to a commit: the first of a batch waits `batchWindow` for company.
+    private let batches = Mutex<BatchWindow<(Int, DownloadedFile)>?>(nil)
+    private let outcomes = Mutex<[Int: EntryOutcome]>([:])
+    /// Of each file committed, its identity just after the rename.
+    private let identities = Mutex<[Int: FileIdentity]>([:])
+    /// How long verified files wait for company before a batch is committed, in seconds.
+    private static let batchWindow = 0.02
+
+    /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
+    init(plan: Plan, staging: StagingArea, committer: Committer, authorship: Authorship, observer: SyncObserver?,
+         expectedCount: Int) {
+        self.plan = plan
+        self.staging = staging
+        self.committer = committer
+        self.authorship = authorship
+        self.observer = observer
+        outcomes.withLock { $0.reserveCapacity(expectedCount) }
+        identities.withLock { $0.reserveCapacity(expectedCount) }
+        let window = BatchWindow<(Int, DownloadedFile)>(window: Self.batchWindow) { [unowned self] batch in commit(batch) }
+        batches.withLock { $0 = window }
+    }
+
+    func transfer(_ id: Int, didProduce event: TransferEvent) {
+        switch event {
+        case .started(let source):
+            observer?.entry(plan.files[id], started: source)
+        case .progress(let progress):
+            observer?.entry(plan.files[id], progress: progress)
+        case .attemptFailed(let failure, let next):
+            observer?.entry(plan.files[id], attemptFailed: failure, next: next)
+        case .finished(.failure(let failure)):
+            record(id, .failed(.transfer(failure)))
+        case .notModified:
+            record(id, .notModified)
+        case .finished(.success(let file)):
+            batches.withLock { $0 }?.add((id, file))
+        }
+    }
+
+    /// Waits for the last batch and returns every outcome the engine produced, and the identities of the files
+    /// committed.
+    func finish() -> (outcomes: [Int: EntryOutcome], identities: [Int: FileIdentity]) {
+        batches.withLock { $0.take() }?.finish()
+        return (outcomes.withLock { $0 }, identities.withLock { $0 })
+    }
+
+    private func commit(_ batch: [(Int, DownloadedFile)]) {
+        let requests = batch.map { id, file in
+            let entry = plan.files[id]
+            return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
+                                 hasMode: file.hasFileMode,
+                                 ownership: Ownership(digest: file.digest, origin: authorship.origin(of: entry, delivered: file)))
+        }
+        for ((id, file), result) in zip(batch, committer.commit(requests)) {
+            switch result {
+            case .success(let committed):
+                if let identity = committed.identity { identities.withLock { $0[id] = identity } }
+                record(id, committed.notDurable.map { .fetchedNotDurable(file, $0) } ?? .fetched(file))
+            case .failure(let error):
+                staging.discard(file.temporaryName)
+                record(id, .failed(.commit(error)))
+            }
+        }
+    }
+
+    private func record(_ id: Int, _ outcome: EntryOutcome) {
+        outcomes.withLock { $0[id] = outcome }
+        observer?.entry(plan.files[id], finished: outcome)
+    }
+}
+
+/// Who wrote a file, as the state records it: this manifest, and for an unpinned file the source that delivered
+/// it and its validators (what a later conditional request sends). Every pinned file shares one `Origin`.
+struct Authorship: Sendable {
+    let manifestKey: String
+    private let pinned: Origin
+
+    init(manifestKey: String) {
+        self.manifestKey = manifestKey
+        pinned = Origin(manifestKey: manifestKey)
+    }
+
+    func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {
+        guard entry.checksum == nil else { return pinned }
+        return Origin(manifestKey: manifestKey, sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
+                      etag: file.validators?.etag, lastModified: file.validators?.lastModified)
+    }
+}
+
