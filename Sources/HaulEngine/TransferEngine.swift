@@ -16,14 +16,17 @@ import Synchronization
 /// every other task there.
 package final class TransferEngine: Sendable {
     private let configuration: EngineConfiguration
-    private let redirects: RedirectPolicy
+    /// The rules every transfer's decisions follow (`TransferStateMachine`).
+    private let rules: TransferStateMachine.Rules
     fileprivate let partials: PartialStore?
     /// The process's umask (nil if unknown), read once: what `open(2)` leaves out of a new file's mode.
     fileprivate let umask: UInt32? = ProcessUmask.read()
 
     package init(configuration: EngineConfiguration) {
         self.configuration = configuration
-        self.redirects = RedirectPolicy(maxRedirects: configuration.maxRedirects)
+        self.rules = TransferStateMachine.Rules(retryPolicy: configuration.retryPolicy,
+                                                redirects: RedirectPolicy(maxRedirects: configuration.maxRedirects),
+                                                maxBodyBytes: configuration.maxBodyBytes)
         self.partials = configuration.partialDirectory.map(PartialStore.init(folder:))
     }
 
@@ -129,16 +132,6 @@ package final class TransferEngine: Sendable {
         }()
         var temporaryCount = 0
 
-        init(engine: TransferEngine, multi: MultiHandle, share: EngineConfiguration.LoopShare, run: RunState,
-             delegate: TransferDelegate, reportsProgress: Bool) {
-            self.engine = engine
-            self.multi = multi
-            self.share = share
-            self.run = run
-            self.delegate = delegate
-            self.reportsProgress = reportsProgress
-        }
-
         private var hasWork: Bool {
             !active.isEmpty || !parked.isEmpty || !ready.isEmpty || !verifying.isEmpty || !waitingForDescriptors.isEmpty
         }
@@ -185,9 +178,9 @@ package final class TransferEngine: Sendable {
             }
         }
 
-        /// Stopped (interrupted, or out of time): every transfer ends now with `reason`. Partials of pinned files are kept (with their
-        /// validator) for the next run; other temporary files are removed. Queued requests never start (whichever
-        /// loop stops first takes them all).
+        /// Stopped (interrupted, or out of time): every transfer ends now with `reason`. Partials of pinned files are
+        /// kept (with their validator) for the next run; other temporary files are removed. Queued requests never
+        /// start (whichever loop stops first takes them all).
         private mutating func stopAll(_ reason: FailureReason) {
             // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
             trailingDigests.close()
@@ -197,14 +190,8 @@ package final class TransferEngine: Sendable {
             active = [:]
             parked = []
             verifying = [:]
-            for transfer in inFlight { giveUp(transfer, reason) }
+            for transfer in inFlight { execute(transfer.state.stop(because: reason, bytesWritten: transfer.takeBytesWritten()), for: transfer) }
             for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: reason) }
-        }
-
-        /// Parks `transfer` until descriptors are given back (see `waitingForDescriptors`).
-        private mutating func waitForDescriptors(_ transfer: Transfer) {
-            transfer.closeFile()
-            waitingForDescriptors.append(transfer)
         }
 
         /// Once a turn, one transfer waiting for descriptors goes on (first in, first out) when a slot is free (the
@@ -220,8 +207,9 @@ package final class TransferEngine: Sendable {
                     let stuck = waitingForDescriptors
                     waitingForDescriptors = []
                     for transfer in stuck {
-                        giveUp(transfer, .local(operation: "open a file or a connection for", path: transfer.source.displayURL,
-                                                errno: EMFILE))
+                        let reason = FailureReason.local(operation: "open a file or a connection for",
+                                                         path: transfer.state.source.displayURL, errno: EMFILE)
+                        execute(transfer.state.stop(because: reason), for: transfer)
                     }
                     return
                 }
@@ -238,125 +226,151 @@ package final class TransferEngine: Sendable {
         }
 
         private mutating func start(_ request: TransferRequest) {
-            guard !request.sources.isEmpty else {
-                for one in [request] + request.sharers {
-                    delegate.transfer(one.id, didProduce: .finished(.failure(TransferFailure(attempts: []))))
-                }
-                return
-            }
-            let transfer = makeTransfer(request, rotation: SourceRotation(sources: request.sources.count, retries: request.retries))
-            let first = transfer.rotation.first(avoiding: badHostFlags(transfer))
-            if first != transfer.sourceIndex { transfer.prepareAttempt(at: first, keepingBytes: false) }
-            delegate.transfer(request.id, didProduce: .started(sourceDisplayURL: transfer.source.displayURL))
-            for sharer in transfer.sharers {
-                let index = sharer.sourceMap[first] ?? 0
-                delegate.transfer(sharer.request.id, didProduce: .started(sourceDisplayURL: sharer.request.sources[index].displayURL))
-            }
-            switch openFile(for: request, source: first) {
-            case .success(let file): transfer.adopt(file)
-            case .failure(let reason) where reason.isOutOfDescriptors: return waitForDescriptors(transfer)
-            case .failure(let reason): return giveUp(transfer, reason)
-            }
-            if transfer.partialLooksComplete {
-                // Everything is already here (a run ended between download and commit): only the hash is left.
-                verify(transfer)
-            } else {
-                attach(transfer)
+            let transfer = makeTransfer(TransferStateMachine(request: request, rules: engine.rules))
+            execute(transfer.state.start(badHosts: badHostFlags(transfer)), for: transfer)
+        }
+
+        /// A sharer becomes a transfer of its own, from where the group left it (`TransferStateMachine.goOnAlone`).
+        private mutating func goOnAlone(_ sharer: Sharer, after failure: AttemptFailure?) {
+            let transfer = makeTransfer(TransferStateMachine(request: sharer.request, rules: engine.rules, rotation: sharer.rotation,
+                                                             failures: sharer.failures))
+            execute(transfer.state.goOnAlone(after: failure, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
+        }
+
+        private func makeTransfer(_ state: TransferStateMachine) -> Transfer {
+            Transfer(state, partials: engine.partials, reportsProgress: reportsProgress, clock: clock) { [delegate, id = state.request.id] in
+                delegate.transfer(id, didProduce: $0)
             }
         }
 
-        private func makeTransfer(_ request: TransferRequest, rotation: SourceRotation, failures: [AttemptFailure] = [],
-                                  source: Int = 0) -> Transfer {
-            let delegate = self.delegate
-            let id = request.id
-            return Transfer(request: request, rotation: rotation, failures: failures, sourceIndex: source,
-                            maxBodyBytes: engine.configuration.maxBodyBytes, partials: engine.partials,
-                            reportsProgress: reportsProgress, clock: clock) { delegate.transfer(id, didProduce: $0) }
+        /// Carries out what the transfer's machine decided.
+        private mutating func execute(_ action: TransferStateMachine.Action, for transfer: Transfer) {
+            let id = transfer.state.request.id
+            switch action {
+            case .openFile(let started):
+                for one in started { delegate.transfer(one.id, didProduce: .started(sourceDisplayURL: one.sourceDisplayURL)) }
+                openFile(for: transfer)
+            case .send:
+                attach(transfer)
+            case .verify(let fromDisk):
+                verify(transfer, fromDisk: fromDisk)
+            case .waitForDescriptors:
+                putDown(transfer)
+                waitingForDescriptors.append(transfer)
+            case .retry(let failure, let next, let bytes):
+                if let failure { delegate.transfer(id, didProduce: .attemptFailed(failure, next: next)) }
+                if let failure = transfer.prepare(bytes) {
+                    return execute(transfer.state.failed(failure, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
+                }
+                if next.delay > 0 {
+                    park(transfer, until: clock.now + next.delay)
+                } else if transfer.file != nil {
+                    attach(transfer)
+                } else {
+                    // A sharer going on alone holds no slot yet: it waits for one like a request not yet started.
+                    ready.append(transfer)
+                }
+            case .giveUp(let last, let failures, let keepsPartial, let sharers):
+                if let last { delegate.transfer(id, didProduce: .attemptFailed(last, next: nil)) }
+                finish(transfer, keepingFile: keepsPartial, sharers: sharers)
+                delegate.transfer(id, didProduce: .finished(.failure(TransferFailure(attempts: failures))))
+            case .deliver(let file, let sharers):
+                // A verified partial leaves the digest-named slot, which every entry with this content shares, for a
+                // name of its own before its owner (who commits later) gets it.
+                guard let partial = transfer.file else { return }
+                var verified = partial
+                if transfer.state.isResumable {
+                    let owned = newTemporaryFile()
+                    switch verified.move(to: owned.name, in: owned.folder) {
+                    case .success(let moved): verified = moved
+                    case .failure(let failure):
+                        let reason = FailureReason.local(operation: "move verified file to", path: owned.path, errno: failure.errno)
+                        return execute(transfer.state.failed(reason, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
+                    }
+                    engine.partials?.removeMetadata(forPartial: partial)
+                }
+                finish(transfer, keepingFile: true, sharers: sharers)
+                delegate.transfer(id, didProduce: .finished(.success(file.at(verified, hasFileMode: transfer.hasFileMode))))
+            case .notModified(let sourceDisplayURL, let removesFile, let sharers):
+                finish(transfer, keepingFile: !removesFile, sharers: sharers)
+                delegate.transfer(id, didProduce: .notModified(sourceDisplayURL: sourceDisplayURL))
+            }
         }
 
         /// Which of the transfer's sources are on hosts that refused or timed out in this run. Nothing is parsed
         /// while no host has failed, nor for a request with one source (there is nothing to reorder).
         private func badHostFlags(_ transfer: Transfer) -> [Bool] {
-            guard transfer.request.sources.count > 1, !run.badHosts.isEmpty else { return [] }
-            let keys = transfer.hostKeys ?? transfer.request.sources.map { BadHosts.key(for: $0.url) }
+            guard transfer.state.request.sources.count > 1, !run.badHosts.isEmpty else { return [] }
+            let keys = transfer.hostKeys ?? transfer.state.request.sources.map { BadHosts.key(for: $0.url) }
             transfer.hostKeys = keys
             return keys.map(run.badHosts.contains)
         }
 
-        /// A pinned file gets the partial named by its digest (resuming it when its metadata says the bytes came
-        /// from `source`); anything else, or a second entry wanting the same partial in this run, gets a fresh
-        /// random name.
-        private mutating func openFile(for request: TransferRequest, source: Int) -> Result<TemporaryFile, FailureReason> {
-            if let digest = request.expectedDigest, let partials = engine.partials,
-               (request.expectedSize ?? .max) >= Self.resumableSize {
-                let partial = partials.file(for: digest)
-                if run.claims.claim(partial.name) {
-                    let descriptor: Int32
-                    switch partial.open(O_RDWR | O_CREAT) {
-                    case .success(let opened): descriptor = opened
-                    case .failure(let failure):
-                        run.claims.release(partial.name)
-                        return .failure(.local(operation: "open partial file", path: partial.path, errno: failure.errno))
-                    }
-                    var info = stat()
-                    // A FIFO or a device planted under a partial's name is not a partial.
-                    guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-                        close(descriptor)
-                        run.claims.release(partial.name)
-                        return .failure(.local(operation: "use partial file", path: partial.path, errno: EINVAL))
-                    }
-                    let size = Int64(info.st_size)
-                    let metadata = partials.metadata(forPartial: partial)
-                    let resumable = size > 0 && metadata?.sourceKey == request.sources[source].key
-                        && size <= (request.expectedSize ?? .max)
-                    if let metadata, resumable {
-                        return .success(TemporaryFile(staged: partial, descriptor: descriptor, isPartial: true,
-                                                      resume: (size, metadata.validator)))
-                    }
-                    if ftruncate(descriptor, 0) != 0 {
-                        let code = errno
-                        close(descriptor)
-                        run.claims.release(partial.name)
-                        return .failure(.local(operation: "truncate", path: partial.path, errno: code))
-                    }
-                    partials.removeMetadata(forPartial: partial)
-                    return .success(TemporaryFile(staged: partial, descriptor: descriptor, isPartial: true, resume: nil))
+        /// A pinned file gets the partial named by its digest (the machine says what of it to resume); anything else, or
+        /// a second entry wanting the same partial in this run, gets a fresh random name.
+        private mutating func openFile(for transfer: Transfer) {
+            if let digest = transfer.state.partialDigest, let partials = engine.partials, case let partial = partials.file(for: digest),
+               run.claims.claim(partial.name) {
+                switch Self.openPartial(partial, of: partials, for: transfer.state) {
+                case .success(let opened):
+                    return execute(transfer.adopt(partial, descriptor: opened.descriptor, isPartial: true, resume: opened.resume), for: transfer)
+                case .failure(let reason):
+                    run.claims.release(partial.name)
+                    return couldNotStart(transfer, reason)
                 }
             }
             let fresh = newTemporaryFile()
-            switch FileClone.create(fresh, mode: request.fileMode, umask: engine.umask) {
+            switch FileClone.create(fresh, mode: transfer.state.request.fileMode, umask: engine.umask) {
             case .success(let created):
-                return .success(TemporaryFile(staged: fresh, descriptor: created.descriptor, hasFileMode: created.hasFileMode,
-                                              isPartial: false, resume: nil))
-            case .failure(let error):
-                return .failure(.local(operation: "create temporary file", path: fresh.path, errno: error.code))
+                execute(transfer.adopt(fresh, descriptor: created.descriptor, hasFileMode: created.hasFileMode), for: transfer)
+            case .failure(let error): couldNotStart(transfer, .local(operation: "create temporary file", path: fresh.path, errno: error.code))
             }
         }
 
-        /// Configures the transfer's handle for its current URL and hands it to libcurl. A transfer coming back
-        /// from a wait opens its file again and takes a handle first.
+        /// The partial, open, and what of it the current source may resume; the rest is dropped with its metadata.
+        private static func openPartial(_ partial: StagedFile, of partials: PartialStore, for state: TransferStateMachine)
+            -> Result<(descriptor: Int32, resume: (offset: Int64, validator: ResumeValidator)?), FailureReason> {
+            let descriptor: Int32
+            switch partial.open(O_RDWR | O_CREAT) {
+            case .success(let opened): descriptor = opened
+            case .failure(let failure): return .failure(.local(operation: "open partial file", path: partial.path, errno: failure.errno))
+            }
+            var info = stat()
+            var failure = FailureReason.local(operation: "use partial file", path: partial.path, errno: EINVAL)
+            // A FIFO or a device planted under a partial's name is not a partial.
+            if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
+                let resume = state.resumable(partialOf: Int64(info.st_size), metadata: partials.metadata(forPartial: partial))
+                if resume != nil { return .success((descriptor, resume)) }
+                if ftruncate(descriptor, 0) == 0 {
+                    partials.removeMetadata(forPartial: partial)
+                    return .success((descriptor, nil))
+                }
+                failure = .local(operation: "truncate", path: partial.path, errno: errno)
+            }
+            close(descriptor)
+            return .failure(failure)
+        }
+
+        private mutating func couldNotStart(_ transfer: Transfer, _ reason: FailureReason) {
+            execute(transfer.state.attemptCouldNotStart(reason), for: transfer)
+        }
+
+        /// Configures the transfer's handle for its next request and hands it to libcurl. A transfer coming back
+        /// from a wait opens its file again and takes a handle first; a sharer going on alone opens its file.
         private mutating func attach(_ transfer: Transfer) {
-            if !transfer.hasFile {
-                // A sharer going on alone: its first attempt of its own.
-                switch openFile(for: transfer.request, source: transfer.sourceIndex) {
-                case .success(let file): transfer.adopt(file)
-                case .failure(let reason) where reason.isOutOfDescriptors: return waitForDescriptors(transfer)
-                case .failure(let reason): return giveUp(transfer, reason)
-                }
-            } else if let code = transfer.reopenFile() {
-                if code == EMFILE || code == ENFILE { return waitForDescriptors(transfer) }
-                return giveUp(transfer, .local(operation: "open", path: transfer.temporaryPath, errno: code))
+            guard transfer.file != nil else { return openFile(for: transfer) }
+            if let code = transfer.reopenFile() {
+                return couldNotStart(transfer, .local(operation: "open", path: transfer.temporaryPath, errno: code))
             }
-            if transfer.easy == nil {
-                guard let easy = idleHandles.popLast() ?? EasyHandle() else {
-                    return giveUp(transfer, .local(operation: "initialize libcurl for", path: transfer.temporaryPath, errno: ENOMEM))
-                }
-                transfer.easy = easy
+            guard let easy = transfer.easy ?? idleHandles.popLast() ?? EasyHandle() else {
+                return couldNotStart(transfer, .local(operation: "initialize libcurl for", path: transfer.temporaryPath, errno: ENOMEM))
             }
-            guard let easy = transfer.easy else { return }
+            transfer.easy = easy
+            let request = transfer.state.attemptStarts()
+            transfer.beginAttempt()
             let configuration = engine.configuration
             easy.reset()
-            easy.set(CURLOPT_URL, transfer.currentURL)
+            easy.set(CURLOPT_URL, request.url)
             easy.set(CURLOPT_NOSIGNAL, true)
             // Only http and https, for the request and (belt and braces) for redirects, which haul follows itself.
             easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
@@ -367,142 +381,79 @@ package final class TransferEngine: Sendable {
             easy.preferReceiveBuffer(bytes: 256 * 1024)
             // Stalls (no byte for the whole window) are caught by the transfer-info callback; libcurl's
             // low-speed check adds the floor: less than `lowSpeedLimit` bytes/s averaged over the window.
-            let window = max(1, Int(transfer.request.stallTimeout.rounded(.up)))
+            let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))
             easy.set(CURLOPT_CONNECTTIMEOUT, window)
             easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
             easy.set(CURLOPT_LOW_SPEED_TIME, window)
-            if transfer.currentURL.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
+            if request.url.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
             if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
-            var headers = transfer.sendsHeaders ? transfer.source.headers.map { "\($0.name): \($0.value)" } : []
-            if let conditional = transfer.source.conditional { headers += conditional.requestHeaders }
-            if transfer.requestsRange, let validator = transfer.validator {
-                headers.append("Range: bytes=\(transfer.resumeOffset)-")
-                headers.append("If-Range: \(validator.ifRangeValue)")
-            }
-            easy.setHeaders(headers)
             // No Accept-Encoding: the bytes hashed are the bytes stored.
+            easy.setHeaders(request.headers)
             easy.setCallbacks(context: Unmanaged.passUnretained(transfer).toOpaque(), write: transferWriteCallback,
                               header: transferHeaderCallback, progress: transferInfoCallback,
                               openSocket: transferOpenSocketCallback)
-            if let refused = easy.refusal ?? multi.add(easy) { return giveUp(transfer, refused) }
-            transfer.socketError = 0
-            transfer.recordVisit()
+            if let refused = easy.refusal ?? multi.add(easy) { return couldNotStart(transfer, refused) }
             active[easy.raw] = transfer
         }
 
         /// The transfer waits until `time` holding nothing a running transfer needs: its slot, its handle (back to
         /// the pool) and its open file (reopened when the wait is over) are all given up.
         private mutating func park(_ transfer: Transfer, until time: Double) {
-            transfer.closeFile()
-            if let easy = transfer.easy {
-                idleHandles.append(easy)
-                transfer.easy = nil
-            }
+            putDown(transfer)
             transfer.retryAt = time
             parked.append(transfer)
+        }
+
+        /// The transfer closes its file and gives its handle back to the pool: it holds no descriptor while it waits.
+        private mutating func putDown(_ transfer: Transfer) {
+            transfer.closeFile()
+            if let easy = transfer.easy { idleHandles.append(easy) }
+            transfer.easy = nil
         }
 
         private mutating func complete(_ raw: UnsafeMutableRawPointer, _ result: CURLcode) {
             guard let transfer = active.removeValue(forKey: raw), let easy = transfer.easy else { return }
             multi.remove(easy)
-            if transfer.responseHeaders.status > 0 { run.badHosts.forgive(transfer.currentURL) }
-            if transfer.restartsFromZero {
-                // Not a retry: the server answered, with a range a resume cannot use. The same source, from byte 0,
-                // at once (as if it had answered 200).
-                let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL,
-                                             reason: transfer.abortReason ?? .resumeRejected("another range"))
-                transfer.failures.append(failure)
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
-                transfer.beginRestartFromZero()
-                return attach(transfer)
-            }
-            switch response(of: transfer, result, easy) {
-            case .redirect(let url, let sendHeaders):
-                transfer.beginRedirect(to: url, sendHeaders: sendHeaders)
-                attach(transfer)
-            case .failed where transfer.socketError == EMFILE || transfer.socketError == ENFILE:
-                // No descriptor for a socket: not the server's fault, and not an attempt.
-                idleHandles.append(easy)
-                transfer.easy = nil
-                transfer.closeFile()
-                waitForDescriptors(transfer)
-            case .failed(let reason):
-                fail(transfer, reason)
-            case .bodyComplete:
-                verify(transfer)
-            case .notModified:
-                transfer.closeFile()
-                release(transfer)
-                if !transfer.isResumable { transfer.file?.remove() }
-                splitSharers(of: transfer)
-                delegate.transfer(transfer.request.id, didProduce: .notModified(sourceDisplayURL: transfer.source.displayURL))
-            }
+            let url = transfer.state.currentURL
+            let status = transfer.state.headers.status
+            if status > 0 { run.badHosts.forgive(url) }
+            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy)
+            let redirect = (300..<400).contains(status)
+                ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
+            let action = transfer.state.attemptEnded(
+                bytesWritten: transfer.takeBytesWritten(), error: error, writeRefused: result == CURLE_WRITE_ERROR,
+                outOfDescriptors: transfer.socketError == EMFILE || transfer.socketError == ENFILE, redirectTarget: redirect,
+                proxyAuthentication: status == 407 ? Self.proxyAuthentication(for: url) : nil, now: clock.now,
+                badHosts: badHostFlags(transfer))
+            if case .retry(let failure?, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
+            if case .giveUp(let failure?, _, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
+            execute(action, for: transfer)
         }
 
         /// Every byte is in: the digest decides. Inline-hashed bodies are judged now; trailing hashes report back
         /// through `trailingDigests` and a wake-up, so the loop never waits for a hash.
-        private mutating func verify(_ transfer: Transfer) {
-            guard transfer.trailingHasher != nil || transfer.holdsResumedBytes, let trailing = transfer.startTrailingHash() else {
+        private mutating func verify(_ transfer: Transfer, fromDisk: Bool) {
+            guard transfer.trailingHasher != nil || fromDisk, let trailing = transfer.startTrailingHash() else {
                 return judge(transfer, digest: .success(transfer.finishInlineHash()))
             }
             let key = ObjectIdentifier(transfer)
             verifying[key] = transfer
-            let digests = trailingDigests
-            let wakeUp = multi.wakeUpHandle
-            let path = transfer.temporaryPath
-            trailing.finish(at: transfer.totalBytes) { result in
-                digests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) }, waking: wakeUp)
+            trailing.finish(at: transfer.state.fileBytes) { [trailingDigests, wakeUp = multi.wakeUpHandle, path = transfer.temporaryPath] result in
+                trailingDigests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) }, waking: wakeUp)
             }
-        }
-
-        private enum Response {
-            case bodyComplete
-            case notModified
-            case redirect(String, sendHeaders: Bool)
-            case failed(FailureReason)
-        }
-
-        /// What a finished attempt was: a 2xx body to verify, a redirect to follow, or a failure.
-        private func response(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> Response {
-            if let reason = transfer.abortReason { return .failed(reason) }
-            // An error body is read only so far; cutting it short is not a network failure.
-            guard result == CURLE_OK || transfer.discarding && result == CURLE_WRITE_ERROR else {
-                return .failed(Self.failure(of: transfer, result, easy))
-            }
-            let status = transfer.responseHeaders.status
-            if status == 407 {
-                let proxy = ProxySettings.proxy(for: transfer.currentURL)
-                return .failed(.proxyAuthenticationRequired(variable: proxy?.variable, proxy: proxy?.redactedURL))
-            }
-            if (300..<400).contains(status),
-               let target = easy.redirectURL ?? transfer.responseHeaders.location.flatMap({
-                   resolveRedirect($0, against: transfer.currentURL)
-               }) {
-                switch engine.redirects.decide(current: transfer.currentURL, target: target,
-                                               source: transfer.source.url, visited: transfer.visited) {
-                case .follow(let url, let sendHeaders): return .redirect(url, sendHeaders: sendHeaders && transfer.sendsHeaders)
-                case .refuse(let why): return .failed(.redirectRefused(why))
-                }
-            }
-            if status == 304 && transfer.source.conditional != nil { return .notModified }
-            guard (200..<300).contains(status) else { return .failed(.httpStatus(status)) }
-            return .bodyComplete
         }
 
         /// libcurl's error, in haul's terms: answers libcurl itself found malformed are protocol violations (not
         /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants.
         private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> FailureReason {
             let detail = easy.errorMessage
-            let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.source.secrets)
-            if easy.connectCode == 407 {
-                let proxy = ProxySettings.proxy(for: transfer.currentURL)
-                return .proxyAuthenticationRequired(variable: proxy?.variable, proxy: proxy?.redactedURL)
-            }
+            let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets)
+            if easy.connectCode == 407 { return proxyAuthentication(for: transfer.state.currentURL) }
             switch result {
             case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
                 // Invalid Content-Length, a status line libcurl cannot read, an unsupported status code.
                 return .protocolViolation(ServerText.quoted(message, limit: 200))
-            case CURLE_OUT_OF_MEMORY where transfer.responseHeaders.headerBytes > 0 && transfer.bytesWritten == 0:
+            case CURLE_OUT_OF_MEMORY where transfer.state.headers.headerBytes > 0 && transfer.bytesWritten == 0:
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
                 return .protocolViolation("a response header line over 100 KiB")
             default:
@@ -510,243 +461,50 @@ package final class TransferEngine: Sendable {
             }
         }
 
-        /// The bytes are all in: they are a file only if size and digest are what was pinned. Whatever they are for
-        /// this request, they may be exactly what a sharer pinned.
+        /// A proxy's 407 names the proxy and the variable it came from, for the user to fix.
+        private static func proxyAuthentication(for url: String) -> FailureReason {
+            let proxy = ProxySettings.proxy(for: url)
+            return .proxyAuthenticationRequired(variable: proxy?.variable, proxy: proxy?.redactedURL)
+        }
+
         private mutating func judge(_ transfer: Transfer, digest: Result<Digest, FailureReason>) {
-            let size = transfer.totalBytes
-            let encoding = transfer.servedEncoding
-            let reason: FailureReason? = switch digest {
-            case .failure(let reason): reason
-            case .success(let digest):
-                Self.mismatch(transfer.request, size: size, digest: digest, encoding: encoding,
-                              unsizedLimit: engine.configuration.maxBodyBytes)
-            }
-            let spliced = transfer.holdsResumedBytes && !transfer.didFullRefetch
-            if case .success(let digest) = digest, !transfer.sharers.isEmpty, reason == nil || !spliced {
-                // Bytes spliced onto a partial that fail their own hash are not offered: the splice may be what is
-                // wrong, and the full refetch below will be.
-                serveSharers(of: transfer, size: size, digest: digest)
-            }
-            if let reason {
-                if spliced && !reason.isLocal {
-                    // The splice may be what went wrong: the final hash is the judge, so fetch once in full.
-                    let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
-                    transfer.failures.append(failure)
-                    delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: sameSourceAtOnce(transfer)))
-                    transfer.beginFullRefetch()
-                    if let file = transfer.file { engine.partials?.removeMetadata(forPartial: file) }
-                    return attach(transfer)
-                }
-                return fail(transfer, reason)
-            }
-            guard case .success(let digest) = digest, var verified = transfer.file else { return }
-            if transfer.isResumable {
-                // The digest-named slot is shared by every entry with this content: the verified file leaves it
-                // for a name of its own before its owner (who commits later) gets it.
-                let owned = newTemporaryFile()
-                switch verified.move(to: owned.name, in: owned.folder) {
-                case .success(let moved): verified = moved
-                case .failure(let failure):
-                    return fail(transfer, .local(operation: "move verified file to", path: owned.path, errno: failure.errno))
-                }
-                if let partial = transfer.file { engine.partials?.removeMetadata(forPartial: partial) }
-            }
-            transfer.closeFile()
-            release(transfer)
-            splitSharers(of: transfer)
-            let unpinned = transfer.request.expectedDigest == nil
-            delegate.transfer(transfer.request.id, didProduce: .finished(.success(DownloadedFile(
-                temporaryPath: verified.path, temporaryName: verified.name, size: size, digest: digest,
-                sourceDisplayURL: transfer.source.displayURL, sourceIndex: transfer.sourceIndex,
-                validators: unpinned ? HTTPValidators(etag: transfer.responseHeaders.etag,
-                                                      lastModified: transfer.responseHeaders.lastModified) : nil,
-                hasFileMode: transfer.hasFileMode && !transfer.isResumable,
-                contentEncoding: unpinned ? encoding : nil))))
+            let verdict = transfer.state.digestComputed(digest, now: clock.now, badHosts: badHostFlags(transfer))
+            settle(verdict.sharers, servedFrom: transfer)
+            execute(verdict.action, for: transfer)
         }
 
-        /// Why `size` bytes hashing to `digest` are not the file `request` pinned (or, unsized, more than it may
-        /// take: a group's fetch accepts as much as its largest member does); nil when they are.
-        private static func mismatch(_ request: TransferRequest, size: Int64, digest: Digest, encoding: String?,
-                                     unsizedLimit: Int64) -> FailureReason? {
-            if request.expectedSize == nil, size > unsizedLimit { return .tooLarge(limit: unsizedLimit) }
-            if let expected = request.expectedSize, expected != size {
-                return .sizeMismatch(expected: expected, actual: size, contentEncoding: encoding)
-            }
-            if let expected = request.expectedDigest, !request.accepts(digest) {
-                return .digestMismatch(expected: expected, actual: digest, contentEncoding: encoding)
-            }
-            return nil
-        }
-
-        /// Each sharer that has the source these bytes came from is served by them: a copy of its own when they
-        /// are what it pinned; otherwise that source is done for it (wrong bytes are not asked for again) and it
-        /// goes on alone with its other sources.
-        private mutating func serveSharers(of transfer: Transfer, size: Int64, digest: Digest) {
-            var waiting: [Sharer] = []
-            for var sharer in transfer.sharers {
-                guard let index = sharer.sourceMap[transfer.sourceIndex],
-                      sharer.request.hashAlgorithm == transfer.request.hashAlgorithm else {
-                    waiting.append(sharer)
-                    continue
-                }
-                let request = sharer.request
-                let source = request.sources[index]
-                let unpinned = request.expectedDigest == nil
-                let reason = Self.mismatch(request, size: size, digest: digest, encoding: transfer.servedEncoding,
-                                           unsizedLimit: engine.configuration.maxBodyBytes)
-                if let reason {
-                    let failure = AttemptFailure(sourceDisplayURL: source.displayURL, reason: reason)
-                    sharer.rotation.record(.permanent, at: index)
-                    sharer.failures.append(failure)
+        /// What the leader's bytes, or its end, mean for the requests that shared them: a copy of their own, going
+        /// on alone, or the end.
+        private mutating func settle(_ outcomes: [TransferStateMachine.SharerOutcome], servedFrom transfer: Transfer) {
+            for outcome in outcomes {
+                switch outcome {
+                case .serve(let sharer, let file):
+                    let copy = newTemporaryFile()
+                    guard let original = transfer.file else { continue }
+                    let id = sharer.request.id
+                    switch FileClone.copy(original, to: copy, mode: sharer.request.fileMode, umask: engine.umask) {
+                    case .success(let hasFileMode):
+                        delegate.transfer(id, didProduce: .finished(.success(file.at(copy, hasFileMode: hasFileMode))))
+                    case .failure(let error):
+                        let failure = AttemptFailure(sourceDisplayURL: file.sourceDisplayURL,
+                                                     reason: .local(operation: "copy verified file to", path: copy.path, errno: error.code))
+                        delegate.transfer(id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures + [failure]))))
+                    }
+                case .goOnAlone(let sharer, let failure):
                     goOnAlone(sharer, after: failure)
-                    continue
-                }
-                let copy = newTemporaryFile()
-                guard let original = transfer.file else { continue }
-                switch FileClone.copy(original, to: copy, mode: request.fileMode, umask: engine.umask) {
-                case .success(let hasFileMode):
-                    delegate.transfer(request.id, didProduce: .finished(.success(DownloadedFile(
-                        temporaryPath: copy.path, temporaryName: copy.name, size: size, digest: digest,
-                        sourceDisplayURL: source.displayURL, sourceIndex: index,
-                        validators: unpinned ? HTTPValidators(etag: transfer.responseHeaders.etag,
-                                                              lastModified: transfer.responseHeaders.lastModified) : nil,
-                        hasFileMode: hasFileMode, contentEncoding: unpinned ? transfer.servedEncoding : nil))))
-                case .failure(let error):
-                    sharer.failures.append(AttemptFailure(sourceDisplayURL: source.displayURL,
-                                                          reason: .local(operation: "copy verified file to", path: copy.path, errno: error.code)))
-                    delegate.transfer(request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
-                }
-            }
-            transfer.sharers = waiting
-        }
-
-        /// The leader is done (or gave up): sharers its bytes did not serve go on alone, each from where the
-        /// group left it; an interruption ends them with it.
-        private mutating func splitSharers(of transfer: Transfer, stoppedBy stop: FailureReason? = nil) {
-            let sharers = transfer.sharers
-            transfer.sharers = []
-            for var sharer in sharers {
-                if let stop {
-                    sharer.failures.append(AttemptFailure(sourceDisplayURL: sharer.request.sources[0].displayURL, reason: stop))
-                    delegate.transfer(sharer.request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
-                } else {
-                    goOnAlone(sharer, after: nil)
+                case .end(let id, let failures):
+                    delegate.transfer(id, didProduce: .finished(.failure(TransferFailure(attempts: failures))))
                 }
             }
         }
 
-        /// A sharer becomes a transfer of its own, at its next source (now, or after a backoff), or ends when the
-        /// group already exhausted every source it has. `failure`: its own last failure, to report with what
-        /// comes next.
-        private mutating func goOnAlone(_ sharer: Sharer, after failure: AttemptFailure?) {
-            var rotation = sharer.rotation
-            let transfer = makeTransfer(sharer.request, rotation: rotation, failures: sharer.failures)
-            guard let step = rotation.next(avoiding: badHostFlags(transfer)) else {
-                if let failure { delegate.transfer(sharer.request.id, didProduce: .attemptFailed(failure, next: nil)) }
-                delegate.transfer(sharer.request.id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures))))
-                return
-            }
-            transfer.rotation = rotation
-            let delay = delay(before: step, of: transfer)
-            if let failure {
-                delegate.transfer(sharer.request.id, didProduce: .attemptFailed(failure, next: nextAttempt(step, of: transfer, delay: delay)))
-            }
-            transfer.prepareAttempt(at: step.source, keepingBytes: false)
-            if delay > 0 {
-                transfer.retryAt = clock.now + delay
-                parked.append(transfer)
-            } else {
-                ready.append(transfer)
-            }
-        }
-
-        /// The transfer is leaving the engine: its handle goes back to the pool and its partial name is free
-        /// again. Whoever ends the transfer decides what becomes of the partial and its metadata.
-        private mutating func release(_ transfer: Transfer) {
-            if let easy = transfer.easy {
-                idleHandles.append(easy)
-                transfer.easy = nil
-            }
-            if transfer.isResumable, let file = transfer.file { run.claims.release(file.name) }
-        }
-
-        /// A failed attempt: the next source at once, the same or another after a backoff (see `SourceRotation`),
-        /// or the end. Sharers count the attempt as theirs when they have the same source.
-        private mutating func fail(_ transfer: Transfer, _ reason: FailureReason) {
-            let failure = AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: reason)
-            transfer.failures.append(failure)
-            if reason.marksHostBad { run.badHosts.markBad(transfer.currentURL) }
-            // A local failure (disk full, permission) is the same whichever source is tried.
-            guard !reason.isLocal, !reason.stopsTheRun else {
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nil))
-                return giveUp(transfer, nil)
-            }
-            var notBefore: Double?
-            if case .httpStatus = reason, let retryAfter = transfer.responseHeaders.retryAfter {
-                notBefore = clock.now + engine.configuration.retryPolicy.floor(for: retryAfter)
-            }
-            let outcome: SourceRotation.Outcome = reason.isTransient ? .transient(notBefore: notBefore) : .permanent
-            transfer.rotation.record(outcome, at: transfer.sourceIndex)
-            // What the URL did is the group's; wrong bytes are judged for each sharer on its own (`serveSharers`).
-            for index in transfer.sharers.indices where !reason.isAboutTheBytes {
-                guard let shared = transfer.sharers[index].sourceMap[transfer.sourceIndex] else { continue }
-                transfer.sharers[index].rotation.record(outcome, at: shared)
-                transfer.sharers[index].failures.append(AttemptFailure(
-                    sourceDisplayURL: transfer.sharers[index].request.sources[shared].displayURL, reason: reason))
-            }
-            guard let step = transfer.rotation.next(avoiding: badHostFlags(transfer)) else {
-                delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nil))
-                return giveUp(transfer, nil)
-            }
-            let delay = delay(before: step, of: transfer)
-            delegate.transfer(transfer.request.id, didProduce: .attemptFailed(failure, next: nextAttempt(step, of: transfer, delay: delay)))
-            transfer.prepareAttempt(at: step.source, keepingBytes: reason.keepsPartial)
-            if delay > 0 {
-                park(transfer, until: clock.now + delay)
-            } else {
-                attach(transfer)
-            }
-        }
-
-        /// Seconds before `step`, to the microsecond (a `Retry-After` floor reads back as the number it was).
-        private func delay(before step: SourceRotation.Step, of transfer: Transfer) -> Double {
-            let policy = engine.configuration.retryPolicy
-            let seconds = transfer.rotation.delay(before: step, now: clock.now) { policy.delay(beforeRetry: $0, retryAfter: nil) }
-            return (seconds * 1e6).rounded() / 1e6
-        }
-
-        /// The same source again, at once, without a retry spent: the server answered, in a way a fresh full
-        /// request (not a resume) can fix.
-        private func sameSourceAtOnce(_ transfer: Transfer) -> NextAttempt {
-            nextAttempt(SourceRotation.Step(source: transfer.sourceIndex, retry: transfer.rotation.failures(at: transfer.sourceIndex),
-                                            backoffRound: 0), of: transfer, delay: 0)
-        }
-
-        private func nextAttempt(_ step: SourceRotation.Step, of transfer: Transfer, delay: Double) -> NextAttempt {
-            NextAttempt(sourceDisplayURL: transfer.request.sources[step.source].displayURL, sourceIndex: step.source,
-                        delay: delay, retry: step.retry, retries: transfer.rotation.retries)
-        }
-
-        /// The transfer ends in failure: keep a resumable partial for the next run, drop anything else.
-        /// `extra` is a last failure to record (an interruption) on top of those already listed.
-        private mutating func giveUp(_ transfer: Transfer, _ extra: FailureReason?) {
-            if let extra {
-                transfer.failures.append(AttemptFailure(sourceDisplayURL: transfer.source.displayURL, reason: extra))
-            }
-            let reason = transfer.failures.last?.reason ?? .interrupted
-            transfer.closeFile()
-            // The metadata was written when the response was accepted (`Transfer.acceptResponse`): a partial with
-            // a validator is already resumable as it stands, so keeping it is leaving both in place.
-            let keepsPartial = transfer.isResumable && transfer.totalBytes > 0 && reason.keepsPartial
-                && transfer.validator != nil && engine.partials != nil
-            release(transfer)
-            if !keepsPartial, let file = transfer.file {
-                file.remove()
-                if transfer.isResumable { engine.partials?.removeMetadata(forPartial: file) }
-            }
-            splitSharers(of: transfer, stoppedBy: reason.stopsTheRun ? reason : nil)
-            delegate.transfer(transfer.request.id,
-                              didProduce: .finished(.failure(TransferFailure(attempts: transfer.failures))))
+        /// The transfer is leaving the engine: its file is closed (and removed, unless kept), its handle goes back to
+        /// the pool, its partial name is free again, and the sharers it did not serve go their ways.
+        private mutating func finish(_ transfer: Transfer, keepingFile: Bool, sharers: [TransferStateMachine.SharerOutcome]) {
+            putDown(transfer)
+            if transfer.state.isResumable, let file = transfer.file { run.claims.release(file.name) }
+            if !keepingFile { transfer.removeFile() }
+            settle(sharers, servedFrom: transfer)
         }
 
         /// libcurl's messages may quote the host or URL it was given; none of the source's secrets survive.
@@ -758,10 +516,6 @@ package final class TransferEngine: Sendable {
             return message
         }
 
-        /// Below this, a pinned file is fetched again whole rather than resumed: the partial's bookkeeping
-        /// would cost more than the bytes.
-        static let resumableSize: Int64 = 256 << 10
-
         /// A fresh name in the temporary folder: unique within the run (a random prefix per run, then a counter)
         /// without a getrandom call per file; files are created with O_EXCL all the same. The grammar is
         /// `isStagingName`'s.
@@ -770,6 +524,14 @@ package final class TransferEngine: Sendable {
             return StagedFile(folder: engine.configuration.temporaryDirectory,
                               name: namePrefix + String(temporaryCount, radix: 16) + ".part")
         }
+    }
+}
+
+extension DownloadedFile {
+    /// The verified file as it lies in the temporary folder.
+    fileprivate func at(_ file: StagedFile, hasFileMode: Bool) -> DownloadedFile {
+        DownloadedFile(temporaryPath: file.path, temporaryName: file.name, size: size, digest: digest, sourceDisplayURL: sourceDisplayURL,
+                       sourceIndex: sourceIndex, validators: validators, hasFileMode: hasFileMode, contentEncoding: contentEncoding)
     }
 }
 
@@ -894,16 +656,10 @@ private final class TrailingDigests: Sendable {
 
 extension FailureReason {
     /// The process (or the system) ran out of file descriptors: a matter of waiting, not of the source.
-    var isOutOfDescriptors: Bool {
-        if case .local(_, _, let code) = self { return code == EMFILE || code == ENFILE }
-        return false
-    }
+    var isOutOfDescriptors: Bool { if case .local(_, _, let code) = self { code == EMFILE || code == ENFILE } else { false } }
 
     /// A local failure (disk full, permission) is the same whichever source is tried.
-    var isLocal: Bool {
-        if case .local = self { return true }
-        return false
-    }
+    var isLocal: Bool { if case .local = self { true } else { false } }
 
     /// The bytes arrived and are not the file pinned: a verdict on one request's pin, not on the URL.
     var isAboutTheBytes: Bool {

@@ -5,7 +5,7 @@ import HaulFileSystem
 ///
 /// Printing one in any way (`description`, `debugDescription`, `dump`, a struct holding it) shows only
 /// `displayURL`: the URL, headers and secrets it carries for the network never reach text by accident.
-package struct TransferSource: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct TransferSource: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The URL handed to the network. May carry values from the environment: never print it.
     package var url: String
     /// What messages show for this source (the manifest's template, userinfo redacted).
@@ -74,7 +74,7 @@ package struct HTTPHeader: Sendable, Hashable, CustomStringConvertible, CustomDe
 }
 
 /// A file to fetch: its sources in order of preference and what the bytes must turn out to be.
-package struct TransferRequest: Sendable {
+package struct TransferRequest: Sendable, Equatable {
     /// The caller's key for this transfer; events carry it back.
     package var id: Int
     /// `url` first, then mirrors. A source that fails (including a checksum mismatch) hands over to the next.
@@ -202,7 +202,7 @@ package struct TransferProgress: Sendable, Equatable {
 }
 
 /// A verified file in the temporary directory. The caller owns it: move it into place or discard it.
-package struct DownloadedFile: Sendable {
+package struct DownloadedFile: Sendable, Equatable {
     /// Where the file is, for messages and tests.
     package var temporaryPath: String
     /// Its name in the configuration's `temporaryDirectory`, where its owner reaches it.
