@@ -17,7 +17,7 @@ final class LayeringTests: XCTestCase {
         "HaulFileSystem": ["Glibc"],
         "HaulManifest": ["CLibYAML", "HaulDigest", "HaulThreads", "Glibc", "Darwin"],
         "HaulPlanner": ["HaulManifest", "HaulDigest"],
-        "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Dispatch", "Synchronization"],
+        "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization"],
         "HaulStore": ["CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Synchronization"],
         "Haul": ["HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
                  "Glibc", "Synchronization"],
