@@ -58,7 +58,7 @@ struct ManifestOptions: ParsableArguments {
 
     var quiet: Bool { reporting.quiet }
 
-    /// What `sync` observes, or exits: 5 when root's private folder is not what haul made, 4 when another run
+    /// What a command observes, or exits: 5 when root's private folder is not what haul made, 4 when another run
     /// holds root, 1 for any other failure (each printed).
     func observe(_ sync: Sync, _ access: Observation.Access, rehash: Bool = false) throws -> Observation {
         do {

@@ -1,3 +1,5 @@
+import CLibCrypto
+
 /// The digest algorithms a manifest may name. SHA-1 and MD5 are accepted for old asset sets but are weak:
 /// the manifest loader warns about them.
 package enum DigestAlgorithm: String, Sendable, CaseIterable, Hashable {
@@ -77,10 +79,17 @@ package struct Digest: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Parses standard base64 (as in Subresource Integrity); nil unless it decodes to the right length.
+    /// Parses standard base64 with its padding (as in Subresource Integrity), by libcrypto; nil unless it decodes
+    /// to the right length.
     package init?(algorithm: DigestAlgorithm, base64: some StringProtocol) {
-        guard let bytes = Base64.decode(base64), bytes.count == algorithm.byteCount else { return nil }
-        self.init(algorithm: algorithm, bytes: bytes)
+        let text = Array(base64.utf8)
+        let padding = text.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard text.count % 4 == 0, padding <= 2, !text.dropLast(padding).contains(UInt8(ascii: "=")) else { return nil }
+        // libcrypto decodes whole groups of four, the padding as zero bytes.
+        var bytes = [UInt8](repeating: 0, count: text.count / 4 * 3)
+        let decoded = Int(EVP_DecodeBlock(&bytes, text, Int32(text.count)))
+        guard decoded >= 0, decoded - padding == algorithm.byteCount else { return nil }
+        self.init(algorithm: algorithm, bytes: Array(bytes.prefix(algorithm.byteCount)))
     }
 
     package var bytes: [UInt8] { withUnsafeBytes(Array.init) }
@@ -104,7 +113,13 @@ package struct Digest: Sendable, Hashable, CustomStringConvertible {
         return String(decoding: out, as: UTF8.self)
     }
 
-    package var base64: String { Base64.encode(bytes) }
+    /// Standard base64 with its padding, by libcrypto.
+    package var base64: String {
+        let bytes = self.bytes
+        var text = [UInt8](repeating: 0, count: (bytes.count + 2) / 3 * 4 + 1)
+        let count = Int(EVP_EncodeBlock(&text, bytes, Int32(bytes.count)))
+        return String(decoding: text.prefix(count), as: UTF8.self)
+    }
 
     /// `sha256:9f86…`, the unambiguous form used in logs.
     package var description: String { "\(algorithm.rawValue):\(hex)" }
@@ -185,63 +200,6 @@ package enum Hex {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt8(byte) - UInt8(ascii: "a") + 10
         case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt8(byte) - UInt8(ascii: "A") + 10
         default: 0xFF
-        }
-    }
-}
-
-/// Standard base64 with padding (RFC 4648 §4), the alphabet Subresource Integrity uses.
-package enum Base64 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    package static func encode(_ bytes: [UInt8]) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index < bytes.count {
-            let b0 = UInt32(bytes[index])
-            let b1 = index + 1 < bytes.count ? UInt32(bytes[index + 1]) : 0
-            let b2 = index + 2 < bytes.count ? UInt32(bytes[index + 2]) : 0
-            let triple = b0 << 16 | b1 << 8 | b2
-            out.append(alphabet[Int(triple >> 18 & 63)])
-            out.append(alphabet[Int(triple >> 12 & 63)])
-            out.append(index + 1 < bytes.count ? alphabet[Int(triple >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(index + 2 < bytes.count ? alphabet[Int(triple & 63)] : UInt8(ascii: "="))
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        var values = [UInt8]()
-        var padding = 0
-        for c in text.utf8 {
-            if c == UInt8(ascii: "=") { padding += 1; continue }
-            guard padding == 0, let v = value(c) else { return nil }
-            values.append(v)
-        }
-        guard (values.count + padding) % 4 == 0, padding <= 2 else { return nil }
-        var out = [UInt8]()
-        var index = 0
-        while index < values.count {
-            let chunk = values[index..<min(index + 4, values.count)]
-            var triple: UInt32 = 0
-            for (offset, v) in chunk.enumerated() { triple |= UInt32(v) << (18 - 6 * offset) }
-            out.append(UInt8(triple >> 16 & 0xff))
-            if chunk.count > 2 { out.append(UInt8(triple >> 8 & 0xff)) }
-            if chunk.count > 3 { out.append(UInt8(triple & 0xff)) }
-            index += 4
-        }
-        return out
-    }
-
-    private static func value(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): c - UInt8(ascii: "A")
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): c - UInt8(ascii: "a") + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0") + 52
-        case UInt8(ascii: "+"): 62
-        case UInt8(ascii: "/"): 63
-        default: nil
         }
     }
 }

@@ -5,8 +5,6 @@ import CCurl
 enum Curl {
     /// `curl_global_init` is not thread-safe; run it once, before any handle exists.
     static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
-
-    static var version: String { String(cString: curl_version()) }
 }
 
 /// An easy handle, reset and reused across transfers so that thousands of small files do not each allocate one.

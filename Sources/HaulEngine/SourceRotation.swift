@@ -62,9 +62,6 @@ package struct SourceRotation: Sendable, Equatable {
     /// Failed attempts at `source` so far.
     package func failures(at source: Int) -> Int { sources.indices.contains(source) ? sources[source].failures : 0 }
 
-    /// Whether `source` will not be tried again.
-    package func isExhausted(_ source: Int) -> Bool { sources.indices.contains(source) && sources[source].exhausted }
-
     package mutating func record(_ outcome: Outcome, at source: Int) {
         guard sources.indices.contains(source) else { return }
         sources[source].failures += 1

@@ -30,8 +30,6 @@ package final class TransferEngine: Sendable {
         self.partials = configuration.partialDirectory.map(PartialStore.init(folder:))
     }
 
-    package static var libcurlVersion: String { Curl.version }
-
     /// Fetches every request and returns when all have finished. Events reach `delegate` on the loops' threads:
     /// this one, and with `configuration.loops` above one, others at the same time.
     package func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
@@ -511,7 +509,8 @@ package final class TransferEngine: Sendable {
         static func scrub(_ message: String, of secrets: [String]) -> String {
             var message = message
             for secret in secrets.sorted(by: { $0.count > $1.count }) where !secret.isEmpty {
-                message = message.replacingAll(secret, with: "***")
+                // By bytes: a secret must go even where a combining mark after it would make it part of a longer character.
+                message = String(decoding: Array(message.utf8).replacing(Array(secret.utf8), with: "***".utf8), as: UTF8.self)
             }
             return message
         }
