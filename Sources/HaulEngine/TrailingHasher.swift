@@ -58,13 +58,15 @@ final class TrailingHasher {
                 }
                 return
             }
+            // A block goes when the next bytes would not fit: grown past its capacity, it would be copied.
+            if state.pending.count + bytes.count > Self.blockSize { state.handOverPending() }
+            if state.pending.isEmpty { state.pendingOffset = offset }
             if state.pending.capacity == 0 {
                 // A block the hasher is done with: fresh memory would cost a page fault per 4 KiB on first touch.
                 state.pending = state.spare.popLast() ?? []
                 state.pending.reserveCapacity(Self.blockSize)
             }
             state.pending.append(contentsOf: bytes)
-            if state.pending.count >= Self.blockSize { state.handOverPending() }
         }
     }
 
