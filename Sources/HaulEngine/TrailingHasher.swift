@@ -19,7 +19,7 @@ final class TrailingHasher {
     /// A block handed over once it is this large.
     private static let blockSize = 1 << 20
     /// At most this many bytes copied and waiting for the hasher.
-    private static let budget = 8 << 20
+    private static let budget = 4 << 20
     /// While bytes are left in the file for the hasher, it is woken once this many have been written.
     private static let wakeStep: Int64 = 4 << 20
 
