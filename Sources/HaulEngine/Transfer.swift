@@ -42,6 +42,7 @@ final class Transfer {
         /// Hashes in the callback what no `TrailingHasher` (large or resumed bodies, on another core) hashes.
         var hasher: StreamingHasher?
         var trailingHasher: TrailingHasher?
+        var trailingWake: Int64 = 0
         var expectedTotal: Int64?
         var lastProgressAt: Double = 0
         var unreportedBytes = 0
@@ -203,7 +204,7 @@ final class Transfer {
         let now = clock.now
         attempt.lastActivityAt = now
         if let trailingHasher = attempt.trailingHasher {
-            trailingHasher.written(bytes, at: end)
+            trailingHasher.written(upTo: end + Int64(bytes.count), lastWake: &attempt.trailingWake)
         } else {
             attempt.hasher?.update(bytes)
         }
