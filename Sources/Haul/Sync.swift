@@ -1,12 +1,7 @@
-import Glibc
-import HaulDigest
 import HaulEngine
-import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
-import HaulThreads
-import Synchronization
 
 /// Settings of a run that come from the command line, not the manifest.
 package struct SyncOptions: Sendable {

@@ -1,4 +1,3 @@
-import Glibc
 import HaulDigest
 import HaulEngine
 import HaulFileSystem
@@ -66,7 +65,8 @@ extension Sync {
             let groups = Self.shareGroups(plan, fetches: fetches)
             engine.run(count: groups.leaders.count, request: { [self, groups] in
                             let index = groups.leaders[$0]
-                            var request = transferRequest(for: plan.entries[index], id: index, record: observation.record(at: index, of: plan.files))
+                            var request = transferRequest(for: plan.entries[index], id: index,
+                                                          record: observation.record(at: index, of: plan.files))
                             request.sharers = (groups.sharers[index] ?? []).map {
                                 transferRequest(for: plan.entries[$0], id: $0, record: observation.record(at: $0, of: plan.files))
                             }

@@ -1,8 +1,6 @@
 import Glibc
-import HaulFileSystem
 import HaulDigest
 import HaulManifest
-import HaulThreads
 
 /// What haul knows about one file it wrote or hashed: its identity then, and its digest.
 package struct StateRecord: Sendable, Hashable {

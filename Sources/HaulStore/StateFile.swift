@@ -1,4 +1,3 @@
-import Glibc
 import HaulDigest
 import HaulManifest
 import HaulThreads
