@@ -20,4 +20,14 @@ extern int syncfs(int fd);
 /// fcntl is variadic in C; these are the two forms haul uses (file locks come with the state cache).
 static inline int haul_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 static inline int haul_fcntl_lock(int fd, int cmd, struct flock *lock) { return fcntl(fd, cmd, lock); }
+
+/// Open-file-description locks (Linux 3.15): byte-range locks owned by the descriptor, not the process.
+#ifndef F_OFD_SETLK
+#define F_OFD_GETLK 36
+#define F_OFD_SETLK 37
+#define F_OFD_SETLKW 38
+#endif
+static const int haul_F_OFD_GETLK = F_OFD_GETLK;
+static const int haul_F_OFD_SETLK = F_OFD_SETLK;
+static const int haul_F_OFD_SETLKW = F_OFD_SETLKW;
 #endif

@@ -34,14 +34,17 @@ package struct Observation: Sendable {
     /// Root's private folder, checked; nil when root has none yet (only when looking).
     let area: PrivateArea?
     let lock: RunLock?
+    /// The shard observed (nil: the whole manifest).
+    let shard: Shard?
 
     /// With `rehash`, a pinned file is hashed whatever the state says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
     /// manifest wrote and no longer lists.
     package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false)
         throws(ObservationFailure) {
-        (area, lock) = try Self.open(root: manifest.root, access)
+        (area, lock) = try Self.open(root: manifest.root, shard: manifest.shardScope?.shard, access)
         manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
+        shard = manifest.shardScope?.shard
         let observer = LocalObserver(root: manifest.root)
         let files = manifest.files
         // Reading a 100,000-file state and looking at as many files each take a few hundred milliseconds: the
@@ -59,14 +62,15 @@ package struct Observation: Sendable {
     }
 
     /// Root's private folder (made, and locked, for a sync).
-    private static func open(root: String, _ access: Access) throws(ObservationFailure) -> (PrivateArea?, RunLock?) {
+    private static func open(root: String, shard: Shard?, _ access: Access) throws(ObservationFailure)
+        -> (PrivateArea?, RunLock?) {
         switch access {
         case .lookingOnly:
             do { return (try PrivateArea.existing(root: root), nil) } catch { throw .privateArea(error) }
         case .exclusive(let wait, let holder):
             let area: PrivateArea
             do { area = try PrivateArea.create(root: root) } catch { throw .privateArea(error) }
-            do { return (area, try RunLock(area: area, wait: wait, holder: holder)) } catch { throw .lock(error) }
+            do { return (area, try RunLock(area: area, shard: shard, wait: wait, holder: holder)) } catch { throw .lock(error) }
         }
     }
 
@@ -116,12 +120,14 @@ package struct Observation: Sendable {
         -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
         let listed = Set(manifest.files.map { DestinationKey($0.destination) })
+        let shard = manifest.shardScope?.shard
         let owned = cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
             .sorted { $0.key < $1.key }
             // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
-            // folder, spelled as the manifest would spell it, can be pruned.
+            // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.
             .compactMap { key, record -> (DestinationPath, StateRecord)? in
-                guard let path = DestinationPath(key.text), DestinationKey(path) == key, path.components.first != ".haul"
+                guard let path = DestinationPath(key.text), DestinationKey(path) == key, path.components.first != ".haul",
+                      shard?.contains(path) ?? true
                 else { return nil }
                 return (path, record)
             }
@@ -136,6 +142,21 @@ package struct Observation: Sendable {
             (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file)),
              observed.record?.identity)
         }
+    }
+
+    /// Writes the state with `changes` applied, under the state's lock. Applied to the state as this observation
+    /// read it, or, for a shard, to the state as it is now: the other shards save theirs meanwhile, and each
+    /// changes only records of its own destinations.
+    func saveState(_ changes: StateChanges, in area: PrivateArea) throws(StoreError) {
+        let shard = self.shard
+        let observed = cache
+        let save = { () throws(StoreError) in
+            var current = shard == nil ? observed : StateCache.load(area: area).cache
+            for (destination, record) in changes.records { current.records[destination] = record }
+            try current.save(in: area)
+        }
+        guard let lock else { return try save() }
+        try lock.withStateLock(exclusive: true, save)
     }
 
     /// What the state should record of entry `index`'s file as observed (nil: nothing).
@@ -155,6 +176,11 @@ package struct Observation: Sendable {
         case .unreadableContent(let error): .unreadable(error.description)
         }
     }
+}
+
+/// What a run changes in the state, destination by destination (nil: forget it).
+struct StateChanges {
+    var records: [(DestinationKey, StateRecord?)] = []
 }
 
 /// Why root could not be observed. Nothing was changed.

@@ -13,17 +13,20 @@ package struct SyncOptions: Sendable {
     package var durability: Durability
     /// Delete what this manifest wrote earlier and no longer lists (also on with the manifest's `prune: true`).
     package var prune: Bool
+    /// Manage only this shard's entries, locking only them: the other shards may run at once.
+    package var shard: Shard?
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
                 maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
-                prune: Bool = false) {
+                prune: Bool = false, shard: Shard? = nil) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
         self.maxFileSize = maxFileSize
         self.durability = durability
         self.prune = prune
+        self.shard = shard
     }
 }
 
@@ -58,8 +61,9 @@ package struct Sync: Sendable {
     package let manifest: Manifest
     package let options: SyncOptions
 
+    /// With `options.shard`, the sync manages only that shard's entries (`Manifest.restricted(to:)`).
     package init(manifest: Manifest, options: SyncOptions) {
-        self.manifest = manifest
+        self.manifest = options.shard.map { manifest.restricted(to: $0) } ?? manifest
         self.options = options
     }
 
@@ -74,7 +78,9 @@ package struct Sync: Sendable {
 
     /// Decides, from values alone.
     package func plan(_ observation: Observation) -> Plan {
-        Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates)
+        var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates)
+        plan.shardScope = manifest.shardScope
+        return plan
     }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes and
@@ -120,16 +126,13 @@ package struct Sync: Sendable {
     /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
     /// found modified, or gone): pruning needs them. Written only when it changed.
     private func saveState(_ observation: Observation, _ result: SyncResult, observer: SyncObserver?) {
-        // Copy-on-write: the cache is copied, and later written, only if some record actually differs.
-        var cache = observation.cache
-        var changed = false
+        var changes = StateChanges()
         /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
         var settles = false
+        let cache = observation.cache
         let authorship = Authorship(manifestKey: observation.manifestKey)
         let fetched = result.counts.fetched
-        // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
-        // would copy a cache that a no-op leaves as it is.
-        if fetched > 0 { cache.records.reserveCapacity(cache.records.count + fetched) }
+        if fetched > 0 { changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
             // Most entries of a no-op: kept, and recorded exactly as the cache has them.
             if observation.vouched[index], case .upToDate = result.outcomes[index] { continue }
@@ -145,33 +148,33 @@ package struct Sync: Sendable {
             if let file = result.outcomes[index].fetchedFile {
                 let origin = authorship.origin(of: result.plan.files[index], delivered: file)
                 if let identity = result.committedIdentities[index] {
-                    // A new file: one hash-table operation, not a lookup and then a store.
                     let written = StateRecord(identity: identity, digest: file.digest, origin: origin)
-                    if cache.records.updateValue(written, forKey: destination) != written { changed = true }
+                    if cache.records[destination] != written { changes.records.append((destination, written)) }
                     continue
                 }
                 record = nil
             }
             if cache.records[destination] != record {
-                cache.records[destination] = record
-                changed = true
-            } else if let record, Self.rewritingSettles(record, recordedAt: observation.cache.writtenAt) {
+                changes.records.append((destination, record))
+            } else if let record, Self.rewritingSettles(record, recordedAt: cache.writtenAt) {
                 settles = true
             }
         }
         for (destination, outcome) in result.prunes {
             switch outcome {
             case .deleted, .forgotten, .kept:
-                if cache.records.removeValue(forKey: DestinationKey(destination)) != nil { changed = true }
+                if cache.records[DestinationKey(destination)] != nil { changes.records.append((DestinationKey(destination), nil)) }
             case .failed: continue
             }
         }
-        guard changed || settles, let area = observation.area else { return }
+        guard !changes.records.isEmpty || settles, let area = observation.area else { return }
         do {
-            try cache.save(in: area)
+            try observation.saveState(changes, in: area)
         } catch {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
-            if changed { observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again") }
+            if !changes.records.isEmpty {
+                observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
+            }
         }
     }
 

@@ -37,11 +37,11 @@ extension Sync {
         }
         if fetches.isEmpty {
             // Nothing to fetch, so no partial is wanted: whatever an interrupted or killed run left goes.
-            StagingArea.sweepLeftovers(in: area, isOwnName: TransferEngine.isStagingName)
+            StagingArea.sweepLeftovers(in: area, shard: observation.shard, isOwnName: TransferEngine.isStagingName)
         } else {
             let staging: StagingArea
             do {
-                staging = try StagingArea(area: area)
+                staging = try StagingArea(area: area, shard: observation.shard)
                 staging.sweep(keepingPartials: Set(fetches.compactMap { plan.files[$0].checksum }.map {
                     PartialStore.fileName(for: $0.digest)
                 }), isOwnName: TransferEngine.isStagingName)
@@ -54,7 +54,8 @@ extension Sync {
             }
             let execution = Execution(plan: plan, staging: staging,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
-                                                           journal: OwnershipJournal(area: area), durability: options.durability),
+                                                           journal: OwnershipJournal(area: area, lock: observation.lock),
+                                                           durability: options.durability),
                                       authorship: Authorship(manifestKey: observation.manifestKey),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(

@@ -13,5 +13,6 @@ package struct VerificationResult: Sendable {
     package init(manifest: Manifest) throws(ObservationFailure) {
         let observation = try Observation(of: manifest, access: .lookingOnly, rehash: true)
         plan = Planner.plan(manifest.files, observed: observation.states)
+        plan.shardScope = manifest.shardScope
     }
 }

@@ -82,6 +82,27 @@ struct ManifestOptions: ParsableArguments {
     }
 }
 
+/// `--shard K/N` or `HAUL_SHARD`: manage only one of N parts of the manifest (see `Shard` for which).
+struct ShardOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Manage only shard K of N (1-based, by a hash of each destination path); N shards may run at once on "
+            + "one root (or set HAUL_SHARD).", valueName: "K/N"))
+    var shard: String?
+
+    /// The shard asked for: the option, else the environment; a malformed one is a usage error (64).
+    func resolved() throws -> Shard? {
+        if let shard {
+            guard let parsed = Shard(shard) else { throw ValidationError("--shard: " + Shard.problem(with: shard)) }
+            return parsed
+        }
+        guard let text = Environment.current["HAUL_SHARD"], !text.isEmpty else { return nil }
+        guard let parsed = Shard(text) else { throw ValidationError("HAUL_SHARD: " + Shard.problem(with: text)) }
+        return parsed
+    }
+
+    func validate() throws { _ = try resolved() }
+}
+
 /// What a run may do beyond fetching, and what it refuses up front.
 struct PolicyOptions: ParsableArguments {
     @Flag(help: ArgumentHelp("Delete files this manifest synced earlier and no longer lists (as `prune: true` does). "
@@ -165,6 +186,7 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var transferOptions: TransferOptions
     @OptionGroup var policy: PolicyOptions
+    @OptionGroup var sharding: ShardOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -184,7 +206,9 @@ struct SyncCommand: ParsableCommand {
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
         let reporter = manifestOptions.reporting.makeReporter()
-        let sync = Sync(manifest: manifest, options: transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning))
+        var options = transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning)
+        options.shard = try sharding.resolved()
+        let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
@@ -218,11 +242,12 @@ struct PlanCommand: ParsableCommand {
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var policy: PolicyOptions
+    @OptionGroup var sharding: ShardOptions
 
     func run() throws {
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune))
+        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, shard: try sharding.resolved()))
         let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
         manifestOptions.reporting.makeReporter().plan(plan, acting: false)
         keepUntilExit(plan)
@@ -242,9 +267,11 @@ struct Verify: ParsableCommand {
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var sharding: ShardOptions
 
     func run() throws {
-        let manifest = try manifestOptions.load()
+        var manifest = try manifestOptions.load()
+        if let shard = try sharding.resolved() { manifest = manifest.restricted(to: shard) }
         let result: VerificationResult
         do {
             result = try VerificationResult(manifest: manifest)

@@ -39,7 +39,7 @@ package enum HumanReport {
 
     package static func planSummary(_ plan: Plan) -> String {
         let tally = plan.tally
-        guard tally.hasChanges else { return "No changes: \(count(tally.upToDate, "file")) up to date." }
+        guard tally.hasChanges else { return "No changes\(shardNote(plan)): \(count(tally.upToDate, "file")) up to date." }
         var parts: [String] = []
         if tally.downloads.count > 0 {
             parts.append("\(tally.downloads.count) to download" + bytesSuffix(tally.downloads))
@@ -51,7 +51,13 @@ package enum HumanReport {
         if tally.deletions > 0 { parts.append("\(tally.deletions) to prune") }
         if tally.refusals > 0 { parts.append("\(tally.refusals) blocked") }
         parts.append("\(tally.upToDate) up to date")
-        return "Plan: " + parts.joined(separator: ", ") + "."
+        return "Plan\(shardNote(plan)): " + parts.joined(separator: ", ") + "."
+    }
+
+    /// ` in shard 2/4 (25,013 of 100,000 entries)`, or nothing for an unsharded plan.
+    static func shardNote(_ plan: Plan) -> String {
+        guard let scope = plan.shardScope else { return "" }
+        return " in shard \(scope.shard) (\(plan.files.count) of \(scope.manifestEntries) \(scope.manifestEntries == 1 ? "entry" : "entries"))"
     }
 
     /// `(1.2 MiB)` when the manifest pins every size, `(at least 1.2 MiB)` when only some.
@@ -92,7 +98,7 @@ package enum HumanReport {
             }
         }
         let unpinned = result.plan.revalidations.count
-        var summary = "Verified \(count(result.plan.upToDateCount, "file"))"
+        var summary = "Verified \(count(result.plan.upToDateCount, "file"))\(shardNote(result.plan))"
         if unpinned > 0 { summary += ", \(unpinned) unpinned present" }
         if !result.problems.isEmpty { summary += ", \(result.problems.count) with problems" }
         lines.append(summary + ".")

@@ -113,13 +113,18 @@ package enum JSONEvents {
             }
         }
         let tally = plan.tally
-        return .object([
+        var fields: [(String, JSONValue)] = [
             ("event", .string("plan")), ("version", .int(schemaVersion)), ("changes", .array(changes)),
             ("download", .int(Int64(tally.downloads.count))), ("replace", .int(Int64(tally.replacements.count))),
             ("revalidate", .int(Int64(tally.revalidations))), ("prune", .int(Int64(tally.deletions))),
             ("blocked", .int(Int64(tally.refusals))), ("up_to_date", .int(Int64(tally.upToDate))),
             ("bytes", .int(tally.knownBytesToFetch)),
-        ])
+        ]
+        if let scope = plan.shardScope {
+            fields.append(("shard", .string(scope.shard.description)))
+            fields.append(("manifest_entries", .int(Int64(scope.manifestEntries))))
+        }
+        return .object(fields)
     }
 
     package static func start(_ entry: FileEntry, source: String) -> JSONValue {

@@ -14,6 +14,8 @@ package struct Manifest: Sendable {
     package var warnings: [Diagnostic]
     /// Warnings found beyond those in `warnings`.
     package var omittedWarnings: Int
+    /// Set when this is one shard's part of the manifest (`restricted(to:)`).
+    package var shardScope: ShardScope?
 
     package init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
                 omittedWarnings: Int = 0) {

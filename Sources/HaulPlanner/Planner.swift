@@ -89,6 +89,8 @@ package struct Plan: Sendable {
     package let actions: [Action]
     /// Empty unless pruning is on.
     package var prunes: [PlannedPrune]
+    /// Set when the plan covers one shard of the manifest.
+    package var shardScope: ShardScope?
 
     package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = []) {
         precondition(files.count == actions.count, "one action per entry")

@@ -16,10 +16,16 @@ import HaulManifest
 /// always hashed before its record is trusted.
 package struct OwnershipJournal: Sendable {
     let area: PrivateArea
+    /// The run's lock, whose state lock keeps an append from falling between a shard's reading of the journal
+    /// and its removal (see `RunLock.withStateLock`); nil: nobody else writes here (tests).
+    let lock: RunLock?
 
     static let fileName = PrivateArea.Member.journal.rawValue
 
-    package init(area: PrivateArea) { self.area = area }
+    package init(area: PrivateArea, lock: RunLock? = nil) {
+        self.area = area
+        self.lock = lock
+    }
 
     /// An identity no file has (size -1): the record it is in is never trusted without hashing.
     static let unknownIdentity = FileIdentity(device: 0, inode: 0, size: -1, modified: FileTime(seconds: 0, nanoseconds: 0),
@@ -29,6 +35,11 @@ package struct OwnershipJournal: Sendable {
     /// commit's syncfs covers it).
     func append(_ owned: [(destination: DestinationPath, ownership: Ownership)]) -> StoreError? {
         guard !owned.isEmpty else { return nil }
+        guard let lock else { return appendLines(owned) }
+        return lock.withStateLock(exclusive: false) { appendLines(owned) }
+    }
+
+    private func appendLines(_ owned: [(destination: DestinationPath, ownership: Ownership)]) -> StoreError? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(owned.count * 160)
         for (destination, ownership) in owned {

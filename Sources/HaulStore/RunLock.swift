@@ -1,23 +1,34 @@
+import CLinuxShims
 import Glibc
 import HaulFileSystem
+import HaulManifest
 
-/// One sync at a time per root: an exclusive `flock` on `<root>/.haul/lock`, held for the life of the process.
+/// One sync at a time per destination: a write lock on a byte range of `<root>/.haul/lock`, held for the life of
+/// the process. An unsharded run locks the whole destination space; `--shard K/N` locks only its share of it
+/// (`Shard.lockRange`), so the N shards of a root run at once while an unsharded run still excludes them all.
 ///
-/// A kernel lock rather than a pid file, so that it is released when its holder dies however it dies (SIGKILL
-/// included) and a stale file never blocks anyone. The file's content only names the holder for the message of
-/// whoever finds the root busy.
+/// Open-file-description locks (`F_OFD_SETLK`), rather than `flock` or a pid file: they are released when their
+/// holder dies however it dies (SIGKILL included), they lock ranges, they belong to the descriptor and not to
+/// the process (threads cannot steal them from each other), and NFS carries them as byte-range locks, where its
+/// `flock` emulation would turn one shard's shared whole-file lock into a conflict with every other shard.
+///
+/// The file's content only names holders for the message of whoever finds the root busy: an unsharded run writes
+/// its line in slot 0, shard K in slot K.
 package final class RunLock: Sendable {
     private let descriptor: Int32
 
     package enum Failure: Error, Sendable, CustomStringConvertible {
         /// Another process holds the lock; `holder` is what it wrote about itself.
-        case busy(root: String, holder: String)
+        case busy(root: String, holder: String, shard: Shard?)
         case system(StoreError)
 
         package var description: String {
             switch self {
-            case .busy(let root, let holder):
+            case .busy(let root, let holder, nil):
                 "another haul is syncing \"\(root)\" (\(holder)); wait for it, or run with --wait"
+            case .busy(let root, let holder, let shard?):
+                "another haul is syncing \"\(root)\" or a shard of it overlapping shard \(shard) (\(holder)); "
+                    + "wait for it, or run with --wait"
             case .system(let error):
                 error.description
             }
@@ -26,9 +37,10 @@ package final class RunLock: Sendable {
 
     /// - Parameters:
     ///   - area: the root's private folder, where the lock file lives.
+    ///   - shard: lock only this shard's destinations; nil: all of them.
     ///   - wait: block until the holder is done instead of failing at once.
     ///   - holder: a line naming this process for others' messages (pid, command).
-    package init(area: PrivateArea, wait: Bool, holder: String) throws(Failure) {
+    package init(area: PrivateArea, shard: Shard? = nil, wait: Bool, holder: String) throws(Failure) {
         let path = area.folder.displayPath(of: PrivateArea.Member.lock.rawValue)
         let name = PrivateArea.Member.lock.rawValue
         var descriptor: Int32
@@ -36,8 +48,8 @@ package final class RunLock: Sendable {
         switch area.folder.openFile(name, flags: O_RDWR | O_CREAT | O_NONBLOCK) {
         case .success(let opened): descriptor = opened
         case .failure(let failure) where failure.errno == EROFS:
-            // A read-only root: flock(2) needs no write access, so the lock still excludes a run that reaches the
-            // same files through a writable mount; only the holder line is left out.
+            // A read-only root: a read lock needs no write access and still excludes a run that reaches the same
+            // files through a writable mount; only the holder line is left out.
             switch area.folder.openFile(name, flags: O_RDONLY | O_NONBLOCK) {
             case .success(let opened): descriptor = opened
             case .failure(let failure): throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
@@ -50,27 +62,86 @@ package final class RunLock: Sendable {
             close(descriptor)
             throw .system(StoreError(operation: "use", path: path, errno: EINVAL, detail: "not a regular file"))
         }
-        while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
-            let code = errno
-            if code == EINTR { continue }
+        let range = shard?.lockRange ?? 0..<Shard.lockSpace
+        if let code = Self.lock(descriptor, range, exclusive: writable, wait: wait) {
             defer { close(descriptor) }
-            if code == EWOULDBLOCK { throw .busy(root: area.root, holder: Self.readHolder(descriptor)) }
+            if code == EAGAIN || code == EACCES {
+                throw .busy(root: area.root, holder: Self.holder(in: range, descriptor), shard: shard)
+            }
             throw .system(StoreError(operation: "lock", path: path, errno: code))
         }
         self.descriptor = descriptor
         guard writable else { return }
-        let line = Array((holder + "\n").utf8)
-        _ = ftruncate(descriptor, 0)
-        _ = pwrite(descriptor, line, line.count, 0)
+        // The range first: whoever finds a lock in its way reads the line of that very range (a finished shard's
+        // line stays behind until an unsharded run clears the file).
+        var line = Array(("\(range.lowerBound) \(range.count) " + holder.prefix(Self.slotSize - 48) + "\n").utf8)
+        if line.count > Self.slotSize { line = Array(line.suffix(Self.slotSize)) }
+        line += [UInt8](repeating: 0, count: Self.slotSize - line.count)
+        // Holding every destination, an unsharded run may clear what earlier shards wrote there.
+        if shard == nil { _ = ftruncate(descriptor, 0) }
+        _ = pwrite(descriptor, line, line.count, off_t(Self.slotSize * Self.slot(of: shard)))
     }
 
-    deinit { close(descriptor) }  // closing releases the lock
+    deinit { close(descriptor) }  // closing releases every lock taken through it
 
-    private static func readHolder(_ descriptor: Int32) -> String {
-        var buffer = [UInt8](repeating: 0, count: 512)
+    /// Runs `body` while holding the state's own lock: exclusive to rewrite the state (which shards running at
+    /// once each rewrite), shared to append to the ownership journal (which a state rewrite folds in and removes;
+    /// an append between the two would be lost). Held for milliseconds, never across a transfer. If the lock
+    /// cannot be taken (an I/O error), `body` runs anyway: the state is a hint, and a lost record costs a hash.
+    package func withStateLock<T, E: Error>(exclusive: Bool, _ body: () throws(E) -> T) throws(E) -> T {
+        let taken = Self.lock(descriptor, Self.stateByte, exclusive: exclusive, wait: true) == nil
+        defer { if taken { _ = Self.unlock(descriptor, Self.stateByte) } }
+        return try body()
+    }
+
+    /// The byte standing for the state file, beyond every destination's.
+    private static let stateByte: Range<Int64> = Shard.lockSpace..<(Shard.lockSpace + 1)
+    private static let slotSize = 256
+
+    private static func slot(of shard: Shard?) -> Int {
+        guard let shard else { return 0 }
+        return min(shard.index, 255)
+    }
+
+    private static func request(_ type: Int32, _ range: Range<Int64>) -> flock {
+        var request = flock()  // l_pid 0, as open-file-description locks require
+        request.l_type = Int16(type)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(range.lowerBound)
+        request.l_len = off_t(range.count)
+        return request
+    }
+
+    /// errno of a failed lock, nil when held.
+    private static func lock(_ descriptor: Int32, _ range: Range<Int64>, exclusive: Bool, wait: Bool) -> Int32? {
+        var request = Self.request(exclusive ? F_WRLCK : F_RDLCK, range)
+        while haul_fcntl_lock(descriptor, wait ? haul_F_OFD_SETLKW : haul_F_OFD_SETLK, &request) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            return code
+        }
+        return nil
+    }
+
+    private static func unlock(_ descriptor: Int32, _ range: Range<Int64>) -> Int32? {
+        var request = Self.request(F_UNLCK, range)
+        return haul_fcntl_lock(descriptor, haul_F_OFD_SETLK, &request) == 0 ? nil : errno
+    }
+
+    /// The line of whoever holds a lock in the way of `range`.
+    private static func holder(in range: Range<Int64>, _ descriptor: Int32) -> String {
+        var request = Self.request(F_WRLCK, range)
+        guard haul_fcntl_lock(descriptor, haul_F_OFD_GETLK, &request) == 0, request.l_type != Int16(F_UNLCK) else {
+            return "holder unknown"
+        }
+        let key = "\(request.l_start) \(request.l_len) "
+        var buffer = [UInt8](repeating: 0, count: slotSize * 256)
         let count = pread(descriptor, &buffer, buffer.count, 0)
         guard count > 0 else { return "holder unknown" }
-        let text = String(decoding: buffer[..<count], as: UTF8.self)
-        return text.split(separator: "\n").first.map(String.init) ?? "holder unknown"
+        for line in buffer[..<count].split(whereSeparator: { $0 == 0x0A || $0 == 0 }) {
+            let text = String(decoding: line, as: UTF8.self)
+            if text.hasPrefix(key) { return String(text.dropFirst(key.count)) }
+        }
+        return "holder unknown"
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import HaulFileSystem
+import HaulManifest
 
 /// haul's staging folders under root: `<root>/.haul/tmp/`, where downloads are written before they are verified,
 /// and `<root>/.haul/partial/`, where interrupted downloads of pinned files wait to be resumed.
@@ -8,15 +9,45 @@ import HaulFileSystem
 /// a half-written file under a name the user or a glob might pick up, and so that one directory holds all the
 /// leftovers to clean. Being under root keeps them on the destinations' filesystem, which rename(2) needs.
 /// Both folders are held open (see `PrivateArea`): nothing here is ever reached through a path.
+///
+/// A shard stages in folders of its own (`tmp/shard-2-of-4/`), which only the holder of that shard's lock
+/// touches: shards running at once would otherwise sweep each other's live files, and two shards fetching the same
+/// content would write one partial under one name.
 package final class StagingArea: Sendable {
     package let temporary: DirectoryHandle
     package let partial: DirectoryHandle
+    private let shard: Shard?
 
     /// Creates the folders as needed, so that a run can fail once, clearly, before any transfer.
-    package init(area: PrivateArea) throws(StoreError) {
+    package init(area: PrivateArea, shard: Shard? = nil) throws(StoreError) {
         try area.makePrivate()
-        temporary = try area.privateFolder(.temporary)
-        partial = try area.privateFolder(.partial)
+        self.shard = shard
+        let temporary = try area.privateFolder(.temporary)
+        let partial = try area.privateFolder(.partial)
+        guard let shard else {
+            self.temporary = temporary
+            self.partial = partial
+            return
+        }
+        self.temporary = try Self.shardFolder(shard, in: temporary)
+        self.partial = try Self.shardFolder(shard, in: partial)
+    }
+
+    /// `shard-K-of-N`: a name no download has (see `TransferEngine.isStagingName`).
+    static func folderName(_ shard: Shard) -> String { "shard-\(shard.index)-of-\(shard.count)" }
+
+    private static func isShardFolderName(_ name: String) -> Bool {
+        let parts = name.split(separator: "-")
+        return parts.count == 4 && parts[0] == "shard" && parts[2] == "of" && Shard(index: Int(parts[1]) ?? 0, count: Int(parts[3]) ?? 0) != nil
+    }
+
+    private static func shardFolder(_ shard: Shard, in parent: DirectoryHandle) throws(StoreError) -> DirectoryHandle {
+        let name = folderName(shard)
+        switch parent.subdirectory(name, creatingWithMode: 0o700) {
+        case .success(let handle): return handle
+        case .failure(let failure):
+            throw StoreError(operation: "create directory", path: parent.displayPath(of: name), errno: failure.errno)
+        }
     }
 
     /// Removes what crashed or interrupted runs left behind: every temporary file, and every partial whose name
@@ -25,8 +56,10 @@ package final class StagingArea: Sendable {
     /// Only safe while holding the root's `RunLock`: another run's live files would look the same.
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
+    /// An unsharded run (which holds every shard's lock) also clears what shards left in their folders.
     package func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool) {
-        Self.removeOwnFiles(in: temporary, isOwnName: isOwnName)
+        Self.removeOwnFiles(in: temporary, isOwnName: isOwnName, withShardFolders: shard == nil)
+        if shard == nil { Self.removeShardFolderFiles(in: partial, isOwnName: isOwnName) }
         let partials = (partial.names() ?? []).filter(isOwnName)
         guard !partials.isEmpty else { return }
         let kept = keptPartials()
@@ -34,15 +67,30 @@ package final class StagingArea: Sendable {
     }
 
     /// The same when nothing will be fetched, so no partial is wanted: without making folders that are not there.
-    package static func sweepLeftovers(in area: PrivateArea, isOwnName: (String) -> Bool) {
+    package static func sweepLeftovers(in area: PrivateArea, shard: Shard? = nil, isOwnName: (String) -> Bool) {
         for member in [PrivateArea.Member.temporary, .partial] {
-            guard case .success(let folder) = area.folder.subdirectory(member.rawValue) else { continue }
-            removeOwnFiles(in: folder, isOwnName: isOwnName)
+            guard case .success(var folder) = area.folder.subdirectory(member.rawValue) else { continue }
+            if let shard {
+                guard case .success(let own) = folder.subdirectory(folderName(shard)) else { continue }
+                folder = own
+            }
+            removeOwnFiles(in: folder, isOwnName: isOwnName, withShardFolders: shard == nil)
         }
     }
 
-    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool) {
-        for name in folder.names() ?? [] where isOwnName(name) { folder.remove(name) }
+    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool, withShardFolders: Bool = false) {
+        let names = folder.names() ?? []
+        for name in names where isOwnName(name) { folder.remove(name) }
+        if withShardFolders { removeShardFolderFiles(in: folder, names: names, isOwnName: isOwnName) }
+    }
+
+    /// What shards left in their own folders under `folder` (the folders themselves stay: cheap, and a shard
+    /// starting meanwhile could be about to use one).
+    private static func removeShardFolderFiles(in folder: DirectoryHandle, names: [String]? = nil, isOwnName: (String) -> Bool) {
+        for name in names ?? folder.names() ?? [] where isShardFolderName(name) {
+            guard case .success(let shardFolder) = folder.subdirectory(name) else { continue }
+            removeOwnFiles(in: shardFolder, isOwnName: isOwnName)
+        }
     }
 
     /// The partial a name belongs to: itself, or the partial its metadata (or metadata being written) describes.

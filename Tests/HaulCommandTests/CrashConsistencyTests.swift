@@ -221,7 +221,7 @@ final class CrashConsistencyTests: XCTestCase {
         let lock = open(root + "/.haul/lock", O_RDWR | O_CLOEXEC)
         XCTAssertGreaterThanOrEqual(lock, 0)
         defer { close(lock) }
-        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        XCTAssertTrue(RootLock.take(lock))
         let violations = scenario.violations()
         XCTAssertEqual(violations.count, 4, "\(violations)")
         for expected in ["neither its old", "d/file2.bin.part is not a destination", ".haul/lock is still held"] {

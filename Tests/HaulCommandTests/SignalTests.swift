@@ -30,10 +30,9 @@ final class SignalTests: XCTestCase {
         return 0
     }
 
-    /// Whether `pid` is queued behind a lock held by someone else (`/proc/locks` lists waiters after `->`).
-    private func isWaitingForALock(_ pid: pid_t) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
-        return text.split(separator: "\n").contains { $0.contains("->") && $0.contains(" \(pid) ") }
+    /// Whether a run is queued behind the root's lock, which the test holds.
+    private func isWaitingForTheLock() -> Bool {
+        RootLock.hasWaiters(path: directory.path("out/.haul/lock"))
     }
 
     private func stopsPromptly(_ process: BackgroundProcess, after signal: Int32, file: StaticString = #filePath,
@@ -59,11 +58,11 @@ final class SignalTests: XCTestCase {
         let lock = open(directory.path("out/.haul/lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         XCTAssertGreaterThanOrEqual(lock, 0)
         defer { close(lock) }
-        XCTAssertEqual(flock(lock, LOCK_EX), 0, "the test holds the root as another run would")
+        XCTAssertTrue(RootLock.take(lock), "the test holds the root as another run would")
 
         for (signal, expected) in [(SIGTERM, Int32(143)), (SIGINT, Int32(130))] {
             let waiting = try start(["sync", "--wait"])
-            XCTAssertEqual(waiting.wait(until: { isWaitingForALock(waiting.pid) }, timeout: 20), .conditionMet, waiting.output)
+            XCTAssertEqual(waiting.wait(until: { isWaitingForTheLock() }, timeout: 20), .conditionMet, waiting.output)
             XCTAssertEqual(stopsPromptly(waiting, after: signal), expected, waiting.output)
             XCTAssertTrue(waiting.output.contains("interrupted by \(signal == SIGTERM ? "SIGTERM" : "SIGINT") before anything was changed"),
                           waiting.output)

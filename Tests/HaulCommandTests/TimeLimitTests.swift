@@ -42,7 +42,7 @@ final class TimeLimitTests: XCTestCase {
         try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:\n  - { url: \"http://127.0.0.1:1/a\", dest: a }\n")
         try directory.makeDirectory("out/.haul")
         let lock = open(directory.path("out/.haul/lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        XCTAssertTrue(RootLock.take(lock))
         defer { close(lock) }
         let started = monotonicSeconds()
         let result = try HaulProcess.run(["sync", "--wait", "--max-time", "1s"], currentDirectory: directory.path, timeout: 30)

@@ -133,3 +133,81 @@ public func monotonicSeconds() -> Double {
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
+
+/// haul's run lock as another run holds it: a write lock on the byte range of `<root>/.haul/lock` that stands for
+/// every destination (or for one shard's), taken as haul takes it, with an open-file-description lock.
+public enum RootLock {
+    /// The bytes standing for every destination: 2⁶², as haul's `Shard.lockSpace`.
+    public static let everyDestination: Range<Int64> = 0..<(Int64(1) << 62)
+
+    /// Takes the lock on `descriptor` without waiting; false when someone else holds part of it.
+    public static func take(_ descriptor: Int32, _ range: Range<Int64> = everyDestination) -> Bool {
+        var request = flock()
+        request.l_type = Int16(F_WRLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(range.lowerBound)
+        request.l_len = off_t(range.count)
+        return fcntl(descriptor, 37 /* F_OFD_SETLK */, &request) == 0
+    }
+
+    public static func release(_ descriptor: Int32, _ range: Range<Int64> = everyDestination) {
+        var request = flock()
+        request.l_type = Int16(F_UNLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(range.lowerBound)
+        request.l_len = off_t(range.count)
+        _ = fcntl(descriptor, 37 /* F_OFD_SETLK */, &request)
+    }
+
+    /// Whether some process is queued behind a lock on the file at `path` (`/proc/locks` lists waiters after
+    /// `->`, by device and inode: open-file-description locks name no process).
+    public static func hasWaiters(path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, let bytes = readFile("/proc/locks") else { return false }
+        let suffix = ":\(info.st_ino) "
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").contains { $0.contains("->") && $0.contains(suffix) }
+    }
+}
+
+/// Which files in some folders were opened meanwhile (inotify `IN_OPEN`): proof that a run read nothing it did
+/// not need to, without touching the files (their identity is what the run under test judges them by).
+public final class FileOpenWatch {
+    private let descriptor: Int32
+    private var folders: [Int32: String] = [:]
+
+    /// `folders`: absolute paths; names are reported relative to `base`.
+    public init(folders: [String], base: String) throws {
+        descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard descriptor >= 0 else { throw SystemCallError(call: "inotify_init1", errno: errno) }
+        for folder in folders {
+            let watch = inotify_add_watch(descriptor, folder, UInt32(IN_OPEN))
+            guard watch >= 0 else { throw SystemCallError(call: "inotify_add_watch \(folder)", errno: errno) }
+            self.folders[watch] = String(folder.dropFirst(base.count + 1))
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Files opened since the last call, as `folder/name` relative to `base`.
+    public func opened() -> Set<String> {
+        var names: Set<String> = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            guard count > 0 else { return names }
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= count {
+                let (watch, length) = buffer.withUnsafeBytes { raw in
+                    let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    return (event.wd, Int(event.len))
+                }
+                let start = offset + MemoryLayout<inotify_event>.size
+                let name = buffer[start..<(start + length)].prefix { $0 != 0 }
+                if !name.isEmpty, let folder = folders[watch] {
+                    names.insert((folder.isEmpty ? "" : folder + "/") + String(decoding: name, as: UTF8.self))
+                }
+                offset = start + length
+            }
+        }
+    }
+}

@@ -269,8 +269,8 @@ public enum RootInspection {
         let descriptor = open(root + "/.haul/lock", O_RDWR | O_CLOEXEC)
         guard descriptor >= 0 else { return errno == ENOENT }
         defer { close(descriptor) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return false }
-        flock(descriptor, LOCK_UN)
+        guard RootLock.take(descriptor) else { return false }
+        RootLock.release(descriptor)
         return true
     }
 

@@ -73,7 +73,7 @@ final class ObservationTests: XCTestCase {
         let manifest = try manifest(["a.bin"], root: directory.path)
         var observed: Observation? = try Observation(of: manifest, access: .exclusive(wait: false, holder: "pid 1, first"))
         XCTAssertThrowsError(try Observation(of: manifest, access: .exclusive(wait: false, holder: "second"))) { error in
-            guard case ObservationFailure.lock(.busy(_, let holder)) = error else { return XCTFail("\(error)") }
+            guard case ObservationFailure.lock(.busy(_, let holder, nil)) = error else { return XCTFail("\(error)") }
             XCTAssertEqual(holder, "pid 1, first")
         }
         XCTAssertNotNil(try Observation(of: manifest, access: .lookingOnly), "looking needs no lock")
