@@ -44,7 +44,7 @@ let package = Package(
         .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
                                                            "HaulTestSupport"]),
         .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),
-        .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest"]),
+        .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest", "HaulManifest"]),
     ],
     swiftLanguageModes: [.v6]
 )
