@@ -13,17 +13,20 @@ package struct SyncOptions: Sendable {
     package var durability: Durability
     /// Delete what this manifest wrote earlier and no longer lists (also on with the manifest's `prune: true`).
     package var prune: Bool
+    /// The config file's URL rewrites (mirrors, pull-through proxies), applied to the entries being fetched.
+    package var rewrites: URLRewriter
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
                 maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
-                prune: Bool = false) {
+                prune: Bool = false, rewrites: URLRewriter = .none) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
         self.maxFileSize = maxFileSize
         self.durability = durability
         self.prune = prune
+        self.rewrites = rewrites
     }
 }
 
@@ -125,7 +128,7 @@ package struct Sync: Sendable {
         var changed = false
         /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
         var settles = false
-        let authorship = Authorship(manifestKey: observation.manifestKey)
+        let authorship = Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites)
         let fetched = result.counts.fetched
         // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
         // would copy a cache that a no-op leaves as it is.

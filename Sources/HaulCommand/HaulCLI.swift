@@ -18,7 +18,8 @@ struct HaulCLI: ParsableCommand {
         Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed or is in place \
         but not yet durable; 2 plan found changes; 3 the manifest is invalid or refused (nothing touched); 4 another \
         haul is syncing the same root; 5 root's .haul folder holds a symlink or something of the wrong kind \
-        (nothing touched); 64 usage error; 130/143 interrupted.
+        (nothing touched); 64 usage error, or the config file (--config) is missing or invalid (nothing touched); \
+        130/143 interrupted.
         """,
         version: HaulVersion.current,
         subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
@@ -132,9 +133,9 @@ struct TransferOptions: ParsableArguments {
 
     /// The run's settings, with as many transfers at once as the open-file limit allows (`warning` says so when
     /// that is fewer than asked).
-    func syncOptions(prune: Bool, warning: (String) -> Void) -> SyncOptions {
+    func syncOptions(prune: Bool, rewrites: URLRewriter, warning: (String) -> Void) -> SyncOptions {
         var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
-                                  maxFileSize: maxFileSize.bytes, prune: prune)
+                                  maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites)
         let descriptors = DescriptorLimit.raised()
         let fitting = Sync.transfersFitting(descriptors, wanted: jobs)
         if fitting < jobs {
@@ -160,9 +161,11 @@ struct SyncCommand: ParsableCommand {
           haul sync assets.yaml --prune        (delete what is no longer listed)
           haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
           HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
+          haul sync assets.yaml --config mirrors.yaml --verbose   (URL rewrites; shows each rewritten URL)
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var configOptions: ConfigOptions
     @OptionGroup var transferOptions: TransferOptions
     @OptionGroup var policy: PolicyOptions
 
@@ -181,10 +184,12 @@ struct SyncCommand: ParsableCommand {
     var maxTime: RunDuration?
 
     func run() throws {
+        let rewrites = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let reporter = manifestOptions.reporting.makeReporter()
-        let sync = Sync(manifest: manifest, options: transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning))
+        let reporter = manifestOptions.reporting.makeReporter(rewrites: rewrites)
+        let sync = Sync(manifest: manifest, options: transferOptions.syncOptions(prune: policy.prune, rewrites: rewrites,
+                                                                                 warning: reporter.warning))
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
@@ -217,14 +222,16 @@ struct PlanCommand: ParsableCommand {
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var configOptions: ConfigOptions
     @OptionGroup var policy: PolicyOptions
 
     func run() throws {
+        let rewrites = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune))
+        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, rewrites: rewrites))
         let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
-        manifestOptions.reporting.makeReporter().plan(plan, acting: false)
+        manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }
@@ -242,8 +249,12 @@ struct Verify: ParsableCommand {
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
+    /// Verify fetches nothing; the config is read only so that the flags of sync work here and a broken config
+    /// is noticed.
+    @OptionGroup var configOptions: ConfigOptions
 
     func run() throws {
+        _ = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         let result: VerificationResult
         do {
