@@ -52,7 +52,7 @@ struct ReportingOptions: ParsableArguments {
 
     /// `rewrites`: the config's, so that `--verbose` can say where a URL was rewritten from.
     func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
-        if json { return JSONReporter() }
+        if json { return JSONReporter(rewrites: rewrites) }
         let environment = Environment.current
         let style = quiet ? .none : progress.resolved(environment: environment, stderrIsTerminal: isatty(STDERR_FILENO) == 1)
         return HumanReporter(style: style, quiet: quiet, verbose: verbose, rewrites: rewrites,

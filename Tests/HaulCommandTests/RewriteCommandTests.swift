@@ -213,6 +213,15 @@ final class RewriteCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertTrue(sync.stdout.contains("fetch a.bin ← \(rewritten)\n"), sync.stdout)
         XCTAssertTrue(sync.stdout.contains("fetched a.bin (17 B) from \(rewritten)\n"), sync.stdout)
+
+        try FileManager.default.removeItem(atPath: directory.path("out"))
+        let json = try haul(["sync", "--json"])
+        XCTAssertEqual(json.exitCode, 0, json.stderr)
+        let from = "\"url\":\"\(cache.url("/up/pkg/a.bin"))\""
+        XCTAssertTrue(json.stdout.contains("{\"event\":\"start\",\"dest\":\"a.bin\",\(from),"
+                                           + "\"rewritten_from\":\"\(upstream.url("/pkg/a.bin"))\"}"), json.stdout)
+        XCTAssertTrue(json.stdout.contains("\"rewritten_from\":\"\(upstream.url("/pkg/a.bin"))\"}\n{\"event\":\"summary\""),
+                      "the done event says it too: \(json.stdout)")
     }
 
     /// A token from the environment in the manifest's URL reaches the rewritten server, and no output: not the
