@@ -161,7 +161,7 @@ struct SyncCommand: ParsableCommand {
           haul sync assets.yaml --prune        (delete what is no longer listed)
           haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
           HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
-          haul sync assets.yaml --config mirrors.yaml --verbose   (URL rewrites; shows each rewritten URL)
+          haul sync assets.yaml --config mirrors.yaml -v   (rewrite URLs to a mirror)
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
