@@ -53,6 +53,21 @@ final class RewriteCommandTests: XCTestCase {
         XCTAssertEqual(cache.requests.map(\.path), ["/upstream/pkg/a.bin"])
     }
 
+    /// `haul add` downloads through the rewrite too, and pins the URL as the user gave it.
+    func testAddDownloadsThroughTheRewriteAndPinsTheOriginalURL() throws {
+        let upstream = try LoopbackHTTPServer(files: [:])
+        defer { upstream.stop() }
+        let cache = try LoopbackHTTPServer(files: ["/upstream/pkg/a.bin": bytes])
+        defer { cache.stop() }
+        try config("rewrites:\n  - {prefix: '\(upstream.baseURL)/', to: '\(cache.url("/upstream/"))'}\n")
+        let add = try haul(["add", upstream.url("/pkg/a.bin"), "--print"])
+        XCTAssertEqual(add.exitCode, 0, add.stderr)
+        XCTAssertTrue(add.stdout.contains("url: \(upstream.url("/pkg/a.bin"))"), add.stdout)
+        XCTAssertTrue(add.stdout.contains(sha256), add.stdout)
+        XCTAssertEqual(upstream.requests.count, 0)
+        XCTAssertEqual(cache.requests.map(\.path), ["/upstream/pkg/a.bin"])
+    }
+
     func testARuleThatDoesNotMatchLeavesTheURLAlone() throws {
         let upstream = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
         defer { upstream.stop() }
