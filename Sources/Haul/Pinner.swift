@@ -56,7 +56,9 @@ package enum Pinner {
             caFile: options.caFile, userAgent: "haul/\(HaulVersion.current)", maxBodyBytes: options.maxFileSize))
         let request = TransferRequest(
             id: 0,
-            sources: [TransferSource(url: url.expanded, displayURL: url.description, secrets: url.environmentValues)],
+            sources: options.rewrites.sources(of: [url]).map {
+                TransferSource(url: $0.url, displayURL: $0.displayURL, secrets: $0.secrets)
+            },
             expectedDigest: nil, expectedSize: nil,
             retries: BuiltInDefaults.retries, stallTimeout: BuiltInDefaults.timeout.value)
         let collector = Collector(attemptFailed: attemptFailed)

@@ -15,11 +15,13 @@ package struct SyncOptions: Sendable {
     package var prune: Bool
     /// Manage only this shard's entries, locking only them: the other shards may run at once.
     package var shard: Shard?
+    /// The config file's URL rewrites (mirrors, pull-through proxies), applied to the entries being fetched.
+    package var rewrites: URLRewriter
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
                 maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
-                prune: Bool = false, shard: Shard? = nil) {
+                prune: Bool = false, shard: Shard? = nil, rewrites: URLRewriter = .none) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
@@ -27,6 +29,7 @@ package struct SyncOptions: Sendable {
         self.durability = durability
         self.prune = prune
         self.shard = shard
+        self.rewrites = rewrites
     }
 }
 
@@ -130,7 +133,7 @@ package struct Sync: Sendable {
         /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
         var settles = false
         let cache = observation.cache
-        let authorship = Authorship(manifestKey: observation.manifestKey)
+        let authorship = Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites)
         let fetched = result.counts.fetched
         if fetched > 0 { changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {

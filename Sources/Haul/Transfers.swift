@@ -56,7 +56,7 @@ extension Sync {
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
                                                            durability: options.durability),
-                                      authorship: Authorship(manifestKey: observation.manifestKey),
+                                      authorship: Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
@@ -128,14 +128,16 @@ extension Sync {
 
     /// Headers go with `url` only: a mirror is another party and gets none of them. A revalidation asks
     /// conditionally only the source that delivered the copy on disk; its validators mean nothing elsewhere.
+    /// The config's rewrites apply here, to fetched entries only (`URLRewriter` says which source gets headers).
     func transferRequest(for planned: PlannedEntry, id: Int, record: StateRecord?) -> TransferRequest {
         let entry = planned.entry
         let headers = entry.headers.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
         let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
         let origin = planned.action == .revalidate ? record?.origin : nil
-        let sources = entry.sources.enumerated().map { index, url in
-            var source = TransferSource(url: url.expanded, displayURL: url.description, headers: index == 0 ? headers : [],
-                                        secrets: url.environmentValues + (index == 0 ? headerSecrets : []))
+        let sources = options.rewrites.sources(of: entry).map { place in
+            var source = TransferSource(url: place.url, displayURL: place.displayURL,
+                                        headers: place.sendsHeaders ? headers : [],
+                                        secrets: place.secrets + (place.sendsHeaders ? headerSecrets : []))
             if let origin, origin.sourceKey == source.key {
                 source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
             }
@@ -242,15 +244,19 @@ private final class Execution: TransferDelegate, Sendable {
 struct Authorship: Sendable {
     let manifestKey: String
     private let pinned: Origin
+    /// The request's sources are the entry's, rewritten: `file.sourceIndex` counts those.
+    private let rewrites: URLRewriter
 
-    init(manifestKey: String) {
+    init(manifestKey: String, rewrites: URLRewriter) {
         self.manifestKey = manifestKey
         pinned = Origin(manifestKey: manifestKey)
+        self.rewrites = rewrites
     }
 
     func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {
         guard entry.checksum == nil else { return pinned }
-        return Origin(manifestKey: manifestKey, sourceKey: TransferSource.key(entry.sources[file.sourceIndex].expanded),
+        return Origin(manifestKey: manifestKey,
+                      sourceKey: rewrites.url(of: entry, source: file.sourceIndex).map(TransferSource.key),
                       etag: file.validators?.etag, lastModified: file.validators?.lastModified)
     }
 }

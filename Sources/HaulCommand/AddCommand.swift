@@ -46,6 +46,9 @@ struct AddCommand: ParsableCommand {
         "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE).", valueName: "file"))
     var caFile: String?
 
+    /// The download goes where the config's rewrites send it; the manifest gets the URL as given.
+    @OptionGroup var configOptions: ConfigOptions
+
     @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
         "Largest download accepted (e.g. 500M, 2G).", valueName: "size"))
     var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
@@ -58,6 +61,7 @@ struct AddCommand: ParsableCommand {
     }
 
     func run() throws {
+        let rewrites = try configOptions.rewrites()
         let draft: EntryDraft
         do {
             draft = try EntryDraft(url: url, destination: dest, environment: Environment.current)
@@ -66,7 +70,7 @@ struct AddCommand: ParsableCommand {
             throw ExitCode(ExitStatus.usage.rawValue)
         }
         if printOnly {
-            let (entry, _) = try download(draft)
+            let (entry, _) = try download(draft, rewrites: rewrites)
             Output.lines(entry.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map {
                 TerminalText(String($0))
             })
@@ -83,7 +87,7 @@ struct AddCommand: ParsableCommand {
                            + "\(draft.url); adding another entry for it"])
         }
 
-        let (entry, interrupts) = try download(draft)
+        let (entry, interrupts) = try download(draft, rewrites: rewrites)
         let (edit, loaded) = try editManifest(original, adding: entry)
         // The download may have taken minutes; an edit made meanwhile must not be overwritten.
         let current: [UInt8]?
@@ -170,12 +174,13 @@ struct AddCommand: ParsableCommand {
 
     /// Fetches once, hashing as the bytes arrive; exits 1 (naming each URL tried) when that fails. The watcher
     /// is returned because SIGINT and SIGTERM stay blocked from here on: the caller must look at it.
-    private func download(_ draft: EntryDraft) throws -> (PinnedEntry, InterruptWatcher) {
+    private func download(_ draft: EntryDraft, rewrites: URLRewriter) throws -> (PinnedEntry, InterruptWatcher) {
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
         // The download is cancelled, not abandoned: its scratch folder is removed on the way out.
         interrupts.beginChanging()
-        let options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes)
+        let options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
+                                  rewrites: rewrites)
         do {
             let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation) { failure, next in
                 guard let next, next.delay > 0 else { return }

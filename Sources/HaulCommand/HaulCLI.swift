@@ -18,7 +18,8 @@ struct HaulCLI: ParsableCommand {
         Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed or is in place \
         but not yet durable; 2 plan found changes; 3 the manifest is invalid or refused (nothing touched); 4 another \
         haul is syncing the same root; 5 root's .haul folder holds a symlink or something of the wrong kind \
-        (nothing touched); 64 usage error; 130/143 interrupted.
+        (nothing touched); 64 usage error, or the config file (--config) is missing or invalid (nothing touched); \
+        130/143 interrupted.
         """,
         version: HaulVersion.current,
         subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
@@ -153,9 +154,9 @@ struct TransferOptions: ParsableArguments {
 
     /// The run's settings, with as many transfers at once as the open-file limit allows (`warning` says so when
     /// that is fewer than asked).
-    func syncOptions(prune: Bool, warning: (String) -> Void) -> SyncOptions {
+    func syncOptions(prune: Bool, rewrites: URLRewriter, warning: (String) -> Void) -> SyncOptions {
         var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
-                                  maxFileSize: maxFileSize.bytes, prune: prune)
+                                  maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites)
         let descriptors = DescriptorLimit.raised()
         let fitting = Sync.transfersFitting(descriptors, wanted: jobs)
         if fitting < jobs {
@@ -181,9 +182,11 @@ struct SyncCommand: ParsableCommand {
           haul sync assets.yaml --prune        (delete what is no longer listed)
           haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
           HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
+          haul sync assets.yaml --config mirrors.yaml -v   (rewrite URLs to a mirror)
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var configOptions: ConfigOptions
     @OptionGroup var transferOptions: TransferOptions
     @OptionGroup var policy: PolicyOptions
     @OptionGroup var sharding: ShardOptions
@@ -203,10 +206,11 @@ struct SyncCommand: ParsableCommand {
     var maxTime: RunDuration?
 
     func run() throws {
+        let rewrites = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let reporter = manifestOptions.reporting.makeReporter()
-        var options = transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning)
+        let reporter = manifestOptions.reporting.makeReporter(rewrites: rewrites)
+        var options = transferOptions.syncOptions(prune: policy.prune, rewrites: rewrites, warning: reporter.warning)
         options.shard = try sharding.resolved()
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
@@ -241,15 +245,18 @@ struct PlanCommand: ParsableCommand {
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var configOptions: ConfigOptions
     @OptionGroup var policy: PolicyOptions
     @OptionGroup var sharding: ShardOptions
 
     func run() throws {
+        let rewrites = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, shard: try sharding.resolved()))
+        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, shard: try sharding.resolved(),
+                                                                 rewrites: rewrites))
         let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
-        manifestOptions.reporting.makeReporter().plan(plan, acting: false)
+        manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }
@@ -268,8 +275,12 @@ struct Verify: ParsableCommand {
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var sharding: ShardOptions
+    /// Verify fetches nothing; the config is read only so that the flags of sync work here and a broken config
+    /// is noticed.
+    @OptionGroup var configOptions: ConfigOptions
 
     func run() throws {
+        _ = try configOptions.rewrites()
         var manifest = try manifestOptions.load()
         if let shard = try sharding.resolved() { manifest = manifest.restricted(to: shard) }
         let result: VerificationResult

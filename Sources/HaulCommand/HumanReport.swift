@@ -9,7 +9,8 @@ import HaulStore
 /// exact wording is tested from values (`HumanReportTests`).
 package enum HumanReport {
     /// One line per change, then a summary line. Kept files are counted, not listed.
-    package static func planLines(_ plan: Plan) -> [String] {
+    /// `sources`: lines shown under each entry to fetch (`plan --verbose`: where its URLs were rewritten to).
+    package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil) -> [String] {
         var lines: [String] = []
         for planned in plan.entries {
             let destination = planned.entry.destination.description
@@ -18,10 +19,13 @@ package enum HumanReport {
                 continue
             case .fetch(.missing):
                 lines.append("+ \(destination) (missing)")
+                if let sources { lines += sources(planned.entry) }
             case .fetch(let reason):
                 lines.append("~ \(destination) (\(describe(reason, checksum: planned.entry.checksum)))")
+                if let sources { lines += sources(planned.entry) }
             case .revalidate:
                 lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
+                if let sources { lines += sources(planned.entry) }
             case .refuse(let why):
                 lines.append("! \(destination) (\(why))")
             }

@@ -13,6 +13,7 @@ import HaulPlanner
 /// | failures         | yes  | yes                     | above the view           |                           |
 /// | a file done      |      | `fetched a (1.2 MiB)`   | (the view)               | the line in every style, with its URL |
 /// | a retry          |      | `retry a: HTTP 503; …`  | above the view           | the line in every style, with the URL |
+/// | a rewritten URL  |      |                         |                          | `fetch a ← URL (rewritten from URL)`; under the plan's entries, every URL tried |
 /// | wrong bytes      | yes  | `warning: a: URL: …`    | above the view           |                           |
 /// | a backoff        |      | in the heartbeat        | in the transfer's row    |                           |
 /// | a long transfer  |      | a heartbeat every 5 s   | (the view)               |                           |
@@ -26,6 +27,8 @@ final class HumanReporter: RunReporter, Sendable {
     let style: ProgressStyle
     let quiet: Bool
     let verbose: Bool
+    /// The config's URL rewrites, for `--verbose`: which URL a rewritten one came from.
+    let rewrites: URLRewriter
     /// Colour on stderr (`Colour.enabled` was asked about stderr).
     let colour: Bool
     /// Colour on stdout too: it may be a pipe (`haul sync | tee log`) while stderr is the terminal.
@@ -39,10 +42,11 @@ final class HumanReporter: RunReporter, Sendable {
         case bar(TerminalView)
     }
 
-    init(style: ProgressStyle, quiet: Bool, verbose: Bool, colour: Bool) {
+    init(style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, colour: Bool) {
         self.style = style
         self.quiet = quiet
         self.verbose = verbose
+        self.rewrites = rewrites
         self.colour = colour
         colourStdout = colour && isatty(STDOUT_FILENO) == 1
         switch quiet ? .none : style {
@@ -75,7 +79,8 @@ final class HumanReporter: RunReporter, Sendable {
 
     func plan(_ plan: Plan, acting: Bool) {
         if !quiet, plan.hasChanges || !acting {
-            let lines = HumanReport.planLines(plan)
+            let sources: ((FileEntry) -> [String])? = verbose && !rewrites.isEmpty ? { self.rewrittenSourceLines($0) } : nil
+            let lines = HumanReport.planLines(plan, sources: sources)
             Output.lines(colourStdout ? lines.map(paintPlanLine) : lines.map { TerminalText($0) })
         }
         guard acting, let tracker else { return }
@@ -98,6 +103,10 @@ final class HumanReporter: RunReporter, Sendable {
     }
 
     func entry(_ entry: FileEntry, started source: String) {
+        if verbose, !quiet, !rewrites.isEmpty,
+           let from = rewrites.sources(of: entry).first(where: { $0.displayURL == source })?.rewrittenFrom {
+            log("fetch \(entry.destination) ← \(source) (rewritten from \(from))")
+        }
         guard let tracker else { return }
         tracker.update { model, now in model.started(entry.index, name(entry), size: entry.size, now: now) }
         startDisplay()
@@ -160,7 +169,26 @@ final class HumanReporter: RunReporter, Sendable {
         }
         guard !quiet, verbose || linePerFile else { return }
         let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-        log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
+        log(verbose ? line + " from \(file.sourceDisplayURL)" + rewrittenSuffix(entry, source: file.sourceIndex) : line)
+    }
+
+    /// ` (rewritten from URL)` when the entry's source `index` is a rewrite.
+    private func rewrittenSuffix(_ entry: FileEntry, source index: Int) -> String {
+        guard !rewrites.isEmpty else { return "" }
+        let sources = rewrites.sources(of: entry)
+        guard sources.indices.contains(index), let from = sources[index].rewrittenFrom else { return "" }
+        return " (rewritten from \(from))"
+    }
+
+    /// Under an entry of the plan, when a rewrite applies to it: every URL it will try, in order.
+    private func rewrittenSourceLines(_ entry: FileEntry) -> [String] {
+        let sources = rewrites.sources(of: entry)
+        guard sources.contains(where: { $0.rewrittenFrom != nil }) else { return [] }
+        return sources.map { source in
+            if let from = source.rewrittenFrom { return "    ← \(source.displayURL) (rewritten from \(from))" }
+            let isFallback = sources.contains { $0.original == source.original && $0.rewrittenFrom != nil }
+            return "    ← \(source.displayURL)" + (isFallback ? " (the original, tried last)" : "")
+        }
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {

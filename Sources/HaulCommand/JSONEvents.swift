@@ -127,8 +127,11 @@ package enum JSONEvents {
         return .object(fields)
     }
 
-    package static func start(_ entry: FileEntry, source: String) -> JSONValue {
-        .object([("event", .string("start")), ("dest", .string(entry.destination.description)), ("url", .string(source))])
+    /// `rewrittenFrom`: the manifest's URL (display form) when the config rewrote it into `source`; the event then
+    /// ends with `rewritten_from`, which is absent otherwise.
+    package static func start(_ entry: FileEntry, source: String, rewrittenFrom: String? = nil) -> JSONValue {
+        .object([("event", .string("start")), ("dest", .string(entry.destination.description)), ("url", .string(source))]
+                + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? []))
     }
 
     package static func progress(_ entry: FileEntry, _ progress: TransferProgress) -> JSONValue {
@@ -155,7 +158,9 @@ package enum JSONEvents {
 
     /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
     /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
-    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome) -> JSONValue? {
+    /// `rewrittenFrom`: for a file fetched from a rewritten URL, the manifest's URL it came from (a `done` event
+    /// then ends with `rewritten_from`).
+    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil) -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
         case .upToDate:
@@ -164,11 +169,11 @@ package enum JSONEvents {
             return .object([("event", .string("done")), dest, ("result", .string("not-modified")), ("url", .null),
                              ("bytes", .null), ("digest", .null), ("error", .null)])
         case .fetched(let file):
-            return done(dest, file, result: "fetched", error: nil)
+            return done(dest, file, result: "fetched", error: nil, rewrittenFrom: rewrittenFrom)
         case .fetchedNotDurable(let file, let error):
             // The same text as `failed` events carry: the human line without its `error: `.
             let message = String(HumanReport.notDurableLine(entry: entry, error: error).dropFirst("error: ".count))
-            return done(dest, file, result: "fetched-not-durable", error: message)
+            return done(dest, file, result: "fetched-not-durable", error: message, rewrittenFrom: rewrittenFrom)
         case .failed(let failure):
             var sources: [JSONValue] = []
             if case .transfer(let transfer) = failure {
@@ -184,9 +189,11 @@ package enum JSONEvents {
         }
     }
 
-    private static func done(_ dest: (String, JSONValue), _ file: DownloadedFile, result: String, error: String?) -> JSONValue {
+    private static func done(_ dest: (String, JSONValue), _ file: DownloadedFile, result: String, error: String?,
+                             rewrittenFrom: String?) -> JSONValue {
         .object([("event", .string("done")), dest, ("result", .string(result)), ("url", .string(file.sourceDisplayURL)),
-                 ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))])
+                 ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))]
+                + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? []))
     }
 
     package static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {

@@ -9,6 +9,12 @@ final class JSONReporter: RunReporter, Sendable {
     /// Progress of one transfer at most this often: enough for a dashboard, not a flood in a log.
     static let progressInterval = 0.5
     private let lastProgress = Mutex<[Int: Double]>([:])
+    /// The config's URL rewrites: `start` and `done` events of a rewritten URL say where it came from.
+    private let rewrites: URLRewriter
+
+    init(rewrites: URLRewriter = .none) {
+        self.rewrites = rewrites
+    }
 
     var wantsProgress: Bool { true }
 
@@ -26,7 +32,10 @@ final class JSONReporter: RunReporter, Sendable {
         emit(JSONEvents.summary(result, exitStatus: exitStatus, interruptedBy: signal))
     }
 
-    func entry(_ entry: FileEntry, started source: String) { emit(JSONEvents.start(entry, source: source)) }
+    func entry(_ entry: FileEntry, started source: String) {
+        let from = rewrites.isEmpty ? nil : rewrites.sources(of: entry).first { $0.displayURL == source }?.rewrittenFrom
+        emit(JSONEvents.start(entry, source: source, rewrittenFrom: from))
+    }
 
     func entry(_ entry: FileEntry, progress: TransferProgress) {
         let now = MonotonicClock.seconds()
@@ -49,7 +58,12 @@ final class JSONReporter: RunReporter, Sendable {
         if let file = outcome.fetchedFile, let encoding = file.contentEncoding {
             emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
         }
-        emit(JSONEvents.finished(entry, outcome))
+        var from: String?
+        if !rewrites.isEmpty, let file = outcome.fetchedFile {
+            let sources = rewrites.sources(of: entry)
+            from = sources.indices.contains(file.sourceIndex) ? sources[file.sourceIndex].rewrittenFrom : nil
+        }
+        emit(JSONEvents.finished(entry, outcome, rewrittenFrom: from))
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) { emit(JSONEvents.pruned(destination, outcome)) }

@@ -50,11 +50,12 @@ struct ReportingOptions: ParsableArguments {
     @Flag(help: "Write newline-delimited JSON events to stdout (plan, start, progress, retry, done, failed, pruned, summary) and nothing else.")
     var json = false
 
-    func makeReporter() -> RunReporter {
-        if json { return JSONReporter() }
+    /// `rewrites`: the config's, so that `--verbose` can say where a URL was rewritten from.
+    func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
+        if json { return JSONReporter(rewrites: rewrites) }
         let environment = Environment.current
         let style = quiet ? .none : progress.resolved(environment: environment, stderrIsTerminal: isatty(STDERR_FILENO) == 1)
-        return HumanReporter(style: style, quiet: quiet, verbose: verbose,
+        return HumanReporter(style: style, quiet: quiet, verbose: verbose, rewrites: rewrites,
                              colour: Colour.enabled(environment: environment, isTerminal: isatty(STDERR_FILENO) == 1))
     }
 }

@@ -175,13 +175,13 @@ enum TransferCallbacks {
 
 /// Scheme, host and port of a URL, parsed by libcurl's own URL parser so that haul and libcurl agree on
 /// what a URL means. Two URLs share credentials only when their origins are equal.
-struct URLOrigin: Equatable {
+package struct URLOrigin: Equatable {
     var scheme: String
     /// Empty for URLs without an authority (`file:///etc/passwd`).
     var host: String
     var port: String
 
-    init?(_ url: String) {
+    package init?(_ url: String) {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         // NON_SUPPORT_SCHEME: parse any scheme, so that a refusal can name it.

@@ -53,6 +53,10 @@ struct YAMLReader {
     /// `items.nodes.count` when the current item started.
     private var currentItemStart = 0
 
+    /// What an input without a document (nothing, or comments only) is reported as; other readers of YAML (the
+    /// config file) tell it apart by this text.
+    static let emptyDocumentMessage = "the manifest is empty (expected a mapping with \"version\" and \"files\")"
+
     /// Nil when there is no document to validate (syntax error or empty input); the reason is in `diagnostics`.
     static func read<Sink: YAMLEntrySink>(_ bytes: [UInt8], diagnostics: inout DiagnosticCollector,
                                           sink: inout Sink) -> YAMLDocument? {
@@ -91,8 +95,7 @@ struct YAMLReader {
             switch event.type {
             case YAML_STREAM_END_EVENT:
                 guard documents > 0, document.root != nil else {
-                    diagnostics.error("the manifest is empty (expected a mapping with \"version\" and \"files\")",
-                                      at: SourceLocation(line: 1, column: 1))
+                    diagnostics.error(Self.emptyDocumentMessage, at: SourceLocation(line: 1, column: 1))
                     return nil
                 }
                 return finished()

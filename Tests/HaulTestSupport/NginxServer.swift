@@ -104,7 +104,7 @@ public final class NginxServer: Sendable {
     private let authority: TestCertificateAuthority
     private let processes: Mutex<Processes?>
 
-    private struct Processes {
+    struct Processes {
         var nginx: pid_t
         var watchdog: pid_t?
         var watchdogPipe: Int32?
@@ -267,7 +267,7 @@ public final class NginxServer: Sendable {
 
     /// Two distinct ports the kernel just handed out. Both sockets stay open until both are chosen so they
     /// differ; another process may still take one before nginx binds it, which `init` retries.
-    private static func freePorts() throws -> (UInt16, UInt16) {
+    static func freePorts() throws -> (UInt16, UInt16) {
         var sockets: [Int32] = []
         defer { for fd in sockets { close(fd) } }
         var ports: [UInt16] = []
@@ -312,13 +312,13 @@ public final class NginxServer: Sendable {
 
     // MARK: Processes
 
-    private enum Launch {
+    enum Launch {
         case running(Processes)
         /// Someone bound one of the ports between our probe and nginx: try other ports.
         case portTaken(String)
     }
 
-    private static func launch(_ nginx: String, directory: TemporaryDirectory, ports: [UInt16]) throws -> Launch {
+    static func launch(_ nginx: String, directory: TemporaryDirectory, ports: [UInt16]) throws -> Launch {
         let output = directory.path("nginx.out")
         let pid = try ChildProcess.spawn(nginx, ["-p", directory.path + "/", "-c", directory.path("nginx.conf"),
                                                  "-e", directory.path("error.log")],
@@ -393,7 +393,7 @@ public final class NginxServer: Sendable {
         }
     }
 
-    private static func terminate(_ running: Processes) {
+    static func terminate(_ running: Processes) {
         // The watchdog goes first, so it cannot signal a pid after nginx has been reaped.
         if let watchdog = running.watchdog {
             kill(watchdog, SIGKILL)

@@ -1,0 +1,23 @@
+import ArgumentParser
+import Haul
+import HaulManifest
+
+/// `--config`: haul's config file, which holds URL rewrites (mirrors, pull-through proxies; see `RewriteConfig`).
+struct ConfigOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: ArgumentHelp(
+        "haul's config file (URL rewrites). Default: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config.yaml or "
+            + "~/.config/haul/config.yaml when it exists.", valueName: "file"))
+    var config: String?
+
+    /// The config's rewrites. A config that cannot be read or is invalid is printed, every problem with its line
+    /// and column, and the command exits 64 before the manifest is read or anything is touched.
+    func rewrites() throws -> URLRewriter {
+        guard let location = ConfigLocation.resolve(option: config, environment: Environment.current) else { return .none }
+        do {
+            return URLRewriter(try RewriteConfig.load(location))
+        } catch {
+            Output.errors(error.lines.map { TerminalText($0) })
+            throw ExitCode(ExitStatus.usage.rawValue)
+        }
+    }
+}
