@@ -105,7 +105,7 @@ final class RecipeTests: XCTestCase {
     }
 
     func testTheGitHubActionsMatrixSyncsEveryShardAndTheRestoredCachesServeTheRerun() throws {
-        let workflow = try recipe("github-actions/haul.yml")
+        let workflow = try recipe("github-actions/assets.yml")
         let job = try XCTUnwrap(workflow["jobs"]?["sync"])
         let shards = try XCTUnwrap(job["strategy"]?["matrix"]?["shard"]?.items.compactMap(\.text))
         XCTAssertEqual(shards, (1...shards.count).map(String.init), "1-based, one job per shard")

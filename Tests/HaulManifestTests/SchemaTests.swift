@@ -46,11 +46,11 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")
     }
 
-    /// Every `examples/**/*.yaml` loads and validates against the schema. The design requires at least one example.
+    /// Every `examples/**/haul.yaml` loads and validates against the schema. The design requires at least one example.
     func testRepositoryExamples() throws {
         let examples = Self.yamlFiles(under: Self.repositoryRoot + "/examples")
         guard !examples.isEmpty else {
-            XCTFail("no examples/**/*.yaml found under \(Self.repositoryRoot)/examples; the design requires at least one")
+            XCTFail("no examples/**/haul.yaml found under \(Self.repositoryRoot)/examples; the design requires at least one")
             return
         }
         try checkAgreement(valid: examples, invalid: [])
@@ -116,9 +116,9 @@ final class SchemaTests: XCTestCase {
         let directory = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
         return enumerator.compactMap { $0 as? String }
-            .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }
-            // haul's config files (URL rewrites) are not manifests.
-            .filter { !$0.hasSuffix("haul-config.yaml") }
+            // Manifests by their conventional name; the recipes hold other YAML too (CI workflows, Kubernetes
+            // objects, haul's config file).
+            .filter { $0 == "haul.yaml" || $0.hasSuffix("/haul.yaml") || $0.hasSuffix(".haul.yaml") }
             .map { directory + "/" + $0 }
             .sorted()
     }
