@@ -45,6 +45,9 @@ public enum ProcessRunner {
         return [
             "PATH": parent["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
             "HOME": parent["HOME"] ?? "/",
+            // Nor may the developer's own haul config (URL rewrites) or cache: a test names them when it wants one.
+            "XDG_CONFIG_HOME": "/nonexistent/haul-test-config",
+            "XDG_CACHE_HOME": "/nonexistent/haul-test-cache",
         ]
     }
 
