@@ -13,17 +13,21 @@ package struct SyncOptions: Sendable {
     package var durability: Durability
     /// Delete what this manifest wrote earlier and no longer lists (also on with the manifest's `prune: true`).
     package var prune: Bool
+    /// A content cache (`--cache`, `HAUL_CACHE`) pinned entries are put in place from, and that every verified
+    /// download of a pinned entry is added to (see `ContentCache`); nil: none.
+    package var cacheDirectory: String?
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
                 maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
-                prune: Bool = false) {
+                prune: Bool = false, cacheDirectory: String? = nil) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
         self.maxFileSize = maxFileSize
         self.durability = durability
         self.prune = prune
+        self.cacheDirectory = cacheDirectory
     }
 }
 
@@ -126,7 +130,8 @@ package struct Sync: Sendable {
         /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
         var settles = false
         let authorship = Authorship(manifestKey: observation.manifestKey)
-        let fetched = result.counts.fetched
+        let counts = result.counts
+        let fetched = counts.fetched + counts.cached
         // Room for every new record at once (a first sync adds 100,000), but only when some are coming: reserving
         // would copy a cache that a no-op leaves as it is.
         if fetched > 0 { cache.records.reserveCapacity(cache.records.count + fetched) }

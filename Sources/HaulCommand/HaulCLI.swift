@@ -21,7 +21,7 @@ struct HaulCLI: ParsableCommand {
         (nothing touched); 64 usage error; 130/143 interrupted.
         """,
         version: HaulVersion.current,
-        subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
+        subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self, CacheCommand.self]
     )
 
     static func main() {
@@ -165,6 +165,7 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var transferOptions: TransferOptions
     @OptionGroup var policy: PolicyOptions
+    @OptionGroup var cacheOptions: CacheOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -184,7 +185,9 @@ struct SyncCommand: ParsableCommand {
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
         let reporter = manifestOptions.reporting.makeReporter()
-        let sync = Sync(manifest: manifest, options: transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning))
+        var options = transferOptions.syncOptions(prune: policy.prune, warning: reporter.warning)
+        options.cacheDirectory = cacheOptions.directory()
+        let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
@@ -218,11 +221,12 @@ struct PlanCommand: ParsableCommand {
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var policy: PolicyOptions
+    @OptionGroup var cacheOptions: CacheOptions
 
     func run() throws {
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune))
+        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, cacheDirectory: cacheOptions.directory()))
         let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
         manifestOptions.reporting.makeReporter().plan(plan, acting: false)
         keepUntilExit(plan)

@@ -160,7 +160,7 @@ final class HumanReporter: RunReporter, Sendable {
         }
         guard !quiet, verbose || linePerFile else { return }
         let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-        log(verbose ? line + " from \(file.sourceDisplayURL)" : line)
+        log(verbose ? line + (file.fromCache ? " from cache" : " from \(file.sourceDisplayURL)") : line)
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) {
