@@ -62,30 +62,33 @@ final class CacheSession: Sendable {
         }
         guard !candidates.isEmpty else { return fetches }
         let unusable = Atomic<Bool>(false)
+        // Chunks of 16 keep the shared counter off a 100,000-file fill; a handful of large files must still be
+        // spread over every thread (a chunk of 16 would give two 512 MiB files to one thread, hashed in series).
+        let threads = ProcessorCount.online
         let served = concurrentMap(
-            count: candidates.count, threads: ProcessorCount.online, chunk: 16,
+            count: candidates.count, threads: threads, chunk: max(1, min(16, candidates.count / (8 * threads))),
             makeContext: { UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 64) },
             close: { $0.deallocate() }
         ) { [self] buffer, position -> Bool in
             if cancellation?.isCancelled == true { return false }
             let index = candidates[position]
-            let entry = plan.files[index]
-            guard let digest = entry.checksum?.digest else { return false }
+            // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
+            guard let digest = plan.files[index].checksum?.digest else { return false }
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
-            switch cache.copyVerified(digest, size: entry.size, to: staging.temporary, name: name, buffer: buffer) {
+            switch cache.copyVerified(digest, size: plan.files[index].size, to: staging.temporary, name: name, buffer: buffer) {
             case .copied(let size):
                 deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
-                                          size: size, digest: digest, entryPath: ContentCache.relativePath(of: digest)))
+                                          size: size, digest: digest, cachePath: cache.path))
                 return true
             case .missing:
                 return false
             case .corrupt(let why):
-                observer?.warning("\(why); \(entry.destination) is downloaded")
+                observer?.warning("\(why); \(plan.files[index].destination) is downloaded")
                 return false
             case .unusable(let error):
                 // Said once: a cache that cannot be read fails every entry the same way.
                 if !unusable.exchange(true, ordering: .relaxed) {
-                    observer?.warning("the cache could not serve \(entry.destination) (\(error)); such entries are downloaded")
+                    observer?.warning("the cache could not serve \(plan.files[index].destination) (\(error)); such entries are downloaded")
                 }
                 return false
             }

@@ -222,14 +222,14 @@ package struct DownloadedFile: Sendable, Equatable {
     /// as served (an unpinned file), so whoever shows the result should warn. nil for an unencoded body.
     package var contentEncoding: String?
     /// Put in place from a content cache (`--cache`), verified as it was copied: no request was made, and
-    /// `sourceDisplayURL` names the cache entry rather than a source.
+    /// `sourceDisplayURL` names the cache folder rather than a source.
     package var fromCache = false
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,
-                                  entryPath: String) -> DownloadedFile {
+                                  cachePath: String) -> DownloadedFile {
         DownloadedFile(temporaryPath: temporaryPath, temporaryName: temporaryName, size: size, digest: digest,
-                       sourceDisplayURL: entryPath, sourceIndex: 0, fromCache: true)
+                       sourceDisplayURL: cachePath, sourceIndex: 0, fromCache: true)
     }
 }
 

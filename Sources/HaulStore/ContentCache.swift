@@ -34,8 +34,9 @@ package final class ContentCache: Sendable {
     /// The cache folder as given (for messages and reports).
     package let path: String
     private let directory: DirectoryHandle
-    /// `sha256/ab` → its folder, opened once per run (two `openat` per hit saved 100,000 times).
-    private let folders = Mutex<[String: DirectoryHandle]>([:])
+    /// `sha256/ab` → its folder, opened once per run (two `openat` per hit saved 100,000 times): slot
+    /// `algorithm index × 256 + first digest byte`, so a lookup builds no string.
+    private let folders = Mutex<[DirectoryHandle?]>(Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count))
     /// Cleared the first time the file systems refuse a reflink: the rest of the run copies without asking again.
     private let reflinks = Atomic<Bool>(true)
     /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter).
@@ -46,6 +47,9 @@ package final class ContentCache: Sendable {
     package static let temporaryFolder = "tmp"
     /// A `tmp/` file older than this is left from a crashed or killed insertion: `collect` removes it.
     package static let staleTemporarySeconds: Int = 3600
+
+    /// A hit renews an entry's mtime only when it is older than this.
+    package static let touchGranularitySeconds = 3600
 
     /// Algorithms whose entries the cache holds (see the type's comment on weak ones).
     package static let algorithms: [DigestAlgorithm] = DigestAlgorithm.allCases.filter { !$0.isWeak }
@@ -167,9 +171,11 @@ package final class ContentCache: Sendable {
                 let found = count == Int64(info.st_size) ? "digest \(actual)" : "\(count) bytes where it had \(info.st_size)"
                 return removeCorrupt(digest, in: folder, why: found)
             }
-            // Least recently used is what `collect` evicts: a hit makes the entry young again. A read-only cache
-            // cannot be touched; it is still used.
-            _ = futimens(input, nil)
+            // Least recently used is what `collect` evicts: a hit makes the entry young again, unless it already
+            // is (used within the hour: a finer order is worth nothing to eviction, and skipping the write saves a
+            // syscall and an inode update per hit when many roots fill at once). A read-only cache cannot be
+            // touched; it is still used.
+            if ContentCache.now().tv_sec - info.st_mtim.tv_sec > Self.touchGranularitySeconds { _ = futimens(input, nil) }
             return .copied(size: count)
         }
     }
@@ -333,10 +339,11 @@ package final class ContentCache: Sendable {
     }
 
     private func reach(_ digest: Digest, create: Bool) -> Result<DirectoryHandle, SystemError> {
+        let first = digest.withUnsafeBytes { Int($0.first ?? 0) }
+        let key = (DigestAlgorithm.allCases.firstIndex(of: digest.algorithm) ?? 0) * 256 + first
+        if let held = folders.withLock({ $0[key] }) { return .success(held) }
         let algorithm = digest.algorithm.rawValue
         let prefix = String(digest.hex.prefix(2))
-        let key = algorithm + "/" + prefix
-        if let held = folders.withLock({ $0[key] }) { return .success(held) }
         let mode: mode_t? = create ? 0o755 : nil
         return directory.subdirectory(algorithm, creatingWithMode: mode)
             .flatMap { $0.subdirectory(prefix, creatingWithMode: mode) }
