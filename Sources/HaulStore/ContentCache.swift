@@ -199,13 +199,8 @@ package final class ContentCache: Sendable {
                 return hashAll(output, size: Int64(cloned.st_size), hasher: hasher, buffer: buffer).map { ($0, hasher.finalize()) }
             }
             let code = errno
-            // These mean "not here" (another file system, or one without reflinks): stop asking for the rest of the
-            // run. Anything else (ENOSPC, EIO) is a real failure of this copy.
-            if [EXDEV, EOPNOTSUPP, ENOTTY, EINVAL, ENOSYS, EPERM].contains(code) {
-                reflinks.store(false, ordering: .relaxed)
-            } else {
-                return .failure(CopyFailure(errno: code, writing: true))
-            }
+            guard Self.meansNoReflinks(code) else { return .failure(CopyFailure(errno: code, writing: true)) }
+            reflinks.store(false, ordering: .relaxed)
         }
         if size > Int64(buffer.count) { _ = posix_fadvise(input, 0, 0, POSIX_FADV_SEQUENTIAL) }
         var total: Int64 = 0
@@ -315,7 +310,7 @@ package final class ContentCache: Sendable {
         if size > 0, reflinks.load(ordering: .relaxed) {
             if ioctl(output, Self.ficlone, input) == 0 { return nil }
             let code = errno
-            guard [EXDEV, EOPNOTSUPP, ENOTTY, EINVAL, ENOSYS, EPERM].contains(code) else { return code }
+            guard Self.meansNoReflinks(code) else { return code }
             reflinks.store(false, ordering: .relaxed)
         }
         var offset: off_t = 0
@@ -362,6 +357,12 @@ package final class ContentCache: Sendable {
 
     /// `_IOW(0x94, 9, int)` from linux/fs.h.
     private static let ficlone: UInt = 0x4004_9409
+
+    /// A failed FICLONE whose errno means "not between these two files" (another file system, or one without
+    /// reflinks): the run stops asking and copies. Anything else (ENOSPC, EIO) is a real failure of that copy.
+    private static func meansNoReflinks(_ code: Int32) -> Bool {
+        [EXDEV, EOPNOTSUPP, ENOTTY, EINVAL, ENOSYS, EPERM].contains(code)
+    }
 
     // MARK: - Info and garbage collection
 
