@@ -112,7 +112,8 @@ final class CacheSession: Sendable {
         guard !wanted.isEmpty else { return }
         // Large files on a file system without reflinks are copied by the kernel at memory speed: two threads
         // halve a batch of them; small ones cost a few syscalls each, which two threads also share.
-        _ = concurrentMap(count: wanted.count, threads: min(2, ProcessorCount.online), chunk: 8,
+        let threads = min(2, ProcessorCount.online)
+        _ = concurrentMap(count: wanted.count, threads: threads, chunk: max(1, min(8, wanted.count / (4 * threads))),
                           makeContext: { () }) { [self] _, position -> Bool in
             guard !insertionStopped.load(ordering: .relaxed) else { return false }
             let (_, file) = wanted[position]
