@@ -17,6 +17,9 @@ package enum EntryOutcome: Sendable {
     indirect case fetchedNotDurable(DownloadedFile, StoreError)
     case failed(EntryFailure)
 
+    /// Put in place from the content cache (`--cache`), durably or not: no request was made for it.
+    package var isFromCache: Bool { fetchedFile?.fromCache ?? false }
+
     /// The file this run put in place, durably or not.
     package var fetchedFile: DownloadedFile? {
         switch self {
@@ -72,10 +75,14 @@ package struct SyncResult: Sendable {
 
     /// What a summary says of the outcomes.
     package struct Counts: Sendable, Equatable {
-        /// Durable or not.
+        /// Downloaded, durable or not (files from the cache are `cached`, not counted here).
         package var fetched = 0
         /// Saturating: a display total.
         package var fetchedBytes: Int64 = 0
+        /// Put in place from the content cache, with no request, durable or not.
+        package var cached = 0
+        /// Saturating.
+        package var cachedBytes: Int64 = 0
         package var notModified = 0
         package var failed = 0
         /// Fetched, in place, but not yet durable.
@@ -89,9 +96,15 @@ package struct SyncResult: Sendable {
         for index in outcomes.indices {
             switch outcomes[index] {
             case .fetched(let file), .fetchedNotDurable(let file, _):
-                counts.fetched += 1
-                let (sum, overflow) = counts.fetchedBytes.addingReportingOverflow(file.size)
-                counts.fetchedBytes = overflow ? .max : sum
+                if file.fromCache {
+                    counts.cached += 1
+                    let (sum, overflow) = counts.cachedBytes.addingReportingOverflow(file.size)
+                    counts.cachedBytes = overflow ? .max : sum
+                } else {
+                    counts.fetched += 1
+                    let (sum, overflow) = counts.fetchedBytes.addingReportingOverflow(file.size)
+                    counts.fetchedBytes = overflow ? .max : sum
+                }
                 if case .fetchedNotDurable = outcomes[index] { counts.notDurable += 1 }
             case .notModified: counts.notModified += 1
             case .failed: counts.failed += 1

@@ -17,11 +17,14 @@ package struct SyncOptions: Sendable {
     package var shard: Shard?
     /// The config file's URL rewrites (mirrors, pull-through proxies), applied to the entries being fetched.
     package var rewrites: URLRewriter
+    /// A content cache (`--cache`, `HAUL_CACHE`) pinned entries are put in place from, and that every verified
+    /// download of a pinned entry is added to (see `ContentCache`); nil: none.
+    package var cacheDirectory: String?
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
                 maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
-                prune: Bool = false, shard: Shard? = nil, rewrites: URLRewriter = .none) {
+                prune: Bool = false, shard: Shard? = nil, rewrites: URLRewriter = .none, cacheDirectory: String? = nil) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
@@ -30,6 +33,7 @@ package struct SyncOptions: Sendable {
         self.prune = prune
         self.shard = shard
         self.rewrites = rewrites
+        self.cacheDirectory = cacheDirectory
     }
 }
 
@@ -134,7 +138,8 @@ package struct Sync: Sendable {
         var settles = false
         let cache = observation.cache
         let authorship = Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites)
-        let fetched = result.counts.fetched
+        let counts = result.counts
+        let fetched = counts.fetched + counts.cached
         if fetched > 0 { changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
             // Most entries of a no-op: kept, and recorded exactly as the cache has them.

@@ -52,7 +52,8 @@ extension Sync {
                 }
                 return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
-            let execution = Execution(plan: plan, staging: staging,
+            let cache = options.cacheDirectory.flatMap { CacheSession.open($0, observer: observer) }
+            let execution = Execution(plan: plan, staging: staging, cache: cache,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
                                                            durability: options.durability),
@@ -63,7 +64,11 @@ extension Sync {
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial,
                 maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online))
-            let groups = Self.shareGroups(plan, fetches: fetches)
+            // Hits first, committed as they are copied; the engine gets what the cache could not serve.
+            let downloads = cache?.fill(plan, fetches: fetches, staging: staging, cancellation: cancellation) {
+                execution.transfer($0, didProduce: .finished(.success($1)))
+            } ?? fetches
+            let groups = Self.shareGroups(plan, fetches: downloads)
             engine.run(count: groups.leaders.count, request: { [self, groups] in
                             let index = groups.leaders[$0]
                             var request = transferRequest(for: plan.entries[index], id: index,
@@ -166,6 +171,8 @@ private final class Execution: TransferDelegate, Sendable {
     private let plan: Plan
     private let staging: StagingArea
     private let committer: Committer
+    /// Where verified downloads of pinned entries are also added; nil: no `--cache`.
+    private let cache: CacheSession?
     private let authorship: Authorship
     private let observer: SyncObserver?
     /// Verified files on their way to a commit: the first of a batch waits `batchWindow` for company.
@@ -177,10 +184,11 @@ private final class Execution: TransferDelegate, Sendable {
     private static let batchWindow = 0.02
 
     /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
-    init(plan: Plan, staging: StagingArea, committer: Committer, authorship: Authorship, observer: SyncObserver?,
-         expectedCount: Int) {
+    init(plan: Plan, staging: StagingArea, cache: CacheSession?, committer: Committer, authorship: Authorship,
+         observer: SyncObserver?, expectedCount: Int) {
         self.plan = plan
         self.staging = staging
+        self.cache = cache
         self.committer = committer
         self.authorship = authorship
         self.observer = observer
@@ -215,6 +223,8 @@ private final class Execution: TransferDelegate, Sendable {
     }
 
     private func commit(_ batch: [(Int, DownloadedFile)]) {
+        // Before the renames, from the staged files: see `CacheSession.insert`.
+        cache?.insert(batch, plan: plan, from: staging)
         let requests = batch.map { id, file in
             let entry = plan.files[id]
             return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,

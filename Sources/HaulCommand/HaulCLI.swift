@@ -22,7 +22,7 @@ struct HaulCLI: ParsableCommand {
         130/143 interrupted.
         """,
         version: HaulVersion.current,
-        subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self]
+        subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self, CacheCommand.self]
     )
 
     static func main() {
@@ -190,6 +190,7 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var transferOptions: TransferOptions
     @OptionGroup var policy: PolicyOptions
     @OptionGroup var sharding: ShardOptions
+    @OptionGroup var cacheOptions: CacheOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -212,6 +213,7 @@ struct SyncCommand: ParsableCommand {
         let reporter = manifestOptions.reporting.makeReporter(rewrites: rewrites)
         var options = transferOptions.syncOptions(prune: policy.prune, rewrites: rewrites, warning: reporter.warning)
         options.shard = try sharding.resolved()
+        options.cacheDirectory = cacheOptions.directory()
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
@@ -248,13 +250,14 @@ struct PlanCommand: ParsableCommand {
     @OptionGroup var configOptions: ConfigOptions
     @OptionGroup var policy: PolicyOptions
     @OptionGroup var sharding: ShardOptions
+    @OptionGroup var cacheOptions: CacheOptions
 
     func run() throws {
         let rewrites = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
         let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, shard: try sharding.resolved(),
-                                                                 rewrites: rewrites))
+                                                                 rewrites: rewrites, cacheDirectory: cacheOptions.directory()))
         let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
         manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)

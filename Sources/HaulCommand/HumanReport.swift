@@ -170,16 +170,29 @@ package enum HumanReport {
         "stored as served with Content-Encoding: \(encoding) (haul asks for no encoding; the file holds the encoded bytes)"
     }
 
-    /// `Fetched 2 files (1.5 MiB), 40 up to date (3 confirmed by their server), 1 pruned, 1 failed, 1 not yet
-    /// durable in 0.4 s.` (a file not yet durable is among those fetched: it is in place).
+    /// `Fetched 2 files (1.5 MiB), 3 from the cache (4.0 MiB), 40 up to date (3 confirmed by their server), 1 pruned,
+    /// 1 failed, 1 not yet durable in 0.4 s.` (a file not yet durable is among those fetched: it is in place).
     package static func syncSummary(_ result: SyncResult) -> String {
         let counts = result.counts
         let failed = counts.failed + result.pruneFailures.count
         let confirmed = counts.notModified
         let upToDate = result.plan.upToDateCount + confirmed
-        var line = counts.fetched == 0 && failed == 0 && result.deletedCount == 0
-            ? "Nothing to do: \(count(upToDate, "file")) up to date"
-            : "Fetched \(count(counts.fetched, "file")) (\(ByteCount.format(counts.fetchedBytes))), \(upToDate) up to date"
+        var line: String
+        if counts.fetched == 0 && counts.cached == 0 && failed == 0 && result.deletedCount == 0 {
+            line = "Nothing to do: \(count(upToDate, "file")) up to date"
+        } else {
+            // `Fetched 2 files (1.5 MiB), 3 from the cache (4.0 MiB), …`; a run served wholly by the cache starts
+            // with its count.
+            var parts: [String] = []
+            if counts.fetched > 0 || counts.cached == 0 {
+                parts.append("Fetched \(count(counts.fetched, "file")) (\(ByteCount.format(counts.fetchedBytes)))")
+            }
+            if counts.cached > 0 {
+                let cached = "\(counts.cached) from the cache (\(ByteCount.format(counts.cachedBytes)))"
+                parts.append(parts.isEmpty ? cached.prefix(1).uppercased() + cached.dropFirst() : cached)
+            }
+            line = (parts + ["\(upToDate) up to date"]).joined(separator: ", ")
+        }
         if confirmed > 0 { line += " (\(confirmed) confirmed by their server)" }
         if result.deletedCount > 0 { line += ", \(result.deletedCount) pruned" }
         if failed > 0 { line += ", \(failed) failed" }

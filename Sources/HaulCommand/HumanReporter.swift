@@ -169,7 +169,7 @@ final class HumanReporter: RunReporter, Sendable {
         }
         guard !quiet, verbose || linePerFile else { return }
         let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-        log(verbose ? line + " from \(file.sourceDisplayURL)" + rewrittenSuffix(entry, source: file.sourceIndex) : line)
+        log(verbose ? line + (file.fromCache ? " from cache" : " from \(file.sourceDisplayURL)" + rewrittenSuffix(entry, source: file.sourceIndex)) : line)
     }
 
     /// ` (rewritten from URL)` when the entry's source `index` is a rewrite.

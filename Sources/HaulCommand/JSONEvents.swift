@@ -169,7 +169,9 @@ package enum JSONEvents {
             return .object([("event", .string("done")), dest, ("result", .string("not-modified")), ("url", .null),
                              ("bytes", .null), ("digest", .null), ("error", .null)])
         case .fetched(let file):
-            return done(dest, file, result: "fetched", error: nil, rewrittenFrom: rewrittenFrom)
+            // From the cache: no request was made, so no URL (as for `not-modified`).
+            return done(dest, file, result: file.fromCache ? "cached" : "fetched", error: nil,
+                        rewrittenFrom: file.fromCache ? nil : rewrittenFrom)
         case .fetchedNotDurable(let file, let error):
             // The same text as `failed` events carry: the human line without its `error: `.
             let message = String(HumanReport.notDurableLine(entry: entry, error: error).dropFirst("error: ".count))
@@ -191,7 +193,8 @@ package enum JSONEvents {
 
     private static func done(_ dest: (String, JSONValue), _ file: DownloadedFile, result: String, error: String?,
                              rewrittenFrom: String?) -> JSONValue {
-        .object([("event", .string("done")), dest, ("result", .string(result)), ("url", .string(file.sourceDisplayURL)),
+        .object([("event", .string("done")), dest, ("result", .string(result)),
+                 ("url", file.fromCache ? .null : .string(file.sourceDisplayURL)),
                  ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))]
                 + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? []))
     }
@@ -230,6 +233,7 @@ package enum JSONEvents {
         return .object([
             ("event", .string("summary")), ("fetched", .int(Int64(counts.fetched))),
             ("bytes", .int(counts.fetchedBytes)),
+            ("cached", .int(Int64(counts.cached))), ("cached_bytes", .int(counts.cachedBytes)),
             ("up_to_date", .int(Int64(result.plan.upToDateCount))), ("not_modified", .int(Int64(counts.notModified))),
             ("pruned", .int(Int64(result.deletedCount))),
             ("failed", .int(Int64(counts.failed + result.pruneFailures.count))), ("not_durable", .int(Int64(counts.notDurable))),

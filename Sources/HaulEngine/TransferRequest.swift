@@ -221,6 +221,16 @@ package struct DownloadedFile: Sendable, Equatable {
     /// The `Content-Encoding` the server applied although haul asked for none (shown safely): the file is stored
     /// as served (an unpinned file), so whoever shows the result should warn. nil for an unencoded body.
     package var contentEncoding: String?
+    /// Put in place from a content cache (`--cache`), verified as it was copied: no request was made, and
+    /// `sourceDisplayURL` names the cache folder rather than a source.
+    package var fromCache = false
+
+    /// A file the sync staged without the engine: a verified copy from a content cache.
+    package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,
+                                  cachePath: String) -> DownloadedFile {
+        DownloadedFile(temporaryPath: temporaryPath, temporaryName: temporaryName, size: size, digest: digest,
+                       sourceDisplayURL: cachePath, sourceIndex: 0, fromCache: true)
+    }
 }
 
 /// What follows a failed attempt: which source is tried, and after how long.

@@ -1,0 +1,129 @@
+import HaulDigest
+import HaulEngine
+import HaulManifest
+import HaulPlanner
+import HaulStore
+import HaulThreads
+import Synchronization
+
+/// A sync's use of a content cache (`--cache`, `HAUL_CACHE`; the store itself is `ContentCache`): pinned entries
+/// planned as fetches are put in place from it before the engine runs (`fill`), and every verified download of a
+/// pinned entry is added to it from the commit thread (`insert`).
+///
+/// A cache that cannot be used never fails a sync: the run says so once, as a warning, and goes on without it
+/// (a cache that cannot be opened), or without adding to it (one that is read-only, full or not ours to write).
+final class CacheSession: Sendable {
+    let cache: ContentCache
+    private let observer: SyncObserver?
+    /// Set by the first failed insertion: later ones are not tried (a read-only or full cache would fail them all,
+    /// each after copying a file), and the warning is given once.
+    private let insertionStopped = Atomic<Bool>(false)
+    /// Staging names of hits: `<run prefix>-<counter>.part` in hex, the engine's form, so that what an
+    /// interrupted run leaves is swept like its downloads (`TransferEngine.isStagingName`). The prefix is a random
+    /// number of its own: the engine's counter runs in the same folder.
+    private let namePrefix = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+
+    /// Bytes each filling thread reads at a time: a small file is one read, and a large one few enough syscalls
+    /// that hashing dominates.
+    static let bufferSize = 1 << 20
+
+    private init(cache: ContentCache, observer: SyncObserver?) {
+        self.cache = cache
+        self.observer = observer
+    }
+
+    /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all.
+    static func open(_ directory: String, observer: SyncObserver?) -> CacheSession? {
+        switch ContentCache.open(directory, create: true) {
+        case .success(let cache): return CacheSession(cache: cache, observer: observer)
+        case .failure(let error):
+            // A cache that cannot even be made may still exist, read-only: it is used for hits all the same.
+            if case .success(let cache) = ContentCache.open(directory, create: false) {
+                return CacheSession(cache: cache, observer: observer)
+            }
+            observer?.warning("the cache cannot be used (\(error)); syncing without it")
+            return nil
+        }
+    }
+
+    /// Puts in place from the cache every pinned entry among `fetches` (planned `.fetch`, with a checksum of an
+    /// algorithm the cache holds) whose digest it has: each is copied into the staging folder and verified while
+    /// copied (`ContentCache.copyVerified`), then handed to `deliver`, which commits it as it would a download
+    /// (same batches, durability, journal and state records). Runs on `ProcessorCount.online` threads: copying
+    /// and hashing are CPU-bound on a local file system, and the commit thread works beside them.
+    ///
+    /// Returns the entries still to download, in plan order: misses, entries whose cache entry failed its check
+    /// (removed, with a warning), and any the cache could not serve.
+    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, cancellation: Cancellation?,
+              deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
+        let candidates = fetches.filter { index in
+            guard case .fetch = plan.actions[index], let checksum = plan.files[index].checksum else { return false }
+            return ContentCache.holds(checksum.digest.algorithm)
+        }
+        guard !candidates.isEmpty else { return fetches }
+        let unusable = Atomic<Bool>(false)
+        // Chunks of 16 keep the shared counter off a 100,000-file fill; a handful of large files must still be
+        // spread over every thread (a chunk of 16 would give two 512 MiB files to one thread, hashed in series).
+        let threads = ProcessorCount.online
+        let served = concurrentMap(
+            count: candidates.count, threads: threads, chunk: max(1, min(16, candidates.count / (8 * threads))),
+            makeContext: { UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 64) },
+            close: { $0.deallocate() }
+        ) { [self] buffer, position -> Bool in
+            if cancellation?.isCancelled == true { return false }
+            let index = candidates[position]
+            // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
+            guard let digest = plan.files[index].checksum?.digest else { return false }
+            let name = "\(namePrefix)-\(String(position, radix: 16)).part"
+            switch cache.copyVerified(digest, size: plan.files[index].size, to: staging.temporary, name: name, buffer: buffer) {
+            case .copied(let size):
+                deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
+                                          size: size, digest: digest, cachePath: cache.path))
+                return true
+            case .missing:
+                return false
+            case .corrupt(let why):
+                observer?.warning("\(why); \(plan.files[index].destination) is downloaded")
+                return false
+            case .unusable(let error):
+                // Said once: a cache that cannot be read fails every entry the same way.
+                if !unusable.exchange(true, ordering: .relaxed) {
+                    observer?.warning("the cache could not serve \(plan.files[index].destination) (\(error)); such entries are downloaded")
+                }
+                return false
+            }
+        }
+        var hit = Set<Int>(minimumCapacity: candidates.count)
+        for (position, wasServed) in served.enumerated() where wasServed { hit.insert(candidates[position]) }
+        return hit.isEmpty ? fetches : fetches.filter { !hit.contains($0) }
+    }
+
+    /// Adds the verified downloads of `batch` (staged in `folder`, not yet renamed into place) to the cache, on
+    /// the commit thread before the batch's renames. Why then and from there: the staged file is haul's alone
+    /// (a private folder, not yet visible to anyone), so it is exactly the bytes that were verified, whereas a
+    /// destination reopened after its rename may already have been edited by someone; and the copy is a reflink or
+    /// an in-kernel copy from the page cache, cheap next to the download it follows. Only pinned entries, under the
+    /// digest the manifest pins (the one the engine verified), never a file from the cache itself.
+    func insert(_ batch: [(Int, DownloadedFile)], plan: Plan, from folder: StagingArea) {
+        guard !insertionStopped.load(ordering: .relaxed) else { return }
+        let wanted = batch.filter { id, file in
+            !file.fromCache && plan.files[id].checksum?.digest == file.digest && ContentCache.holds(file.digest.algorithm)
+        }
+        guard !wanted.isEmpty else { return }
+        // Large files on a file system without reflinks are copied by the kernel at memory speed: two threads
+        // halve a batch of them; small ones cost a few syscalls each, which two threads also share.
+        let threads = min(2, ProcessorCount.online)
+        _ = concurrentMap(count: wanted.count, threads: threads, chunk: max(1, min(8, wanted.count / (4 * threads))),
+                          makeContext: { () }) { [self] _, position -> Bool in
+            guard !insertionStopped.load(ordering: .relaxed) else { return false }
+            let (_, file) = wanted[position]
+            guard let failure = cache.insert(file.digest, size: file.size, from: folder.temporary, name: file.temporaryName) else {
+                return true
+            }
+            if !insertionStopped.exchange(true, ordering: .relaxed) {
+                observer?.warning("files are not added to the cache \(cache.path) in this run (\(failure))")
+            }
+            return false
+        }
+    }
+}

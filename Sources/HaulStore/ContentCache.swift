@@ -1,0 +1,462 @@
+import Glibc
+import HaulDigest
+import HaulFileSystem
+import Synchronization
+
+/// A content-addressed store of verified files, shared by many roots, manifests and processes (`--cache DIR`,
+/// `HAUL_CACHE`): a CI runner restores it, and pinned entries are put in place from it without a request.
+///
+/// Layout:
+///
+///     DIR/sha256/ab/abcdef…   an entry: the file whose SHA-256 is abcdef… (algorithm / first two hex digits /
+///                             the whole digest in lowercase hex); also sha384/, sha512/
+///     DIR/tmp/<unique>        insertions in progress, renamed to their digest path once complete
+///
+/// **The cache is untrusted.** Whoever restored it may have restored anything: every entry read is hashed as it
+/// is copied (or, after a reflink, read back and hashed), and only a copy whose digest (and size) match is used.
+/// An entry that does not match is removed. So no lock guards it: many processes read, insert and collect at
+/// once, and the worst a race can do is make one of them download a file again.
+///
+/// **No entry is ever visible torn**: an insertion writes `tmp/<unique>` completely and then `rename(2)`s it to
+/// its digest path, so a reader sees the old entry, no entry or the whole new one. Two processes inserting the
+/// same digest both rename; either result is right. Entries are not fsynced: a crash may leave one empty or
+/// short, and the next reader's digest check removes it.
+///
+/// **Never a hard link**: an entry is a copy (a reflink where the file system can share blocks, whose writes then
+/// stay private) of the verified staged file, so a user editing a synced file can never alter the cache, nor the
+/// cache a synced file.
+///
+/// SHA-1 and MD5 entries are neither read nor written: collisions are practical for them, and a shared store
+/// that anyone restoring it can fill must not trust a digest an attacker can match with other bytes.
+///
+/// Entries are least-recently-used by mtime: every hit sets it to now, and `collect` removes the oldest first.
+package final class ContentCache: Sendable {
+    /// The cache folder as given (for messages and reports).
+    package let path: String
+    private let directory: DirectoryHandle
+    /// `sha256/ab` → its folder, opened once per run (two `openat` per hit saved 100,000 times): slot
+    /// `algorithm index × 256 + first digest byte`, so a lookup builds no string.
+    private let folders = Mutex<[DirectoryHandle?]>(Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count))
+    /// Cleared the first time the file systems refuse a reflink: the rest of the run copies without asking again.
+    private let reflinks = Atomic<Bool>(true)
+    /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter).
+    private let uniquePrefix: String
+    private let counter = Atomic<Int>(0)
+
+    /// The folder name of insertions in progress.
+    package static let temporaryFolder = "tmp"
+    /// A `tmp/` file older than this is left from a crashed or killed insertion: `collect` removes it.
+    package static let staleTemporarySeconds: Int = 3600
+
+    /// A hit renews an entry's mtime only when it is older than this.
+    package static let touchGranularitySeconds = 3600
+
+    /// Algorithms whose entries the cache holds (see the type's comment on weak ones).
+    package static let algorithms: [DigestAlgorithm] = DigestAlgorithm.allCases.filter { !$0.isWeak }
+
+    package static func holds(_ algorithm: DigestAlgorithm) -> Bool { !algorithm.isWeak }
+
+    private init(path: String, directory: DirectoryHandle) {
+        self.path = path
+        self.directory = directory
+        uniquePrefix = String(getpid(), radix: 16) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    }
+
+    /// Opens the cache at `path`, made (with its parents) if `create` and missing. The path is the user's to
+    /// choose: symlinks along it are followed; inside it nothing is.
+    package static func open(_ path: String, create: Bool) -> Result<ContentCache, StoreError> {
+        if create {
+            // Each missing component made in turn (`mkdir -p`): EEXIST is success, another process may race us.
+            var prefix = path.hasPrefix("/") ? "/" : ""
+            for component in path.split(separator: "/") {
+                prefix += component
+                if prefix.withCString({ mkdir($0, 0o755) }) != 0, errno != EEXIST {
+                    return .failure(StoreError(operation: "create directory", path: prefix, errno: errno))
+                }
+                prefix += "/"
+            }
+        }
+        switch DirectoryHandle.open(path) {
+        case .success(let handle): return .success(ContentCache(path: path, directory: handle))
+        case .failure(let failure): return .failure(StoreError(operation: "open the cache", path: path, errno: failure.errno))
+        }
+    }
+
+    /// The folder `haul cache …` uses when not told: `$HAUL_CACHE`, else `$XDG_CACHE_HOME/haul`, else
+    /// `$HOME/.cache/haul` (the XDG base directory rule); nil when none of them is set.
+    package static func defaultDirectory(environment: [String: String]) -> String? {
+        if let cache = environment["HAUL_CACHE"], !cache.isEmpty { return cache }
+        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/haul" }
+        if let home = environment["HOME"], !home.isEmpty { return home + "/.cache/haul" }
+        return nil
+    }
+
+    /// `sha256/ab/abcdef…`, relative to the cache folder.
+    package static func relativePath(of digest: Digest) -> String {
+        let hex = digest.hex
+        return "\(digest.algorithm.rawValue)/\(hex.prefix(2))/\(hex)"
+    }
+
+    // MARK: - Reading
+
+    /// What came of putting a cached copy of a digest in a staging folder.
+    package enum Hit: Sendable {
+        /// The staged file holds exactly the bytes of the digest, `size` of them.
+        case copied(size: Int64)
+        /// Nothing under that digest (or an algorithm the cache does not hold).
+        case missing
+        /// An entry was there but its bytes were not the digest's (or of the wrong size): it was removed.
+        /// The text says what was found, for a warning.
+        case corrupt(String)
+        /// The entry could not be read or the staged file written (the error says which); nothing staged.
+        case unusable(StoreError)
+    }
+
+    /// Whether an entry exists under `digest` (only looked at, not verified: for `haul plan`).
+    package func contains(_ digest: Digest) -> Bool {
+        guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return false }
+        guard case .success(let info) = folder.status(of: digest.hex) else { return false }
+        return info.st_mode & S_IFMT == S_IFREG
+    }
+
+    /// Copies the entry of `digest` as the new file `name` in `target` (mode 0600, for the committer to set),
+    /// verifying it on the way: a reflink where the file systems can share blocks (then the copy is read back
+    /// and hashed: the cache is untrusted), else a copy hashed as it is read, one pass (read a chunk, hash it,
+    /// write it). `size`: the size the manifest pins, if any. `buffer`: the caller's, reused from file to file.
+    /// On anything but `.copied`, nothing is left in `target`. A hit sets the entry's mtime to now (what
+    /// `collect` evicts by).
+    package func copyVerified(_ digest: Digest, size expectedSize: Int64?, to target: DirectoryHandle, name: String,
+                              buffer: UnsafeMutableRawBufferPointer) -> Hit {
+        guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return .missing }
+        let hex = digest.hex
+        let input: Int32
+        switch folder.openFile(hex, flags: O_RDONLY | O_NONBLOCK) {
+        case .success(let opened): input = opened
+        case .failure(let failure):
+            if failure.errno == ENOENT { return .missing }
+            return .unusable(StoreError(operation: "open cache entry", path: displayPath(of: digest), errno: failure.errno))
+        }
+        defer { close(input) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else {
+            return .unusable(StoreError(operation: "inspect cache entry", path: displayPath(of: digest), errno: errno))
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            return removeCorrupt(digest, in: folder, why: "\(FileKindName.of(info)), not a regular file")
+        }
+        if let expectedSize, Int64(info.st_size) != expectedSize {
+            return removeCorrupt(digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
+        }
+        let output: Int32
+        switch target.openFile(name, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) {
+        case .success(let opened): output = opened
+        case .failure(let failure):
+            return .unusable(StoreError(operation: "create", path: failure.path, errno: failure.errno))
+        }
+        let copied = copyHashing(from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer)
+        let closed = close(output) == 0 ? nil : errno
+        switch copied {
+        case .failure(let failure):
+            target.remove(name)
+            return .unusable(StoreError(operation: failure.writing ? "write" : "read cache entry",
+                                        path: failure.writing ? target.displayPath(of: name) : displayPath(of: digest),
+                                        errno: failure.errno))
+        case .success(let (count, actual)):
+            if let closed {
+                target.remove(name)
+                return .unusable(StoreError(operation: "write", path: target.displayPath(of: name), errno: closed))
+            }
+            guard count == Int64(info.st_size), actual == digest else {
+                target.remove(name)
+                let found = count == Int64(info.st_size) ? "digest \(actual)" : "\(count) bytes where it had \(info.st_size)"
+                return removeCorrupt(digest, in: folder, why: found)
+            }
+            // Least recently used is what `collect` evicts: a hit makes the entry young again, unless it already
+            // is (used within the hour: a finer order is worth nothing to eviction, and skipping the write saves a
+            // syscall and an inode update per hit when many roots fill at once). A read-only cache cannot be
+            // touched; it is still used.
+            if ContentCache.now().tv_sec - info.st_mtim.tv_sec > Self.touchGranularitySeconds { _ = futimens(input, nil) }
+            return .copied(size: count)
+        }
+    }
+
+    private struct CopyFailure: Error {
+        let errno: Int32
+        /// The write (or the reflink) failed, not the read of the entry.
+        let writing: Bool
+    }
+
+    /// `size` bytes of `input` into `output` (both at offset 0), and their digest: by reflink and a read back
+    /// where the file systems allow, else read → hash → write.
+    private func copyHashing(from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
+                             buffer: UnsafeMutableRawBufferPointer) -> Result<(Int64, Digest), CopyFailure> {
+        let hasher = StreamingHasher(algorithm)
+        if size > 0, reflinks.load(ordering: .relaxed) {
+            if ioctl(output, Self.ficlone, input) == 0 {
+                // The clone is what will be committed: it is what is read and hashed (the entry may change under us).
+                var cloned = stat()
+                guard fstat(output, &cloned) == 0 else { return .failure(CopyFailure(errno: errno, writing: true)) }
+                return hashAll(output, size: Int64(cloned.st_size), hasher: hasher, buffer: buffer).map { ($0, hasher.finalize()) }
+            }
+            let code = errno
+            guard Self.meansNoReflinks(code) else { return .failure(CopyFailure(errno: code, writing: true)) }
+            reflinks.store(false, ordering: .relaxed)
+        }
+        if size > Int64(buffer.count) { _ = posix_fadvise(input, 0, 0, POSIX_FADV_SEQUENTIAL) }
+        var total: Int64 = 0
+        // Only the size seen at open is copied: an entry growing meanwhile is not followed; one shrinking stops short
+        // (and fails the digest).
+        while total < size {
+            let wanted = Int(min(Int64(buffer.count), size - total))
+            let count = read(input, buffer.baseAddress, wanted)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(CopyFailure(errno: errno, writing: false))
+            }
+            if count == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+            hasher.update(chunk)
+            var written = 0
+            while written < count {
+                let result = write(output, chunk.baseAddress.map { $0 + written }, count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(CopyFailure(errno: errno, writing: true))
+                }
+                written += result
+            }
+            total += Int64(count)
+        }
+        return .success((total, hasher.finalize()))
+    }
+
+    /// Reads `size` bytes of `descriptor` from offset 0 into `hasher`; the count read.
+    private func hashAll(_ descriptor: Int32, size: Int64, hasher: StreamingHasher,
+                         buffer: UnsafeMutableRawBufferPointer) -> Result<Int64, CopyFailure> {
+        var total: Int64 = 0
+        while total < size {
+            let count = pread(descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), size - total)), off_t(total))
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(CopyFailure(errno: errno, writing: false))
+            }
+            if count == 0 { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            total += Int64(count)
+        }
+        return .success(total)
+    }
+
+    private func removeCorrupt(_ digest: Digest, in folder: DirectoryHandle, why: String) -> Hit {
+        let removed = folder.remove(digest.hex)
+        var text = "the cache entry \(displayPath(of: digest)) is not the file of its digest (\(why))"
+        text += removed.map { removal in "; it could not be removed (\(removal.reason))" } ?? ": removed"
+        return .corrupt(text)
+    }
+
+    // MARK: - Inserting
+
+    /// Adds a copy of the verified file `name` in `source` as the entry of `digest`, atomically (see the type's
+    /// comment): a reflink where the file systems can, else the kernel copies the bytes (`sendfile`). Never a
+    /// hard link. An entry already there with the right size is only touched. nil on success, else why not
+    /// (ENOSPC, EROFS, EACCES …), with nothing left behind in `tmp/` but on a crash.
+    package func insert(_ digest: Digest, size: Int64, from source: DirectoryHandle, name: String) -> StoreError? {
+        guard Self.holds(digest.algorithm) else { return nil }
+        let hex = digest.hex
+        if let folder = folder(of: digest, create: false), case .success(let info) = folder.status(of: hex),
+           info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size {
+            _ = hex.withCString { utimensat(folder.descriptor, $0, nil, AT_SYMLINK_NOFOLLOW) }
+            return nil
+        }
+        let temporary: DirectoryHandle
+        switch directory.subdirectory(Self.temporaryFolder, creatingWithMode: 0o755) {
+        case .success(let folder): temporary = folder
+        case .failure(let failure): return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+        }
+        let input: Int32
+        switch source.openFile(name, flags: O_RDONLY) {
+        case .success(let opened): input = opened
+        case .failure(let failure): return StoreError(operation: "open", path: failure.path, errno: failure.errno)
+        }
+        defer { close(input) }
+        let unique = "\(uniquePrefix)-\(String(counter.wrappingAdd(1, ordering: .relaxed).oldValue, radix: 16)).tmp"
+        let output: Int32
+        switch temporary.openFile(unique, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) {
+        case .success(let opened): output = opened
+        case .failure(let failure): return StoreError(operation: "create", path: failure.path, errno: failure.errno)
+        }
+        var failure = clone(from: input, to: output, size: size)
+        if close(output) != 0, failure == nil { failure = errno }
+        if let failure {
+            temporary.remove(unique)
+            return StoreError(operation: "write", path: temporary.displayPath(of: unique), errno: failure)
+        }
+        let folder: DirectoryHandle
+        switch reach(digest, create: true) {
+        case .success(let reached): folder = reached
+        case .failure(let failure):
+            temporary.remove(unique)
+            return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+        }
+        if let renamed = temporary.rename(unique, to: hex, in: folder) {
+            temporary.remove(unique)
+            return StoreError(operation: "rename into", path: renamed.path, errno: renamed.errno)
+        }
+        return nil
+    }
+
+    /// `size` bytes of `input` into the empty `output`: a reflink, else `sendfile`; the errno of a failure.
+    private func clone(from input: Int32, to output: Int32, size: Int64) -> Int32? {
+        if size > 0, reflinks.load(ordering: .relaxed) {
+            if ioctl(output, Self.ficlone, input) == 0 { return nil }
+            let code = errno
+            guard Self.meansNoReflinks(code) else { return code }
+            reflinks.store(false, ordering: .relaxed)
+        }
+        var offset: off_t = 0
+        while offset < size {
+            let sent = sendfile(output, input, &offset, Int(min(size - Int64(offset), 1 << 30)))
+            if sent < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            if sent == 0 { return EIO }  // the staged file shrank: not the bytes that were verified
+        }
+        return nil
+    }
+
+    // MARK: - Folders
+
+    /// `sha256/ab` for `digest`, held open for the rest of the run; made when `create`. nil when missing or not a
+    /// plain directory (a symlink there is refused: a removal must never reach outside the cache).
+    private func folder(of digest: Digest, create: Bool) -> DirectoryHandle? {
+        try? reach(digest, create: create).get()
+    }
+
+    private func reach(_ digest: Digest, create: Bool) -> Result<DirectoryHandle, SystemError> {
+        let first = digest.withUnsafeBytes { Int($0.first ?? 0) }
+        let key = (DigestAlgorithm.allCases.firstIndex(of: digest.algorithm) ?? 0) * 256 + first
+        if let held = folders.withLock({ $0[key] }) { return .success(held) }
+        let algorithm = digest.algorithm.rawValue
+        let prefix = String(digest.hex.prefix(2))
+        let mode: mode_t? = create ? 0o755 : nil
+        return directory.subdirectory(algorithm, creatingWithMode: mode)
+            .flatMap { $0.subdirectory(prefix, creatingWithMode: mode) }
+            .map { folder in
+                folders.withLock { table in
+                    if let held = table[key] { return held }
+                    table[key] = folder
+                    return folder
+                }
+            }
+    }
+
+    private func displayPath(of digest: Digest) -> String {
+        (path.hasSuffix("/") ? path : path + "/") + Self.relativePath(of: digest)
+    }
+
+    /// `_IOW(0x94, 9, int)` from linux/fs.h.
+    private static let ficlone: UInt = 0x4004_9409
+
+    /// A failed FICLONE whose errno means "not between these two files" (another file system, or one without
+    /// reflinks): the run stops asking and copies. Anything else (ENOSPC, EIO) is a real failure of that copy.
+    private static func meansNoReflinks(_ code: Int32) -> Bool {
+        [EXDEV, EOPNOTSUPP, ENOTTY, EINVAL, ENOSYS, EPERM].contains(code)
+    }
+
+    // MARK: - Info and garbage collection
+
+    /// One entry of the cache, as `info` and `collect` see it.
+    package struct Entry: Sendable, Equatable {
+        /// `sha256/ab/abcdef…`
+        package var relativePath: String
+        package var size: Int64
+        /// mtime, in seconds and nanoseconds: the last hit or insertion.
+        package var modified: timespec
+
+        package static func == (a: Entry, b: Entry) -> Bool {
+            a.relativePath == b.relativePath && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
+                && a.modified.tv_nsec == b.modified.tv_nsec
+        }
+    }
+
+    /// Every entry: the regular files under `<algorithm>/<two hex digits>/` named by a digest of that algorithm
+    /// whose first two digits are the folder's. Anything else there is not the cache's and is left alone.
+    package func entries() -> [Entry] {
+        var found: [Entry] = []
+        for algorithm in Self.algorithms {
+            guard case .success(let top) = directory.subdirectory(algorithm.rawValue) else { continue }
+            for prefix in top.names() ?? [] where prefix.utf8.count == 2 && Self.isHex(prefix) {
+                guard case .success(let folder) = top.subdirectory(prefix) else { continue }
+                for name in folder.names() ?? [] where name.utf8.count == 2 * algorithm.byteCount && name.hasPrefix(prefix)
+                    && Self.isHex(name) {
+                    guard case .success(let info) = folder.status(of: name), info.st_mode & S_IFMT == S_IFREG else { continue }
+                    found.append(Entry(relativePath: "\(algorithm.rawValue)/\(prefix)/\(name)", size: Int64(info.st_size),
+                                       modified: info.st_mtim))
+                }
+            }
+        }
+        return found
+    }
+
+    private static func isHex(_ text: String) -> Bool {
+        text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    }
+
+    /// What `collect` did.
+    package struct Collection: Sendable {
+        /// Oldest first.
+        package var removed: [Entry] = []
+        /// Entries that should have gone but could not be removed (a read-only cache), with why.
+        package var failed: [(Entry, SystemError)] = []
+        /// Names in `tmp/` older than an hour that were removed.
+        package var staleTemporaries: [String] = []
+        /// What the cache holds afterwards.
+        package var remainingCount = 0
+        package var remainingBytes: Int64 = 0
+    }
+
+    /// Removes least recently used entries (oldest mtime first; ties by name, so the order is stable) until the
+    /// entries total at most `maxBytes`, and every file in `tmp/` older than an hour (an insertion that crashed;
+    /// a live one is seconds old). Other processes may be using the cache meanwhile: an entry removed under a
+    /// reader was already open (the reader keeps its copy) or is simply missing (it is downloaded).
+    package func collect(maxBytes: Int64, now: timespec = ContentCache.now()) -> Collection {
+        var result = Collection()
+        if case .success(let temporary) = directory.subdirectory(Self.temporaryFolder) {
+            for name in temporary.names() ?? [] {
+                guard case .success(let info) = temporary.status(of: name), info.st_mode & S_IFMT == S_IFREG,
+                      now.tv_sec - info.st_mtim.tv_sec > Self.staleTemporarySeconds else { continue }
+                if temporary.remove(name) == nil { result.staleTemporaries.append(name) }
+            }
+        }
+        let all = entries().sorted {
+            ($0.modified.tv_sec, $0.modified.tv_nsec, $0.relativePath) < ($1.modified.tv_sec, $1.modified.tv_nsec, $1.relativePath)
+        }
+        var total = all.reduce(Int64(0)) { $0 + $1.size }
+        var kept = all.count
+        for entry in all where total > maxBytes {
+            let parts = entry.relativePath.split(separator: "/").map(String.init)
+            guard parts.count == 3 else { continue }
+            let removal: SystemError? = switch directory.subdirectory(parts[0]).flatMap({ $0.subdirectory(parts[1]) }) {
+            case .success(let folder): folder.remove(parts[2])
+            case .failure(let failure): failure
+            }
+            if let removal {
+                result.failed.append((entry, removal))
+            } else {
+                result.removed.append(entry)
+                total -= entry.size
+                kept -= 1
+            }
+        }
+        result.remainingCount = kept
+        result.remainingBytes = total
+        return result
+    }
+
+    package static func now() -> timespec {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return time
+    }
+}
