@@ -14,9 +14,6 @@ enum FileClone {
         init(_ code: Int32) { self.code = code }
     }
 
-    /// `_IOW(0x94, 9, int)` from linux/fs.h.
-    private static let ficlone: UInt = 0x4004_9409
-
     /// A new file `file` (which must not exist) with `mode` exactly, or 0600 without one. The staging folder
     /// is private, so the file may carry its final mode from the start: moving it into place needs no chmod.
     /// `hasFileMode`: the mode was set exactly (it is set by descriptor when the umask, or special bits, would
@@ -52,8 +49,9 @@ enum FileClone {
         }
         let output = created.descriptor
         var failure: Int32?
-        if ioctl(output, ficlone, input) != 0 {
-            failure = copyBytes(from: input, to: output)
+        if KernelCopy.reflink(input, to: output) != nil {
+            var info = stat()
+            failure = fstat(input, &info) == 0 ? KernelCopy.send(input, to: output, size: Int64(info.st_size)) : errno
         }
         if close(output) != 0, failure == nil { failure = errno }
         if let failure {
@@ -61,21 +59,5 @@ enum FileClone {
             return .failure(Errno(failure))
         }
         return .success(created.hasFileMode)
-    }
-
-    /// Every byte of `input` to `output`, in the kernel.
-    private static func copyBytes(from input: Int32, to output: Int32) -> Int32? {
-        var info = stat()
-        guard fstat(input, &info) == 0 else { return errno }
-        var offset: off_t = 0
-        while offset < info.st_size {
-            let sent = sendfile(output, input, &offset, Int(min(info.st_size - offset, 1 << 30)))
-            if sent < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            if sent == 0 { return EIO }  // the file shrank under us: not the bytes that were verified
-        }
-        return nil
     }
 }

@@ -192,14 +192,13 @@ package final class ContentCache: Sendable {
                              buffer: UnsafeMutableRawBufferPointer) -> Result<(Int64, Digest), CopyFailure> {
         let hasher = StreamingHasher(algorithm)
         if size > 0, reflinks.load(ordering: .relaxed) {
-            if ioctl(output, Self.ficlone, input) == 0 {
+            guard let code = KernelCopy.reflink(input, to: output) else {
                 // The clone is what will be committed: it is what is read and hashed (the entry may change under us).
                 var cloned = stat()
                 guard fstat(output, &cloned) == 0 else { return .failure(CopyFailure(errno: errno, writing: true)) }
                 return hashAll(output, size: Int64(cloned.st_size), hasher: hasher, buffer: buffer).map { ($0, hasher.finalize()) }
             }
-            let code = errno
-            guard Self.meansNoReflinks(code) else { return .failure(CopyFailure(errno: code, writing: true)) }
+            guard KernelCopy.meansNoReflinks(code) else { return .failure(CopyFailure(errno: code, writing: true)) }
             reflinks.store(false, ordering: .relaxed)
         }
         if size > Int64(buffer.count) { _ = posix_fadvise(input, 0, 0, POSIX_FADV_SEQUENTIAL) }
@@ -308,21 +307,12 @@ package final class ContentCache: Sendable {
     /// `size` bytes of `input` into the empty `output`: a reflink, else `sendfile`; the errno of a failure.
     private func clone(from input: Int32, to output: Int32, size: Int64) -> Int32? {
         if size > 0, reflinks.load(ordering: .relaxed) {
-            if ioctl(output, Self.ficlone, input) == 0 { return nil }
-            let code = errno
-            guard Self.meansNoReflinks(code) else { return code }
+            guard let code = KernelCopy.reflink(input, to: output) else { return nil }
+            guard KernelCopy.meansNoReflinks(code) else { return code }
             reflinks.store(false, ordering: .relaxed)
         }
-        var offset: off_t = 0
-        while offset < size {
-            let sent = sendfile(output, input, &offset, Int(min(size - Int64(offset), 1 << 30)))
-            if sent < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            if sent == 0 { return EIO }  // the staged file shrank: not the bytes that were verified
-        }
-        return nil
+        // (EIO when the staged file shrank: not the bytes that were verified.)
+        return KernelCopy.send(input, to: output, size: size)
     }
 
     // MARK: - Folders
@@ -355,14 +345,6 @@ package final class ContentCache: Sendable {
         (path.hasSuffix("/") ? path : path + "/") + Self.relativePath(of: digest)
     }
 
-    /// `_IOW(0x94, 9, int)` from linux/fs.h.
-    private static let ficlone: UInt = 0x4004_9409
-
-    /// A failed FICLONE whose errno means "not between these two files" (another file system, or one without
-    /// reflinks): the run stops asking and copies. Anything else (ENOSPC, EIO) is a real failure of that copy.
-    private static func meansNoReflinks(_ code: Int32) -> Bool {
-        [EXDEV, EOPNOTSUPP, ENOTTY, EINVAL, ENOSYS, EPERM].contains(code)
-    }
 
     // MARK: - Info and garbage collection
 

@@ -74,11 +74,14 @@ package final class RunLock: Sendable {
         guard writable else { return }
         // The range first: whoever finds a lock in its way reads the line of that very range (a finished shard's
         // line stays behind until an unsharded run clears the file).
-        var line = Array(("\(range.lowerBound) \(range.count) " + holder.prefix(Self.slotSize - 48) + "\n").utf8)
-        if line.count > Self.slotSize { line = Array(line.suffix(Self.slotSize)) }
-        line += [UInt8](repeating: 0, count: Self.slotSize - line.count)
-        // Holding every destination, an unsharded run may clear what earlier shards wrote there.
-        if shard == nil { _ = ftruncate(descriptor, 0) }
+        var line = Array(Array("\(range.lowerBound) \(range.count) \(holder)".utf8).prefix(Self.slotSize - 1)) + [0x0A]
+        if shard == nil {
+            // Holding every destination, an unsharded run clears what earlier runs wrote: its line is the file.
+            _ = ftruncate(descriptor, 0)
+        } else {
+            // A shard's slot may hold a longer line of an earlier run: blanked to its end.
+            line += [UInt8](repeating: 0, count: Self.slotSize - line.count)
+        }
         _ = pwrite(descriptor, line, line.count, off_t(Self.slotSize * Self.slot(of: shard)))
     }
 

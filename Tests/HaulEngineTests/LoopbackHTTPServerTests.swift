@@ -341,7 +341,7 @@ final class ProcessRunnerTests: XCTestCase {
             let name = String(line[..<equals])
             return shellOwn.contains(name) ? nil : name
         }
-        XCTAssertEqual(names, ["HAUL_X", "HOME", "PATH"])
+        XCTAssertEqual(names, ["HAUL_X", "HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"])
         XCTAssertEqual(lines.last.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path },
                        URL(fileURLWithPath: directory.path).resolvingSymlinksInPath().path)
     }
