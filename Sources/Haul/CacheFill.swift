@@ -127,3 +127,20 @@ final class CacheSession: Sendable {
         }
     }
 }
+
+extension Sync {
+    /// Which of the plan's fetches the content cache holds: a look at the cache (nothing read, nothing made), for
+    /// the plan to say so. Empty without `--cache`. A hit may still fail its check when it is copied, and be
+    /// downloaded after all.
+    package func cacheHits(_ plan: Plan) -> Set<Int> {
+        guard let directory = options.cacheDirectory, case .success(let cache) = ContentCache.open(directory, create: false)
+        else { return [] }
+        var hits: Set<Int> = []
+        for index in plan.actions.indices {
+            guard case .fetch = plan.actions[index], let digest = plan.files[index].checksum?.digest,
+                  ContentCache.holds(digest.algorithm), cache.contains(digest) else { continue }
+            hits.insert(index)
+        }
+        return hits
+    }
+}

@@ -222,7 +222,8 @@ struct SyncCommand: ParsableCommand {
         let observation = try manifestOptions.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: wait, holder: holder),
                                                       rehash: rehash)
         if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
-        let plan = sync.plan(observation)
+        var plan = sync.plan(observation)
+        plan.fromCache = sync.cacheHits(plan)
         reporter.plan(plan, acting: !dryRun)
         guard !dryRun else { return keepUntilExit(observation, plan) }
         interrupts.beginChanging()
@@ -258,7 +259,8 @@ struct PlanCommand: ParsableCommand {
         try policy.enforce(on: manifest)
         let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, shard: try sharding.resolved(),
                                                                  rewrites: rewrites, cacheDirectory: cacheOptions.directory()))
-        let plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
+        var plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
+        plan.fromCache = sync.cacheHits(plan)
         manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }

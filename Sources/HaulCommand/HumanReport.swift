@@ -12,16 +12,17 @@ package enum HumanReport {
     /// `sources`: lines shown under each entry to fetch (`plan --verbose`: where its URLs were rewritten to).
     package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil) -> [String] {
         var lines: [String] = []
-        for planned in plan.entries {
+        for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let destination = planned.entry.destination.description
+            let cached = plan.fromCache.contains(index) ? "; from the cache" : ""
             switch planned.action {
             case .keep:
                 continue
             case .fetch(.missing):
-                lines.append("+ \(destination) (missing)")
+                lines.append("+ \(destination) (missing\(cached))")
                 if let sources { lines += sources(planned.entry) }
             case .fetch(let reason):
-                lines.append("~ \(destination) (\(describe(reason, checksum: planned.entry.checksum)))")
+                lines.append("~ \(destination) (\(describe(reason, checksum: planned.entry.checksum))\(cached))")
                 if let sources { lines += sources(planned.entry) }
             case .revalidate:
                 lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
@@ -51,6 +52,7 @@ package enum HumanReport {
         if tally.replacements.count > 0 {
             parts.append("\(tally.replacements.count) to replace" + bytesSuffix(tally.replacements))
         }
+        if !plan.fromCache.isEmpty { parts.append("\(plan.fromCache.count) of those from the cache") }
         if tally.revalidations > 0 { parts.append("\(tally.revalidations) to revalidate") }
         if tally.deletions > 0 { parts.append("\(tally.deletions) to prune") }
         if tally.refusals > 0 { parts.append("\(tally.refusals) blocked") }

@@ -169,7 +169,9 @@ final class HumanReporter: RunReporter, Sendable {
         }
         guard !quiet, verbose || linePerFile else { return }
         let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
-        log(verbose ? line + (file.fromCache ? " from cache" : " from \(file.sourceDisplayURL)" + rewrittenSuffix(entry, source: file.sourceIndex)) : line)
+        guard verbose else { return log(line) }
+        let source = file.fromCache ? "cache" : file.sourceDisplayURL + rewrittenSuffix(entry, source: file.sourceIndex)
+        log(line + " from " + source)
     }
 
     /// ` (rewritten from URL)` when the entry's source `index` is a rewrite.

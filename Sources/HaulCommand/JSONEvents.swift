@@ -84,7 +84,7 @@ package enum JSONEvents {
 
     package static func plan(_ plan: Plan) -> JSONValue {
         var changes: [JSONValue] = []
-        for planned in plan.entries {
+        for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let action: String
             var reason: String?
             switch planned.action {
@@ -98,8 +98,11 @@ package enum JSONEvents {
                 action = "blocked"
                 reason = why
             }
-            changes.append(.object([("dest", .string(planned.entry.destination.description)), ("action", .string(action)),
-                                    ("reason", .string(reason)), ("size", .int(planned.entry.size))]))
+            var fields: [(String, JSONValue)] = [("dest", .string(planned.entry.destination.description)),
+                                                 ("action", .string(action)), ("reason", .string(reason)),
+                                                 ("size", .int(planned.entry.size))]
+            if plan.fromCache.contains(index) { fields.append(("from_cache", .bool(true))) }
+            changes.append(.object(fields))
         }
         for prune in plan.prunes {
             switch prune.action {

@@ -38,7 +38,9 @@ package final class StagingArea: Sendable {
 
     private static func isShardFolderName(_ name: String) -> Bool {
         let parts = name.split(separator: "-")
-        return parts.count == 4 && parts[0] == "shard" && parts[2] == "of" && Shard(index: Int(parts[1]) ?? 0, count: Int(parts[3]) ?? 0) != nil
+        guard parts.count == 4, parts[0] == "shard", parts[2] == "of", let index = Int(parts[1]), let count = Int(parts[3])
+        else { return false }
+        return Shard(index: index, count: count) != nil
     }
 
     private static func shardFolder(_ shard: Shard, in parent: DirectoryHandle) throws(StoreError) -> DirectoryHandle {
@@ -78,7 +80,8 @@ package final class StagingArea: Sendable {
         }
     }
 
-    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool, withShardFolders: Bool = false) {
+    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool,
+                                       withShardFolders: Bool = false) {
         let names = folder.names() ?? []
         for name in names where isOwnName(name) { folder.remove(name) }
         if withShardFolders { removeShardFolderFiles(in: folder, names: names, isOwnName: isOwnName) }
@@ -86,7 +89,8 @@ package final class StagingArea: Sendable {
 
     /// What shards left in their own folders under `folder` (the folders themselves stay: cheap, and a shard
     /// starting meanwhile could be about to use one).
-    private static func removeShardFolderFiles(in folder: DirectoryHandle, names: [String]? = nil, isOwnName: (String) -> Bool) {
+    private static func removeShardFolderFiles(in folder: DirectoryHandle, names: [String]? = nil,
+                                               isOwnName: (String) -> Bool) {
         for name in names ?? folder.names() ?? [] where isShardFolderName(name) {
             guard case .success(let shardFolder) = folder.subdirectory(name) else { continue }
             removeOwnFiles(in: shardFolder, isOwnName: isOwnName)

@@ -409,4 +409,36 @@ final class ContentCacheCommandTests: XCTestCase {
         var times = [when, when]
         guard utimensat(AT_FDCWD, path, &times, 0) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
     }
+
+    /// `plan` (and the plan a sync prints) says which downloads the cache will serve, and makes nothing.
+    func testThePlanSaysWhatTheCacheServes() throws {
+        let cache = directory.path("cache")
+        try fillCache(cache)
+        // One pinned file the cache does not have.
+        files["/new.bin"] = Array("not in the cache yet\n".utf8)
+        server.files?.set("/new.bin", files["/new.bin"] ?? [])
+        try writeManifest("second.yaml", root: "second")
+        try directory.write("second.yaml", String(decoding: directory.read("second.yaml") ?? [], as: UTF8.self)
+                            + "  - url: \(server.url("/new.bin"))\n    dest: new.bin\n    sha256: \(sha256(files["/new.bin"] ?? []))\n")
+
+        let plan = try directory.haul(["plan", "second.yaml", "--cache", cache])
+        XCTAssertEqual(plan.exitCode, 2, plan.stderr)
+        for destination in ["big.bin", "small.txt", "a/b/deep.bin"] {
+            XCTAssertTrue(plan.stdout.contains("+ \(destination) (missing; from the cache)"), plan.stdout)
+        }
+        XCTAssertTrue(plan.stdout.contains("+ new.bin (missing)\n"), plan.stdout)
+        XCTAssertTrue(plan.stdout.contains("+ loose.txt (missing)\n"), plan.stdout)
+        XCTAssertTrue(plan.stdout.contains("5 to download"), plan.stdout)
+        XCTAssertTrue(plan.stdout.contains("3 of those from the cache"), plan.stdout)
+        XCTAssertFalse(directory.exists("second"), "plan makes nothing")
+
+        let json = try directory.haul(["plan", "second.yaml", "--cache", cache, "--json"])
+        let changes = (events(json.stdout).first?["changes"] as? [[String: Any]]) ?? []
+        XCTAssertEqual(Set(changes.filter { $0["from_cache"] as? Bool == true }.compactMap { $0["dest"] as? String }),
+                       ["big.bin", "small.txt", "a/b/deep.bin"])
+
+        let without = try directory.haul(["plan", "second.yaml"])
+        XCTAssertFalse(without.stdout.contains("from the cache"), "without --cache, nothing is said of one")
+        XCTAssertEqual(server.requests.count, 0, "planning asks no server")
+    }
 }
