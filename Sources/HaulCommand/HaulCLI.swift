@@ -183,6 +183,7 @@ struct SyncCommand: ParsableCommand {
           haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
           HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
           haul sync assets.yaml --config mirrors.yaml -v   (rewrite URLs to a mirror)
+          haul sync assets.yaml --shard 2/4 --cache ~/.cache/haul   (one CI job of four)
         """)
 
     @OptionGroup var manifestOptions: ManifestOptions
