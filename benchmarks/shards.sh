@@ -14,12 +14,14 @@
 # unsharded no-op / N + 0.1 s.
 #
 # Env: BENCH (../shared/bench), BENCH_DATA (corpora, default $TMPDIR or /tmp + /bench-data), BENCH_WORK
-# (/dev/shm/haul-shards), RUNS (5), SHARDS (4), JOBS (16), PORT (18380).
+# (/dev/shm/haul-shards), RUNS (5), SHARDS (4), JOBS (16), SHARD_JOBS (--jobs of each shard, default JOBS),
+# PORT (18380).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$(cd "${BENCH:-$HERE/../shared/bench}" && pwd)
 SCENARIO=${1:-huge-manifest}
 RUNS=${RUNS:-5} SHARDS=${SHARDS:-4} JOBS=${JOBS:-16} PORT=${PORT:-18380}
+SHARD_JOBS=${SHARD_JOBS:-$JOBS}
 export BENCH_DATA=${BENCH_DATA:-${TMPDIR:-/tmp}/bench-data}
 WORK=${BENCH_WORK:-/dev/shm/haul-shards}
 export BENCH_STATE=${TMPDIR:-/tmp}/haul-shards-nginx-$PORT TLS_PORT=0
@@ -51,7 +53,7 @@ EOF
 }
 
 UNSHARDED="'$HAUL' sync '$WORK/one/manifest.yaml' --jobs $JOBS --quiet"
-SHARDED="for k in \$(seq 1 $SHARDS); do '$HAUL' sync '$WORK/sharded/manifest.yaml' --jobs $JOBS --quiet --shard \$k/$SHARDS & done; \
+SHARDED="for k in \$(seq 1 $SHARDS); do '$HAUL' sync '$WORK/sharded/manifest.yaml' --jobs $SHARD_JOBS --quiet --shard \$k/$SHARDS & done; \
 status=0; for job in \$(jobs -p); do wait \$job || status=1; done; exit \$status"
 SHARD_NOOP="'$HAUL' sync '$WORK/sharded/manifest.yaml' --jobs $JOBS --quiet --shard 1/$SHARDS"
 
