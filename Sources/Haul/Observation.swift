@@ -152,6 +152,9 @@ package struct Observation: Sendable {
         let observed = cache
         let save = { () throws(StoreError) in
             var current = shard == nil ? observed : StateCache.load(area: area).cache
+            // Room for every new record at once (a first sync adds 100,000): grown one by one, the table would be
+            // rehashed a dozen times.
+            current.records.reserveCapacity(current.records.count + changes.records.count)
             for (destination, record) in changes.records { current.records[destination] = record }
             try current.save(in: area)
         }
