@@ -88,7 +88,8 @@ final class CacheSession: Sendable {
             case .unusable(let error):
                 // Said once: a cache that cannot be read fails every entry the same way.
                 if !unusable.exchange(true, ordering: .relaxed) {
-                    observer?.warning("the cache could not serve \(plan.files[index].destination) (\(error)); such entries are downloaded")
+                    observer?.warning("the cache could not serve \(plan.files[index].destination) (\(error)); "
+                                      + "such entries are downloaded")
                 }
                 return false
             }

@@ -121,11 +121,11 @@ struct CacheGCCommand: ParsableCommand {
         var lines = collection.staleTemporaries.map { TerminalText("removed \(ContentCache.temporaryFolder)/\($0) (stale)") }
         lines += collection.removed.map { TerminalText("removed \($0.relativePath) (\(ByteCount.format($0.size)))") }
         let freed = collection.removed.reduce(Int64(0)) { $0 + $1.size }
-        lines.append(TerminalText("Removed \(collection.removed.count) \(collection.removed.count == 1 ? "entry" : "entries") "
-                                  + "(\(ByteCount.format(freed)))"
-                                  + (collection.staleTemporaries.isEmpty ? "" : " and \(collection.staleTemporaries.count) stale temporary files")
-                                  + "; \(path) holds \(collection.remainingCount) (\(ByteCount.format(collection.remainingBytes))), "
-                                  + "at most \(maxSize)."))
+        let entries = collection.removed.count == 1 ? "entry" : "entries"
+        let stale = collection.staleTemporaries.isEmpty ? "" : " and \(collection.staleTemporaries.count) stale temporary files"
+        let remaining = "\(collection.remainingCount) (\(ByteCount.format(collection.remainingBytes)))"
+        lines.append(TerminalText("Removed \(collection.removed.count) \(entries) (\(ByteCount.format(freed)))\(stale); "
+                                  + "\(path) holds \(remaining), at most \(maxSize)."))
         Output.lines(lines)
         if !collection.failed.isEmpty {
             Output.errors(collection.failed.map { TerminalText("error: cannot remove \($0.0.relativePath): \($0.1.reason)") })

@@ -63,7 +63,8 @@ package enum HumanReport {
     /// ` in shard 2/4 (25,013 of 100,000 entries)`, or nothing for an unsharded plan.
     static func shardNote(_ plan: Plan) -> String {
         guard let scope = plan.shardScope else { return "" }
-        return " in shard \(scope.shard) (\(plan.files.count) of \(scope.manifestEntries) \(scope.manifestEntries == 1 ? "entry" : "entries"))"
+        let entries = scope.manifestEntries == 1 ? "entry" : "entries"
+        return " in shard \(scope.shard) (\(plan.files.count) of \(scope.manifestEntries) \(entries))"
     }
 
     /// `(1.2 MiB)` when the manifest pins every size, `(at least 1.2 MiB)` when only some.
