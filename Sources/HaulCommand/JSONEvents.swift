@@ -116,18 +116,14 @@ package enum JSONEvents {
             }
         }
         let tally = plan.tally
-        var fields: [(String, JSONValue)] = [
+        let fields: [(String, JSONValue)] = [
             ("event", .string("plan")), ("version", .int(schemaVersion)), ("changes", .array(changes)),
             ("download", .int(Int64(tally.downloads.count))), ("replace", .int(Int64(tally.replacements.count))),
             ("revalidate", .int(Int64(tally.revalidations))), ("prune", .int(Int64(tally.deletions))),
             ("blocked", .int(Int64(tally.refusals))), ("up_to_date", .int(Int64(tally.upToDate))),
             ("bytes", .int(tally.knownBytesToFetch)),
         ]
-        if let scope = plan.shardScope {
-            fields.append(("shard", .string(scope.shard.description)))
-            fields.append(("manifest_entries", .int(Int64(scope.manifestEntries))))
-        }
-        return .object(fields)
+        return .object(fields + shardFields(plan))
     }
 
     /// `rewrittenFrom`: the manifest's URL (display form) when the config rewrote it into `source`; the event then
@@ -228,7 +224,13 @@ package enum JSONEvents {
         }
         return .object([("event", .string("verify")), ("verified", .int(Int64(result.plan.upToDateCount))),
                         ("unpinned", .int(Int64(result.plan.revalidations.count))), ("problems", .array(problems)),
-                        ("exit_status", .int(Int64(result.exitStatus.rawValue)))])
+                        ("exit_status", .int(Int64(result.exitStatus.rawValue)))] + shardFields(result.plan))
+    }
+
+    /// `shard` and `manifest_entries`, for a plan of one shard; nothing otherwise.
+    private static func shardFields(_ plan: Plan) -> [(String, JSONValue)] {
+        guard let scope = plan.shardScope else { return [] }
+        return [("shard", .string(scope.shard.description)), ("manifest_entries", .int(Int64(scope.manifestEntries)))]
     }
 
     package static func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) -> JSONValue {

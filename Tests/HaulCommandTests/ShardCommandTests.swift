@@ -244,6 +244,8 @@ final class ShardCommandTests: XCTestCase {
         let verify = try directory.haul(["verify", "--shard", "2/3"])
         XCTAssertEqual(verify.exitCode, 0, "the other shards' missing files are not this shard's: \(verify.stdout)")
         XCTAssertTrue(verify.stdout.contains("Verified \(mine.count) files in shard 2/3"), verify.stdout)
+        let verifyJSON = try directory.haul(["verify", "--shard", "2/3", "--json"])
+        XCTAssertTrue(verifyJSON.stdout.contains("\"shard\":\"2/3\",\"manifest_entries\":12"), verifyJSON.stdout)
         XCTAssertEqual(try directory.haul(["verify"]).exitCode, 1, "unsharded, the missing files count")
     }
 
