@@ -155,6 +155,8 @@ final class ShardCommandTests: XCTestCase {
 
         let other = try directory.haul(["sync", "--shard", "2/2"])
         XCTAssertEqual(other.exitCode, 0, "the other shard runs meanwhile: \(other.stderr)")
+        let finer = try directory.haul(["sync", "--shard", "3/4"])  // inside 2/2: shares nothing with 1/2
+        XCTAssertEqual(finer.exitCode, 0, "a shard of another N that shares nothing runs too: \(finer.stderr)")
         XCTAssertNil(holder.poll(), "shard 1/2 is still running")
         for destination in corpus.files.keys where !slow.contains(destination) {
             XCTAssertEqual(directory.read("out/\(destination)"), corpus.files[destination])
