@@ -59,21 +59,7 @@ for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$COUNT_PORT") 2>/dev/null &&
 requests() { grep -c '^req ' "$ACCESS" || true; }
 
 # One timed run: prints "wall cpu" (seconds) of CMD, run in DIR; CPU is user+sys of CMD and its children.
-timed() {
-  python3 - "$@" <<'PY'
-import os, resource, subprocess, sys, time
-directory, command = sys.argv[1], sys.argv[2:]
-before = resource.getrusage(resource.RUSAGE_CHILDREN)
-start = time.perf_counter()
-code = subprocess.call(command, cwd=directory, stdout=subprocess.DEVNULL)
-wall = time.perf_counter() - start
-after = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-if code != 0:
-    sys.exit(f"{command[0]} exited {code}")
-print(f"{wall:.4f} {cpu:.4f}")
-PY
-}
+timed() { python3 "$HERE/benchmarks/lib/timed.py" "$@"; }
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 SUMMARY=$BENCH_WORK/summary.txt

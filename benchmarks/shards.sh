@@ -37,20 +37,7 @@ python3 "$BENCH/manifest.py" "$BENCH_DATA/corpus/$SCENARIO" "http://127.0.0.1:$P
 python3 "$BENCH/manifest.py" "$BENCH_DATA/corpus/$SCENARIO" "http://127.0.0.1:$PORT/$SCENARIO/files" "$WORK/sharded" --root ./dl >/dev/null
 
 # Wall and CPU (user + system of every child) of a shell command, as "wall cpu".
-measure() {
-  python3 - "$@" <<'EOF'
-import os, resource, subprocess, sys, time
-before = resource.getrusage(resource.RUSAGE_CHILDREN)
-start = time.monotonic()
-status = subprocess.run(["bash", "-c", sys.argv[1]], stdout=subprocess.DEVNULL).returncode
-wall = time.monotonic() - start
-after = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-if status != 0:
-    sys.exit(f"failed ({status}): {sys.argv[1]}")
-print(f"{wall:.3f} {cpu:.3f}")
-EOF
-}
+measure() { python3 "$HERE/benchmarks/lib/timed.py" "$WORK" bash -c "$1"; }
 
 UNSHARDED="'$HAUL' sync '$WORK/one/manifest.yaml' --jobs $JOBS --quiet"
 SHARDED="for k in \$(seq 1 $SHARDS); do '$HAUL' sync '$WORK/sharded/manifest.yaml' --jobs $SHARD_JOBS --quiet --shard \$k/$SHARDS & done; \

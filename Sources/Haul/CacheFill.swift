@@ -56,10 +56,9 @@ final class CacheSession: Sendable {
     /// (removed, with a warning), and any the cache could not serve.
     func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, cancellation: Cancellation?,
               deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
-        let candidates = fetches.filter { index in
-            guard case .fetch = plan.actions[index], let checksum = plan.files[index].checksum else { return false }
-            return ContentCache.holds(checksum.digest.algorithm)
-        }
+        // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
+        let candidates = plan.fromCache.map { hits in fetches.filter(hits.contains) }
+            ?? fetches.filter { Self.mayServe(plan, $0) }
         guard !candidates.isEmpty else { return fetches }
         let unusable = Atomic<Bool>(false)
         // Chunks of 16 keep the shared counter off a 100,000-file fill; a handful of large files must still be
@@ -99,6 +98,12 @@ final class CacheSession: Sendable {
         return hit.isEmpty ? fetches : fetches.filter { !hit.contains($0) }
     }
 
+    /// Whether entry `index` is one the cache could serve: planned as a fetch and pinned by an algorithm it holds.
+    static func mayServe(_ plan: Plan, _ index: Int) -> Bool {
+        guard case .fetch = plan.actions[index], let checksum = plan.files[index].checksum else { return false }
+        return ContentCache.holds(checksum.digest.algorithm)
+    }
+
     /// Adds the verified downloads of `batch` (staged in `folder`, not yet renamed into place) to the cache, on
     /// the commit thread before the batch's renames. Why then and from there: the staged file is haul's alone
     /// (a private folder, not yet visible to anyone), so it is exactly the bytes that were verified, whereas a
@@ -131,17 +136,14 @@ final class CacheSession: Sendable {
 
 extension Sync {
     /// Which of the plan's fetches the content cache holds: a look at the cache (nothing read, nothing made), for
-    /// the plan to say so. Empty without `--cache`. A hit may still fail its check when it is copied, and be
+    /// the plan to say so and for the transfer step to try. nil without `--cache` or when the cache cannot be
+    /// opened (the transfer step then says why). A hit may still fail its check when it is copied, and be
     /// downloaded after all.
-    package func cacheHits(_ plan: Plan) -> Set<Int> {
+    package func cacheHits(_ plan: Plan) -> Set<Int>? {
         guard let directory = options.cacheDirectory, case .success(let cache) = ContentCache.open(directory, create: false)
-        else { return [] }
-        var hits: Set<Int> = []
-        for index in plan.actions.indices {
-            guard case .fetch = plan.actions[index], let digest = plan.files[index].checksum?.digest,
-                  ContentCache.holds(digest.algorithm), cache.contains(digest) else { continue }
-            hits.insert(index)
-        }
-        return hits
+        else { return nil }
+        return Set(plan.actions.indices.filter { index in
+            CacheSession.mayServe(plan, index) && plan.files[index].checksum.map { cache.contains($0.digest) } == true
+        })
     }
 }

@@ -156,8 +156,9 @@ package struct Sync: Sendable {
             if let file = result.outcomes[index].fetchedFile {
                 let origin = authorship.origin(of: result.plan.files[index], delivered: file)
                 if let identity = result.committedIdentities[index] {
-                    let written = StateRecord(identity: identity, digest: file.digest, origin: origin)
-                    if cache.records[destination] != written { changes.records.append((destination, written)) }
+                    // A new file: recorded without looking up the old record first (a rename gives it a new
+                    // identity anyway), one hash-table operation per fetched file, at the save.
+                    changes.records.append((destination, StateRecord(identity: identity, digest: file.digest, origin: origin)))
                     continue
                 }
                 record = nil

@@ -14,7 +14,7 @@ package enum HumanReport {
         var lines: [String] = []
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let destination = planned.entry.destination.description
-            let cached = plan.fromCache.contains(index) ? "; from the cache" : ""
+            let cached = plan.fromCache?.contains(index) == true ? "; from the cache" : ""
             switch planned.action {
             case .keep:
                 continue
@@ -52,7 +52,7 @@ package enum HumanReport {
         if tally.replacements.count > 0 {
             parts.append("\(tally.replacements.count) to replace" + bytesSuffix(tally.replacements))
         }
-        if !plan.fromCache.isEmpty { parts.append("\(plan.fromCache.count) of those from the cache") }
+        if let hits = plan.fromCache, !hits.isEmpty { parts.append("\(hits.count) of those from the cache") }
         if tally.revalidations > 0 { parts.append("\(tally.revalidations) to revalidate") }
         if tally.deletions > 0 { parts.append("\(tally.deletions) to prune") }
         if tally.refusals > 0 { parts.append("\(tally.refusals) blocked") }

@@ -101,7 +101,7 @@ package enum JSONEvents {
             var fields: [(String, JSONValue)] = [("dest", .string(planned.entry.destination.description)),
                                                  ("action", .string(action)), ("reason", .string(reason)),
                                                  ("size", .int(planned.entry.size))]
-            if plan.fromCache.contains(index) { fields.append(("from_cache", .bool(true))) }
+            if plan.fromCache?.contains(index) == true { fields.append(("from_cache", .bool(true))) }
             changes.append(.object(fields))
         }
         for prune in plan.prunes {

@@ -133,26 +133,14 @@ package enum ManifestLoader {
         return String(cString: buffer)
     }
 
-    /// Everything up to end of file, or a failure as soon as there is more than `maximumBytes`: reading stops
-    /// there (`/dev/zero` never ends). `sizeHint` (a regular file's size) reserves room once.
+    /// Everything up to end of file, or a failure as soon as there is more than `maximumBytes`.
     private static func readAll(_ descriptor: Int32, sizeHint: Int = 0) throws(ReadFailure) -> [UInt8] {
-        var bytes: [UInt8] = []
-        if sizeHint > 0 { bytes.reserveCapacity(min(sizeHint, maximumBytes + 1)) }
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count == 0 { return bytes }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ReadFailure(message: "cannot read manifest: \(errorText(errno))")
-            }
-            guard bytes.count + count <= maximumBytes else { throw ReadFailure(message: tooLarge) }
-            bytes.append(contentsOf: chunk[..<count])
+        switch BoundedRead.all(descriptor, limit: maximumBytes, sizeHint: sizeHint) {
+        case .success(let bytes): return bytes
+        case .failure(.tooLarge): throw ReadFailure(message: tooLarge)
+        case .failure(.system(let code)): throw ReadFailure(message: "cannot read manifest: \(errorText(code))")
         }
     }
 
-    private static func errorText(_ code: Int32) -> String {
-        guard let text = strerror(code) else { return "error \(code)" }
-        return String(cString: text)
-    }
+    private static func errorText(_ code: Int32) -> String { BoundedRead.errorText(code) }
 }

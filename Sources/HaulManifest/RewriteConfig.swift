@@ -91,29 +91,17 @@ package struct RewriteConfig: Sendable {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
-            return .failure(ReadFailure(message: "cannot read the config file: \(errorText(code))",
+            return .failure(ReadFailure(message: "cannot read the config file: \(BoundedRead.errorText(code))",
                                         isMissing: code == ENOENT || code == ENOTDIR))
         }
         defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count == 0 { return .success(bytes) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return .failure(ReadFailure(message: "cannot read the config file: \(errorText(errno))", isMissing: false))
+        return BoundedRead.all(descriptor, limit: maximumBytes).mapError { failure in
+            switch failure {
+            case .tooLarge: ReadFailure(message: "the config file is larger than 1 MiB", isMissing: false)
+            case .system(let code):
+                ReadFailure(message: "cannot read the config file: \(BoundedRead.errorText(code))", isMissing: false)
             }
-            guard bytes.count + count <= maximumBytes else {
-                return .failure(ReadFailure(message: "the config file is larger than 1 MiB", isMissing: false))
-            }
-            bytes.append(contentsOf: chunk[..<count])
         }
-    }
-
-    private static func errorText(_ code: Int32) -> String {
-        guard let text = strerror(code) else { return "error \(code)" }
-        return String(cString: text)
     }
 }
 

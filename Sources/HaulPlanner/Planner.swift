@@ -91,9 +91,10 @@ package struct Plan: Sendable {
     package var prunes: [PlannedPrune]
     /// Set when the plan covers one shard of the manifest.
     package var shardScope: ShardScope?
-    /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. Known
-    /// only when a cache is in use (`Sync.cacheHits`); a note for the reader, not a decision.
-    package var fromCache: Set<Int> = []
+    /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. nil
+    /// until the cache was looked at (`Sync.cacheHits`); not a decision of the planner's, and the transfer step
+    /// tries exactly these rather than looking again.
+    package var fromCache: Set<Int>?
 
     package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = []) {
         precondition(files.count == actions.count, "one action per entry")

@@ -62,6 +62,11 @@ final class ContentCacheCommandTests: XCTestCase {
         FileManager.default.contents(atPath: path).map { [UInt8]($0) } == bytes && bytes != nil
     }
 
+    /// The lines of `text` that contain `part` (how many times a warning was given).
+    private func lines(of text: String, containing part: String) -> [Substring] {
+        text.split(separator: "\n").filter { $0.contains(part) }
+    }
+
     private func events(_ stdout: String) -> [[String: Any]] {
         stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -203,7 +208,7 @@ final class ContentCacheCommandTests: XCTestCase {
         try writeManifest("second.yaml", root: "second")
         let second = try directory.haul(["sync", "second.yaml", "--cache", cache])
         XCTAssertEqual(second.exitCode, 0, second.stderr)
-        let warnings = second.stderr.split(separator: "\n").filter { $0.contains("is not the file of its digest") }
+        let warnings = lines(of: second.stderr, containing: "is not the file of its digest")
         XCTAssertEqual(warnings.count, 1, second.stderr)
         XCTAssertTrue(warnings.first?.hasPrefix("warning: ") ?? false, second.stderr)
         XCTAssertTrue(second.stderr.contains("big.bin is downloaded"), second.stderr)
@@ -277,7 +282,7 @@ final class ContentCacheCommandTests: XCTestCase {
         let result = try directory.haul(["sync", "m.yaml", "--cache", cache])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         assertRootHoldsEveryFile(directory.path("out"))
-        let warnings = result.stderr.split(separator: "\n").filter { $0.contains("not added to the cache") }
+        let warnings = lines(of: result.stderr, containing: "not added to the cache")
         XCTAssertEqual(warnings.count, 1, result.stderr)
     }
 
@@ -296,7 +301,7 @@ final class ContentCacheCommandTests: XCTestCase {
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         assertRootHoldsEveryFile(directory.path("second"))
         XCTAssertEqual(Set(server.requests.map(\.path)), ["/small.txt", "/loose.txt"])
-        let warnings = result.stderr.split(separator: "\n").filter { $0.contains("not added to the cache") }
+        let warnings = lines(of: result.stderr, containing: "not added to the cache")
         XCTAssertEqual(warnings.count, 1, result.stderr)
         XCTAssertTrue(result.stderr.contains("Read-only file system"), result.stderr)
     }
@@ -311,7 +316,7 @@ final class ContentCacheCommandTests: XCTestCase {
         let result = try directory.haul(["sync", "m.yaml", "--cache", cache])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         assertRootHoldsEveryFile(directory.path("out"))
-        let warnings = result.stderr.split(separator: "\n").filter { $0.contains("not added to the cache") }
+        let warnings = lines(of: result.stderr, containing: "not added to the cache")
         XCTAssertEqual(warnings.count, 1, result.stderr)
         XCTAssertTrue(result.stderr.contains("No space left on device"), result.stderr)
         XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: cache + "/tmp")) ?? [], [],
