@@ -21,7 +21,7 @@ let package = Package(
 
         // Libraries, in the order data flows through them.
         .target(name: "HaulThreads"),
-        .target(name: "HaulFileSystem"),
+        .target(name: "HaulFileSystem", dependencies: ["CLinuxShims"]),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
@@ -35,7 +35,8 @@ let package = Package(
         ]),
 
         // Tests. `HaulTestSupport` is real code too: a loopback HTTP server the tests start and stop.
-        .target(name: "HaulTestSupport", path: "Tests/HaulTestSupport"),
+        .target(name: "CPageCacheProbe", path: "Tests/CPageCacheProbe"),
+        .target(name: "HaulTestSupport", dependencies: ["CPageCacheProbe"], path: "Tests/HaulTestSupport"),
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),

@@ -17,6 +17,14 @@ static const int haul_O_PATH = O_PATH;
 extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 extern int syncfs(int fd);
 
+/// Starts writeback of a file's dirty pages in a range without waiting for it (`sync_file_range(2)`): the flush
+/// before a rename then finds little left to write.
+#ifndef SYNC_FILE_RANGE_WRITE
+#define SYNC_FILE_RANGE_WRITE 2
+#endif
+static const unsigned int haul_SYNC_FILE_RANGE_WRITE = SYNC_FILE_RANGE_WRITE;
+extern int sync_file_range(int fd, __off64_t offset, __off64_t nbytes, unsigned int flags);
+
 /// fcntl is variadic in C; these are the two forms haul uses (file locks come with the state cache).
 static inline int haul_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 static inline int haul_fcntl_lock(int fd, int cmd, struct flock *lock) { return fcntl(fd, cmd, lock); }

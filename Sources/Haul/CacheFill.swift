@@ -54,7 +54,8 @@ final class CacheSession: Sendable {
     ///
     /// Returns the entries still to download, in plan order: misses, entries whose cache entry failed its check
     /// (removed, with a warning), and any the cache could not serve.
-    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, cancellation: Cancellation?,
+    /// `startsWriteback`: copies are written to disk as they are made, for a commit that flushes them.
+    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, cancellation: Cancellation?,
               deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
         // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
         let candidates = plan.fromCache.map { hits in fetches.filter(hits.contains) }
@@ -74,7 +75,8 @@ final class CacheSession: Sendable {
             // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
             guard let digest = plan.files[index].checksum?.digest else { return false }
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
-            switch cache.copyVerified(digest, size: plan.files[index].size, to: staging.temporary, name: name, buffer: buffer) {
+            switch cache.copyVerified(digest, size: plan.files[index].size, to: staging.temporary, name: name, buffer: buffer,
+                                     startsWriteback: startsWriteback) {
             case .copied(let size):
                 deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
                                           size: size, digest: digest, cachePath: cache.path))

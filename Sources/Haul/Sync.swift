@@ -23,7 +23,7 @@ package struct SyncOptions: Sendable {
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
-                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .batched,
+                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .full,
                 prune: Bool = false, shard: Shard? = nil, rewrites: URLRewriter = .none, cacheDirectory: String? = nil) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost

@@ -63,9 +63,11 @@ extension Sync {
                 temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial,
-                maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online))
+                maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
+                startsWriteback: options.durability == .full))
             // Hits first, committed as they are copied; the engine gets what the cache could not serve.
-            let downloads = cache?.fill(plan, fetches: fetches, staging: staging, cancellation: cancellation) {
+            let downloads = cache?.fill(plan, fetches: fetches, staging: staging, startsWriteback: options.durability == .full,
+                                        cancellation: cancellation) {
                 execution.transfer($0, didProduce: .finished(.success($1)))
             } ?? fetches
             let groups = Self.shareGroups(plan, fetches: downloads)

@@ -192,6 +192,7 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var policy: PolicyOptions
     @OptionGroup var sharding: ShardOptions
     @OptionGroup var cacheOptions: CacheOptions
+    @OptionGroup var durabilityOptions: DurabilityOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -215,6 +216,7 @@ struct SyncCommand: ParsableCommand {
         var options = transferOptions.syncOptions(prune: policy.prune, rewrites: rewrites, warning: reporter.warning)
         options.shard = try sharding.resolved()
         options.cacheDirectory = cacheOptions.directory()
+        options.durability = try durabilityOptions.resolved()
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
@@ -315,6 +317,31 @@ struct Schema: ParsableCommand {
         // Line by line: a line break inside one line would be shown as `\n`. (The schema has nothing to escape.)
         let lines = ManifestSchema.json.split(separator: "\n", omittingEmptySubsequences: false)
         Output.lines(lines.map { TerminalText(String($0)) })
+    }
+}
+
+/// `--durability full|none` or `HAUL_DURABILITY`: whether committed files must survive a power loss.
+struct DurabilityOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "full: each file is on disk before it is reported done (default). none: no flushing; still atomic if haul "
+            + "is killed, not across a power loss (ephemeral CI runners). Or set HAUL_DURABILITY.",
+        valueName: "full|none"))
+    var durability: String?
+
+    /// The level asked for: the option, else the environment, else `full`; an unknown one is a usage error (64).
+    func resolved() throws -> Durability {
+        if let durability { return try Self.parse(durability, from: "--durability") }
+        guard let text = Environment.current["HAUL_DURABILITY"], !text.isEmpty else { return .full }
+        return try Self.parse(text, from: "HAUL_DURABILITY")
+    }
+
+    func validate() throws { _ = try resolved() }
+
+    private static func parse(_ text: String, from source: String) throws -> Durability {
+        guard let level = Durability(rawValue: text) else {
+            throw ValidationError("\(source): '\(text)' is not a durability level: use full or none")
+        }
+        return level
     }
 }
 

@@ -19,11 +19,14 @@ final class TrailingHasher {
     private static let wakeStep: Int64 = 4 << 20
     private static let chunk = 1 << 20
 
-    /// - Parameter file: the file the writer is writing; opened here for reading. Nil when it cannot be, or no
-    ///   thread can be started.
-    init?(file: StagedFile, algorithm: DigestAlgorithm) {
+    /// - Parameters:
+    ///   - file: the file the writer is writing; opened here for reading. Nil when it cannot be, or no thread can
+    ///     be started.
+    ///   - startsWriteback: also start writing what has been hashed to disk (`WritebackHint`): the hasher trails
+    ///     the writer, so this is the place that is a step behind it without costing the writer anything.
+    init?(file: StagedFile, algorithm: DigestAlgorithm, startsWriteback: Bool = false) {
         guard case .success(let descriptor) = file.open(O_RDONLY) else { return nil }
-        shared = Shared(descriptor: descriptor, algorithm: algorithm)
+        shared = Shared(descriptor: descriptor, algorithm: algorithm, startsWriteback: startsWriteback)
         guard startDetachedThread({ [shared] in shared.run() }) else {
             close(descriptor)
             return nil
@@ -56,8 +59,8 @@ final class TrailingHasher {
         private let state: Mutex<State>
         private let wake = Semaphore()
 
-        init(descriptor: Int32, algorithm: DigestAlgorithm) {
-            state = Mutex(State(descriptor: descriptor, algorithm: algorithm))
+        init(descriptor: Int32, algorithm: DigestAlgorithm, startsWriteback: Bool) {
+            state = Mutex(State(descriptor: descriptor, algorithm: algorithm, startsWriteback: startsWriteback))
         }
 
         /// Changes the state and wakes the hasher to look at it.
@@ -68,9 +71,10 @@ final class TrailingHasher {
 
         /// The hashing thread: reads and hashes what is written, until the end (or until the hash is abandoned).
         func run() {
-            let (descriptor, algorithm) = state.withLock { ($0.descriptor, $0.algorithm) }
+            let (descriptor, algorithm, startsWriteback) = state.withLock { ($0.descriptor, $0.algorithm, $0.startsWriteback) }
             defer { close(descriptor) }
             let hasher = StreamingHasher(algorithm)
+            var writeback = startsWriteback ? WritebackHint() : nil
             var buffer = [UInt8](repeating: 0, count: TrailingHasher.chunk)
             var hashed: Int64 = 0
             while true {
@@ -88,6 +92,7 @@ final class TrailingHasher {
                 guard count > 0 else { return finish(.failure(ReadFailure(errno: count < 0 ? errno : EIO))) }
                 buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
                 hashed += Int64(count)
+                writeback?.written(upTo: hashed, of: descriptor)
             }
         }
 
@@ -99,6 +104,7 @@ final class TrailingHasher {
     private struct State {
         let descriptor: Int32
         let algorithm: DigestAlgorithm
+        let startsWriteback: Bool
         /// Bytes the writer has put in the file, as far as it has said.
         var written: Int64 = 0
         var end: Int64?

@@ -28,6 +28,8 @@ final class Transfer {
     private let bodyLimit: Int64
     private let partials: PartialStore?
     private let reportsProgress: Bool
+    /// Large bodies are written back to disk while they arrive (by their `TrailingHasher`).
+    private let startsWriteback: Bool
     private let clock: LoopClock
     private let report: (TransferEvent) -> Void
 
@@ -52,12 +54,13 @@ final class Transfer {
 
     private enum Body { case unseen, written, discarded }
 
-    init(_ state: TransferStateMachine, partials: PartialStore?, reportsProgress: Bool, clock: LoopClock,
-         report: @escaping (TransferEvent) -> Void) {
+    init(_ state: TransferStateMachine, partials: PartialStore?, reportsProgress: Bool, startsWriteback: Bool = false,
+         clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
         self.state = state
         self.bodyLimit = state.bodyLimit
         self.partials = partials
         self.reportsProgress = reportsProgress
+        self.startsWriteback = startsWriteback
         self.clock = clock
         self.report = report
     }
@@ -140,7 +143,8 @@ final class Transfer {
 
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
-        if attempt.trailingHasher == nil, let file { attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm) }
+        if attempt.trailingHasher == nil, let file { attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm,
+                                                                                        startsWriteback: startsWriteback) }
         return attempt.trailingHasher
     }
 

@@ -19,6 +19,7 @@ package final class TransferEngine: Sendable {
     /// The rules every transfer's decisions follow (`TransferStateMachine`).
     private let rules: TransferStateMachine.Rules
     fileprivate let partials: PartialStore?
+    fileprivate var startsWriteback: Bool { configuration.startsWriteback }
     /// The process's umask (nil if unknown), read once: what `open(2)` leaves out of a new file's mode.
     fileprivate let umask: UInt32? = ProcessUmask.read()
 
@@ -236,7 +237,8 @@ package final class TransferEngine: Sendable {
         }
 
         private func makeTransfer(_ state: TransferStateMachine) -> Transfer {
-            Transfer(state, partials: engine.partials, reportsProgress: reportsProgress, clock: clock) { [delegate, id = state.request.id] in
+            Transfer(state, partials: engine.partials, reportsProgress: reportsProgress, startsWriteback: engine.startsWriteback,
+                     clock: clock) { [delegate, id = state.request.id] in
                 delegate.transfer(id, didProduce: $0)
             }
         }
@@ -339,7 +341,9 @@ package final class TransferEngine: Sendable {
             if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
                 let resume = state.resumable(partialOf: Int64(info.st_size), metadata: partials.metadata(forPartial: partial))
                 if resume != nil { return .success((descriptor, resume)) }
-                if ftruncate(descriptor, 0) == 0 {
+                // A new partial is empty already. Truncating it anyway would also arm ext4's `auto_da_alloc`, which
+                // starts writing the file back at its first close: a flush nobody asked for.
+                if info.st_size == 0 || ftruncate(descriptor, 0) == 0 {
                     partials.removeMetadata(forPartial: partial)
                     return .success((descriptor, nil))
                 }

@@ -146,11 +146,14 @@ package struct EngineConfiguration: Sendable {
     /// per-request work (headers, a file to create, callbacks), and a second core then makes them go faster.
     /// The limits above hold for the whole run: they are split between the loops (see `loopShares`).
     package var loops: Int
+    /// Start writing large bodies to disk while they arrive (`WritebackHint`), for a caller that flushes each file
+    /// before committing it: the flush then finds little left to write.
+    package var startsWriteback: Bool
 
     package init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
                 retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
-                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1) {
+                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1, startsWriteback: Bool = false) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
         self.maxConnectionsPerHost = maxConnectionsPerHost
@@ -162,6 +165,7 @@ package struct EngineConfiguration: Sendable {
         self.partialDirectory = partialDirectory
         self.maxBodyBytes = maxBodyBytes
         self.loops = loops
+        self.startsWriteback = startsWriteback
     }
 
     /// One loop's part of the limits.

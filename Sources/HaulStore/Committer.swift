@@ -40,13 +40,18 @@ package struct Committed: Sendable, Equatable {
     }
 }
 
-package enum Durability: Sendable {
-    /// One syncfs before the renames (so no rename can expose a file whose data is not on disk), one fsync
-    /// per touched directory after (so the renames themselves survive a crash). Per-file fsync costs 0.25 ms on a
-    /// quiet disk and 25 ms on a busy one; this costs about the same as one of them per batch.
-    case batched
-    /// No syncing at all: a crash may leave a destination empty or old. Only for tests on slow disks and for
-    /// benchmarks against tools that do not sync either.
+/// How far a committed file is promised to survive. At every level a destination is replaced by rename(2) of a
+/// verified file, so a killed haul never leaves it half written; the levels differ only across a power loss.
+package enum Durability: String, Sendable, CaseIterable {
+    /// Every file's data is on disk before its rename, and the rename is on disk before the file is reported done:
+    /// after a power loss a destination holds its old content or its new verified content. One syncfs before a
+    /// batch's renames and one fsync per touched directory after: per-file fsync costs 0.25 ms on a quiet disk and
+    /// 25 ms on a busy one, and this costs about the same as one of them per batch. Writeback of large files is
+    /// started while their bytes arrive (`WritebackHint`), so that the syncfs finds little left to write.
+    case full
+    /// No flushing: the kernel writes back when it likes. Still atomic against a killed process (the rename is of
+    /// a complete, verified file), but after a power loss a destination may be empty, old, or missing. For
+    /// machines whose disk does not outlive a crash anyway (ephemeral CI runners, containers).
     case none
 }
 
@@ -65,7 +70,7 @@ package final class Committer: Sendable {
     /// One batch at a time: the walk's folders are shared by a batch's preparation and its renames.
     private let serial = Mutex(())
 
-    package init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .batched) {
+    package init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .full) {
         self.root = FileSystem.normalizedRoot(root)
         self.staging = staging
         self.journal = journal
@@ -99,7 +104,7 @@ package final class Committer: Sendable {
             _ = journal.append(owned)
         }
 
-        if durability == .batched, !ready.isEmpty, let failure = syncFilesystem() {
+        if durability == .full, !ready.isEmpty, let failure = syncFilesystem() {
             for index in ready { results[index] = .failure(failure) }
             return results
         }
@@ -222,7 +227,7 @@ package final class Committer: Sendable {
     /// caller records what is on disk and still reports the error.
     private func syncDirectory(_ folder: DirectoryHandle, of renamed: [Int], batch: [CommitRequest],
                                results: inout [Result<Committed, StoreError>]) {
-        guard durability == .batched, !renamed.isEmpty, let failure = folder.synchronize() else { return }
+        guard durability == .full, !renamed.isEmpty, let failure = folder.synchronize() else { return }
         for index in renamed {
             guard case .success(var committed) = results[index] else { continue }
             committed.notDurable = StoreError(operation: "sync the directory of", path: batch[index].destination.description,

@@ -123,10 +123,11 @@ package final class ContentCache: Sendable {
     /// verifying it on the way: a reflink where the file systems can share blocks (then the copy is read back
     /// and hashed: the cache is untrusted), else a copy hashed as it is read, one pass (read a chunk, hash it,
     /// write it). `size`: the size the manifest pins, if any. `buffer`: the caller's, reused from file to file.
+    /// `startsWriteback`: a copy is written to disk as it is made (`WritebackHint`), for a commit that flushes.
     /// On anything but `.copied`, nothing is left in `target`. A hit sets the entry's mtime to now (what
     /// `collect` evicts by).
     package func copyVerified(_ digest: Digest, size expectedSize: Int64?, to target: DirectoryHandle, name: String,
-                              buffer: UnsafeMutableRawBufferPointer) -> Hit {
+                              buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool = false) -> Hit {
         guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return .missing }
         let hex = digest.hex
         let input: Int32
@@ -153,7 +154,8 @@ package final class ContentCache: Sendable {
         case .failure(let failure):
             return .unusable(StoreError(operation: "create", path: failure.path, errno: failure.errno))
         }
-        let copied = copyHashing(from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer)
+        let copied = copyHashing(from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer,
+                                 writeback: startsWriteback ? WritebackHint() : nil)
         let closed = close(output) == 0 ? nil : errno
         switch copied {
         case .failure(let failure):
@@ -189,7 +191,8 @@ package final class ContentCache: Sendable {
     /// `size` bytes of `input` into `output` (both at offset 0), and their digest: by reflink and a read back
     /// where the file systems allow, else read → hash → write.
     private func copyHashing(from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
-                             buffer: UnsafeMutableRawBufferPointer) -> Result<(Int64, Digest), CopyFailure> {
+                             buffer: UnsafeMutableRawBufferPointer, writeback: WritebackHint?) -> Result<(Int64, Digest), CopyFailure> {
+        var writeback = writeback
         let hasher = StreamingHasher(algorithm)
         if size > 0, reflinks.load(ordering: .relaxed) {
             guard let code = KernelCopy.reflink(input, to: output) else {
@@ -225,6 +228,7 @@ package final class ContentCache: Sendable {
                 written += result
             }
             total += Int64(count)
+            writeback?.written(upTo: total, of: output)
         }
         return .success((total, hasher.finalize()))
     }

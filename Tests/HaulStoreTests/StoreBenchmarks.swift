@@ -59,7 +59,7 @@ final class StoreBenchmarks: XCTestCase {
         try requireOptIn()
         let scratch = try Scratch()
         let staging = try StagingArea(root: scratch.path)
-        for durability in [Durability.batched, .none] {
+        for durability in [Durability.full, .none] {
             let committer = Committer(root: scratch.path, staging: staging, durability: durability)
             var batches: [[CommitRequest]] = []
             for batch in 0..<10 {

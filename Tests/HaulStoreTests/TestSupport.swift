@@ -97,7 +97,7 @@ extension StagingArea {
 
 extension Committer {
     /// A committer taking verified files from `staging`'s temporary folder.
-    convenience init(root: String, staging: StagingArea, durability: Durability = .batched) {
+    convenience init(root: String, staging: StagingArea, durability: Durability = .full) {
         self.init(root: root, staging: staging.temporary, durability: durability)
     }
 }
