@@ -143,8 +143,9 @@ final class Transfer {
 
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
-        if attempt.trailingHasher == nil, let file { attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm,
-                                                                                        startsWriteback: startsWriteback) }
+        if attempt.trailingHasher == nil, let file {
+            attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm, startsWriteback: startsWriteback)
+        }
         return attempt.trailingHasher
     }
 

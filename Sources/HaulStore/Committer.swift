@@ -42,7 +42,7 @@ package struct Committed: Sendable, Equatable {
 
 /// How far a committed file is promised to survive. At every level a destination is replaced by rename(2) of a
 /// verified file, so a killed haul never leaves it half written; the levels differ only across a power loss.
-package enum Durability: String, Sendable, CaseIterable {
+package enum Durability: String, Sendable {
     /// Every file's data is on disk before its rename, and the rename is on disk before the file is reported done:
     /// after a power loss a destination holds its old content or its new verified content. One syncfs before a
     /// batch's renames and one fsync per touched directory after: per-file fsync costs 0.25 ms on a quiet disk and

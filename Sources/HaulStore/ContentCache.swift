@@ -155,7 +155,7 @@ package final class ContentCache: Sendable {
             return .unusable(StoreError(operation: "create", path: failure.path, errno: failure.errno))
         }
         let copied = copyHashing(from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer,
-                                 writeback: startsWriteback ? WritebackHint() : nil)
+                                 startsWriteback: startsWriteback)
         let closed = close(output) == 0 ? nil : errno
         switch copied {
         case .failure(let failure):
@@ -191,8 +191,7 @@ package final class ContentCache: Sendable {
     /// `size` bytes of `input` into `output` (both at offset 0), and their digest: by reflink and a read back
     /// where the file systems allow, else read → hash → write.
     private func copyHashing(from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
-                             buffer: UnsafeMutableRawBufferPointer, writeback: WritebackHint?) -> Result<(Int64, Digest), CopyFailure> {
-        var writeback = writeback
+                             buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool) -> Result<(Int64, Digest), CopyFailure> {
         let hasher = StreamingHasher(algorithm)
         if size > 0, reflinks.load(ordering: .relaxed) {
             guard let code = KernelCopy.reflink(input, to: output) else {
@@ -206,6 +205,7 @@ package final class ContentCache: Sendable {
         }
         if size > Int64(buffer.count) { _ = posix_fadvise(input, 0, 0, POSIX_FADV_SEQUENTIAL) }
         var total: Int64 = 0
+        var writeback = startsWriteback ? WritebackHint() : nil
         // Only the size seen at open is copied: an entry growing meanwhile is not followed; one shrinking stops short
         // (and fails the digest).
         while total < size {

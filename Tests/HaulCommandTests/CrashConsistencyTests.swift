@@ -154,19 +154,36 @@ final class CrashConsistencyTests: XCTestCase {
         try scenario.assertNextRunCompletes(requesting: nil)
     }
 
-    /// Killed right before the 1st, 3rd and 5th rename into the tree: exactly the files renamed before are new.
+    /// Killed right before the 1st, 3rd and 5th rename into the tree: exactly the files renamed before are new. The
+    /// same at `--durability none`, which gives up only what a power loss would take.
     func testSIGKILLBetweenRenamesCommitsExactlyTheFilesRenamedBefore() throws {
-        for n in [1, 3, 5] {
+        for (n, level) in [(1, "full"), (3, "full"), (5, "full"), (3, "none")] {
             let folder = try TemporaryDirectory(prefix: "haul-crash")
             let scenario = try commitScenario(in: folder)
             try scenario.syncOldContent()
-            let killed = try scenario.run(killedAt: .rename(n: n, targetPrefix: scenario.realRoot + "/d/"))
-            XCTAssertEqual(killed.exitCode, 128 + SIGKILL, "rename #\(n): \(killed.stdout)\(killed.stderr)")
+            let killed = try scenario.run(killedAt: .rename(n: n, targetPrefix: scenario.realRoot + "/d/"),
+                                          environment: ["HAUL_DURABILITY": level])
+            XCTAssertEqual(killed.exitCode, 128 + SIGKILL, "rename #\(n), \(level): \(killed.stdout)\(killed.stderr)")
             let states = scenario.states()
-            XCTAssertEqual(states.filter { $0 == .new }.count, n - 1, "rename #\(n): \(states)")
-            scenario.assertInvariants("rename #\(n)")
+            XCTAssertEqual(states.filter { $0 == .new }.count, n - 1, "rename #\(n), \(level): \(states)")
+            scenario.assertInvariants("rename #\(n), \(level)")
             let unfinished = zip(scenario.items, states).filter { $0.1 != .new }.map(\.0.destination)
-            try scenario.assertNextRunCompletes(requesting: unfinished, "rename #\(n)")
+            try scenario.assertNextRunCompletes(requesting: unfinished, "rename #\(n), \(level)")
+        }
+    }
+
+    /// `none` never flushes: armed at the first syncfs, or the first fsync of the destinations' folder, the switch
+    /// never fires, and the run completes.
+    func testAtDurabilityNoneNothingIsFlushed() throws {
+        let points: [(CrashScenario) -> KillSwitch.Point] = [{ _ in .syncfs(n: 1) }, { .fsync(n: 1, path: $0.realRoot + "/d") }]
+        for point in points {
+            let scenario = try commitScenario(in: try TemporaryDirectory(prefix: "haul-crash"))
+            try scenario.syncOldContent()
+            let armed = point(scenario)
+            let run = try scenario.run(killedAt: armed, environment: ["HAUL_DURABILITY": "none"])
+            XCTAssertEqual(run.exitCode, 0, "\(armed): \(run.stdout)\(run.stderr)")
+            XCTAssertEqual(scenario.states(), scenario.items.map { _ in .new }, "\(armed)")
+            scenario.assertInvariants("\(armed)")
         }
     }
 
@@ -320,9 +337,10 @@ private final class CrashScenario {
     }
 
     /// A sync that the kill switch SIGKILLs at `point`. Skipped (or failed, see `Capability`) where the switch cannot be built.
-    func run(killedAt point: KillSwitch.Point) throws -> ProcessResult {
+    func run(killedAt point: KillSwitch.Point, environment extra: [String: String] = [:]) throws -> ProcessResult {
         let environment = try Capability.required("cannot kill haul at \(point)") { try KillSwitch.environment(point) }
-        return try HaulProcess.run(["sync", "--quiet"], environment: environment, currentDirectory: directory.path, timeout: 30)
+        return try HaulProcess.run(["sync", "--quiet"], environment: environment.merging(extra) { $1 },
+                                   currentDirectory: directory.path, timeout: 30)
     }
 
     var stagedSizes: [Int64] { RootInspection.stagedSizes(root: root) }

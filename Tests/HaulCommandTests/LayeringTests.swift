@@ -14,7 +14,7 @@ final class LayeringTests: XCTestCase {
         "CCurl": [], "CLibCrypto": [], "CLibYAML": [], "CLinuxShims": [],
         "HaulDigest": ["CLibCrypto"],
         "HaulThreads": ["Glibc", "Dispatch", "Synchronization"],
-        "HaulFileSystem": ["Glibc"],
+        "HaulFileSystem": ["CLinuxShims", "Glibc"],
         "HaulManifest": ["CLibYAML", "HaulDigest", "HaulThreads", "Glibc", "Darwin"],
         "HaulPlanner": ["HaulManifest", "HaulDigest"],
         "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization"],

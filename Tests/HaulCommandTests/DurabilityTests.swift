@@ -3,14 +3,30 @@ import HaulDigest
 import HaulTestSupport
 import XCTest
 
-/// At the default durability a large download is written to disk while it arrives, a step behind the writer, so
-/// that the flush before its rename finds little left to write. Seen in the page cache itself (cachestat(2)):
-/// while the server holds the body back, the staged file's pages are already clean at the default level and still
-/// dirty with `--durability none`.
-final class WritebackTests: XCTestCase {
+/// `--durability` and `HAUL_DURABILITY`, and what the default level does beyond flushing before each rename (what
+/// each level does at a crash is in `CrashConsistencyTests`).
+final class DurabilityTests: XCTestCase {
     private static let size = 48 << 20
     private static let stallAt = 40 << 20
 
+    func testAnUnknownLevelIsAUsageErrorNamingWhereItCameFrom() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("haul.yaml", "version: 1\nfiles: []\n")
+        let option = try directory.haul(["sync", "--durability", "fast"])
+        XCTAssertEqual(option.exitCode, 64, option.stderr)
+        XCTAssertTrue(option.stderr.contains("--durability: 'fast' is not a durability level: use full or none"), option.stderr)
+        let environment = try directory.haul(["sync"], environment: ["HAUL_DURABILITY": "off"])
+        XCTAssertEqual(environment.exitCode, 64, environment.stderr)
+        XCTAssertTrue(environment.stderr.contains("HAUL_DURABILITY: 'off' is not a durability level: use full or none"),
+                      environment.stderr)
+        let overridden = try directory.haul(["sync", "--durability", "none"], environment: ["HAUL_DURABILITY": "off"])
+        XCTAssertEqual(overridden.exitCode, 0, "the option wins over the environment: \(overridden.stderr)")
+    }
+
+    /// At the default level a large download is written to disk while it arrives, a step behind the writer, so that
+    /// the flush before its rename finds little left to write. Seen in the page cache itself (cachestat(2)): while
+    /// the server holds the body back, the staged file's pages are already clean at the default level and still
+    /// dirty with `--durability none`.
     func testALargeDownloadIsWrittenToDiskWhileItArrives() throws {
         let directory = try TemporaryDirectory()
         if let kind = memoryFileSystem(at: directory.path) {
