@@ -121,14 +121,9 @@ package struct ConfigLocation: Sendable, Equatable {
     /// only, as the XDG spec says), else `~/.config/haul/config.yaml`; nil when there is no home to look in.
     /// Empty values count as unset.
     package static func resolve(option: String?, environment: [String: String]) -> ConfigLocation? {
-        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         if let option { return ConfigLocation(path: option, required: true) }
-        if let named = value("HAUL_CONFIG") { return ConfigLocation(path: named, required: true) }
-        if let xdg = value("XDG_CONFIG_HOME"), xdg.hasPrefix("/") {
-            return ConfigLocation(path: xdg + "/haul/config.yaml", required: false)
-        }
-        if let home = value("HOME") { return ConfigLocation(path: home + "/.config/haul/config.yaml", required: false) }
-        return nil
+        if let named = environment["HAUL_CONFIG"], !named.isEmpty { return ConfigLocation(path: named, required: true) }
+        return BaseDirectory.config.path("haul/config.yaml", environment: environment).map { ConfigLocation(path: $0, required: false) }
     }
 }
 

@@ -1,6 +1,7 @@
 import Glibc
 import HaulDigest
 import HaulFileSystem
+import HaulManifest
 import Synchronization
 
 /// A content-addressed store of verified files, shared by many roots, manifests and processes (`--cache DIR`,
@@ -86,9 +87,7 @@ package final class ContentCache: Sendable {
     /// `$HOME/.cache/haul` (the XDG base directory rule); nil when none of them is set.
     package static func defaultDirectory(environment: [String: String]) -> String? {
         if let cache = environment["HAUL_CACHE"], !cache.isEmpty { return cache }
-        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/haul" }
-        if let home = environment["HOME"], !home.isEmpty { return home + "/.cache/haul" }
-        return nil
+        return BaseDirectory.cache.path("haul", environment: environment)
     }
 
     /// `sha256/ab/abcdef…`, relative to the cache folder.

@@ -27,6 +27,17 @@ final class RewriteCommandTests: XCTestCase {
             """)
     }
 
+    /// A loopback server of `files`, stopped when the test ends.
+    private func server(_ files: [String: [UInt8]]) throws -> LoopbackHTTPServer {
+        try server(StaticFiles(files))
+    }
+
+    private func server(_ files: StaticFiles) throws -> LoopbackHTTPServer {
+        let server = try LoopbackHTTPServer(files: files)
+        addTeardownBlock { server.stop() }
+        return server
+    }
+
     private func config(_ text: String) throws {
         try directory.write("config.yaml", text)
     }
@@ -36,10 +47,8 @@ final class RewriteCommandTests: XCTestCase {
     }
 
     func testAMatchingRuleSendsTheRequestToTheRewrittenServerOnly() throws {
-        let upstream = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { upstream.stop() }
-        let cache = try LoopbackHTTPServer(files: ["/upstream/pkg/a.bin": bytes])
-        defer { cache.stop() }
+        let upstream = try server(["/pkg/a.bin": bytes])
+        let cache = try server(["/upstream/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
         try config("""
             rewrites:
@@ -55,10 +64,8 @@ final class RewriteCommandTests: XCTestCase {
 
     /// `haul add` downloads through the rewrite too, and pins the URL as the user gave it.
     func testAddDownloadsThroughTheRewriteAndPinsTheOriginalURL() throws {
-        let upstream = try LoopbackHTTPServer(files: [:])
-        defer { upstream.stop() }
-        let cache = try LoopbackHTTPServer(files: ["/upstream/pkg/a.bin": bytes])
-        defer { cache.stop() }
+        let upstream = try server([:])
+        let cache = try server(["/upstream/pkg/a.bin": bytes])
         try config("rewrites:\n  - {prefix: '\(upstream.baseURL)/', to: '\(cache.url("/upstream/"))'}\n")
         let add = try haul(["add", upstream.url("/pkg/a.bin"), "--print"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
@@ -69,10 +76,8 @@ final class RewriteCommandTests: XCTestCase {
     }
 
     func testARuleThatDoesNotMatchLeavesTheURLAlone() throws {
-        let upstream = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { upstream.stop() }
-        let cache = try LoopbackHTTPServer(files: ["/upstream/pkg/a.bin": bytes])
-        defer { cache.stop() }
+        let upstream = try server(["/pkg/a.bin": bytes])
+        let cache = try server(["/upstream/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
         try config("""
             rewrites:
@@ -91,8 +96,7 @@ final class RewriteCommandTests: XCTestCase {
     /// The rewritten server is down: with `fallback: original` the file comes from the original URL, which gets
     /// the manifest's headers as always; without it, the entry fails and the original is not asked.
     func testFallbackOriginalFetchesFromTheOriginalWhenTheRewrittenServerIsDown() throws {
-        let upstream = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { upstream.stop() }
+        let upstream = try server(["/pkg/a.bin": bytes])
         let down = try RefusingPort()
         // No retries: a refused connection is retried after a backoff, which only makes the test slower.
         try manifest(url: upstream.url("/pkg/a.bin"), headers: "{Authorization: \"Bearer ${TOKEN}\"}", retries: 0)
@@ -122,8 +126,7 @@ final class RewriteCommandTests: XCTestCase {
     }
 
     func testHeadersForTheUpstreamOriginReachTheRewrittenServerOnlyWhenForwarded() throws {
-        let cache = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { cache.stop() }
+        let cache = try server(["/pkg/a.bin": bytes])
         try manifest(url: "https://upstream.invalid/pkg/a.bin", headers: "{Authorization: \"Bearer ${TOKEN}\", X-Team: blue}")
         try config("""
             rewrites:
@@ -154,10 +157,8 @@ final class RewriteCommandTests: XCTestCase {
     /// validators there, gets a 304, and downloads nothing.
     func testRevalidationGoesToTheRewrittenServer() throws {
         let files = StaticFiles(["/up/feed.json": bytes])
-        let cache = try LoopbackHTTPServer(files: files)
-        defer { cache.stop() }
-        let upstream = try LoopbackHTTPServer(files: ["/feed.json": bytes])
-        defer { upstream.stop() }
+        let cache = try server(files)
+        let upstream = try server(["/feed.json": bytes])
         try manifest(url: upstream.url("/feed.json"), pinned: false)
         try config("""
             rewrites:
@@ -180,10 +181,8 @@ final class RewriteCommandTests: XCTestCase {
     /// records the original as its source, and the next sync asks the original conditionally, not the cache.
     func testAFileTheFallbackDeliveredIsRevalidatedAtTheOriginal() throws {
         let files = StaticFiles(["/feed.json": bytes])
-        let upstream = try LoopbackHTTPServer(files: files)
-        defer { upstream.stop() }
-        let cache = try LoopbackHTTPServer(files: [:])
-        defer { cache.stop() }
+        let upstream = try server(files)
+        let cache = try server([:])
         try manifest(url: upstream.url("/feed.json"), pinned: false)
         try config("""
             rewrites:
@@ -204,10 +203,8 @@ final class RewriteCommandTests: XCTestCase {
     }
 
     func testVerboseOutputShowsTheRewrittenURLAndWhereItCameFrom() throws {
-        let upstream = try LoopbackHTTPServer(files: [:])
-        defer { upstream.stop() }
-        let cache = try LoopbackHTTPServer(files: ["/up/pkg/a.bin": bytes])
-        defer { cache.stop() }
+        let upstream = try server([:])
+        let cache = try server(["/up/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
         try config("""
             rewrites:
@@ -242,8 +239,7 @@ final class RewriteCommandTests: XCTestCase {
     /// A token from the environment in the manifest's URL reaches the rewritten server, and no output: not the
     /// plan, not the verbose lines, not the JSON events, not an error naming the URL.
     func testATokenInAnExpandedURLNeverAppearsInOutput() throws {
-        let cache = try LoopbackHTTPServer(files: ["/gh/s3cr3t-t0ken/a.bin": bytes])
-        defer { cache.stop() }
+        let cache = try server(["/gh/s3cr3t-t0ken/a.bin": bytes])
         try manifest(url: "https://upstream.invalid/${TOKEN}/a.bin")
         try config("""
             rewrites:
@@ -273,8 +269,7 @@ final class RewriteCommandTests: XCTestCase {
     }
 
     func testABadConfigExitsWith64NamingFileLineAndColumnAndTouchesNothing() throws {
-        let upstream = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { upstream.stop() }
+        let upstream = try server(["/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
         try config("""
             rewrites:
@@ -303,10 +298,8 @@ final class RewriteCommandTests: XCTestCase {
     /// Without --config or HAUL_CONFIG, `$XDG_CONFIG_HOME/haul/config.yaml` is read when it exists, and its
     /// absence is no error.
     func testTheDefaultConfigIsReadWhenItExists() throws {
-        let upstream = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { upstream.stop() }
-        let cache = try LoopbackHTTPServer(files: ["/pkg/a.bin": bytes])
-        defer { cache.stop() }
+        let upstream = try server(["/pkg/a.bin": bytes])
+        let cache = try server(["/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
         let environment = ["XDG_CONFIG_HOME": directory.path("xdg")]
         let none = try directory.haul(["sync"], environment: environment)

@@ -32,6 +32,17 @@ final class ShardCommandTests: XCTestCase {
     }
 
     /// `count` pinned files in a few folders, served from `/<destination>`.
+    /// A corpus of `count` files on a loopback server (stopped when the test ends), and `haul.yaml` syncing it to
+    /// `out`.
+    private func servedCorpus(_ count: Int) throws -> (LoopbackHTTPServer, Corpus) {
+        let server = try LoopbackHTTPServer(files: [:])
+        addTeardownBlock { server.stop() }
+        let corpus = corpus(count, serverURL: server.url)
+        for (destination, bytes) in corpus.files { server.files?.set("/" + destination, bytes) }
+        try directory.write("haul.yaml", corpus.manifest)
+        return (server, corpus)
+    }
+
     private func corpus(_ count: Int, serverURL: (String) -> String, root: String = "out") -> Corpus {
         var files: [String: [UInt8]] = [:]
         var lines = ["version: 1", "root: \(root)", "files:"]
@@ -71,11 +82,7 @@ final class ShardCommandTests: XCTestCase {
     }
 
     func testFourShardsAtOnceMakeByteForByteWhatOneUnshardedRunMakesAndItTrustsTheirState() throws {
-        let server = try LoopbackHTTPServer(files: [:])
-        defer { server.stop() }
-        let corpus = corpus(60, serverURL: server.url)
-        for (destination, bytes) in corpus.files { server.files?.set("/" + destination, bytes) }
-        try directory.write("haul.yaml", corpus.manifest)
+        let (server, corpus) = try servedCorpus(60)
         try directory.write("whole.yaml", corpus.manifest.replacingOccurrences(of: "root: out", with: "root: whole"))
         XCTAssertEqual(Set((1...4).flatMap { k in corpus.files.keys.filter { shard(of: $0, count: 4) == k } }).count, 60)
         XCTAssertTrue((1...4).allSatisfy { k in corpus.files.keys.contains { shard(of: $0, count: 4) == k } }, "every shard has work")
@@ -126,11 +133,7 @@ final class ShardCommandTests: XCTestCase {
     }
 
     func testAShardHoldsOnlyItsShareOfTheRootAndAnUnshardedRunWaitsForIt() throws {
-        let server = try LoopbackHTTPServer(files: [:])
-        defer { server.stop() }
-        let corpus = corpus(24, serverURL: server.url)
-        for (destination, bytes) in corpus.files { server.files?.set("/" + destination, bytes) }
-        try directory.write("haul.yaml", corpus.manifest)
+        let (server, corpus) = try servedCorpus(24)
         // Shard 1/2's files take a while to arrive: its run holds its share meanwhile.
         let slow = Set(corpus.files.keys.filter { shard(of: $0, count: 2) == 1 })
         let stalling = try LoopbackHTTPServer { request in
@@ -202,11 +205,7 @@ final class ShardCommandTests: XCTestCase {
     }
 
     func testPruningUnderAShardTouchesOnlyThatShardsFiles() throws {
-        let server = try LoopbackHTTPServer(files: [:])
-        defer { server.stop() }
-        let corpus = corpus(20, serverURL: server.url)
-        for (destination, bytes) in corpus.files { server.files?.set("/" + destination, bytes) }
-        try directory.write("haul.yaml", corpus.manifest)
+        let (_, corpus) = try servedCorpus(20)
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         // Keep only the first entry listed.
         let lines = corpus.manifest.split(separator: "\n")
@@ -226,10 +225,7 @@ final class ShardCommandTests: XCTestCase {
     }
 
     func testPlanAndVerifyOfAShardSpeakOfItsEntriesOnly() throws {
-        let server = try LoopbackHTTPServer(files: [:])
-        defer { server.stop() }
-        let corpus = corpus(12, serverURL: server.url)
-        try directory.write("haul.yaml", corpus.manifest)
+        let (_, corpus) = try servedCorpus(12)
         let mine = corpus.files.keys.filter { shard(of: $0, count: 3) == 2 }
 
         let plan = try directory.haul(["plan", "--shard", "2/3"])
