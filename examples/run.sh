@@ -2,11 +2,17 @@
 # Sets up a fresh Debian machine (apt packages, if missing), builds haul, serves examples/basic/served/ on a
 # loopback port, and syncs examples/basic/haul.yaml twice: the first run fetches and verifies every file, the
 # second finds nothing to do. Nothing leaves 127.0.0.1.
+#
+# Env: HAUL, a haul binary to run instead of building one (an installed haul: HAUL=/usr/bin/haul).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup-debian.sh
-swift build -c release --product haul
-haul=.build/release/haul
+if [ -n "${HAUL:-}" ]; then
+  haul=$HAUL
+else
+  source scripts/setup-debian.sh build
+  swift build -c release --product haul
+  haul=.build/release/haul
+fi
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 python3 -m http.server --bind 127.0.0.1 --directory examples/basic/served "$port" >/dev/null 2>&1 &

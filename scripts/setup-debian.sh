@@ -3,14 +3,21 @@
 # only when something must be installed.
 set -euo pipefail
 
-# Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto) and pkg-config to find them.
-# Tests: python3 with jsonschema and PyYAML validate the examples against the JSON Schema; nginx and openssl
-# give the TLS and HTTP/2 tests a real server with a test CA; gcc builds the crash tests' LD_PRELOAD kill switch,
-# e2fsprogs (chattr, mkfs.ext4) and util-linux (setpriv, mount, losetup) let the local-fault tests make real
-# faults, fuse and python3-fusepy mount the I/O-error file system (Tests/Tools/faultfs.py), and tmux gives the
-# live-progress test a real terminal.
-packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3 python3-jsonschema python3-yaml ca-certificates openssl nginx-light
-          gcc libc6-dev e2fsprogs util-linux mount tmux fuse python3-fusepy)
+#   source scripts/setup-debian.sh test     what building and testing need
+#   source scripts/setup-debian.sh build    what building and installing need (scripts/install.sh, package-deb.sh)
+#
+# Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto), pkg-config to find them, python3
+# to write the manual page. Tests: python3 with jsonschema and PyYAML validate the examples against the JSON Schema;
+# nginx and openssl give the TLS and HTTP/2 tests a real server with a test CA; gcc builds the crash tests'
+# LD_PRELOAD kill switch, e2fsprogs (chattr, mkfs.ext4) and util-linux (setpriv, mount, losetup, unshare) let the
+# local-fault tests make real faults, fuse and python3-fusepy mount the I/O-error file system
+# (Tests/Tools/faultfs.py), tmux gives the live-progress test a real terminal, and dpkg-dev, fakeroot and lintian
+# build and check the .deb that the package test installs.
+packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3)
+if [ "${1:-test}" != build ]; then
+  packages+=(python3-jsonschema python3-yaml ca-certificates openssl nginx-light gcc libc6-dev e2fsprogs util-linux mount
+             tmux fuse python3-fusepy dpkg-dev fakeroot lintian man-db)
+fi
 
 missing=()
 for package in "${packages[@]}"; do

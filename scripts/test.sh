@@ -3,8 +3,10 @@
 # Every test that touches the network starts its own server on 127.0.0.1 and stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup-debian.sh
+source scripts/setup-debian.sh test
 swift build --build-tests
 # Every crash and fault test must run: one that cannot (no root, no mount, no chattr, no gcc) fails instead of
 # skipping. HAUL_REQUIRE_ALL_TESTS=0 bash scripts/test.sh lets them skip on a machine that cannot make faults.
 HAUL_REQUIRE_ALL_TESTS="${HAUL_REQUIRE_ALL_TESTS:-1}" swift test --skip-build
+# The .deb: built, checked by lintian, installed, and run with the toolchain's libraries hidden.
+bash scripts/test-package.sh

@@ -15,11 +15,9 @@ struct HaulCLI: ParsableCommand {
         haul reads a YAML manifest, looks at what is on disk, plans only the downloads that are needed, fetches \
         them concurrently while verifying each hash, and moves each verified file into place atomically.
 
-        Exit status: 0 everything in its desired state (plan: nothing to do); 1 an entry failed or is in place \
-        but not yet durable; 2 plan found changes; 3 the manifest is invalid or refused (nothing touched); 4 another \
-        haul is syncing the same root; 5 root's .haul folder holds a symlink or something of the wrong kind \
-        (nothing touched); 64 usage error, or the config file (--config) is missing or invalid (nothing touched); \
-        130/143 interrupted.
+        \(ManualFacts.block("Exit status", ManualFacts.exitStatuses))
+
+        \(ManualFacts.block("Environment", ManualFacts.environment))
         """,
         version: HaulVersion.current,
         subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self, CacheCommand.self]

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import Haul
 import HaulEngine
 import HaulManifest
@@ -131,7 +131,7 @@ final class HumanReporter: RunReporter, Sendable {
         if let next, next.delay > 0, verbose || tracker != nil {
             let elsewhere = verbose && next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
             Output.errors([paint("retry", ANSI.yellow, colour)
-                           + " \(destination): \(cause); retrying in \(String(format: "%.1f", next.delay)) s\(elsewhere)"])
+                           + " \(destination): \(cause); retrying in \(HumanReport.formatSeconds(next.delay))\(elsewhere)"])
         } else if verbose {
             // This source is left for now: the next one is tried at once, or the entry fails with its own error.
             Output.errors([paintDiagnostic("warning: \(destination): \(failure)")])

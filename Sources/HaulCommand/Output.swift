@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import Haul
 import HaulEngine
 import HaulManifest
@@ -160,7 +160,22 @@ struct TerminalSize: Equatable {
 }
 
 enum Environment {
-    static var current: [String: String] { ProcessInfo.processInfo.environment }
+    /// The process's environment as it is now (`environ`; an entry without `=` is skipped). Read here rather than
+    /// through Foundation, which the command does not otherwise need (it would add the toolchain's largest libraries
+    /// to a static binary).
+    static var current: [String: String] {
+        var variables: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            // A name set twice counts once, as getenv(3) reads it: the first.
+            if let equals = text.firstIndex(of: "="), variables[String(text[..<equals])] == nil {
+                variables[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return variables
+    }
 }
 
 /// Keeps `values` alive until the process exits, on purpose: the command is about to return and the process to
