@@ -1,6 +1,7 @@
 import Glibc
 import HaulDigest
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import HaulStore
 import Synchronization
@@ -44,6 +45,35 @@ package enum Pinner {
     package static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
                                attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
+        try download(url, options: options, cancellation: cancellation, attemptFailed: attemptFailed) { file, _ in
+            Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
+                        contentEncoding: file.contentEncoding)
+        }
+    }
+
+    /// The bytes of a small file (a checksum list): at most `options.maxFileSize` of them, which the engine
+    /// enforces while they arrive.
+    package static func fetch(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+                             attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
+        throws(PinFailure) -> [UInt8] {
+        let read = try download(url, options: options, cancellation: cancellation, attemptFailed: attemptFailed) { file, workspace in
+            workspace.folder.openFile(file.temporaryName, flags: O_RDONLY).flatMap { descriptor in
+                defer { close(descriptor) }
+                return BoundedRead.all(descriptor, limit: Int(options.maxFileSize)).mapError { failure in
+                    SystemError(errno: failure.errno, path: file.temporaryPath)
+                }
+            }
+        }
+        switch read {
+        case .success(let bytes): return bytes
+        case .failure(let failure): throw .workspace(StoreError(operation: "read", path: failure.path, errno: failure.errno))
+        }
+    }
+
+    /// One download into a private folder that is removed afterwards; `use` sees the verified file first.
+    private static func download<Result>(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation?,
+                                         attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
+                                         use: (DownloadedFile, ScratchDirectory) -> Result) throws(PinFailure) -> Result {
         let workspace: ScratchDirectory
         do {
             workspace = try ScratchDirectory.make(prefix: "haul-add")
@@ -57,7 +87,7 @@ package enum Pinner {
         let request = TransferRequest(
             id: 0,
             sources: options.rewrites.sources(of: [url]).map {
-                TransferSource(url: $0.url, displayURL: $0.displayURL, secrets: $0.secrets)
+                TransferSource(url: $0.url, displayURL: $0.displayURL, secrets: $0.secrets).authenticated(by: options.netrc)
             },
             expectedDigest: nil, expectedSize: nil,
             retries: BuiltInDefaults.retries, stallTimeout: BuiltInDefaults.timeout.value)
@@ -65,8 +95,7 @@ package enum Pinner {
         engine.run([request], delegate: collector, cancellation: cancellation)
         switch collector.result {
         case .success(let file):
-            return Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
-                               contentEncoding: file.contentEncoding)
+            return use(file, workspace)
         case .failure(let failure):
             throw .transfer(failure)
         case nil:

@@ -20,6 +20,9 @@ package struct SyncOptions: Sendable {
     /// A content cache (`--cache`, `HAUL_CACHE`) pinned entries are put in place from, and that every verified
     /// download of a pinned entry is added to (see `ContentCache`); nil: none.
     package var cacheDirectory: String?
+    /// Logins and passwords by host (`--netrc`, the manifest's `netrc: true`), each sent to its own host only; nil:
+    /// none.
+    package var netrc: Netrc?
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,

@@ -148,7 +148,7 @@ extension Sync {
             if let origin, origin.sourceKey == source.key {
                 source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
             }
-            return source
+            return source.authenticated(by: options.netrc)
         }
         var request = TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
                                       expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value,

@@ -5,42 +5,61 @@ import HaulEngine
 import HaulManifest
 import HaulStore
 
-/// `haul add URL`: download once, pin what arrived (sha256 and size), append the entry to the manifest.
+/// `haul add URL...`: download each once, pin what arrived (sha256 and size), append the entries to the manifest;
+/// `haul add --from-sums LIST`: pin every file a published checksum list names, without downloading them.
 ///
-/// Everything that can be checked without the network is checked first (the URL, the destination, that the
-/// manifest can take the entry and still validate), so that a mistake costs no download. The manifest is
-/// replaced only after the edited text has been loaded back by the real loader and reads back the entry exactly.
+/// Everything that can be checked without the network is checked first (the URLs, the destinations, that the
+/// manifest can take the entries and still validate), so that a mistake costs no download. The manifest is
+/// replaced once, atomically, only after the edited text has been loaded back by the real loader and reads back
+/// every new entry exactly.
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Download a URL once and pin it in the manifest (url, dest, sha256, size).",
-        usage: "haul add <url> [--dest <path>] [--manifest <file>] [--print] [<options>]",
+        abstract: "Download URLs once and pin them in the manifest (url, dest, sha256, size).",
+        usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
+            + "haul add --from-sums <url> [--match <glob>]... [<options>]",
         discussion: """
-        The file is fetched once through the same engine as sync, measured, and deleted: add only pins; \
-        "haul sync" puts the file in place. The entry goes after the last entry of files:, in the manifest's own \
+        Each file is fetched once through the same engine as sync, measured, and deleted: add only pins; \
+        "haul sync" puts the files in place. The entries go after the last entry of files:, in the manifest's own \
         indentation; comments and formatting are left as they are. A missing manifest is created. The manifest \
-        is replaced atomically, and only if it still validates. A destination already in the manifest is refused \
-        (exit 3); a URL already listed under another destination is added with a warning.
+        is replaced atomically, once, and only if it still validates. A destination already in the manifest is \
+        refused (exit 3); a URL already listed under another destination is added with a warning.
+
+        --from-sums reads a checksum list published beside a release's files (sha256sum or sha512sum output, or \
+        the BSD form "SHA256 (name) = hex") and pins each file it names, by its listed digest, at the list's \
+        folder + name, without downloading the files. A line that is not a checksum stops it (exit 3, its line \
+        named), the manifest untouched.
 
         Examples:
           haul add https://example.com/v1.2/tool.tar.gz --dest bin/tool.tar.gz
-          haul add https://example.com/data.csv --manifest assets/haul.yaml
+          haul add https://example.com/a.csv https://example.com/b.csv
           haul add https://example.com/data.csv --print
+          haul add --from-sums https://example.com/v1.2/SHA256SUMS --match '*.tar.gz'
         """)
 
-    @Argument(help: ArgumentHelp("The http or https URL to pin; ${VAR} expands from the environment, as in a manifest.",
+    @Argument(help: ArgumentHelp("The http or https URLs to pin; ${VAR} expands from the environment, as in a manifest.",
                                  valueName: "url"))
-    var url: String
+    var urls: [String] = []
 
-    @Option(help: ArgumentHelp("Where sync will put the file, relative to the manifest's root (default: the URL's file name).",
-                               valueName: "path"))
+    @Option(help: ArgumentHelp("Where sync will put the file, relative to the manifest's root (default: the URL's file "
+                               + "name; one URL only).", valueName: "path"))
     var dest: String?
 
-    @Option(help: ArgumentHelp("The manifest to add the entry to; created when missing.", valueName: "file"))
+    @Option(help: ArgumentHelp("The manifest to add the entries to; created when missing.", valueName: "file"))
     var manifest: String = "haul.yaml"
 
-    @Flag(name: .customLong("print"), help: "Print the entry instead of adding it; no manifest is read or written.")
+    @Flag(name: .customLong("print"), help: "Print the entries instead of adding them; no manifest is read or written.")
     var printOnly = false
+
+    @Option(name: .customLong("from-sums"), help: ArgumentHelp(
+        "Pin every file this checksum list names (sha256sum/sha512sum output or BSD form), at the list's folder + "
+            + "name, without downloading them.", valueName: "url"))
+    var fromSums: String?
+
+    @Option(name: .customLong("match"), help: ArgumentHelp(
+        "With --from-sums: only the files whose name matches this glob (as the shell matches: *, ?, [...]); may be "
+            + "given more than once.", valueName: "glob"))
+    var matches: [String] = []
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE).", valueName: "file"))
@@ -48,6 +67,8 @@ struct AddCommand: ParsableCommand {
 
     /// The download goes where the config's rewrites send it; the manifest gets the URL as given.
     @OptionGroup var configOptions: ConfigOptions
+
+    @OptionGroup var netrcOptions: NetrcOptions
 
     @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
         "Largest download accepted (e.g. 500M, 2G).", valueName: "size"))
@@ -58,37 +79,58 @@ struct AddCommand: ParsableCommand {
 
     func validate() throws {
         try CABundle.resolve(option: caFile)?.validate()
+        if fromSums != nil {
+            guard urls.isEmpty else { throw ValidationError("--from-sums pins the files its list names: give no other URL") }
+            guard dest == nil else { throw ValidationError("--dest names one file: --from-sums takes each name from its list") }
+        } else {
+            guard !urls.isEmpty else { throw ValidationError("give a URL to pin, or --from-sums with a checksum list's URL") }
+            guard matches.isEmpty else { throw ValidationError("--match selects files of a --from-sums list") }
+            guard dest == nil || urls.count == 1 else { throw ValidationError("--dest names one file: give one URL with it") }
+        }
     }
 
     func run() throws {
         let rewrites = try configOptions.rewrites()
-        let draft: EntryDraft
+        let drafts: [EntryDraft]
         do {
-            draft = try EntryDraft(url: url, destination: dest, environment: Environment.current)
+            drafts = try (urls.isEmpty ? [fromSums ?? ""] : urls).map { url throws(EntryDraftError) in
+                // The list's own file name is never a destination: a stand-in keeps the draft's checks to the URL.
+                try EntryDraft(url: url, destination: fromSums == nil ? dest : "list", environment: Environment.current)
+            }
         } catch {
             Output.errors(error.messages.map { "error: \($0)" })
             throw ExitCode(ExitStatus.usage.rawValue)
         }
         if printOnly {
-            let (entry, _) = try download(draft, rewrites: rewrites)
-            Output.lines(entry.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map {
-                TerminalText(String($0))
-            })
+            let netrc = try netrcOptions.credentials(manifestWants: false)
+            let entries = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc).entries
+                                          : try listed(drafts[0], rewrites: rewrites, netrc: netrc).entries
+            Output.lines(entries.flatMap { $0.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false) }
+                .map { TerminalText(String($0)) })
             return
         }
 
         let original = try readManifest()
-        // A stand-in digest and size: the manifest must be able to take the entry before anything is fetched.
-        let trial = try editManifest(original, adding: draft.trialEntry)
-        for listed in trial.edit.sameURL {
-            let position = "\(manifest):\(listed.location.line):\(listed.location.column)"
-            let destination = listed.destination.map { " (dest \(String(reflecting: $0)))" } ?? ""
-            Output.errors(["warning: \(position): files[\(listed.index)]\(destination) already fetches "
-                           + "\(draft.url); adding another entry for it"])
+        var netrc: Netrc?
+        if fromSums == nil {
+            // Stand-in digests and sizes: the manifest must be able to take the entries before anything is fetched.
+            let trial = try editManifest(original, adding: drafts.map(\.trialEntry))
+            for (draft, listed) in zip(drafts, trial.edits).flatMap({ draft, edit in edit.sameURL.map { (draft, $0) } }) {
+                let position = "\(manifest):\(listed.location.line):\(listed.location.column)"
+                let destination = listed.destination.map { " (dest \(String(reflecting: $0)))" } ?? ""
+                Output.errors(["warning: \(position): files[\(listed.index)]\(destination) already fetches "
+                               + "\(draft.url); adding another entry for it"])
+            }
+            netrc = try netrcOptions.credentials(manifestWants: trial.loaded.netrc)
+        } else {
+            let wanted = try? ManifestLoader.parse(bytes: original ?? [], fileName: manifest, manifestDirectory: manifestDirectory,
+                                                   environment: Environment.current).netrc
+            netrc = try netrcOptions.credentials(manifestWants: wanted ?? false)
         }
 
-        let (entry, interrupts) = try download(draft, rewrites: rewrites)
-        let (edit, loaded) = try editManifest(original, adding: entry)
+        let (entries, interrupts) = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc)
+                                                    : try listed(drafts[0], rewrites: rewrites, netrc: netrc)
+        let (edits, loaded) = try editManifest(original, adding: entries)
         // The download may have taken minutes; an edit made meanwhile must not be overwritten.
         let current: [UInt8]?
         do { current = try ManifestFile.read(manifest) } catch {
@@ -104,18 +146,21 @@ struct AddCommand: ParsableCommand {
             Output.errors(["haul: interrupted by \(interrupts.signalName); \(manifest) was not modified"])
             throw ExitCode(status)
         }
-        do { try ManifestFile.replace(manifest, with: edit.bytes) } catch {
+        guard let last = edits.last else { return }
+        do { try ManifestFile.replace(manifest, with: last.bytes) } catch {
             Output.errors(["error: \(error); \(manifest) was not modified"])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
-        let line = loaded.files[edit.entryIndex].location.line
-        let what = "\(entry.destination) (\(ByteCount.format(entry.size)), sha256 \(entry.digest.hex.prefix(12))…)"
-        Output.lines([
-            original == nil
+        var lines: [TerminalText] = []
+        for (number, (entry, edit)) in zip(entries, edits).enumerated() {
+            let line = loaded.files[edit.entryIndex].location.line
+            let size = entry.size.map { "\(ByteCount.format($0)), " } ?? ""
+            let what = "\(entry.destination) (\(size)\(entry.digest.algorithm.rawValue) \(entry.digest.hex.prefix(12))…)"
+            lines.append(original == nil && number == 0
                 ? "Created \(manifest) with \(what) as files[0], line \(line)."
-                : "Added \(what) to \(manifest) as files[\(edit.entryIndex)], line \(line).",
-            "Run \"\(syncCommand)\" to put it in place.",
-        ])
+                : "Added \(what) to \(manifest) as files[\(edit.entryIndex)], line \(line).")
+        }
+        Output.lines(lines + ["Run \"\(syncCommand)\" to put \(entries.count == 1 ? "it" : "them") in place."])
     }
 
     /// The manifest's bytes, or nil when there is none yet.
@@ -128,36 +173,45 @@ struct AddCommand: ParsableCommand {
         }
     }
 
-    /// The edited text, loaded back; exits 3 when the manifest cannot take the entry. Problems the manifest
-    /// already had are reported as `sync` would report them, at their own lines.
-    private func editManifest(_ original: [UInt8]?, adding entry: PinnedEntry) throws -> (edit: ManifestEdit, loaded: Manifest) {
-        let edit: ManifestEdit
-        do {
-            edit = try ManifestEditor.appending(entry, to: original, fileName: manifest)
-        } catch {
-            if case .destinationTaken = error.reason {
-                Output.errors([TerminalText(error.description), "hint: choose another destination with --dest"])
-            } else {
-                Output.errors((existingProblems(original) ?? [error.description]).map { TerminalText($0) })
+    /// The edited text after each entry (the last one holds them all), loaded back; exits 3 when the manifest
+    /// cannot take an entry. Problems the manifest already had are reported as `sync` would report them, at their
+    /// own lines.
+    private func editManifest(_ original: [UInt8]?, adding entries: [PinnedEntry]) throws -> (edits: [ManifestEdit], loaded: Manifest) {
+        var edits: [ManifestEdit] = []
+        var text = original
+        for entry in entries {
+            do {
+                let edit = try ManifestEditor.appending(entry, to: text, fileName: manifest)
+                edits.append(edit)
+                text = edit.bytes
+            } catch {
+                if case .destinationTaken = error.reason {
+                    Output.errors([TerminalText(error.description)]
+                                  + (fromSums == nil ? ["hint: choose another destination with --dest"] : []))
+                } else {
+                    Output.errors((existingProblems(original) ?? [error.description]).map { TerminalText($0) })
+                }
+                throw ExitCode(ExitStatus.invalidManifest.rawValue)
             }
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
         let loaded: Manifest
         do {
-            loaded = try ManifestLoader.parse(bytes: edit.bytes, fileName: manifest, manifestDirectory: manifestDirectory,
+            loaded = try ManifestLoader.parse(bytes: text ?? [], fileName: manifest, manifestDirectory: manifestDirectory,
                                               environment: Environment.current)
         } catch {
-            // The manifest was valid, so the new entry is what breaks it (a folder another entry needs, …).
+            // The manifest was valid, so the new entries are what breaks it (a folder another entry needs, …).
             Output.errors((existingProblems(original) ?? error.diagnostics.filter { $0.severity == .error }.map {
                 "error: \($0.keyPath.map { "\($0): " } ?? "")\($0.message)"
             }).map { TerminalText($0) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
-        guard loaded.files.indices.contains(edit.entryIndex), entry.matches(loaded.files[edit.entryIndex]) else {
-            Output.errors(["error: internal error: the edited manifest does not read back the new entry; \(manifest) was not modified"])
-            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        for (entry, edit) in zip(entries, edits) {
+            guard loaded.files.indices.contains(edit.entryIndex), entry.matches(loaded.files[edit.entryIndex]) else {
+                Output.errors(["error: internal error: the edited manifest does not read back the new entry; \(manifest) was not modified"])
+                throw ExitCode(ExitStatus.entryFailed.rawValue)
+            }
         }
-        return (edit, loaded)
+        return (edits, loaded)
     }
 
     /// The manifest's own errors, if it has any.
@@ -172,25 +226,57 @@ struct AddCommand: ParsableCommand {
         }
     }
 
-    /// Fetches once, hashing as the bytes arrive; exits 1 (naming each URL tried) when that fails. The watcher
-    /// is returned because SIGINT and SIGTERM stay blocked from here on: the caller must look at it.
-    private func download(_ draft: EntryDraft, rewrites: URLRewriter) throws -> (PinnedEntry, InterruptWatcher) {
+    /// Fetches each once, hashing as the bytes arrive; exits 1 (naming each URL tried) when one fails. The
+    /// watcher is returned because SIGINT and SIGTERM stay blocked from here on: the caller must look at it.
+    private func download(_ drafts: [EntryDraft], rewrites: URLRewriter, netrc: Netrc?) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        try transferring(rewrites: rewrites, netrc: netrc) { options, cancellation throws(PinFailure) in
+            try drafts.map { draft throws(PinFailure) in
+                let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
+                if let encoding = measured.contentEncoding {
+                    Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
+                                   + "the pin is of those bytes"])
+                }
+                return draft.pinned(digest: measured.digest, size: measured.size)
+            }
+        }
+    }
+
+    /// The entries a checksum list names (those `--match` selects): exits 1 when the list cannot be fetched, 3 when
+    /// a line of it is not a checksum or names no destination, 64 when `--match` selects nothing.
+    private func listed(_ list: EntryDraft, rewrites: URLRewriter, netrc: Netrc?) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc) { options, cancellation throws(PinFailure) in
+            try Pinner.fetch(list.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
+        }
+        let entries: [PinnedEntry]
+        do {
+            let parsed = try ChecksumList.parse(bytes, file: list.url.description)
+            entries = try ChecksumList(items: parsed.items.filter { item in
+                matches.isEmpty || matches.contains { fnmatch($0, item.name, 0) == 0 }
+            }).entries(listURL: list.url, file: list.url.description)
+        } catch {
+            Output.errors(["\(error)", "\(manifest) was not modified"])
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
+        guard !entries.isEmpty else {
+            Output.errors(["error: no file of \(list.url) matches \(matches.map { "'\($0)'" }.joined(separator: " or "))"])
+            throw ExitCode(ExitStatus.usage.rawValue)
+        }
+        return (entries, interrupts)
+    }
+
+    /// Runs `body` with the transfer settings, SIGINT and SIGTERM turned into a cancellation; exits 1 (naming each
+    /// URL tried) when it fails.
+    private func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?,
+                                      _ body: (SyncOptions, Cancellation) throws(PinFailure) -> Result) throws -> (Result, InterruptWatcher) {
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
         // The download is cancelled, not abandoned: its scratch folder is removed on the way out.
         interrupts.beginChanging()
-        let options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
+        var options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
                                   rewrites: rewrites)
+        options.netrc = netrc
         do {
-            let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation) { failure, next in
-                guard let next, next.delay > 0 else { return }
-                Output.errors(["warning: \(failure); retrying in \((next.delay * 10).rounded() / 10) s"])
-            }
-            if let encoding = measured.contentEncoding {
-                Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
-                               + "the pin is of those bytes"])
-            }
-            return (draft.pinned(digest: measured.digest, size: measured.size), interrupts)
+            return (try body(options, cancellation), interrupts)
         } catch {
             if let status = interrupts.exitStatus {
                 Output.errors(["haul: interrupted by \(interrupts.signalName); nothing was written"])
@@ -206,6 +292,11 @@ struct AddCommand: ParsableCommand {
             }
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
+    }
+
+    private static let retrying: @Sendable (AttemptFailure, NextAttempt?) -> Void = { failure, next in
+        guard let next, next.delay > 0 else { return }
+        Output.errors(["warning: \(failure); retrying in \(HumanReport.formatSeconds(next.delay))"])
     }
 
     /// The folder `root` is relative to: the manifest's, as the loader takes it.

@@ -21,3 +21,24 @@ struct ConfigOptions: ParsableArguments {
         }
     }
 }
+
+/// `--netrc`: logins and passwords per host from the user's `.netrc` (see `Netrc`).
+struct NetrcOptions: ParsableArguments {
+    @Flag(name: .customLong("netrc"), help: ArgumentHelp(
+        "Log in to each host with the login and password that $NETRC (else ~/.netrc) lists for it, to that host only "
+            + "(as the manifest's netrc: true)."))
+    var netrc = false
+
+    /// The file's credentials when `--netrc` or the manifest asks for them; nil otherwise. A file that cannot be
+    /// read (NETRC naming a missing one) or understood is printed with its line and column, and the command exits 64
+    /// before any request.
+    func credentials(manifestWants: Bool) throws -> Netrc? {
+        guard netrc || manifestWants else { return nil }
+        do {
+            return try Netrc.load(environment: Environment.current)
+        } catch {
+            Output.errors([TerminalText(error.description)])
+            throw ExitCode(ExitStatus.usage.rawValue)
+        }
+    }
+}

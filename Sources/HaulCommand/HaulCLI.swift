@@ -191,6 +191,7 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var sharding: ShardOptions
     @OptionGroup var cacheOptions: CacheOptions
     @OptionGroup var durabilityOptions: DurabilityOptions
+    @OptionGroup var netrcOptions: NetrcOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -215,6 +216,7 @@ struct SyncCommand: ParsableCommand {
         options.shard = try sharding.resolved()
         options.cacheDirectory = cacheOptions.directory()
         options.durability = try durabilityOptions.resolved()
+        options.netrc = try netrcOptions.credentials(manifestWants: manifest.netrc)
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })

@@ -28,6 +28,7 @@ enum ManualFacts {
         Item(term: "HAUL_CONFIG", meaning: "config file of URL rewrites (as --config)"),
         Item(term: "HAUL_DURABILITY", meaning: "full (default) or none (as --durability)"),
         Item(term: "HAUL_SHARD", meaning: "K/N: only shard K of N (as --shard)"),
+        Item(term: "NETRC", meaning: "the .netrc file --netrc reads (default ~/.netrc)"),
         Item(term: "XDG_CONFIG_HOME", meaning: "default config: $XDG_CONFIG_HOME/haul/config.yaml"),
         Item(term: "XDG_CACHE_HOME", meaning: "default cache for `haul cache`: $XDG_CACHE_HOME/haul"),
         Item(term: "HOME", meaning: "~/.config/haul and ~/.cache/haul when XDG_* is unset"),

@@ -113,13 +113,8 @@ package struct Digest: Sendable, Hashable, CustomStringConvertible {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Standard base64 with its padding, by libcrypto.
-    package var base64: String {
-        let bytes = self.bytes
-        var text = [UInt8](repeating: 0, count: (bytes.count + 2) / 3 * 4 + 1)
-        let count = Int(EVP_EncodeBlock(&text, bytes, Int32(bytes.count)))
-        return String(decoding: text.prefix(count), as: UTF8.self)
-    }
+    /// Standard base64 with its padding.
+    package var base64: String { Base64.encode(bytes) }
 
     /// `sha256:9f86…`, the unambiguous form used in logs.
     package var description: String { "\(algorithm.rawValue):\(hex)" }

@@ -178,8 +178,10 @@ enum TransferCallbacks {
 package struct URLOrigin: Equatable {
     var scheme: String
     /// Empty for URLs without an authority (`file:///etc/passwd`).
-    var host: String
+    package var host: String
     var port: String
+    /// The URL names a user (`https://user:secret@host/`): libcurl logs in with it.
+    package var hasUserinfo: Bool
 
     package init?(_ url: String) {
         guard let handle = curl_url() else { return nil }
@@ -197,6 +199,12 @@ package struct URLOrigin: Equatable {
         // ASCII case-folding only: Unicode lowercasing would make "K" (Kelvin sign) equal "k".
         self.host = part(CURLUPART_HOST).map(Self.asciiLowercased) ?? ""
         self.port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)) ?? ""
+        self.hasUserinfo = part(CURLUPART_USER) != nil
+    }
+
+    /// The same origin: scheme, host and port (who logs in is not part of it).
+    package static func == (a: URLOrigin, b: URLOrigin) -> Bool {
+        a.scheme == b.scheme && a.host == b.host && a.port == b.port
     }
 
     private static func asciiLowercased(_ text: String) -> String {

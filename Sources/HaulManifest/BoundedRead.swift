@@ -6,17 +6,31 @@ import Darwin
 
 /// A whole file's bytes, but never more than a bound: the manifest and the config file are read this way, and
 /// `/dev/zero` (or a hostile file) must not make haul read and hold without end.
-enum BoundedRead {
-    enum Failure: Error {
+package enum BoundedRead {
+    package enum Failure: Error {
         /// A system call failed; its errno.
         case system(Int32)
         /// There was more than the bound: reading stopped there.
         case tooLarge
+
+        /// The file does not exist (a folder on its path neither).
+        package var isMissing: Bool {
+            guard case .system(let code) = self else { return false }
+            return code == ENOENT || code == ENOTDIR
+        }
+
+        /// The errno to report: EFBIG for more bytes than the bound.
+        package var errno: Int32 {
+            switch self {
+            case .system(let code): code
+            case .tooLarge: EFBIG
+            }
+        }
     }
 
     /// Everything up to end of file, or `.tooLarge` as soon as there is more than `limit`. `sizeHint` (a regular
     /// file's size) reserves room once.
-    static func all(_ descriptor: Int32, limit: Int, sizeHint: Int = 0) -> Result<[UInt8], Failure> {
+    package static func all(_ descriptor: Int32, limit: Int, sizeHint: Int = 0) -> Result<[UInt8], Failure> {
         var bytes: [UInt8] = []
         if sizeHint > 0 { bytes.reserveCapacity(min(sizeHint, limit + 1)) }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -32,8 +46,17 @@ enum BoundedRead {
         }
     }
 
+    /// A whole file by path (opened read-only, never more than `limit` bytes). `.system(ENOENT or ENOTDIR)`:
+    /// there is no such file, which `isMissing` says.
+    package static func file(_ path: String, limit: Int) -> Result<[UInt8], Failure> {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return .failure(.system(errno)) }
+        defer { close(descriptor) }
+        return all(descriptor, limit: limit)
+    }
+
     /// `strerror`'s text for `code`.
-    static func errorText(_ code: Int32) -> String {
+    package static func errorText(_ code: Int32) -> String {
         guard let text = strerror(code) else { return "error \(code)" }
         return String(cString: text)
     }

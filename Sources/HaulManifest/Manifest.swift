@@ -9,6 +9,8 @@ package struct Manifest: Sendable {
     /// Absolute, lexically normalized directory under which every destination lives.
     package var root: String
     package var prune: Bool
+    /// Credentials for each source's host come from the user's `.netrc` (`netrc: true`; also `--netrc`).
+    package var netrc = false
     package var files: [FileEntry]
     /// Non-fatal findings (weak digest algorithms, …), reported but not blocking; the first 50 in file order.
     package var warnings: [Diagnostic]

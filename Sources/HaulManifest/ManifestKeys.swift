@@ -32,7 +32,7 @@ struct KeyTable<Key: Sendable>: Sendable {
 }
 
 enum TopLevelKey: String, ManifestKey {
-    case version, root, defaults, prune, files
+    case version, root, defaults, prune, netrc, files
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }
 

@@ -41,6 +41,10 @@ package enum ManifestSchema {
       "description": "When true, destinations that haul synced earlier from this manifest and that it no longer lists are deleted; never a file haul did not write, never one changed since haul wrote it, never outside root. Default: false.",
       "type": "boolean"
     },
+    "netrc": {
+      "description": "When true, each request carries the login and password that the user's .netrc ($NETRC, else ~/.netrc) lists for the request's own host (HTTP Basic): a mirror gets its own host's, a redirect to another origin gets none, and none is ever printed. An Authorization header the entry sets itself wins. Default: false (--netrc also turns it on).",
+      "type": "boolean"
+    },
     "files": {
       "description": "The files to keep in sync. May be empty.",
       "type": "array",

@@ -116,6 +116,7 @@ struct ManifestValidator: YAMLEntrySink {
 
         var root = PathRules.normalizeAbsolute(manifestDirectory)
         var prune = false
+        var netrc = false
         var defaults = Defaults()
         var filesUsed = false
         for (key, _, value) in pairs {
@@ -126,6 +127,8 @@ struct ManifestValidator: YAMLEntrySink {
                 if let resolved = resolveRoot(value) { root = resolved }
             case .prune:
                 if let flag = boolean(value, path: key.rawValue) { prune = flag }
+            case .netrc:
+                if let flag = boolean(value, path: key.rawValue) { netrc = flag }
             case .defaults:
                 defaults = parseDefaults(value)
             case .files:
@@ -144,8 +147,10 @@ struct ManifestValidator: YAMLEntrySink {
         guard !diagnostics.hasErrors, !entryDiagnostics.hasErrors else { return nil }
         applyDefaults(defaults)
         let warnings = allFindings
-        return Manifest(sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
-                        warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
+        var manifest = Manifest(sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
+                                warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
+        manifest.netrc = netrc
+        return manifest
     }
 
     /// In place: copying 100,000 entries into new values costs more than validating them.

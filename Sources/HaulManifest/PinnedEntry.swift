@@ -119,9 +119,10 @@ package struct PinnedEntry: Sendable, Hashable {
     package let url: String
     package let destination: String
     package let digest: Digest
-    package let size: Int64
+    /// nil: not known (pinned from a checksum list without downloading); the entry then has no `size`.
+    package let size: Int64?
 
-    package init(url: String, destination: String, digest: Digest, size: Int64) {
+    package init(url: String, destination: String, digest: Digest, size: Int64?) {
         self.url = url
         self.destination = destination
         self.digest = digest
@@ -152,8 +153,7 @@ package struct PinnedEntry: Sendable, Hashable {
             (FileKey.url.rawValue, YAMLScalarText.render(url, flow: flow)),
             (FileKey.dest.rawValue, YAMLScalarText.render(destination, flow: flow)),
             checksum,
-            (FileKey.size.rawValue, String(size)),
-        ]
+        ] + (size.map { [(FileKey.size.rawValue, String($0))] } ?? [])
     }
 
     /// The entry as block-style lines: the first starts with `-` at `dashColumn`, keys start at `keyColumn`.

@@ -88,18 +88,11 @@ package struct RewriteConfig: Sendable {
     }
 
     private static func readFile(_ path: String) -> Result<[UInt8], ReadFailure> {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            let code = errno
-            return .failure(ReadFailure(message: "cannot read the config file: \(BoundedRead.errorText(code))",
-                                        isMissing: code == ENOENT || code == ENOTDIR))
-        }
-        defer { close(descriptor) }
-        return BoundedRead.all(descriptor, limit: maximumBytes).mapError { failure in
+        BoundedRead.file(path, limit: maximumBytes).mapError { failure in
             switch failure {
             case .tooLarge: ReadFailure(message: "the config file is larger than 1 MiB", isMissing: false)
             case .system(let code):
-                ReadFailure(message: "cannot read the config file: \(BoundedRead.errorText(code))", isMissing: false)
+                ReadFailure(message: "cannot read the config file: \(BoundedRead.errorText(code))", isMissing: failure.isMissing)
             }
         }
     }

@@ -38,7 +38,7 @@ final class SchemaTests: XCTestCase {
         let files = try resolve(topProperties["files"])
         XCTAssertEqual(try propertyNames(resolve(files["items"])), ManifestSchema.fileKeys)
 
-        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "files"])
+        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
                                                  "size", "mirrors", "mode", "retries", "timeout", "headers"])
