@@ -6,8 +6,9 @@ import HaulStore
 /// What happened to one entry in a sync.
 package enum EntryOutcome: Sendable {
     case upToDate
-    /// Revalidated: the server said the copy on disk is current (304); nothing was written.
-    case notModified
+    /// Revalidated: the server said the copy on disk is current (304); nothing was written. `freshFor`: how long
+    /// it said the copy stays fresh (`Freshness`), which the state records.
+    case notModified(freshFor: Double?)
     case fetched(DownloadedFile)
     /// Fetched and renamed into place, but its folder could not be synced afterwards (the error says why): the
     /// destination holds the new content, which a crash may still take back. Neither done nor failed, and said as

@@ -23,6 +23,11 @@ package struct SyncOptions: Sendable {
     /// Logins and passwords by host (`--netrc`, the manifest's `netrc: true`), each sent to its own host only; nil:
     /// none.
     package var netrc: Netrc?
+    /// Ask the server about every unpinned file, even one it said is still fresh (`--refresh`).
+    package var revalidatesFreshFiles = false
+    /// Seconds since the epoch: when a server's confirmation was, and whether it is still fresh. Injectable, so
+    /// that freshness can be tested without waiting.
+    package var wallClock: @Sendable () -> Double = RetryPolicy.systemWallClock
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
@@ -88,9 +93,25 @@ package struct Sync: Sendable {
 
     /// Decides, from values alone.
     package func plan(_ observation: Observation) -> Plan {
-        var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates)
+        var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
+                                revalidation: revalidation(observation))
         plan.shardScope = manifest.shardScope
         return plan
+    }
+
+    /// For each unpinned entry whose file is still the one the state records (by identity, or hashed), when its
+    /// source last confirmed it: only a confirmation by one of the entry's own sources (as rewritten now) counts,
+    /// as only that source is asked conditionally.
+    private func revalidation(_ observation: Observation) -> Revalidation {
+        var confirmations = [Confirmation?](repeating: nil, count: manifest.files.count)
+        for index in manifest.files.indices where manifest.files[index].checksum == nil {
+            guard let origin = observation.record(at: index, of: manifest.files)?.origin,
+                  origin.manifestKey == observation.manifestKey, let checkedAt = origin.checkedAt, let sourceKey = origin.sourceKey,
+                  options.rewrites.sources(of: manifest.files[index]).contains(where: { TransferSource.key($0.url) == sourceKey })
+            else { continue }
+            confirmations[index] = Confirmation(checkedAt: Double(checkedAt), freshUntil: origin.freshUntil.map(Double.init))
+        }
+        return Revalidation(confirmations: confirmations, now: options.wallClock(), always: options.revalidatesFreshFiles)
     }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes and
@@ -140,7 +161,7 @@ package struct Sync: Sendable {
         /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
         var settles = false
         let cache = observation.cache
-        let authorship = Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites)
+        let authorship = Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites, wallClock: options.wallClock)
         let counts = result.counts
         let fetched = counts.fetched + counts.cached
         if fetched > 0 { changes.records.reserveCapacity(fetched) }
@@ -154,6 +175,10 @@ package struct Sync: Sendable {
                earlier.digest == observed.digest {
                 // Re-hashed after a touch or with --rehash: still the content haul wrote.
                 record?.origin = earlier.origin
+            }
+            // Its server confirmed it: when, and for how long it stays fresh.
+            if case .notModified(let freshFor) = result.outcomes[index], let origin = record?.origin {
+                record?.origin = authorship.confirmed(origin, freshFor: freshFor)
             }
             // Durable or not, the file is in place: the state says what is on disk.
             if let file = result.outcomes[index].fetchedFile {

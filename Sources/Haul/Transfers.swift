@@ -19,7 +19,7 @@ extension Sync {
         var fetches: [Int] = []
         for index in plan.actions.indices {
             switch plan.actions[index] {
-            case .keep:
+            case .keep, .fresh:
                 outcomes.append(.upToDate)
             case .refuse(let why):
                 outcomes.append(.failed(.refused(why)))
@@ -57,7 +57,8 @@ extension Sync {
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
                                                            durability: options.durability),
-                                      authorship: Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites),
+                                      authorship: Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites,
+                                                             wallClock: options.wallClock),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
@@ -210,8 +211,8 @@ private final class Execution: TransferDelegate, Sendable {
             observer?.entry(plan.files[id], attemptFailed: failure, next: next)
         case .finished(.failure(let failure)):
             record(id, .failed(.transfer(failure)))
-        case .notModified:
-            record(id, .notModified)
+        case .notModified(_, let freshFor):
+            record(id, .notModified(freshFor: freshFor))
         case .finished(.success(let file)):
             batches.withLock { $0 }?.add((id, file))
         }
@@ -252,24 +253,35 @@ private final class Execution: TransferDelegate, Sendable {
 }
 
 /// Who wrote a file, as the state records it: this manifest, and for an unpinned file the source that delivered
-/// it and its validators (what a later conditional request sends). Every pinned file shares one `Origin`.
+/// it, its validators (what a later conditional request sends) and how long that source said it stays fresh.
+/// Every pinned file shares one `Origin`.
 struct Authorship: Sendable {
     let manifestKey: String
     private let pinned: Origin
     /// The request's sources are the entry's, rewritten: `file.sourceIndex` counts those.
     private let rewrites: URLRewriter
+    private let wallClock: @Sendable () -> Double
 
-    init(manifestKey: String, rewrites: URLRewriter) {
+    init(manifestKey: String, rewrites: URLRewriter, wallClock: @escaping @Sendable () -> Double) {
         self.manifestKey = manifestKey
         pinned = Origin(manifestKey: manifestKey)
         self.rewrites = rewrites
+        self.wallClock = wallClock
     }
 
     func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {
         guard entry.checksum == nil else { return pinned }
+        let now = wallClock()
         return Origin(manifestKey: manifestKey,
                       sourceKey: rewrites.url(of: entry, source: file.sourceIndex).map(TransferSource.key),
-                      etag: file.validators?.etag, lastModified: file.validators?.lastModified)
+                      etag: file.validators?.etag, lastModified: file.validators?.lastModified,
+                      checkedAt: file.fromCache ? nil : Int64(now), freshUntil: file.freshFor.map { Int64(now + $0) })
+    }
+
+    /// `origin` confirmed by its source just now (a 304), fresh for `freshFor` from now.
+    func confirmed(_ origin: Origin, freshFor: Double?) -> Origin {
+        let now = wallClock()
+        return origin.confirmed(at: Int64(now), freshUntil: freshFor.map { Int64(now + $0) })
     }
 }
 

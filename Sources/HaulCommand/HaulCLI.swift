@@ -115,6 +115,10 @@ struct PolicyOptions: ParsableArguments {
           help: "Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
     var requireChecksums = false
 
+    @Flag(help: ArgumentHelp("Ask the server about every unpinned file, even one it said is still fresh (max-age, "
+                             + "Expires) or within its entry's refresh interval."))
+    var refresh = false
+
     /// Prints each violation and exits 3 before anything is observed or fetched.
     func enforce(on manifest: Manifest) throws {
         let violations = RunPolicy.violations(manifest, requireChecksums: requireChecksums,
@@ -217,6 +221,7 @@ struct SyncCommand: ParsableCommand {
         options.cacheDirectory = cacheOptions.directory()
         options.durability = try durabilityOptions.resolved()
         options.netrc = try netrcOptions.credentials(manifestWants: manifest.netrc)
+        options.revalidatesFreshFiles = policy.refresh
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
@@ -260,8 +265,10 @@ struct PlanCommand: ParsableCommand {
         let rewrites = try configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try policy.enforce(on: manifest)
-        let sync = Sync(manifest: manifest, options: SyncOptions(prune: policy.prune, shard: try sharding.resolved(),
-                                                                 rewrites: rewrites, cacheDirectory: cacheOptions.directory()))
+        var options = SyncOptions(prune: policy.prune, shard: try sharding.resolved(), rewrites: rewrites,
+                                  cacheDirectory: cacheOptions.directory())
+        options.revalidatesFreshFiles = policy.refresh
+        let sync = Sync(manifest: manifest, options: options)
         var plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
         plan.fromCache = sync.cacheHits(plan)
         manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)

@@ -27,6 +27,8 @@ package enum HumanReport {
             case .revalidate:
                 lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
                 if let sources { lines += sources(planned.entry) }
+            case .fresh(let remaining):
+                lines.append("= \(destination) (unpinned; fresh for \(ProgressFormatting.duration(remaining)), no request; --refresh asks now)")
             case .refuse(let why):
                 lines.append("! \(destination) (\(why))")
             }
@@ -97,7 +99,7 @@ package enum HumanReport {
         var lines = result.problems.map { planned -> String in
             let destination = planned.entry.destination.description
             switch planned.action {
-            case .keep, .revalidate: return "ok \(destination)"
+            case .keep, .fresh, .revalidate: return "ok \(destination)"
             case .fetch(.missing): return "missing \(destination)"
             case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
             case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"

@@ -88,7 +88,7 @@ package enum JSONEvents {
             let action: String
             var reason: String?
             switch planned.action {
-            case .keep: continue
+            case .keep, .fresh: continue
             case .fetch(.missing): action = "download"
             case .fetch(let why):
                 action = "replace"
@@ -217,7 +217,7 @@ package enum JSONEvents {
             case .fetch(.unreadable(let why)): ("unreadable", why)
             case .fetch(let reason): ("differs", HumanReport.describe(reason, checksum: planned.entry.checksum))
             case .refuse(let why): ("unreadable", why)
-            case .keep, .revalidate: ("ok", nil)
+            case .keep, .fresh, .revalidate: ("ok", nil)
             }
             return .object([("dest", .string(planned.entry.destination.description)), ("problem", .string(problem)),
                             ("detail", .string(detail))])

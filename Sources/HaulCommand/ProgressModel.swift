@@ -112,7 +112,7 @@ struct ProgressModel {
         for index in plan.actions.indices {
             switch plan.actions[index] {
             case .fetch, .revalidate: expect(plan.files[index].index, size: plan.files[index].size)
-            case .keep, .refuse: continue
+            case .keep, .fresh, .refuse: continue
             }
         }
     }

@@ -12,6 +12,11 @@ struct ResponseHeaders {
     var location: String?
     /// Raw, as the server wrote it (shown only through `ServerText`); nil when absent or `identity`.
     var contentEncoding: String?
+    /// What the server says of how long the response stays fresh (see `Freshness`); raw, several fields joined.
+    var cacheControl: String?
+    var expires: String?
+    var date: String?
+    var age: String?
     /// Every `Content-Length` the response carried, reconciled (RFC 9112 6.3).
     var length = Length.absent
     /// With a Transfer-Encoding, the encoding frames the body and any Content-Length is ignored.
@@ -31,6 +36,9 @@ struct ResponseHeaders {
         guard !hasTransferEncoding, case .value(let value) = length else { return nil }
         return value
     }
+
+    /// How many seconds from its arrival the response stays fresh, as its server says; nil: not at all.
+    var freshness: Double? { Freshness.lifetime(cacheControl: cacheControl, expires: expires, date: date, age: age) }
 
     /// Runs for every header line of every response: names haul ignores cost a few byte compares, no allocation.
     mutating func consume(_ line: UnsafeRawBufferPointer) {
@@ -59,6 +67,10 @@ struct ResponseHeaders {
         case .contentEncoding:
             guard !value.isEmpty, value.lowercased() != "identity" else { return }
             contentEncoding = contentEncoding.map { $0 + ", " + value } ?? value
+        case .cacheControl: cacheControl = cacheControl.map { $0 + ", " + value } ?? value
+        case .expires: expires = value
+        case .date: date = value
+        case .age: age = value
         }
     }
 
@@ -130,6 +142,7 @@ struct ResponseHeaders {
     private enum Field: String, CaseIterable {
         case etag, location, retryAfter = "retry-after", lastModified = "last-modified", contentRange = "content-range"
         case contentLength = "content-length", transferEncoding = "transfer-encoding", contentEncoding = "content-encoding"
+        case cacheControl = "cache-control", expires, date, age
     }
 
     private static let fields: [(name: [UInt8], field: Field)] = Field.allCases.map { (Array($0.rawValue.utf8), $0) }

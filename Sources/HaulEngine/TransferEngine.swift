@@ -291,9 +291,9 @@ package final class TransferEngine: Sendable {
                 }
                 finish(transfer, keepingFile: true, sharers: sharers)
                 delegate.transfer(id, didProduce: .finished(.success(file.at(verified, hasFileMode: transfer.hasFileMode))))
-            case .notModified(let sourceDisplayURL, let removesFile, let sharers):
+            case .notModified(let sourceDisplayURL, let freshFor, let removesFile, let sharers):
                 finish(transfer, keepingFile: !removesFile, sharers: sharers)
-                delegate.transfer(id, didProduce: .notModified(sourceDisplayURL: sourceDisplayURL))
+                delegate.transfer(id, didProduce: .notModified(sourceDisplayURL: sourceDisplayURL, freshFor: freshFor))
             }
         }
 
@@ -533,8 +533,11 @@ package final class TransferEngine: Sendable {
 extension DownloadedFile {
     /// The verified file as it lies in the temporary folder.
     fileprivate func at(_ file: StagedFile, hasFileMode: Bool) -> DownloadedFile {
-        DownloadedFile(temporaryPath: file.path, temporaryName: file.name, size: size, digest: digest, sourceDisplayURL: sourceDisplayURL,
-                       sourceIndex: sourceIndex, validators: validators, hasFileMode: hasFileMode, contentEncoding: contentEncoding)
+        var placed = self
+        placed.temporaryPath = file.path
+        placed.temporaryName = file.name
+        placed.hasFileMode = hasFileMode
+        return placed
     }
 }
 

@@ -228,6 +228,8 @@ package struct DownloadedFile: Sendable, Equatable {
     /// Put in place from a content cache (`--cache`), verified as it was copied: no request was made, and
     /// `sourceDisplayURL` names the cache folder rather than a source.
     package var fromCache = false
+    /// For an unpinned file: how long after it arrived its server says it stays fresh (`Freshness`); nil: none.
+    package var freshFor: Double?
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,
@@ -265,9 +267,10 @@ package enum TransferEvent: Sendable {
     /// `.finished` failure follows). A transfer that waits holds no transfer slot meanwhile.
     case attemptFailed(AttemptFailure, next: NextAttempt?)
     case finished(Result<DownloadedFile, TransferFailure>)
-    /// A source asked conditionally answered 304: the copy on disk is current and nothing was written.
-    /// Like `.finished`, it ends the transfer: every request ends with exactly one of the two.
-    case notModified(sourceDisplayURL: String)
+    /// A source asked conditionally answered 304: the copy on disk is current and nothing was written; `freshFor`:
+    /// how long the answer says it stays so (`Freshness`). Like `.finished`, it ends the transfer: every request
+    /// ends with exactly one of the two.
+    case notModified(sourceDisplayURL: String, freshFor: Double?)
 }
 
 /// Receives events on the engine's loop threads: the one that called `TransferEngine.run`, and with several

@@ -202,7 +202,8 @@ struct TransferStateMachine: Sendable {
                 return .send
             }
         } else if status == 304 && source.conditional != nil {
-            return .notModified(sourceDisplayURL: source.displayURL, removesFile: !isResumable, sharers: split(stoppedBy: nil))
+            return .notModified(sourceDisplayURL: source.displayURL, freshFor: headers.freshness, removesFile: !isResumable,
+                                sharers: split(stoppedBy: nil))
         } else if (200..<300).contains(status) {
             return .verify(fromDisk: resumeOffset > 0)
         } else {
@@ -328,7 +329,7 @@ struct TransferStateMachine: Sendable {
         return DownloadedFile(temporaryPath: "", temporaryName: "", size: fileBytes, digest: digest,
                               sourceDisplayURL: request.sources[index].displayURL, sourceIndex: index,
                               validators: unpinned ? HTTPValidators(etag: headers.etag, lastModified: headers.lastModified) : nil,
-                              contentEncoding: unpinned ? servedEncoding : nil)
+                              contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? headers.freshness : nil)
     }
 
     /// The end, in failure. A resumable partial stays for the next run when what ended it left bytes worth resuming
@@ -401,7 +402,7 @@ extension TransferStateMachine {
         /// Hand the verified file over (named where the engine puts it), then settle the sharers.
         case deliver(DownloadedFile, sharers: [SharerOutcome])
         /// A source asked conditionally answered 304: the copy on disk is current.
-        case notModified(sourceDisplayURL: String, removesFile: Bool, sharers: [SharerOutcome])
+        case notModified(sourceDisplayURL: String, freshFor: Double?, removesFile: Bool, sharers: [SharerOutcome])
     }
 
     struct Started: Equatable {

@@ -54,6 +54,9 @@ package struct FileEntry: Sendable {
     package var retries: Int
     /// Stall window: no progress for this long fails the attempt.
     package var timeout: Seconds
+    /// For an unpinned entry: once its server has confirmed the copy, no request for this long (instead of the
+    /// freshness the server grants with `Cache-Control: max-age` or `Expires`). nil: the server's.
+    package var refresh: Seconds?
     /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect): the entry's own, over
     /// those of `defaults:` with the same name.
     ///

@@ -42,6 +42,6 @@ enum DefaultsKey: String, ManifestKey {
 }
 
 enum FileKey: String, ManifestKey {
-    case url, dest, sha256, sha384, sha512, checksum, integrity, size, mirrors, mode, retries, timeout, headers
+    case url, dest, sha256, sha384, sha512, checksum, integrity, size, mirrors, mode, retries, timeout, refresh, headers
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }

@@ -147,6 +147,10 @@ package enum ManifestSchema {
           "$ref": "#/$defs/timeout",
           "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; at least 1ms. Default: 30s."
         },
+        "refresh": {
+          "$ref": "#/$defs/timeout",
+          "description": "For an unpinned entry: after its server confirmed the copy, make no request for this long, instead of the freshness the server grants (Cache-Control max-age, Expires). Same form as timeout, at most 24h. --refresh asks at once. Default: the server's."
+        },
         "headers": {
           "$ref": "#/$defs/headers",
           "description": "HTTP request headers; an entry's headers override defaults of the same name (case-insensitive)."

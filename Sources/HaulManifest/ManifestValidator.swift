@@ -268,7 +268,7 @@ struct ManifestValidator: YAMLEntrySink {
 
         var url: TemplatedString?, destination: DestinationPath?, checksum: Checksum?, size: Int64?
         var mirrors: [TemplatedString] = [], headers: [HeaderField] = []
-        var mode: FileMode?, retries: Int?, timeout: Seconds?
+        var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?
         var sawURL = false, sawDest = false
         var firstChecksumKey: (key: FileKey, line: Int)?
 
@@ -311,6 +311,8 @@ struct ManifestValidator: YAMLEntrySink {
                 retries = self.retries(value, path: scope.path(key.rawValue))
             case .timeout:
                 timeout = duration(value, path: scope.path(key.rawValue))
+            case .refresh:
+                refresh = duration(value, path: scope.path(key.rawValue))
             case .headers:
                 headers = self.headers(value, scope: scope)
             }
@@ -323,9 +325,10 @@ struct ManifestValidator: YAMLEntrySink {
         if mode != nil { explicit.insert(.mode) }
         if retries != nil { explicit.insert(.retries) }
         if timeout != nil { explicit.insert(.timeout) }
-        let entry = FileEntry(index: index, url: url, mirrors: mirrors, destination: destination, checksum: checksum,
+        var entry = FileEntry(index: index, url: url, mirrors: mirrors, destination: destination, checksum: checksum,
                               size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
                               timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
+        entry.refresh = refresh
         return (entry, explicit)
     }
 

@@ -38,12 +38,43 @@ package enum Action: Sendable, Equatable {
     /// An unpinned file is present: only its server can say whether it is current, so it is asked with a
     /// conditional request; an unchanged answer (304) writes nothing.
     case revalidate
+    /// An unpinned file its server confirmed recently and said stays fresh (or the entry's `refresh` interval has
+    /// not passed): kept without a request, for this many more seconds.
+    case fresh(for: Double)
     /// The entry cannot be synced as things stand; the message says why. Nothing is touched.
     case refuse(String)
 
     package var isChange: Bool {
-        if case .keep = self { return false }
-        return true
+        switch self {
+        case .keep, .fresh: false
+        case .fetch, .revalidate, .refuse: true
+        }
+    }
+}
+
+/// When an unpinned file's server last confirmed the copy on disk, and until when it said the copy stays fresh
+/// (seconds since the epoch).
+package struct Confirmation: Sendable, Equatable {
+    package var checkedAt: Double
+    package var freshUntil: Double?
+
+    package init(checkedAt: Double, freshUntil: Double?) {
+        self.checkedAt = checkedAt
+        self.freshUntil = freshUntil
+    }
+}
+
+/// What deciding whether to ask a server again needs: per entry, its last confirmation (nil: none that counts),
+/// the time now, and whether to ask anyway (`--refresh`).
+package struct Revalidation: Sendable {
+    package var confirmations: [Confirmation?]
+    package var now: Double
+    package var always: Bool
+
+    package init(confirmations: [Confirmation?], now: Double, always: Bool = false) {
+        self.confirmations = confirmations
+        self.now = now
+        self.always = always
     }
 }
 
@@ -126,7 +157,7 @@ package struct Plan: Sendable {
     package var revalidations: [PlannedEntry] { entries.filter { $0.action == .revalidate } }
     package var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
     package var deletions: [PlannedPrune] { prunes.filter { $0.action == .delete } }
-    package var upToDateCount: Int { actions.count { $0 == .keep } }
+    package var upToDateCount: Int { actions.count { !$0.isChange } }
     /// Bytes to fetch, counting only entries whose size the manifest pins.
     package var knownBytesToFetch: Int64 { tally.knownBytesToFetch }
     /// Whether applying it may change anything on disk (a revalidation may).
@@ -137,7 +168,7 @@ package struct Plan: Sendable {
         var tally = Tally()
         for index in actions.indices {
             switch actions[index] {
-            case .keep: tally.upToDate += 1
+            case .keep, .fresh: tally.upToDate += 1
             case .fetch(.missing): tally.downloads.add(files[index].size)
             case .fetch: tally.replacements.add(files[index].size)
             case .revalidate: tally.revalidations += 1
@@ -180,12 +211,29 @@ package struct Plan: Sendable {
     }
 }
 
-/// Desired state + observed state → plan. Pure: no I/O, no clock, no environment.
+/// Desired state + observed state → plan. Pure: no I/O, no clock, no environment (the time is an input).
 package enum Planner {
-    package static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = []) -> Plan {
+    package static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = [],
+                             revalidation: Revalidation? = nil) -> Plan {
         precondition(files.count == observed.count, "one observation per entry")
-        return Plan(files: files, actions: files.indices.map { decide(files[$0], observed[$0]) },
+        precondition(revalidation.map { $0.confirmations.count == files.count } ?? true, "one confirmation per entry")
+        return Plan(files: files, actions: files.indices.map { index in
+                        let action = decide(files[index], observed[index])
+                        guard action == .revalidate, let revalidation, !revalidation.always,
+                              let remaining = freshness(files[index], revalidation.confirmations[index], now: revalidation.now)
+                        else { return action }
+                        return .fresh(for: remaining)
+                    },
                     prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) })
+    }
+
+    /// Seconds the copy stays fresh from `now`: until the entry's `refresh` interval after the last confirmation
+    /// when it sets one, else until what the server said; nil when that has passed or nothing was said.
+    package static func freshness(_ entry: FileEntry, _ confirmation: Confirmation?, now: Double) -> Double? {
+        guard let confirmation else { return nil }
+        guard let until = entry.refresh.map({ confirmation.checkedAt + $0.value }) ?? confirmation.freshUntil,
+              until > now else { return nil }
+        return until - now
     }
 
     /// Only haul's own, unchanged bytes are deleted: anything else at that path is the user's now.

@@ -29,17 +29,31 @@ package final class Origin: Sendable, Hashable {
     package let sourceKey: String?
     package let etag: String?
     package let lastModified: String?
+    /// For an unpinned file: when its source last confirmed this copy (sent it, or answered 304), and until when
+    /// it said the copy stays fresh (`Cache-Control: max-age`, `Expires`), in whole seconds since the epoch; nil
+    /// when not known or not granted.
+    package let checkedAt: Int64?
+    package let freshUntil: Int64?
 
-    package init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil) {
+    package init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil,
+                checkedAt: Int64? = nil, freshUntil: Int64? = nil) {
         self.manifestKey = manifestKey
         self.sourceKey = sourceKey
         self.etag = etag
         self.lastModified = lastModified
+        self.checkedAt = checkedAt
+        self.freshUntil = freshUntil
+    }
+
+    /// The same origin, confirmed again at `checkedAt` (a 304), fresh until `freshUntil`.
+    package func confirmed(at checkedAt: Int64, freshUntil: Int64?) -> Origin {
+        Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
+               checkedAt: checkedAt, freshUntil: freshUntil)
     }
 
     package static func == (a: Origin, b: Origin) -> Bool {
         a === b || (a.manifestKey == b.manifestKey && a.sourceKey == b.sourceKey && a.etag == b.etag
-                    && a.lastModified == b.lastModified)
+                    && a.lastModified == b.lastModified && a.checkedAt == b.checkedAt && a.freshUntil == b.freshUntil)
     }
 
     package func hash(into hasher: inout Hasher) {

@@ -18,7 +18,8 @@ enum StateFile {
     static let previousHeader = "haul-state\t2"
 
     /// One line per file: `dest dev ino size mtime ctime digest` (times as `seconds.nanoseconds`), then, for files haul wrote,
-    /// `manifest-key source-key etag last-modified` (empty fields when unknown), tab-separated.
+    /// `manifest-key source-key etag last-modified` (empty fields when unknown), then, for an unpinned file whose
+    /// server confirmed it, `checked-at fresh-until` (seconds since the epoch; empty when unknown), tab-separated.
     ///
     /// Read straight from the bytes (a 100,000-file state is read on every no-op sync). Paths get a cheap check
     /// here (relative, no `..`, not haul's own folder); a record is only ever looked up by a destination the
@@ -77,7 +78,7 @@ enum StateFile {
             timesInNanoseconds ? Int64(decimal: field(number)).map(FileTime.init(nanosecondsSinceEpoch:))
                                : FileTime(field: field(number))
         }
-        guard fields.count == 7 || fields.count == 11,
+        guard fields.count == 7 || fields.count == 11 || fields.count == 13,
               let destination = unescape(field(0)), Self.staysInsideRoot(destination),
               let device = UInt64(decimal: field(1)),
               let inode = UInt64(decimal: field(2)),
@@ -87,20 +88,26 @@ enum StateFile {
               let digest = parseDigest(field(6))
         else { return nil }
         var origin: Origin?
-        if fields.count == 11 {
+        if fields.count >= 11 {
             // Every pinned file one manifest wrote has the same origin: one instance serves them all.
             guard !fields[7].isEmpty else { return nil }
             if !shared.manifestKey.hasSameBytes(as: field(7)) {
                 guard let key = unescape(field(7)) else { return nil }
                 shared = Origin(manifestKey: key)
             }
-            if fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty {
+            if fields.count == 11 && fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty {
                 origin = shared
             } else {
                 guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
                       let lastModified = unescape(field(10)) else { return nil }
+                var checkedAt: Int64?, freshUntil: Int64?
+                if fields.count == 13 {
+                    if !fields[11].isEmpty { guard let value = Int64(decimal: field(11)) else { return nil }; checkedAt = value }
+                    if !fields[12].isEmpty { guard let value = Int64(decimal: field(12)) else { return nil }; freshUntil = value }
+                }
                 origin = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
-                                etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified)
+                                etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified,
+                                checkedAt: checkedAt, freshUntil: freshUntil)
             }
         }
         let identity = FileIdentity(device: device, inode: inode, size: size, modified: modified, changed: changed)
@@ -163,6 +170,11 @@ enum StateFile {
             Self.appendEscaped(origin.etag ?? "", to: &out)
             out.append(UInt8(ascii: "\t"))
             Self.appendEscaped(origin.lastModified ?? "", to: &out)
+            if origin.checkedAt != nil || origin.freshUntil != nil {
+                for time in [origin.checkedAt, origin.freshUntil] {
+                    if let time { Self.appendDecimal(time, to: &out) } else { out.append(UInt8(ascii: "\t")) }
+                }
+            }
         }
         out.append(UInt8(ascii: "\n"))
     }

@@ -405,7 +405,7 @@ final class Recorder: TransferDelegate {
             case .finished(let result):
                 if events.results[id] != nil || events.notModified[id] != nil { events.endedTwice.append(id) }
                 events.results[id] = result
-            case .notModified(let source):
+            case .notModified(let source, _):
                 if events.results[id] != nil || events.notModified[id] != nil { events.endedTwice.append(id) }
                 events.notModified[id] = source
             }

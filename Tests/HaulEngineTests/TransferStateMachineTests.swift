@@ -353,7 +353,7 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(conditional.attemptStarts().headers, ["If-None-Match: \"v1\""])
         respond(&conditional, "HTTP/1.1 304 Not Modified")
         XCTAssertEqual(conditional.attemptEnded(now: 0, badHosts: []),
-                       .notModified(sourceDisplayURL: "http://a/f", removesFile: true, sharers: []))
+                       .notModified(sourceDisplayURL: "http://a/f", freshFor: nil, removesFile: true, sharers: []))
 
         var plain = started(request(["http://a/f"]))
         respond(&plain, "HTTP/1.1 304 Not Modified")

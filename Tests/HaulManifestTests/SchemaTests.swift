@@ -41,7 +41,7 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
-                                                 "size", "mirrors", "mode", "retries", "timeout", "headers"])
+                                                 "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers"])
         XCTAssertEqual(schema["$schema"] as? String, "https://json-schema.org/draft/2020-12/schema")
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")
     }

@@ -157,3 +157,50 @@ final class PlannerTests: XCTestCase {
         XCTAssertEqual(deleting.deletions.map(\.destination.description), ["old"])
     }
 }
+
+/// Freshness: an unpinned file its server confirmed is kept without a request while the server's word (or the
+/// entry's own `refresh` interval) lasts, and asked again after, or at once with `--refresh`.
+final class FreshnessPlanTests: XCTestCase {
+    private func unpinned(refresh: Double? = nil) -> FileEntry {
+        var entry = FileEntry(index: 0, url: TemplatedString(literal: "https://example.com/feed.json"), mirrors: [],
+                              destination: DestinationPath("feed.json")!, checksum: nil, size: nil, mode: FileMode(0o644),
+                              retries: 3, timeout: Seconds(30), headers: [], location: SourceLocation(line: 1, column: 1))
+        entry.refresh = refresh.map(Seconds.init)
+        return entry
+    }
+
+    private func action(_ entry: FileEntry, _ confirmation: Confirmation?, now: Double, always: Bool = false,
+                        local: LocalState = .file(size: 10, digest: nil)) -> Action {
+        Planner.plan([entry], observed: [local],
+                     revalidation: Revalidation(confirmations: [confirmation], now: now, always: always)).actions[0]
+    }
+
+    func testTheServersFreshnessSkipsTheRequestUntilItEnds() {
+        let confirmed = Confirmation(checkedAt: 1000, freshUntil: 1600)
+        XCTAssertEqual(action(unpinned(), confirmed, now: 1100), .fresh(for: 500))
+        XCTAssertEqual(action(unpinned(), confirmed, now: 1600), .revalidate, "fresh until, not including, its end")
+        XCTAssertEqual(action(unpinned(), confirmed, now: 1100, always: true), .revalidate, "--refresh asks anyway")
+        XCTAssertEqual(action(unpinned(), Confirmation(checkedAt: 1000, freshUntil: nil), now: 1001), .revalidate)
+        XCTAssertEqual(action(unpinned(), nil, now: 1100), .revalidate)
+        XCTAssertEqual(Planner.plan([unpinned()], observed: [.file(size: 10, digest: nil)]).actions, [.revalidate],
+                       "no revalidation input: always asked")
+    }
+
+    func testTheEntrysRefreshIntervalReplacesTheServersWord() {
+        let confirmed = Confirmation(checkedAt: 1000, freshUntil: 1010)
+        XCTAssertEqual(action(unpinned(refresh: 600), confirmed, now: 1100), .fresh(for: 500))
+        XCTAssertEqual(action(unpinned(refresh: 600), Confirmation(checkedAt: 1000, freshUntil: 99_999), now: 1700), .revalidate)
+        XCTAssertEqual(action(unpinned(refresh: 600), Confirmation(checkedAt: 1000, freshUntil: nil), now: 1599), .fresh(for: 1))
+    }
+
+    func testFreshnessNeverKeepsAMissingFileOrCountsAsAChange() {
+        let confirmed = Confirmation(checkedAt: 1000, freshUntil: 1600)
+        XCTAssertEqual(action(unpinned(), confirmed, now: 1100, local: .missing), .fetch(.missing))
+        XCTAssertEqual(action(unpinned(), confirmed, now: 1100, local: .symlink), .fetch(.replacesSymlink))
+        let plan = Planner.plan([unpinned()], observed: [.file(size: 10, digest: nil)],
+                                revalidation: Revalidation(confirmations: [confirmed], now: 1100))
+        XCTAssertFalse(plan.hasChanges, "plan exits 0 while the file is fresh")
+        XCTAssertEqual(plan.upToDateCount, 1)
+        XCTAssertEqual(plan.tally.upToDate, 1)
+    }
+}
