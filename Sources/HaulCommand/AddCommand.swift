@@ -245,7 +245,10 @@ struct AddCommand: ParsableCommand {
     /// a line of it is not a checksum or names no destination, 64 when `--match` selects nothing.
     private func listed(_ list: EntryDraft, rewrites: URLRewriter, netrc: Netrc?) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
         let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc) { options, cancellation throws(PinFailure) in
-            try Pinner.fetch(list.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
+            // Read into memory whole: a list is kilobytes, and a server must not make haul hold gigabytes.
+            var options = options
+            options.maxFileSize = min(options.maxFileSize, ChecksumList.maximumBytes)
+            return try Pinner.fetch(list.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
         }
         let entries: [PinnedEntry]
         do {

@@ -18,6 +18,9 @@ package struct ChecksumList: Sendable {
 
     package init(items: [Item]) { self.items = items }
 
+    /// A release's list is kilobytes; 64 MiB holds half a million lines.
+    package static let maximumBytes: Int64 = 64 << 20
+
     package static func parse(_ bytes: [UInt8], file: String) throws(ChecksumListError) -> ChecksumList {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ChecksumListError(file: file, line: nil, message: "the checksum list is not UTF-8 text")
