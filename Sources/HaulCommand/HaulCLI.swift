@@ -53,6 +53,10 @@ struct ManifestOptions: ParsableArguments {
     @Argument(help: "The manifest to read (- for standard input).")
     var manifest: String = "haul.yaml"
 
+    @Option(help: ArgumentHelp("Put the files under this folder instead of the manifest's root: (relative to the current "
+                               + "directory).", valueName: "dir"))
+    var root: String?
+
     @OptionGroup var reporting: ReportingOptions
 
     var quiet: Bool { reporting.quiet }
@@ -71,7 +75,7 @@ struct ManifestOptions: ParsableArguments {
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest {
         do {
-            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current)
+            let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current, root: root)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             return manifest
         } catch {

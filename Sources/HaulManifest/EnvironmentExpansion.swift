@@ -1,4 +1,6 @@
-/// `${NAME}` substitution for the fields that may reference the environment (url, mirrors, header values).
+/// `${NAME}` substitution for the fields that may reference the environment (url, mirrors, header values, root).
+/// `${NAME:-text}` is `text` when NAME is unset or empty, as in a shell; `text` is the manifest's own (it ends at
+/// the first `}`), and not a secret.
 ///
 /// Values from the environment are treated as secrets: every message here names variables and quotes the
 /// template, never a value.
@@ -44,16 +46,19 @@ enum EnvironmentExpansion {
                 problems.append("unterminated \"${\" at position \(position) (expected \"}\")")
                 break
             }
-            let name = String(decoding: bytes[(index + 2)..<end], as: UTF8.self)
+            let reference = String(decoding: bytes[(index + 2)..<end], as: UTF8.self)
+            let (name, fallback) = Self.split(reference)
             if !isValidName(name) {
-                problems.append("invalid variable reference \(Quoted.text("${" + name + "}")) "
-                                + "(a name is a letter or _ followed by letters, digits or _)")
-            } else if let value = environment[name] {
+                problems.append("invalid variable reference \(Quoted.text("${" + reference + "}")) "
+                                + "(a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)")
+            } else if let value = environment[name], !(fallback != nil && value.isEmpty) {
                 guard budget.spend(value.utf8.count) else {
                     throw RuleFailure(messages: budget.reportExhaustion())
                 }
                 out.append(contentsOf: value.utf8)
                 if !value.isEmpty { values.append(value) }
+            } else if let fallback {
+                out.append(contentsOf: fallback.utf8)
             } else if reported.insert(name).inserted {
                 problems.append("environment variable \(name) is not set")
             }
@@ -74,10 +79,16 @@ enum EnvironmentExpansion {
                 continue
             }
             guard let end = bytes[(index + 2)...].firstIndex(of: close) else { break }
-            names.append(String(decoding: bytes[(index + 2)..<end], as: UTF8.self))
+            names.append(split(String(decoding: bytes[(index + 2)..<end], as: UTF8.self)).name)
             index = end + 1
         }
         return names
+    }
+
+    /// `NAME:-text` → (NAME, text); `NAME` → (NAME, nil).
+    private static func split(_ reference: String) -> (name: String, fallback: String?) {
+        guard let marker = reference.firstRange(of: ":-") else { return (reference, nil) }
+        return (String(reference[..<marker.lowerBound]), String(reference[marker.upperBound...]))
     }
 
     /// `[A-Za-z_][A-Za-z0-9_]*`, the portable shell variable name.

@@ -22,20 +22,29 @@ package enum ManifestLoader {
     /// `root` is relative to the manifest's folder. A manifest that has none (standard input, a pipe such as
     /// `<(…)`, anything else that is not a regular file, or a name for a descriptor such as `/dev/stdin` even when
     /// the shell redirected a file there) takes the current directory instead: the lexical folder of `/dev/fd/63`
-    /// is no place to write files.
-    package static func load(path: String, environment: [String: String]) throws(ManifestError) -> Manifest {
+    /// is no place to write files. `root` (the command line's `--root`) replaces the manifest's, and is relative to
+    /// the current directory, as any path on a command line.
+    package static func load(path: String, environment: [String: String], root: String? = nil) throws(ManifestError) -> Manifest {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
-        let source: ManifestSource
-        do {
-            source = try ManifestSource.read(isStandardInput ? nil : path)
-        } catch {
-            throw ManifestError(diagnostics: [
-                Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: error.message),
-            ])
+        let failure = { (message: String) in
+            ManifestError(diagnostics: [Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: message)])
         }
-        return try parse(bytes: source.bytes, fileName: fileName, manifestDirectory: source.directory,
-                         environment: environment)
+        if let root, root.isEmpty || root.utf8.contains(0) { throw failure("--root: expected a folder path") }
+        let source: ManifestSource
+        var overridingRoot: String?
+        do throws(ReadFailure) {
+            source = try ManifestSource.read(isStandardInput ? nil : path)
+            overridingRoot = try root.map { root throws(ReadFailure) in
+                PathRules.resolve(root, against: root.hasPrefix("/") ? "/" : try currentDirectory())
+            }
+        } catch {
+            throw failure(error.message)
+        }
+        var manifest = try parse(bytes: source.bytes, fileName: fileName, manifestDirectory: source.directory,
+                                 environment: environment)
+        if let overridingRoot { manifest.root = overridingRoot }
+        return manifest
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.

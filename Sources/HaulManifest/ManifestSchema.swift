@@ -28,10 +28,10 @@ package enum ManifestSchema {
       "const": 1
     },
     "root": {
-      "description": "Folder under which every destination lives: relative to the manifest's folder, or absolute. Resolved lexically (no symlink resolution). Default: the manifest's folder.",
+      "description": "Folder under which every destination lives: relative to the manifest's folder, or absolute; ${VAR} and ${VAR:-default} expand from the environment. Resolved lexically (no symlink resolution). --root overrides it. Default: the manifest's folder.",
       "type": "string",
       "minLength": 1,
-      "pattern": "^(?!.*\\$\\{)[^\\u0000]*$"
+      "pattern": "^[^\\u0000]*$"
     },
     "defaults": {
       "$ref": "#/$defs/defaults",
@@ -224,7 +224,7 @@ package enum ManifestSchema {
     "url": {
       "description": "An absolute http:// or https:// URL with a host, after ${VAR} expansion. A ${NAME} reference uses NAME = [A-Za-z_][A-Za-z0-9_]*; the variable must be set.",
       "type": "string",
-      "pattern": "^(?:[hH][tT][tT][pP][sS]?://[^/?#\\s]|\\$\\{[A-Za-z_][A-Za-z0-9_]*\\})\\S*$"
+      "pattern": "^(?:[hH][tT][tT][pP][sS]?://[^/?#\\s]|\\$\\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\\})\\S*$"
     },
     "retries": {
       "description": "Retries after the first attempt, per URL. Default: 3.",

@@ -189,21 +189,18 @@ struct ManifestValidator: YAMLEntrySink {
 
     private var supportedList: String { Manifest.supportedVersions.map(String.init).joined(separator: ", ") }
 
+    /// `${VAR}` expanded (a folder is shown in messages: unlike a URL's, its value is not treated as a secret).
     private mutating func resolveRoot(_ id: NodeID) -> String? {
-        guard let text = text(id, path: "root", expected: "a folder path") else { return nil }
-        do {
-            return try Self.rootPath(text, manifestDirectory: manifestDirectory)
+        guard let template = text(id, path: "root", expected: "a folder path") else { return nil }
+        do throws(RuleFailure) {
+            let text = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget).expanded
+            if text.isEmpty { throw RuleFailure("expected a folder path, found an empty string") }
+            if text.utf8.contains(0) { throw RuleFailure("root must not contain a NUL character") }
+            return PathRules.resolve(text, against: manifestDirectory)
         } catch {
             for message in error.messages { diagnostics.error(message, at: document.location(of: id), keyPath: "root") }
             return nil
         }
-    }
-
-    private static func rootPath(_ text: String, manifestDirectory: String) throws(RuleFailure) -> String {
-        if text.isEmpty { throw RuleFailure("expected a folder path, found an empty string") }
-        if text.utf8.contains(0) { throw RuleFailure("root must not contain a NUL character") }
-        if EnvironmentExpansion.containsReference(text) { throw RuleFailure(EnvironmentExpansion.notExpandedHere) }
-        return PathRules.resolve(text, against: manifestDirectory)
     }
 
     // MARK: defaults

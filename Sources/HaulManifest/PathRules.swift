@@ -126,5 +126,5 @@ extension DestinationPath {
 
 extension EnvironmentExpansion {
     static let notExpandedHere =
-        "\"${\" is not allowed here: environment variables expand only in url, mirrors and header values"
+        "\"${\" is not allowed here: environment variables expand only in root, url, mirrors and header values"
 }

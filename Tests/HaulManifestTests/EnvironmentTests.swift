@@ -38,9 +38,9 @@ final class EnvironmentTests: XCTestCase {
             "haul.yaml:3:10: error: files[0].url: unterminated \"${\" at position 24 (expected \"}\")",
         ])
         XCTAssertEqual(problems("https://e.com/${1X}/${}/${A-B}"), [
-            "haul.yaml:3:10: error: files[0].url: invalid variable reference \"${1X}\" (a name is a letter or _ followed by letters, digits or _)",
-            "haul.yaml:3:10: error: files[0].url: invalid variable reference \"${}\" (a name is a letter or _ followed by letters, digits or _)",
-            "haul.yaml:3:10: error: files[0].url: invalid variable reference \"${A-B}\" (a name is a letter or _ followed by letters, digits or _)",
+            "haul.yaml:3:10: error: files[0].url: invalid variable reference \"${1X}\" (a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)",
+            "haul.yaml:3:10: error: files[0].url: invalid variable reference \"${}\" (a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)",
+            "haul.yaml:3:10: error: files[0].url: invalid variable reference \"${A-B}\" (a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)",
         ])
         XCTAssertEqual(problems("${BASE}/${FILE}/${BASE}"), [
             "haul.yaml:3:10: error: files[0].url: environment variable BASE is not set",
@@ -62,9 +62,32 @@ final class EnvironmentTests: XCTestCase {
         XCTAssertEqual(manifest.files[0].headers, [HeaderField(name: "X-Token", value: TemplatedString(template: "${TOKEN}", expanded: ""))])
     }
 
+    func testRootExpandsTheEnvironmentWithDefaults() throws {
+        let manifest = { (environment: [String: String]) in
+            Fixture.manifest("version: 1\nroot: ${OUTDIR:-build/out}/assets\nfiles: []\n", environment: environment)
+        }
+        XCTAssertEqual(try XCTUnwrap(manifest(["OUTDIR": "/srv/ci"])).root, "/srv/ci/assets")
+        XCTAssertTrue(try XCTUnwrap(manifest([:])).root.hasSuffix("/build/out/assets"), "unset: the default")
+        XCTAssertTrue(try XCTUnwrap(manifest(["OUTDIR": ""])).root.hasSuffix("/build/out/assets"), "empty: the default, as a shell")
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nroot: ${OUTDIR}\nfiles: []\n"), [
+            "haul.yaml:2:7: error: root: environment variable OUTDIR is not set",
+        ])
+    }
+
+    func testADefaultServesWhereverAReferenceIsAllowed() throws {
+        let yaml = Fixture.entry("url: ${BASE:-https://example.com}/a", "dest: a", "headers: {X-Team: \"${TEAM:-}\"}")
+        let manifest = try XCTUnwrap(Fixture.manifest(yaml, environment: ["TEAM": "blue"]))
+        XCTAssertEqual(manifest.files[0].url.expanded, "https://example.com/a")
+        XCTAssertEqual(manifest.files[0].url.template, "${BASE:-https://example.com}/a", "written back as a template")
+        XCTAssertEqual(manifest.files[0].headers.first?.value.expanded, "blue")
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: ${9X:-https://e.com}/a", "dest: a")).first?.hasSuffix(
+            "invalid variable reference \"${9X:-https://e.com}\" (a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)"),
+            true)
+    }
+
     func testReferencesOnlyWhereExpanded() {
-        XCTAssertEqual(Fixture.diagnostics("version: 1\nroot: ${HOME}/assets\nfiles: []\n", environment: ["HOME": "/h"]), [
-            "haul.yaml:2:7: error: root: \"${\" is not allowed here: environment variables expand only in url, mirrors and header values",
+        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://e.com/a", "dest: ${D}"), environment: ["D": "a"]), [
+            "haul.yaml:4:11: error: files[0].dest: \"${\" is not allowed here: environment variables expand only in root, url, mirrors and header values",
         ])
     }
 

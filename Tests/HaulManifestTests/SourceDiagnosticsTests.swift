@@ -74,7 +74,7 @@ final class SourceDiagnosticsTests: XCTestCase {
         XCTAssertEqual(dest("./.haul"),
                        ["haul.yaml:4:11: error: files[0].dest: \".haul\" is haul's private folder under root"])
         XCTAssertEqual(dest("${OUT}/a"), [
-            "haul.yaml:4:11: error: files[0].dest: \"${\" is not allowed here: environment variables expand only in url, mirrors and header values",
+            "haul.yaml:4:11: error: files[0].dest: \"${\" is not allowed here: environment variables expand only in root, url, mirrors and header values",
         ])
         XCTAssertEqual(dest("\"a\\0b\""), ["haul.yaml:4:11: error: files[0].dest: destination must not contain a NUL character"])
         XCTAssertEqual(dest(""), ["haul.yaml:4:10: error: files[0].dest: expected a file path, found null"])
