@@ -3,20 +3,26 @@ import Glibc
 import Haul
 import HaulManifest
 
-/// The CA bundle a run verifies TLS against, from `--ca-file` or `HAUL_CA_FILE`, checked before anything is
-/// fetched: libcurl would only find out at the first https handshake, and say "error setting certificate file"
-/// about every URL. A missing, unreadable, empty or non-PEM file is a usage error (exit 64) with one message,
-/// whichever way it was given, naming the file and where it came from.
+/// The CA bundle a run verifies TLS against, checked before anything is fetched: libcurl would only find out at
+/// the first https handshake, and say "error setting certificate file" about every URL. A missing, unreadable,
+/// empty or non-PEM file is a usage error (exit 64) with one message, whichever way it was given, naming the file
+/// and where it came from.
 struct CABundle {
     let path: String
-    /// `--ca-file` or `HAUL_CA_FILE`.
+    /// `--ca-file` or the variable it came from.
     let origin: String
 
-    /// The option wins over the environment; an empty `HAUL_CA_FILE` is no bundle.
+    /// Where a bundle may be named, first to last: haul's own, then the variables curl and OpenSSL users already
+    /// set (a corporate proxy's CA is often given to every tool this way). An empty variable names nothing.
+    static let variables = ["HAUL_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"]
+
+    /// The option, else the first variable set; nil: the system's bundle.
     static func resolve(option: String?, environment: [String: String] = Environment.current) -> CABundle? {
         if let option { return CABundle(path: option, origin: "--ca-file") }
-        guard let value = environment["HAUL_CA_FILE"], !value.isEmpty else { return nil }
-        return CABundle(path: value, origin: "HAUL_CA_FILE")
+        for variable in variables {
+            if let value = environment[variable], !value.isEmpty { return CABundle(path: value, origin: variable) }
+        }
+        return nil
     }
 
     /// Prints the problem and exits 64 when the bundle cannot be used.

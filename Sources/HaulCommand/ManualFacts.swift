@@ -24,6 +24,8 @@ enum ManualFacts {
 
     static let environment: [Item] = [
         Item(term: "HAUL_CA_FILE", meaning: "CA bundle (PEM) to trust instead of the system's"),
+        Item(term: "CURL_CA_BUNDLE", meaning: "the same, when HAUL_CA_FILE is unset"),
+        Item(term: "SSL_CERT_FILE", meaning: "the same, when neither is set"),
         Item(term: "HAUL_CACHE", meaning: "content cache folder for sync (as --cache)"),
         Item(term: "HAUL_CONFIG", meaning: "config file of URL rewrites (as --config)"),
         Item(term: "HAUL_DURABILITY", meaning: "full (default) or none (as --durability)"),

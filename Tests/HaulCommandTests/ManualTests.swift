@@ -91,8 +91,12 @@ final class ManualTests: XCTestCase {
             let patterns = [/(?:environment|current)\["([A-Za-z_][A-Za-z0-9_]*)"\]/, /isSet\("([A-Za-z_][A-Za-z0-9_]*)"/,
                             /getenv\("([A-Za-z_][A-Za-z0-9_]*)"\)/, /case \w+ = "(XDG_[A-Z_]+)"/]
             for pattern in patterns { read.formUnion(text.matches(of: pattern).map { String($0.output.1) }) }
+            // Lists of variables tried in order (`CABundle.variables`).
+            for list in text.matches(of: /static let variables = \[([^\]]*)\]/) {
+                read.formUnion(list.output.1.matches(of: /"([A-Za-z_][A-Za-z0-9_]*)"/).map { String($0.output.1) })
+            }
         }
-        XCTAssertTrue(read.isSuperset(of: ["HAUL_CA_FILE", "HAUL_SHARD", "TMPDIR", "XDG_CACHE_HOME"]), "\(read.sorted())")
+        XCTAssertTrue(read.isSuperset(of: ["HAUL_CA_FILE", "SSL_CERT_FILE", "HAUL_SHARD", "TMPDIR", "XDG_CACHE_HOME"]), "\(read.sorted())")
         for name in read.sorted() {
             XCTAssertTrue(section.contains("\n\(name)\n") || section.contains("\n\(name),"),
                           "ENVIRONMENT does not name \(name):\n\(section)")

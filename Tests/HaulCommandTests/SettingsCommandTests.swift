@@ -64,7 +64,7 @@ final class SettingsCommandTests: XCTestCase {
     // MARK: CA bundle
 
     /// Missing, unreadable, empty or not PEM: one message form and exit 64, from `--ca-file` as from
-    /// `HAUL_CA_FILE`, for `sync` as for `add`, before any request.
+    /// `HAUL_CA_FILE` (then `CURL_CA_BUNDLE`, then `SSL_CERT_FILE`), for `sync` as for `add`, before any request.
     func testACABundleThatCannotBeUsedIsAUsageErrorBeforeAnyRequest() throws {
         let server = try LoopbackHTTPServer(files: ["/f.bin": Array("x".utf8)])
         defer { server.stop() }
@@ -81,6 +81,12 @@ final class SettingsCommandTests: XCTestCase {
                 (try directory.haul(["sync"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
                 (try directory.haul(["add", server.url("/f.bin"), "--print", "--ca-file", path]), "--ca-file"),
                 (try directory.haul(["add", server.url("/f.bin"), "--print"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
+                // curl's and OpenSSL's variables, in curl's order of precedence, after haul's own.
+                (try directory.haul(["sync"], environment: ["CURL_CA_BUNDLE": path, "SSL_CERT_FILE": "/nonexistent/b.pem"]),
+                 "CURL_CA_BUNDLE"),
+                (try directory.haul(["sync"], environment: ["SSL_CERT_FILE": path, "CURL_CA_BUNDLE": ""]), "SSL_CERT_FILE"),
+                (try directory.haul(["sync"], environment: ["HAUL_CA_FILE": path, "CURL_CA_BUNDLE": "/nonexistent/c.pem"]),
+                 "HAUL_CA_FILE"),
             ]
             for (result, origin) in runs {
                 XCTAssertEqual(result.exitCode, 64, "\(name) \(origin): \(result.stderr)")
