@@ -23,7 +23,7 @@ linker=()
 [ -x "$(dirname "$(command -v swift)")/ld.lld" ] && linker=(-Xswiftc -use-ld=lld)
 swift build -c release --product haul --static-swift-stdlib "${linker[@]}" --scratch-path .build/static
 binary=.build/static/release/haul
-version=$("$binary" --version)
+version=$("$binary" --version | sed -n '1s/^haul //p')
 
 install -d "$DESTDIR$PREFIX/bin" "$DESTDIR$PREFIX/share/man/man1" "$DESTDIR$PREFIX/share/bash-completion/completions" \
   "$DESTDIR$PREFIX/share/${ZSH_COMPLETIONS:-zsh/site-functions}" "$DESTDIR$PREFIX/share/fish/vendor_completions.d"

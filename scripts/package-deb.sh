@@ -21,7 +21,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
 DESTDIR=$root ZSH_COMPLETIONS=zsh/vendor-completions bash scripts/install.sh /usr >/dev/null
-version=$("$root/usr/bin/haul" --version)
+version=$("$root/usr/bin/haul" --version | sed -n '1s/^haul //p')
 architecture=$(dpkg --print-architecture)
 
 gzip -9n "$root/usr/share/man/man1/haul.1"

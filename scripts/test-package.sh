@@ -25,7 +25,7 @@ unshare -m bash -euo pipefail -c '
   mount -t tmpfs empty "$1"
   [ -z "$(ls -A "$1")" ]
   if ldd /usr/bin/haul | grep -E "not found|$1"; then echo "test-package: the binary needs the toolchain" >&2; exit 1; fi
-  echo "test-package: haul $(/usr/bin/haul --version) runs without $1"
+  echo "test-package: $(/usr/bin/haul --version | head -1) runs without $1"
   MANPAGER=cat man haul 2>/dev/null | grep -q "EXIT STATUS" || { echo "test-package: man haul shows no manual" >&2; exit 1; }
   HAUL=/usr/bin/haul bash examples/run.sh >"$2/example.txt" 2>&1 || { cat "$2/example.txt" >&2; exit 1; }
   grep -q "Nothing to do\|nothing to do\|up to date" "$2/example.txt"

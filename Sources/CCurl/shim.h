@@ -1,4 +1,5 @@
-// Typed wrappers for libcurl's variadic functions, which Swift cannot call. Nothing else lives here.
+// Typed wrappers for libcurl's variadic functions, which Swift cannot call, and for the version macro it cannot
+// import. Nothing else lives here.
 #ifndef HAUL_CCURL_SHIM_H
 #define HAUL_CCURL_SHIM_H
 #include <curl/curl.h>
@@ -22,5 +23,6 @@ static inline CURLcode haul_easy_setopt_opensocket_callback(CURL *h, curl_socket
 static inline CURLcode haul_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode haul_easy_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLMcode haul_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+static inline curl_version_info_data *haul_curl_version_info(void) { return curl_version_info(CURLVERSION_NOW); }
 
 #endif

@@ -227,4 +227,10 @@ package struct Sync: Sendable {
 
 package enum HaulVersion {
     package static let current = "0.1.0"
+
+    /// `haul --version`: haul's version on the first line (`haul 0.1.0`, what scripts read), then the libraries it
+    /// runs with.
+    package static var report: String {
+        "haul \(current)\n\(CurlLibrary.description)\n\(YAMLLibrary.description)"
+    }
 }

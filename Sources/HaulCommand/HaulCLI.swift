@@ -19,7 +19,7 @@ struct HaulCLI: ParsableCommand {
 
         \(ManualFacts.block("Environment", ManualFacts.environment))
         """,
-        version: HaulVersion.current,
+        version: HaulVersion.report,
         subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self, CacheCommand.self]
     )
 

@@ -7,6 +7,20 @@ enum Curl {
     static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 }
 
+/// The libcurl this process runs with, as `haul --version` reports it: its version, its TLS library, and whether it
+/// speaks HTTP/2 (what a bug report needs, and what differs between distributions).
+package enum CurlLibrary {
+    package static var description: String {
+        guard let info = haul_curl_version_info()?.pointee else { return "libcurl (version unknown)" }
+        let text = { (pointer: UnsafePointer<CChar>?) in pointer.map { String(cString: $0) } }
+        var parts = ["libcurl \(text(info.version) ?? "?")"]
+        if let tls = text(info.ssl_version) { parts.append(tls) }
+        let http2 = info.features & Int32(CURL_VERSION_HTTP2) != 0
+        parts.append(http2 ? "HTTP/2 (\(text(info.nghttp2_version).map { "nghttp2/" + $0 } ?? "yes"))" : "no HTTP/2")
+        return parts.joined(separator: ", ")
+    }
+}
+
 /// An easy handle, reset and reused across transfers so that thousands of small files do not each allocate one.
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer

@@ -300,7 +300,12 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(try directory.haul(["frobnicate"]).exitCode, 64)
         let version = try directory.haul(["--version"])
         XCTAssertEqual(version.exitCode, 0)
-        XCTAssertTrue(version.stdout.hasPrefix("0."), version.stdout)
+        let lines = version.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.count, 3, version.stdout)
+        XCTAssertTrue(lines.first?.hasPrefix("haul 0.") == true, version.stdout)
+        // What a bug report needs: the libraries this binary runs with, and whether HTTP/2 is there.
+        XCTAssertNotNil(version.stdout.firstMatch(of: /\nlibcurl \d+\.\d+\.\d+, [^\n]*(HTTP\/2 \(nghttp2\/|no HTTP\/2)/), version.stdout)
+        XCTAssertNotNil(version.stdout.firstMatch(of: /\nlibyaml \d+\.\d+\.\d+\n$/), version.stdout)
     }
 
     func testSchemaCommandPrintsTheSchemaFile() throws {
