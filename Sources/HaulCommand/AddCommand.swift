@@ -62,7 +62,8 @@ struct AddCommand: ParsableCommand {
     var matches: [String] = []
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
-        "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE).", valueName: "file"))
+        "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or SSL_CERT_FILE).",
+        valueName: "file"))
     var caFile: String?
 
     /// The download goes where the config's rewrites send it; the manifest gets the URL as given.

@@ -43,8 +43,22 @@ struct HaulCLI: ParsableCommand {
             Output.flushLog()
         } catch {
             Output.flushLog()
-            exit(withError: error)
+            exitPrinting(error)
         }
+    }
+
+    /// As the argument parser's `exit(withError:)`, but every error line starts `error:` like haul's own: help and
+    /// `--version` go to standard output with status 0, anything else to standard error with its status.
+    private static func exitPrinting(_ error: any Error) -> Never {
+        let status = exitCode(for: error)
+        let message = fullMessage(for: error)
+        if !message.isEmpty {
+            let lines = message.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+                TerminalText(line.hasPrefix("Error: ") ? "error: " + line.dropFirst(7) : String(line))
+            }
+            if status.isSuccess { Output.lines(lines) } else { Output.errors(lines) }
+        }
+        Glibc.exit(status.rawValue)
     }
 }
 
@@ -53,8 +67,8 @@ struct ManifestOptions: ParsableArguments {
     @Argument(help: "The manifest to read (- for standard input).")
     var manifest: String = "haul.yaml"
 
-    @Option(help: ArgumentHelp("Put the files under this folder instead of the manifest's root: (relative to the current "
-                               + "directory).", valueName: "dir"))
+    @Option(help: ArgumentHelp("Put the files under this folder (relative to the current directory) instead of the "
+                               + "manifest's root.", valueName: "dir"))
     var root: String?
 
     @OptionGroup var reporting: ReportingOptions
@@ -140,7 +154,8 @@ struct TransferOptions: ParsableArguments {
     var jobs: Int = 16
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
-        "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE).", valueName: "file"))
+        "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or SSL_CERT_FILE).",
+        valueName: "file"))
     var caFile: String?
 
     @Option(name: .customLong("per-host"), help: "Connections to one host at once (HTTP/2 multiplexes over one).")

@@ -296,8 +296,18 @@ final class SyncCommandTests: XCTestCase {
     }
 
     func testUsageErrorsExit64AndVersionPrints() throws {
-        XCTAssertEqual(try directory.haul(["sync", "--jobs", "0"]).exitCode, 64)
-        XCTAssertEqual(try directory.haul(["frobnicate"]).exitCode, 64)
+        let jobs = try directory.haul(["sync", "--jobs", "0"])
+        XCTAssertEqual(jobs.exitCode, 64)
+        // Like every other error line of haul's: `error:`, lower case, then the usage on stderr; nothing on stdout.
+        XCTAssertTrue(jobs.stderr.hasPrefix("error: --jobs must be between 1 and 256, not 0\nUsage: haul sync"), jobs.stderr)
+        XCTAssertEqual(jobs.stdout, "")
+        let unknown = try directory.haul(["frobnicate"])
+        XCTAssertEqual(unknown.exitCode, 64)
+        XCTAssertTrue(unknown.stderr.hasPrefix("error: Unexpected argument 'frobnicate'"), unknown.stderr)
+        let help = try directory.haul(["sync", "--help"])
+        XCTAssertEqual(help.exitCode, 0)
+        XCTAssertTrue(help.stdout.hasPrefix("OVERVIEW: "), help.stdout)
+        XCTAssertEqual(help.stderr, "")
         let version = try directory.haul(["--version"])
         XCTAssertEqual(version.exitCode, 0)
         let lines = version.stdout.split(separator: "\n")
