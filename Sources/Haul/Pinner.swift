@@ -83,14 +83,18 @@ package enum Pinner {
         defer { workspace.remove() }
         let engine = TransferEngine(configuration: EngineConfiguration(
             temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
-            caFile: options.caFile, userAgent: "haul/\(HaulVersion.current)", maxBodyBytes: options.maxFileSize))
+            caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize))
         let request = TransferRequest(
             id: 0,
             sources: options.rewrites.sources(of: [url]).map {
-                TransferSource(url: $0.url, displayURL: $0.displayURL, secrets: $0.secrets).authenticated(by: options.netrc)
+                let headers = $0.sendsHeaders ? options.commandLineHeaders.map { HTTPHeader(name: $0.name, value: $0.value.expanded) } : []
+                return TransferSource(url: $0.url, displayURL: $0.displayURL, headers: headers,
+                                      secrets: $0.secrets + headers.map(\.value).filter { !$0.isEmpty })
+                    .authenticated(by: options.netrc)
             },
             expectedDigest: nil, expectedSize: nil,
-            retries: BuiltInDefaults.retries, stallTimeout: BuiltInDefaults.timeout.value)
+            retries: options.retries ?? BuiltInDefaults.retries,
+            stallTimeout: options.stallTimeout ?? BuiltInDefaults.timeout.value)
         let collector = Collector(attemptFailed: attemptFailed)
         engine.run([request], delegate: collector, cancellation: cancellation)
         switch collector.result {

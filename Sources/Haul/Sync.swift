@@ -23,6 +23,14 @@ package struct SyncOptions: Sendable {
     /// Logins and passwords by host (`--netrc`, the manifest's `netrc: true`), each sent to its own host only; nil:
     /// none.
     package var netrc: Netrc?
+    /// `-H`: headers every entry's `url` gets (not its mirrors; scoped like `defaults.headers`), over the manifest's
+    /// of the same name. Their values are the command line's, shown nowhere.
+    package var commandLineHeaders: [HeaderField] = []
+    /// `-A`: the User-Agent of every request (default `haul/VERSION`).
+    package var userAgent: String?
+    /// `--retries`, `--timeout`: over every entry's own and `defaults:`.
+    package var retries: Int?
+    package var stallTimeout: Double?
     /// Ask the server about every unpinned file, even one it said is still fresh (`--refresh`).
     package var revalidatesFreshFiles = false
     /// Seconds since the epoch: when a server's confirmation was, and whether it is still fresh. Injectable, so
@@ -227,6 +235,8 @@ package struct Sync: Sendable {
 
 package enum HaulVersion {
     package static let current = "0.1.0"
+    /// What every request says it is, unless `-A` says otherwise.
+    package static let userAgent = "haul/\(current)"
 
     /// `haul --version`: haul's version on the first line (`haul 0.1.0`, what scripts read), then the libraries it
     /// runs with.

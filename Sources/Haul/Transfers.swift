@@ -63,7 +63,7 @@ extension Sync {
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
-                userAgent: "haul/\(HaulVersion.current)", partialDirectory: staging.partial,
+                userAgent: options.userAgent ?? HaulVersion.userAgent, partialDirectory: staging.partial,
                 maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
                 startsWriteback: options.durability == .full))
             // Hits first, committed as they are copied; the engine gets what the cache could not serve.
@@ -139,8 +139,10 @@ extension Sync {
     /// The config's rewrites apply here, to fetched entries only (`URLRewriter` says which source gets headers).
     func transferRequest(for planned: PlannedEntry, id: Int, record: StateRecord?) -> TransferRequest {
         let entry = planned.entry
-        let headers = entry.headers.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
+        let fields = HeaderRules.merge(defaults: entry.headers, entry: options.commandLineHeaders)
+        let headers = fields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
         let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
+            + options.commandLineHeaders.map(\.value.expanded).filter { !$0.isEmpty }
         let origin = planned.action == .revalidate ? record?.origin : nil
         let sources = options.rewrites.sources(of: entry).map { place in
             var source = TransferSource(url: place.url, displayURL: place.displayURL,
@@ -152,8 +154,8 @@ extension Sync {
             return source.authenticated(by: options.netrc)
         }
         var request = TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
-                                      expectedSize: entry.size, retries: entry.retries, stallTimeout: entry.timeout.value,
-                                      fileMode: entry.mode.bits)
+                                      expectedSize: entry.size, retries: options.retries ?? entry.retries,
+                                      stallTimeout: options.stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
         request.alternativeDigests = entry.checksum?.alternatives ?? []
         return request
     }

@@ -71,6 +71,8 @@ struct AddCommand: ParsableCommand {
 
     @OptionGroup var netrcOptions: NetrcOptions
 
+    @OptionGroup var requestOptions: RequestOptions
+
     @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
         "Largest download accepted (e.g. 500M, 2G).", valueName: "size"))
     var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
@@ -279,6 +281,7 @@ struct AddCommand: ParsableCommand {
         var options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
                                   rewrites: rewrites)
         options.netrc = netrc
+        try requestOptions.apply(to: &options)
         do {
             return (try body(options, cancellation), interrupts)
         } catch {

@@ -42,3 +42,49 @@ struct NetrcOptions: ParsableArguments {
         }
     }
 }
+
+/// What every request carries, and how it is retried, from the command line: over the manifest's own values, as
+/// curl's options are over a config file's.
+struct RequestOptions: ParsableArguments {
+    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
+        "'Name: value': a header for each entry's url, over the manifest's of the same name; like defaults.headers, "
+            + "never sent to a mirror or across a redirect to another origin. May be given more than once.",
+        valueName: "header"))
+    var headers: [String] = []
+
+    @Option(name: [.customShort("A"), .customLong("user-agent")], help: ArgumentHelp(
+        "The User-Agent of every request (default: haul/VERSION).", valueName: "text"))
+    var userAgent: String?
+
+    @Option(help: ArgumentHelp("Retries after the first attempt, per URL (0-100), over the manifest's retries.",
+                               valueName: "n"))
+    var retries: Int?
+
+    @Option(help: ArgumentHelp("Stall window (e.g. 30s, 2m): an attempt that makes no progress for this long fails; over "
+                               + "the manifest's timeout.", valueName: "duration"))
+    var timeout: RunDuration?
+
+    func validate() throws {
+        if let retries, !(0...100).contains(retries) { throw ValidationError("--retries must be between 0 and 100, not \(retries)") }
+        if let userAgent, userAgent.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }) {
+            throw ValidationError("--user-agent must be one line")
+        }
+        _ = try commandLineHeaders()
+    }
+
+    /// The `-H` headers, parsed; a malformed one is a usage error naming it.
+    func commandLineHeaders() throws -> [HeaderField] {
+        do {
+            return try headers.map { text throws(HeaderLineError) in try HeaderRules.commandLineHeader(text) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func apply(to options: inout SyncOptions) throws {
+        options.commandLineHeaders = try commandLineHeaders()
+        options.userAgent = userAgent
+        options.retries = retries
+        options.stallTimeout = timeout?.seconds
+    }
+}

@@ -215,6 +215,7 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var cacheOptions: CacheOptions
     @OptionGroup var durabilityOptions: DurabilityOptions
     @OptionGroup var netrcOptions: NetrcOptions
+    @OptionGroup var requestOptions: RequestOptions
 
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
@@ -241,6 +242,7 @@ struct SyncCommand: ParsableCommand {
         options.durability = try durabilityOptions.resolved()
         options.netrc = try netrcOptions.credentials(manifestWants: manifest.netrc)
         options.revalidatesFreshFiles = policy.refresh
+        try requestOptions.apply(to: &options)
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })

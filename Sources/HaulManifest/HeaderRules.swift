@@ -1,6 +1,6 @@
 /// Rules for `headers:` mappings. Names must be tokens and values single-line because both end up verbatim in an
 /// HTTP request: a newline in a value (perhaps from an environment variable) would inject a header.
-enum HeaderRules {
+package enum HeaderRules {
     /// RFC 7230 §3.2.6 `token`.
     /// Headers a manifest may not set, in `canonicalName` form: haul's own resume, revalidation, encoding and
     /// framing depend on them.
@@ -34,9 +34,30 @@ enum HeaderRules {
         return String(decoding: lowered, as: UTF8.self)
     }
 
+    /// `Name: value` as given to `-H` (curl's form): the same rules as a manifest's header, with the message
+    /// naming the option. The value is the command line's own text, not expanded.
+    package static func commandLineHeader(_ text: String) throws(HeaderLineError) -> HeaderField {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw HeaderLineError("-H \(Quoted.text(text)): expected \"Name: value\"")
+        }
+        let name = String(text[..<colon])
+        var value = text[text.index(after: colon)...]
+        while value.first == " " || value.first == "\t" { value = value.dropFirst() }
+        guard isToken(name) else {
+            throw HeaderLineError("-H: header name \(Quoted.text(name)) is not a token (letters, digits, !#$%&'*+-.^_`|~)")
+        }
+        guard !ownedByHaul.contains(canonicalName(name)) else {
+            throw HeaderLineError("-H: haul sets \(name) itself (resume, revalidation and framing depend on it)")
+        }
+        guard !hasForbiddenValueByte(String(value)) else {
+            throw HeaderLineError("-H \(name): a value must be one line (no CR, LF or NUL)")
+        }
+        return HeaderField(name: name, value: TemplatedString(literal: String(value)))
+    }
+
     /// Per-file headers win over defaults by case-insensitive name; an overridden default keeps its place in the
     /// order, taking the entry's spelling, and new headers follow.
-    static func merge(defaults: [HeaderField], entry: [HeaderField]) -> [HeaderField] {
+    package static func merge(defaults: [HeaderField], entry: [HeaderField]) -> [HeaderField] {
         guard !defaults.isEmpty else { return entry }
         guard !entry.isEmpty else { return defaults }
         var merged = defaults
@@ -54,4 +75,10 @@ enum HeaderRules {
         }
         return merged
     }
+}
+
+/// A `-H` argument that cannot be a header: the message says why (it never quotes the value).
+package struct HeaderLineError: Error, Sendable, CustomStringConvertible {
+    package let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -1,0 +1,84 @@
+import HaulDigest
+import HaulTestSupport
+import XCTest
+
+/// `-H`, `-A`, `--retries` and `--timeout`: the command line over the manifest, with `-H` scoped as the manifest's
+/// own headers are (the entry's url only: no mirror, no other origin after a redirect).
+final class RequestOptionsTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+    private let bytes: [UInt8] = Array("asset\n".utf8)
+    private var digest: String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    private func manifest(_ entries: [(url: String, mirrors: [String], dest: String)], defaults: String = "") throws {
+        let files = entries.map { entry in
+            """
+              - url: \(entry.url)
+                mirrors: [\(entry.mirrors.joined(separator: ", "))]
+                dest: \(entry.dest)
+                sha256: \(digest)
+            """
+        }.joined(separator: "\n")
+        try directory.write("haul.yaml", "version: 1\nroot: out\n\(defaults)files:\n\(files)\n")
+    }
+
+    func testHeadersGoToEachURLsOriginOnlyAndTheUserAgentToEveryRequest() throws {
+        let target = try LoopbackHTTPServer(files: ["/b.bin": bytes])
+        defer { target.stop() }
+        let bytes = bytes
+        let primary = try LoopbackHTTPServer { request in
+            request.path == "/a.bin" ? .ok(bytes) : request.path == "/moved.bin" ? .redirect(to: target.url("/b.bin")) : .notFound
+        }
+        defer { primary.stop() }
+        let mirror = try LoopbackHTTPServer(files: ["/c.bin": bytes])
+        defer { mirror.stop() }
+        try manifest([(primary.url("/a.bin"), [], "a.bin"), (primary.url("/moved.bin"), [], "b.bin"),
+                      (primary.url("/gone.bin"), [mirror.url("/c.bin")], "c.bin")],
+                     defaults: "defaults:\n  headers: {X-Team: blue, X-Token: manifest}\n")
+        let sync = try directory.haul(["sync", "-H", "X-Token: s3cret-cli", "--header", "X-Extra:two", "-A", "ci-bot/1.0",
+                                       "--verbose"])
+        XCTAssertEqual(sync.exitCode, 0, sync.stderr)
+        for request in primary.requests {
+            XCTAssertEqual(request.header("X-Token"), "s3cret-cli", "the command line wins over defaults: \(request.path)")
+            XCTAssertEqual(request.header("X-Team"), "blue")
+            XCTAssertEqual(request.header("X-Extra"), "two")
+        }
+        for request in target.requests + mirror.requests {
+            XCTAssertNil(request.header("X-Token"), "\(request.path): a redirect's other origin and a mirror get none")
+            XCTAssertNil(request.header("X-Extra"))
+        }
+        XCTAssertFalse(target.requests.isEmpty || mirror.requests.isEmpty)
+        for request in primary.requests + target.requests + mirror.requests {
+            XCTAssertEqual(request.header("User-Agent"), "ci-bot/1.0", request.path)
+        }
+        XCTAssertFalse((sync.stdout + sync.stderr).contains("s3cret-cli"))
+    }
+
+    func testRetriesAndTimeoutFromTheCommandLineWinOverTheManifest() throws {
+        let failing = try LoopbackHTTPServer { _ in .status(503) }
+        defer { failing.stop() }
+        try manifest([(failing.url("/a.bin"), [], "a.bin")], defaults: "defaults:\n  retries: 5\n")
+        let once = try directory.haul(["sync", "--retries", "0"])
+        XCTAssertEqual(once.exitCode, 1, once.stderr)
+        XCTAssertEqual(failing.requests.count, 1, "--retries 0: one request, not six")
+
+        let bytes = bytes
+        let stalling = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 2, seconds: 30)) }
+        defer { stalling.stop() }
+        try manifest([(stalling.url("/a.bin"), [], "a.bin")], defaults: "defaults:\n  timeout: 60s\n  retries: 0\n")
+        let stalled = try directory.haul(["sync", "--timeout", "500ms"])
+        XCTAssertEqual(stalled.exitCode, 1, stalled.stderr)
+        XCTAssertTrue(stalled.stderr.contains("error: a.bin: \(stalling.url("/a.bin")): no data for 0.5 s"), stalled.stderr)
+        XCTAssertFalse(directory.exists("out/a.bin"))
+
+        let bad = try directory.haul(["sync", "-H", "NoColonHere"])
+        XCTAssertEqual(bad.exitCode, 64, bad.stderr)
+        XCTAssertTrue(bad.stderr.hasPrefix("error: -H \"NoColonHere\": expected \"Name: value\""), bad.stderr)
+        let owned = try directory.haul(["sync", "-H", "Range: bytes=0-"])
+        XCTAssertEqual(owned.exitCode, 64, owned.stderr)
+        XCTAssertTrue(owned.stderr.contains("haul sets Range itself"), owned.stderr)
+    }
+}
