@@ -26,6 +26,9 @@ package struct Observation: Sendable {
     package let pruneCandidates: [PruneCandidate]
     /// Per prune candidate, the identity it was observed with (the pruner deletes only a file that still has it).
     let pruneIdentities: [FileIdentity?]
+    /// Without pruning: how many files the state says this manifest wrote and no longer lists (what `--prune`
+    /// would look at). 0 when pruning (they are candidates then).
+    package let unlistedCount: Int
     let cache: StateCache
     /// Set when the state existed but could not be used.
     package let cacheWarning: String?
@@ -56,9 +59,11 @@ package struct Observation: Sendable {
         self.cache = cache
         cacheWarning = warning
         (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
-        let candidates = prunes ? Self.pruneCandidates(manifest, cache: cache, manifestKey: manifestKey, rehash: rehash) : []
+        let owned = Self.ownedButUnlisted(manifest, cache: cache, manifestKey: manifestKey)
+        let candidates = prunes ? Self.pruneCandidates(owned, root: manifest.root, recordedAt: cache.writtenAt, rehash: rehash) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
+        unlistedCount = prunes ? 0 : owned.count
     }
 
     /// Root's private folder (made, and locked, for a sync).
@@ -114,14 +119,14 @@ package struct Observation: Sendable {
         return (states, vouched, found)
     }
 
-    /// Files this manifest wrote in earlier runs that it no longer lists, as they are now, with the identity
-    /// they were observed with.
-    private static func pruneCandidates(_ manifest: Manifest, cache: StateCache, manifestKey: String, rehash: Bool)
-        -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+    /// What the state says this manifest wrote in earlier runs and no longer lists, by name.
+    private static func ownedButUnlisted(_ manifest: Manifest, cache: StateCache, manifestKey: String) -> [(DestinationPath, StateRecord)] {
+        // Most states hold nothing of the kind: no set of 100,000 names is built to find that out.
+        guard cache.records.values.contains(where: { $0.origin?.manifestKey == manifestKey }) else { return [] }
         // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
         let listed = Set(manifest.files.map { DestinationKey($0.destination) })
         let shard = manifest.shardScope?.shard
-        let owned = cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
+        return cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
             .sorted { $0.key < $1.key }
             // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
             // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.
@@ -131,13 +136,18 @@ package struct Observation: Sendable {
                 else { return nil }
                 return (path, record)
             }
+    }
+
+    /// The files of `owned` as they are now, with the identity they were observed with.
+    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], root: String, recordedAt: FileTime?,
+                                        rehash: Bool) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         let requests = owned.map { destination, record in
             // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
                                expectedSize: record.identity.size >= 0 ? record.identity.size : nil,
-                               known: rehash ? nil : record, knownAsOf: cache.writtenAt)
+                               known: rehash ? nil : record, knownAsOf: recordedAt)
         }
-        let observed = LocalObserver(root: manifest.root).observeAllRecording(requests, concurrency: ProcessorCount.online)
+        let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: ProcessorCount.online)
         return zip(owned, observed).map { owned, observed in
             (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file)),
              observed.record?.identity)

@@ -104,6 +104,7 @@ package struct Sync: Sendable {
         var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
                                 revalidation: revalidation(observation))
         plan.shardScope = manifest.shardScope
+        plan.unlistedCount = observation.unlistedCount
         return plan
     }
 

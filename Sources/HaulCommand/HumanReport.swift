@@ -41,6 +41,9 @@ package enum HumanReport {
             }
         }
         lines.append(planSummary(plan))
+        if plan.unlistedCount > 0 {
+            lines.append("\(count(plan.unlistedCount, "file")) no longer listed (--prune deletes them).")
+        }
         return lines
     }
 

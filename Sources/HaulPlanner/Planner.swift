@@ -122,6 +122,9 @@ package struct Plan: Sendable {
     package var prunes: [PlannedPrune]
     /// Set when the plan covers one shard of the manifest.
     package var shardScope: ShardScope?
+    /// Without pruning: files haul wrote for this manifest that it no longer lists, left alone (`--prune` would
+    /// look at them).
+    package var unlistedCount = 0
     /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. nil
     /// until the cache was looked at (`Sync.cacheHits`); not a decision of the planner's, and the transfer step
     /// tries exactly these rather than looking again.

@@ -136,6 +136,13 @@ final class RefreshAndPruneTests: XCTestCase {
         try writeManifest([(server.url("/a"), "a.bin", [1])])
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(directory.read("out/b.bin"), [2], "no pruning unless asked")
+        // plan says so, and that nothing changes unless --prune is given (exit 0).
+        let plan = try directory.haul(["plan"])
+        XCTAssertEqual(plan.exitCode, 0, plan.stdout)
+        XCTAssertEqual(plan.stdout, "No changes: 1 file up to date.\n1 file no longer listed (--prune deletes them).\n")
+        let planPrune = try directory.haul(["plan", "--prune"])
+        XCTAssertEqual(planPrune.exitCode, 2, planPrune.stdout)
+        XCTAssertEqual(planPrune.stdout, "- b.bin (no longer in the manifest)\nPlan: 1 to prune, 1 up to date.\n")
         let pruned = try directory.haul(["sync", "--prune"])
         XCTAssertEqual(pruned.exitCode, 0, pruned.stderr)
         XCTAssertFalse(directory.exists("out/b.bin"))
