@@ -7,12 +7,12 @@ import HaulStore
 /// for, by the option or by `HAUL_CACHE` (what a CI job sets once for every step).
 struct CacheOptions: ParsableArguments {
     @Option(name: .customLong("cache"), help: ArgumentHelp(
-        "Put pinned files in place from this content cache without a request, and add every verified pinned "
+        "(sync, plan) Put pinned files in place from this content cache without a request, and add every verified pinned "
             + "download to it (or set HAUL_CACHE). The cache is untrusted: each file is verified as it is copied.",
         valueName: "dir"))
     var cache: String?
 
-    @Flag(name: .customLong("no-cache"), help: "Use no content cache, even if HAUL_CACHE is set.")
+    @Flag(name: .customLong("no-cache"), help: "(sync, plan) Use no content cache, even if HAUL_CACHE is set.")
     var noCache = false
 
     /// The cache this run uses: `--no-cache` wins, then `--cache`, then a non-empty `HAUL_CACHE`.

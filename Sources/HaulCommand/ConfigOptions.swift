@@ -25,7 +25,7 @@ struct ConfigOptions: ParsableArguments {
 /// `--netrc`: logins and passwords per host from the user's `.netrc` (see `Netrc`).
 struct NetrcOptions: ParsableArguments {
     @Flag(name: .customLong("netrc"), help: ArgumentHelp(
-        "Log in to each host with the login and password that $NETRC (else ~/.netrc) lists for it, to that host only "
+        "(sync, add) Log in to each host with the login and password that $NETRC (else ~/.netrc) lists for it, to that host only "
             + "(as the manifest's netrc: true)."))
     var netrc = false
 
@@ -47,20 +47,20 @@ struct NetrcOptions: ParsableArguments {
 /// curl's options are over a config file's.
 struct RequestOptions: ParsableArguments {
     @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
-        "'Name: value': a header for each entry's url, over the manifest's of the same name; like defaults.headers, "
+        "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name; like defaults.headers, "
             + "never sent to a mirror or across a redirect to another origin. May be given more than once.",
         valueName: "header"))
     var headers: [String] = []
 
     @Option(name: [.customShort("A"), .customLong("user-agent")], help: ArgumentHelp(
-        "The User-Agent of every request (default: haul/VERSION).", valueName: "text"))
+        "(sync, add) The User-Agent of every request (default: haul/VERSION).", valueName: "text"))
     var userAgent: String?
 
-    @Option(help: ArgumentHelp("Retries after the first attempt, per URL (0-100), over the manifest's retries.",
+    @Option(help: ArgumentHelp("(sync, add) Retries after the first attempt, per URL (0-100), over the manifest's retries.",
                                valueName: "n"))
     var retries: Int?
 
-    @Option(help: ArgumentHelp("Stall window (e.g. 30s, 2m): an attempt that makes no progress for this long fails; over "
+    @Option(help: ArgumentHelp("(sync, add) Stall window (e.g. 30s, 2m): an attempt that makes no progress for this long fails; over "
                                + "the manifest's timeout.", valueName: "duration"))
     var timeout: RunDuration?
 

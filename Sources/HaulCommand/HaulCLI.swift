@@ -122,18 +122,18 @@ struct ShardOptions: ParsableArguments {
 
 /// What a run may do beyond fetching, and what it refuses up front.
 struct PolicyOptions: ParsableArguments {
-    @Flag(help: ArgumentHelp("Delete files this manifest synced earlier and no longer lists (as `prune: true` does). "
+    @Flag(help: ArgumentHelp("(sync, plan) Delete files this manifest synced earlier and no longer lists (as `prune: true` does). "
                              + "Only unchanged files haul wrote are deleted; modified ones are kept with a warning."))
     var prune = false
 
-    @Flag(help: "With pruning, accept an empty files list (which deletes every file this manifest synced).")
+    @Flag(help: "(sync, plan) With pruning, accept an empty files list (which deletes every file this manifest synced).")
     var force = false
 
     @Flag(name: .customLong("require-checksums"),
-          help: "Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
+          help: "(sync, plan) Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
     var requireChecksums = false
 
-    @Flag(help: ArgumentHelp("Ask the server about every unpinned file, even one it said is still fresh (max-age, "
+    @Flag(help: ArgumentHelp("(sync, plan) Ask the server about every unpinned file, even one it said is still fresh (max-age, "
                              + "Expires) or within its entry's refresh interval."))
     var refresh = false
 
@@ -150,19 +150,20 @@ struct PolicyOptions: ParsableArguments {
 
 /// Options for commands that may fetch.
 struct TransferOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "Transfers to run at once (1-256).")
+    @Option(name: .shortAndLong, help: "(sync) Transfers to run at once (1-256).")
     var jobs: Int = 16
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
-        "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or SSL_CERT_FILE).",
+        "(sync) Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or "
+            + "SSL_CERT_FILE).",
         valueName: "file"))
     var caFile: String?
 
-    @Option(name: .customLong("per-host"), help: "Connections to one host at once (HTTP/2 multiplexes over one).")
+    @Option(name: .customLong("per-host"), help: "(sync) Connections to one host at once (HTTP/2 multiplexes over one).")
     var perHost: Int = 16
 
     @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
-        "Largest download accepted for an entry without size (e.g. 500M, 2G).", valueName: "size"))
+        "(sync) Largest download accepted for an entry without size (e.g. 500M, 2G).", valueName: "size"))
     var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
 
     func validate() throws {
@@ -190,6 +191,35 @@ struct TransferOptions: ParsableArguments {
     }
 }
 
+/// Every option of `sync`. `plan` and `verify` take the very same set, so that one command line works for all
+/// three (`haul plan … --jobs 4` is not a usage error); an option says in its help which commands it changes
+/// ("(sync)"), and does nothing in the others.
+struct SyncFlags: ParsableArguments {
+    @OptionGroup var manifestOptions: ManifestOptions
+    @OptionGroup var configOptions: ConfigOptions
+    @OptionGroup var transferOptions: TransferOptions
+    @OptionGroup var policy: PolicyOptions
+    @OptionGroup var sharding: ShardOptions
+    @OptionGroup var cacheOptions: CacheOptions
+    @OptionGroup var durabilityOptions: DurabilityOptions
+    @OptionGroup var netrcOptions: NetrcOptions
+    @OptionGroup var requestOptions: RequestOptions
+
+    @Flag(help: "(sync) Print the plan and change nothing.")
+    var dryRun = false
+
+    @Flag(help: "(sync) If another haul is syncing the same root, wait for it instead of exiting with status 4.")
+    var wait = false
+
+    @Flag(help: "(sync, plan) Hash every local file instead of trusting the state cache for unchanged ones.")
+    var rehash = false
+
+    @Option(name: .customLong("max-time"), help: ArgumentHelp(
+        "(sync) Stop the whole run after this long (e.g. 90s, 10m, 1h): entries not finished by then fail, exit 1.",
+        valueName: "duration"))
+    var maxTime: RunDuration?
+}
+
 struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
@@ -207,49 +237,28 @@ struct SyncCommand: ParsableCommand {
           haul sync assets.yaml --shard 2/4 --cache ~/.cache/haul   (one CI job of four)
         """)
 
-    @OptionGroup var manifestOptions: ManifestOptions
-    @OptionGroup var configOptions: ConfigOptions
-    @OptionGroup var transferOptions: TransferOptions
-    @OptionGroup var policy: PolicyOptions
-    @OptionGroup var sharding: ShardOptions
-    @OptionGroup var cacheOptions: CacheOptions
-    @OptionGroup var durabilityOptions: DurabilityOptions
-    @OptionGroup var netrcOptions: NetrcOptions
-    @OptionGroup var requestOptions: RequestOptions
-
-    @Flag(help: "Print the plan and change nothing.")
-    var dryRun = false
-
-    @Flag(help: "If another haul is syncing the same root, wait for it instead of exiting with status 4.")
-    var wait = false
-
-    @Flag(help: "Hash every local file instead of trusting the state cache for unchanged ones.")
-    var rehash = false
-
-    @Option(name: .customLong("max-time"), help: ArgumentHelp(
-        "Stop the whole run after this long (e.g. 90s, 10m, 1h): entries not finished by then fail, exit 1.",
-        valueName: "duration"))
-    var maxTime: RunDuration?
+    @OptionGroup var flags: SyncFlags
 
     func run() throws {
-        let rewrites = try configOptions.rewrites()
+        let (manifestOptions, dryRun) = (flags.manifestOptions, flags.dryRun)
+        let rewrites = try flags.configOptions.rewrites()
         let manifest = try manifestOptions.load()
-        try policy.enforce(on: manifest)
+        try flags.policy.enforce(on: manifest)
         let reporter = manifestOptions.reporting.makeReporter(rewrites: rewrites)
-        var options = transferOptions.syncOptions(prune: policy.prune, rewrites: rewrites, warning: reporter.warning)
-        options.shard = try sharding.resolved()
-        options.cacheDirectory = cacheOptions.directory()
-        options.durability = try durabilityOptions.resolved()
-        options.netrc = try netrcOptions.credentials(manifestWants: manifest.netrc)
-        options.revalidatesFreshFiles = policy.refresh
-        try requestOptions.apply(to: &options)
+        var options = flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites, warning: reporter.warning)
+        options.shard = try flags.sharding.resolved()
+        options.cacheDirectory = flags.cacheOptions.directory()
+        options.durability = try flags.durabilityOptions.resolved()
+        options.netrc = try flags.netrcOptions.credentials(manifestWants: manifest.netrc)
+        options.revalidatesFreshFiles = flags.policy.refresh
+        try flags.requestOptions.apply(to: &options)
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
-        let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: maxTime.map { ($0.seconds, $0.written) })
+        let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: flags.maxTime.map { ($0.seconds, $0.written) })
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
         // A dry run changes nothing, so it need not hold the lock to look.
-        let observation = try manifestOptions.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: wait, holder: holder),
-                                                      rehash: rehash)
+        let observation = try manifestOptions.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: flags.wait, holder: holder),
+                                                      rehash: flags.rehash)
         if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
         var plan = sync.plan(observation)
         plan.fromCache = sync.cacheHits(plan)
@@ -276,21 +285,18 @@ struct PlanCommand: ParsableCommand {
           haul plan assets.yaml --prune --json
         """)
 
-    @OptionGroup var manifestOptions: ManifestOptions
-    @OptionGroup var configOptions: ConfigOptions
-    @OptionGroup var policy: PolicyOptions
-    @OptionGroup var sharding: ShardOptions
-    @OptionGroup var cacheOptions: CacheOptions
+    @OptionGroup var flags: SyncFlags
 
     func run() throws {
-        let rewrites = try configOptions.rewrites()
+        let manifestOptions = flags.manifestOptions
+        let rewrites = try flags.configOptions.rewrites()
         let manifest = try manifestOptions.load()
-        try policy.enforce(on: manifest)
-        var options = SyncOptions(prune: policy.prune, shard: try sharding.resolved(), rewrites: rewrites,
-                                  cacheDirectory: cacheOptions.directory())
-        options.revalidatesFreshFiles = policy.refresh
+        try flags.policy.enforce(on: manifest)
+        var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
+                                  cacheDirectory: flags.cacheOptions.directory())
+        options.revalidatesFreshFiles = flags.policy.refresh
         let sync = Sync(manifest: manifest, options: options)
-        var plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly))
+        var plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly, rehash: flags.rehash))
         plan.fromCache = sync.cacheHits(plan)
         manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)
@@ -309,16 +315,14 @@ struct Verify: ParsableCommand {
           haul verify assets.yaml --quiet --json
         """)
 
-    @OptionGroup var manifestOptions: ManifestOptions
-    @OptionGroup var sharding: ShardOptions
-    /// Verify fetches nothing; the config is read only so that the flags of sync work here and a broken config
-    /// is noticed.
-    @OptionGroup var configOptions: ConfigOptions
+    /// Verify fetches nothing; the config is read only so that a broken one is noticed.
+    @OptionGroup var flags: SyncFlags
 
     func run() throws {
-        _ = try configOptions.rewrites()
+        let manifestOptions = flags.manifestOptions
+        _ = try flags.configOptions.rewrites()
         var manifest = try manifestOptions.load()
-        if let shard = try sharding.resolved() { manifest = manifest.restricted(to: shard) }
+        if let shard = try flags.sharding.resolved() { manifest = manifest.restricted(to: shard) }
         let result: VerificationResult
         do {
             result = try VerificationResult(manifest: manifest)
@@ -351,7 +355,7 @@ struct Schema: ParsableCommand {
 /// `--durability full|none` or `HAUL_DURABILITY`: whether committed files must survive a power loss.
 struct DurabilityOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "full: each file is on disk before it is reported done (default). none: no flushing; still atomic if haul "
+        "(sync) full: each file is on disk before it is reported done (default). none: no flushing; still atomic if haul "
             + "is killed, not across a power loss (ephemeral CI runners). Or set HAUL_DURABILITY.",
         valueName: "full|none"))
     var durability: String?

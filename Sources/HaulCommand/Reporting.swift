@@ -43,7 +43,7 @@ struct ReportingOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Also print each file fetched and each retry.")
     var verbose = false
 
-    @Option(help: ArgumentHelp("Progress while files arrive: auto (bar on a terminal, plain otherwise), bar, plain, none.",
+    @Option(help: ArgumentHelp("(sync) Progress while files arrive: auto (bar on a terminal, plain otherwise), bar, plain, none.",
                                valueName: "style"))
     var progress: ProgressStyle = .auto
 

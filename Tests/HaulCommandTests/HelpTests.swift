@@ -23,3 +23,27 @@ final class HelpTests: XCTestCase {
         }
     }
 }
+
+/// One flag set for `sync`, `plan` and `verify`: a command line that works for one works for the others, and each
+/// option's help says which commands it changes.
+final class SharedFlagsTests: XCTestCase {
+    func testPlanAndVerifyAcceptEverySyncOptionAndSayWhichApply() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("haul.yaml", "version: 1\nfiles: []\n")
+        let syncOnly = ["--jobs", "4", "--per-host", "2", "--durability", "none", "--wait", "--max-time", "1m",
+                        "-H", "X-Team: blue", "-A", "ci/1", "--retries", "1", "--timeout", "5s", "--netrc", "--dry-run",
+                        "--progress", "plain", "--max-file-size", "1G", "--rehash"]
+        for command in ["plan", "verify"] {
+            let result = try directory.haul([command] + syncOnly)
+            XCTAssertEqual(result.exitCode, 0, "\(command): \(result.stderr)")
+        }
+        let syncHelp = try directory.haul(["sync", "--help"]).stdout
+        for command in ["plan", "verify"] {
+            let help = try directory.haul([command, "--help"]).stdout
+            let options = { (text: String) in text.split(separator: "\n").filter { $0.hasPrefix("  -") }.map { $0.split(separator: " ")[0] } }
+            XCTAssertEqual(options(help), options(syncHelp), "\(command) takes exactly sync's options")
+            XCTAssertNotNil(help.firstMatch(of: /-j, --jobs <jobs>\s+\(sync\) Transfers/), help)
+            XCTAssertNotNil(help.firstMatch(of: /--prune\s+\(sync, plan\) Delete/), help)
+        }
+    }
+}
