@@ -91,11 +91,20 @@ struct ManifestOptions: ParsableArguments {
         do {
             let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current, root: root)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
+            reporting.gitHub?.diagnostics(manifest.warnings)
             return manifest
         } catch {
             Output.errors(error.lines.map { TerminalText($0) })
+            reporting.gitHub?.diagnostics(error.diagnostics)
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
+    }
+
+    /// The reporter `--json`, `--quiet`, `--verbose` and `--progress` ask for, annotating for GitHub when that is on.
+    func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
+        let reporter = reporting.makeReporter(rewrites: rewrites)
+        guard let gitHub = reporting.gitHub else { return reporter }
+        return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifest == "-" ? ManifestLoader.standardInputName : manifest)
     }
 }
 
@@ -244,7 +253,7 @@ struct SyncCommand: ParsableCommand {
         let rewrites = try flags.configOptions.rewrites()
         let manifest = try manifestOptions.load()
         try flags.policy.enforce(on: manifest)
-        let reporter = manifestOptions.reporting.makeReporter(rewrites: rewrites)
+        let reporter = manifestOptions.makeReporter(rewrites: rewrites)
         var options = flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites, warning: reporter.warning)
         options.shard = try flags.sharding.resolved()
         options.cacheDirectory = flags.cacheOptions.directory()
@@ -298,7 +307,7 @@ struct PlanCommand: ParsableCommand {
         let sync = Sync(manifest: manifest, options: options)
         var plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly, rehash: flags.rehash))
         plan.fromCache = sync.cacheHits(plan)
-        manifestOptions.reporting.makeReporter(rewrites: rewrites).plan(plan, acting: false)
+        manifestOptions.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
     }

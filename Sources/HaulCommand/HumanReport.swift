@@ -118,6 +118,14 @@ package enum HumanReport {
     }
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
+    /// `failureLines` without their `error: ` and indentation: the message a JSON event or an annotation carries.
+    package static func failureMessages(entry: FileEntry, failure: EntryFailure) -> [String] {
+        failureLines(entry: entry, failure: failure).map { line in
+            if line.hasPrefix("error: ") { return String(line.dropFirst("error: ".count)) }
+            return line.hasPrefix("  ") ? String(line.dropFirst(2)) : line
+        }
+    }
+
     package static func failureLines(entry: FileEntry, failure: EntryFailure) -> [String] {
         let destination = entry.destination.description
         switch failure {

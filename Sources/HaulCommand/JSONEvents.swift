@@ -183,9 +183,7 @@ package enum JSONEvents {
                              ("error", .string(HumanReport.describe($0.reason, checksum: entry.checksum)))])
                 }
             }
-            let message = HumanReport.failureLines(entry: entry, failure: failure)
-                .map { $0.hasPrefix("error: ") ? String($0.dropFirst(7)) : $0.trimmingPrefix("  ") }
-                .joined(separator: "; ")
+            let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
             return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
         }
     }
@@ -246,8 +244,4 @@ package enum JSONEvents {
             ("interrupted", .string(signal)),
         ])
     }
-}
-
-extension String {
-    fileprivate func trimmingPrefix(_ prefix: String) -> String { hasPrefix(prefix) ? String(dropFirst(prefix.count)) : self }
 }

@@ -39,6 +39,8 @@ enum ManualFacts {
         Item(term: "NO_COLOR", meaning: "when set, no colour"),
         Item(term: "CI", meaning: "when set, no colour and plain progress (no bar)"),
         Item(term: "TERM", meaning: "dumb: no colour; dumb or unset: no progress bar"),
+        Item(term: "GITHUB_ACTIONS", meaning: "true: GitHub annotations (see --annotations)"),
+        Item(term: "GITHUB_STEP_SUMMARY", meaning: "the file the run's summary table is appended to"),
     ]
 
     /// A titled block of `items`, the terms aligned, as `--help` prints it (one item a line, within 80 columns).

@@ -47,8 +47,15 @@ struct ReportingOptions: ParsableArguments {
                                valueName: "style"))
     var progress: ProgressStyle = .auto
 
-    @Flag(help: "Write newline-delimited JSON events to stdout (plan, start, progress, retry, done, failed, pruned, summary) and nothing else.")
+    @Flag(help: ArgumentHelp("Write newline-delimited JSON events to stdout and nothing else: sync writes plan, start, "
+                             + "progress, retry, warning, done, failed, pruned and summary; plan writes plan; verify writes verify."))
     var json = false
+
+    @Option(help: ArgumentHelp("Workflow commands for a CI: github (annotations on the manifest's lines, and a table in "
+                               + "$GITHUB_STEP_SUMMARY; the default when GITHUB_ACTIONS=true) or none.", valueName: "style"))
+    var annotations: AnnotationStyle?
+
+    var gitHub: GitHubAnnotations? { GitHubAnnotations.resolve(annotations, json: json) }
 
     /// `rewrites`: the config's, so that `--verbose` can say where a URL was rewritten from.
     func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {

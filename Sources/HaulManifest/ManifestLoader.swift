@@ -14,7 +14,7 @@ package enum ManifestLoader {
     /// The path that means standard input.
     static let standardInputPath = "-"
     /// How messages name standard input.
-    static let standardInputName = "<stdin>"
+    package static let standardInputName = "<stdin>"
 
     /// Reads and validates. `path` as the user gave it (used in messages); relative paths resolve against the
     /// process cwd; `-` reads standard input.

@@ -1,0 +1,138 @@
+import ArgumentParser
+import Glibc
+import Haul
+import HaulEngine
+import HaulManifest
+import HaulPlanner
+
+/// GitHub Actions workflow commands: manifest diagnostics and failed entries as annotations on the manifest's
+/// lines (`::error file=…,line=…,col=…::…`), and the run's summary appended to `$GITHUB_STEP_SUMMARY` as a
+/// table. On when `GITHUB_ACTIONS=true` (set on every GitHub runner) or `--annotations github`; `--annotations none`
+/// turns it off. The runner reads workflow commands from standard output; under `--json`, which keeps standard
+/// output to JSON events, they go to standard error.
+struct GitHubAnnotations: Sendable {
+    let toStandardError: Bool
+    /// `$GITHUB_STEP_SUMMARY`: the file a step's summary is appended to; nil when the runner gave none.
+    let summaryFile: String?
+
+    /// nil when annotations are off.
+    static func resolve(_ choice: AnnotationStyle?, json: Bool, environment: [String: String] = Environment.current) -> GitHubAnnotations? {
+        switch choice {
+        case .none?: return nil
+        case .github?: break
+        case nil: guard environment["GITHUB_ACTIONS"] == "true" else { return nil }
+        }
+        return GitHubAnnotations(toStandardError: json,
+                                 summaryFile: environment["GITHUB_STEP_SUMMARY"].flatMap { $0.isEmpty ? nil : $0 })
+    }
+
+    /// One per diagnostic, at its place in the manifest.
+    func diagnostics(_ diagnostics: [Diagnostic]) {
+        emit(diagnostics.map { diagnostic in
+            Self.command(diagnostic.severity == .error ? "error" : "warning", file: diagnostic.file,
+                         line: diagnostic.location?.line, column: diagnostic.location?.column,
+                         message: (diagnostic.keyPath.map { $0 + ": " } ?? "") + diagnostic.message)
+        })
+    }
+
+    /// A failed entry, at its place in `manifest`.
+    func failed(_ entry: FileEntry, _ failure: EntryFailure, manifest: String) {
+        let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "\n")
+        emit([Self.command("error", file: manifest, line: entry.location.line, column: entry.location.column, message: message)])
+    }
+
+    /// The run, as a Markdown table, appended to the step's summary.
+    func summary(_ result: SyncResult, manifest: String, exitStatus: Int32) {
+        guard let summaryFile else { return }
+        let counts = result.counts
+        var text = "### haul sync \(Self.markdownCell(manifest))\n\n"
+            + "| fetched | from cache | confirmed (304) | up to date | failed | exit |\n|---|---|---|---|---|---|\n"
+            + "| \(counts.fetched) (\(ByteCount.format(counts.fetchedBytes))) | \(counts.cached) | \(counts.notModified) "
+            + "| \(result.plan.upToDateCount) | \(counts.failed) | \(exitStatus) |\n"
+        let failures = zip(result.plan.files, result.outcomes).compactMap { entry, outcome -> (FileEntry, EntryFailure)? in
+            if case .failed(let failure) = outcome { return (entry, failure) }
+            return nil
+        }
+        if !failures.isEmpty {
+            text += "\n| failed | line | why |\n|---|---|---|\n"
+            for (entry, failure) in failures.prefix(100) {
+                let why = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
+                text += "| \(Self.markdownCell(entry.destination.description)) | \(entry.location.line) | \(Self.markdownCell(why)) |\n"
+            }
+            if failures.count > 100 { text += "\n… and \(failures.count - 100) more\n" }
+        }
+        let descriptor = open(summaryFile, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        _ = Array((text + "\n").utf8).withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
+    private func emit(_ lines: [String]) {
+        guard !lines.isEmpty else { return }
+        let text = lines.map { TerminalText($0) }
+        if toStandardError { Output.errors(text) } else { Output.lines(text) }
+    }
+
+    /// `::error file=F,line=L,col=C::message`, escaped as the runner reads it: `%`, CR and LF everywhere, and `:`
+    /// and `,` in property values.
+    static func command(_ kind: String, file: String, line: Int?, column: Int?, message: String) -> String {
+        var properties = ["file=" + property(file)]
+        if let line { properties.append("line=\(line)") }
+        if let column { properties.append("col=\(column)") }
+        return "::\(kind) \(properties.joined(separator: ","))::\(data(message))"
+    }
+
+    static func data(_ text: String) -> String {
+        text.replacing("%", with: "%25").replacing("\r", with: "%0D").replacing("\n", with: "%0A")
+    }
+
+    static func property(_ text: String) -> String {
+        data(text).replacing(":", with: "%3A").replacing(",", with: "%2C")
+    }
+
+    /// One table cell: no line break, no `|`.
+    private static func markdownCell(_ text: String) -> String {
+        text.replacing("|", with: "\\|").replacing("\n", with: " ").replacing("\r", with: " ")
+    }
+}
+
+/// `--annotations`: GitHub workflow commands, or none.
+enum AnnotationStyle: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case github
+    case none
+}
+
+/// Another reporter's output, plus GitHub annotations for failed entries and the step summary at the end.
+final class AnnotatingReporter: RunReporter {
+    private let inner: RunReporter
+    private let annotations: GitHubAnnotations
+    private let manifest: String
+
+    init(_ inner: RunReporter, annotations: GitHubAnnotations, manifest: String) {
+        self.inner = inner
+        self.annotations = annotations
+        self.manifest = manifest
+    }
+
+    var wantsProgress: Bool { inner.wantsProgress }
+    func warning(_ text: String) { inner.warning(text) }
+    func plan(_ plan: Plan, acting: Bool) { inner.plan(plan, acting: acting) }
+    func entry(_ entry: FileEntry, started source: String) { inner.entry(entry, started: source) }
+    func entry(_ entry: FileEntry, progress: TransferProgress) { inner.entry(entry, progress: progress) }
+    func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?) {
+        inner.entry(entry, attemptFailed: failure, next: next)
+    }
+    func pruned(_ destination: DestinationPath, outcome: PruneOutcome) { inner.pruned(destination, outcome: outcome) }
+
+    func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
+        inner.entry(entry, finished: outcome)
+        if case .failed(let failure) = outcome {
+            annotations.failed(entry, failure, manifest: manifest)
+        }
+    }
+
+    func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
+        inner.summary(result, exitStatus: exitStatus, interruptedBy: signal)
+        annotations.summary(result, manifest: manifest, exitStatus: exitStatus)
+    }
+}
