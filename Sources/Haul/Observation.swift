@@ -1,3 +1,4 @@
+import Glibc
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -34,6 +35,12 @@ package struct Observation: Sendable {
     package let cacheWarning: String?
     /// Names this manifest in the state: pruning deletes only what it wrote.
     let manifestKey: String
+    /// Other names whose files are this manifest's too: its name before haul named manifests relative to root,
+    /// and the manifests `--adopt` names.
+    private let ownedKeys: Set<String>
+    /// With pruning: manifests gone from their place relative to root whose files the state still holds, with
+    /// how many (nothing of theirs is pruned; `--adopt NAME` makes this manifest their owner).
+    package let orphans: [(manifest: String, files: Int)]
     /// Root's private folder, checked; nil when root has none yet (only when looking).
     let area: PrivateArea?
     let lock: RunLock?
@@ -43,10 +50,11 @@ package struct Observation: Sendable {
     /// With `rehash`, a pinned file is hashed whatever the state says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
     /// manifest wrote and no longer lists.
-    package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false)
-        throws(ObservationFailure) {
+    package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false,
+                 adopting adopted: Set<String> = []) throws(ObservationFailure) {
         (area, lock) = try Self.open(root: manifest.root, shard: manifest.shardScope?.shard, access)
-        manifestKey = StateCache.manifestKey(path: manifest.sourcePath)
+        manifestKey = StateCache.manifestKey(path: manifest.sourcePath, root: manifest.root)
+        ownedKeys = adopted.union([manifestKey, StateCache.legacyManifestKey(path: manifest.sourcePath)])
         shard = manifest.shardScope?.shard
         let observer = LocalObserver(root: manifest.root)
         let files = manifest.files
@@ -59,7 +67,8 @@ package struct Observation: Sendable {
         self.cache = cache
         cacheWarning = warning
         (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
-        let owned = Self.ownedButUnlisted(manifest, cache: cache, manifestKey: manifestKey)
+        let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys)
+        orphans = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys) : []
         let candidates = prunes ? Self.pruneCandidates(owned, root: manifest.root, recordedAt: cache.writtenAt, rehash: rehash) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
@@ -119,14 +128,38 @@ package struct Observation: Sendable {
         return (states, vouched, found)
     }
 
+    /// Whether a file whose origin is `origin` is this manifest's.
+    func owns(_ origin: Origin) -> Bool { ownedKeys.contains(origin.manifestKey) }
+
+    /// The name the state should record for a file of `origin`'s manifest from now on: this manifest's when it
+    /// owns it under another name (an older haul's, or adopted), nil when nothing changes.
+    func renamedOwner(of origin: Origin) -> String? {
+        origin.manifestKey != manifestKey && owns(origin) ? manifestKey : nil
+    }
+
+    /// Manifests named in the state, by a path relative to root, that are no longer there.
+    private static func orphans(in cache: StateCache, root: String, owners: Set<String>) -> [(manifest: String, files: Int)] {
+        var counts: [String: Int] = [:]
+        for record in cache.records.values {
+            guard let key = record.origin?.manifestKey, !owners.contains(key) else { continue }
+            counts[key, default: 0] += 1
+        }
+        return counts.filter { key, _ in
+            // A hash (an older haul's name) says nothing about where its manifest is: not reported.
+            guard key != "-", !(key.utf8.count == 32 && key.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+            else { return false }
+            return Glibc.access(root + "/" + key, F_OK) != 0
+        }.map { (manifest: $0.key, files: $0.value) }.sorted { $0.manifest < $1.manifest }
+    }
+
     /// What the state says this manifest wrote in earlier runs and no longer lists, by name.
-    private static func ownedButUnlisted(_ manifest: Manifest, cache: StateCache, manifestKey: String) -> [(DestinationPath, StateRecord)] {
+    private static func ownedButUnlisted(_ manifest: Manifest, cache: StateCache, owners: Set<String>) -> [(DestinationPath, StateRecord)] {
         // Most states hold nothing of the kind: no set of 100,000 names is built to find that out.
-        guard cache.records.values.contains(where: { $0.origin?.manifestKey == manifestKey }) else { return [] }
+        guard cache.records.values.contains(where: { $0.origin.map { owners.contains($0.manifestKey) } ?? false }) else { return [] }
         // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
         let listed = Set(manifest.files.map { DestinationKey($0.destination) })
         let shard = manifest.shardScope?.shard
-        return cache.records.filter { $0.value.origin?.manifestKey == manifestKey && !listed.contains($0.key) }
+        return cache.records.filter { ($0.value.origin.map { owners.contains($0.manifestKey) } ?? false) && !listed.contains($0.key) }
             .sorted { $0.key < $1.key }
             // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
             // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.

@@ -33,6 +33,9 @@ package struct SyncOptions: Sendable {
     package var stallTimeout: Double?
     /// Ask the server about every unpinned file, even one it said is still fresh (`--refresh`).
     package var revalidatesFreshFiles = false
+    /// `--adopt`: manifests (named relative to root, as `plan --prune` names them) whose files become this
+    /// manifest's: pruned by it when it does not list them, recorded as its own from now on.
+    package var adopts: Set<String> = []
     /// Seconds since the epoch: when a server's confirmation was, and whether it is still fresh. Injectable, so
     /// that freshness can be tested without waiting.
     package var wallClock: @Sendable () -> Double = RetryPolicy.systemWallClock
@@ -96,7 +99,7 @@ package struct Sync: Sendable {
     /// pinned file whatever the state says (but the state still tells which files haul wrote: pruning and
     /// revalidation need that, and hashing cannot recover it).
     package func observe(_ access: Observation.Access, rehash: Bool = false) throws(ObservationFailure) -> Observation {
-        try Observation(of: manifest, access: access, rehash: rehash, prunes: prunes)
+        try Observation(of: manifest, access: access, rehash: rehash, prunes: prunes, adopting: options.adopts)
     }
 
     /// Decides, from values alone.
@@ -105,6 +108,7 @@ package struct Sync: Sendable {
                                 revalidation: revalidation(observation))
         plan.shardScope = manifest.shardScope
         plan.unlistedCount = observation.unlistedCount
+        plan.orphans = observation.orphans
         return plan
     }
 
@@ -115,7 +119,7 @@ package struct Sync: Sendable {
         var confirmations = [Confirmation?](repeating: nil, count: manifest.files.count)
         for index in manifest.files.indices where manifest.files[index].checksum == nil {
             guard let origin = observation.record(at: index, of: manifest.files)?.origin,
-                  origin.manifestKey == observation.manifestKey, let checkedAt = origin.checkedAt, let sourceKey = origin.sourceKey,
+                  observation.owns(origin), let checkedAt = origin.checkedAt, let sourceKey = origin.sourceKey,
                   options.rewrites.sources(of: manifest.files[index]).contains(where: { TransferSource.key($0.url) == sourceKey })
             else { continue }
             confirmations[index] = Confirmation(checkedAt: Double(checkedAt), freshUntil: origin.freshUntil.map(Double.init))
@@ -213,6 +217,7 @@ package struct Sync: Sendable {
             case .failed: continue
             }
         }
+        changes.records += Self.ownersRenamed(in: cache, by: observation, except: changes.records)
         guard !changes.records.isEmpty || settles, let area = observation.area else { return }
         do {
             try observation.saveState(changes, in: area)
@@ -221,6 +226,25 @@ package struct Sync: Sendable {
             if !changes.records.isEmpty {
                 observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
             }
+        }
+    }
+
+    /// Records this manifest owns under another name (an older haul's, or a manifest `--adopt` named), recorded
+    /// as its own from now on; `except`: records already changed. Empty, at the cost of one look at each record,
+    /// when there are none.
+    private static func ownersRenamed(in cache: StateCache, by observation: Observation,
+                                      except changed: [(DestinationKey, StateRecord?)]) -> [(DestinationKey, StateRecord?)] {
+        guard cache.records.values.contains(where: { $0.origin.flatMap(observation.renamedOwner(of:)) != nil }) else { return [] }
+        let done = Set(changed.map(\.0))
+        // One new origin per old one: every pinned file of a manifest shares its origin, and keeps sharing it.
+        var renamed: [ObjectIdentifier: Origin] = [:]
+        return cache.records.compactMap { destination, record in
+            guard !done.contains(destination), let origin = record.origin, let owner = observation.renamedOwner(of: origin)
+            else { return nil }
+            var updated = record
+            updated.origin = renamed[ObjectIdentifier(origin), default: origin.owned(by: owner)]
+            renamed[ObjectIdentifier(origin)] = updated.origin
+            return (destination, updated)
         }
     }
 

@@ -142,6 +142,11 @@ struct PolicyOptions: ParsableArguments {
           help: "(sync, plan) Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
     var requireChecksums = false
 
+    @Option(help: ArgumentHelp("(sync, plan) Make this manifest the owner of the files a manifest that is gone wrote "
+                               + "(named as plan --prune names it, relative to root), so that pruning covers them. May be "
+                               + "given more than once.", valueName: "manifest"))
+    var adopt: [String] = []
+
     @Flag(help: ArgumentHelp("(sync, plan) Ask the server about every unpinned file, even one it said is still fresh (max-age, "
                              + "Expires) or within its entry's refresh interval."))
     var refresh = false
@@ -260,6 +265,7 @@ struct SyncCommand: ParsableCommand {
         options.durability = try flags.durabilityOptions.resolved()
         options.netrc = try flags.netrcOptions.credentials(manifestWants: manifest.netrc)
         options.revalidatesFreshFiles = flags.policy.refresh
+        options.adopts = Set(flags.policy.adopt)
         try flags.requestOptions.apply(to: &options)
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
@@ -304,6 +310,7 @@ struct PlanCommand: ParsableCommand {
         var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
                                   cacheDirectory: flags.cacheOptions.directory())
         options.revalidatesFreshFiles = flags.policy.refresh
+        options.adopts = Set(flags.policy.adopt)
         let sync = Sync(manifest: manifest, options: options)
         var plan = sync.plan(try manifestOptions.observe(sync, .lookingOnly, rehash: flags.rehash))
         plan.fromCache = sync.cacheHits(plan)

@@ -33,6 +33,10 @@ package enum HumanReport {
                 lines.append("! \(destination) (\(why))")
             }
         }
+        for orphan in plan.orphans {
+            lines.append("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
+                         + "(--adopt \(orphan.manifest) makes this manifest their owner)")
+        }
         for prune in plan.prunes {
             switch prune.action {
             case .delete: lines.append("- \(prune.destination) (no longer in the manifest)")

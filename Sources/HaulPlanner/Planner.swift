@@ -125,6 +125,9 @@ package struct Plan: Sendable {
     /// Without pruning: files haul wrote for this manifest that it no longer lists, left alone (`--prune` would
     /// look at them).
     package var unlistedCount = 0
+    /// With pruning: files haul wrote for manifests that are gone (named relative to root), never pruned by this
+    /// one unless it adopts them.
+    package var orphans: [(manifest: String, files: Int)] = []
     /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. nil
     /// until the cache was looked at (`Sync.cacheHits`); not a decision of the planner's, and the transfer step
     /// tries exactly these rather than looking again.

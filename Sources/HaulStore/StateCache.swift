@@ -45,6 +45,12 @@ package final class Origin: Sendable, Hashable {
         self.freshUntil = freshUntil
     }
 
+    /// The same origin, recorded as `manifestKey`'s.
+    package func owned(by manifestKey: String) -> Origin {
+        Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
+               checkedAt: checkedAt, freshUntil: freshUntil)
+    }
+
     /// The same origin, confirmed again at `checkedAt` (a 304), fresh until `freshUntil`.
     package func confirmed(at checkedAt: Int64, freshUntil: Int64?) -> Origin {
         Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
@@ -140,12 +146,34 @@ package struct StateCache: Sendable, Equatable {
         }
     }
 
-    /// Names a manifest in the state without writing its path: a hash of its real path. A manifest that
-    /// moves no longer prunes what it wrote before, which errs on the side of keeping files.
-    package static func manifestKey(path: String) -> String {
+    /// Names a manifest in the state by its real path relative to root's (`haul.yaml`, `../ci/assets.yaml`), so
+    /// that a root moved with its manifest (a CI cache restored in another workspace) still prunes what it wrote,
+    /// and a manifest that is gone can be named (`--adopt`). Symlinks are resolved, so one manifest reached two
+    /// ways is one owner. `-` (standard input) is `-`.
+    package static func manifestKey(path: String, root: String) -> String {
+        guard path != "-" else { return "-" }
+        let manifest = Self.realOrNormalized(path)
+        let base = Self.realOrNormalized(root)
+        let from = base.split(separator: "/"), to = manifest.split(separator: "/")
+        let common = zip(from, to).prefix { $0 == $1 }.count
+        return (Array(repeating: "..", count: from.count - common) + to[common...].map(String.init)).joined(separator: "/")
+    }
+
+    /// What manifests were named by before `manifestKey(path:root:)`: a hash of the real path. Records an older
+    /// haul wrote still belong to the manifest they name.
+    package static func legacyManifestKey(path: String) -> String {
         var resolved = path
         if case .success(let real) = FileSystem.realPath(path) { resolved = real }
         return String(StreamingHasher.digest(Array(resolved.utf8), algorithm: .sha256).hex.prefix(32))
+    }
+
+    /// The real path of the deepest folder of `path` that exists, with the rest appended: a root not made yet
+    /// gets the same key as once it exists.
+    private static func realOrNormalized(_ path: String) -> String {
+        if case .success(let real) = FileSystem.realPath(path) { return real }
+        let normalized = FileSystem.normalizedRoot(path)
+        guard let slash = normalized.lastIndex(of: "/"), slash != normalized.startIndex else { return normalized }
+        return realOrNormalized(String(normalized[..<slash])) + normalized[slash...]
     }
 
     /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half. Both
