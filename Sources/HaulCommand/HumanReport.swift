@@ -140,10 +140,10 @@ package enum HumanReport {
         case .transfer(let transfer):
             let attempts = transfer.lastFailurePerSource
             if attempts.count == 1, let only = attempts.first {
-                return ["error: \(destination): \(only.sourceDisplayURL): \(describe(only.reason, checksum: entry.checksum))"]
+                return ["error: \(destination): \(only.sourceDisplayURL): \(describe(only.reason, for: entry))"]
             }
             return ["error: \(destination): all \(attempts.count) sources failed:"]
-                + attempts.map { "  \($0.sourceDisplayURL): \(describe($0.reason, checksum: entry.checksum))" }
+                + attempts.map { "  \($0.sourceDisplayURL): \(describe($0.reason, for: entry))" }
         }
     }
 
@@ -155,8 +155,18 @@ package enum HumanReport {
 
     /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify
     /// says how to trust a private CA.
-    package static func describe(_ reason: FailureReason, checksum: Checksum?) -> String {
+    /// `reason` for `entry`: its checksum in its own notation, and a size limit named after what set it.
+    package static func describe(_ reason: FailureReason, for entry: FileEntry) -> String {
+        describe(reason, checksum: entry.checksum, pinnedSize: entry.size)
+    }
+
+    /// `pinnedSize`: the entry's `size`, which is the limit on its body when it has one (else `--max-file-size` is).
+    package static func describe(_ reason: FailureReason, checksum: Checksum?, pinnedSize: Int64? = nil) -> String {
         switch reason {
+        case .tooLarge(let limit):
+            return pinnedSize != nil
+                ? "more than the \(limit) bytes its size says"
+                : "more than \(ByteCount.format(limit)), the --max-file-size limit (an entry's size sets its own)"
         case .digestMismatch(let expected, let actual, let encoding):
             guard let checksum else { return reason.description }
             return "checksum mismatch: expected \(checksum.render(expected)), got \(checksum.render(actual))"
@@ -179,7 +189,7 @@ package enum HumanReport {
     package static func wrongBytesWarning(entry: FileEntry, failure: AttemptFailure) -> String? {
         switch failure.reason {
         case .digestMismatch, .sizeMismatch:
-            return "\(failure.sourceDisplayURL): \(describe(failure.reason, checksum: entry.checksum))"
+            return "\(failure.sourceDisplayURL): \(describe(failure.reason, for: entry))"
         default:
             return nil
         }

@@ -125,11 +125,11 @@ final class HumanReporter: RunReporter, Sendable {
         if let warning = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
             return Output.errors([paintDiagnostic("warning: \(destination): \(warning)")])
         }
-        // Without --verbose the URL is left out: a log line per retry should be short; with mirrors, the
-        // final error names every URL anyway.
-        let cause = verbose ? failure.description : failure.reason.description
+        // The URL that failed, and the one tried next when it is another: with mirrors, which one is flaky is
+        // what the reader of a log wants to know.
+        let cause = failure.description
         if let next, next.delay > 0, verbose || tracker != nil {
-            let elsewhere = verbose && next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
+            let elsewhere = next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
             Output.errors([paint("retry", ANSI.yellow, colour)
                            + " \(destination): \(cause); retrying in \(HumanReport.formatSeconds(next.delay))\(elsewhere)"])
         } else if verbose {

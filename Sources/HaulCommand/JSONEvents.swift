@@ -144,7 +144,7 @@ package enum JSONEvents {
         guard let next else { return nil }
         return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
                         ("url", .string(failure.sourceDisplayURL)),
-                        ("error", .string(HumanReport.describe(failure.reason, checksum: entry.checksum))),
+                        ("error", .string(HumanReport.describe(failure.reason, for: entry))),
                         ("retry_in", next.delay > 0 ? .double(next.delay) : .null),
                         ("next_url", .string(next.sourceDisplayURL))])
     }
@@ -180,7 +180,7 @@ package enum JSONEvents {
             if case .transfer(let transfer) = failure {
                 sources = transfer.lastFailurePerSource.map {
                     .object([("url", .string($0.sourceDisplayURL)),
-                             ("error", .string(HumanReport.describe($0.reason, checksum: entry.checksum)))])
+                             ("error", .string(HumanReport.describe($0.reason, for: entry)))])
                 }
             }
             let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")

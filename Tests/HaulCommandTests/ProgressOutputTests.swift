@@ -82,7 +82,7 @@ final class ProgressOutputTests: XCTestCase {
         XCTAssertEqual(quiet.stderr, "")
     }
 
-    /// A retry is one line on stderr in plain mode, as it happens; without --verbose it leaves the URL out.
+    /// A retry is one line on stderr in plain mode, as it happens, naming the URL that failed.
     func testARetryIsOneLine() throws {
         let entries = [(dest: "a.bin", bytes: body(1, size: 1000))]
         let server = try server(entries, failFirst: "a.bin")
@@ -93,7 +93,7 @@ final class ProgressOutputTests: XCTestCase {
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         let lines = result.stderr.split(separator: "\n")
         XCTAssertEqual(lines.count, 1, result.stderr)
-        XCTAssertTrue(lines.first?.hasPrefix("retry a.bin: HTTP 503; retrying in ") ?? false, result.stderr)
+        XCTAssertTrue(lines.first?.hasPrefix("retry a.bin: \(server.url("/a.bin")): HTTP 503; retrying in ") ?? false, result.stderr)
         XCTAssertTrue(lines.first?.hasSuffix(" s") ?? false, result.stderr)
         XCTAssertTrue(result.stdout.contains("fetched a.bin (1000 B)\n"), result.stdout)
     }

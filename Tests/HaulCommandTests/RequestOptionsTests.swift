@@ -82,3 +82,32 @@ final class RequestOptionsTests: XCTestCase {
         XCTAssertTrue(owned.stderr.contains("haul sets Range itself"), owned.stderr)
     }
 }
+
+/// A body past its limit names what set the limit: the entry's `size`, or `--max-file-size`.
+final class SizeLimitMessageTests: XCTestCase {
+    func testTheLimitIsNamedAfterWhatSetIt() throws {
+        let directory = try TemporaryDirectory()
+        let big = [UInt8](repeating: 7, count: 4096)
+        let server = try LoopbackHTTPServer(files: ["/big.bin": big])
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(server.url("/big.bin"))
+                dest: sized.bin
+                sha256: \(sha256(big))
+                size: 1000
+                retries: 0
+              - url: \(server.url("/big.bin"))
+                dest: unsized.bin
+                retries: 0
+            """)
+        let sync = try directory.haul(["sync", "--max-file-size", "2K"])
+        XCTAssertEqual(sync.exitCode, 1, sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("error: sized.bin: \(server.url("/big.bin")): more than the 1000 bytes its size says"),
+                      sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("error: unsized.bin: \(server.url("/big.bin")): more than 2.0 KiB, the --max-file-size limit"),
+                      sync.stderr)
+    }
+}

@@ -99,7 +99,8 @@ final class UntrustedTextTests: XCTestCase {
                                      "fetched \(clearName.shown) (585.9 KiB)", "fetched \(c1Name.shown) (100 B)"]))
         let errors = lines(sync.stderr)
         XCTAssertTrue(errors.contains("error: \(goneName.shown): \(server.url("/gone")): HTTP 404"), sync.stderr)
-        XCTAssertTrue(errors.contains { $0.hasPrefix("retry \(clearName.shown): HTTP 503; retrying in ") }, sync.stderr)
+        XCTAssertTrue(errors.contains { $0.hasPrefix("retry \(clearName.shown): \(server.url(clearName.path)): HTTP 503; retrying in ") },
+                      sync.stderr)
         XCTAssertFalse(errors.contains { $0.hasPrefix("error: FAKE") || $0.hasPrefix("error: red") }, sync.stderr)
         for name in names where name.path != "/gone" {
             XCTAssertEqual(directory.read("out/" + name.real), body(name), "the file itself has its real name")
