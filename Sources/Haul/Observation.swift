@@ -14,7 +14,7 @@ package struct Observation: Sendable {
         /// `sync`: root and its private folder are made if missing, and the run lock is taken before anything is
         /// read and held as long as this observation lives (a file seen before another run is done with it may be
         /// replaced by that run).
-        case exclusive(wait: Bool, holder: String)
+        case exclusive(wait: RunLock.Waiting, holder: String)
     }
 
     /// Per entry, in manifest order: what is on disk.

@@ -225,6 +225,22 @@ struct SyncFlags: ParsableArguments {
     @Flag(help: "(sync) If another haul is syncing the same root, wait for it instead of exiting with status 4.")
     var wait = false
 
+    @Option(name: .customLong("wait-timeout"), help: ArgumentHelp(
+        "(sync) Wait as --wait does, for at most this long (e.g. 30s, 10m); then exit with status 4.", valueName: "duration"))
+    var waitTimeout: RunDuration?
+
+    /// `--wait`, `--wait-timeout`: what to do when another run holds root; the wait is announced (who holds it) unless
+    /// the output is JSON or `--quiet`.
+    func waiting(root: String) -> RunLock.Waiting {
+        let quietly = manifestOptions.quiet || manifestOptions.reporting.json
+        let notice: @Sendable (String) -> Void = { holder in
+            guard !quietly else { return }
+            Output.errors([TerminalText("haul: waiting for another haul syncing \"\(root)\" (\(holder))")])
+        }
+        if let waitTimeout { return .upTo(waitTimeout.seconds, notice: notice) }
+        return wait ? .forever(notice: notice) : .no
+    }
+
     @Flag(help: "(sync, plan) Hash every local file instead of trusting the state cache for unchanged ones.")
     var rehash = false
 
@@ -272,7 +288,7 @@ struct SyncCommand: ParsableCommand {
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: flags.maxTime.map { ($0.seconds, $0.written) })
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
         // A dry run changes nothing, so it need not hold the lock to look.
-        let observation = try manifestOptions.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: flags.wait, holder: holder),
+        let observation = try manifestOptions.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
                                                       rehash: flags.rehash)
         if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
         var plan = sync.plan(observation)

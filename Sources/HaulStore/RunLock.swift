@@ -18,29 +18,43 @@ package final class RunLock: Sendable {
     private let descriptor: Int32
 
     package enum Failure: Error, Sendable, CustomStringConvertible {
-        /// Another process holds the lock; `holder` is what it wrote about itself.
-        case busy(root: String, holder: String, shard: Shard?)
+        /// Another process holds the lock; `holder` is what it wrote about itself. `waited`: for how long this run
+        /// waited for it (`--wait-timeout`), nil when it did not.
+        case busy(root: String, holder: String, shard: Shard?, waited: Double? = nil)
         case system(StoreError)
 
         package var description: String {
             switch self {
-            case .busy(let root, let holder, nil):
-                "another haul is syncing \"\(root)\" (\(holder)); wait for it, or run with --wait"
-            case .busy(let root, let holder, let shard?):
-                "another haul is syncing \"\(root)\" or a shard of it overlapping shard \(shard) (\(holder)); "
-                    + "wait for it, or run with --wait"
+            case .busy(let root, let holder, let shard, let waited):
+                let overlapping = shard.map { " or a shard of it overlapping shard \($0)" } ?? ""
+                let advice = waited.map { "; waited \(Self.seconds($0)) (--wait-timeout)" } ?? "; wait for it, or run with --wait"
+                return "another haul is syncing \"\(root)\"\(overlapping) (\(holder))\(advice)"
             case .system(let error):
-                error.description
+                return error.description
             }
         }
+
+        private static func seconds(_ value: Double) -> String {
+            value == value.rounded() ? "\(Int(value)) s" : "\((value * 10).rounded() / 10) s"
+        }
+    }
+
+    /// What to do when another run holds the lock.
+    package enum Waiting: Sendable {
+        /// Fail at once (`busy`).
+        case no
+        /// Wait until it is free; `notice` is told once, with the holder's line, before the wait begins.
+        case forever(notice: @Sendable (String) -> Void)
+        /// The same, for at most this many seconds, then `busy`.
+        case upTo(Double, notice: @Sendable (String) -> Void)
     }
 
     /// - Parameters:
     ///   - area: the root's private folder, where the lock file lives.
     ///   - shard: lock only this shard's destinations; nil: all of them.
-    ///   - wait: block until the holder is done instead of failing at once.
+    ///   - wait: whether, and how long, to wait for a holder instead of failing at once.
     ///   - holder: a line naming this process for others' messages (pid, command).
-    package init(area: PrivateArea, shard: Shard? = nil, wait: Bool, holder: String) throws(Failure) {
+    package init(area: PrivateArea, shard: Shard? = nil, wait: Waiting, holder: String) throws(Failure) {
         let path = area.folder.displayPath(of: PrivateArea.Member.lock.rawValue)
         let name = PrivateArea.Member.lock.rawValue
         var descriptor: Int32
@@ -63,10 +77,11 @@ package final class RunLock: Sendable {
             throw .system(StoreError(operation: "use", path: path, errno: EINVAL, detail: "not a regular file"))
         }
         let range = shard?.lockRange ?? 0..<Shard.lockSpace
-        if let code = Self.lock(descriptor, range, exclusive: writable, wait: wait) {
+        if let code = Self.acquire(descriptor, range, exclusive: writable, wait: wait) {
             defer { close(descriptor) }
             if code == EAGAIN || code == EACCES {
-                throw .busy(root: area.root, holder: Self.holder(in: range, descriptor), shard: shard)
+                let waited: Double? = if case .upTo(let limit, _) = wait { limit } else { nil }
+                throw .busy(root: area.root, holder: Self.holder(in: range, descriptor), shard: shard, waited: waited)
             }
             throw .system(StoreError(operation: "lock", path: path, errno: code))
         }
@@ -113,6 +128,34 @@ package final class RunLock: Sendable {
         request.l_start = off_t(range.lowerBound)
         request.l_len = off_t(range.count)
         return request
+    }
+
+    /// errno of a failed lock, nil when held: at once, or after waiting as `wait` says. A wait with a limit polls
+    /// (a blocking `F_OFD_SETLKW` cannot be given one) five times a second.
+    private static func acquire(_ descriptor: Int32, _ range: Range<Int64>, exclusive: Bool, wait: Waiting) -> Int32? {
+        guard let code = lock(descriptor, range, exclusive: exclusive, wait: false), code == EAGAIN || code == EACCES else {
+            return nil
+        }
+        switch wait {
+        case .no:
+            return code
+        case .forever(let notice):
+            notice(holder(in: range, descriptor))
+            return lock(descriptor, range, exclusive: exclusive, wait: true)
+        case .upTo(let limit, let notice):
+            notice(holder(in: range, descriptor))
+            var remaining = limit
+            while remaining > 0 {
+                let step = min(0.2, remaining)
+                var pause = timespec(tv_sec: Int(step), tv_nsec: Int((step - step.rounded(.down)) * 1e9))
+                var left = timespec()
+                while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+                remaining -= step
+                guard let again = lock(descriptor, range, exclusive: exclusive, wait: false) else { return nil }
+                guard again == EAGAIN || again == EACCES else { return again }
+            }
+            return code
+        }
     }
 
     /// errno of a failed lock, nil when held.

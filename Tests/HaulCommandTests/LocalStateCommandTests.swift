@@ -89,8 +89,15 @@ final class LocalStateCommandTests: XCTestCase {
         XCTAssertTrue(busy.stderr.contains("pid "), "the message names the holder: \(busy.stderr)")
         XCTAssertEqual(server.requests.count, requestsBefore + 1, "the refused run made no request")
 
+        let timedOut = try directory.haul(["sync", "--wait-timeout", "300ms"])
+        XCTAssertEqual(timedOut.exitCode, 4, timedOut.stderr)
+        XCTAssertTrue(timedOut.stderr.hasPrefix("haul: waiting for another haul syncing \"\(directory.path)/out\" (pid "), timedOut.stderr)
+        XCTAssertTrue(timedOut.stderr.contains("haul sync haul.yaml); waited 0.3 s (--wait-timeout)"), timedOut.stderr)
+        XCTAssertEqual(server.requests.count, requestsBefore + 1, "the run that gave up made no request")
+
         let waited = try directory.haul(["sync", "--wait"])
         XCTAssertEqual(waited.exitCode, 0, waited.stderr)
+        XCTAssertTrue(waited.stderr.contains("haul: waiting for another haul syncing"), "says what it waits for: \(waited.stderr)")
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
         XCTAssertEqual(holder.withLock { $0?.exitCode }, 0)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)

@@ -123,6 +123,6 @@ extension StateCache {
 
 extension RunLock {
     convenience init(root: String, wait: Bool, holder: String) throws {
-        try self.init(area: PrivateArea.create(root: root), wait: wait, holder: holder)
+        try self.init(area: PrivateArea.create(root: root), wait: wait ? .forever(notice: { _ in }) : .no, holder: holder)
     }
 }

@@ -34,7 +34,7 @@ final class FreshnessSyncTests: XCTestCase {
         options.revalidatesFreshFiles = refresh
         options.wallClock = { [clock] in clock.now.withLock { $0 } }
         let sync = Sync(manifest: manifest, options: options)
-        let observation = try sync.observe(.exclusive(wait: false, holder: "FreshnessSyncTests"))
+        let observation = try sync.observe(.exclusive(wait: .no, holder: "FreshnessSyncTests"))
         let plan = sync.plan(observation)
         let result = sync.apply(plan, observed: observation, observer: nil)
         return (plan.actions[0], result)

@@ -71,15 +71,15 @@ final class ObservationTests: XCTestCase {
         let directory = try TemporaryDirectory()
         try directory.write("a.bin", "content of a.bin")
         let manifest = try manifest(["a.bin"], root: directory.path)
-        var observed: Observation? = try Observation(of: manifest, access: .exclusive(wait: false, holder: "pid 1, first"))
-        XCTAssertThrowsError(try Observation(of: manifest, access: .exclusive(wait: false, holder: "second"))) { error in
-            guard case ObservationFailure.lock(.busy(_, let holder, nil)) = error else { return XCTFail("\(error)") }
+        var observed: Observation? = try Observation(of: manifest, access: .exclusive(wait: .no, holder: "pid 1, first"))
+        XCTAssertThrowsError(try Observation(of: manifest, access: .exclusive(wait: .no, holder: "second"))) { error in
+            guard case ObservationFailure.lock(.busy(_, let holder, nil, nil)) = error else { return XCTFail("\(error)") }
             XCTAssertEqual(holder, "pid 1, first")
         }
         XCTAssertNotNil(try Observation(of: manifest, access: .lookingOnly), "looking needs no lock")
         XCTAssertEqual(observed?.states, [.file(size: 16, digest: digest("content of a.bin"))])
         observed = nil
-        XCTAssertNoThrow(try Observation(of: manifest, access: .exclusive(wait: false, holder: "third")))
+        XCTAssertNoThrow(try Observation(of: manifest, access: .exclusive(wait: .no, holder: "third")))
     }
 
     func testLookingMakesNothingAndAnUnsafePrivateFolderIsRefused() throws {
@@ -92,7 +92,7 @@ final class ObservationTests: XCTestCase {
         let elsewhere = try TemporaryDirectory()
         XCTAssertEqual(mkdir(directory.path("root"), 0o755), 0)
         XCTAssertEqual(symlink(elsewhere.path, directory.path("root/.haul")), 0)
-        for access: Observation.Access in [.lookingOnly, .exclusive(wait: false, holder: "test")] {
+        for access: Observation.Access in [.lookingOnly, .exclusive(wait: .no, holder: "test")] {
             XCTAssertThrowsError(try Observation(of: manifest, access: access)) { error in
                 guard case ObservationFailure.privateArea(.unsafe) = error else { return XCTFail("\(error)") }
             }
