@@ -145,9 +145,14 @@ extension Sync {
             + options.commandLineHeaders.map(\.value.expanded).filter { !$0.isEmpty }
         let origin = planned.action == .revalidate ? record?.origin : nil
         let sources = options.rewrites.sources(of: entry).map { place in
-            var source = TransferSource(url: place.url, displayURL: place.displayURL,
-                                        headers: place.sendsHeaders ? headers : [],
-                                        secrets: place.secrets + (place.sendsHeaders ? headerSecrets : []))
+            // A mirror's own headers go to it as written, not to a rewrite of it (another origin).
+            let mirrorFields = place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorHeaders.count
+                ? entry.mirrorHeaders[place.original - 1] : []
+            let (placeHeaders, placeSecrets) = place.sendsHeaders
+                ? (headers, headerSecrets)
+                : (mirrorFields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }, mirrorFields.flatMap(\.value.environmentValues))
+            var source = TransferSource(url: place.url, displayURL: place.displayURL, headers: placeHeaders,
+                                        secrets: place.secrets + placeSecrets)
             if let origin, origin.sourceKey == source.key {
                 source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
             }

@@ -44,6 +44,9 @@ package struct FileEntry: Sendable {
     package var url: TemplatedString
     /// Tried in order after `url` fails.
     package var mirrors: [TemplatedString]
+    /// Headers of each mirror written as `{url: …, headers: …}`, sent to that mirror alone: one list per mirror,
+    /// or empty when no mirror has any (the usual case, stored as nothing).
+    package var mirrorHeaders: [[HeaderField]] = []
     package var destination: DestinationPath
     /// nil: the entry is unpinned (fetched when missing; refreshed later by revalidation).
     package var checksum: Checksum?

@@ -129,10 +129,30 @@ package enum ManifestSchema {
           "maximum": 1125899906842624
         },
         "mirrors": {
-          "description": "Alternative URLs tried in order after url fails. ${VAR} references are replaced from the environment. Headers are not sent to mirrors.",
+          "description": "Alternative URLs tried in order after url fails. ${VAR} references are replaced from the environment. The entry's headers are not sent to mirrors; a mirror written as {url, headers} gets its own headers, and only it.",
           "type": "array",
           "items": {
-            "$ref": "#/$defs/url"
+            "oneOf": [
+              {
+                "$ref": "#/$defs/url"
+              },
+              {
+                "type": "object",
+                "additionalProperties": false,
+                "required": [
+                  "url"
+                ],
+                "properties": {
+                  "url": {
+                    "$ref": "#/$defs/url"
+                  },
+                  "headers": {
+                    "$ref": "#/$defs/headers",
+                    "description": "Sent to this mirror only (its origin), never to the url or another mirror."
+                  }
+                }
+              }
+            ]
           }
         },
         "mode": {

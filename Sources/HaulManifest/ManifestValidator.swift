@@ -12,12 +12,15 @@ struct ManifestValidator: YAMLEntrySink {
     enum Scope {
         case topLevel, defaults
         case file(Int)
+        /// A mirror written as a mapping, `{url: …, headers: …}`: entry, then mirror.
+        case mirror(Int, Int)
 
         func path(_ key: String) -> String {
             switch self {
             case .topLevel: key
             case .defaults: "defaults." + key
             case .file(let index): "files[\(index)].\(key)"
+            case .mirror(let index, let position): "files[\(index)].mirrors[\(position)].\(key)"
             }
         }
 
@@ -27,6 +30,7 @@ struct ManifestValidator: YAMLEntrySink {
             case .topLevel: nil
             case .defaults: "defaults"
             case .file(let index): "files[\(index)]"
+            case .mirror(let index, let position): "files[\(index)].mirrors[\(position)]"
             }
         }
     }
@@ -264,7 +268,7 @@ struct ManifestValidator: YAMLEntrySink {
         let location = document.location(of: id)
 
         var url: TemplatedString?, destination: DestinationPath?, checksum: Checksum?, size: Int64?
-        var mirrors: [TemplatedString] = [], headers: [HeaderField] = []
+        var mirrors: [TemplatedString] = [], mirrorHeaders: [[HeaderField]] = [], headers: [HeaderField] = []
         var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?
         var sawURL = false, sawDest = false
         var firstChecksumKey: (key: FileKey, line: Int)?
@@ -275,7 +279,7 @@ struct ManifestValidator: YAMLEntrySink {
                 sawURL = true
                 url = sourceURL(value, path: scope.path(key.rawValue))
             case .mirrors:
-                mirrors = parseMirrors(value, scope: scope)
+                (mirrors, mirrorHeaders) = parseMirrors(value, scope: scope)
             case .dest:
                 sawDest = true
                 destination = parseDestination(value, index: index, path: scope.path(key.rawValue))
@@ -326,6 +330,7 @@ struct ManifestValidator: YAMLEntrySink {
                               size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
                               timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
         entry.refresh = refresh
+        if mirrorHeaders.contains(where: { !$0.isEmpty }) { entry.mirrorHeaders = mirrorHeaders }
         return (entry, explicit)
     }
 
@@ -343,13 +348,44 @@ struct ManifestValidator: YAMLEntrySink {
         }
     }
 
-    private mutating func parseMirrors(_ id: NodeID, scope: Scope) -> [TemplatedString] {
-        guard requireKind(.sequence, id, path: scope.path("mirrors")) else { return [] }
-        var mirrors: [TemplatedString] = []
+    /// Each mirror is a URL, or `{url: …, headers: {…}}` for one that needs headers of its own (a token): those go
+    /// to that mirror alone, as the entry's go to its `url` alone.
+    private mutating func parseMirrors(_ id: NodeID, scope: Scope) -> (urls: [TemplatedString], headers: [[HeaderField]]) {
+        guard requireKind(.sequence, id, path: scope.path("mirrors")) else { return ([], []) }
+        var urls: [TemplatedString] = []
+        var headers: [[HeaderField]] = []
         for (position, item) in document.childIDs(of: id).enumerated() {
-            if let url = sourceURL(item, path: scope.path("mirrors[\(position)]")) { mirrors.append(url) }
+            guard document.kind(of: item) == .mapping, case .file(let index) = scope else {
+                if let url = sourceURL(item, path: scope.path("mirrors[\(position)]")) {
+                    urls.append(url)
+                    headers.append([])
+                }
+                continue
+            }
+            let mirror = Scope.mirror(index, position)
+            var url: TemplatedString?, fields: [HeaderField] = [], sawURL = false
+            for (keyID, valueID) in document.pairs(of: item) {
+                guard let name = keyName(keyID, mappingPath: mirror.mappingPath) else { continue }
+                switch name {
+                case "url":
+                    sawURL = true
+                    url = sourceURL(valueID, path: mirror.path("url"))
+                case "headers":
+                    fields = self.headers(valueID, scope: mirror)
+                default:
+                    diagnostics.error("unknown key \(Quoted.text(name)) (a mirror has url and headers)",
+                                      at: document.location(of: keyID), keyPath: mirror.path(name))
+                }
+            }
+            if !sawURL {
+                diagnostics.error("missing required key \"url\"", at: document.location(of: item), keyPath: mirror.mappingPath)
+            }
+            if let url {
+                urls.append(url)
+                headers.append(fields)
+            }
         }
-        return mirrors
+        return (urls, headers)
     }
 
     private mutating func parseDestination(_ id: NodeID, index: Int, path: @autoclosure () -> String) -> DestinationPath? {
