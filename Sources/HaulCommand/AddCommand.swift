@@ -115,6 +115,8 @@ struct AddCommand: ParsableCommand {
 
         let original = try readManifest()
         var netrc: Netrc?
+        // The manifest's `defaults.headers`, as sync sends them to the new entries' URLs (a token, say).
+        var manifestHeaders: [HeaderField] = []
         if fromSums == nil {
             // Stand-in digests and sizes: the manifest must be able to take the entries before anything is fetched.
             let trial = try editManifest(original, adding: drafts.map(\.trialEntry))
@@ -125,13 +127,15 @@ struct AddCommand: ParsableCommand {
                                + "\(draft.url); adding another entry for it"])
             }
             netrc = try netrcOptions.credentials(manifestWants: trial.loaded.netrc)
+            manifestHeaders = trial.edits.first.map { trial.loaded.files[$0.entryIndex].headers } ?? []
         } else {
             let wanted = try? ManifestLoader.parse(bytes: original ?? [], fileName: manifest, manifestDirectory: manifestDirectory,
                                                    environment: Environment.current).netrc
             netrc = try netrcOptions.credentials(manifestWants: wanted ?? false)
         }
 
-        let (entries, interrupts) = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc)
+        let (entries, interrupts) = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc,
+                                                                   manifestHeaders: manifestHeaders)
                                                     : try listed(drafts[0], rewrites: rewrites, netrc: netrc)
         let (edits, loaded) = try editManifest(original, adding: entries)
         // The download may have taken minutes; an edit made meanwhile must not be overwritten.
@@ -231,8 +235,9 @@ struct AddCommand: ParsableCommand {
 
     /// Fetches each once, hashing as the bytes arrive; exits 1 (naming each URL tried) when one fails. The
     /// watcher is returned because SIGINT and SIGTERM stay blocked from here on: the caller must look at it.
-    private func download(_ drafts: [EntryDraft], rewrites: URLRewriter, netrc: Netrc?) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
-        try transferring(rewrites: rewrites, netrc: netrc) { options, cancellation throws(PinFailure) in
+    private func download(_ drafts: [EntryDraft], rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [])
+        throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
             try drafts.map { draft throws(PinFailure) in
                 let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
                 if let encoding = measured.contentEncoding {
@@ -272,7 +277,7 @@ struct AddCommand: ParsableCommand {
 
     /// Runs `body` with the transfer settings, SIGINT and SIGTERM turned into a cancellation; exits 1 (naming each
     /// URL tried) when it fails.
-    private func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?,
+    private func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
                                       _ body: (SyncOptions, Cancellation) throws(PinFailure) -> Result) throws -> (Result, InterruptWatcher) {
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
@@ -282,6 +287,7 @@ struct AddCommand: ParsableCommand {
                                   rewrites: rewrites)
         options.netrc = netrc
         try requestOptions.apply(to: &options)
+        options.commandLineHeaders = HeaderRules.merge(defaults: manifestHeaders, entry: options.commandLineHeaders)
         do {
             return (try body(options, cancellation), interrupts)
         } catch {

@@ -129,3 +129,31 @@ final class AddFromSumsTests: XCTestCase {
         XCTAssertTrue(usage.stderr.contains("--dest names one file"), usage.stderr)
     }
 }
+
+/// `haul add` sends what `sync` would: the manifest's `defaults.headers`, and `-H` over them.
+final class AddHeadersTests: XCTestCase {
+    func testAddUsesTheManifestsDefaultHeadersAndTheCommandLinesOverThem() throws {
+        let directory = try TemporaryDirectory()
+        let bytes: [UInt8] = Array("private asset\n".utf8)
+        let server = try LoopbackHTTPServer { request in
+            request.header("Authorization") == "Bearer t0ken-from-env" ? .ok(bytes) : .status(401)
+        }
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            defaults:
+              headers: {Authorization: "Bearer ${ASSETS_TOKEN}", X-Team: blue}
+            files: []
+            """)
+        let add = try directory.haul(["add", server.url("/a.bin"), "-H", "X-Team: red"], environment: ["ASSETS_TOKEN": "t0ken-from-env"])
+        XCTAssertEqual(add.exitCode, 0, add.stderr)
+        XCTAssertEqual(server.requests.map { $0.header("X-Team") }, ["red"], "-H wins over defaults")
+        XCTAssertFalse((add.stdout + add.stderr).contains("t0ken-from-env"))
+        XCTAssertTrue(String(decoding: directory.read("haul.yaml") ?? [], as: UTF8.self).contains("sha256: \(sha256(bytes))"))
+
+        let refused = try directory.haul(["add", server.url("/b.bin")], environment: ["ASSETS_TOKEN": "wrong"])
+        XCTAssertEqual(refused.exitCode, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("HTTP 401"), refused.stderr)
+        XCTAssertFalse(refused.stderr.contains("wrong"), refused.stderr)
+    }
+}
