@@ -91,13 +91,19 @@ struct ManifestOptions: ParsableArguments {
         do {
             let manifest = try ManifestLoader.load(path: manifest, environment: Environment.current, root: root)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
-            reporting.gitHub?.diagnostics(manifest.warnings)
+            report(manifest.warnings)
             return manifest
         } catch {
             Output.errors(error.lines.map { TerminalText($0) })
-            reporting.gitHub?.diagnostics(error.diagnostics)
+            report(error.diagnostics)
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
+    }
+
+    /// Diagnostics as `--json` and `--annotations` want them, besides the human lines on standard error.
+    private func report(_ diagnostics: [Diagnostic]) {
+        if reporting.json { Output.lines(diagnostics.map { TerminalText(JSONEvents.diagnostic($0).encoded()) }) }
+        reporting.gitHub?.diagnostics(diagnostics)
     }
 
     /// The reporter `--json`, `--quiet`, `--verbose` and `--progress` ask for, annotating for GitHub when that is on.

@@ -151,6 +151,16 @@ package enum JSONEvents {
 
     /// A problem that does not stop the run: wrong bytes from a source, an unpinned file stored as the server
     /// encoded it, an unusable state cache (`dest` null), a modified file pruning left alone.
+    /// A problem in the manifest (or the config), one event each, before the command exits: where, how bad, the
+    /// key path (`files[2].sha256`, null when none), and the message, as the human line says them.
+    package static func diagnostic(_ diagnostic: Diagnostic) -> JSONValue {
+        .object([("event", .string("diagnostic")), ("file", .string(diagnostic.file)),
+                 ("line", .int(diagnostic.location.map { Int64($0.line) })),
+                 ("column", .int(diagnostic.location.map { Int64($0.column) })),
+                 ("severity", .string(diagnostic.severity.rawValue)), ("path", .string(diagnostic.keyPath)),
+                 ("message", .string(diagnostic.message))])
+    }
+
     package static func warning(dest: String?, message: String) -> JSONValue {
         .object([("event", .string("warning")), ("dest", .string(dest)), ("message", .string(message))])
     }

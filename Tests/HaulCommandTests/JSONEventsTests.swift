@@ -108,6 +108,30 @@ final class JSONEventsTests: XCTestCase {
         XCTAssertNotNil(summary["seconds"] as? Double)
     }
 
+    /// A manifest that does not validate, under `--json`: one `diagnostic` event per problem on stdout, then exit 3.
+    func testManifestDiagnosticsAreJSONEvents() throws {
+        try directory.write("haul.yaml", """
+            version: 1
+            files:
+              - url: ftp://example.com/a
+                dest: a
+                sha256: abc
+            """)
+        for command in ["sync", "plan", "verify"] {
+            let result = try HaulProcess.run([command, "--json"], currentDirectory: directory.path)
+            XCTAssertEqual(result.exitCode, 3, result.stderr)
+            let events = try events(result.stdout)
+            XCTAssertEqual(events.count, 2, result.stdout)
+            XCTAssertEqual(events.map { $0["event"] as? String }, ["diagnostic", "diagnostic"])
+            XCTAssertEqual(events.map { $0["line"] as? Int }, [3, 5])
+            XCTAssertEqual(events.map { $0["path"] as? String }, ["files[0].url", "files[0].sha256"])
+            XCTAssertEqual(events[1]["column"] as? Int, 13)
+            XCTAssertEqual(events[1]["severity"] as? String, "error")
+            XCTAssertEqual(events[1]["file"] as? String, "haul.yaml")
+            XCTAssertEqual(events[1]["message"] as? String, "expected 64 hex digits, found 3")
+        }
+    }
+
     func testPlanAndANoOpSyncInJSON() throws {
         let bytes: [UInt8] = [1, 2, 3]
         let server = try LoopbackHTTPServer(files: ["/a": bytes])
