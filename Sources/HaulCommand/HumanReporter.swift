@@ -170,8 +170,10 @@ final class HumanReporter: RunReporter, Sendable {
         guard !quiet, verbose || linePerFile else { return }
         let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
         guard verbose else { return log(line) }
-        let source = file.fromCache ? "cache" : file.sourceDisplayURL + rewrittenSuffix(entry, source: file.sourceIndex)
-        log(line + " from " + source)
+        guard !file.fromCache else { return log(line + " from cache") }
+        let redirected = file.servedBy.isEmpty || file.servedBy == file.sourceDisplayURL ? "" : ", served by \(file.servedBy)"
+        let version = file.httpVersion.map { " over HTTP/\($0)" } ?? ""
+        log(line + " from " + file.sourceDisplayURL + rewrittenSuffix(entry, source: file.sourceIndex) + redirected + version)
     }
 
     /// ` (rewritten from URL)` when the entry's source `index` is a rewrite.

@@ -202,7 +202,8 @@ package enum JSONEvents {
                              rewrittenFrom: String?) -> JSONValue {
         .object([("event", .string("done")), dest, ("result", .string(result)),
                  ("url", file.fromCache ? .null : .string(file.sourceDisplayURL)),
-                 ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error))]
+                 ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error)),
+                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion))]
                 + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? []))
     }
 

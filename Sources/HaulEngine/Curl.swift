@@ -7,6 +7,25 @@ enum Curl {
     static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 }
 
+/// A URL a server redirected to, as messages may show it: scheme, host, port and path, without userinfo, and
+/// with any query shown as `?…` (a pre-signed URL's query is a credential).
+enum RedirectedURL {
+    static func display(_ url: String) -> String {
+        guard let handle = curl_url() else { return "(redirect target)" }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return "(redirect target)" }
+        func part(_ which: CURLUPart) -> String? {
+            var pointer: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(handle, which, &pointer, 0) == CURLUE_OK, let pointer else { return nil }
+            defer { curl_free(pointer) }
+            return String(cString: pointer)
+        }
+        let port = part(CURLUPART_PORT).map { ":" + $0 } ?? ""
+        let query = part(CURLUPART_QUERY) == nil ? "" : "?…"
+        return "\(part(CURLUPART_SCHEME) ?? "?")://\(part(CURLUPART_HOST) ?? "?")\(port)\(part(CURLUPART_PATH) ?? "/")\(query)"
+    }
+}
+
 /// The libcurl this process runs with, as `haul --version` reports it: its version, its TLS library, and whether it
 /// speaks HTTP/2 (what a bug report needs, and what differs between distributions).
 package enum CurlLibrary {
@@ -99,6 +118,19 @@ final class EasyHandle {
         var code = 0
         guard haul_easy_getinfo_long(raw, CURLINFO_HTTP_CONNECTCODE, &code) == CURLE_OK else { return 0 }
         return code
+    }
+
+    /// The HTTP version of the last response: "1.0", "1.1", "2", "3"; nil before one.
+    var httpVersion: String? {
+        var value = 0
+        guard haul_easy_getinfo_long(raw, CURLINFO_HTTP_VERSION, &value) == CURLE_OK else { return nil }
+        switch value {
+        case Int(CURL_HTTP_VERSION_1_0): return "1.0"
+        case Int(CURL_HTTP_VERSION_1_1): return "1.1"
+        case Int(CURL_HTTP_VERSION_2_0): return "2"
+        case 30: return "3"  // CURL_HTTP_VERSION_3, absent from older headers
+        default: return nil
+        }
     }
 
     /// The absolute target of a 3xx answer's `Location`, resolved against the request URL.

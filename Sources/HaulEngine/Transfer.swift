@@ -18,6 +18,8 @@ final class Transfer {
     private(set) var hasFileMode = false
     /// The handle of the attempt running in libcurl; nil while the transfer waits.
     var easy: EasyHandle?
+    /// The HTTP version of the last answer, read as the attempt ends (the handle is reused afterwards).
+    var httpVersion: String?
     /// Monotonic time at which a transfer waiting for a retry may start again.
     var retryAt: Double = 0
     /// Hosts of the sources as `BadHosts` keys, computed the first time a bad host makes them matter.

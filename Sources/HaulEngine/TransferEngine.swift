@@ -290,7 +290,9 @@ package final class TransferEngine: Sendable {
                     engine.partials?.removeMetadata(forPartial: partial)
                 }
                 finish(transfer, keepingFile: true, sharers: sharers)
-                delegate.transfer(id, didProduce: .finished(.success(file.at(verified, hasFileMode: transfer.hasFileMode))))
+                var delivered = file.at(verified, hasFileMode: transfer.hasFileMode)
+                delivered.httpVersion = transfer.httpVersion
+                delegate.transfer(id, didProduce: .finished(.success(delivered)))
             case .notModified(let sourceDisplayURL, let freshFor, let removesFile, let sharers):
                 finish(transfer, keepingFile: !removesFile, sharers: sharers)
                 delegate.transfer(id, didProduce: .notModified(sourceDisplayURL: sourceDisplayURL, freshFor: freshFor))
@@ -416,6 +418,7 @@ package final class TransferEngine: Sendable {
         private mutating func complete(_ raw: UnsafeMutableRawPointer, _ result: CURLcode) {
             guard let transfer = active.removeValue(forKey: raw), let easy = transfer.easy else { return }
             multi.remove(easy)
+            transfer.httpVersion = easy.httpVersion
             let url = transfer.state.currentURL
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
@@ -486,7 +489,9 @@ package final class TransferEngine: Sendable {
                     let id = sharer.request.id
                     switch FileClone.copy(original, to: copy, mode: sharer.request.fileMode, umask: engine.umask) {
                     case .success(let hasFileMode):
-                        delegate.transfer(id, didProduce: .finished(.success(file.at(copy, hasFileMode: hasFileMode))))
+                        var delivered = file.at(copy, hasFileMode: hasFileMode)
+                        delivered.httpVersion = transfer.httpVersion
+                        delegate.transfer(id, didProduce: .finished(.success(delivered)))
                     case .failure(let error):
                         let failure = AttemptFailure(sourceDisplayURL: file.sourceDisplayURL,
                                                      reason: .local(operation: "copy verified file to", path: copy.path, errno: error.code))

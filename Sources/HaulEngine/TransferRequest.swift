@@ -230,6 +230,10 @@ package struct DownloadedFile: Sendable, Equatable {
     package var fromCache = false
     /// For an unpinned file: how long after it arrived its server says it stays fresh (`Freshness`); nil: none.
     package var freshFor: Double?
+    /// Who sent the bytes, after mirrors and redirects: the source's display form, or the URL it redirected to
+    /// (see `RedirectedURL`); and the HTTP version of that answer ("1.1", "2"). Empty and nil from the cache.
+    package var servedBy = ""
+    package var httpVersion: String?
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,

@@ -329,7 +329,9 @@ struct TransferStateMachine: Sendable {
         return DownloadedFile(temporaryPath: "", temporaryName: "", size: fileBytes, digest: digest,
                               sourceDisplayURL: request.sources[index].displayURL, sourceIndex: index,
                               validators: unpinned ? HTTPValidators(etag: headers.etag, lastModified: headers.lastModified) : nil,
-                              contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? headers.freshness : nil)
+                              contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? headers.freshness : nil,
+                              servedBy: currentURL == request.sources[index].url
+                                  ? request.sources[index].displayURL : RedirectedURL.display(currentURL))
     }
 
     /// The end, in failure. A resumable partial stays for the next run when what ended it left bytes worth resuming

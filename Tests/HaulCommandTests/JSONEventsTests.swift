@@ -153,3 +153,33 @@ final class JSONEventsTests: XCTestCase {
         XCTAssertEqual(events[1]["exit_status"] as? Int, 0)
     }
 }
+
+/// Who served the bytes: after mirrors and redirects, with a redirect's query hidden, and over which HTTP version.
+final class ServedByTests: XCTestCase {
+    func testDoneSaysWhichURLServedTheBytesAndOverWhichHTTP() throws {
+        let directory = try TemporaryDirectory()
+        let bytes: [UInt8] = Array("redirected\n".utf8)
+        let storage = try LoopbackHTTPServer(files: ["/blob": bytes])
+        defer { storage.stop() }
+        let origin = try LoopbackHTTPServer { _ in .redirect(to: storage.url("/blob?X-Signature=s3cret-sig")) }
+        defer { origin.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            files:
+              - url: \(origin.url("/a.bin"))
+                dest: a.bin
+                sha256: \(sha256(bytes))
+            """)
+        let json = try directory.haul(["sync", "--json"])
+        XCTAssertEqual(json.exitCode, 0, json.stderr)
+        let done = try XCTUnwrap(json.stdout.split(separator: "\n").first { $0.contains("\"event\":\"done\"") })
+        XCTAssertTrue(done.contains("\"url\":\"\(origin.url("/a.bin"))\""), String(done))
+        XCTAssertTrue(done.contains("\"served_by\":\"\(storage.url("/blob"))?…\",\"http_version\":\"1.1\""), String(done))
+        XCTAssertFalse(json.stdout.contains("s3cret-sig"))
+
+        try FileManager.default.removeItem(atPath: directory.path("a.bin"))
+        let verbose = try directory.haul(["sync", "--verbose", "--progress", "none"])
+        XCTAssertTrue(verbose.stdout.contains("fetched a.bin (11 B) from \(origin.url("/a.bin")), served by \(storage.url("/blob"))?… over HTTP/1.1\n"),
+                      verbose.stdout)
+    }
+}

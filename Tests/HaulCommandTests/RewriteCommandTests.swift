@@ -110,7 +110,7 @@ final class RewriteCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), bytes)
         XCTAssertEqual(upstream.requests.map { $0.header("Authorization") }, ["Bearer s3cret"])
-        XCTAssertTrue(sync.stdout.contains("fetched a.bin (17 B) from \(upstream.url("/pkg/a.bin"))\n"), sync.stdout)
+        XCTAssertTrue(sync.stdout.contains("fetched a.bin (17 B) from \(upstream.url("/pkg/a.bin")) over HTTP/1.1\n"), sync.stdout)
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
         upstream.resetLog()
@@ -224,7 +224,7 @@ final class RewriteCommandTests: XCTestCase {
         let sync = try haul(["sync", "--verbose", "--progress", "none"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertTrue(sync.stdout.contains("fetch a.bin ← \(rewritten)\n"), sync.stdout)
-        XCTAssertTrue(sync.stdout.contains("fetched a.bin (17 B) from \(rewritten)\n"), sync.stdout)
+        XCTAssertTrue(sync.stdout.contains("fetched a.bin (17 B) from \(rewritten) over HTTP/1.1\n"), sync.stdout)
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
         let json = try haul(["sync", "--json"])
