@@ -422,7 +422,7 @@ package final class TransferEngine: Sendable {
             let url = transfer.state.currentURL
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
-            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy)
+            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy, lowSpeedLimit: engine.configuration.lowSpeedLimit)
             let redirect = (300..<400).contains(status)
                 ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
             let action = transfer.state.attemptEnded(
@@ -450,7 +450,12 @@ package final class TransferEngine: Sendable {
 
         /// libcurl's error, in haul's terms: answers libcurl itself found malformed are protocol violations (not
         /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants.
-        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> FailureReason {
+        /// `1 KiB/s`, `512 B/s`: the low-speed floor as messages say it.
+        private static func rate(_ bytesPerSecond: Int) -> String {
+            bytesPerSecond % 1024 == 0 ? "\(bytesPerSecond / 1024) KiB/s" : "\(bytesPerSecond) B/s"
+        }
+
+        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle, lowSpeedLimit: Int) -> FailureReason {
             let detail = easy.errorMessage
             let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets)
             if easy.connectCode == 407 { return proxyAuthentication(for: transfer.state.currentURL) }
@@ -461,6 +466,10 @@ package final class TransferEngine: Sendable {
             case CURLE_OUT_OF_MEMORY where transfer.state.headers.headerBytes > 0 && transfer.bytesWritten == 0:
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
                 return .protocolViolation("a response header line over 100 KiB")
+            case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Operation too slow"):
+                // The low-speed floor (see `lowSpeedLimit`), said as the stall window is: in haul's words.
+                let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))
+                return .network(code: CurlCode(result), message: "under \(Self.rate(lowSpeedLimit)) for \(window) s")
             default:
                 return .network(code: CurlCode(result), message: message)
             }

@@ -111,3 +111,25 @@ final class SizeLimitMessageTests: XCTestCase {
                       sync.stderr)
     }
 }
+
+/// libcurl's low-speed abort, in haul's words: the floor and the window, as the manifest's `timeout` says it.
+final class LowSpeedMessageTests: XCTestCase {
+    func testATrickleIsUnderTheFloorInHaulsWords() throws {
+        let directory = try TemporaryDirectory()
+        let bytes = [UInt8](repeating: 1, count: 100_000)
+        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 20, interval: 0.2)) }
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            files:
+              - url: \(server.url("/slow.bin"))
+                dest: slow.bin
+                timeout: 1s
+                retries: 0
+            """)
+        let sync = try directory.haul(["sync", "--progress", "none"])
+        XCTAssertEqual(sync.exitCode, 1, sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("error: slow.bin: \(server.url("/slow.bin")): under 1 KiB/s for 1 s\n"), sync.stderr)
+        XCTAssertFalse(sync.stderr.contains("Operation too slow"), sync.stderr)
+    }
+}
