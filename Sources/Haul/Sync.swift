@@ -117,14 +117,18 @@ package struct Sync: Sendable {
     /// as only that source is asked conditionally.
     private func revalidation(_ observation: Observation) -> Revalidation {
         var confirmations = [Confirmation?](repeating: nil, count: manifest.files.count)
+        var written = [Bool](repeating: true, count: manifest.files.count)
         for index in manifest.files.indices where manifest.files[index].checksum == nil {
-            guard let origin = observation.record(at: index, of: manifest.files)?.origin,
+            let origin = observation.record(at: index, of: manifest.files)?.origin
+            written[index] = origin != nil
+            guard let origin,
                   observation.owns(origin), let checkedAt = origin.checkedAt, let sourceKey = origin.sourceKey,
                   options.rewrites.sources(of: manifest.files[index]).contains(where: { TransferSource.key($0.url) == sourceKey })
             else { continue }
             confirmations[index] = Confirmation(checkedAt: Double(checkedAt), freshUntil: origin.freshUntil.map(Double.init))
         }
-        return Revalidation(confirmations: confirmations, now: options.wallClock(), always: options.revalidatesFreshFiles)
+        return Revalidation(confirmations: confirmations, written: written, now: options.wallClock(),
+                            always: options.revalidatesFreshFiles)
     }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes and

@@ -98,6 +98,8 @@ package enum HumanReport {
             "local copy not verified"
         case .unreadable(let why):
             "\(why); it will be replaced"
+        case .notWrittenByHaul:
+            "not written by haul; the server's copy replaces it"
         }
     }
 

@@ -27,6 +27,9 @@ package enum FetchReason: Sendable, Equatable {
     case unverified
     /// The local copy cannot be read at all; replacing it is the way to make it right.
     case unreadable(String)
+    /// An unpinned entry's file that haul did not write: there are no validators to ask with, so the server's copy
+    /// replaces whatever is there.
+    case notWrittenByHaul
 }
 
 /// What one entry needs.
@@ -65,14 +68,17 @@ package struct Confirmation: Sendable, Equatable {
 }
 
 /// What deciding whether to ask a server again needs: per entry, its last confirmation (nil: none that counts),
-/// the time now, and whether to ask anyway (`--refresh`).
+/// whether haul wrote the file there (nil: not known, taken as yes), the time now, and whether to ask anyway
+/// (`--refresh`).
 package struct Revalidation: Sendable {
     package var confirmations: [Confirmation?]
+    package var written: [Bool]?
     package var now: Double
     package var always: Bool
 
-    package init(confirmations: [Confirmation?], now: Double, always: Bool = false) {
+    package init(confirmations: [Confirmation?], written: [Bool]? = nil, now: Double, always: Bool = false) {
         self.confirmations = confirmations
+        self.written = written
         self.now = now
         self.always = always
     }
@@ -225,7 +231,9 @@ package enum Planner {
         precondition(revalidation.map { $0.confirmations.count == files.count } ?? true, "one confirmation per entry")
         return Plan(files: files, actions: files.indices.map { index in
                         let action = decide(files[index], observed[index])
-                        guard action == .revalidate, let revalidation, !revalidation.always,
+                        guard action == .revalidate, let revalidation else { return action }
+                        if revalidation.written?[index] == false { return .fetch(.notWrittenByHaul) }
+                        guard !revalidation.always,
                               let remaining = freshness(files[index], revalidation.confirmations[index], now: revalidation.now)
                         else { return action }
                         return .fresh(for: remaining)

@@ -116,8 +116,9 @@ final class SizeLimitMessageTests: XCTestCase {
 final class LowSpeedMessageTests: XCTestCase {
     func testATrickleIsUnderTheFloorInHaulsWords() throws {
         let directory = try TemporaryDirectory()
-        let bytes = [UInt8](repeating: 1, count: 100_000)
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 20, interval: 0.2)) }
+        // 250 B/s for 8 s: under the floor, and short enough that the server's handler ends soon after haul hangs up.
+        let bytes = [UInt8](repeating: 1, count: 2_000)
+        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 50, interval: 0.2)) }
         defer { server.stop() }
         try directory.write("haul.yaml", """
             version: 1
