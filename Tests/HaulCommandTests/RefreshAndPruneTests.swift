@@ -63,6 +63,23 @@ final class RefreshAndPruneTests: XCTestCase {
                        "the new version's validators were recorded")
     }
 
+    /// A file haul did not write, under an unpinned entry: plan and sync say it is replaced by the server's copy.
+    func testAnUnpinnedEntryOverAFileHaulDidNotWriteIsAReplacementSaidSo() throws {
+        let server = try LoopbackHTTPServer(files: ["/feed.json": Array("{\"v\":2}".utf8)])
+        defer { server.stop() }
+        try writeManifest([(server.url("/feed.json"), "feed.json", nil)])
+        try directory.write("out/feed.json", "mine")
+        let plan = try directory.haul(["plan"])
+        XCTAssertEqual(plan.exitCode, 2, plan.stdout)
+        XCTAssertTrue(plan.stdout.hasPrefix("~ feed.json (not written by haul; the server's copy replaces it)\n"), plan.stdout)
+        let sync = try directory.haul(["sync"])
+        XCTAssertEqual(sync.exitCode, 0, sync.stderr)
+        XCTAssertTrue(sync.stdout.contains("~ feed.json (not written by haul; the server's copy replaces it)"), sync.stdout)
+        XCTAssertEqual(directory.read("out/feed.json"), Array("{\"v\":2}".utf8))
+        XCTAssertNil(server.requests.last?.header("If-None-Match"), "nothing to ask conditionally with")
+        XCTAssertTrue(try directory.haul(["plan"]).stdout.contains("↻ feed.json"), "haul's from now on: revalidated")
+    }
+
     func testALocallyModifiedUnpinnedFileIsFetchedUnconditionally() throws {
         let files = StaticFiles(["/data.csv": Array("server\n".utf8)])
         let server = try LoopbackHTTPServer(files: files)

@@ -205,7 +205,8 @@ final class TransferStateMachineTests: XCTestCase {
         _ = machine.attemptEnded(bytesWritten: 1000, now: 0, badHosts: [])
         XCTAssertEqual(machine.digestComputed(.success(digest), now: 0, badHosts: []).action, .deliver(DownloadedFile(
             temporaryPath: "", temporaryName: "", size: 1000, digest: digest, sourceDisplayURL: "http://a/f", sourceIndex: 0,
-            validators: HTTPValidators(etag: "\"v9\"", lastModified: nil), contentEncoding: "gzip"), sharers: []))
+            validators: HTTPValidators(etag: "\"v9\"", lastModified: nil), contentEncoding: "gzip", servedBy: "http://a/f"),
+            sharers: []))
     }
 
     // MARK: Resume
@@ -465,7 +466,7 @@ final class TransferStateMachineTests: XCTestCase {
         _ = machine.attemptEnded(bytesWritten: 1000, now: 0, badHosts: [])
         let verdict = machine.digestComputed(.success(digest), now: 0, badHosts: [])
         let file = DownloadedFile(temporaryPath: "", temporaryName: "", size: 1000, digest: digest, sourceDisplayURL: "http://a/f",
-                                  sourceIndex: 0)
+                                  sourceIndex: 0, servedBy: "http://a/f")
         guard verdict.sharers.count == 2, case .serve(let served, file) = verdict.sharers[0],
               case .goOnAlone(let alone, let why) = verdict.sharers[1] else {
             return XCTFail("\(verdict.sharers)")

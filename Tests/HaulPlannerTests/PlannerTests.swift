@@ -204,3 +204,19 @@ final class FreshnessPlanTests: XCTestCase {
         XCTAssertEqual(plan.tally.upToDate, 1)
     }
 }
+
+/// An unpinned entry over a file haul has no record of writing: no validators to ask with, so it is a replacement,
+/// said as one, never a revalidation.
+final class NotWrittenByHaulPlanTests: XCTestCase {
+    func testAnUnrecordedFileUnderAnUnpinnedEntryIsReplacedAndSaidSo() {
+        let entry = FileEntry(index: 0, url: TemplatedString(literal: "https://example.com/feed.json"), mirrors: [],
+                              destination: DestinationPath("feed.json")!, checksum: nil, size: nil, mode: FileMode(0o644),
+                              retries: 3, timeout: Seconds(30), headers: [], location: SourceLocation(line: 1, column: 1))
+        let present = LocalState.file(size: 10, digest: nil)
+        let unrecorded = Revalidation(confirmations: [nil], written: [false], now: 0, always: true)
+        XCTAssertEqual(Planner.plan([entry], observed: [present], revalidation: unrecorded).actions, [.fetch(.notWrittenByHaul)])
+        let recorded = Revalidation(confirmations: [nil], written: [true], now: 0)
+        XCTAssertEqual(Planner.plan([entry], observed: [present], revalidation: recorded).actions, [.revalidate])
+        XCTAssertEqual(Planner.plan([entry], observed: [.missing], revalidation: unrecorded).actions, [.fetch(.missing)])
+    }
+}
