@@ -83,7 +83,8 @@ package enum Pinner {
         defer { workspace.remove() }
         let engine = TransferEngine(configuration: EngineConfiguration(
             temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
-            caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize))
+            caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,
+            maxBytesPerSecond: options.maxBytesPerSecond))
         let request = TransferRequest(
             id: 0,
             sources: options.rewrites.sources(of: [url]).map {

@@ -31,6 +31,8 @@ package struct SyncOptions: Sendable {
     /// `--retries`, `--timeout`: over every entry's own and `defaults:`.
     package var retries: Int?
     package var stallTimeout: Double?
+    /// `--limit-rate`: bytes per second for the whole run, all transfers together.
+    package var maxBytesPerSecond: Int64?
     /// Ask the server about every unpinned file, even one it said is still fresh (`--refresh`).
     package var revalidatesFreshFiles = false
     /// `--adopt`: manifests (named relative to root, as `plan --prune` names them) whose files become this

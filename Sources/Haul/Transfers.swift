@@ -65,7 +65,7 @@ extension Sync {
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: options.userAgent ?? HaulVersion.userAgent, partialDirectory: staging.partial,
                 maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
-                startsWriteback: options.durability == .full))
+                startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond))
             // Hits first, committed as they are copied; the engine gets what the cache could not serve.
             let downloads = cache?.fill(plan, fetches: fetches, staging: staging, startsWriteback: options.durability == .full,
                                         cancellation: cancellation) {

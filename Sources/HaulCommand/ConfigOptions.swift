@@ -64,6 +64,11 @@ struct RequestOptions: ParsableArguments {
                                + "the manifest's timeout.", valueName: "duration"))
     var timeout: RunDuration?
 
+    @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
+        "(sync, add) Bytes per second for the whole run, all transfers together (e.g. 500K, 10M; K = 1024).",
+        valueName: "rate"))
+    var limitRate: ByteSize?
+
     func validate() throws {
         if let retries, !(0...100).contains(retries) { throw ValidationError("--retries must be between 0 and 100, not \(retries)") }
         if let userAgent, userAgent.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }) {
@@ -86,5 +91,6 @@ struct RequestOptions: ParsableArguments {
         options.userAgent = userAgent
         options.retries = retries
         options.stallTimeout = timeout?.seconds
+        options.maxBytesPerSecond = limitRate?.bytes
     }
 }

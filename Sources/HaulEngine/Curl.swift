@@ -67,6 +67,11 @@ final class EasyHandle {
         refusal = nil
     }
 
+    /// Lets a transfer its write callback paused (`Transfer.pause`) go on: libcurl hands over the chunk it kept, at once.
+    func resumeReceiving() {
+        _ = curl_easy_pause(raw, CURLPAUSE_CONT)
+    }
+
     /// The first option libcurl refused since the last reset (one this libcurl lacks, out of memory), as the
     /// reason the transfer fails: a request must never go out half-configured, with a protocol or TLS restriction
     /// silently missing.

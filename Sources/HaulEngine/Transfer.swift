@@ -24,6 +24,10 @@ final class Transfer {
     var retryAt: Double = 0
     /// Hosts of the sources as `BadHosts` keys, computed the first time a bad host makes them matter.
     var hostKeys: [String]?
+    /// The run's `--limit-rate` budget, if any.
+    private let rateLimiter: RateLimiter?
+    /// The write callback found the run's rate budget spent and paused the transfer; the loop resumes it.
+    private(set) var isPausedForRate = false
     /// The errno of a socket(2) that failed for this attempt (see `transferOpenSocketCallback`); 0 when none did.
     var socketError: Int32 = 0
     private var attempt = Attempt()
@@ -57,8 +61,9 @@ final class Transfer {
     private enum Body { case unseen, written, discarded }
 
     init(_ state: TransferStateMachine, partials: PartialStore?, reportsProgress: Bool, startsWriteback: Bool = false,
-         clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
+         rateLimiter: RateLimiter? = nil, clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
         self.state = state
+        self.rateLimiter = rateLimiter
         self.bodyLimit = state.bodyLimit
         self.partials = partials
         self.reportsProgress = reportsProgress
@@ -123,6 +128,7 @@ final class Transfer {
     func beginAttempt() {
         attempt = Attempt(lastActivityAt: clock.now)
         socketError = 0
+        isPausedForRate = false
     }
 
     /// This attempt's body bytes, handed to the machine once (`attemptEnded`, or `stop` mid-attempt).
@@ -134,6 +140,8 @@ final class Transfer {
     /// libcurl's transfer-info callback runs at least once a second, even when nothing arrives: the place to
     /// notice that nothing has arrived for the whole stall window. Returns false to abort.
     func checkForStall() -> Bool {
+        // Waiting for the rate budget is not a stall: the window starts again when the transfer goes on.
+        if isPausedForRate { attempt.lastActivityAt = clock.now }
         let window = state.request.stallTimeout
         guard clock.now - attempt.lastActivityAt > window else { return true }
         state.abort(.network(code: .operationTimedOut, message: "no data for \(window == window.rounded() ? "\(Int(window))" : "\(window)") s"))
@@ -180,9 +188,30 @@ final class Transfer {
         return true
     }
 
+    /// libcurl's write callback: a chunk is taken when the run's rate budget allows it, else the transfer pauses and
+    /// libcurl keeps the chunk until `resume`.
+    func receive(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let rateLimiter, !bytes.isEmpty else { return take(bytes) }
+        let now = clock.now
+        guard rateLimiter.allows(now: now) else {
+            isPausedForRate = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
+        let taken = take(bytes)
+        rateLimiter.spend(taken, now: now)
+        return taken
+    }
+
+    /// A transfer paused for the rate budget goes on (libcurl delivers the kept chunk from within this call).
+    func resume() {
+        guard isPausedForRate, let easy else { return }
+        isPausedForRate = false
+        easy.resumeReceiving()
+    }
+
     /// The write path: every body byte goes through here once, into the file and the hash together.
     /// Returning fewer bytes than offered makes libcurl abort the transfer.
-    func receive(_ bytes: UnsafeRawBufferPointer) -> Int {
+    private func take(_ bytes: UnsafeRawBufferPointer) -> Int {
         if bytes.isEmpty { return 0 }
         if attempt.body == .unseen, !beginBody() { return 0 }
         if attempt.body == .discarded {

@@ -43,7 +43,8 @@ package final class TransferEngine: Sendable {
     /// transfer does not wait for 100,000 requests to be built, and building them is shared between the loops.
     package func run(count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
                     reportsProgress: Bool = false, cancellation: Cancellation? = nil) {
-        let run = RunState(queue: RequestQueue(count: count, make: request), claims: PartialClaims(), badHosts: BadHosts())
+        let run = RunState(queue: RequestQueue(count: count, make: request), claims: PartialClaims(), badHosts: BadHosts(),
+                           rateLimiter: configuration.maxBytesPerSecond.map { RateLimiter(bytesPerSecond: $0, now: MonotonicClock.seconds()) })
         let shares = configuration.loopShares
         let others = shares.dropFirst().compactMap { share in
             // A loop whose thread cannot start leaves its share unused; the others take every request.
@@ -94,6 +95,8 @@ package final class TransferEngine: Sendable {
         let claims: PartialClaims
         /// Hosts that refused or timed out in this run: tried after the others.
         let badHosts: BadHosts
+        /// The run's `--limit-rate` budget, shared by every loop.
+        let rateLimiter: RateLimiter?
     }
 
     /// The mutable state of one loop of a `run`: transfers in libcurl, transfers waiting to retry or for a slot,
@@ -130,6 +133,8 @@ package final class TransferEngine: Sendable {
             return String(generator.next() as UInt64, radix: 16) + "-"
         }()
         var temporaryCount = 0
+        /// Which paused transfer `resumePaused` offers the budget to first: a different one each turn.
+        var resumeTurn = 0
 
         private var hasWork: Bool {
             !active.isEmpty || !parked.isEmpty || !ready.isEmpty || !verifying.isEmpty || !waitingForDescriptors.isEmpty
@@ -160,6 +165,7 @@ package final class TransferEngine: Sendable {
                         break
                     }
                 }
+                if let limiter = run.rateLimiter { resumePaused(limiter, now: now) }
                 multi.perform()
                 let finished = multi.completed()
                 for (easy, result) in finished { complete(easy, result) }
@@ -219,9 +225,26 @@ package final class TransferEngine: Sendable {
             ready.append(waitingForDescriptors.removeFirst())
         }
 
+        /// Until the soonest retry is due, or a transfer paused for the rate budget may go on, or a second.
         private func pollTimeout(now: Double) -> Int32 {
-            guard let soonest = parked.map(\.retryAt).min() else { return 1000 }
+            var soonest = parked.map(\.retryAt).min() ?? now + 1
+            if let limiter = run.rateLimiter, active.values.contains(where: \.isPausedForRate) {
+                soonest = min(soonest, now + max(0.001, limiter.wait(now: now)))
+            }
             return Int32(max(0, min(1000, (soonest - now) * 1000)))
+        }
+
+        /// Transfers paused for the rate budget go on while it allows, a different one first each turn so that none
+        /// waits behind the others for ever.
+        private mutating func resumePaused(_ limiter: RateLimiter, now: Double) {
+            let paused = active.values.filter(\.isPausedForRate)
+            guard !paused.isEmpty else { return }
+            resumeTurn &+= 1
+            let first = resumeTurn % paused.count
+            for transfer in paused[first...] + paused[..<first] {
+                guard limiter.allows(now: now) else { return }
+                transfer.resume()
+            }
         }
 
         private mutating func start(_ request: TransferRequest) {
@@ -238,7 +261,7 @@ package final class TransferEngine: Sendable {
 
         private func makeTransfer(_ state: TransferStateMachine) -> Transfer {
             Transfer(state, partials: engine.partials, reportsProgress: reportsProgress, startsWriteback: engine.startsWriteback,
-                     clock: clock) { [delegate, id = state.request.id] in
+                     rateLimiter: run.rateLimiter, clock: clock) { [delegate, id = state.request.id] in
                 delegate.transfer(id, didProduce: $0)
             }
         }

@@ -149,23 +149,30 @@ package struct EngineConfiguration: Sendable {
     /// Start writing large bodies to disk while they arrive (`WritebackHint`), for a caller that flushes each file
     /// before committing it: the flush then finds little left to write.
     package var startsWriteback: Bool
+    /// `--limit-rate`: bytes per second for the whole run, all transfers together (`RateLimiter`); nil: no limit.
+    package var maxBytesPerSecond: Int64?
 
     package init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
                 retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
-                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1, startsWriteback: Bool = false) {
+                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1, startsWriteback: Bool = false,
+                maxBytesPerSecond: Int64? = nil) {
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.caFile = caFile
         self.userAgent = userAgent
         self.maxRedirects = maxRedirects
-        self.lowSpeedLimit = lowSpeedLimit
+        // Under a rate limit the floor is at most half of each transfer's even share of it: a run limited to
+        // 64 KiB/s over 128 transfers must not fail them for being slow.
+        self.lowSpeedLimit = maxBytesPerSecond.map { min(lowSpeedLimit, max(1, Int($0 / Int64(2 * max(1, maxConcurrentTransfers))))) }
+            ?? lowSpeedLimit
         self.retryPolicy = retryPolicy
         self.partialDirectory = partialDirectory
         self.maxBodyBytes = maxBodyBytes
         self.loops = loops
         self.startsWriteback = startsWriteback
+        self.maxBytesPerSecond = maxBytesPerSecond
     }
 
     /// One loop's part of the limits.

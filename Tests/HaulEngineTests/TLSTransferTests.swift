@@ -81,6 +81,34 @@ final class TLSTransferTests: XCTestCase {
         XCTAssertEqual(log.map(\.connectionRequest).sorted(), Array(1 ... 40))
     }
 
+    /// `--limit-rate` pauses transfers from the write callback; over one multiplexed HTTP/2 connection a paused stream
+    /// must lose no byte and hold up no other, and the whole still keeps to the rate.
+    func testRateLimitedStreamsOfOneHTTP2ConnectionArriveWholeAtTheRate() throws {
+        let served = try TemporaryDirectory(prefix: "haul-test-served")
+        let bodies = (0..<4).map { index in (0..<(256 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) } }
+        for (index, body) in bodies.enumerated() { try served.write("/big\(index)", body) }
+        let authority = try TestCertificateAuthority()
+        let server = try NginxServer(root: served.path, authority: authority)
+        defer { server.stop() }
+        let staging = try TemporaryDirectory(prefix: "haul-test-staging")
+        let engine = TransferEngine(configuration: EngineConfiguration(
+            temporaryDirectory: heldOpen(staging.path), maxConcurrentTransfers: 4, caFile: authority.caCertificatePath,
+            maxBytesPerSecond: 512 << 10))
+        let recorder = Recorder()
+        let started = MonotonicClock.seconds()
+        engine.run(bodies.indices.map { request($0, [server.httpsURL("/big\($0)")], expecting: bodies[$0]) }, delegate: recorder)
+        let elapsed = MonotonicClock.seconds() - started
+
+        for (index, body) in bodies.enumerated() {
+            let file = try XCTUnwrap(try recorder.results[index]?.get(), "transfer \(index)")
+            XCTAssertEqual(contents(file.temporaryPath), body)
+        }
+        XCTAssertTrue(recorder.attemptFailures.isEmpty, "\(recorder.attemptFailures)")
+        XCTAssertEqual(Set(server.accessLog(atLeast: 4).map(\.protocolVersion)), ["HTTP/2.0"])
+        // 1 MiB at 512 KiB/s, less the tenth of a second the budget starts with.
+        XCTAssertGreaterThan(elapsed, 1.8, "the rate limit held the run to 512 KiB/s")
+    }
+
     func testUntrustedCertificateFailsOnceWithPeerVerificationError() throws {
         let fixture = try makeFixture()
         defer { fixture.server.stop() }

@@ -59,6 +59,9 @@ public enum Fault: Sendable, Equatable {
     case noContentLength
     /// Read the request, then close without sending anything (curl: "Empty reply from server").
     case closeWithoutResponse
+    /// Not a fault but a meter: send the body in writes of this size through a small send buffer, logging when the
+    /// kernel took each (`LoopbackHTTPServer.bodyWrites`), so that a test sees the rate the client reads at.
+    case metered(bytesPerWrite: Int)
 }
 
 public struct ServerResponse: Sendable {

@@ -55,6 +55,10 @@ public final class LoopbackHTTPServer: Sendable {
         core.state.withLock { $0.requests.removeAll() }
     }
 
+    /// Each write of a `.metered` body, in the order the kernel took them: when (monotonic seconds) and how many
+    /// bytes, across all connections.
+    public var bodyWrites: [(time: Double, bytes: Int)] { core.state.withLock { $0.bodyWrites } }
+
     /// TCP connections accepted so far; with keep-alive, fewer connections than requests.
     public var connectionCount: Int { core.state.withLock { $0.connectionCount } }
 
@@ -78,6 +82,7 @@ final class ServerCore: Sendable {
         var threads: [Int: pthread_t] = [:]
         var finished: [Int] = []
         var acceptThread: pthread_t?
+        var bodyWrites: [(time: Double, bytes: Int)] = []
     }
 
     let port: UInt16
@@ -429,6 +434,18 @@ final class ServerCore: Sendable {
             guard Socket.sendAll(fd, wire[0 ..< first]) else { return .close }
             guard pause(seconds) else { return .close }
             guard Socket.sendAll(fd, wire[first...]) else { return .close }
+            return normalEnding
+        case .metered(let bytesPerWrite):
+            // A small send buffer: what the kernel takes is close to what the client has read.
+            Socket.setOption(fd, SOL_SOCKET, SO_SNDBUF, 32 * 1024)
+            var offset = 0
+            while offset < wire.count {
+                let end = min(offset + max(1, bytesPerWrite), wire.count)
+                guard Socket.sendAll(fd, wire[offset ..< end]) else { return .close }
+                let now = monotonicSeconds()
+                state.withLock { $0.bodyWrites.append((now, end - offset)) }
+                offset = end
+            }
             return normalEnding
         case .trickle(let bytesPerChunk, let interval):
             let step = max(1, bytesPerChunk)
