@@ -3,8 +3,8 @@
 #
 #   benchmarks/cache-fill.sh [SCENARIO ...]        default: large huge-manifest
 #
-# Per scenario (the shared corpora of ../shared/bench, generated under $BENCH_DATA):
-#   1. the cache is filled once by haul, syncing from the shared nginx (untimed);
+# Per scenario (the corpora of benchmarks/harness, generated under $BENCH_DATA):
+#   1. the cache is filled once by haul, syncing from the harness's nginx (untimed);
 #   2. timed, RUNS times each, interleaved, after an untimed `rm -rf` + `sync` of the target:
 #        cp -r of the tree (a copy of the corpus files on tmpfs, as the synced tree holds them) into a fresh directory;
 #        haul sync --cache CACHE of a manifest whose URLs point at a request-counting server, into a fresh empty root;
@@ -13,14 +13,14 @@
 #      of requests the counting server saw during the haul runs (must be 0: every file came from the cache).
 # Cache, trees and roots all live on tmpfs (BENCH_WORK), so both commands read and write the same file system.
 #
-# Env: BENCH (default ../shared/bench), BENCH_DATA (default /tmp/bench-data), BENCH_WORK (default /dev/shm/haul-cache-fill),
-# RUNS (5), JOBS (16), PORT (18280, the shared nginx), COUNT_PORT (PORT+2), HAUL (a binary to measure instead of building
+# Env: BENCH (default benchmarks/harness), BENCH_DATA (default /tmp/bench-data), BENCH_WORK (default /dev/shm/haul-cache-fill),
+# RUNS (5), JOBS (16), PORT (18280, the harness's nginx), COUNT_PORT (PORT+2), HAUL (a binary to measure instead of building
 # the release one), KEEP=1 to keep BENCH_WORK afterwards.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$HERE/../shared/bench}
-[ -d "$BENCH" ] || BENCH=/work/shared/bench
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx python3 sha256sum
 [ $# -gt 0 ] || set -- large huge-manifest
 
 if [ -z "${HAUL:-}" ]; then

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Two builds of haul side by side on the shared corpora (../shared/bench: corpus, private nginx on 127.0.0.1),
+# Two builds of haul side by side on the corpora of benchmarks/harness (private nginx on 127.0.0.1),
 # runs interleaved, medians and ratios: how a change moved the figures users see.
 #
 #   benchmarks/compare-builds.sh OLD_HAUL NEW_HAUL [SCENARIO ...]     default: small large huge-manifest
 #
-# Env: BENCH (default ../shared/bench), BENCH_WORK (default /dev/shm/haul-compare: tmpfs; point it at a journaled
+# Env: BENCH (default benchmarks/harness), BENCH_WORK (default /dev/shm/haul-compare: tmpfs; point it at a journaled
 # ext4 to measure there), RUNS (5), PORT (18280).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 OLD=$(realpath "$1"); NEW=$(realpath "$2"); shift 2
 [ $# -gt 0 ] || set -- small large huge-manifest
-BENCH=${BENCH:-$HERE/../shared/bench}
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx python3
 export BENCH_DATA=${BENCH_DATA:-${TMPDIR:-/tmp}/bench-data}
 WORK=${BENCH_WORK:-/dev/shm/haul-compare}
 RUNS=${RUNS:-5}

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # A dead host costs one connect, not a minute per file: 200 entries whose first URL refuses connections and whose
 # mirror works, against the same 200 entries fetched from the working URL alone. Builds haul (release), serves
-# 200 files with the shared harness's private nginx on 127.0.0.1, holds a port that refuses connections (a socket
+# 200 files with the private nginx of benchmarks/harness on 127.0.0.1, holds a port that refuses connections (a socket
 # bound and never listening), and times both manifests alternately (fresh root each run; median of RUNS).
 #
 #   benchmarks/dead-mirror.sh
 #
 # Prints both medians and the ratio; exits 1 when the dead-first manifest takes more than 1.5x the live one.
-# Env: BENCH (default ../shared/bench), RUNS (5), FILES (200), SIZE (16384 bytes each), JOBS (16), PORT (18280),
+# Env: BENCH (default benchmarks/harness), RUNS (5), FILES (200), SIZE (16384 bytes each), JOBS (16), PORT (18280),
 # WORK (default /dev/shm/haul-dead-mirror: tmpfs), HAUL (a haul binary to measure instead of building one).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$HERE/../shared/bench}
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx python3 bc sha256sum
 RUNS=${RUNS:-5} FILES=${FILES:-200} SIZE=${SIZE:-16384} JOBS=${JOBS:-16} PORT=${PORT:-18280}
 WORK=${WORK:-/dev/shm/haul-dead-mirror}
 export BENCH_STATE=${BENCH_STATE:-${TMPDIR:-/tmp}/haul-dead-mirror-nginx-$(id -u)-$PORT}

@@ -16,13 +16,13 @@
 # system of the command and its children) and the ratios the targets are judged by:
 #   large: haul / max(curl, floor) <= 1.1;  small, huge-manifest: haul / curl <= 1.0;  none / curl <= 1.05.
 #
-# Env: BENCH (../shared/bench), BENCH_DATA (corpora; /tmp/bench-data), FILESYSTEMS, RUNS (3), JOBS (16),
+# Env: BENCH (benchmarks/harness), BENCH_DATA (corpora; /tmp/bench-data), FILESYSTEMS, RUNS (3), JOBS (16),
 # PORT (18480), HAUL (a binary to measure instead of building the release one).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$HERE/../shared/bench}
-[ -d "$BENCH" ] || BENCH=/work/shared/bench
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx curl python3 sha256sum
 [ $# -gt 0 ] || set -- large small huge-manifest
 RUNS=${RUNS:-3} JOBS=${JOBS:-16} PORT=${PORT:-18480}
 export BENCH_DATA=${BENCH_DATA:-/tmp/bench-data} TLS_PORT=0

@@ -1,33 +1,36 @@
 #!/usr/bin/env bash
 # The local-state performance targets in one command: what a sync costs when (almost) everything is already on disk, next
-# to curl --parallel, on the shared harness (../shared/bench: corpus, private nginx on 127.0.0.1, lib/measure.py:
+# to curl --parallel, on the harness in benchmarks/harness (corpus, private nginx on 127.0.0.1, lib/measure.py:
 # wall, CPU, peak RSS by GNU time, runs disturbed by other load discarded and repeated).
 #
 #   benchmarks/local-state.sh [SCENARIO ...]        default: huge-manifest large
 #
 # Measures, per scenario, all in one run:
 #   1. first full sync: `haul sync --jobs 16` (verifies every hash) vs `curl --parallel` (no check) and
-#      curl + sha256sum -c: the shared peers.sh with PEERS="curl haul", which also gives
+#      curl + sha256sum -c: the harness's peers.sh with PEERS="curl haul", which also gives
 #   2. the no-op re-sync with the state cache warm ("haul no-op: sync again") and
 #   4. `haul plan` ("haul no-op: plan (exit 0)"); then this script adds
 #   2'. the same no-op against a request-counting server (lib/countserver.py), with the floors it is judged by:
-#      a Python stat() of every file (the shared lib/statwalk.py) and `cp -r` of the tree;
+#      a Python stat() of every file (the harness's lib/statwalk.py) and `cp -r` of the tree;
 #   3. the no-op after deleting <root>/.haul/state (every file re-hashed), also against the counting server;
 #   and untimed proof runs (lib/noop_proof.py): no request (server access log and strace connect()), no user
 #   file rewritten, what changed under .haul/, and a positive control (one file deleted -> exactly 1 request).
-# Why a second server: the shared nginx runs with `access_log off`, so it cannot count requests. The counted
+# Why a second server: the harness's nginx runs with `access_log off`, so it cannot count requests. The counted
 # manifest is the same file list (same dest/sha256/size, root ../dl) with the counting server's host:port in
 # the URLs; haul keeps a file whose hash matches whatever its URL, so only "did it ask" differs.
 #
-# Env: BENCH (default ../shared/bench), BENCH_WORK (default /dev/shm/haul-local-state: tmpfs; the root fs is ext4
-# without a journal, see the bench README), RUNS (3), JOBS (16), PORT (18180; TLS on PORT+1, counting server on
+# Env: BENCH (default benchmarks/harness), BENCH_WORK (default /dev/shm/haul-local-state: tmpfs; on ext4 without a
+# journal see benchmarks/harness/README.md), RUNS (3), JOBS (16), PORT (18180; TLS on PORT+1, counting server on
 # COUNT_PORT=PORT+2), QUIET_WAIT (30), NOISY_RETRIES (4), PEERS (default "curl haul"), RESULTS (default
-# benchmarks/results/local-state-<timestamp>, git-ignored), and whatever the shared peers.sh reads.
-# Prints the shared report, then a compact table with ratios vs curl and the verdicts against the targets (summary.md).
+# benchmarks/results/local-state-<timestamp>, git-ignored), and whatever the harness's peers.sh reads. Needs nginx,
+# curl, openssl, GNU time and strace (installed when missing and run as root with apt).
+# Prints the harness's report, then a compact table with ratios vs curl and the verdicts against the targets
+# (summary.md).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$HERE/../shared/bench}
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx curl python3 sha256sum -- openssl time strace
 LIB=$HERE/benchmarks/lib
 [ $# -gt 0 ] || set -- huge-manifest large
 
@@ -59,7 +62,7 @@ LOG=$RESULTS/commands.log
 } > "$RESULTS/env-haul.txt"
 cat "$RESULTS/env-haul.txt"
 
-# One nginx for everything (peers.sh reuses a running one and leaves it running), plus the counting server.
+# One nginx for everything (the harness's peers.sh uses a running one and leaves it running), plus the counting server.
 python3 "$BENCH/corpus.py" "$BENCH_DATA/corpus" "$@"
 # server.sh refuses (exit 1) to start a second nginx on the port: one left running by an earlier run serves as well.
 if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
@@ -81,7 +84,7 @@ sleep 0.3
 grep -q '^conn ' "$ACCESS" || { echo "local-state.sh: counting server not logging on port $COUNT_PORT" >&2; exit 1; }
 : > "$ACCESS"  # the readiness probe's connection is not haul's (the server appends with O_APPEND: safe to truncate)
 
-# 1, 2, 4: first sync vs curl, warm no-op, plan (the shared harness, as benchmarks/peers.sh uses it)
+# 1, 2, 4: first sync vs curl, warm no-op, plan (the harness's peers.sh, as benchmarks/peers.sh uses it)
 HAUL=$HAUL_BIN "$BENCH/peers.sh" "$@"
 
 requests() { grep -c '^req ' "$ACCESS" || true; }
@@ -120,8 +123,8 @@ for sc in "$@"; do
 
   proof warm
   proof plan
-  # No --noop / --expect-files here: measure.py would count .haul/lock and .haul/state as user files (the proof
-  # runs above and below check both, with .haul counted apart). --verify still hashes every file after each run.
+  # No --noop / --expect-files here: the proof runs above and below check the user files and .haul apart.
+  # --verify still hashes every file after each run.
   timed_counted "haul no-op: sync again, requests counted" --kind noop --prepare sync --run-dir dl \
     --verify "$W/SHA256SUMS" -- "$HAUL_BIN" sync ../counted/manifest.yaml --jobs "$JOBS"
   timed_counted "haul no-op: .haul/state deleted (re-hash), requests counted" --kind noop \

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # One command for haul's transfer benchmark: builds haul (release), then measures it side by side with the peers
-# of ../shared/bench (aria2c, curl --parallel) on the same corpus and the same private nginx on 127.0.0.1, and
-# adds what peers.sh does not: haul over HTTP/2 + TLS next to curl over the same.
+# of benchmarks/harness/peers.sh (aria2c, curl --parallel) on the same corpus and the same private nginx on
+# 127.0.0.1, and adds what that script does not: haul over HTTP/2 + TLS next to curl over the same.
 #
 #   benchmarks/peers.sh [SCENARIO ...]        default: small large
 #
-# Env: BENCH (default ../shared/bench), BENCH_WORK (default /dev/shm/haul-bench: tmpfs, see the bench README on
-# ext4 without a journal), RUNS (3), PEERS (default "aria2c curl haul"), and any variable peers.sh reads.
+# Env: BENCH (default benchmarks/harness), BENCH_WORK (default /dev/shm/haul-bench: tmpfs, see
+# benchmarks/harness/README.md on ext4 without a journal), RUNS (3), PEERS (default "aria2c curl haul"), and any
+# variable the harness's peers.sh reads. Needs nginx, curl, openssl, GNU time and aria2c (installed when missing
+# and run as root with apt; otherwise the script says what to install).
 # The report is the last thing printed; results/ holds the raw runs.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$HERE/../shared/bench}
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
 [ $# -gt 0 ] || set -- small large
+export PEERS=${PEERS:-aria2c curl haul}
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx curl python3 sha256sum -- openssl time $([[ " $PEERS " != *" aria2c "* ]] || echo aria2c)
 
 cd "$HERE"
 swift build -c release --product haul >/dev/null
@@ -22,14 +26,13 @@ export BENCH_DATA=${BENCH_DATA:-${TMPDIR:-/tmp}/bench-data}
 export BENCH_WORK=${BENCH_WORK:-/dev/shm/haul-bench}
 export RUNS=${RUNS:-3} JOBS=${JOBS:-16} PORT=${PORT:-18080}
 export TLS_PORT=$((PORT + 1))
-export PEERS=${PEERS:-aria2c curl haul}
 export CURL_SCALE=${CURL_SCALE-}
 export QUIET_WAIT=${QUIET_WAIT:-30}
 export RESULTS=${RESULTS:-$HERE/benchmarks/results/$(date +%Y%m%d-%H%M%S)}
 export BENCH_STATE=${BENCH_STATE:-${TMPDIR:-/tmp}/haul-bench-nginx-$(id -u)-$PORT}
 mkdir -p "$RESULTS" "$BENCH_WORK"
 
-# Keep one nginx up for both halves (peers.sh reuses a running one and leaves it running).
+# Keep one nginx up for both halves (the harness's peers.sh uses a running one and leaves it running).
 python3 "$BENCH/corpus.py" "$BENCH_DATA/corpus" "$@"
 "$BENCH/server.sh" start "$BENCH_DATA/corpus" "$PORT"
 trap '"$BENCH/server.sh" stop "$PORT" >/dev/null || true' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shards of one root at once against one unsharded run, on the shared harness (../shared/bench: corpus, private
+# Shards of one root at once against one unsharded run, on the harness in benchmarks/harness (corpus, private
 # nginx on 127.0.0.1). One command:
 #
 #   benchmarks/shards.sh [SCENARIO]          default: huge-manifest (100,000 files)
@@ -13,12 +13,14 @@
 # Prints medians and the ratios the targets are judged by: sharded first ≤ 1.0 × unsharded; shard no-op ≤
 # unsharded no-op / N + 0.1 s.
 #
-# Env: BENCH (../shared/bench), BENCH_DATA (corpora, default $TMPDIR or /tmp + /bench-data), BENCH_WORK
+# Env: BENCH (benchmarks/harness), BENCH_DATA (corpora, default $TMPDIR or /tmp + /bench-data), BENCH_WORK
 # (/dev/shm/haul-shards), RUNS (5), SHARDS (4), JOBS (16), SHARD_JOBS (--jobs of each shard, default JOBS),
 # PORT (18380).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=$(cd "${BENCH:-$HERE/../shared/bench}" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
+. "$HERE/benchmarks/harness/tools.sh"
+bench_tools nginx python3 sha256sum
 SCENARIO=${1:-huge-manifest}
 RUNS=${RUNS:-5} SHARDS=${SHARDS:-4} JOBS=${JOBS:-16} PORT=${PORT:-18380}
 SHARD_JOBS=${SHARD_JOBS:-$JOBS}

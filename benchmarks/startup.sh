@@ -8,13 +8,11 @@
 # Prints each binary's size (and stripped, as installed), then, interleaved RUNS times: the wall time of 100
 # `haul --version` and of 20 no-op syncs of the `large` corpus (both files in place, so no request is made).
 #
-# Env: BENCH (../shared/bench), BENCH_DATA (/tmp/bench-data), BENCH_WORK (/dev/shm/haul-startup), RUNS (5),
+# Env: BENCH (benchmarks/harness), BENCH_DATA (/tmp/bench-data), BENCH_WORK (/dev/shm/haul-startup), RUNS (5),
 # BEFORE (another haul binary to measure beside them, e.g. one built from an older commit).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$HERE/../shared/bench}
-[ -d "$BENCH" ] || BENCH=/work/shared/bench
-BENCH=$(cd "$BENCH" && pwd)
+BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
 RUNS=${RUNS:-5} BENCH_WORK=${BENCH_WORK:-/dev/shm/haul-startup}
 export BENCH_DATA=${BENCH_DATA:-/tmp/bench-data}
 

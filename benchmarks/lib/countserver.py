@@ -4,7 +4,7 @@ accepted connection ("conn ...") and one per request ("req ...") to LOG, flushed
 
 usage: countserver.py DIR PORT LOG
 
-Why not the shared nginx: ../shared/bench/server.sh runs nginx with `access_log off` (for speed), so it cannot say
+Why not the harness's nginx: benchmarks/harness/server.sh runs nginx with `access_log off` (for speed), so it cannot say
 whether a run made a request. A no-op run pointed at this server (same files, same sha256/size, only the host:port
 of the URLs differs) proves "no request" by the log not growing; haul keeps a file whose hash matches "whatever its
 URL", so the URL cannot change the decision. It really serves the files (HTTP/1.1 keep-alive, no Range), so a

@@ -3,7 +3,7 @@
 
 usage: local_state_report.py RESULTS.jsonl PROOF.jsonl TIMED.jsonl JOBS
 
-RESULTS.jsonl: measure.py records (the shared peers.sh's and local-state.sh's own); PROOF.jsonl: noop_proof.py
+RESULTS.jsonl: measure.py records (the harness's peers.sh's and local-state.sh's own); PROOF.jsonl: noop_proof.py
 records; TIMED.jsonl: requests the counting server saw during each counted timed measurement (all its runs).
 Ratios are wall-time medians over curl --parallel's median (same scenario, same run of the script).
 """
@@ -97,8 +97,8 @@ def main():
         if sc not in scenarios:
             continue
         counted = find(sc, "haul no-op: sync again, requests counted")
-        shared = find(sc, "haul no-op: sync again")
-        rows = [(n, x) for n, x in (("counted", counted), ("peers.sh", shared)) if med(x)]
+        uncounted = find(sc, "haul no-op: sync again")
+        rows = [(n, x) for n, x in (("counted", counted), ("peers.sh", uncounted)) if med(x)]
         if rows:
             verdict(max(med(x) for _, x in rows) < limit, f"{sc}: no-op sync with the state warm under {limit} s wall: "
                     + ", ".join(f"{med(x):.3f} s ({n})" for n, x in rows))

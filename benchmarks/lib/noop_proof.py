@@ -19,8 +19,9 @@ URLs point at countserver.py), and connect() calls to an AF_INET/AF_INET6 addres
 Files are compared by (inode, size, mtime ns, ctime ns) before and after. haul's private folder DL/.haul is
 counted apart from the user's files, on purpose and in the open: every `sync` takes the run lock and writes its
 holder line into .haul/lock (`ftruncate` + `pwrite`, so its mtime moves: by design, to name the holder to a
-second haul); that is the only .haul change a warm no-op may make. The shared harness's --noop / --expect-files
-checks cannot tell .haul from the user's files, which is why they report "rewrote 1 files" / N+2 files for haul.
+second haul); that is the only .haul change a warm no-op may make. benchmarks/harness/lib/measure.py's --noop and
+--expect-files checks leave the top .haul folder out; a harness whose checks count it reports "rewrote 1 files" /
+N+2 files for haul.
 """
 import argparse
 import json
