@@ -38,17 +38,22 @@ package enum PinFailure: Error, Sendable, CustomStringConvertible {
 ///
 /// It goes through the same `TransferEngine` as `sync` (same TLS settings, redirect rules, retries and size
 /// limit), so a URL that can be pinned is one `sync` can fetch. The bytes are written to a private temporary
-/// directory outside any root and deleted afterwards: pinning records what the file is; placing it is `sync`'s
-/// job, done under the root's lock with an atomic commit.
+/// directory outside any root: deleted afterwards, or kept (`KeptDownloads`) for a sync of the new entries to put in
+/// place under the root's lock with an atomic commit.
 package enum Pinner {
     /// `attemptFailed` hears about each failed attempt (and what comes next, nil when nothing does), on this thread.
-    package static func measure(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+    /// `keepingIn`: the verified file is kept there, for `KeptDownloads.place`, instead of being deleted.
+    package static func measure(_ url: TemplatedString, options: SyncOptions, keepingIn kept: KeptDownloads? = nil,
+                               cancellation: Cancellation? = nil,
                                attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
-        try download(url, options: options, cancellation: cancellation, attemptFailed: attemptFailed) { file, _ in
-            Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
-                        contentEncoding: file.contentEncoding)
+        let measured = try download(url, options: options, into: kept?.folder, cancellation: cancellation,
+                                    attemptFailed: attemptFailed) { file, _ in
+            (Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
+                         contentEncoding: file.contentEncoding), kept?.keep(file))
         }
+        if let failure = measured.1 { throw .workspace(failure) }
+        return measured.0
     }
 
     /// The bytes of a small file (a checksum list): at most `options.maxFileSize` of them, which the engine
@@ -56,7 +61,7 @@ package enum Pinner {
     package static func fetch(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
                              attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> [UInt8] {
-        let read = try download(url, options: options, cancellation: cancellation, attemptFailed: attemptFailed) { file, workspace in
+        let read = try download(url, options: options, into: nil, cancellation: cancellation, attemptFailed: attemptFailed) { file, workspace in
             workspace.folder.openFile(file.temporaryName, flags: O_RDONLY).flatMap { descriptor in
                 defer { close(descriptor) }
                 return BoundedRead.all(descriptor, limit: Int(options.maxFileSize)).mapError { failure in
@@ -70,17 +75,23 @@ package enum Pinner {
         }
     }
 
-    /// One download into a private folder that is removed afterwards; `use` sees the verified file first.
-    private static func download<Result>(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation?,
+    /// One download into `folder`, or into a private folder that is removed afterwards; `use` sees the verified
+    /// file first.
+    private static func download<Result>(_ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
+                                         cancellation: Cancellation?,
                                          attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
                                          use: (DownloadedFile, ScratchDirectory) -> Result) throws(PinFailure) -> Result {
         let workspace: ScratchDirectory
-        do {
-            workspace = try ScratchDirectory.make(prefix: "haul-add")
-        } catch {
-            throw .workspace(error)
+        if let folder {
+            workspace = folder
+        } else {
+            do {
+                workspace = try ScratchDirectory.make(prefix: "haul-add")
+            } catch {
+                throw .workspace(error)
+            }
         }
-        defer { workspace.remove() }
+        defer { if folder == nil { workspace.remove() } }
         let engine = TransferEngine(configuration: EngineConfiguration(
             temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
             caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,

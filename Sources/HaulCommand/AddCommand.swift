@@ -5,13 +5,14 @@ import HaulEngine
 import HaulManifest
 import HaulStore
 
-/// `haul add URL...`: download each once, pin what arrived (sha256 and size), append the entries to the manifest;
-/// `haul add --from-sums LIST`: pin every file a published checksum list names, without downloading them.
+/// `haul add URL...`: download each once, pin what arrived (sha256 and size), append the entries to the manifest,
+/// and put the files in place; `haul add --from-sums LIST`: pin every file a published checksum list names, without
+/// downloading them.
 ///
 /// Everything that can be checked without the network is checked first (the URLs, the destinations, that the
 /// manifest can take the entries and still validate), so that a mistake costs no download. The manifest is
 /// replaced once, atomically, only after the edited text has been loaded back by the real loader and reads back
-/// every new entry exactly.
+/// every new entry exactly. The downloads are then placed by a sync of the new entries alone (`KeptDownloads`).
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
@@ -19,8 +20,9 @@ struct AddCommand: ParsableCommand {
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
             + "haul add --from-sums <url> [--match <glob>]... [<options>]",
         discussion: """
-        Each file is fetched once through the same engine as sync, measured, and deleted: add only pins; \
-        "haul sync" puts the files in place. The entries go after the last entry of files:, in the manifest's own \
+        Each file is fetched once through the same engine as sync and measured; once the manifest is written, the \
+        files are put in place as sync would (the root's lock, an atomic commit, the state recorded), so the next \
+        sync makes no request for them. The entries go after the last entry of files:, in the manifest's own \
         indentation; comments and formatting are left as they are. A missing manifest is created. The manifest \
         is replaced atomically, once, and only if it still validates. A destination already in the manifest is \
         refused (exit 3); a URL already listed under another destination is added with a warning.
@@ -134,8 +136,11 @@ struct AddCommand: ParsableCommand {
             netrc = try netrcOptions.credentials(manifestWants: wanted ?? false)
         }
 
+        // The downloads are kept until they are in place: the next sync then makes no request for them.
+        let kept = fromSums == nil ? try keptDownloads() : nil
+        defer { kept?.remove() }
         let (entries, interrupts) = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc,
-                                                                   manifestHeaders: manifestHeaders)
+                                                                   manifestHeaders: manifestHeaders, keepingIn: kept)
                                                     : try listed(drafts[0], rewrites: rewrites, netrc: netrc)
         let (edits, loaded) = try editManifest(original, adding: entries)
         // The download may have taken minutes; an edit made meanwhile must not be overwritten.
@@ -167,7 +172,67 @@ struct AddCommand: ParsableCommand {
                 ? "Created \(manifest) with \(what) as files[0], line \(line)."
                 : "Added \(what) to \(manifest) as files[\(edit.entryIndex)], line \(line).")
         }
-        Output.lines(lines + ["Run \"\(syncCommand)\" to put \(entries.count == 1 ? "it" : "them") in place."])
+        guard let kept else {
+            return Output.lines(lines + ["Run \"\(syncCommand)\" to put \(entries.count == 1 ? "it" : "them") in place."])
+        }
+        Output.lines(lines)
+        try place(entries, of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts)
+    }
+
+    /// Where the downloads wait to be put in place; exits 1 when it cannot be made.
+    private func keptDownloads() throws -> KeptDownloads {
+        do {
+            return try KeptDownloads.make()
+        } catch {
+            Output.errors(["error: \(error)"])
+            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        }
+    }
+
+    /// Puts the new entries in place from what was downloaded, as a sync of them would (the manifest is already
+    /// written: whatever happens here, it stays). Exits 1 when an entry could not be put in place, 4 when another
+    /// haul holds root; either way the next sync does the rest.
+    private func place(_ entries: [PinnedEntry], of loaded: Manifest, from kept: KeptDownloads, netrc: Netrc?,
+                       rewrites: URLRewriter, interrupts: InterruptWatcher) throws {
+        var options = SyncOptions(caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
+                                  durability: try DurabilityOptions.fromEnvironment(), rewrites: rewrites)
+        options.netrc = netrc
+        try requestOptions.apply(to: &options)
+        let pending = "\(syncCommand)\" puts \(entries.count == 1 ? "it" : "them") in place"
+        let result: SyncResult
+        do {
+            result = try kept.place(Set(entries.map(\.destination)), of: loaded, options: options,
+                                    holder: "pid \(getpid()), haul add", cancellation: interrupts.cancellation)
+        } catch {
+            Output.errors(["warning: \(error); \"\(pending)"])
+            throw ExitCode(error.exitStatus.rawValue)
+        }
+        let failures = zip(result.plan.files, result.outcomes).flatMap { entry, outcome -> [String] in
+            switch outcome {
+            case .failed(let failure): HumanReport.failureLines(entry: entry, failure: failure)
+            case .fetchedNotDurable(_, let error): [HumanReport.notDurableLine(entry: entry, error: error)]
+            case .upToDate, .notModified, .fetched: []
+            }
+        }
+        if let status = interrupts.exitStatus {
+            Output.errors(["haul: interrupted by \(interrupts.signalName); \"\(pending)"])
+            throw ExitCode(status)
+        }
+        guard failures.isEmpty else {
+            Output.errors(failures.map { TerminalText($0) } + ["\"\(pending)"])
+            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        }
+        let placed = entries.map { Self.shown(loaded.root + "/" + $0.destination) }.joined(separator: ", ")
+        Output.lines([TerminalText("Placed \(placed); the next sync makes no request for \(entries.count == 1 ? "it" : "them").")])
+    }
+
+    /// An absolute path as the user would type it here: relative to the current directory when under it.
+    private static func shown(_ path: String) -> String {
+        guard let buffer = getcwd(nil, 0) else { return path }
+        defer { free(buffer) }
+        let current = String(cString: buffer)
+        let prefix = current == "/" ? "/" : current + "/"
+        return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
     }
 
     /// The manifest's bytes, or nil when there is none yet.
@@ -235,11 +300,12 @@ struct AddCommand: ParsableCommand {
 
     /// Fetches each once, hashing as the bytes arrive; exits 1 (naming each URL tried) when one fails. The
     /// watcher is returned because SIGINT and SIGTERM stay blocked from here on: the caller must look at it.
-    private func download(_ drafts: [EntryDraft], rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [])
-        throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+    private func download(_ drafts: [EntryDraft], rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
+                          keepingIn kept: KeptDownloads? = nil) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
         try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
             try drafts.map { draft throws(PinFailure) in
-                let measured = try Pinner.measure(draft.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
+                let measured = try Pinner.measure(draft.url, options: options, keepingIn: kept, cancellation: cancellation,
+                                                  attemptFailed: Self.retrying)
                 if let encoding = measured.contentEncoding {
                     Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
                                    + "the pin is of those bytes"])

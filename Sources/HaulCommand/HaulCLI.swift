@@ -468,6 +468,11 @@ struct DurabilityOptions: ParsableArguments {
     /// The level asked for: the option, else the environment, else `full`; an unknown one is a usage error (64).
     func resolved() throws -> Durability {
         if let durability { return try Self.parse(durability, from: "--durability") }
+        return try Self.fromEnvironment()
+    }
+
+    /// HAUL_DURABILITY, else `full` (for `haul add`, which has no option for it).
+    static func fromEnvironment() throws -> Durability {
         guard let text = Environment.current["HAUL_DURABILITY"], !text.isEmpty else { return .full }
         return try Self.parse(text, from: "HAUL_DURABILITY")
     }

@@ -18,9 +18,12 @@ final class InterruptWatcher: Sendable {
     private let received = Atomic<Int32>(0)
     /// False until `beginChanging`: a signal before then ends the process.
     private let changing = Atomic<Bool>(false)
+    /// What a signal cancels once the run is changing things.
+    let cancellation: Cancellation
 
     /// `timeLimit`: seconds from now, and how the user wrote them (for messages).
     init(cancelling cancellation: Cancellation, timeLimit: (seconds: Double, written: String)? = nil) {
+        self.cancellation = cancellation
         var signals = Self.signals
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let watching = startDetachedThread { [self] in

@@ -258,6 +258,19 @@ package final class ContentCache: Sendable {
 
     // MARK: - Inserting
 
+    /// Makes the verified file `name` in `source` the entry of `digest` by renaming it: for a cache that only hands
+    /// files on (`haul add` keeps its downloads in one, for a sync to place), on the same file system as `source`.
+    /// nil on success.
+    package func adopt(_ digest: Digest, from source: DirectoryHandle, name: String) -> StoreError? {
+        switch reach(digest, create: true) {
+        case .success(let folder):
+            guard let failure = source.rename(name, to: digest.hex, in: folder) else { return nil }
+            return StoreError(operation: "move", path: failure.path, errno: failure.errno)
+        case .failure(let failure):
+            return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+        }
+    }
+
     /// Adds a copy of the verified file `name` in `source` as the entry of `digest`, atomically (see the type's
     /// comment): a reflink where the file systems can, else the kernel copies the bytes (`sendfile`). Never a
     /// hard link. An entry already there with the right size is only touched. nil on success, else why not

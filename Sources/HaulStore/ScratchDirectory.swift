@@ -25,9 +25,22 @@ package struct ScratchDirectory: Sendable {
         }
     }
 
-    /// Whatever was left in it (a measured file, a partial one after a failure), then the directory.
+    /// Whatever was left in it (a measured file, a partial one after a failure, folders of kept files), then the
+    /// directory.
     package func remove() {
-        for name in folder.names() ?? [] { folder.remove(name) }
+        Self.empty(folder)
         _ = rmdir(path)
+    }
+
+    private static func empty(_ folder: DirectoryHandle) {
+        for name in folder.names() ?? [] {
+            if case .success(let info) = folder.status(of: name), info.st_mode & S_IFMT == S_IFDIR,
+               case .success(let inner) = folder.subdirectory(name) {
+                empty(inner)
+                _ = name.withCString { unlinkat(folder.descriptor, $0, AT_REMOVEDIR) }
+            } else {
+                folder.remove(name)
+            }
+        }
     }
 }

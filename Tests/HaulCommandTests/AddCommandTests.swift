@@ -52,12 +52,13 @@ final class AddCommandTests: XCTestCase {
         try directory.write("haul.yaml", original)
         chmod(directory.path("haul.yaml"), 0o640)
 
-        let add = try directory.haul(["add", server.url("/v1/data.bin")])
+        try directory.makeDirectory("tmp")
+        let add = try directory.haul(["add", server.url("/v1/data.bin")], environment: ["TMPDIR": directory.path("tmp")])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
         XCTAssertEqual(add.stdout, """
             Added data.bin (4.0 KiB, sha256 \(sha256(body).prefix(12))…) to haul.yaml as files[1], line 11.
-            Run "haul sync" to put it in place.
+            Placed out/data.bin; the next sync makes no request for it.
 
             """)
         XCTAssertEqual(manifestText(), """
@@ -83,13 +84,16 @@ final class AddCommandTests: XCTestCase {
         var info = stat()
         XCTAssertEqual(stat(directory.path("haul.yaml"), &info), 0)
         XCTAssertEqual(info.st_mode & 0o7777, 0o640, "the manifest keeps its mode")
-        XCTAssertEqual(directory.list(), ["haul.yaml"], "add places no file and leaves no temporary file")
+        XCTAssertEqual(directory.read("out/data.bin"), body, "what add downloaded is in place")
+        XCTAssertNil(directory.read("out/old.txt"), "add puts only its own entries in place")
         XCTAssertEqual(server.requests(path: "/v1/data.bin").count, 1, "one download")
+        XCTAssertEqual(directory.list("tmp"), [], "add leaves nothing in $TMPDIR")
 
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/data.bin"), body)
         XCTAssertEqual(directory.read("out/old.txt"), other)
+        XCTAssertEqual(server.requests(path: "/v1/data.bin").count, 1, "the sync after add makes no request for its file")
     }
 
     func testAddCreatesAMissingManifest() throws {
@@ -100,7 +104,7 @@ final class AddCommandTests: XCTestCase {
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stdout, """
             Created assets.yaml with inputs/data.bin (4.0 KiB, sha256 \(sha256(body).prefix(12))…) as files[0], line 3.
-            Run "haul sync assets.yaml" to put it in place.
+            Placed inputs/data.bin; the next sync makes no request for it.
 
             """)
         XCTAssertEqual(manifestText("assets.yaml"), """

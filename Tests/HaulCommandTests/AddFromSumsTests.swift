@@ -110,7 +110,7 @@ final class AddFromSumsTests: XCTestCase {
         XCTAssertEqual(add.stdout, """
             Created haul.yaml with tool-linux.tar.gz (12 B, sha256 \(hex(tool).prefix(12))…) as files[0], line 3.
             Added NOTES.txt (14 B, sha256 \(hex(notes).prefix(12))…) to haul.yaml as files[1], line 7.
-            Run "haul sync" to put them in place.
+            Placed tool-linux.tar.gz, NOTES.txt; the next sync makes no request for them.
 
             """)
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)

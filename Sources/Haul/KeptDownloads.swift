@@ -1,0 +1,56 @@
+import HaulEngine
+import HaulManifest
+import HaulStore
+
+/// What `haul add` downloaded, kept to be put in place rather than downloaded again by the next sync (multi-GB
+/// assets would otherwise cross the network twice).
+///
+/// A private folder under `$TMPDIR` laid out as a content cache (`ContentCache`): placing the new entries is then an
+/// ordinary sync of those entries with the folder as its cache, so they get the run's lock, commit, durability and
+/// state records like any other, and every byte is hashed again on its way into the root. Nothing here writes to
+/// the root itself.
+package final class KeptDownloads: Sendable {
+    let folder: ScratchDirectory
+    private let cache: ContentCache
+
+    private init(folder: ScratchDirectory, cache: ContentCache) {
+        self.folder = folder
+        self.cache = cache
+    }
+
+    package static func make() throws(StoreError) -> KeptDownloads {
+        let folder = try ScratchDirectory.make(prefix: "haul-add")
+        switch ContentCache.open(folder.path, create: false) {
+        case .success(let cache): return KeptDownloads(folder: folder, cache: cache)
+        case .failure(let error):
+            folder.remove()
+            throw error
+        }
+    }
+
+    /// The verified download, in the folder already, becomes the cache entry of its digest (a rename).
+    func keep(_ file: DownloadedFile) -> StoreError? {
+        cache.adopt(file.digest, from: folder.folder, name: file.temporaryName)
+    }
+
+    /// Puts in place the entries of `manifest` whose destinations are `destinations`, from what was kept: a sync of
+    /// only those (never pruning), holding root's lock without waiting for another run. The other entries are
+    /// neither looked at nor touched, and their records are kept.
+    package func place(_ destinations: Set<String>, of manifest: Manifest, options: SyncOptions, holder: String,
+                       cancellation: Cancellation?) throws(ObservationFailure) -> SyncResult {
+        var options = options
+        options.cacheDirectory = folder.path
+        options.prune = false
+        var subset = manifest
+        subset.prune = false
+        subset.files = manifest.files.filter { destinations.contains($0.destination.description) }
+        let sync = Sync(manifest: subset, options: options)
+        let observation = try sync.observe(.exclusive(wait: .no, holder: holder))
+        return sync.apply(sync.plan(observation), observed: observation, observer: nil, cancellation: cancellation)
+    }
+
+    /// The folder and everything left in it.
+    package func remove() {
+        folder.remove()
+    }
+}
