@@ -56,6 +56,24 @@ package enum Pinner {
         return measured.0
     }
 
+    /// The size a GET of `url` would bring, from a HEAD request's Content-Length: nil when the answer announces none,
+    /// or when the server does not take HEAD (405, 501). Any other failure throws, as a download's would.
+    package static func announcedSize(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+                                      attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
+        throws(PinFailure) -> Int64? {
+        do {
+            return try download(url, options: options, into: nil, headOnly: true, cancellation: cancellation,
+                                attemptFailed: attemptFailed) { file, _ in file.announcedLength }
+        } catch .transfer(let failure) where failure.lastFailurePerSource.allSatisfy({ Self.refusesHead($0.reason) }) {
+            return nil
+        }
+    }
+
+    private static func refusesHead(_ reason: FailureReason) -> Bool {
+        if case .httpStatus(let status) = reason { return status == 405 || status == 501 }
+        return false
+    }
+
     /// The bytes of a small file (a checksum list): at most `options.maxFileSize` of them, which the engine
     /// enforces while they arrive.
     package static func fetch(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
@@ -78,7 +96,7 @@ package enum Pinner {
     /// One download into `folder`, or into a private folder that is removed afterwards; `use` sees the verified
     /// file first.
     private static func download<Result>(_ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
-                                         cancellation: Cancellation?,
+                                         headOnly: Bool = false, cancellation: Cancellation?,
                                          attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
                                          use: (DownloadedFile, ScratchDirectory) -> Result) throws(PinFailure) -> Result {
         let workspace: ScratchDirectory
@@ -96,7 +114,7 @@ package enum Pinner {
             temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
             caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,
             maxBytesPerSecond: options.maxBytesPerSecond))
-        let request = TransferRequest(
+        var request = TransferRequest(
             id: 0,
             sources: options.rewrites.sources(of: [url]).map {
                 let headers = $0.sendsHeaders ? options.commandLineHeaders.map { HTTPHeader(name: $0.name, value: $0.value.expanded) } : []
@@ -107,6 +125,7 @@ package enum Pinner {
             expectedDigest: nil, expectedSize: nil,
             retries: options.retries ?? BuiltInDefaults.retries,
             stallTimeout: options.stallTimeout ?? BuiltInDefaults.timeout.value)
+        request.headOnly = headOnly
         let collector = Collector(attemptFailed: attemptFailed)
         engine.run([request], delegate: collector, cancellation: cancellation)
         switch collector.result {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Haul
+import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulStore
@@ -63,6 +64,22 @@ struct AddCommand: ParsableCommand {
             + "given more than once.", valueName: "glob"))
     var matches: [String] = []
 
+    @Option(name: .customLong("sha256"), help: ArgumentHelp(
+        "Pin with this SHA-256 (hex) instead of downloading the file; one URL. Its size is --size, else what a HEAD "
+            + "request announces.", valueName: "hex"))
+    var sha256: String?
+
+    @Option(name: .customLong("sha512"), help: ArgumentHelp("As --sha256, with a SHA-512.", valueName: "hex"))
+    var sha512: String?
+
+    @Option(name: .customLong("integrity"), help: ArgumentHelp(
+        "As --sha256, with a Subresource Integrity value (sha384-<base64>).", valueName: "sri"))
+    var integrity: String?
+
+    @Option(name: .customLong("size"), help: ArgumentHelp(
+        "With --sha256, --sha512 or --integrity: the file's size in bytes; no request is made at all.", valueName: "bytes"))
+    var size: Int64?
+
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or SSL_CERT_FILE).",
         valueName: "file"))
@@ -84,6 +101,15 @@ struct AddCommand: ParsableCommand {
 
     func validate() throws {
         try CABundle.resolve(option: caFile)?.validate()
+        guard givenDigests.count <= 1 else { throw ValidationError("give one of --sha256, --sha512 and --integrity") }
+        if !givenDigests.isEmpty {
+            guard fromSums == nil else { throw ValidationError("--from-sums takes each digest from its list: give no --\(givenDigests[0].0)") }
+            guard urls.count == 1 else { throw ValidationError("--\(givenDigests[0].0) pins one file: give one URL with it") }
+        }
+        if let size {
+            guard !givenDigests.isEmpty else { throw ValidationError("--size goes with --sha256, --sha512 or --integrity") }
+            guard size >= 0 else { throw ValidationError("--size must be a number of bytes, not \(size)") }
+        }
         if fromSums != nil {
             guard urls.isEmpty else { throw ValidationError("--from-sums pins the files its list names: give no other URL") }
             guard dest == nil else { throw ValidationError("--dest names one file: --from-sums takes each name from its list") }
@@ -106,10 +132,10 @@ struct AddCommand: ParsableCommand {
             Output.errors(error.messages.map { "error: \($0)" })
             throw ExitCode(ExitStatus.usage.rawValue)
         }
+        let pinning = try self.pinning()
         if printOnly {
             let netrc = try netrcOptions.credentials(manifestWants: false)
-            let entries = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc).entries
-                                          : try listed(drafts[0], rewrites: rewrites, netrc: netrc).entries
+            let entries = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc).entries
             Output.lines(entries.flatMap { $0.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false) }
                 .map { TerminalText(String($0)) })
             return
@@ -137,11 +163,10 @@ struct AddCommand: ParsableCommand {
         }
 
         // The downloads are kept until they are in place: the next sync then makes no request for them.
-        let kept = fromSums == nil ? try keptDownloads() : nil
+        let kept = pinning == .download ? try keptDownloads() : nil
         defer { kept?.remove() }
-        let (entries, interrupts) = fromSums == nil ? try download(drafts, rewrites: rewrites, netrc: netrc,
-                                                                   manifestHeaders: manifestHeaders, keepingIn: kept)
-                                                    : try listed(drafts[0], rewrites: rewrites, netrc: netrc)
+        let (entries, interrupts) = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders,
+                                            keepingIn: kept)
         let (edits, loaded) = try editManifest(original, adding: entries)
         // The download may have taken minutes; an edit made meanwhile must not be overwritten.
         let current: [UInt8]?
@@ -177,6 +202,60 @@ struct AddCommand: ParsableCommand {
         }
         Output.lines(lines)
         try place(entries, of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts)
+    }
+
+    /// How the new entries get their digests.
+    private enum Pinning: Equatable {
+        /// Each URL is downloaded once and measured.
+        case download
+        /// `--sha256`, `--sha512` or `--integrity`: as given, with `--size` or what a HEAD request announces.
+        case given(Digest)
+        /// `--from-sums`: as a checksum list says.
+        case checksumList
+    }
+
+    /// The way the options ask for; a digest that is not one exits 64.
+    private func pinning() throws -> Pinning {
+        if fromSums != nil { return .checksumList }
+        guard let (key, text) = givenDigests.first else { return .download }
+        do {
+            return .given(try CommandLineDigest.parse(text, as: key))
+        } catch {
+            Output.errors(error.messages.map { TerminalText("error: \($0)") })
+            throw ExitCode(ExitStatus.usage.rawValue)
+        }
+    }
+
+    /// The digest options given, as (manifest key, value).
+    private var givenDigests: [(String, String)] {
+        [("sha256", sha256), ("sha512", sha512), ("integrity", integrity)].compactMap { key, value in value.map { (key, $0) } }
+    }
+
+    private func pin(_ drafts: [EntryDraft], _ pinning: Pinning, rewrites: URLRewriter, netrc: Netrc?,
+                     manifestHeaders: [HeaderField] = [], keepingIn kept: KeptDownloads? = nil)
+        throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        switch pinning {
+        case .download: try download(drafts, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders, keepingIn: kept)
+        case .given(let digest): try given(digest, for: drafts[0], rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders)
+        case .checksumList: try listed(drafts[0], rewrites: rewrites, netrc: netrc)
+        }
+    }
+
+    /// The entry with the digest given; its size is `--size`, else what a HEAD request announces (none if the server
+    /// announces none). Exits 1 when the HEAD request fails.
+    private func given(_ digest: Digest, for draft: EntryDraft, rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField])
+        throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
+            guard let size else {
+                let announced = try Pinner.announcedSize(draft.url, options: options, cancellation: cancellation,
+                                                         attemptFailed: Self.retrying)
+                if announced == nil {
+                    Output.errors(["warning: \(draft.url) announces no size; the entry has none (add --size to pin it)"])
+                }
+                return [draft.pinned(digest: digest, size: announced)]
+            }
+            return [draft.pinned(digest: digest, size: size)]
+        }
     }
 
     /// Where the downloads wait to be put in place; exits 1 when it cannot be made.

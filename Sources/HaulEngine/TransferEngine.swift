@@ -403,6 +403,7 @@ package final class TransferEngine: Sendable {
             easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
             easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
             easy.set(CURLOPT_FOLLOWLOCATION, false)
+            if transfer.state.request.headOnly { easy.set(CURLOPT_NOBODY, true) }
             easy.set(CURLOPT_USERAGENT, configuration.userAgent)
             easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
             easy.preferReceiveBuffer(bytes: 256 * 1024)

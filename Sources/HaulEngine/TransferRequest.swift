@@ -97,6 +97,9 @@ package struct TransferRequest: Sendable, Equatable {
     /// the file system can); one they do not satisfy goes on with its own remaining sources, on its own. Each
     /// sharer gets its own events, under its own `id`.
     package var sharers: [TransferRequest]
+    /// Asks with HEAD: the answer's headers alone, whose Content-Length becomes `DownloadedFile.announcedLength`
+    /// (`haul add --sha256` learns a size without downloading). The file delivered is empty.
+    package var headOnly = false
 
     package init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
                 retries: Int, stallTimeout: Double, fileMode: UInt32? = nil, sharers: [TransferRequest] = []) {
@@ -241,6 +244,8 @@ package struct DownloadedFile: Sendable, Equatable {
     /// (see `RedirectedURL`); and the HTTP version of that answer ("1.1", "2"). Empty and nil from the cache.
     package var servedBy = ""
     package var httpVersion: String?
+    /// The Content-Length the answer announced: for a HEAD request, the size a GET would bring.
+    package var announcedLength: Int64?
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,

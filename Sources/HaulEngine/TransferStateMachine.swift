@@ -331,7 +331,8 @@ struct TransferStateMachine: Sendable {
                               validators: unpinned ? HTTPValidators(etag: headers.etag, lastModified: headers.lastModified) : nil,
                               contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? headers.freshness : nil,
                               servedBy: currentURL == request.sources[index].url
-                                  ? request.sources[index].displayURL : RedirectedURL.display(currentURL))
+                                  ? request.sources[index].displayURL : RedirectedURL.display(currentURL),
+                              announcedLength: request.headOnly ? headers.contentLength : nil)
     }
 
     /// The end, in failure. A resumable partial stays for the next run when what ended it left bytes worth resuming

@@ -42,18 +42,18 @@ package struct EntryDraft: Sendable {
                size: 0)
     }
 
-    /// The entry to write once the bytes have been measured.
-    package func pinned(digest: Digest, size: Int64) -> PinnedEntry {
+    /// The entry to write once the bytes have been measured (or the digest given: the size may then be unknown).
+    package func pinned(digest: Digest, size: Int64?) -> PinnedEntry {
         PinnedEntry(url: url.template, destination: destination, digest: digest, size: size)
     }
 
-    /// The last segment of the URL's path, percent-decoded. Taken from the template, never from the expanded
-    /// text: a destination must not carry a value read from the environment into the manifest.
+    /// The last segment of the URL's path, percent-decoded, as it will be fetched: `${MIRROR}/tool.tar.gz` names
+    /// `tool.tar.gz`, and `https://h/${FILE}` the file FILE names (what the user expects to get, as `curl -O` would).
+    /// Userinfo, query and fragment, where tokens live, are never part of it.
     static func fileName(of url: TemplatedString) throws(EntryDraftError) -> String {
         let shown = Quoted.text(url.description)
-        let bytes = Array(url.template.utf8)
-        // URLRules has checked the expanded text; the template has the same shape unless a variable supplies
-        // the scheme or host, and then there is no literal path to take a name from.
+        let bytes = Array(url.expanded.utf8)
+        // URLRules has checked the expanded text: it has a scheme and an authority.
         guard let schemeEnd = bytes.firstIndex(of: UInt8(ascii: ":")), bytes.count > schemeEnd + 2,
               bytes[schemeEnd + 1] == UInt8(ascii: "/"), bytes[schemeEnd + 2] == UInt8(ascii: "/") else {
             throw EntryDraftError("cannot take a file name from URL \(shown); choose a destination with --dest")
@@ -102,6 +102,25 @@ package struct EntryDraft: Sendable {
             }
         }
         return out
+    }
+}
+
+/// A digest typed on the command line (`haul add --sha256 HEX`, `--sha512 HEX`, `--integrity SRI`), checked as the
+/// manifest's key of the same name is, with the same messages. Of an integrity value listing several digests, the
+/// first of its strongest algorithm is pinned.
+package enum CommandLineDigest {
+    /// `key`: the manifest key the option stands for (`sha256`, `sha512`, `integrity`).
+    package static func parse(_ text: String, as key: String) throws(EntryDraftError) -> Digest {
+        do throws(RuleFailure) {
+            switch key {
+            case "integrity": return try ChecksumRules.integrity(text).digest
+            default:
+                guard let algorithm = DigestAlgorithm(rawValue: key) else { throw RuleFailure("unknown checksum key \(key)") }
+                return try ChecksumRules.hexKey(text, algorithm: algorithm).digest
+            }
+        } catch {
+            throw EntryDraftError(messages: error.messages.map { "--\(key): \($0)" })
+        }
     }
 }
 

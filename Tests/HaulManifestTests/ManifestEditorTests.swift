@@ -363,6 +363,10 @@ final class ManifestEditorTests: XCTestCase {
         XCTAssertEqual(templated.url.expanded, "https://e.com/files/a.bin")
         XCTAssertEqual(templated.pinned(digest: digest, size: 1).url, "https://${HOST}/files/a.bin",
                        "the manifest gets the reference, not its value")
+        // The name is the one the URL will fetch, whichever part a variable supplies.
+        XCTAssertEqual(try draft("${BASE}/files/b.bin", environment: ["BASE": "https://e.com"]).get().destination, "b.bin")
+        XCTAssertEqual(try draft("https://e.com/v/${NAME}?token=${TOKEN}",
+                                 environment: ["NAME": "tool-1.2.tgz", "TOKEN": "s3cret"]).get().destination, "tool-1.2.tgz")
     }
 
     func testDraftsTheLoaderWouldRejectAreRefused() {
