@@ -6,9 +6,10 @@
 #   benchmarks/peers.sh [SCENARIO ...]        default: small large
 #
 # Env: BENCH (default benchmarks/harness), BENCH_WORK (default /dev/shm/haul-bench: tmpfs, see
-# benchmarks/harness/README.md on ext4 without a journal), RUNS (3), PEERS (default "aria2c curl haul"), and any
-# variable the harness's peers.sh reads. Needs nginx, curl, openssl, GNU time and aria2c (installed when missing
-# and run as root with apt; otherwise the script says what to install).
+# benchmarks/harness/README.md on ext4 without a journal), RUNS (3), PEERS (default "aria2c curl haul"), HAUL (a
+# binary to measure instead of building the release one), and any variable the harness's peers.sh reads.
+# Needs nginx, curl, openssl, GNU time and aria2c (installed when missing and run as root with apt; otherwise the
+# script says what to install).
 # The report is the last thing printed; results/ holds the raw runs.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,8 +20,13 @@ export PEERS=${PEERS:-aria2c curl haul}
 bench_tools nginx curl python3 sha256sum -- openssl time $([[ " $PEERS " != *" aria2c "* ]] || echo aria2c)
 
 cd "$HERE"
-swift build -c release --product haul >/dev/null
-HAUL_BIN=$HERE/.build/release/haul
+if [ -z "${HAUL:-}" ]; then
+  echo "peers.sh: swift build -c release --product haul"
+  build=$(swift build -c release --product haul 2>&1) || { printf '%s\n' "$build" >&2; exit 1; }
+  HAUL_BIN=$HERE/.build/release/haul
+else
+  HAUL_BIN=$(realpath "$HAUL")
+fi
 
 export BENCH_DATA=${BENCH_DATA:-${TMPDIR:-/tmp}/bench-data}
 export BENCH_WORK=${BENCH_WORK:-/dev/shm/haul-bench}
