@@ -43,11 +43,11 @@ package enum PinFailure: Error, Sendable, CustomStringConvertible {
 package enum Pinner {
     /// `attemptFailed` hears about each failed attempt (and what comes next, nil when nothing does), on this thread.
     /// `keepingIn`: the verified file is kept there, for `KeptDownloads.place`, instead of being deleted.
-    package static func measure(_ url: TemplatedString, options: SyncOptions, keepingIn kept: KeptDownloads? = nil,
-                               cancellation: Cancellation? = nil,
+    package static func measure(_ url: TemplatedString, options: SyncOptions, algorithm: DigestAlgorithm = .sha256,
+                               keepingIn kept: KeptDownloads? = nil, cancellation: Cancellation? = nil,
                                attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> Measurement {
-        let measured = try download(url, options: options, into: kept?.folder, cancellation: cancellation,
+        let measured = try download(url, options: options, into: kept?.folder, algorithm: algorithm, cancellation: cancellation,
                                     attemptFailed: attemptFailed) { file, _ in
             (Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
                          contentEncoding: file.contentEncoding), kept?.keep(file))
@@ -96,7 +96,7 @@ package enum Pinner {
     /// One download into `folder`, or into a private folder that is removed afterwards; `use` sees the verified
     /// file first.
     private static func download<Result>(_ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
-                                         headOnly: Bool = false, cancellation: Cancellation?,
+                                         algorithm: DigestAlgorithm = .sha256, headOnly: Bool = false, cancellation: Cancellation?,
                                          attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
                                          use: (DownloadedFile, ScratchDirectory) -> Result) throws(PinFailure) -> Result {
         let workspace: ScratchDirectory
@@ -126,6 +126,7 @@ package enum Pinner {
             retries: options.retries ?? BuiltInDefaults.retries,
             stallTimeout: options.stallTimeout ?? BuiltInDefaults.timeout.value)
         request.headOnly = headOnly
+        request.unpinnedAlgorithm = algorithm
         let collector = Collector(attemptFailed: attemptFailed)
         engine.run([request], delegate: collector, cancellation: cancellation)
         switch collector.result {

@@ -19,7 +19,8 @@ struct AddCommand: ParsableCommand {
         commandName: "add",
         abstract: "Download URLs once and pin them in the manifest (url, dest, sha256, size).",
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
-            + "haul add --from-sums <url> [--match <glob>]... [<options>]",
+            + "haul add --from-sums <url> [--match <glob>]... [<options>]\n"
+            + "haul add --update <dest> [<options>]",
         discussion: """
         Each file is fetched once through the same engine as sync and measured; once the manifest is written, the \
         files are put in place as sync would (the root's lock, an atomic commit, the state recorded), so the next \
@@ -38,6 +39,8 @@ struct AddCommand: ParsableCommand {
           haul add https://example.com/a.csv https://example.com/b.csv
           haul add https://example.com/data.csv --print
           haul add --from-sums https://example.com/v1.2/SHA256SUMS --match '*.tar.gz'
+          haul add https://example.com/v1.2/tool.tar.gz --sha256 9f86d0…  (no download)
+          haul add --update bin/tool.tar.gz      (upstream changed: pin it anew)
         """)
 
     @Argument(help: ArgumentHelp("The http or https URLs to pin; ${VAR} expands from the environment, as in a manifest.",
@@ -63,6 +66,12 @@ struct AddCommand: ParsableCommand {
         "With --from-sums: only the files whose name matches this glob (as the shell matches: *, ?, [...]); may be "
             + "given more than once.", valueName: "glob"))
     var matches: [String] = []
+
+    @Option(name: .customLong("update"), help: ArgumentHelp(
+        "Pin the manifest's entry for this destination anew, after its file changed upstream: its own url is "
+            + "downloaded (or --sha256 … is taken) and its checksum and size are rewritten where they stand.",
+        valueName: "dest"))
+    var update: String?
 
     @Option(name: .customLong("sha256"), help: ArgumentHelp(
         "Pin with this SHA-256 (hex) instead of downloading the file; one URL. Its size is --size, else what a HEAD "
@@ -101,10 +110,18 @@ struct AddCommand: ParsableCommand {
 
     func validate() throws {
         try CABundle.resolve(option: caFile)?.validate()
+        if update != nil {
+            guard urls.isEmpty else { throw ValidationError("--update fetches the entry's own url: give no URL") }
+            guard fromSums == nil, dest == nil, !printOnly else {
+                throw ValidationError("--update goes without --from-sums, --dest and --print")
+            }
+        }
         guard givenDigests.count <= 1 else { throw ValidationError("give one of --sha256, --sha512 and --integrity") }
         if !givenDigests.isEmpty {
             guard fromSums == nil else { throw ValidationError("--from-sums takes each digest from its list: give no --\(givenDigests[0].0)") }
-            guard urls.count == 1 else { throw ValidationError("--\(givenDigests[0].0) pins one file: give one URL with it") }
+            guard urls.count == 1 || update != nil else {
+                throw ValidationError("--\(givenDigests[0].0) pins one file: give one URL with it")
+            }
         }
         if let size {
             guard !givenDigests.isEmpty else { throw ValidationError("--size goes with --sha256, --sha512 or --integrity") }
@@ -114,7 +131,9 @@ struct AddCommand: ParsableCommand {
             guard urls.isEmpty else { throw ValidationError("--from-sums pins the files its list names: give no other URL") }
             guard dest == nil else { throw ValidationError("--dest names one file: --from-sums takes each name from its list") }
         } else {
-            guard !urls.isEmpty else { throw ValidationError("give a URL to pin, or --from-sums with a checksum list's URL") }
+            guard !urls.isEmpty || update != nil else {
+                throw ValidationError("give a URL to pin, --from-sums with a checksum list's URL, or --update with a destination")
+            }
             guard matches.isEmpty else { throw ValidationError("--match selects files of a --from-sums list") }
             guard dest == nil || urls.count == 1 else { throw ValidationError("--dest names one file: give one URL with it") }
         }
@@ -122,6 +141,7 @@ struct AddCommand: ParsableCommand {
 
     func run() throws {
         let rewrites = try configOptions.rewrites()
+        if let update { return try self.update(update, rewrites: rewrites) }
         let drafts: [EntryDraft]
         do {
             drafts = try (urls.isEmpty ? [fromSums ?? ""] : urls).map { url throws(EntryDraftError) in
@@ -168,26 +188,8 @@ struct AddCommand: ParsableCommand {
         let (entries, interrupts) = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders,
                                             keepingIn: kept)
         let (edits, loaded) = try editManifest(original, adding: entries)
-        // The download may have taken minutes; an edit made meanwhile must not be overwritten.
-        let current: [UInt8]?
-        do { current = try ManifestFile.read(manifest) } catch {
-            Output.errors(["error: \(error)"])
-            throw ExitCode(ExitStatus.entryFailed.rawValue)
-        }
-        guard current == original else {
-            Output.errors(["error: \(manifest) changed while haul add was downloading; it was not modified (run haul add again)"])
-            throw ExitCode(ExitStatus.entryFailed.rawValue)
-        }
-        // The signals stay blocked after the download: one that came since must still stop the run, unwritten.
-        if let status = interrupts.exitStatus {
-            Output.errors(["haul: interrupted by \(interrupts.signalName); \(manifest) was not modified"])
-            throw ExitCode(status)
-        }
         guard let last = edits.last else { return }
-        do { try ManifestFile.replace(manifest, with: last.bytes) } catch {
-            Output.errors(["error: \(error); \(manifest) was not modified"])
-            throw ExitCode(ExitStatus.entryFailed.rawValue)
-        }
+        try replaceManifest(original, with: last.bytes, interrupts: interrupts)
         var lines: [TerminalText] = []
         for (number, (entry, edit)) in zip(entries, edits).enumerated() {
             let line = loaded.files[edit.entryIndex].location.line
@@ -201,7 +203,7 @@ struct AddCommand: ParsableCommand {
             return Output.lines(lines + ["Run \"\(syncCommand)\" to put \(entries.count == 1 ? "it" : "them") in place."])
         }
         Output.lines(lines)
-        try place(entries, of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts)
+        try place(entries.map(\.destination), of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts)
     }
 
     /// How the new entries get their digests.
@@ -227,7 +229,7 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The digest options given, as (manifest key, value).
-    private var givenDigests: [(String, String)] {
+    var givenDigests: [(String, String)] {
         [("sha256", sha256), ("sha512", sha512), ("integrity", integrity)].compactMap { key, value in value.map { (key, $0) } }
     }
 
@@ -258,8 +260,32 @@ struct AddCommand: ParsableCommand {
         }
     }
 
+    /// Writes the edited manifest over `original`, atomically; exits 1 if the file changed since it was read (the
+    /// download may have taken minutes, and an edit made meanwhile must not be overwritten), or with the signal's
+    /// status if one came (they stay blocked after the download: one that came since must still stop the run,
+    /// unwritten).
+    func replaceManifest(_ original: [UInt8]?, with bytes: [UInt8], interrupts: InterruptWatcher) throws {
+        let current: [UInt8]?
+        do { current = try ManifestFile.read(manifest) } catch {
+            Output.errors(["error: \(error)"])
+            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        }
+        guard current == original else {
+            Output.errors(["error: \(manifest) changed while haul add was downloading; it was not modified (run haul add again)"])
+            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        }
+        if let status = interrupts.exitStatus {
+            Output.errors(["haul: interrupted by \(interrupts.signalName); \(manifest) was not modified"])
+            throw ExitCode(status)
+        }
+        do { try ManifestFile.replace(manifest, with: bytes) } catch {
+            Output.errors(["error: \(error); \(manifest) was not modified"])
+            throw ExitCode(ExitStatus.entryFailed.rawValue)
+        }
+    }
+
     /// Where the downloads wait to be put in place; exits 1 when it cannot be made.
-    private func keptDownloads() throws -> KeptDownloads {
+    func keptDownloads() throws -> KeptDownloads {
         do {
             return try KeptDownloads.make()
         } catch {
@@ -271,19 +297,19 @@ struct AddCommand: ParsableCommand {
     /// Puts the new entries in place from what was downloaded, as a sync of them would (the manifest is already
     /// written: whatever happens here, it stays). Exits 1 when an entry could not be put in place, 4 when another
     /// haul holds root; either way the next sync does the rest.
-    private func place(_ entries: [PinnedEntry], of loaded: Manifest, from kept: KeptDownloads, netrc: Netrc?,
-                       rewrites: URLRewriter, interrupts: InterruptWatcher) throws {
+    func place(_ destinations: [String], of loaded: Manifest, from kept: KeptDownloads, netrc: Netrc?,
+               rewrites: URLRewriter, interrupts: InterruptWatcher) throws {
         var options = SyncOptions(caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
                                   durability: try DurabilityOptions.fromEnvironment(), rewrites: rewrites)
         options.netrc = netrc
         try requestOptions.apply(to: &options)
-        let pending = "\(syncCommand)\" puts \(entries.count == 1 ? "it" : "them") in place"
+        let pending = "run \"\(syncCommand)\" to put \(destinations.count == 1 ? "it" : "them") in place"
         let result: SyncResult
         do {
-            result = try kept.place(Set(entries.map(\.destination)), of: loaded, options: options,
+            result = try kept.place(Set(destinations), of: loaded, options: options,
                                     holder: "pid \(getpid()), haul add", cancellation: interrupts.cancellation)
         } catch {
-            Output.errors(["warning: \(error); \"\(pending)"])
+            Output.errors(["warning: \(error); \(pending)"])
             throw ExitCode(error.exitStatus.rawValue)
         }
         let failures = zip(result.plan.files, result.outcomes).flatMap { entry, outcome -> [String] in
@@ -294,15 +320,15 @@ struct AddCommand: ParsableCommand {
             }
         }
         if let status = interrupts.exitStatus {
-            Output.errors(["haul: interrupted by \(interrupts.signalName); \"\(pending)"])
+            Output.errors(["haul: interrupted by \(interrupts.signalName); \(pending)"])
             throw ExitCode(status)
         }
         guard failures.isEmpty else {
-            Output.errors(failures.map { TerminalText($0) } + ["\"\(pending)"])
+            Output.errors(failures.map { TerminalText($0) } + [TerminalText("hint: " + pending)])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
-        let placed = entries.map { Self.shown(loaded.root + "/" + $0.destination) }.joined(separator: ", ")
-        Output.lines([TerminalText("Placed \(placed); the next sync makes no request for \(entries.count == 1 ? "it" : "them").")])
+        let placed = destinations.map { Self.shown(loaded.root + "/" + $0) }.joined(separator: ", ")
+        Output.lines([TerminalText("Placed \(placed); the next sync makes no request for \(destinations.count == 1 ? "it" : "them").")])
     }
 
     /// An absolute path as the user would type it here: relative to the current directory when under it.
@@ -315,7 +341,7 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The manifest's bytes, or nil when there is none yet.
-    private func readManifest() throws -> [UInt8]? {
+    func readManifest() throws -> [UInt8]? {
         do {
             return try ManifestFile.read(manifest)
         } catch {
@@ -366,7 +392,7 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The manifest's own errors, if it has any.
-    private func existingProblems(_ original: [UInt8]?) -> [String]? {
+    func existingProblems(_ original: [UInt8]?) -> [String]? {
         guard let original else { return nil }
         do {
             _ = try ManifestLoader.parse(bytes: original, fileName: manifest, manifestDirectory: manifestDirectory,
@@ -422,7 +448,7 @@ struct AddCommand: ParsableCommand {
 
     /// Runs `body` with the transfer settings, SIGINT and SIGTERM turned into a cancellation; exits 1 (naming each
     /// URL tried) when it fails.
-    private func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
+    func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
                                       _ body: (SyncOptions, Cancellation) throws(PinFailure) -> Result) throws -> (Result, InterruptWatcher) {
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
@@ -452,19 +478,19 @@ struct AddCommand: ParsableCommand {
         }
     }
 
-    private static let retrying: @Sendable (AttemptFailure, NextAttempt?) -> Void = { failure, next in
+    static let retrying: @Sendable (AttemptFailure, NextAttempt?) -> Void = { failure, next in
         guard let next, next.delay > 0 else { return }
         Output.errors(["warning: \(failure); retrying in \(HumanReport.formatSeconds(next.delay))"])
     }
 
     /// The folder `root` is relative to: the manifest's, as the loader takes it.
-    private var manifestDirectory: String {
+    var manifestDirectory: String {
         guard let slash = manifest.lastIndex(of: "/") else { return "." }
         return slash == manifest.startIndex ? "/" : String(manifest[..<slash])
     }
 
     /// What to run next, copy-pastable: the manifest argument only when it is not the default.
-    private var syncCommand: String {
+    var syncCommand: String {
         guard manifest != "haul.yaml" else { return "haul sync" }
         let safe = manifest.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+".contains($0)) }
         return "haul sync " + (safe ? manifest : "'" + manifest.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'")

@@ -119,8 +119,11 @@ package struct TransferRequest: Sendable, Equatable {
         return digest == expectedDigest || alternativeDigests.contains(digest)
     }
 
-    /// Unpinned files are hashed with SHA-256 so that what was written can be recorded.
-    package var hashAlgorithm: DigestAlgorithm { expectedDigest?.algorithm ?? .sha256 }
+    /// What an unpinned file is hashed with, so that what was written can be recorded: SHA-256, unless the caller
+    /// is about to pin the file with another (`haul add --update` of a `sha512:` entry).
+    package var unpinnedAlgorithm = DigestAlgorithm.sha256
+
+    package var hashAlgorithm: DigestAlgorithm { expectedDigest?.algorithm ?? unpinnedAlgorithm }
 }
 
 package struct EngineConfiguration: Sendable {

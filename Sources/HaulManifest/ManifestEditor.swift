@@ -1,4 +1,5 @@
 import CLibYAML
+import HaulDigest
 
 /// Appends an entry to a manifest's text without disturbing anything else in it: comments, blank lines, key
 /// order, quoting and indentation stay byte for byte, and the new entry copies the indentation (and, for
@@ -34,6 +35,59 @@ package enum ManifestEditor {
         var splice = Splice(source: source)
         try plan(entry, layout: layout, source: source, fileName: fileName, into: &splice)
         return ManifestEdit(bytes: splice.apply(), entryIndex: layout.fileCount, sameURL: sameURL)
+    }
+
+    /// `files[index]` pinned anew (`haul add --update`): its checksum value becomes `digest`, written in the entry's
+    /// own notation (`sha256: hex`, `checksum: algorithm:hex`, `integrity: algorithm-base64`), and its size `size`.
+    /// A key the entry lacks is added after its last line, at its keys' column (inside the braces of a `{…}`
+    /// entry). Every other byte stays as it was.
+    package static func repinning(_ index: Int, digest: Digest, size: Int64?, in original: [UInt8],
+                                 fileName: String) throws(ManifestEditError) -> [UInt8] {
+        let source = try SourceText(original, fileName: fileName)
+        let layout = try ManifestLayout.scan(source, fileName: fileName)
+        guard layout.entries.indices.contains(index), let item = layout.entries[index].item,
+              item.isBlockMapping || item.isFlowMapping else {
+            throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
+                severity: .error, file: fileName, location: nil, keyPath: "files[\(index)]",
+                message: "cannot find the entry's keys to edit"))
+        }
+        let listed = layout.entries[index]
+        var splice = Splice(source: source)
+        var added: [(key: String, value: String)] = []
+        if let checksum = listed.checksum {
+            let value = switch checksum.key {
+            case FileKey.checksum.rawValue: "\(digest.algorithm.rawValue):\(digest.hex)"
+            case FileKey.integrity.rawValue: "\(digest.algorithm.rawValue)-\(Base64.encode(digest.bytes))"
+            default: digest.hex
+            }
+            let key = checksum.key == FileKey.checksum.rawValue || checksum.key == FileKey.integrity.rawValue
+                || checksum.key == digest.algorithm.rawValue
+            guard key else {
+                throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: checksum.start.location, keyPath: "files[\(index)].\(checksum.key)",
+                    message: "a \(digest.algorithm.rawValue) digest cannot be written under \(checksum.key)"))
+            }
+            splice.replace(source.offset(of: checksum.start)..<source.offset(of: checksum.end), with: value)
+        } else {
+            added.append((digest.algorithm.rawValue, digest.hex))
+        }
+        if let size {
+            if let span = listed.size {
+                splice.replace(source.offset(of: span.start)..<source.offset(of: span.end), with: String(size))
+            } else {
+                added.append((FileKey.size.rawValue, String(size)))
+            }
+        }
+        if !added.isEmpty {
+            if item.isFlowMapping {
+                // Just inside the closing brace.
+                splice.insert(at: source.offset(of: item.contentEnd) - 1, added.map { ", \($0.key): \($0.value)" }.joined())
+            } else {
+                let point = source.insertionPoint(after: item.contentEnd, keepingCommentsDeeperThan: item.start.column)
+                splice.insertLines(at: point, added.map { String(repeating: " ", count: item.start.column) + "\($0.key): \($0.value)" })
+            }
+        }
+        return splice.apply()
     }
 
     /// The smallest manifest the loader accepts, holding `entry`.
@@ -366,6 +420,12 @@ struct ManifestLayout {
         var index: Int
         var url: (text: String, mark: Mark)?
         var destination: (text: String, mark: Mark)?
+        /// The checksum key (`sha256`, `checksum`, `integrity`, …) and where its value starts and ends.
+        var checksum: (key: String, start: Mark, end: Mark)?
+        /// Where the `size` value starts and ends.
+        var size: (start: Mark, end: Mark)?
+        /// The entry itself.
+        var item: Item?
     }
 
     var root = Root.empty
@@ -408,15 +468,19 @@ private struct LayoutBuilder {
     }
 
     /// The only key names the layout cares about, recognized from the bytes without making a `String`.
-    enum Key {
-        case files, url, dest, other
+    enum Key: Equatable {
+        case files, url, dest, size, checksum(FileKey), other
 
         init(_ bytes: UnsafeBufferPointer<UInt8>) {
             // Gated on the length: almost every scalar is a value far longer than any of these names.
             self = switch bytes.count {
             case 3 where bytes.elementsEqual(FileKey.url.rawValue.utf8): .url
             case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
+            case 4 where bytes.elementsEqual(FileKey.size.rawValue.utf8): .size
             case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
+            case 6, 8, 9:
+                [FileKey.sha256, .sha384, .sha512, .checksum, .integrity].first { bytes.elementsEqual($0.rawValue.utf8) }
+                    .map { .checksum($0) } ?? .other
             default: .other
             }
         }
@@ -509,9 +573,14 @@ private struct LayoutBuilder {
         case .item:
             startItem(at: start, isFlowMapping: false, isBlockMapping: false)
         case .other:
-            if place.parentIsEntry, let bytes, place.valueOf == .dest || place.valueOf == .url {
-                let text = String(decoding: bytes, as: UTF8.self)
-                if place.valueOf == .dest { listed.destination = (text, start) } else { listed.url = (text, start) }
+            if place.parentIsEntry, let bytes {
+                switch place.valueOf {
+                case .dest: listed.destination = (String(decoding: bytes, as: UTF8.self), start)
+                case .url: listed.url = (String(decoding: bytes, as: UTF8.self), start)
+                case .size: listed.size = (start, end)
+                case .checksum(let key): listed.checksum = (key.rawValue, start, end)
+                case .files, .other: break
+                }
             }
         }
         noteContent(end: end)
@@ -570,6 +639,7 @@ private struct LayoutBuilder {
         sequenceBeforeLastEnd = sequenceLast?.contentEnd
         sequenceLast = finished
         item = nil
+        listed.item = finished
         layout.entries.append(listed)
         layout.fileCount += 1
     }

@@ -105,6 +105,14 @@ package struct EntryDraft: Sendable {
     }
 }
 
+extension DestinationPath {
+    /// A destination typed on the command line, normalized as the loader normalizes a manifest's (`a//./b` → `a/b`),
+    /// so that it compares with the manifest's own; nil when it is not one a manifest could hold.
+    package static func commandLine(_ text: String) -> String? {
+        try? PathRules.destination(text).normalized
+    }
+}
+
 /// A digest typed on the command line (`haul add --sha256 HEX`, `--sha512 HEX`, `--integrity SRI`), checked as the
 /// manifest's key of the same name is, with the same messages. Of an integrity value listing several digests, the
 /// first of its strongest algorithm is pinned.

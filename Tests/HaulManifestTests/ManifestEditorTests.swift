@@ -391,4 +391,30 @@ final class ManifestEditorTests: XCTestCase {
         XCTAssertEqual(messages("ftp://e.com/x"), ["unsupported URL scheme \"ftp\" (haul fetches http and https)"])
         XCTAssertEqual(messages("https://e.com/${TOKEN}/x"), ["environment variable TOKEN is not set"])
     }
+
+    // MARK: Re-pinning
+
+    func testRepinningAnUnpinnedEntryAddsItsKeysAfterItsLastLine() throws {
+        let text = """
+            files:
+              - url: https://e.com/a.bin   # upstream
+                dest: a.bin
+                # no checksum yet
+              - url: https://e.com/b.bin
+                dest: b.bin
+                checksum: md5:\(String(repeating: "0", count: 32))
+            prune: false
+
+            """
+        let first = try ManifestEditor.repinning(0, digest: digest, size: 12, in: Array(text.utf8), fileName: Fixture.fileName)
+        XCTAssertEqual(String(decoding: first, as: UTF8.self), text.replacingOccurrences(
+            of: "    dest: a.bin\n", with: "    dest: a.bin\n    sha256: \(hex)\n    size: 12\n"))
+        // The prefixed notation takes any algorithm: a weak pin becomes a strong one where it stands.
+        let second = try ManifestEditor.repinning(1, digest: digest, size: nil, in: first, fileName: Fixture.fileName)
+        XCTAssertEqual(String(decoding: second, as: UTF8.self), String(decoding: first, as: UTF8.self).replacingOccurrences(
+            of: "md5:\(String(repeating: "0", count: 32))", with: "sha256:\(hex)"))
+        // A key that names another algorithm cannot hold this digest.
+        let sha512Entry = Array("files:\n  - {url: https://e.com/c, dest: c, sha512: \(String(repeating: "1", count: 128))}\n".utf8)
+        XCTAssertThrowsError(try ManifestEditor.repinning(0, digest: digest, size: nil, in: sha512Entry, fileName: Fixture.fileName))
+    }
 }
