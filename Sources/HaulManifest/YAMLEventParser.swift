@@ -48,7 +48,8 @@ struct YAMLEventParser: ~Copyable {
         return holdsEvent ? current.pointee : nil
     }
 
-    /// Why `next()` returned nil: libyaml's problem, with its context, at the place libyaml names.
+    /// Why `next()` returned nil: libyaml's problem, in a manifest editor's words (`YAMLSyntaxAdvice`), at the place
+    /// libyaml names.
     var error: (message: String, location: SourceLocation?) {
         let state = parser.pointee
         let problem = state.problem.map { String(cString: $0) } ?? "invalid YAML"
@@ -57,12 +58,33 @@ struct YAMLEventParser: ~Copyable {
             return ("cannot parse YAML: out of memory", nil)
         case YAML_READER_ERROR:
             // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
-            return (problem, Self.location(ofByte: state.problem_offset, in: input))
+            return (YAMLSyntaxAdvice.message(problem: problem, context: nil, lineIndentedWithTab: false),
+                    Self.location(ofByte: state.problem_offset, in: input))
         default:
-            guard let context = state.context.map({ String(cString: $0) }) else { return (problem, Self.location(state.problem_mark)) }
-            let mark = Self.location(state.context_mark)
-            return (problem + " (\(context) at line \(mark.line), column \(mark.column))", Self.location(state.problem_mark))
+            let location = Self.location(state.problem_mark)
+            let context = state.context.map { String(cString: $0) }.map { context in
+                let mark = Self.location(state.context_mark)
+                return "\(context) at line \(mark.line), column \(mark.column)"
+            }
+            return (YAMLSyntaxAdvice.message(problem: problem, context: context,
+                                             lineIndentedWithTab: Self.indentationHasTab(line: location.line, in: input)),
+                    location)
         }
+    }
+
+    /// Whether line `line` (1-based) starts with blanks that include a tab.
+    private static func indentationHasTab(line: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var current = 1
+        var index = 0
+        while current < line, index < bytes.count {
+            if bytes[index] == UInt8(ascii: "\n") { current += 1 }
+            index += 1
+        }
+        while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") {
+            if bytes[index] == UInt8(ascii: "\t") { return true }
+            index += 1
+        }
+        return false
     }
 
     static func location(_ mark: yaml_mark_t) -> SourceLocation {

@@ -3,13 +3,28 @@ import XCTest
 
 /// YAML-level rules: syntax errors, anchors and aliases, documents, tags, encodings.
 final class YAMLReaderTests: XCTestCase {
-    func testSyntaxErrorsUseLibyamlsProblemAndMark() {
+    /// What to fix, in a manifest editor's words, at libyaml's mark; libyaml's own problem follows.
+    func testSyntaxErrorsSayWhatToFixThenLibyamlsProblem() {
         XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles: [\n"),
-                       ["haul.yaml:3:1: error: did not find expected node content (while parsing a flow node at line 3, column 1)"])
+                       ["haul.yaml:3:1: error: a value is missing here (a [ or { left open, or a stray \",\") (YAML: did not find "
+                        + "expected node content while parsing a flow node at line 3, column 1)"])
         XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n\t- url: x\n"),
-                       ["haul.yaml:3:1: error: found character that cannot start any token (while scanning for the next token at line 3, column 1)"])
+                       ["haul.yaml:3:1: error: this line is indented with a tab; YAML indents with spaces only (YAML: found "
+                        + "character that cannot start any token while scanning for the next token at line 3, column 1)"])
         XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles: []\n  extra: 1\n"),
-                       ["haul.yaml:3:3: error: did not find expected key (while parsing a block mapping at line 1, column 1)"])
+                       ["haul.yaml:3:3: error: this line does not line up with the keys above it, or text follows a complete "
+                        + "value (a stray bracket or quote): line keys up under each other, and quote a value that has such "
+                        + "characters (YAML: did not find expected key while parsing a block mapping at line 1, column 1)"])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - url: https://h/a: b\n    dest: a\n"),
+                       ["haul.yaml:3:21: error: a value holds \": \" (or a second key follows on the same line): put the value "
+                        + "in quotes (YAML: mapping values are not allowed in this context)"])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - url: https://h/a\n   dest: a\n"),
+                       ["haul.yaml:4:4: error: this line does not line up with the list above it: each item starts with \"-\" at "
+                        + "the same column, and an item's keys line up under its first key (YAML: did not find expected '-' "
+                        + "indicator while parsing a block collection at line 3, column 3)"])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - {url: \"https://h/a, dest: a}\n"),
+                       ["haul.yaml:4:1: error: a quoted value is never closed: add its closing quote (YAML: found unexpected "
+                        + "end of stream while scanning a quoted scalar at line 3, column 11)"])
     }
 
     func testSyntaxErrorHidesEntryFindings() {
@@ -27,7 +42,7 @@ final class YAMLReaderTests: XCTestCase {
             _ = try ManifestLoader.parse(bytes: bytes, fileName: "haul.yaml", manifestDirectory: "/", environment: [:])
             XCTFail("expected an error")
         } catch {
-            XCTAssertEqual(error.diagnostics.map(\.description), ["haul.yaml:3:6: error: invalid trailing UTF-8 octet"], "the column of the offending octet")
+            XCTAssertEqual(error.diagnostics.map(\.description), ["haul.yaml:3:6: error: the file is not UTF-8 text here; save it as UTF-8 (YAML: invalid trailing UTF-8 octet)"], "the column of the offending octet")
         }
     }
 
