@@ -35,9 +35,10 @@ struct GitHubAnnotations: Sendable {
         })
     }
 
-    /// A failed entry, at its place in `manifest`.
+    /// A failed entry, at its place in `manifest`. The message names the destination: an annotation is shown on its
+    /// own, by its line, where the entry's `dest` may be lines away.
     func failed(_ entry: FileEntry, _ failure: EntryFailure, manifest: String) {
-        let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "\n")
+        let message = "\(entry.destination): " + HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "\n")
         emit([Self.command("error", file: manifest, line: entry.location.line, column: entry.location.column, message: message)])
     }
 

@@ -124,15 +124,22 @@ package enum HumanReport {
     }
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
-    /// `failureLines` without their `error: ` and indentation: the message a JSON event or an annotation carries.
+    /// `failureLines` as a JSON event or an annotation carries them, beside the destination rather than in the text:
+    /// without `error: `, the destination and the indentation (`https://h/a.csv: HTTP 404`; `all 2 sources failed`,
+    /// then a message per source).
     package static func failureMessages(entry: FileEntry, failure: EntryFailure) -> [String] {
-        failureLines(entry: entry, failure: failure).map { line in
-            if line.hasPrefix("error: ") { return String(line.dropFirst("error: ".count)) }
+        let prefix = "error: \(entry.destination): "
+        return failureLines(entry: entry, failure: failure).map { line in
+            if line.hasPrefix(prefix) {
+                let message = line.dropFirst(prefix.count)
+                return String(message.hasSuffix(" sources failed:") ? message.dropLast() : message)
+            }
             return line.hasPrefix("  ") ? String(line.dropFirst(2)) : line
         }
     }
 
-    package static func failureLines(entry: FileEntry, failure: EntryFailure) -> [String] {
+    /// `verbose`: libcurl's own message follows haul's (`FailureReason.libcurlDetail`).
+    package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false) -> [String] {
         let destination = entry.destination.description
         switch failure {
         case .refused(let why):
@@ -142,11 +149,17 @@ package enum HumanReport {
         case .transfer(let transfer):
             let attempts = transfer.lastFailurePerSource
             if attempts.count == 1, let only = attempts.first {
-                return ["error: \(destination): \(only.sourceDisplayURL): \(describe(only.reason, for: entry))"]
+                return ["error: \(destination): \(only.sourceDisplayURL): \(describe(only.reason, for: entry))\(detail(only.reason, verbose))"]
             }
             return ["error: \(destination): all \(attempts.count) sources failed:"]
-                + attempts.map { "  \($0.sourceDisplayURL): \(describe($0.reason, for: entry))" }
+                + attempts.map { "  \($0.sourceDisplayURL): \(describe($0.reason, for: entry))\(detail($0.reason, verbose))" }
         }
+    }
+
+    /// ` (libcurl: Recv failure: Connection reset by peer)` under `--verbose`, else nothing.
+    static func detail(_ reason: FailureReason, _ verbose: Bool) -> String {
+        guard verbose, let detail = reason.libcurlDetail else { return "" }
+        return " (libcurl: \(detail))"
     }
 
     /// `error: data/a.bin: in place, but not yet durable: cannot sync the directory of "data/a.bin": …`: the new

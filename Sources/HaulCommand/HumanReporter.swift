@@ -127,14 +127,14 @@ final class HumanReporter: RunReporter, Sendable {
         }
         // The URL that failed, and the one tried next when it is another: with mirrors, which one is flaky is
         // what the reader of a log wants to know.
-        let cause = failure.description
+        let cause = failure.description + HumanReport.detail(failure.reason, verbose)
         if let next, next.delay > 0, verbose || tracker != nil {
             let elsewhere = next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
             Output.errors([paint("retry", ANSI.yellow, colour)
                            + " \(destination): \(cause); retrying in \(HumanReport.formatSeconds(next.delay))\(elsewhere)"])
         } else if verbose {
             // This source is left for now: the next one is tried at once, or the entry fails with its own error.
-            Output.errors([paintDiagnostic("warning: \(destination): \(failure)")])
+            Output.errors([paintDiagnostic("warning: \(destination): \(cause)")])
         }
     }
 
@@ -156,7 +156,7 @@ final class HumanReporter: RunReporter, Sendable {
             // one line for the whole interruption, not one per entry
         case .failed(let failure):
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
-            Output.errors(HumanReport.failureLines(entry: entry, failure: failure).map(paintDiagnostic))
+            Output.errors(HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose).map(paintDiagnostic))
         }
     }
 

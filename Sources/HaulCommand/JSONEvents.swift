@@ -182,8 +182,9 @@ package enum JSONEvents {
             return done(dest, file, result: file.fromCache ? "cached" : "fetched", error: nil,
                         rewrittenFrom: file.fromCache ? nil : rewrittenFrom)
         case .fetchedNotDurable(let file, let error):
-            // The same text as `failed` events carry: the human line without its `error: `.
-            let message = String(HumanReport.notDurableLine(entry: entry, error: error).dropFirst("error: ".count))
+            // As `failed` events carry it: the human line without its `error: ` and the destination.
+            let message = String(HumanReport.notDurableLine(entry: entry, error: error)
+                .dropFirst("error: \(entry.destination): ".count))
             return done(dest, file, result: "fetched-not-durable", error: message, rewrittenFrom: rewrittenFrom)
         case .failed(let failure):
             var sources: [JSONValue] = []

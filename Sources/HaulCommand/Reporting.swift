@@ -47,8 +47,9 @@ struct ReportingOptions: ParsableArguments {
                                valueName: "style"))
     var progress: ProgressStyle = .auto
 
-    @Flag(help: ArgumentHelp("Write newline-delimited JSON events to stdout and nothing else: sync writes plan, start, "
-                             + "progress, retry, warning, done, failed, pruned and summary; plan writes plan; verify writes verify."))
+    @Flag(help: ArgumentHelp("Write newline-delimited JSON events to stdout and nothing else: each command writes a "
+                             + "diagnostic per manifest problem; sync writes plan, start, progress, retry, warning, done, failed, "
+                             + "pruned and summary; plan writes plan; verify writes verify."))
     var json = false
 
     @Option(help: ArgumentHelp("Workflow commands for a CI: github (annotations on the manifest's lines, and a table in "

@@ -490,6 +490,10 @@ package final class TransferEngine: Sendable {
             case CURLE_OUT_OF_MEMORY where transfer.state.headers.headerBytes > 0 && transfer.bytesWritten == 0:
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
                 return .protocolViolation("a response header line over 100 KiB")
+            case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Connection timed out") || detail.hasPrefix("Resolving timed out"):
+                // The connect timeout is the stall window (see `attach`).
+                let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))
+                return .network(code: CurlCode(result), message: "could not connect within \(window) s")
             case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Operation too slow"):
                 // The low-speed floor (see `lowSpeedLimit`), said as the stall window is: in haul's words.
                 let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))

@@ -33,7 +33,7 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
 
     package var description: String {
         switch self {
-        case .network(_, let message): message
+        case .network(let code, let message): code.plainWords ?? message
         case .httpStatus(let status): "HTTP \(status)"
         case .digestMismatch(let expected, let actual, let encoding):
             "checksum mismatch: expected \(expected), got \(actual)" + Self.servedWith(encoding)
@@ -55,6 +55,12 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
         case .interrupted: "interrupted"
         case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
         }
+    }
+
+    /// libcurl's own message, for a network failure `description` says in haul's words: what `--verbose` adds.
+    package var libcurlDetail: String? {
+        guard case .network(let code, let message) = self, code.plainWords != nil, !message.isEmpty else { return nil }
+        return message
     }
 
     /// Whether trying the same URL again can help. Checksum and size mismatches move on to the next source
@@ -128,6 +134,32 @@ package struct CurlCode: Sendable, Hashable, CustomStringConvertible {
     package static let sslIssuerError = CurlCode(rawValue: 83)
     package static let sslPinnedPublicKeyMismatch = CurlCode(rawValue: 90)
     package static let sslInvalidCertificateStatus = CurlCode(rawValue: 91)
+
+    package static let http2FramingError = CurlCode(rawValue: 16)
+    package static let gotNothing = CurlCode(rawValue: 52)
+    package static let sendError = CurlCode(rawValue: 55)
+    package static let http2StreamError = CurlCode(rawValue: 92)
+
+    /// The failure in a user's words, for the codes whose libcurl message reads as libcurl's internals ("Failed to
+    /// connect to h port 443 after 3 ms: Couldn't connect to server", "Recv failure: Connection reset by peer");
+    /// nil where libcurl's message is the best there is, or where haul writes its own (timeouts).
+    package var plainWords: String? {
+        switch self {
+        case .couldNotResolveHost: "the host name could not be resolved"
+        case .couldNotConnect: "could not connect (refused, or no route to the host)"
+        case .http2FramingError: "the HTTP/2 connection failed"
+        case .partialFile: "the connection closed before the whole body arrived"
+        case .sslConnectError: "the TLS handshake failed"
+        case .gotNothing: "the server closed the connection without answering"
+        case .sendError: "the connection failed while sending the request"
+        case .receiveError: "the connection failed while receiving (reset by the server?)"
+        case .peerFailedVerification, .peerFailedVerificationBefore762, .sslIssuerError:
+            "the server's TLS certificate could not be verified"
+        case .sslCACertificateBadFile: "the CA bundle could not be read"
+        case .http2StreamError: "the server reset the HTTP/2 stream"
+        default: nil
+        }
+    }
 
     /// `curl 28`: the number libcurl's documentation and `curl`'s own exit status use.
     package var description: String { "curl \(rawValue)" }

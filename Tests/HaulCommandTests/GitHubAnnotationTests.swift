@@ -48,7 +48,7 @@ final class GitHubAnnotationTests: XCTestCase {
         XCTAssertTrue(summary.hasPrefix("earlier step\n### haul sync haul.yaml\n"), "appended: \(summary)")
         XCTAssertTrue(summary.contains("| fetched | from cache | confirmed (304) | up to date | failed | exit |\n|---|---|---|---|---|---|\n"
                                        + "| 1 (3 B) | 0 | 0 | 0 | 1 | 1 |\n"), summary)
-        XCTAssertTrue(summary.contains("| odd,name: 100%.bin | 7 | odd,name: 100%.bin: \(server.url("/missing.bin")): HTTP 404 |"), summary)
+        XCTAssertTrue(summary.contains("| odd,name: 100%.bin | 7 | \(server.url("/missing.bin")): HTTP 404 |"), summary)
 
         // Under --json, standard output stays JSON: the annotations go to standard error.
         let json = try directory.haul(["sync", "--json"], environment: environment)

@@ -53,9 +53,26 @@ final class HumanReportTests: XCTestCase {
 
     func testAnUntrustedCertificateSaysHowToTrustAPrivateCA() {
         let text = HumanReport.describe(.network(code: .peerFailedVerification, message: "SSL certificate problem"), checksum: nil)
-        XCTAssertEqual(text, "SSL certificate problem; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE")
+        XCTAssertEqual(text, "the server's TLS certificate could not be verified; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE")
         let refused = HumanReport.describe(.network(code: .couldNotConnect, message: "Connection refused"), checksum: nil)
-        XCTAssertEqual(refused, "Connection refused", "no CA hint where a CA cannot help")
+        XCTAssertEqual(refused, "could not connect (refused, or no route to the host)", "no CA hint where a CA cannot help")
+    }
+
+    /// libcurl's wording only under --verbose, after haul's; where haul has no words of its own, libcurl's alone.
+    func testLibcurlsOwnWordsFollowHaulsUnderVerboseOnly() {
+        let reset = FailureReason.network(code: .receiveError, message: "Recv failure: Connection reset by peer")
+        let failure = EntryFailure.transfer(TransferFailure(attempts: [AttemptFailure(sourceDisplayURL: "https://a.example/x", reason: reset)]))
+        XCTAssertEqual(HumanReport.failureLines(entry: entry("x"), failure: failure),
+                       ["error: x: https://a.example/x: the connection failed while receiving (reset by the server?)"])
+        XCTAssertEqual(HumanReport.failureLines(entry: entry("x"), failure: failure, verbose: true),
+                       ["error: x: https://a.example/x: the connection failed while receiving (reset by the server?) "
+                        + "(libcurl: Recv failure: Connection reset by peer)"])
+        XCTAssertEqual(HumanReport.failureMessages(entry: entry("x"), failure: failure),
+                       ["https://a.example/x: the connection failed while receiving (reset by the server?)"],
+                       "a JSON event or an annotation carries the destination beside the text, not in it")
+        let stalled = FailureReason.network(code: .operationTimedOut, message: "no data for 2 s")
+        XCTAssertEqual(stalled.description, "no data for 2 s")
+        XCTAssertNil(stalled.libcurlDetail)
     }
 
     func testEveryURLTriedIsNamedWithItsLastFailure() {

@@ -94,7 +94,7 @@ final class JSONEventsTests: XCTestCase {
         XCTAssertEqual(perFile["mirrored.bin"]?[2]["url"] as? String, server.url("/mirror"))
 
         let failed = try XCTUnwrap(perFile["lost.bin"]?.last)
-        XCTAssertEqual(failed["error"] as? String, "lost.bin: \(server.url("/missing")): HTTP 404")
+        XCTAssertEqual(failed["error"] as? String, "\(server.url("/missing")): HTTP 404", "the destination is in dest, not repeated")
         let sources = try XCTUnwrap(failed["sources"] as? [[String: Any]])
         XCTAssertEqual(sources.map { $0["error"] as? String }, ["HTTP 404"])
 

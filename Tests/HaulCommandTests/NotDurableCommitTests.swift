@@ -72,7 +72,7 @@ final class NotDurableCommitTests: XCTestCase {
         XCTAssertFalse(events.contains { $0["event"] as? String == "failed" }, result.stdout)
         let done = try XCTUnwrap(events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "data/a.bin" })
         XCTAssertEqual(done["result"] as? String, "fetched-not-durable")
-        XCTAssertEqual(done["error"] as? String, "data/a.bin: in place, but not yet durable: cannot sync the directory of "
+        XCTAssertEqual(done["error"] as? String, "in place, but not yet durable: cannot sync the directory of "
                        + "\"data/a.bin\": Input/output error")
         XCTAssertEqual(done["digest"] as? String, "sha256:" + sha256(bytes))
         XCTAssertEqual(done["bytes"] as? Int, bytes.count)

@@ -110,7 +110,7 @@ final class SettingsCommandTests: XCTestCase {
         try writeManifest(url: nginx.httpsURL("/s.txt"), bytes: bytes)
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
-        XCTAssertTrue(sync.stderr.contains("error: f.bin: \(nginx.httpsURL("/s.txt")): SSL certificate problem"), sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("error: f.bin: \(nginx.httpsURL("/s.txt")): the server's TLS certificate could not be verified"), sync.stderr)
         XCTAssertTrue(sync.stderr.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), sync.stderr)
         let json = try directory.haul(["sync", "--json"])
         XCTAssertTrue(json.stdout.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), json.stdout)

@@ -432,7 +432,7 @@ extension SyncCommandTests {
 
         let untrusted = try directory.haul(["sync"])
         XCTAssertEqual(untrusted.exitCode, 1)
-        XCTAssertTrue(untrusted.stderr.contains("error: s.txt: \(nginx.httpsURL("/s.txt")): SSL certificate problem"), untrusted.stderr)
+        XCTAssertTrue(untrusted.stderr.contains("error: s.txt: \(nginx.httpsURL("/s.txt")): the server's TLS certificate could not be verified"), untrusted.stderr)
         XCTAssertNil(outFile("s.txt"))
 
         let viaEnvironment = try directory.haul(["sync"], environment: ["HAUL_CA_FILE": authority.caCertificatePath])

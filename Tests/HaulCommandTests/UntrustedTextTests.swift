@@ -132,7 +132,7 @@ final class UntrustedTextTests: XCTestCase {
         XCTAssertEqual(Set(done), Set(names.filter { $0.path != "/gone" }.map(\.real)))
         let failed = try XCTUnwrap(events.first { $0["event"] as? String == "failed" })
         XCTAssertEqual(failed["dest"] as? String, goneName.real)
-        XCTAssertEqual(failed["error"] as? String, "\(goneName.real): \(server.url("/gone")): HTTP 404")
+        XCTAssertEqual(failed["error"] as? String, "\(server.url("/gone")): HTTP 404")
     }
 
     /// The live view on a real terminal (tmux, 80×24, `--progress bar`, NO_COLOR so that any escape sequence in the
