@@ -392,7 +392,7 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The manifest's own errors, if it has any.
-    func existingProblems(_ original: [UInt8]?) -> [String]? {
+    private func existingProblems(_ original: [UInt8]?) -> [String]? {
         guard let original else { return nil }
         do {
             _ = try ManifestLoader.parse(bytes: original, fileName: manifest, manifestDirectory: manifestDirectory,

@@ -67,7 +67,7 @@ final class EasyHandle {
         refusal = nil
     }
 
-    /// Lets a transfer its write callback paused (`Transfer.pause`) go on: libcurl hands over the chunk it kept, at once.
+    /// Lets a transfer its write callback paused (`Transfer.receive`) go on: libcurl hands over the chunk it kept, at once.
     func resumeReceiving() {
         _ = curl_easy_pause(raw, CURLPAUSE_CONT)
     }

@@ -1,8 +1,8 @@
 import Glibc
 import HaulFileSystem
 
-/// A private directory outside any root, for bytes that are measured and thrown away (`haul add` downloads a
-/// file once to learn its digest): mode 0700 under `$TMPDIR`, so nobody else reads them meanwhile.
+/// A private directory outside any root, for what `haul add` downloads until it is measured and thrown away or put
+/// in place: mode 0700 under `$TMPDIR`, so nobody else reads the bytes meanwhile.
 package struct ScratchDirectory: Sendable {
     package let path: String
     /// The folder, held open from the moment it was made.
