@@ -60,6 +60,13 @@ package final class TransferEngine: Sendable {
         }
     }
 
+    /// A loop's poll timeout for a wait of `seconds`: rounded up to the millisecond, at most a second. Rounded down,
+    /// a wait of 0.4 ms is a poll that returns at once, turn after turn: a loop spinning on a core while transfers
+    /// wait for the `--limit-rate` budget.
+    package static func pollMilliseconds(_ seconds: Double) -> Int32 {
+        Int32(max(0, min(1000, (seconds * 1000).rounded(.up))))
+    }
+
     /// A request (and its sharers) that never started ends with `reason` as its only failure.
     fileprivate static func end(_ request: TransferRequest, delegate: TransferDelegate, reason: FailureReason) {
         for one in [request] + request.sharers {
@@ -227,11 +234,11 @@ package final class TransferEngine: Sendable {
 
         /// Until the soonest retry is due, or a transfer paused for the rate budget may go on, or a second.
         private func pollTimeout(now: Double) -> Int32 {
-            var soonest = parked.map(\.retryAt).min() ?? now + 1
+            var delay = parked.map { $0.retryAt - now }.min() ?? 1
             if let limiter = run.rateLimiter, active.values.contains(where: \.isPausedForRate) {
-                soonest = min(soonest, now + max(0.001, limiter.wait(now: now)))
+                delay = min(delay, limiter.wait(now: now))
             }
-            return Int32(max(0, min(1000, (soonest - now) * 1000)))
+            return TransferEngine.pollMilliseconds(delay)
         }
 
         /// Transfers paused for the rate budget go on while it allows, a different one first each turn so that none
