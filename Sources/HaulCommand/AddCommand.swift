@@ -110,6 +110,8 @@ struct AddCommand: ParsableCommand {
 
     func validate() throws {
         try CABundle.resolve(option: caFile)?.validate()
+        // Placing the downloads flushes as sync does: a bad HAUL_DURABILITY must stop add before anything is written.
+        _ = try DurabilityOptions.fromEnvironment()
         if update != nil {
             guard urls.isEmpty else { throw ValidationError("--update fetches the entry's own url: give no URL") }
             guard fromSums == nil, dest == nil, !printOnly else {

@@ -82,6 +82,10 @@ final class AddPinningTests: XCTestCase {
         XCTAssertTrue(two.stderr.hasPrefix("error: give one of --sha256, --sha512 and --integrity"), two.stderr)
         let sizeAlone = try directory.haul(["add", server.url("/v1/tool.tgz"), "--size", "5"])
         XCTAssertEqual(sizeAlone.exitCode, 64, sizeAlone.stderr)
+        // add places what it downloads, flushing as sync does: a bad level stops it before the download.
+        let badLevel = try directory.haul(["add", server.url("/v1/tool.tgz")], environment: ["HAUL_DURABILITY": "bogus"])
+        XCTAssertEqual(badLevel.exitCode, 64, badLevel.stderr)
+        XCTAssertTrue(badLevel.stderr.hasPrefix("error: HAUL_DURABILITY: 'bogus' is not a durability level"), badLevel.stderr)
         XCTAssertTrue(server.requests.isEmpty)
         XCTAssertNil(manifestText, "nothing is created")
     }
