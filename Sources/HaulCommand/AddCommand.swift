@@ -179,8 +179,7 @@ struct AddCommand: ParsableCommand {
             netrc = try netrcOptions.credentials(manifestWants: trial.loaded.netrc)
             manifestHeaders = trial.edits.first.map { trial.loaded.files[$0.entryIndex].headers } ?? []
         } else {
-            let wanted = try? ManifestLoader.parse(bytes: original ?? [], fileName: manifest, manifestDirectory: manifestDirectory,
-                                                   environment: Environment.current).netrc
+            let wanted = try? parseManifest(original ?? []).netrc
             netrc = try netrcOptions.credentials(manifestWants: wanted ?? false)
         }
 
@@ -375,8 +374,7 @@ struct AddCommand: ParsableCommand {
         }
         let loaded: Manifest
         do {
-            loaded = try ManifestLoader.parse(bytes: text ?? [], fileName: manifest, manifestDirectory: manifestDirectory,
-                                              environment: Environment.current)
+            loaded = try parseManifest(text ?? [])
         } catch {
             // The manifest was valid, so the new entries are what breaks it (a folder another entry needs, …).
             Output.errors((existingProblems(original) ?? error.diagnostics.filter { $0.severity == .error }.map {
@@ -397,8 +395,7 @@ struct AddCommand: ParsableCommand {
     private func existingProblems(_ original: [UInt8]?) -> [String]? {
         guard let original else { return nil }
         do {
-            _ = try ManifestLoader.parse(bytes: original, fileName: manifest, manifestDirectory: manifestDirectory,
-                                         environment: Environment.current)
+            _ = try parseManifest(original)
             return nil
         } catch {
             return error.diagnostics.map(\.description)
@@ -485,8 +482,13 @@ struct AddCommand: ParsableCommand {
         Output.errors(["warning: \(failure); retrying in \(HumanReport.formatSeconds(next.delay))"])
     }
 
+    /// The manifest's text read as sync reads the file, in this environment.
+    func parseManifest(_ bytes: [UInt8]) throws(ManifestError) -> Manifest {
+        try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current)
+    }
+
     /// The folder `root` is relative to: the manifest's, as the loader takes it.
-    var manifestDirectory: String {
+    private var manifestDirectory: String {
         guard let slash = manifest.lastIndex(of: "/") else { return "." }
         return slash == manifest.startIndex ? "/" : String(manifest[..<slash])
     }

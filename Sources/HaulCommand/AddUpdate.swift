@@ -17,8 +17,7 @@ extension AddCommand {
         }
         let loaded: Manifest
         do {
-            loaded = try ManifestLoader.parse(bytes: original, fileName: manifest, manifestDirectory: manifestDirectory,
-                                              environment: Environment.current)
+            loaded = try parseManifest(original)
         } catch {
             Output.errors(error.lines.map { TerminalText($0) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
@@ -64,8 +63,7 @@ extension AddCommand {
         let reloaded: Manifest
         do {
             edited = try ManifestEditor.repinning(index, digest: digest, size: size, in: original, fileName: manifest)
-            reloaded = try ManifestLoader.parse(bytes: edited, fileName: manifest, manifestDirectory: manifestDirectory,
-                                                    environment: Environment.current)
+            reloaded = try parseManifest(edited)
             guard reloaded.files.indices.contains(index), reloaded.files[index].checksum?.digest == digest,
                   size == nil || reloaded.files[index].size == size else {
                 Output.errors(["error: internal error: the edited manifest does not read back the new pin; \(manifest) was not modified"])

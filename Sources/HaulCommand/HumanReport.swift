@@ -125,34 +125,31 @@ package enum HumanReport {
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
     /// `failureLines` as a JSON event or an annotation carries them, beside the destination rather than in the text:
-    /// without `error: `, the destination and the indentation (`https://h/a.csv: HTTP 404`; `all 2 sources failed`,
-    /// then a message per source).
+    /// `https://h/a.csv: HTTP 404`; or `all 2 sources failed`, then a message per source.
     package static func failureMessages(entry: FileEntry, failure: EntryFailure) -> [String] {
-        let prefix = "error: \(entry.destination): "
-        return failureLines(entry: entry, failure: failure).map { line in
-            if line.hasPrefix(prefix) {
-                let message = line.dropFirst(prefix.count)
-                return String(message.hasSuffix(" sources failed:") ? message.dropLast() : message)
-            }
-            return line.hasPrefix("  ") ? String(line.dropFirst(2)) : line
-        }
+        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: false)
+        return [summary] + sources
     }
 
     /// `verbose`: libcurl's own message follows haul's (`FailureReason.libcurlDetail`).
     package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false) -> [String] {
-        let destination = entry.destination.description
+        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose)
+        return ["error: \(entry.destination): \(summary)\(sources.isEmpty ? "" : ":")"] + sources.map { "  " + $0 }
+    }
+
+    /// What went wrong, and with several URLs tried, one message per URL (the last failure of each).
+    private static func failureParts(entry: FileEntry, failure: EntryFailure, verbose: Bool) -> (summary: String, sources: [String]) {
         switch failure {
         case .refused(let why):
-            return ["error: \(destination): \(why)"]
+            return (why, [])
         case .commit(let error):
-            return ["error: \(destination): \(error)"]
+            return ("\(error)", [])
         case .transfer(let transfer):
-            let attempts = transfer.lastFailurePerSource
-            if attempts.count == 1, let only = attempts.first {
-                return ["error: \(destination): \(only.sourceDisplayURL): \(describe(only.reason, for: entry))\(detail(only.reason, verbose))"]
+            let attempts = transfer.lastFailurePerSource.map {
+                "\($0.sourceDisplayURL): \(describe($0.reason, for: entry))\(detail($0.reason, verbose))"
             }
-            return ["error: \(destination): all \(attempts.count) sources failed:"]
-                + attempts.map { "  \($0.sourceDisplayURL): \(describe($0.reason, for: entry))\(detail($0.reason, verbose))" }
+            if attempts.count == 1, let only = attempts.first { return (only, []) }
+            return ("all \(attempts.count) sources failed", attempts)
         }
     }
 
@@ -165,7 +162,12 @@ package enum HumanReport {
     /// `error: data/a.bin: in place, but not yet durable: cannot sync the directory of "data/a.bin": …`: the new
     /// content is there (not "failed", which would promise the old), but a crash may still take it back.
     package static func notDurableLine(entry: FileEntry, error: StoreError) -> String {
-        "error: \(entry.destination): in place, but not yet durable: \(error)"
+        "error: \(entry.destination): \(notDurableMessage(error))"
+    }
+
+    /// The same without `error: ` and the destination, as a JSON `done` event carries it.
+    package static func notDurableMessage(_ error: StoreError) -> String {
+        "in place, but not yet durable: \(error)"
     }
 
     /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify

@@ -182,10 +182,8 @@ package enum JSONEvents {
             return done(dest, file, result: file.fromCache ? "cached" : "fetched", error: nil,
                         rewrittenFrom: file.fromCache ? nil : rewrittenFrom)
         case .fetchedNotDurable(let file, let error):
-            // As `failed` events carry it: the human line without its `error: ` and the destination.
-            let message = String(HumanReport.notDurableLine(entry: entry, error: error)
-                .dropFirst("error: \(entry.destination): ".count))
-            return done(dest, file, result: "fetched-not-durable", error: message, rewrittenFrom: rewrittenFrom)
+            return done(dest, file, result: "fetched-not-durable", error: HumanReport.notDurableMessage(error),
+                        rewrittenFrom: rewrittenFrom)
         case .failed(let failure):
             var sources: [JSONValue] = []
             if case .transfer(let transfer) = failure {

@@ -35,7 +35,7 @@ enum ManualFacts {
         Item(term: "XDG_CACHE_HOME", meaning: "default cache for `haul cache`: $XDG_CACHE_HOME/haul"),
         Item(term: "HOME", meaning: "~/.config/haul and ~/.cache/haul when XDG_* is unset"),
         Item(term: "http_proxy, …", meaning: "https_proxy, all_proxy, no_proxy: proxies, as curl"),
-        Item(term: "TMPDIR", meaning: "where haul add downloads a file to hash it (default /tmp)"),
+        Item(term: "TMPDIR", meaning: "where haul add keeps its downloads until they are in place (default /tmp)"),
         Item(term: "NO_COLOR", meaning: "when set, no colour"),
         Item(term: "CI", meaning: "when set, no colour and plain progress (no bar)"),
         Item(term: "TERM", meaning: "dumb: no colour; dumb or unset: no progress bar"),

@@ -416,7 +416,7 @@ package final class TransferEngine: Sendable {
             easy.preferReceiveBuffer(bytes: 256 * 1024)
             // Stalls (no byte for the whole window) are caught by the transfer-info callback; libcurl's
             // low-speed check adds the floor: less than `lowSpeedLimit` bytes/s averaged over the window.
-            let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))
+            let window = transfer.state.request.stallWindowSeconds
             easy.set(CURLOPT_CONNECTTIMEOUT, window)
             easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
             easy.set(CURLOPT_LOW_SPEED_TIME, window)
@@ -499,12 +499,11 @@ package final class TransferEngine: Sendable {
                 return .protocolViolation("a response header line over 100 KiB")
             case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Connection timed out") || detail.hasPrefix("Resolving timed out"):
                 // The connect timeout is the stall window (see `attach`).
-                let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))
-                return .network(code: CurlCode(result), message: "could not connect within \(window) s")
+                return .network(code: CurlCode(result), message: "could not connect within \(transfer.state.request.stallWindowSeconds) s")
             case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Operation too slow"):
                 // The low-speed floor (see `lowSpeedLimit`), said as the stall window is: in haul's words.
-                let window = max(1, Int(transfer.state.request.stallTimeout.rounded(.up)))
-                return .network(code: CurlCode(result), message: "under \(Self.rate(lowSpeedLimit)) for \(window) s")
+                return .network(code: CurlCode(result),
+                                message: "under \(Self.rate(lowSpeedLimit)) for \(transfer.state.request.stallWindowSeconds) s")
             default:
                 return .network(code: CurlCode(result), message: message)
             }

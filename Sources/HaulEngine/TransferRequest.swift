@@ -88,6 +88,9 @@ package struct TransferRequest: Sendable, Equatable {
     package var retries: Int
     /// An attempt that moves less than `EngineConfiguration.lowSpeedLimit` bytes/s over this window fails.
     package var stallTimeout: Double
+    /// `stallTimeout` in whole seconds, at least one: what libcurl's connect timeout and low-speed window take, and
+    /// how messages about them say it.
+    var stallWindowSeconds: Int { max(1, Int(stallTimeout.rounded(.up))) }
     /// The permission bits the file will have in place: a fresh temporary file is created with them (in a
     /// private folder, so nobody reaches it meanwhile) and moving it into place needs no chmod. nil: 0600.
     package var fileMode: UInt32?

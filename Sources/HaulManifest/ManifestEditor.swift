@@ -471,6 +471,8 @@ private struct LayoutBuilder {
     enum Key: Equatable {
         case files, url, dest, size, checksum(FileKey), other
 
+        private static let checksumKeys: [FileKey] = [.sha256, .sha384, .sha512, .checksum, .integrity]
+
         init(_ bytes: UnsafeBufferPointer<UInt8>) {
             // Gated on the length: almost every scalar is a value far longer than any of these names.
             self = switch bytes.count {
@@ -478,9 +480,7 @@ private struct LayoutBuilder {
             case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
             case 4 where bytes.elementsEqual(FileKey.size.rawValue.utf8): .size
             case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
-            case 6, 8, 9:
-                [FileKey.sha256, .sha384, .sha512, .checksum, .integrity].first { bytes.elementsEqual($0.rawValue.utf8) }
-                    .map { .checksum($0) } ?? .other
+            case 6, 8, 9: Self.checksumKeys.first { bytes.elementsEqual($0.rawValue.utf8) }.map { .checksum($0) } ?? .other
             default: .other
             }
         }

@@ -7,9 +7,10 @@
 enum YAMLSyntaxAdvice {
     /// `problem` and `context`: libyaml's; `lineIndentedWithTab`: the problem's line has a tab in its indentation.
     static func message(problem: String, context: String?, lineIndentedWithTab: Bool) -> String {
-        let detail = "YAML: \(problem)" + (context.map { " \($0)" } ?? "")
-        guard let advice = advice(problem: problem, context: context ?? "", tab: lineIndentedWithTab) else { return problem + (context.map { " (\($0))" } ?? "") }
-        return "\(advice) (\(detail))"
+        guard let advice = advice(problem: problem, context: context ?? "", tab: lineIndentedWithTab) else {
+            return problem + (context.map { " (\($0))" } ?? "")
+        }
+        return "\(advice) (YAML: \(problem)\(context.map { " \($0)" } ?? ""))"
     }
 
     private static func advice(problem: String, context: String, tab: Bool) -> String? {
