@@ -40,7 +40,7 @@ if [ -z "${FILESYSTEMS:-}" ]; then
   if [ "$(id -u)" = 0 ]; then
     if ! mountpoint -q "$LOOP_MOUNT"; then
       mkdir -p "$LOOP_MOUNT"
-      [ -f "$LOOP_IMAGE" ] || { truncate -s 12G "$LOOP_IMAGE" && mkfs.ext4 -q -F "$LOOP_IMAGE"; }
+      [ -f "$LOOP_IMAGE" ] || { truncate -s 12G "$LOOP_IMAGE" && mkfs.ext4 -q -F -I 256 "$LOOP_IMAGE"; }
       mount -o loop "$LOOP_IMAGE" "$LOOP_MOUNT"
     fi
     FILESYSTEMS+=" ext4-journal:$LOOP_MOUNT/work"

@@ -111,12 +111,12 @@ package struct Observation: Sendable {
                 vouched.append(false)
                 continue
             }
-            states.append(localState(settled.file))
+            states.append(localState(settled.file, at: files[index].destination))
             vouched.append(settled.record != nil)
         }
         let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: ProcessorCount.online)
         for ((index, request), (file, record)) in zip(unsettled, read) {
-            states[index] = localState(file)
+            states[index] = localState(file, at: request.destination)
             guard let record else { continue }
             // A record too recent to be proof is kept, but the state is rewritten so that it can be next time.
             if request.known == record && request.knownRecordIsProof(for: record.identity) {
@@ -182,7 +182,7 @@ package struct Observation: Sendable {
         }
         let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: ProcessorCount.online)
         return zip(owned, observed).map { owned, observed in
-            (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file)),
+            (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
              observed.record?.identity)
         }
     }
@@ -210,7 +210,8 @@ package struct Observation: Sendable {
         vouched[index] ? cache.records[DestinationKey(files[index].destination)] : found[index]
     }
 
-    static func localState(_ observed: ObservedFile) -> LocalState {
+    /// What the planner needs of what was found at `destination`; a store error's message does not name it again.
+    static func localState(_ observed: ObservedFile, at destination: DestinationPath) -> LocalState {
         switch observed {
         case .missing: .missing
         case .regularFile(let size, let digest): .file(size: size, digest: digest)
@@ -218,8 +219,8 @@ package struct Observation: Sendable {
         case .directory: .obstructed("a directory is in the way")
         case .otherKind: .obstructed("something that is not a regular file is in the way")
         case .escapesRoot(let why): .inaccessible(why)
-        case .unreadable(let error): .inaccessible(error.description)
-        case .unreadableContent(let error): .unreadable(error.description)
+        case .unreadable(let error): .inaccessible(error.description(about: destination.description))
+        case .unreadableContent(let error): .unreadable(error.description(about: destination.description))
         }
     }
 }

@@ -143,7 +143,7 @@ package enum HumanReport {
         case .refused(let why):
             return (why, [])
         case .commit(let error):
-            return ("\(error)", [])
+            return (error.description(about: entry.destination.description), [])
         case .transfer(let transfer):
             let attempts = transfer.lastFailurePerSource.map {
                 "\($0.sourceDisplayURL): \(describe($0.reason, for: entry))\(detail($0.reason, verbose))"
@@ -162,12 +162,12 @@ package enum HumanReport {
     /// `error: data/a.bin: in place, but not yet durable: cannot sync the directory of "data/a.bin": …`: the new
     /// content is there (not "failed", which would promise the old), but a crash may still take it back.
     package static func notDurableLine(entry: FileEntry, error: StoreError) -> String {
-        "error: \(entry.destination): \(notDurableMessage(error))"
+        "error: \(entry.destination): \(notDurableMessage(error, about: entry.destination))"
     }
 
     /// The same without `error: ` and the destination, as a JSON `done` event carries it.
-    package static func notDurableMessage(_ error: StoreError) -> String {
-        "in place, but not yet durable: \(error)"
+    package static func notDurableMessage(_ error: StoreError, about destination: DestinationPath) -> String {
+        "in place, but not yet durable: \(error.description(about: destination.description))"
     }
 
     /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify
@@ -252,7 +252,7 @@ package enum HumanReport {
         switch outcome {
         case .deleted, .forgotten: nil
         case .kept(let why): "warning: \(destination): not pruned: \(why); haul no longer manages it"
-        case .failed(let error): "error: \(destination): \(error)"
+        case .failed(let error): "error: \(destination): \(error.description(about: destination.description))"
         }
     }
 

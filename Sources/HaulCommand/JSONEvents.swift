@@ -182,7 +182,7 @@ package enum JSONEvents {
             return done(dest, file, result: file.fromCache ? "cached" : "fetched", error: nil,
                         rewrittenFrom: file.fromCache ? nil : rewrittenFrom)
         case .fetchedNotDurable(let file, let error):
-            return done(dest, file, result: "fetched-not-durable", error: HumanReport.notDurableMessage(error),
+            return done(dest, file, result: "fetched-not-durable", error: HumanReport.notDurableMessage(error, about: entry.destination),
                         rewrittenFrom: rewrittenFrom)
         case .failed(let failure):
             var sources: [JSONValue] = []
@@ -213,7 +213,8 @@ package enum JSONEvents {
         case .kept(let why): return .object([("event", .string("pruned")), dest, ("result", .string("kept")), ("reason", .string(why))])
         case .forgotten: return nil
         case .failed(let error):
-            return .object([("event", .string("failed")), dest, ("error", .string(error.description)), ("sources", .array([]))])
+            return .object([("event", .string("failed")), dest, ("error", .string(error.description(about: destination.description))),
+                            ("sources", .array([]))])
         }
     }
 

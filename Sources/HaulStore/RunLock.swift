@@ -2,6 +2,7 @@ import CLinuxShims
 import Glibc
 import HaulFileSystem
 import HaulManifest
+import HaulThreads
 
 /// One sync at a time per destination: a write lock on a byte range of `<root>/.haul/lock`, held for the life of
 /// the process. An unsharded run locks the whole destination space; `--shard K/N` locks only its share of it
@@ -147,9 +148,7 @@ package final class RunLock: Sendable {
             var remaining = limit
             while remaining > 0 {
                 let step = min(0.2, remaining)
-                var pause = timespec(tv_sec: Int(step), tv_nsec: Int((step - step.rounded(.down)) * 1e9))
-                var left = timespec()
-                while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+                sleepThread(seconds: step)
                 remaining -= step
                 guard let again = lock(descriptor, range, exclusive: exclusive, wait: false) else { return nil }
                 guard again == EAGAIN || again == EACCES else { return again }

@@ -186,7 +186,8 @@ package struct StateCache: Sendable, Equatable {
             throw StoreError(operation: "replace", path: failure.path, errno: failure.errno)
         }
         let descriptor: Int32
-        switch folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) {
+        // Read and write: `FileSystemClock.stamp` rewrites its last byte.
+        switch folder.openFile(temporary, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) {
         case .success(let opened): descriptor = opened
         case .failure(let failure): throw StoreError(operation: "write", path: failure.path, errno: failure.errno)
         }
@@ -203,6 +204,11 @@ package struct StateCache: Sendable, Equatable {
                 }
                 offset += written
             }
+        }
+        // The state's mtime is the moment its records are trusted against: later than every file's times, so the
+        // next run trusts what this one just wrote or hashed (unless a file is dated in the future).
+        if let newest = records.values.lazy.map(\.identity.newestTime).max() {
+            FileSystemClock.stamp(descriptor, laterThan: newest)
         }
         // With a journal to retire, the new state must be durable before the journal goes: it now holds what
         // only the journal held.

@@ -23,8 +23,16 @@ package struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     }
 
     package var description: String {
-        "cannot \(operation) \"\(path)\": \(detail ?? StoreError.systemMessage(errno))"
+        "cannot \(operation) \"\(path)\": \(cause)"
     }
+
+    /// The message shown under `destination`'s name (`! data/a.csv (…)`, `error: data/a.csv: …`): the path is
+    /// left out when it is the destination itself, so a line does not name its file twice.
+    package func description(about destination: String) -> String {
+        path == destination ? "cannot \(operation) it: \(cause)" : description
+    }
+
+    private var cause: String { detail ?? StoreError.systemMessage(errno) }
 
     /// glibc's strerror returns static text for every errno it knows and a thread-local buffer otherwise,
     /// so it is safe from the observer's worker threads.

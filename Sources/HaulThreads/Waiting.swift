@@ -18,6 +18,15 @@ package final class Semaphore: Sendable {
     }
 }
 
+/// Sleeps the calling thread for `seconds` (a signal does not cut it short): for waits on something that cannot
+/// wake a thread, such as a lock another process holds or a file system's clock.
+package func sleepThread(seconds: Double) {
+    let whole = max(0, seconds.rounded(.down))
+    var pause = timespec(tv_sec: Int(min(whole, 1e9)), tv_nsec: Int(max(0, seconds - whole) * 1e9))
+    var left = timespec()
+    while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+}
+
 /// Carries values from one thread to another, in order, holding at most `capacity` of them: a producer that runs
 /// ahead waits for the consumer, so what is in flight stays bounded.
 package final class HandOff<Element: Sendable>: Sendable {

@@ -43,7 +43,7 @@ final class CommitRaceTests: XCTestCase {
         let status = sync.waitForExit(timeout: 30)
         let output = sync.output
         XCTAssertEqual(status, 1, output)
-        XCTAssertTrue(output.contains("error: d/second: cannot write \"d/second\": parent \"d\" is a symlink to \(outside.path), outside root"),
+        XCTAssertTrue(output.contains("error: d/second: cannot write it: parent \"d\" is a symlink to \(outside.path), outside root"),
                       output)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
         XCTAssertFalse(output.contains("fetched d/second"), output)

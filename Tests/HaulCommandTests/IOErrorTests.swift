@@ -40,11 +40,11 @@ final class IOErrorTests: XCTestCase {
 
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, plan.stdout + plan.stderr)
-        XCTAssertTrue(plan.stdout.contains("~ data/a.bin (cannot read \"data/a.bin\": Input/output error; it will be replaced)"),
+        XCTAssertTrue(plan.stdout.contains("~ data/a.bin (cannot read it: Input/output error; it will be replaced)"),
                       plan.stdout)
         let verify = try directory.haul(["verify"])
         XCTAssertEqual(verify.exitCode, 1)
-        XCTAssertTrue(verify.stdout.contains("unreadable data/a.bin (cannot read \"data/a.bin\": Input/output error)"), verify.stdout)
+        XCTAssertTrue(verify.stdout.contains("unreadable data/a.bin (cannot read it: Input/output error)"), verify.stdout)
 
         server.resetLog()
         let sync = try directory.haul(["sync"])

@@ -41,8 +41,8 @@ final class NotDurableCommitTests: XCTestCase {
         try faults?.inject(["fsyncdir data"])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1, result.stdout + result.stderr)
-        XCTAssertEqual(result.stderr, "error: data/a.bin: in place, but not yet durable: cannot sync the directory of "
-                       + "\"data/a.bin\": Input/output error\n")
+        XCTAssertEqual(result.stderr, "error: data/a.bin: in place, but not yet durable: cannot sync the directory of it: "
+                       + "Input/output error\n")
         XCTAssertFalse(result.stderr.contains("failed"), result.stderr)
         let stdout = result.stdout.split(separator: "\n").map(String.init)
         XCTAssertTrue(stdout.contains("fetched data/a.bin (24 B)"), result.stdout)
@@ -72,8 +72,8 @@ final class NotDurableCommitTests: XCTestCase {
         XCTAssertFalse(events.contains { $0["event"] as? String == "failed" }, result.stdout)
         let done = try XCTUnwrap(events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "data/a.bin" })
         XCTAssertEqual(done["result"] as? String, "fetched-not-durable")
-        XCTAssertEqual(done["error"] as? String, "in place, but not yet durable: cannot sync the directory of "
-                       + "\"data/a.bin\": Input/output error")
+        XCTAssertEqual(done["error"] as? String, "in place, but not yet durable: cannot sync the directory of it: "
+                       + "Input/output error")
         XCTAssertEqual(done["digest"] as? String, "sha256:" + sha256(bytes))
         XCTAssertEqual(done["bytes"] as? Int, bytes.count)
         let fine = try XCTUnwrap(events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "elsewhere/b.bin" })

@@ -141,4 +141,44 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(StateCache.load(root: directory.path).cache, StateCache())
         XCTAssertNotNil(StateCache.load(root: directory.path).warning)
     }
+
+    /// A state saved right after its files were written is still later than each of them, so the next run trusts
+    /// every record; a record dated in the future is not waited for.
+    func testASavedStateIsLaterThanEveryFileItRecords() throws {
+        let directory = try TemporaryDirectory()
+        try directory.makeDirectory(".haul")
+        try directory.write("a.bin", "x")
+        let identity = try XCTUnwrap(FileIdentity.of(path: directory.path("a.bin")))
+        let cache = StateCache(records: ["a.bin": StateRecord(identity: identity, digest: digest)])
+        try cache.save(root: directory.path)
+        let loaded = StateCache.load(root: directory.path).cache
+        let saved = try XCTUnwrap(loaded.writtenAt)
+        XCTAssertLessThan(identity.newestTime, saved)
+        XCTAssertTrue(loaded.trusts(try XCTUnwrap(loaded.records["a.bin"]), for: identity))
+        XCTAssertEqual(loaded, cache, "the content is what was saved")
+
+        var future = identity
+        future.modified = FileTime(seconds: saved.seconds + 3_600, nanoseconds: 0)
+        try StateCache(records: ["a.bin": StateRecord(identity: future, digest: digest)]).save(root: directory.path)
+        let later = StateCache.load(root: directory.path).cache
+        XCTAssertLessThan(try XCTUnwrap(later.writtenAt), future.modified, "an hour ahead is not waited for")
+        XCTAssertFalse(later.trusts(try XCTUnwrap(later.records["a.bin"]), for: future))
+    }
+
+    /// The stamp rewrites the file's last byte until its mtime is later than the time asked for, and leaves the
+    /// bytes as they were.
+    func testAStampMovesTheModificationTimePastTheOneAskedFor() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("f", "0123456789")
+        let descriptor = open(directory.path("f"), O_RDWR)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        defer { close(descriptor) }
+        let before = try XCTUnwrap(FileIdentity.of(path: directory.path("f")))
+        let target = FileTime(seconds: before.modified.seconds, nanoseconds: 999_999_999)
+        XCTAssertTrue(FileSystemClock.stamp(descriptor, laterThan: target))
+        let after = try XCTUnwrap(FileIdentity.of(path: directory.path("f")))
+        XCTAssertLessThan(target, after.modified)
+        XCTAssertEqual(directory.read("f"), Array("0123456789".utf8))
+        XCTAssertFalse(FileSystemClock.stamp(descriptor, laterThan: FileTime(seconds: after.modified.seconds + 60, nanoseconds: 0)))
+    }
 }

@@ -27,18 +27,26 @@ public final class TestMount: Sendable {
         return TestMount(path: path)
     }
 
-    /// A fresh ext4 file system of `size` bytes on a loop device at `path` (an existing, empty directory), made
-    /// with `mkfsOptions` (`["-I", "128"]`: 128-byte inodes, whose timestamps have whole seconds, like ext3, FAT,
-    /// NFS and many FUSE mounts). The image file lives beside the mount point and goes with `unmount()`.
-    public static func loopExt4(at path: String, size: Int, mkfsOptions: [String] = []) throws -> TestMount {
+    /// A fresh, journaled ext4 file system of `size` bytes on a loop device at `path` (an existing, empty
+    /// directory). The image file lives beside the mount point and goes with `unmount()`. (For whole-second
+    /// timestamps, see `FaultFileSystem(coarse:)`: kernels from 6.18 mount an ext4 with 128-byte inodes read-only.)
+    public static func loopExt4(at path: String, size: Int) throws -> TestMount {
         let image = path + ".img"
         guard let file = fopen(image, "w") else { throw FaultUnavailable("cannot create \(image)") }
         let sized = ftruncate(fileno(file), off_t(size)) == 0
         fclose(file)
         guard sized else { throw FaultUnavailable("cannot size \(image)") }
-        try run(["mkfs.ext4", "-q", "-F"] + mkfsOptions + [image], what: "make an ext4 file system")
+        // 256-byte inodes whatever the size: some mke2fs.conf give small file systems 128-byte ones, which newer
+        // kernels mount read-only.
+        try run(["mkfs.ext4", "-q", "-F", "-I", "256", image], what: "make an ext4 file system")
         try run(["mount", "-o", "loop", image, path], what: "loop-mount an ext4 image")
-        return TestMount(path: path, image: image)
+        let mount = TestMount(path: path, image: image)
+        // A kernel may mount a file system it deprecates read-only without failing the mount: a test on it would
+        // fail for the wrong reason.
+        guard access(path, W_OK) == 0 || errno != EROFS else {
+            throw FaultUnavailable("the kernel mounted the ext4 image at \(path) read-only")
+        }
+        return mount
     }
 
     /// `path` bind-mounted onto itself, read-only: a separate mount with the same files.
@@ -307,7 +315,8 @@ extension String {
 
 /// `Tests/Tools/faultfs.py` mounted over a folder: a real file system (FUSE, passing through to a backing
 /// folder) that fails chosen operations with a chosen errno, for faults no mount option can make (EIO on a read,
-/// on a folder's fsync). Needs root, /dev/fuse, and Debian's `fuse` and `python3-fusepy`.
+/// on a folder's fsync). With `coarse`, every time it reports has whole seconds (ext3, FAT, NFS and many FUSE
+/// mounts). Needs root, /dev/fuse, and Debian's `fuse` and `python3-fusepy`.
 public final class FaultFileSystem: Sendable {
     public let mountPoint: String
     public let backing: String
@@ -315,14 +324,15 @@ public final class FaultFileSystem: Sendable {
     private let process: BackgroundProcess
 
     /// Makes the folders `mountPoint` and `backing` in `directory` and mounts the one over the other.
-    public convenience init(over directory: TemporaryDirectory, mountPoint: String, backing: String) throws {
+    public convenience init(over directory: TemporaryDirectory, mountPoint: String, backing: String,
+                            coarse: Bool = false) throws {
         try directory.makeDirectory(backing)
         try directory.makeDirectory(mountPoint)
-        try self.init(mountPoint: directory.path(mountPoint), backing: directory.path(backing))
+        try self.init(mountPoint: directory.path(mountPoint), backing: directory.path(backing), coarse: coarse)
     }
 
     /// Mounts at `mountPoint` (an existing, empty folder), passing through to `backing` (an existing folder).
-    public init(mountPoint: String, backing: String) throws {
+    public init(mountPoint: String, backing: String, coarse: Bool = false) throws {
         guard geteuid() == 0 else { throw FaultUnavailable("a FUSE mount needs root here") }
         guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw FaultUnavailable("no /dev/fuse") }
         let script = Self.scriptPath
@@ -332,6 +342,7 @@ public final class FaultFileSystem: Sendable {
         control = backing + ".faults"
         _ = fopen(control, "w").map { fclose($0) }
         process = try BackgroundProcess("/usr/bin/python3", [script, backing, mountPoint, control],
+                                        environment: coarse ? ["FAULTFS_COARSE": "1"] : [:],
                                         currentDirectory: "/", outputPath: backing + ".faultfs-output")
         let mounted = process.wait(until: { Self.isMounted(mountPoint) }, timeout: 20)
         guard mounted == .conditionMet else {

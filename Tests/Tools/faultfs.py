@@ -9,7 +9,9 @@ and is read again on every call, so a test changes the faults while the file sys
     rename x ENOSPC
     unlink old DELAY      unlinking old takes a second longer, then succeeds
 Operations: read write fsync fsyncdir rename open create mkdir unlink getattr.
-Times are passed through with their nanoseconds.
+Times are passed through with their nanoseconds, unless FAULTFS_COARSE=1 is in the environment: then every
+time is reported in whole seconds (ext3, FAT, many NFS and SMB servers), and the kernel caches no attributes, so
+each stat sees the backing file's times as they are now.
 """
 import errno
 import os
@@ -22,6 +24,7 @@ except ImportError:  # Debian's python3-fusepy names the module fusepy
     from fusepy import FUSE, FuseOSError, Operations
 
 BACKING, MOUNTPOINT, CONTROL = sys.argv[1], sys.argv[2], sys.argv[3]
+COARSE = os.environ.get('FAULTFS_COARSE') == '1'
 
 
 def rules():
@@ -69,7 +72,7 @@ class FaultFS(Operations):
         st = os.lstat(self._real(path))
         attributes = {key: getattr(st, key) for key in ('st_gid', 'st_mode', 'st_nlink', 'st_size', 'st_uid', 'st_ino')}
         for key in ('st_atime', 'st_mtime', 'st_ctime'):
-            attributes[key] = getattr(st, key + '_ns') / 1e9
+            attributes[key] = getattr(st, key + '_ns') // 1_000_000_000 if COARSE else getattr(st, key + '_ns') / 1e9
         return attributes
 
     def readdir(self, path, fh):
@@ -152,4 +155,5 @@ class FaultFS(Operations):
 
 
 if __name__ == '__main__':
-    FUSE(FaultFS(), MOUNTPOINT, foreground=True, nothreads=False, allow_other=True, use_ino=True)
+    uncached = dict(attr_timeout=0, entry_timeout=0, negative_timeout=0) if COARSE else {}
+    FUSE(FaultFS(), MOUNTPOINT, foreground=True, nothreads=False, allow_other=True, use_ino=True, **uncached)
