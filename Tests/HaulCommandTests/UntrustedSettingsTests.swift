@@ -160,10 +160,13 @@ final class UntrustedSettingsTests: XCTestCase {
 
     // MARK: The low-speed floor
 
-    /// A trickle under 1 KiB/s fails its attempt once one `timeout` window has passed, not two or three later.
+    /// A burst, then a trickle under 1 KiB/s: the attempt fails once a `timeout` window holds only the trickle, not
+    /// two or three windows later (libcurl's own check averaged over five seconds, then waited a window more).
     func testATrickleFailsAfterOneWindow() throws {
-        let body = [UInt8](repeating: 7, count: 4_000)
-        let server = try serve { _ in ServerResponse.ok(body).with(fault: .trickle(bytesPerChunk: 100, interval: 0.25)) }
+        let body = [UInt8](repeating: 7, count: 24_000)
+        let server = try serve { _ in
+            ServerResponse.ok(body).with(fault: .burstThenTrickle(burst: 16_384, bytesPerChunk: 100, interval: 0.25))
+        }
         try directory.write("haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url("/slow.bin")), dest: slow.bin, retries: 0}\n")
         let started = Date()
         let sync = try directory.haul(["sync", "--timeout", "3s", "--progress", "none"])
@@ -172,7 +175,7 @@ final class UntrustedSettingsTests: XCTestCase {
         XCTAssertTrue(sync.stderr.contains("slow.bin")
                       && sync.stderr.contains(": under 1 KiB/s for 3 s\n"), sync.stderr)
         XCTAssertGreaterThanOrEqual(elapsed, 2.9, "not before the window has passed")
-        XCTAssertLessThan(elapsed, 5.5, "one window (3 s) and a callback's second, not two or three windows")
+        XCTAssertLessThan(elapsed, 5.5, "one window (3 s) after the burst and a callback's second, not two or three windows")
         XCTAssertFalse(directory.exists("slow.bin"))
     }
 
