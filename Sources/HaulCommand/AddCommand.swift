@@ -102,8 +102,9 @@ struct AddCommand: ParsableCommand {
     @OptionGroup var requestOptions: RequestOptions
 
     @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
-        "Largest download accepted (e.g. 500M, 2G).", valueName: "size"))
-    var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
+        "Largest download accepted (e.g. 500M, 2G). (default: \(TransferOptions.defaultMaxFileSize))", valueName: "size"),
+            transform: ByteSize.init(parsing:))
+    var maxFileSize: ByteSize = TransferOptions.defaultMaxFileSize
 
     /// Same resolution and check as `sync`'s `--ca-file`.
     private var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }

@@ -108,7 +108,7 @@ struct CacheGCCommand: ParsableCommand {
     @OptionGroup var location: CacheLocation
 
     @Option(name: .customLong("max-size"), help: ArgumentHelp("The most the entries may total (e.g. 500M, 2G).",
-                                                               valueName: "size"))
+                                                               valueName: "size"), transform: ByteSize.init(parsing:))
     var maxSize: ByteSize
 
     func run() throws {

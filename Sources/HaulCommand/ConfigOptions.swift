@@ -57,20 +57,22 @@ struct RequestOptions: ParsableArguments {
     var userAgent: String?
 
     @Option(help: ArgumentHelp("(sync, add) Retries after the first attempt, per URL (0-100), over the manifest's retries.",
-                               valueName: "n"))
+                               valueName: "n"),
+            transform: OptionValueError.wholeNumber(from: 0...100))
     var retries: Int?
 
     @Option(help: ArgumentHelp("(sync, add) Stall window (e.g. 30s, 2m): an attempt that makes no progress for this long fails; over "
-                               + "the manifest's timeout.", valueName: "duration"))
+                               + "the manifest's timeout.", valueName: "duration"),
+            transform: RunDuration.init(parsing:))
     var timeout: RunDuration?
 
     @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
         "(sync, add) Bytes per second for the whole run, all transfers together (e.g. 500K, 10M; K = 1024).",
-        valueName: "rate"))
+        valueName: "rate"),
+        transform: ByteSize.init(parsing:))
     var limitRate: ByteSize?
 
     func validate() throws {
-        if let retries, !(0...100).contains(retries) { throw ValidationError("--retries must be between 0 and 100, not \(retries)") }
         if let userAgent, userAgent.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }) {
             throw ValidationError("--user-agent must be one line")
         }

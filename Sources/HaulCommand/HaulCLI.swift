@@ -129,8 +129,14 @@ struct PolicyOptions: ParsableArguments {
 
 /// Options for commands that may fetch.
 struct TransferOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "(sync) Transfers to run at once (1-256).")
-    var jobs: Int = 16
+    // Options read through a `transform` (to say why a value is refused) get no "(default: …)" from the parser:
+    // their help says it, from the same constant.
+    private static let defaultTransfers = 16
+    static let defaultMaxFileSize = ByteSize(bytes: 16 << 30)
+
+    @Option(name: .shortAndLong, help: "(sync) Transfers to run at once (1-256). (default: \(defaultTransfers))",
+            transform: OptionValueError.wholeNumber(from: 1...256))
+    var jobs: Int = defaultTransfers
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "(sync) Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or "
@@ -138,16 +144,17 @@ struct TransferOptions: ParsableArguments {
         valueName: "file"))
     var caFile: String?
 
-    @Option(name: .customLong("per-host"), help: "(sync) Connections to one host at once (HTTP/2 multiplexes over one).")
-    var perHost: Int = 16
+    @Option(name: .customLong("per-host"),
+            help: "(sync) Connections to one host at once (1-256; HTTP/2 multiplexes over one). (default: \(defaultTransfers))",
+            transform: OptionValueError.wholeNumber(from: 1...256))
+    var perHost: Int = defaultTransfers
 
     @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
-        "(sync) Largest download accepted for an entry without size (e.g. 500M, 2G).", valueName: "size"))
-    var maxFileSize: ByteSize = ByteSize(bytes: 16 << 30)
+        "(sync) Largest download accepted for an entry without size (e.g. 500M, 2G). (default: \(defaultMaxFileSize))",
+        valueName: "size"), transform: ByteSize.init(parsing:))
+    var maxFileSize: ByteSize = defaultMaxFileSize
 
     func validate() throws {
-        guard (1...256).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 256, not \(jobs)") }
-        guard (1...256).contains(perHost) else { throw ValidationError("--per-host must be between 1 and 256, not \(perHost)") }
         try CABundle.resolve(option: caFile)?.validate()
     }
 
@@ -237,7 +244,8 @@ struct RunOptions: ParsableArguments {
     var wait = false
 
     @Option(name: .customLong("wait-timeout"), help: ArgumentHelp(
-        "(sync) Wait as --wait does, for at most this long (e.g. 30s, 10m); then exit with status 4.", valueName: "duration"))
+        "(sync) Wait as --wait does, for at most this long (e.g. 30s, 10m); then exit with status 4.", valueName: "duration"),
+            transform: RunDuration.init(parsing:))
     var waitTimeout: RunDuration?
 
     @Flag(help: "(sync, plan) Hash every local file instead of trusting the state cache for unchanged ones.")
@@ -245,7 +253,8 @@ struct RunOptions: ParsableArguments {
 
     @Option(name: .customLong("max-time"), help: ArgumentHelp(
         "(sync) Stop the whole run after this long (e.g. 90s, 10m, 1h): entries not finished by then fail, exit 1.",
-        valueName: "duration"))
+        valueName: "duration"),
+            transform: RunDuration.init(parsing:))
     var maxTime: RunDuration?
 }
 
@@ -488,20 +497,20 @@ struct DurabilityOptions: ParsableArguments {
 }
 
 /// A duration on the command line, read as a manifest's `timeout` is: `90s`, `10m`, `1h`, `250ms`, bare seconds.
-struct RunDuration: ExpressibleByArgument {
+struct RunDuration {
     var seconds: Double
     /// As the user wrote it, for messages.
     var written: String
 
-    init?(argument: String) {
-        guard let parsed = Seconds(duration: argument) else { return nil }
-        seconds = parsed.value
+    /// The argument parser prints what is thrown after "The value '…' is invalid for '--option <duration>': ".
+    init(parsing argument: String) throws(RuleFailure) {
+        seconds = try Seconds(duration: argument).value
         written = argument
     }
 }
 
 /// `1048576`, `512K`, `500M`, `2G`, `1T` (binary units).
-struct ByteSize: ExpressibleByArgument, CustomStringConvertible {
+struct ByteSize: CustomStringConvertible {
     var bytes: Int64
 
     var description: String {
@@ -511,11 +520,10 @@ struct ByteSize: ExpressibleByArgument, CustomStringConvertible {
         return "\(bytes)"
     }
 
-    var defaultValueDescription: String { description }
-
     init(bytes: Int64) { self.bytes = bytes }
 
-    init?(argument: String) {
+    /// The argument parser prints what is thrown after "The value '…' is invalid for '--option <size>': ".
+    init(parsing argument: String) throws(OptionValueError) {
         let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
         var text = argument.uppercased()
         if text.hasSuffix("IB") { text.removeLast(2) } else if text.hasSuffix("B") { text.removeLast() }
@@ -524,10 +532,34 @@ struct ByteSize: ExpressibleByArgument, CustomStringConvertible {
             multiplier = unit
             text.removeLast()
         }
-        guard let value = Int64(text), value > 0 else { return nil }
+        guard let value = Int64(text), !text.hasPrefix("+") else {
+            throw OptionValueError("expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), "
+                                   + "such as 500K or 2G")
+        }
+        guard value > 0 else { throw OptionValueError("must be greater than zero") }
         let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
-        guard !overflow else { return nil }
+        guard !overflow else { throw OptionValueError("too large: at most 8 exabytes") }
         bytes = product
+    }
+}
+
+/// Why a value on the command line was refused, said after the argument parser's "The value '…' is invalid for
+/// '--option <value>': ".
+struct OptionValueError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+
+    /// A parser for a whole number within `range`, for `@Option(transform:)`.
+    static func wholeNumber(from range: ClosedRange<Int>) -> @Sendable (String) throws -> Int {
+        { text in
+            guard let value = Int(text), !text.hasPrefix("+") else {
+                throw OptionValueError("expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            guard range.contains(value) else {
+                throw OptionValueError("must be from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return value
+        }
     }
 }
 

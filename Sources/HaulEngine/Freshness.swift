@@ -2,8 +2,12 @@
 /// sync trusts the copy on disk without asking again. Only what a private client may use: `max-age` (not
 /// `s-maxage`, which is for shared caches), else `Expires` against the response's own `Date` (without one, the
 /// two clocks cannot be compared: no freshness); `no-cache` and `no-store` mean ask every time, and `Age` (time
-/// already spent in caches on the way) is taken off.
+/// already spent in caches on the way) is taken off. What a server grants is honoured for `longestLifetime` at
+/// most: a server cannot keep haul from asking again for years.
 package enum Freshness {
+    /// The longest a response is trusted without asking again: a year.
+    package static let longestLifetime: Double = 365 * 86_400
+
     /// Seconds from the response's arrival; nil: none (ask again next time).
     package static func lifetime(cacheControl: String?, expires: String?, date: String?, age: String?) -> Double? {
         var maxAge: Double?
@@ -15,8 +19,8 @@ package enum Freshness {
                 var value = String(parts[1]).trimmingWhitespace
                 if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
                 // A malformed max-age makes the response stale (RFC 9111 4.2.1): no freshness at all.
-                guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-                maxAge = Double(value.prefix(10)) ?? 0
+                guard let seconds = deltaSeconds(value) else { return nil }
+                maxAge = seconds
             }
         }
         var lifetime: Double
@@ -29,7 +33,21 @@ package enum Freshness {
         } else {
             return nil
         }
-        if let age, let spent = Double(age.trimmingWhitespace), spent > 0 { lifetime -= spent }
-        return lifetime > 0 ? lifetime : nil
+        if let age, let spent = deltaSeconds(age.trimmingWhitespace) { lifetime -= spent }
+        return lifetime > 0 ? min(lifetime, longestLifetime) : nil
+    }
+
+    /// RFC 9111 1.2.2's delta-seconds: digits only, leading zeros allowed, and a value past 2³¹ taken as 2³¹; nil
+    /// for anything else (a sign, a fraction, an exponent, nothing).
+    static func deltaSeconds(_ text: String) -> Double? {
+        let digits = text.utf8
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        let ceiling = 2_147_483_648
+        var value = 0
+        for digit in digits {
+            value = value * 10 + Int(digit - UInt8(ascii: "0"))
+            if value >= ceiling { return Double(ceiling) }
+        }
+        return Double(value)
     }
 }

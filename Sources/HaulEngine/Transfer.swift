@@ -37,6 +37,8 @@ final class Transfer {
     /// Large bodies are written back to disk while they arrive (by their `TrailingHasher`).
     private let startsWriteback: Bool
     private let clock: LoopClock
+    /// The attempt's low-speed floor (`EngineConfiguration.lowSpeedLimit` over the request's stall window).
+    private var speedFloor: SpeedFloor
     private let report: (TransferEvent) -> Void
 
     /// What the write path keeps of the attempt in flight: its own copy of what the machine decided with the first
@@ -61,8 +63,9 @@ final class Transfer {
     private enum Body { case unseen, written, discarded }
 
     init(_ state: TransferStateMachine, partials: PartialStore?, reportsProgress: Bool, startsWriteback: Bool = false,
-         rateLimiter: RateLimiter? = nil, clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
+         rateLimiter: RateLimiter? = nil, lowSpeedLimit: Int, clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
         self.state = state
+        speedFloor = SpeedFloor(window: state.request.stallTimeout, bytesPerSecond: lowSpeedLimit)
         self.rateLimiter = rateLimiter
         self.bodyLimit = state.bodyLimit
         self.partials = partials
@@ -127,6 +130,7 @@ final class Transfer {
     /// The attempt (or a redirect hop) goes to libcurl: nothing of it received yet.
     func beginAttempt() {
         attempt = Attempt(lastActivityAt: clock.now)
+        speedFloor.restart(at: clock.now, bytes: 0)
         socketError = 0
         isPausedForRate = false
     }
@@ -138,14 +142,33 @@ final class Transfer {
     }
 
     /// libcurl's transfer-info callback runs at least once a second, even when nothing arrives: the place to
-    /// notice that nothing has arrived for the whole stall window. Returns false to abort.
-    func checkForStall() -> Bool {
-        // Waiting for the rate budget is not a stall: the window starts again when the transfer goes on.
-        if isPausedForRate { attempt.lastActivityAt = clock.now }
+    /// notice that nothing has arrived for the whole stall window, or too little (`SpeedFloor`). Returns false to
+    /// abort.
+    func checkProgress() -> Bool {
+        let now = clock.now
+        let received = attempt.bytesWritten + Int64(attempt.discardedBytes)
+        // Waiting for the rate budget is neither a stall nor slow: the window starts again when the transfer goes on.
+        if isPausedForRate {
+            attempt.lastActivityAt = now
+            speedFloor.restart(at: now, bytes: received)
+        }
         let window = state.request.stallTimeout
-        guard clock.now - attempt.lastActivityAt > window else { return true }
-        state.abort(.network(code: .operationTimedOut, message: "no data for \(window == window.rounded() ? "\(Int(window))" : "\(window)") s"))
-        return false
+        let seconds = window == window.rounded() ? "\(Int(window))" : "\(window)"
+        // Nothing at all first: the floor would say the same of a silent server, less plainly.
+        if now - attempt.lastActivityAt >= window {
+            state.abort(.network(code: .operationTimedOut, message: "no data for \(seconds) s"))
+            return false
+        }
+        guard speedFloor.allows(now: now, bytes: received) else {
+            state.abort(.network(code: .operationTimedOut, message: "under \(Self.rate(speedFloor.bytesPerSecond)) for \(seconds) s"))
+            return false
+        }
+        return true
+    }
+
+    /// `1 KiB/s`, `512 B/s`: the low-speed floor as messages say it.
+    private static func rate(_ bytesPerSecond: Int) -> String {
+        bytesPerSecond % 1024 == 0 ? "\(bytesPerSecond / 1024) KiB/s" : "\(bytesPerSecond) B/s"
     }
 
     /// The digest of exactly the bytes written, for bodies hashed in the callback.
@@ -294,10 +317,10 @@ let transferOpenSocketCallback: TransferCallbacks.OpenSocket = { context, _, add
     return opened
 }
 
-/// libcurl's transfer-info callback: only used to detect stalls.
+/// libcurl's transfer-info callback: only used to detect stalls and the low-speed floor.
 let transferInfoCallback: TransferCallbacks.Progress = { context, _, _, _, _ in
     guard let context else { return 0 }
-    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().checkForStall() ? 0 : 1
+    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().checkProgress() ? 0 : 1
 }
 
 /// libcurl's header callback.

@@ -268,7 +268,7 @@ package final class TransferEngine: Sendable {
 
         private func makeTransfer(_ state: TransferStateMachine) -> Transfer {
             Transfer(state, partials: engine.partials, reportsProgress: reportsProgress, startsWriteback: engine.startsWriteback,
-                     rateLimiter: run.rateLimiter, clock: clock) { [delegate, id = state.request.id] in
+                     rateLimiter: run.rateLimiter, lowSpeedLimit: engine.configuration.lowSpeedLimit, clock: clock) { [delegate, id = state.request.id] in
                 delegate.transfer(id, didProduce: $0)
             }
         }
@@ -414,12 +414,9 @@ package final class TransferEngine: Sendable {
             easy.set(CURLOPT_USERAGENT, configuration.userAgent)
             easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
             easy.preferReceiveBuffer(bytes: 256 * 1024)
-            // Stalls (no byte for the whole window) are caught by the transfer-info callback; libcurl's
-            // low-speed check adds the floor: less than `lowSpeedLimit` bytes/s averaged over the window.
-            let window = transfer.state.request.stallWindowSeconds
-            easy.set(CURLOPT_CONNECTTIMEOUT, window)
-            easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
-            easy.set(CURLOPT_LOW_SPEED_TIME, window)
+            // Stalls (no byte for the whole window) and the low-speed floor (less than `lowSpeedLimit` bytes/s
+            // averaged over the window) are caught by the transfer-info callback (`Transfer.checkProgress`).
+            easy.set(CURLOPT_CONNECTTIMEOUT, transfer.state.request.stallWindowSeconds)
             if request.url.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
             if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
             // No Accept-Encoding: the bytes hashed are the bytes stored.
@@ -453,7 +450,7 @@ package final class TransferEngine: Sendable {
             let url = transfer.state.currentURL
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
-            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy, lowSpeedLimit: engine.configuration.lowSpeedLimit)
+            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy)
             let redirect = (300..<400).contains(status)
                 ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
             let action = transfer.state.attemptEnded(
@@ -481,12 +478,7 @@ package final class TransferEngine: Sendable {
 
         /// libcurl's error, in haul's terms: answers libcurl itself found malformed are protocol violations (not
         /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants.
-        /// `1 KiB/s`, `512 B/s`: the low-speed floor as messages say it.
-        private static func rate(_ bytesPerSecond: Int) -> String {
-            bytesPerSecond % 1024 == 0 ? "\(bytesPerSecond / 1024) KiB/s" : "\(bytesPerSecond) B/s"
-        }
-
-        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle, lowSpeedLimit: Int) -> FailureReason {
+        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> FailureReason {
             let detail = easy.errorMessage
             let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets)
             if easy.connectCode == 407 { return proxyAuthentication(for: transfer.state.currentURL) }
@@ -500,10 +492,6 @@ package final class TransferEngine: Sendable {
             case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Connection timed out") || detail.hasPrefix("Resolving timed out"):
                 // The connect timeout is the stall window (see `attach`).
                 return .network(code: CurlCode(result), message: "could not connect within \(transfer.state.request.stallWindowSeconds) s")
-            case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Operation too slow"):
-                // The low-speed floor (see `lowSpeedLimit`), said as the stall window is: in haul's words.
-                return .network(code: CurlCode(result),
-                                message: "under \(Self.rate(lowSpeedLimit)) for \(transfer.state.request.stallWindowSeconds) s")
             default:
                 return .network(code: CurlCode(result), message: message)
             }

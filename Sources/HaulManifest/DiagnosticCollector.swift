@@ -70,8 +70,9 @@ struct DiagnosticCollector {
 }
 
 /// Why a single value was rejected; the caller adds the key path and position.
-struct RuleFailure: Error {
-    var messages: [String]
+package struct RuleFailure: Error, CustomStringConvertible {
+    package var messages: [String]
     init(_ message: String) { messages = [message] }
     init(messages: [String]) { self.messages = messages }
+    package var description: String { messages.joined(separator: "; ") }
 }

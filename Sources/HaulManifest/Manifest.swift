@@ -112,9 +112,9 @@ package struct Seconds: Sendable, Hashable, Comparable {
 
     /// A duration written as a manifest's `timeout` is (`90s`, `10m`, `1h`, `250ms`, bare seconds), from 1 ms to
     /// 24 h; nil for anything else. For the command line's durations, so that both read alike.
-    package init?(duration text: String) {
-        guard let parsed = try? ScalarRules.duration(text) else { return nil }
-        self = parsed
+    /// A duration as a manifest's `timeout` is written, or why `text` is not one.
+    package init(duration text: String) throws(RuleFailure) {
+        self = try ScalarRules.duration(text)
     }
 }
 

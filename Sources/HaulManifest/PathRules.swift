@@ -59,6 +59,10 @@ package enum PathRules {
                 ? "\".haul\" is haul's private folder under root"
                 : "\(shown) is inside \".haul\", haul's private folder under root")
         }
+        if parts[0].utf8.count == privateFolder.utf8.count, parts[0].lowercased() == privateFolder {
+            throw RuleFailure("\(shown) is inside \(Quoted.text(parts[0])), which on a case-insensitive file system is "
+                              + "\".haul\", haul's private folder under root")
+        }
         let path = DestinationPath(validatedComponents: parts, description: scan.isNormalized ? text : parts.joined(separator: "/"))
         return (path, path.description)
     }

@@ -18,8 +18,8 @@ import Darwin
 /// ```
 ///
 /// Rules are tried in order and the first that matches rewrites the URL; each URL of an entry (`url`, each
-/// mirror) is rewritten on its own. A `regex` is Swift's standard `Regex` syntax, matched against the whole
-/// (expanded) URL; its `to` may use `$1`…`$9` for the groups and `$$` for a `$`. A `prefix` rule's `to` is
+/// mirror) is rewritten on its own. A `regex` is RE2's syntax without its Unicode classes (`LinearRegex`, matched
+/// in time linear in the URL, whatever the pattern), matched against the whole (expanded) URL; its `to` may use `$1`…`$9` for the groups and `$$` for a `$`. A `prefix` rule's `to` is
 /// literal text, followed by what came after the prefix. Every `to` must start with `http://` or `https://`:
 /// nothing else can come out of a rewrite. Rewriting an `https` URL to `http` is allowed (the user chose it);
 /// redirects still cannot downgrade.
@@ -175,15 +175,14 @@ package struct RewriteRule: Sendable {
             guard url.utf8.starts(with: prefix.utf8) else { return nil }
             return replacement.text + String(decoding: url.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
         case .regex(let regex):
-            guard let match = try? regex.regex.wholeMatch(in: url) else { return nil }
-            let output = match.output
+            guard let groups = regex.regex.wholeMatch(url) else { return nil }
             var result = ""
             for part in replacement.parts {
                 switch part {
                 case .literal(let text): result += text
                 case .group(let index):
                     // A group that took no part in the match (`(a)?`) is empty.
-                    if index < output.count, let text = output[index].substring { result += text }
+                    if index < groups.count, let text = groups[index] { result += text }
                 }
             }
             return result
@@ -192,55 +191,15 @@ package struct RewriteRule: Sendable {
 }
 
 /// A compiled `regex:` with the text it was compiled from.
-package struct RewriteRegex: @unchecked Sendable {
-    // `Regex` is immutable once made (its compiled program is built once, atomically) and is matched from the
-    // engine's loops at once; it is not declared Sendable on every toolchain haul builds with.
-    package let regex: Regex<AnyRegexOutput>
+package struct RewriteRegex: Sendable {
+    package let regex: LinearRegex
     package let pattern: String
     /// Capturing groups in `pattern`.
-    package let groupCount: Int
+    package var groupCount: Int { regex.groupCount }
 
-    package init(_ pattern: String) throws {
-        regex = try Regex(pattern)
+    package init(_ pattern: String) throws(LinearRegexError) {
+        regex = try LinearRegex(pattern)
         self.pattern = pattern
-        groupCount = Self.countGroups(pattern)
-    }
-
-    /// Capturing groups, counted from the syntax: `(`, `(?<name>`, `(?P<name>`, `(?'name'` open one; `(?:`,
-    /// lookarounds and the like do not; escaped characters and character classes are skipped.
-    static func countGroups(_ pattern: String) -> Int {
-        let scalars = Array(pattern.unicodeScalars)
-        var count = 0
-        var index = 0
-        var classDepth = 0
-        while index < scalars.count {
-            let scalar = scalars[index]
-            if scalar == "\\" {
-                index += 2
-                continue
-            }
-            if classDepth > 0 {
-                if scalar == "[" { classDepth += 1 } else if scalar == "]" { classDepth -= 1 }
-            } else if scalar == "[" {
-                classDepth = 1
-                // `[]…]` and `[^]…]`: a leading `]` is literal.
-                if index + 1 < scalars.count, scalars[index + 1] == "^" { index += 1 }
-                if index + 1 < scalars.count, scalars[index + 1] == "]" { index += 1 }
-            } else if scalar == "(" {
-                let next = index + 1 < scalars.count ? scalars[index + 1] : " "
-                if next != "?" && next != "*" {
-                    count += 1
-                } else if next == "?", index + 2 < scalars.count {
-                    let kind = scalars[index + 2]
-                    let afterKind = index + 3 < scalars.count ? scalars[index + 3] : " "
-                    if kind == "'" || (kind == "P" && afterKind == "<") || (kind == "<" && afterKind != "=" && afterKind != "!") {
-                        count += 1
-                    }
-                }
-            }
-            index += 1
-        }
-        return count
     }
 }
 
@@ -423,6 +382,10 @@ private struct ConfigReader {
                 if !made.startsWithHTTPScheme {
                     diagnostics.error("expected an http:// or https:// URL, found \(Quoted.text(Redaction.redactingUserinfo(to.text))) "
                                       + "(a rewrite must produce an http or https URL)", at: at, keyPath: toPath)
+                    valid = false
+                } else if URLRules.containsSpaceOrControl(to.text) {
+                    diagnostics.error("URL \(Quoted.text(Redaction.redactingUserinfo(to.text))) contains a space or control "
+                                      + "character (every URL rewritten to it would be refused)", at: at, keyPath: toPath)
                     valid = false
                 } else if case .regex(let regex)? = pattern, made.highestGroup > regex.groupCount {
                     diagnostics.error("$\(made.highestGroup) refers to a group the regex does not have (it has "

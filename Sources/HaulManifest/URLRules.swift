@@ -89,5 +89,8 @@ enum URLRules {
             && scheme[2] | 0x20 == UInt8(ascii: "t") && scheme[3] | 0x20 == UInt8(ascii: "p")
     }
 
+    /// What no URL may hold (a request line would carry it, or libcurl refuses it): space, C0 controls, DEL.
+    static func containsSpaceOrControl(_ text: String) -> Bool { text.utf8.contains(where: isSpaceOrControl) }
+
     private static func isSpaceOrControl(_ byte: UInt8) -> Bool { byte <= 0x20 || byte == 0x7f }
 }

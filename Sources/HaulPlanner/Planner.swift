@@ -242,13 +242,18 @@ package enum Planner {
     }
 
     /// Seconds the copy stays fresh from `now`: until the entry's `refresh` interval after the last confirmation
-    /// when it sets one, else until what the server said; nil when that has passed or nothing was said.
+    /// when it sets one, else until what the server said; nil when that has passed or nothing was said, and when the
+    /// confirmation is dated after `now` (taken while the clock was ahead, since set back): its freshness was counted
+    /// from a time that has not come, so the server is asked again.
     package static func freshness(_ entry: FileEntry, _ confirmation: Confirmation?, now: Double) -> Double? {
-        guard let confirmation else { return nil }
+        guard let confirmation, confirmation.checkedAt <= now + clockSkewTolerance else { return nil }
         guard let until = entry.refresh.map({ confirmation.checkedAt + $0.value }) ?? confirmation.freshUntil,
               until > now else { return nil }
         return until - now
     }
+
+    /// How far in the future a confirmation may be dated and still count: clocks set by NTP step by less.
+    package static let clockSkewTolerance: Double = 60
 
     /// Only haul's own, unchanged bytes are deleted: anything else at that path is the user's now.
     package static func decide(_ candidate: PruneCandidate) -> PruneAction {

@@ -299,7 +299,9 @@ final class SyncCommandTests: XCTestCase {
         let jobs = try directory.haul(["sync", "--jobs", "0"])
         XCTAssertEqual(jobs.exitCode, 64)
         // Like every other error line of haul's: `error:`, lower case, then the usage on stderr; nothing on stdout.
-        XCTAssertTrue(jobs.stderr.hasPrefix("error: --jobs must be between 1 and 256, not 0\nUsage: haul sync"), jobs.stderr)
+        XCTAssertTrue(jobs.stderr.hasPrefix("error: The value '0' is invalid for '--jobs <jobs>': must be from 1 to 256\n"
+                                            + "Help:  --jobs <jobs>  (sync) Transfers to run at once (1-256). (default: 16)\n"
+                                            + "Usage: haul sync"), jobs.stderr)
         XCTAssertEqual(jobs.stdout, "")
         let unknown = try directory.haul(["frobnicate"])
         XCTAssertEqual(unknown.exitCode, 64)

@@ -30,4 +30,18 @@ final class FreshnessTests: XCTestCase {
         XCTAssertNil(lifetime(expires: "0", date: "Sun, 06 Nov 1994 08:49:37 GMT"), "an invalid date is already expired")
         XCTAssertNil(lifetime(expires: "Sun, 06 Nov 1994 07:49:37 GMT", date: "Sun, 06 Nov 1994 08:49:37 GMT"))
     }
+
+    /// delta-seconds as RFC 9111 reads them: leading zeros are digits like any other, and a value too large is 2³¹.
+    /// Whatever a server grants, a year is the most haul honours.
+    func testDeltaSecondsKeepLeadingZerosAndAServerCannotGrantMoreThanAYear() {
+        XCTAssertEqual(lifetime("max-age=000000000003600"), 3600)
+        XCTAssertEqual(lifetime("max-age=0003600", age: "0000000100"), 3500)
+        XCTAssertEqual(lifetime("max-age=99999999999999999999999"), Freshness.longestLifetime)
+        XCTAssertEqual(lifetime("max-age=2147483648", age: "2147483647"), 1, "2³¹ less 2³¹ - 1")
+        XCTAssertEqual(lifetime(expires: "Fri, 31 Dec 9999 23:59:59 GMT", date: "Sun, 06 Nov 1994 08:49:37 GMT"),
+                       Freshness.longestLifetime)
+        XCTAssertNil(lifetime("max-age=+60"))
+        XCTAssertNil(lifetime("max-age=1e9"))
+        XCTAssertEqual(lifetime("max-age=600", age: "1e9"), 600, "an Age that is not delta-seconds is ignored")
+    }
 }

@@ -136,7 +136,8 @@ final class RewriteConfigTests: XCTestCase {
             """)
         XCTAssertEqual(found, [
             "config.yaml:3:5: error: rewrites[0]: a rule has prefix or regex, not both",
-            "config.yaml:5:12: error: rewrites[1].regex: invalid regular expression \"^https://(x\": expected ')'",
+            "config.yaml:5:12: error: rewrites[1].regex: invalid regular expression \"^https://(x\": expected \")\" to close "
+                + "the group opened at character 10",
             "config.yaml:8:9: error: rewrites[2].to: $3 refers to a group the regex does not have (it has 2)",
             "config.yaml:10:9: error: rewrites[3].to: expected an http:// or https:// URL, found \"ftp://b/\" "
                 + "(a rewrite must produce an http or https URL)",
@@ -175,9 +176,17 @@ final class RewriteConfigTests: XCTestCase {
                        "a refused target is shown with its userinfo redacted")
     }
 
-    func testCapturingGroupsAreCountedFromTheSyntax() {
-        XCTAssertEqual(RewriteRegex.countGroups(#"^(a)(?:b)(?<name>c)(?=d)(?<!e)\(f\)[(]([x)])$"#), 3)
-        XCTAssertEqual(RewriteRegex.countGroups(#"[]()](g)"#), 1)
+    /// A target with a space or a line break would be refused for every URL rewritten to it: refused where it is
+    /// written instead.
+    func testATargetWithASpaceOrALineBreakIsRefusedWhereItIsWritten() {
+        XCTAssertEqual(problems("rewrites:\n  - prefix: https://a/\n    to: \"https://b/x y/\"\n"), [
+            "config.yaml:3:9: error: rewrites[0].to: URL \"https://b/x y/\" contains a space or control character (every URL "
+                + "rewritten to it would be refused)",
+        ])
+        XCTAssertEqual(problems("rewrites:\n  - regex: '(.*)'\n    to: \"https://b/\\r\\n$1\"\n"), [
+            "config.yaml:3:9: error: rewrites[0].to: URL \"https://b/\\r\\n$1\" contains a space or control character (every "
+                + "URL rewritten to it would be refused)",
+        ])
     }
 
     func testWhereTheConfigIs() {

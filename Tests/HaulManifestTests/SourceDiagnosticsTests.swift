@@ -73,6 +73,10 @@ final class SourceDiagnosticsTests: XCTestCase {
                        ["haul.yaml:4:11: error: files[0].dest: \".haul/state.json\" is inside \".haul\", haul's private folder under root"])
         XCTAssertEqual(dest("./.haul"),
                        ["haul.yaml:4:11: error: files[0].dest: \".haul\" is haul's private folder under root"])
+        XCTAssertEqual(dest(".HAUL/state"), ["haul.yaml:4:11: error: files[0].dest: \".HAUL/state\" is inside \".HAUL\", "
+                                              + "which on a case-insensitive file system is \".haul\", haul's private folder under root"])
+        XCTAssertEqual(dest("./.Haul"), ["haul.yaml:4:11: error: files[0].dest: \"./.Haul\" is inside \".Haul\", "
+                                          + "which on a case-insensitive file system is \".haul\", haul's private folder under root"])
         XCTAssertEqual(dest("${OUT}/a"), [
             "haul.yaml:4:11: error: files[0].dest: \"${\" is not allowed here: environment variables expand only in root, url, mirrors and header values",
         ])

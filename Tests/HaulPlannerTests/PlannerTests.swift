@@ -193,6 +193,17 @@ final class FreshnessPlanTests: XCTestCase {
         XCTAssertEqual(action(unpinned(refresh: 600), Confirmation(checkedAt: 1000, freshUntil: nil), now: 1599), .fresh(for: 1))
     }
 
+    /// A confirmation dated after now was taken while the clock ran ahead: its freshness counts from a time that
+    /// has not come, so the server is asked again (a minute of skew is tolerated).
+    func testAConfirmationFromTheFutureIsNotFresh() {
+        let ahead = Confirmation(checkedAt: 1000 + 30 * 86_400, freshUntil: nil)
+        XCTAssertEqual(action(unpinned(refresh: 600), ahead, now: 1000), .revalidate)
+        XCTAssertEqual(action(unpinned(), Confirmation(checkedAt: 5000, freshUntil: 9000), now: 1000), .revalidate)
+        XCTAssertEqual(action(unpinned(refresh: 600), Confirmation(checkedAt: 1030, freshUntil: nil), now: 1000), .fresh(for: 630),
+                       "half a minute ahead: skew, tolerated")
+        XCTAssertEqual(action(unpinned(refresh: 600), Confirmation(checkedAt: 1061, freshUntil: nil), now: 1000), .revalidate)
+    }
+
     func testFreshnessNeverKeepsAMissingFileOrCountsAsAChange() {
         let confirmed = Confirmation(checkedAt: 1000, freshUntil: 1600)
         XCTAssertEqual(action(unpinned(), confirmed, now: 1100, local: .missing), .fetch(.missing))

@@ -53,6 +53,8 @@ public enum Fault: Sendable, Equatable {
     case stallAfter(bytes: Int, seconds: Double)
     /// Send the body in chunks of this size with a pause between them; the connection stays usable.
     case trickle(bytesPerChunk: Int, interval: Double)
+    /// Send `burst` body bytes at once, then the rest as `trickle` does: a rate that is high for a moment, then low.
+    case burstThenTrickle(burst: Int, bytesPerChunk: Int, interval: Double)
     /// Announce this Content-Length, send the body as it is, then close.
     case lyingContentLength(Int)
     /// No Content-Length: the body runs until the server closes the connection.

@@ -409,6 +409,17 @@ final class ServerCore: Sendable {
             wire = chunked ? Self.chunkEncode(response.body) : response.body
         }
         let normalEnding: Ending = closes ? .close : .keepAlive
+        /// `first` bytes of the wire, then `step` at a time with `interval` between.
+        func trickle(first: Int, then step: Int, interval: Double) -> Ending {
+            var offset = 0
+            while offset < wire.count {
+                if offset > 0 { guard pause(interval) else { return .close } }
+                let end = min(offset + max(1, offset == 0 ? first : step), wire.count)
+                guard Socket.sendAll(fd, wire[offset ..< end]) else { return .close }
+                offset = end
+            }
+            return normalEnding
+        }
 
         switch response.fault {
         case nil, .lyingContentLength, .noContentLength, .closeWithoutResponse:
@@ -448,15 +459,9 @@ final class ServerCore: Sendable {
             }
             return normalEnding
         case .trickle(let bytesPerChunk, let interval):
-            let step = max(1, bytesPerChunk)
-            var offset = 0
-            while offset < wire.count {
-                if offset > 0 { guard pause(interval) else { return .close } }
-                let end = min(offset + step, wire.count)
-                guard Socket.sendAll(fd, wire[offset ..< end]) else { return .close }
-                offset = end
-            }
-            return normalEnding
+            return trickle(first: bytesPerChunk, then: bytesPerChunk, interval: interval)
+        case .burstThenTrickle(let burst, let bytesPerChunk, let interval):
+            return trickle(first: burst, then: bytesPerChunk, interval: interval)
         }
     }
 
