@@ -16,10 +16,10 @@ final class ManifestEditorTests: XCTestCase {
     private func edit(_ text: String, _ pinned: PinnedEntry? = nil, file: StaticString = #filePath,
                       line: UInt = #line) throws -> String {
         let pinned = pinned ?? entry
-        let result = try ManifestEditor.appending(pinned, to: Array(text.utf8), fileName: Fixture.fileName)
+        let result = try ManifestEditor.appending([pinned], to: Array(text.utf8), fileName: Fixture.fileName)
         let edited = String(decoding: result.bytes, as: UTF8.self)
         if let manifest = Fixture.manifest(edited, file: file, line: line) {
-            XCTAssertEqual(manifest.files.count, result.entryIndex + 1, file: file, line: line)
+            XCTAssertEqual(manifest.files.count, result.firstIndex + 1, file: file, line: line)
             XCTAssertTrue(manifest.files.last.map(pinned.matches) ?? false, "the new entry reads back as pinned:\n\(edited)",
                           file: file, line: line)
         }
@@ -28,7 +28,7 @@ final class ManifestEditorTests: XCTestCase {
 
     private func editError(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> ManifestEditError? {
         do {
-            _ = try ManifestEditor.appending(entry, to: Array(text.utf8), fileName: Fixture.fileName)
+            _ = try ManifestEditor.appending([entry], to: Array(text.utf8), fileName: Fixture.fileName)
             XCTFail("expected the edit to be refused", file: file, line: line)
             return nil
         } catch {
@@ -264,9 +264,9 @@ final class ManifestEditorTests: XCTestCase {
         XCTAssertEqual(try edit(""), minimal)
         XCTAssertEqual(try edit("# assets for the demo\n"), "# assets for the demo\n" + minimal)
         XCTAssertEqual(try edit("# no newline"), "# no newline\n" + minimal)
-        let created = try ManifestEditor.appending(entry, to: nil, fileName: Fixture.fileName)
+        let created = try ManifestEditor.appending([entry], to: nil, fileName: Fixture.fileName)
         XCTAssertEqual(String(decoding: created.bytes, as: UTF8.self), minimal)
-        XCTAssertEqual(created.entryIndex, 0)
+        XCTAssertEqual(created.firstIndex, 0)
         XCTAssertNotNil(Fixture.manifest(minimal))
     }
 
@@ -276,7 +276,7 @@ final class ManifestEditorTests: XCTestCase {
         let original = "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n  - url: https://e.com/b\n    dest: ./sub//new.bin\n"
         let pinned = PinnedEntry(url: "https://e.com/c", destination: "sub/new.bin", digest: digest, size: 1)
         do {
-            _ = try ManifestEditor.appending(pinned, to: Array(original.utf8), fileName: Fixture.fileName)
+            _ = try ManifestEditor.appending([pinned], to: Array(original.utf8), fileName: Fixture.fileName)
             XCTFail("expected a refusal")
         } catch {
             XCTAssertEqual(error.reason, .destinationTaken(index: 1))
@@ -287,11 +287,11 @@ final class ManifestEditorTests: XCTestCase {
 
     func testSameURLIsReportedButAllowed() throws {
         let original = "version: 1\nfiles:\n  - url: https://example.com/v2/new.bin\n    dest: old.bin\n"
-        let result = try ManifestEditor.appending(entry, to: Array(original.utf8), fileName: Fixture.fileName)
-        XCTAssertEqual(result.sameURL.map(\.index), [0])
-        XCTAssertEqual(result.sameURL.first?.destination, "old.bin")
-        XCTAssertEqual(result.sameURL.first?.location, SourceLocation(line: 3, column: 10))
-        XCTAssertEqual(result.entryIndex, 1)
+        let result = try ManifestEditor.appending([entry], to: Array(original.utf8), fileName: Fixture.fileName)
+        XCTAssertEqual(result.sameURL.map { $0.map(\.index) }, [[0]])
+        XCTAssertEqual(result.sameURL.first?.first?.destination, "old.bin")
+        XCTAssertEqual(result.sameURL.first?.first?.location, SourceLocation(line: 3, column: 10))
+        XCTAssertEqual(result.firstIndex, 1)
     }
 
     func testLayoutsThatCannotTakeAnEntryAreRefusedWithAPosition() {
@@ -303,7 +303,7 @@ final class ManifestEditorTests: XCTestCase {
                        "haul.yaml:2:8: error: files: expected a sequence, found \"everything\"")
         XCTAssertEqual(editError("version: 1\nfiles: [\n")?.reason, .notEditable)
         let utf16: [UInt8] = [0xff, 0xfe] + Array("version: 1\n".utf8).flatMap { [$0, 0] }
-        XCTAssertThrowsError(try ManifestEditor.appending(entry, to: utf16, fileName: Fixture.fileName)) { error in
+        XCTAssertThrowsError(try ManifestEditor.appending([entry], to: utf16, fileName: Fixture.fileName)) { error in
             XCTAssertEqual((error as? ManifestEditError)?.description,
                            "haul.yaml: error: the manifest is not UTF-8 text; haul edits only UTF-8 manifests")
         }
