@@ -414,9 +414,7 @@ struct AddCommand: ParsableCommand {
             loaded = try parseManifest(edit.bytes)
         } catch {
             // The manifest was valid, so the new entries are what breaks it (a folder another entry needs, …).
-            Output.errors((existingProblems(original) ?? error.diagnostics.filter { $0.severity == .error }.map {
-                "error: \($0.keyPath.map { "\($0): " } ?? "")\($0.message)"
-            }).map { TerminalText($0) })
+            Output.errors((existingProblems(original) ?? Self.withoutPositions(error).map { "error: \($0)" }).map { TerminalText($0) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
         for (number, entry) in entries.enumerated() {
@@ -427,6 +425,12 @@ struct AddCommand: ParsableCommand {
             }
         }
         return (edit, loaded)
+    }
+
+    /// The errors of an edited text that did not load, each with its key path but without its line and column:
+    /// those point into a text that was never written, not into the file the user has.
+    static func withoutPositions(_ error: ManifestError) -> [String] {
+        error.diagnostics.filter { $0.severity == .error }.map { "\($0.keyPath.map { "\($0): " } ?? "")\($0.message)" }
     }
 
     /// The manifest's own errors, if it has any.

@@ -66,7 +66,11 @@ extension AddCommand {
             Output.errors([TerminalText(error.description), "\(manifest) was not modified"])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         } catch let error as ManifestError {
-            Output.errors(error.lines.map { TerminalText($0) } + ["\(manifest) was not modified"])
+            // The manifest loaded before the edit: the new pin is what does not load, at the entry's own line.
+            let position = "\(manifest):\(entry.location.line):\(entry.location.column)"
+            Output.errors([TerminalText("error: \(position): \(subject): the new pin does not load back: "
+                                        + Self.withoutPositions(error).joined(separator: "; ")),
+                           "\(manifest) was not modified"])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
         try replaceManifest(original, with: edited, interrupts: interrupts)
