@@ -51,7 +51,8 @@ struct AddCommand: ParsableCommand {
                                + "name; one URL only).", valueName: "path"))
     var dest: String?
 
-    @Option(help: ArgumentHelp("The manifest to add the entries to; created when missing.", valueName: "file"))
+    @Option(help: ArgumentHelp("The manifest to add the entries to: a regular file, created when missing (not standard input).",
+                               valueName: "file"))
     var manifest: String = "haul.yaml"
 
     @Flag(name: .customLong("print"), help: "Print the entries instead of adding them; no manifest is read or written.")

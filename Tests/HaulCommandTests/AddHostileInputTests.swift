@@ -269,7 +269,7 @@ final class AddHostileInputTests: XCTestCase {
         let server = try LoopbackHTTPServer { request in
             switch request.path {
             case "/killed.bin": ServerResponse.ok(slow).with(fault: .stallAfter(bytes: 2_000, seconds: 60))
-            case "/live.bin": ServerResponse.ok(slow).with(fault: .stallAfter(bytes: 2_000, seconds: 8))
+            case "/live.bin": ServerResponse.ok(slow).with(fault: .stallAfter(bytes: 2_000, seconds: 12))
             default: .ok(tool)
             }
         }
