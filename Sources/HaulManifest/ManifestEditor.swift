@@ -15,7 +15,7 @@ package enum ManifestEditor {
     /// minimal valid one is made around them.
     package static func appending(_ entries: [PinnedEntry], to original: [UInt8]?,
                                  fileName: String) throws(ManifestEditError) -> ManifestEdit {
-        try refuseRepeatedDestinations(entries, fileName: fileName)
+        let positions = try positionsByDestination(entries, fileName: fileName)
         guard let original else {
             return ManifestEdit(bytes: Array(newManifest(with: entries, lineBreak: "\n").utf8), firstIndex: 0,
                                 sameURL: entries.map { _ in [] })
@@ -23,43 +23,43 @@ package enum ManifestEditor {
         let source = try SourceText(original, fileName: fileName)
         let layout = try ManifestLayout.scan(source, fileName: fileName)
 
-        // Tables of what the manifest lists, so that each new entry costs a lookup, not a pass over every entry.
-        var destinations: [DestinationKey: (index: Int, mark: Mark)] = [:]
-        var urls: [String: [ListedEntry]] = [:]
+        // One pass over the manifest's entries, each looked up among the new ones: never a pass per new entry.
+        var positionsByURL: [String: [Int]] = [:]
+        for (position, entry) in entries.enumerated() { positionsByURL[entry.url, default: []].append(position) }
+        var sameURL = entries.map { _ in [ListedEntry]() }
         for listed in layout.entries {
             if let (text, mark) = listed.destination, let normalized = try? PathRules.destination(text).normalized,
-               destinations[DestinationKey(normalized)] == nil {
-                destinations[DestinationKey(normalized)] = (listed.index, mark)
+               let position = positions[DestinationKey(normalized)] {
+                throw ManifestEditError(reason: .destinationTaken(index: listed.index), diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: mark.location, keyPath: "files[\(listed.index)].dest",
+                    message: "\(Quoted.text(entries[position].destination)) is already the destination of files[\(listed.index)]"))
             }
-            if let (url, mark) = listed.url {
-                urls[url, default: []].append(ListedEntry(index: listed.index, destination: listed.destination?.text,
-                                                          location: mark.location))
+            if let (url, mark) = listed.url, let same = positionsByURL[url] {
+                let found = ListedEntry(index: listed.index, destination: listed.destination?.text, location: mark.location)
+                for position in same { sameURL[position].append(found) }
             }
-        }
-        for entry in entries {
-            guard let (index, mark) = destinations[DestinationKey(entry.destination)] else { continue }
-            throw ManifestEditError(reason: .destinationTaken(index: index), diagnostic: Diagnostic(
-                severity: .error, file: fileName, location: mark.location, keyPath: "files[\(index)].dest",
-                message: "\(Quoted.text(entry.destination)) is already the destination of files[\(index)]"))
         }
 
         var splice = Splice(source: source)
         try plan(entries, layout: layout, source: source, fileName: fileName, into: &splice)
-        return ManifestEdit(bytes: splice.apply(), firstIndex: layout.fileCount, sameURL: entries.map { urls[$0.url] ?? [] })
+        return ManifestEdit(bytes: splice.apply(), firstIndex: layout.fileCount, sameURL: sameURL)
     }
 
-    /// Two new entries for one destination: the second would be refused by the loader, and neither is written.
-    private static func refuseRepeatedDestinations(_ entries: [PinnedEntry], fileName: String) throws(ManifestEditError) {
-        var seen: [DestinationKey: Int] = [:]
-        seen.reserveCapacity(entries.count)
+    /// Where each new entry's destination is among them; two new entries for one destination are refused (the
+    /// loader would refuse the second), and neither is written.
+    private static func positionsByDestination(_ entries: [PinnedEntry],
+                                               fileName: String) throws(ManifestEditError) -> [DestinationKey: Int] {
+        var positions: [DestinationKey: Int] = [:]
+        positions.reserveCapacity(entries.count)
         for (position, entry) in entries.enumerated() {
-            if let first = seen.updateValue(position, forKey: DestinationKey(entry.destination)) {
+            if let first = positions.updateValue(position, forKey: DestinationKey(entry.destination)) {
                 throw ManifestEditError(reason: .destinationRepeated(first: first, second: position), diagnostic: Diagnostic(
                     severity: .error, file: fileName, location: nil, keyPath: nil,
                     message: "\(Quoted.text(entry.destination)) is the destination of two of the new entries "
                         + "(number \(first + 1) and number \(position + 1))"))
             }
         }
+        return positions
     }
 
     /// `files[index]` pinned anew (`haul add --update`): its checksum value becomes `digest`, written in the entry's

@@ -118,7 +118,6 @@ package enum ManifestLoader {
             }
             return ManifestSource(bytes: bytes, directory: parentDirectory(of: absolute))
         }
-
     }
 
     /// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N` and the like: another name for an open descriptor, which
