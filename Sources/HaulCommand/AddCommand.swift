@@ -51,7 +51,8 @@ struct AddCommand: ParsableCommand {
                                + "name; one URL only).", valueName: "path"))
     var dest: String?
 
-    @Option(help: ArgumentHelp("The manifest to add the entries to; created when missing.", valueName: "file"))
+    @Option(help: ArgumentHelp("The manifest to add the entries to: a regular file, created when missing (not standard input).",
+                               valueName: "file"))
     var manifest: String = "haul.yaml"
 
     @Flag(name: .customLong("print"), help: "Print the entries instead of adding them; no manifest is read or written.")
@@ -113,6 +114,12 @@ struct AddCommand: ParsableCommand {
         try CABundle.resolve(option: caFile)?.validate()
         // Placing the downloads flushes as sync does: a bad HAUL_DURABILITY must stop add before anything is written.
         _ = try DurabilityOptions.fromEnvironment()
+        // The manifest is read, then replaced by name: standard input (`-`, `/dev/stdin` from a pipe) can be read
+        // once and replaced never.
+        guard printOnly || !ManifestLoader.isStandardInputOrDescriptor(manifest) else {
+            throw ValidationError("--manifest \(String(reflecting: manifest)): haul add edits a manifest file in place; give the file's own path "
+                                  + "(standard input cannot be edited; --print shows the entries without a manifest)")
+        }
         if update != nil {
             guard urls.isEmpty else { throw ValidationError("--update fetches the entry's own url: give no URL") }
             guard fromSums == nil, dest == nil, !printOnly else {
@@ -170,15 +177,15 @@ struct AddCommand: ParsableCommand {
         var manifestHeaders: [HeaderField] = []
         if fromSums == nil {
             // Stand-in digests and sizes: the manifest must be able to take the entries before anything is fetched.
-            let trial = try editManifest(original, adding: drafts.map(\.trialEntry))
-            for (draft, listed) in zip(drafts, trial.edits).flatMap({ draft, edit in edit.sameURL.map { (draft, $0) } }) {
+            let trial = try editManifest(original, adding: drafts.map(\.trialEntry), from: drafts)
+            for (draft, listed) in zip(drafts, trial.edit.sameURL).flatMap({ draft, listed in listed.map { (draft, $0) } }) {
                 let position = "\(manifest):\(listed.location.line):\(listed.location.column)"
                 let destination = listed.destination.map { " (dest \(String(reflecting: $0)))" } ?? ""
                 Output.errors(["warning: \(position): files[\(listed.index)]\(destination) already fetches "
                                + "\(draft.url); adding another entry for it"])
             }
             netrc = try netrcOptions.credentials(manifestWants: trial.loaded.netrc)
-            manifestHeaders = trial.edits.first.map { trial.loaded.files[$0.entryIndex].headers } ?? []
+            manifestHeaders = trial.loaded.files[trial.edit.firstIndex].headers
         } else {
             let wanted = try? parseManifest(original ?? []).netrc
             netrc = try netrcOptions.credentials(manifestWants: wanted ?? false)
@@ -189,17 +196,18 @@ struct AddCommand: ParsableCommand {
         defer { kept?.remove() }
         let (entries, interrupts) = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders,
                                             keepingIn: kept)
-        let (edits, loaded) = try editManifest(original, adding: entries)
-        guard let last = edits.last else { return }
-        try replaceManifest(original, with: last.bytes, interrupts: interrupts)
+        guard !entries.isEmpty else { return }
+        let (edit, loaded) = try editManifest(original, adding: entries)
+        try replaceManifest(original, with: edit.bytes, interrupts: interrupts)
         var lines: [TerminalText] = []
-        for (number, (entry, edit)) in zip(entries, edits).enumerated() {
-            let line = loaded.files[edit.entryIndex].location.line
+        for (number, entry) in entries.enumerated() {
+            let index = edit.firstIndex + number
+            let line = loaded.files[index].location.line
             let size = entry.size.map { "\(ByteCount.format($0)), " } ?? ""
             let what = "\(entry.destination) (\(size)\(entry.digest.algorithm.rawValue) \(entry.digest.hex.prefix(12))…)"
             lines.append(original == nil && number == 0
                 ? "Created \(manifest) with \(what) as files[0], line \(line)."
-                : "Added \(what) to \(manifest) as files[\(edit.entryIndex)], line \(line).")
+                : "Added \(what) to \(manifest) as files[\(index)], line \(line).")
         }
         guard let kept else {
             return Output.lines(lines + ["Run \"\(syncCommand)\" to put \(entries.count == 1 ? "it" : "them") in place."])
@@ -221,13 +229,44 @@ struct AddCommand: ParsableCommand {
     /// The way the options ask for; a digest that is not one exits 64.
     private func pinning() throws -> Pinning {
         if fromSums != nil { return .checksumList }
-        guard let (key, text) = givenDigests.first else { return .download }
+        guard let digest = try givenDigest() else { return .download }
+        return .given(digest)
+    }
+
+    /// The digest `--sha256`, `--sha512` or `--integrity` gives, nil without one. A digest that is not one, or
+    /// a `--size` that no file of that digest can have, exits 64.
+    func givenDigest() throws -> Digest? {
+        guard let (key, text) = givenDigests.first else { return nil }
+        let digest: Digest
         do {
-            return .given(try CommandLineDigest.parse(text, as: key))
+            digest = try CommandLineDigest.parse(text, as: key)
         } catch {
             Output.errors(error.messages.map { TerminalText("error: \($0)") })
             throw ExitCode(ExitStatus.usage.rawValue)
         }
+        if let size, let contradiction = PinnedSize.contradiction(size, digest: digest) {
+            Output.errors([TerminalText("error: --size \(size) contradicts --\(key): \(contradiction)")])
+            throw ExitCode(ExitStatus.usage.rawValue)
+        }
+        return digest
+    }
+
+    /// The size a HEAD request announces for a file pinned by `digest` alone: nil (with a warning) when the server
+    /// announces none, or a size no file of that digest can have (`Content-Length: 0` beside the digest of
+    /// non-empty content): pinned, it would fail every sync.
+    func announcedSize(_ url: TemplatedString, digest: Digest, options: SyncOptions,
+                       cancellation: Cancellation) throws(PinFailure) -> Int64? {
+        let announced = try Pinner.announcedSize(url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
+        guard let announced else {
+            Output.errors(["warning: \(url) announces no size; the entry has none (add --size to pin it)"])
+            return nil
+        }
+        if let contradiction = PinnedSize.contradiction(announced, digest: digest) {
+            Output.errors([TerminalText("warning: \(url) announces Content-Length: \(announced), which cannot be the "
+                                        + "size of the file pinned: \(contradiction); the entry has no size (add --size to pin it)")])
+            return nil
+        }
+        return announced
     }
 
     /// The digest options given, as (manifest key, value).
@@ -251,11 +290,7 @@ struct AddCommand: ParsableCommand {
         throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
         try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
             guard let size else {
-                let announced = try Pinner.announcedSize(draft.url, options: options, cancellation: cancellation,
-                                                         attemptFailed: Self.retrying)
-                if announced == nil {
-                    Output.errors(["warning: \(draft.url) announces no size; the entry has none (add --size to pin it)"])
-                }
+                let announced = try announcedSize(draft.url, digest: digest, options: options, cancellation: cancellation)
                 return [draft.pinned(digest: digest, size: announced)]
             }
             return [draft.pinned(digest: digest, size: size)]
@@ -352,44 +387,52 @@ struct AddCommand: ParsableCommand {
         }
     }
 
-    /// The edited text after each entry (the last one holds them all), loaded back; exits 3 when the manifest
-    /// cannot take an entry. Problems the manifest already had are reported as `sync` would report them, at their
-    /// own lines.
-    private func editManifest(_ original: [UInt8]?, adding entries: [PinnedEntry]) throws -> (edits: [ManifestEdit], loaded: Manifest) {
-        var edits: [ManifestEdit] = []
-        var text = original
-        for entry in entries {
-            do {
-                let edit = try ManifestEditor.appending(entry, to: text, fileName: manifest)
-                edits.append(edit)
-                text = edit.bytes
-            } catch {
-                if case .destinationTaken = error.reason {
-                    Output.errors([TerminalText(error.description)]
-                                  + (fromSums == nil ? ["hint: choose another destination with --dest"] : []))
-                } else {
-                    Output.errors((existingProblems(original) ?? [error.description]).map { TerminalText($0) })
-                }
-                throw ExitCode(ExitStatus.invalidManifest.rawValue)
+    /// The edited text, holding every entry, loaded back; exits 3 when the manifest cannot take them. Problems the
+    /// manifest already had are reported as `sync` would report them, at their own lines. `drafts`: the URLs the
+    /// entries come from, to name them.
+    private func editManifest(_ original: [UInt8]?, adding entries: [PinnedEntry],
+                              from drafts: [EntryDraft] = []) throws -> (edit: ManifestEdit, loaded: Manifest) {
+        let edit: ManifestEdit
+        do {
+            edit = try ManifestEditor.appending(entries, to: original, fileName: manifest)
+        } catch {
+            switch error.reason {
+            case .destinationTaken:
+                Output.errors([TerminalText(error.description)]
+                              + (fromSums == nil ? ["hint: choose another destination with --dest"] : []))
+            case .destinationRepeated(let first, let second):
+                // A checksum list's repeated names are refused with their lines before this; these are URLs.
+                let shown = { (index: Int) in drafts.indices.contains(index) ? "\(drafts[index].url)" : "URL \(index + 1)" }
+                Output.errors([TerminalText("error: \(shown(first)) and \(shown(second)) would both be saved as "
+                                            + "\(String(reflecting: entries[second].destination)); \(manifest) was not modified"),
+                               "hint: add them one at a time, each with its own --dest"])
+            case .notEditable:
+                Output.errors((existingProblems(original) ?? [error.description]).map { TerminalText($0) })
             }
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
         let loaded: Manifest
         do {
-            loaded = try parseManifest(text ?? [])
+            loaded = try parseManifest(edit.bytes)
         } catch {
             // The manifest was valid, so the new entries are what breaks it (a folder another entry needs, …).
-            Output.errors((existingProblems(original) ?? error.diagnostics.filter { $0.severity == .error }.map {
-                "error: \($0.keyPath.map { "\($0): " } ?? "")\($0.message)"
-            }).map { TerminalText($0) })
+            Output.errors((existingProblems(original) ?? Self.withoutPositions(error).map { "error: \($0)" }).map { TerminalText($0) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
-        for (entry, edit) in zip(entries, edits) {
-            guard loaded.files.indices.contains(edit.entryIndex), entry.matches(loaded.files[edit.entryIndex]) else {
+        for (number, entry) in entries.enumerated() {
+            let index = edit.firstIndex + number
+            guard loaded.files.indices.contains(index), entry.matches(loaded.files[index]) else {
                 Output.errors(["error: internal error: the edited manifest does not read back the new entry; \(manifest) was not modified"])
                 throw ExitCode(ExitStatus.entryFailed.rawValue)
             }
         }
-        return (edits, loaded)
+        return (edit, loaded)
+    }
+
+    /// The errors of an edited text that did not load, each with its key path but without its line and column:
+    /// those point into a text that was never written, not into the file the user has.
+    static func withoutPositions(_ error: ManifestError) -> [String] {
+        error.diagnostics.filter { $0.severity == .error }.map { "\($0.keyPath.map { "\($0): " } ?? "")\($0.message)" }
     }
 
     /// The manifest's own errors, if it has any.
@@ -423,7 +466,15 @@ struct AddCommand: ParsableCommand {
     /// The entries a checksum list names (those `--match` selects): exits 1 when the list cannot be fetched, 3 when
     /// a line of it is not a checksum or names no destination, 64 when `--match` selects nothing.
     private func listed(_ list: EntryDraft, rewrites: URLRewriter, netrc: Netrc?) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
-        let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc) { options, cancellation throws(PinFailure) in
+        // The list's own cap, when it is the lower limit, is the one a message must name.
+        let describe = { (reason: FailureReason) -> String in
+            guard case .tooLarge(let limit) = reason, limit == ChecksumList.maximumBytes, limit < maxFileSize.bytes else {
+                return HumanReport.describe(reason, checksum: nil)
+            }
+            return "more than \(ByteCount.format(limit)), the most haul reads of a checksum list"
+        }
+        let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc, describing: describe) {
+            options, cancellation throws(PinFailure) in
             // Read into memory whole: a list is kilobytes, and a server must not make haul hold gigabytes.
             var options = options
             options.maxFileSize = min(options.maxFileSize, ChecksumList.maximumBytes)
@@ -447,9 +498,10 @@ struct AddCommand: ParsableCommand {
     }
 
     /// Runs `body` with the transfer settings, SIGINT and SIGTERM turned into a cancellation; exits 1 (naming each
-    /// URL tried) when it fails.
+    /// URL tried, and why, in `describing`'s words) when it fails.
     func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
-                                      _ body: (SyncOptions, Cancellation) throws(PinFailure) -> Result) throws -> (Result, InterruptWatcher) {
+                              describing: (FailureReason) -> String = { HumanReport.describe($0, checksum: nil) },
+                              _ body: (SyncOptions, Cancellation) throws(PinFailure) -> Result) throws -> (Result, InterruptWatcher) {
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation)
         // The download is cancelled, not abandoned: its scratch folder is removed on the way out.
@@ -471,7 +523,7 @@ struct AddCommand: ParsableCommand {
                 Output.errors(["error: \(error)"])
             case .transfer(let failure):
                 Output.errors(failure.lastFailurePerSource.map {
-                    "error: \($0.sourceDisplayURL): \(HumanReport.describe($0.reason, checksum: nil))"
+                    "error: \($0.sourceDisplayURL): \(describing($0.reason))"
                 })
             }
             throw ExitCode(ExitStatus.entryFailed.rawValue)

@@ -31,21 +31,14 @@ extension AddCommand {
         let netrc = try netrcOptions.credentials(manifestWants: loaded.netrc)
         // The entry's own algorithm, so that its notation can stay; a weak one is replaced by SHA-256.
         let algorithm = entry.checksum.map { $0.digest.algorithm.isWeak ? DigestAlgorithm.sha256 : $0.digest.algorithm } ?? .sha256
-        let given: Digest?
-        do {
-            given = try givenDigests.first.map { key, text throws(EntryDraftError) in try CommandLineDigest.parse(text, as: key) }
-        } catch {
-            Output.errors(error.messages.map { TerminalText("error: \($0)") })
-            throw ExitCode(ExitStatus.usage.rawValue)
-        }
+        let given = try givenDigest()
         let kept = given == nil ? try keptDownloads() : nil
         defer { kept?.remove() }
         let (pin, interrupts) = try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: entry.headers) {
             options, cancellation throws(PinFailure) -> (Digest, Int64?) in
             if let given {
                 if let size = self.size { return (given, size) }
-                return (given, try Pinner.announcedSize(entry.url, options: options, cancellation: cancellation,
-                                                        attemptFailed: Self.retrying))
+                return (given, try announcedSize(entry.url, digest: given, options: options, cancellation: cancellation))
             }
             let measured = try Pinner.measure(entry.url, options: options, algorithm: algorithm, keepingIn: kept,
                                               cancellation: cancellation, attemptFailed: Self.retrying)
@@ -73,7 +66,11 @@ extension AddCommand {
             Output.errors([TerminalText(error.description), "\(manifest) was not modified"])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         } catch let error as ManifestError {
-            Output.errors(error.lines.map { TerminalText($0) } + ["\(manifest) was not modified"])
+            // The manifest loaded before the edit: the new pin is what does not load, at the entry's own line.
+            let position = "\(manifest):\(entry.location.line):\(entry.location.column)"
+            Output.errors([TerminalText("error: \(position): \(subject): the new pin does not load back: "
+                                        + Self.withoutPositions(error).joined(separator: "; ")),
+                           "\(manifest) was not modified"])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
         try replaceManifest(original, with: edited, interrupts: interrupts)

@@ -54,3 +54,11 @@ package final class StreamingHasher: @unchecked Sendable {
         }
     }
 }
+
+extension Digest {
+    /// Whether this is the digest of zero bytes: the one file size a digest states on its own (a file of
+    /// `size: 0` has exactly this digest, and only an empty file has it).
+    package var isOfEmptyContent: Bool {
+        self == StreamingHasher.digest([], algorithm: algorithm)
+    }
+}

@@ -116,18 +116,27 @@ package struct ChecksumListError: Error, Sendable, CustomStringConvertible {
 extension ChecksumList {
     /// One pinned entry per item, in the list's order: its URL is the list's folder (the list's URL up to the last
     /// `/` of its path, as written, `${VAR}`s kept) followed by the item's name, percent-encoded; its destination
-    /// is the name. An item whose name is not a destination the manifest would take (`../x`) is an error at its line.
+    /// is the name. An item whose name is not a destination the manifest would take (`../x`) is an error at its line,
+    /// and so is a name for a destination an earlier line already named (one file cannot be two).
     package func entries(listURL: TemplatedString, file: String) throws(ChecksumListError) -> [PinnedEntry] {
         let template = listURL.template
         let pathEnd = template.firstIndex { $0 == "?" || $0 == "#" } ?? template.endIndex
         let folder = template[..<pathEnd].lastIndex(of: "/").map { template[...$0] } ?? template[..<pathEnd]
         var entries: [PinnedEntry] = []
+        entries.reserveCapacity(items.count)
+        var named: [DestinationKey: Item] = [:]
+        named.reserveCapacity(items.count)
         for item in items {
             let destination: String
             do {
                 destination = try PathRules.destination(item.name).normalized
             } catch {
                 throw ChecksumListError(file: file, line: item.line, message: error.messages.joined(separator: "; "))
+            }
+            if let earlier = named.updateValue(item, forKey: DestinationKey(destination)) {
+                throw ChecksumListError(file: file, line: item.line, message: earlier.name.hasSameBytes(as: item.name)
+                    ? "\(Quoted.text(item.name)) is named twice, at lines \(earlier.line) and \(item.line)"
+                    : "\(Quoted.text(item.name)) is the same destination as \(Quoted.text(earlier.name)) at line \(earlier.line)")
             }
             entries.append(PinnedEntry(url: folder + Self.percentEncoded(item.name), destination: destination,
                                        digest: item.digest, size: nil))

@@ -1,40 +1,65 @@
 import CLibYAML
 import HaulDigest
 
-/// Appends an entry to a manifest's text without disturbing anything else in it: comments, blank lines, key
-/// order, quoting and indentation stay byte for byte, and the new entry copies the indentation (and, for
-/// one-line `{…}` entries, the flow style) of the entry before it.
+/// Appends entries to a manifest's text without disturbing anything else in it: comments, blank lines, key
+/// order, quoting and indentation stay byte for byte, and the new entries copy the indentation (and, for
+/// one-line `{…}` entries, the flow style) of the entry before them.
 ///
 /// The manifest is never re-serialized: a YAML round trip through a tree would drop every comment. Instead the
 /// editor reads libyaml's events for their marks (where each node starts and ends), decides where the new text
 /// goes, and splices bytes. It is pure (bytes in, bytes out) so that every layout can be tested without a file
 /// system; the caller reloads the result with `ManifestLoader` before writing it anywhere.
 package enum ManifestEditor {
-    /// `original` nil: there is no manifest yet, and a minimal valid one is made around the entry.
-    package static func appending(_ entry: PinnedEntry, to original: [UInt8]?,
+    /// `entries` after the last entry of `files:`, in that order, in one splice: the text is scanned once and
+    /// copied once however many entries a checksum list brings. `original` nil: there is no manifest yet, and a
+    /// minimal valid one is made around them.
+    package static func appending(_ entries: [PinnedEntry], to original: [UInt8]?,
                                  fileName: String) throws(ManifestEditError) -> ManifestEdit {
+        let positions = try positionsByDestination(entries, fileName: fileName)
         guard let original else {
-            return ManifestEdit(bytes: Array(newManifest(with: entry, lineBreak: "\n").utf8), entryIndex: 0, sameURL: [])
+            return ManifestEdit(bytes: Array(newManifest(with: entries, lineBreak: "\n").utf8), firstIndex: 0,
+                                sameURL: entries.map { _ in [] })
         }
         let source = try SourceText(original, fileName: fileName)
         let layout = try ManifestLayout.scan(source, fileName: fileName)
 
+        // One pass over the manifest's entries, each looked up among the new ones: never a pass per new entry.
+        var positionsByURL: [String: [Int]] = [:]
+        for (position, entry) in entries.enumerated() { positionsByURL[entry.url, default: []].append(position) }
+        var sameURL = entries.map { _ in [ListedEntry]() }
         for listed in layout.entries {
-            guard let (text, mark) = listed.destination,
-                  let normalized = try? PathRules.destination(text).normalized,
-                  normalized.hasSameBytes(as: entry.destination) else { continue }
-            throw ManifestEditError(reason: .destinationTaken(index: listed.index), diagnostic: Diagnostic(
-                severity: .error, file: fileName, location: mark.location, keyPath: "files[\(listed.index)].dest",
-                message: "\(Quoted.text(entry.destination)) is already the destination of files[\(listed.index)]"))
-        }
-        let sameURL = layout.entries.compactMap { listed -> ListedEntry? in
-            guard let (url, mark) = listed.url, url == entry.url else { return nil }
-            return ListedEntry(index: listed.index, destination: listed.destination?.text, location: mark.location)
+            if let (text, mark) = listed.destination, let normalized = try? PathRules.destination(text).normalized,
+               let position = positions[DestinationKey(normalized)] {
+                throw ManifestEditError(reason: .destinationTaken(index: listed.index), diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: mark.location, keyPath: "files[\(listed.index)].dest",
+                    message: "\(Quoted.text(entries[position].destination)) is already the destination of files[\(listed.index)]"))
+            }
+            if let (url, mark) = listed.url, let same = positionsByURL[url] {
+                let found = ListedEntry(index: listed.index, destination: listed.destination?.text, location: mark.location)
+                for position in same { sameURL[position].append(found) }
+            }
         }
 
         var splice = Splice(source: source)
-        try plan(entry, layout: layout, source: source, fileName: fileName, into: &splice)
-        return ManifestEdit(bytes: splice.apply(), entryIndex: layout.fileCount, sameURL: sameURL)
+        try plan(entries, layout: layout, source: source, fileName: fileName, into: &splice)
+        return ManifestEdit(bytes: splice.apply(), firstIndex: layout.fileCount, sameURL: sameURL)
+    }
+
+    /// Where each new entry's destination is among them; two new entries for one destination are refused (the
+    /// loader would refuse the second), and neither is written.
+    private static func positionsByDestination(_ entries: [PinnedEntry],
+                                               fileName: String) throws(ManifestEditError) -> [DestinationKey: Int] {
+        var positions: [DestinationKey: Int] = [:]
+        positions.reserveCapacity(entries.count)
+        for (position, entry) in entries.enumerated() {
+            if let first = positions.updateValue(position, forKey: DestinationKey(entry.destination)) {
+                throw ManifestEditError(reason: .destinationRepeated(first: first, second: position), diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: nil, keyPath: nil,
+                    message: "\(Quoted.text(entry.destination)) is the destination of two of the new entries "
+                        + "(number \(first + 1) and number \(position + 1))"))
+            }
+        }
+        return positions
     }
 
     /// `files[index]` pinned anew (`haul add --update`): its checksum value becomes `digest`, written in the entry's
@@ -64,16 +89,16 @@ package enum ManifestEditor {
                 || checksum.key == digest.algorithm.rawValue
             guard key else {
                 throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
-                    severity: .error, file: fileName, location: checksum.start.location, keyPath: "files[\(index)].\(checksum.key)",
+                    severity: .error, file: fileName, location: checksum.value.start.location, keyPath: "files[\(index)].\(checksum.key)",
                     message: "a \(digest.algorithm.rawValue) digest cannot be written under \(checksum.key)"))
             }
-            splice.replace(source.offset(of: checksum.start)..<source.offset(of: checksum.end), with: value)
+            splice.replace(source.range(of: checksum.value), with: value)
         } else {
             added.append((digest.algorithm.rawValue, digest.hex))
         }
         if let size {
             if let span = listed.size {
-                splice.replace(source.offset(of: span.start)..<source.offset(of: span.end), with: String(size))
+                splice.replace(source.range(of: span), with: String(size))
             } else {
                 added.append((FileKey.size.rawValue, String(size)))
             }
@@ -90,15 +115,25 @@ package enum ManifestEditor {
         return splice.apply()
     }
 
-    /// The smallest manifest the loader accepts, holding `entry`.
-    static func newManifest(with entry: PinnedEntry, lineBreak: String) -> String {
+    /// The smallest manifest the loader accepts, holding `entries`.
+    static func newManifest(with entries: [PinnedEntry], lineBreak: String) -> String {
         (["\(TopLevelKey.version.rawValue): \(Manifest.supportedVersions[Manifest.supportedVersions.count - 1])",
-          "\(TopLevelKey.files.rawValue):"] + entry.blockLines(dashColumn: 2, keyColumn: 4))
+          "\(TopLevelKey.files.rawValue):"] + blockLines(entries, dashColumn: 2, keyColumn: 4))
             .map { $0 + lineBreak }.joined()
     }
 
+    /// Every entry as block-style lines, one after the other.
+    private static func blockLines(_ entries: [PinnedEntry], dashColumn: Int, keyColumn: Int) -> [String] {
+        entries.flatMap { $0.blockLines(dashColumn: dashColumn, keyColumn: keyColumn) }
+    }
+
+    /// Every entry as a `{…}`, separated by `separator`.
+    private static func flowMappings(_ entries: [PinnedEntry], separator: String = ", ") -> String {
+        entries.map(\.flowMapping).joined(separator: separator)
+    }
+
     /// Decides the splice for each layout the manifest can have.
-    private static func plan(_ entry: PinnedEntry, layout: ManifestLayout, source: SourceText, fileName: String,
+    private static func plan(_ entries: [PinnedEntry], layout: ManifestLayout, source: SourceText, fileName: String,
                              into splice: inout Splice) throws(ManifestEditError) {
         func notEditable(_ message: String, at mark: Mark?, keyPath: String?) -> ManifestEditError {
             ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
@@ -109,7 +144,7 @@ package enum ManifestEditor {
         switch layout.root {
         case .empty:
             // Only comments (or nothing): the manifest starts after them.
-            splice.insertLines(at: source.bytes.count, newManifest(with: entry, lineBreak: source.lineBreak))
+            splice.insertLines(at: source.bytes.count, newManifest(with: entries, lineBreak: source.lineBreak))
             return
         case .other(let found, let mark):
             throw notEditable("expected a mapping at the top level, found \(found)", at: mark, keyPath: nil)
@@ -125,7 +160,7 @@ package enum ManifestEditor {
             throw notEditable("expected a sequence, found \(found)", at: mark, keyPath: filesKey)
 
         case .absent where root.flow:
-            let text = "\(filesKey): [\(entry.flowMapping)]"
+            let text = "\(filesKey): [\(flowMappings(entries))]"
             if let last = layout.rootContentEnd, root.pairs > 0 {
                 splice.insert(at: source.offset(of: last), ", " + text)
             } else {
@@ -136,15 +171,15 @@ package enum ManifestEditor {
             let point = source.insertionPoint(after: layout.rootContentEnd ?? root.start,
                                               keepingCommentsDeeperThan: root.start.column)
             let keyLine = String(repeating: " ", count: root.start.column) + filesKey + ":"
-            splice.insertLines(at: point, [keyLine] + entry.blockLines(dashColumn: dashColumn, keyColumn: dashColumn + 2))
+            splice.insertLines(at: point, [keyLine] + blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
 
         case .null(let keyEnd, let start, let end):
             let hasText = end.index > start.index
             if root.flow {
                 if hasText {
-                    splice.replace(source.offset(of: start)..<source.offset(of: end), with: "[\(entry.flowMapping)]")
+                    splice.replace(source.offset(of: start)..<source.offset(of: end), with: "[\(flowMappings(entries))]")
                 } else if let colon = source.offset(ofNext: UInt8(ascii: ":"), from: source.offset(of: keyEnd)) {
-                    splice.insert(at: colon + 1, " [\(entry.flowMapping)]")
+                    splice.insert(at: colon + 1, " [\(flowMappings(entries))]")
                 } else {
                     throw notEditable("expected a sequence after \"\(filesKey)\"", at: keyEnd, keyPath: filesKey)
                 }
@@ -158,11 +193,11 @@ package enum ManifestEditor {
                 lineEnd = range.upperBound
             }
             splice.insertLines(at: source.nextLineStart(from: lineEnd),
-                               entry.blockLines(dashColumn: dashColumn, keyColumn: dashColumn + 2))
+                               blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
 
         case .sequence(let sequence):
             if sequence.flow {
-                try planFlowSequence(entry, sequence, rootIsFlow: root.flow, dashColumn: dashColumn, source: source,
+                try planFlowSequence(entries, sequence, rootIsFlow: root.flow, dashColumn: dashColumn, source: source,
                                      into: &splice)
                 return
             }
@@ -173,27 +208,28 @@ package enum ManifestEditor {
             let lines: [String]
             if last.isFlowMapping && last.start.line == last.contentEnd.line {
                 let pad = String(repeating: " ", count: max(1, last.start.column - sequence.start.column - 1))
-                lines = [String(repeating: " ", count: sequence.start.column) + "-" + pad + entry.flowMapping]
+                let dash = String(repeating: " ", count: sequence.start.column) + "-" + pad
+                lines = entries.map { dash + $0.flowMapping }
             } else {
                 let keyColumn = last.isBlockMapping ? last.start.column : sequence.start.column + 2
-                lines = entry.blockLines(dashColumn: sequence.start.column, keyColumn: keyColumn)
+                lines = blockLines(entries, dashColumn: sequence.start.column, keyColumn: keyColumn)
             }
             splice.insertLines(at: point, lines)
         }
     }
 
-    private static func planFlowSequence(_ entry: PinnedEntry, _ sequence: ManifestLayout.Sequence, rootIsFlow: Bool,
+    private static func planFlowSequence(_ entries: [PinnedEntry], _ sequence: ManifestLayout.Sequence, rootIsFlow: Bool,
                                          dashColumn: Int, source: SourceText, into splice: inout Splice) throws(ManifestEditError) {
         guard let last = sequence.last else {
             let closing = source.offset(of: sequence.end) - 1
             if rootIsFlow {
-                splice.insert(at: closing, entry.flowMapping)
+                splice.insert(at: closing, flowMappings(entries))
             } else {
                 // `files: []` under a block mapping becomes a block sequence: the form every later entry extends.
                 let range = source.withLeadingBlanks(source.offset(of: sequence.start)..<(closing + 1))
                 splice.replace(range, with: "")
                 splice.insertLines(at: source.nextLineStart(from: range.upperBound),
-                                   entry.blockLines(dashColumn: dashColumn, keyColumn: dashColumn + 2))
+                                   blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
             }
             return
         }
@@ -202,17 +238,18 @@ package enum ManifestEditor {
         let separator = last.start.line > previousLine
             ? "," + source.lineBreak + String(repeating: " ", count: last.start.column)
             : ", "
-        splice.insert(at: source.offset(of: last.contentEnd), separator + entry.flowMapping)
+        splice.insert(at: source.offset(of: last.contentEnd), separator + flowMappings(entries, separator: separator))
     }
 }
 
 /// The edited manifest.
 package struct ManifestEdit: Sendable {
     package let bytes: [UInt8]
-    /// The new entry's position in `files:` (`files[entryIndex]`).
-    package let entryIndex: Int
-    /// Entries already fetching the same URL: legal (one file in two places), worth a warning.
-    package let sameURL: [ListedEntry]
+    /// The first new entry's position in `files:` (`files[firstIndex]`); the others follow it in order.
+    package let firstIndex: Int
+    /// For each new entry, in order, the entries already fetching the same URL: legal (one file in two places),
+    /// worth a warning.
+    package let sameURL: [[ListedEntry]]
 }
 
 /// An entry already in the manifest, as the editor saw it.
@@ -228,6 +265,8 @@ package struct ManifestEditError: Error, Sendable, CustomStringConvertible {
     package enum Reason: Sendable, Hashable {
         /// The destination already belongs to `files[index]`.
         case destinationTaken(index: Int)
+        /// Two of the new entries (their positions among them) have one destination.
+        case destinationRepeated(first: Int, second: Int)
         /// The text is not something the editor can extend: not YAML, not UTF-8, not a mapping at the top level,
         /// or `files` holds something other than a sequence.
         case notEditable
@@ -330,6 +369,27 @@ struct SourceText {
         return point
     }
 
+    /// The bytes that hold `value`'s text, which a new value replaces. A block scalar (`sha256: >-` with the hex on
+    /// the next line) keeps its indicator and its line breaks: only its content line is replaced, so whatever
+    /// follows the value (a key added after it) still starts on a line of its own.
+    func range(of value: ManifestLayout.Value) -> Range<Int> {
+        let start = offset(of: value.start), end = offset(of: value.end)
+        guard value.isBlockScalar else { return start..<end }
+        var line = nextLineStart(from: start)
+        while line < end {
+            var content = line
+            while content < end && isBlank(bytes[content]) { content += 1 }
+            var contentEnd = content
+            while contentEnd < end && !isBreak(bytes[contentEnd]) { contentEnd += 1 }
+            if contentEnd > content { return content..<contentEnd }
+            line = nextLineStart(from: contentEnd)
+        }
+        // No content line: the value goes where the indicator is.
+        var indicatorEnd = start
+        while indicatorEnd < bytes.count && !isBlank(bytes[indicatorEnd]) && !isBreak(bytes[indicatorEnd]) { indicatorEnd += 1 }
+        return start..<indicatorEnd
+    }
+
     /// `range` extended back over the spaces and tabs before it, so that removing a value leaves no trailing blanks.
     func withLeadingBlanks(_ range: Range<Int>) -> Range<Int> {
         var lower = range.lowerBound
@@ -416,14 +476,22 @@ struct ManifestLayout {
         case other(found: String, at: Mark)
     }
 
+    /// A scalar value the editor may rewrite in place.
+    struct Value {
+        var start: Mark
+        /// For a block scalar (`>-`, `|`), after the line break that ends its content, or later.
+        var end: Mark
+        var isBlockScalar: Bool
+    }
+
     struct Listed {
         var index: Int
         var url: (text: String, mark: Mark)?
         var destination: (text: String, mark: Mark)?
-        /// The checksum key (`sha256`, `checksum`, `integrity`, …) and where its value starts and ends.
-        var checksum: (key: String, start: Mark, end: Mark)?
-        /// Where the `size` value starts and ends.
-        var size: (start: Mark, end: Mark)?
+        /// The checksum key (`sha256`, `checksum`, `integrity`, …) and its value.
+        var checksum: (key: String, value: Value)?
+        /// The `size` value.
+        var size: Value?
         /// The entry itself.
         var item: Item?
     }
@@ -515,9 +583,10 @@ private struct LayoutBuilder {
             let bytes = UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length)
             let isNull = scalar.tag == nil && scalar.style == YAML_PLAIN_SCALAR_STYLE && bytes.count <= 4
                 && Self.nullSpellings.contains { $0.elementsEqual(bytes) }
-            scalarNode(bytes, isNull: isNull, start: start, end: end)
+            let isBlockScalar = scalar.style == YAML_LITERAL_SCALAR_STYLE || scalar.style == YAML_FOLDED_SCALAR_STYLE
+            scalarNode(bytes, isNull: isNull, isBlockScalar: isBlockScalar, start: start, end: end)
         case YAML_ALIAS_EVENT:
-            scalarNode(nil, isNull: false, start: start, end: end)
+            scalarNode(nil, isNull: false, isBlockScalar: false, start: start, end: end)
         case YAML_SEQUENCE_START_EVENT:
             openCollection(isMapping: false, isFlow: event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE, start: start)
         case YAML_MAPPING_START_EVENT:
@@ -552,7 +621,8 @@ private struct LayoutBuilder {
     }
 
     /// `bytes` nil for an alias. Text is made only for the few scalars kept: a manifest has hundreds of thousands.
-    private mutating func scalarNode(_ bytes: UnsafeBufferPointer<UInt8>?, isNull: Bool, start: Mark, end: Mark) {
+    private mutating func scalarNode(_ bytes: UnsafeBufferPointer<UInt8>?, isNull: Bool, isBlockScalar: Bool,
+                                     start: Mark, end: Mark) {
         let key = bytes.map(Key.init) ?? .other
         let isRootKey = frames.count == 1 && frames[0].role == .root && frames[0].isMapping && frames[0].children % 2 == 0
         if isRootKey && key == .files && filesKeyEnd == nil { filesKeyEnd = end }
@@ -577,8 +647,9 @@ private struct LayoutBuilder {
                 switch place.valueOf {
                 case .dest: listed.destination = (String(decoding: bytes, as: UTF8.self), start)
                 case .url: listed.url = (String(decoding: bytes, as: UTF8.self), start)
-                case .size: listed.size = (start, end)
-                case .checksum(let key): listed.checksum = (key.rawValue, start, end)
+                case .size: listed.size = ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar)
+                case .checksum(let key):
+                    listed.checksum = (key.rawValue, ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar))
                 case .files, .other: break
                 }
             }

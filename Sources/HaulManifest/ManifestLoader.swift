@@ -87,7 +87,7 @@ package enum ManifestLoader {
         return manifest
     }
 
-    static let tooLarge = "the manifest is larger than \(maximumSizeText), the most haul reads"
+    package static let tooLarge = "the manifest is larger than \(maximumSizeText), the most haul reads"
 
     // MARK: File system
 
@@ -118,13 +118,21 @@ package enum ManifestLoader {
             }
             return ManifestSource(bytes: bytes, directory: parentDirectory(of: absolute))
         }
+    }
 
-        /// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N` and the like: another name for an open descriptor, which
-        /// leads to a regular file when the shell redirected one there, and whose folder is not the file's.
-        private static func namesADescriptor(_ absolute: String) -> Bool {
-            let folder = parentDirectory(of: absolute)
-            return absolute == "/dev/stdin" || folder == "/dev/fd" || (folder.hasPrefix("/proc/") && folder.hasSuffix("/fd"))
-        }
+    /// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N` and the like: another name for an open descriptor, which
+    /// leads to a regular file when the shell redirected one there, and whose folder is not the file's.
+    static func namesADescriptor(_ absolute: String) -> Bool {
+        let folder = parentDirectory(of: absolute)
+        return absolute == "/dev/stdin" || folder == "/dev/fd" || (folder.hasPrefix("/proc/") && folder.hasSuffix("/fd"))
+    }
+
+    /// Whether `path` (as given on a command line) is no file's own name: `-` (standard input) or a name for an
+    /// open descriptor. `haul add`, which replaces the manifest it reads, needs the file's own name.
+    package static func isStandardInputOrDescriptor(_ path: String) -> Bool {
+        if path == standardInputPath { return true }
+        let absolute = path.hasPrefix("/") ? path : (try? currentDirectory()).map { $0 + "/" + path }
+        return absolute.map { namesADescriptor(PathRules.normalizeAbsolute($0)) } ?? false
     }
 
     /// Lexical parent of an absolute path: the manifest's folder without resolving symlinks.

@@ -237,11 +237,15 @@ enum YAMLScalarText {
         return false
     }
 
-    /// Printable and not a line break by YAML's definition (which counts NEL, LS and PS as breaks).
+    /// Printable and not a line break by YAML's definition (which counts NEL, LS and PS as breaks), and not a bidi
+    /// control (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069): YAML allows those raw, but in the manifest
+    /// they would reorder what an editor or `git diff` shows (`bidi-\u{202E}txt.exe` reads `bidi-exe.txt`). What
+    /// is not plain printable is written as an escape.
     private static func isPlainPrintable(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x20...0x7e: true
-        case 0xa0...0x2027, 0x202a...0xd7ff, 0xe000...0xfefe, 0xff00...0xfffd, 0x10000...0x10ffff: true
+        case 0xa0...0x2027, 0x202a...0xd7ff, 0xe000...0xfefe, 0xff00...0xfffd, 0x10000...0x10ffff:
+            scalar.value < 0x61c || !scalar.properties.isBidiControl
         default: false
         }
     }
@@ -275,5 +279,21 @@ enum YAMLScalarText {
     private static func hex(_ value: UInt32, digits: Int) -> String {
         let text = String(value, radix: 16, uppercase: true)
         return String(repeating: "0", count: max(0, digits - text.count)) + text
+    }
+}
+
+/// Whether a size can stand beside a digest in one entry. A digest says whether the file is empty: `size: 0`
+/// beside the digest of non-empty content (a server announcing `Content-Length: 0` to a HEAD request), or a
+/// positive size beside the digest of empty content, is an entry no file can satisfy, and every sync would fail
+/// it. `haul add` writes neither.
+package enum PinnedSize {
+    /// nil when a file of `size` bytes can have `digest`; otherwise why not, for a message.
+    package static func contradiction(_ size: Int64, digest: Digest) -> String? {
+        let shown = "\(digest.algorithm.rawValue) \(digest.hex.prefix(12))…"
+        switch (size == 0, digest.isOfEmptyContent) {
+        case (true, false): return "0 bytes, but \(shown) is not the digest of empty content"
+        case (false, true): return "\(size) bytes, but \(shown) is the digest of empty content"
+        default: return nil
+        }
     }
 }

@@ -1,33 +1,51 @@
 import Glibc
+import HaulFileSystem
+import HaulManifest
 
 /// Reads and replaces a manifest for `haul add`. A manifest is the user's own file, often under version control:
 /// after a crash or a full disk it must be the old text or the new, never half of one, and it keeps its mode.
+///
+/// Only a regular file is a manifest `add` edits (or a missing one, which it creates), whatever a symlink leads
+/// to: a device, a FIFO or a socket is refused before anything is opened for writing, and never replaced by a
+/// file (as root, `--manifest /dev/null` would otherwise replace `/dev/null`).
 package enum ManifestFile {
-    /// The whole file; nil when it does not exist.
+    /// The whole file; nil when it does not exist. Opened without waiting (`O_NONBLOCK`): a FIFO would otherwise
+    /// hold the open until some writer came, deaf to SIGTERM.
     package static func read(_ path: String) throws(StoreError) -> [UInt8]? {
-        let descriptor = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        switch FileSystem.status(path) {
+        case .success(let info): try requireRegular(info, path: path)
+        case .failure(ENOENT): return nil
+        case .failure(let code): throw StoreError(operation: "read", path: path, errno: code)
+        }
+        let descriptor = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT { return nil }
             throw StoreError(operation: "read", path: path, errno: code)
         }
         defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count == 0 { return bytes }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw StoreError(operation: "read", path: path, errno: errno)
-            }
-            bytes.append(contentsOf: chunk[..<count])
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw StoreError(operation: "read", path: path, errno: errno) }
+        try requireRegular(info, path: path)  // it may have been replaced since it was looked at
+        switch BoundedRead.all(descriptor, limit: ManifestLoader.maximumBytes, sizeHint: Int(info.st_size)) {
+        case .success(let bytes): return bytes
+        case .failure(.tooLarge): throw StoreError(operation: "read", path: path, errno: EFBIG, detail: ManifestLoader.tooLarge)
+        case .failure(.system(let code)): throw StoreError(operation: "read", path: path, errno: code)
         }
+    }
+
+    private static func requireRegular(_ info: stat, path: String) throws(StoreError) {
+        guard info.st_mode & S_IFMT != S_IFREG else { return }
+        throw StoreError(operation: "edit", path: path, errno: EINVAL,
+                         detail: "it is \(FileKindName.of(info)), not a regular file (haul add edits a regular file or makes a new one)")
     }
 
     /// Writes a temporary file beside the target, flushes it, gives it the target's mode (a new file gets
     /// 0666 less the umask, as any editor's would), and renames it over the target, then flushes the directory.
     /// A symlink is followed, so the link stays a link and its target gets the new text.
+    ///
+    /// The temporary file is `.<name>.haul-<random>`, held under a `LifetimeLock` until it is renamed: those that a
+    /// killed `add` left beside the target are removed first, and a live one of another `add` is never touched.
     package static func replace(_ path: String, with bytes: [UInt8]) throws(StoreError) {
         var target = path
         if case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .symlink {
@@ -42,38 +60,69 @@ package enum ManifestFile {
         case .failure(ENOENT): existing = nil
         case .failure(let code): throw StoreError(operation: "inspect", path: path, errno: code)
         }
+        if let existing { try requireRegular(existing, path: path) }
 
-        let directory = FileSystem.parentOf(target)
+        let directoryPath = FileSystem.parentOf(target)
         let name = target.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(target[target.utf8.index(after: $0)...]) } ?? target
-        let (temporary, descriptor) = try createTemporary(in: directory, beside: name, path: path)
-        var written = false
-        defer { if !written { _ = temporary.withCString { unlink($0) } } }
-        do {
-            defer { close(descriptor) }
-            if let existing {
-                // Ownership is kept when allowed (root editing someone's file); failing that, the file is ours.
-                _ = fchown(descriptor, existing.st_uid, existing.st_gid)
-                guard fchmod(descriptor, existing.st_mode & 0o7777) == 0 else {
-                    throw StoreError(operation: "set the mode of", path: temporary, errno: errno)
-                }
-            }
-            try writeAll(bytes, to: descriptor, path: temporary)
-            guard fsync(descriptor) == 0 else { throw StoreError(operation: "flush", path: temporary, errno: errno) }
+        let directory: DirectoryHandle
+        do { directory = try DirectoryHandle.opening(directoryPath) } catch {
+            throw StoreError(operation: "create a temporary file beside", path: path, errno: error.errno)
         }
-        guard rename(temporary, target) == 0 else { throw StoreError(operation: "replace", path: path, errno: errno) }
-        written = true
+        removeAbandonedTemporaries(beside: name, in: directory)
+        let (temporary, alive) = try createTemporary(in: directory, beside: name, path: path)
+        var renamed = false
+        defer { if !renamed { directory.remove(temporary) } }
+        if let existing {
+            // Ownership is kept when allowed (root editing someone's file); failing that, the file is ours.
+            _ = fchown(alive.descriptor, existing.st_uid, existing.st_gid)
+            guard fchmod(alive.descriptor, existing.st_mode & 0o7777) == 0 else {
+                throw StoreError(operation: "set the mode of", path: directory.displayPath(of: temporary), errno: errno)
+            }
+        }
+        try writeAll(bytes, to: alive.descriptor, path: directory.displayPath(of: temporary))
+        guard fsync(alive.descriptor) == 0 else {
+            throw StoreError(operation: "flush", path: directory.displayPath(of: temporary), errno: errno)
+        }
+        if let failure = directory.rename(temporary, to: name) {
+            throw StoreError(operation: "replace", path: path, errno: failure.errno)
+        }
+        renamed = true
         // The new text is in place; a failed directory flush only weakens durability across a power cut.
-        _ = FileSystem.syncDirectory(directory)
+        _ = directory.synchronize()
     }
 
-    /// `.<name>.haul-<random>` with O_EXCL, so that a concurrent writer or a leftover never shares the file.
-    private static func createTemporary(in directory: String, beside name: String,
-                                        path: String) throws(StoreError) -> (String, Int32) {
+    /// The temporary files of `add`s that were killed while writing `name`'s new text.
+    static func removeAbandonedTemporaries(beside name: String, in directory: DirectoryHandle) {
+        for candidate in directory.names() ?? [] where isTemporaryName(candidate, beside: name) {
+            LifetimeLock.whenAbandoned(candidate, in: directory) { directory.remove(candidate) }
+        }
+    }
+
+    /// `.<name>.haul-` and the base-36 digits of a random 64-bit number.
+    static func isTemporaryName(_ candidate: String, beside name: String) -> Bool {
+        let prefix = temporaryPrefix(beside: name)
+        guard candidate.utf8.count > prefix.utf8.count, candidate.hasPrefix(prefix) else { return false }
+        let digits = candidate.utf8.dropFirst(prefix.utf8.count)
+        return digits.count <= 13 && digits.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7a).contains($0) }
+    }
+
+    private static func temporaryPrefix(beside name: String) -> String { "." + name + ".haul-" }
+
+    /// A new temporary name, made with O_EXCL (so that a concurrent writer or a leftover never shares the file)
+    /// and locked for this process's lifetime.
+    private static func createTemporary(in directory: DirectoryHandle, beside name: String,
+                                        path: String) throws(StoreError) -> (String, LifetimeLock) {
         for _ in 0..<16 {
-            let candidate = directory + "/." + name + ".haul-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-            let descriptor = candidate.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666) }
-            if descriptor >= 0 { return (candidate, descriptor) }
-            if errno != EEXIST { throw StoreError(operation: "create a temporary file beside", path: path, errno: errno) }
+            let candidate = temporaryPrefix(beside: name) + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            switch directory.openFile(candidate, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o666) {
+            case .success(let descriptor):
+                // nil: swept in the instant before its lock was held; another name is tried.
+                if let alive = LifetimeLock.claim(descriptor) { return (candidate, alive) }
+            case .failure(let failure) where failure.errno == EEXIST:
+                continue
+            case .failure(let failure):
+                throw StoreError(operation: "create a temporary file beside", path: path, errno: failure.errno)
+            }
         }
         throw StoreError(operation: "create a temporary file beside", path: path, errno: EEXIST)
     }

@@ -157,8 +157,8 @@ package final class RunLock: Sendable {
         }
     }
 
-    /// errno of a failed lock, nil when held.
-    private static func lock(_ descriptor: Int32, _ range: Range<Int64>, exclusive: Bool, wait: Bool) -> Int32? {
+    /// errno of a failed lock, nil when held. Also `LifetimeLock`'s (whole files, never waiting).
+    static func lock(_ descriptor: Int32, _ range: Range<Int64>, exclusive: Bool, wait: Bool) -> Int32? {
         var request = Self.request(exclusive ? F_WRLCK : F_RDLCK, range)
         while haul_fcntl_lock(descriptor, wait ? haul_F_OFD_SETLKW : haul_F_OFD_SETLK, &request) != 0 {
             let code = errno

@@ -18,4 +18,18 @@ final class ChecksumListTests: XCTestCase {
             XCTAssertTrue("\(error)".hasPrefix("SUMS:1: error: expected \"HEX  NAME\""), "\(error)")
         }
     }
+
+    func testANameForADestinationAnEarlierLineNamedIsRefusedWithBothLines() throws {
+        let hex = String(repeating: "ab", count: 32)
+        let entries = { (text: String) throws(ChecksumListError) in
+            try ChecksumList.parse(Array(text.utf8), file: "SUMS").entries(listURL: TemplatedString(literal: "https://e.com/v1/SUMS"), file: "SUMS")
+        }
+        XCTAssertThrowsError(try entries("\(hex)  a.bin\n\(hex)  b.bin\n\n\(hex) *a.bin\n")) { error in
+            XCTAssertEqual("\(error)", "SUMS:4: error: \"a.bin\" is named twice, at lines 1 and 4")
+        }
+        XCTAssertThrowsError(try entries("SHA256 (docs/x) = \(hex)\n\(hex)  docs/./x\n")) { error in
+            XCTAssertEqual("\(error)", "SUMS:2: error: \"docs/./x\" is the same destination as \"docs/x\" at line 1")
+        }
+        XCTAssertEqual(try entries("\(hex)  a.bin\n\(hex)  A.bin\n").map(\.destination), ["a.bin", "A.bin"])
+    }
 }

@@ -15,20 +15,25 @@ final class ManifestEditorTests: XCTestCase {
     /// The edited text, after checking that it loads and that the new entry reads back as pinned.
     private func edit(_ text: String, _ pinned: PinnedEntry? = nil, file: StaticString = #filePath,
                       line: UInt = #line) throws -> String {
-        let pinned = pinned ?? entry
-        let result = try ManifestEditor.appending(pinned, to: Array(text.utf8), fileName: Fixture.fileName)
+        try edit(text, adding: [pinned ?? entry], file: file, line: line)
+    }
+
+    /// The same with several entries, which must read back in order at the end of `files:`.
+    private func edit(_ text: String?, adding entries: [PinnedEntry], file: StaticString = #filePath,
+                      line: UInt = #line) throws -> String {
+        let result = try ManifestEditor.appending(entries, to: text.map { Array($0.utf8) }, fileName: Fixture.fileName)
         let edited = String(decoding: result.bytes, as: UTF8.self)
         if let manifest = Fixture.manifest(edited, file: file, line: line) {
-            XCTAssertEqual(manifest.files.count, result.entryIndex + 1, file: file, line: line)
-            XCTAssertTrue(manifest.files.last.map(pinned.matches) ?? false, "the new entry reads back as pinned:\n\(edited)",
-                          file: file, line: line)
+            XCTAssertEqual(manifest.files.count, result.firstIndex + entries.count, file: file, line: line)
+            XCTAssertTrue(zip(manifest.files.suffix(entries.count), entries).allSatisfy { $1.matches($0) },
+                          "the new entries read back as pinned:\n\(edited)", file: file, line: line)
         }
         return edited
     }
 
     private func editError(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> ManifestEditError? {
         do {
-            _ = try ManifestEditor.appending(entry, to: Array(text.utf8), fileName: Fixture.fileName)
+            _ = try ManifestEditor.appending([entry], to: Array(text.utf8), fileName: Fixture.fileName)
             XCTFail("expected the edit to be refused", file: file, line: line)
             return nil
         } catch {
@@ -264,9 +269,9 @@ final class ManifestEditorTests: XCTestCase {
         XCTAssertEqual(try edit(""), minimal)
         XCTAssertEqual(try edit("# assets for the demo\n"), "# assets for the demo\n" + minimal)
         XCTAssertEqual(try edit("# no newline"), "# no newline\n" + minimal)
-        let created = try ManifestEditor.appending(entry, to: nil, fileName: Fixture.fileName)
+        let created = try ManifestEditor.appending([entry], to: nil, fileName: Fixture.fileName)
         XCTAssertEqual(String(decoding: created.bytes, as: UTF8.self), minimal)
-        XCTAssertEqual(created.entryIndex, 0)
+        XCTAssertEqual(created.firstIndex, 0)
         XCTAssertNotNil(Fixture.manifest(minimal))
     }
 
@@ -276,7 +281,7 @@ final class ManifestEditorTests: XCTestCase {
         let original = "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n  - url: https://e.com/b\n    dest: ./sub//new.bin\n"
         let pinned = PinnedEntry(url: "https://e.com/c", destination: "sub/new.bin", digest: digest, size: 1)
         do {
-            _ = try ManifestEditor.appending(pinned, to: Array(original.utf8), fileName: Fixture.fileName)
+            _ = try ManifestEditor.appending([pinned], to: Array(original.utf8), fileName: Fixture.fileName)
             XCTFail("expected a refusal")
         } catch {
             XCTAssertEqual(error.reason, .destinationTaken(index: 1))
@@ -287,11 +292,11 @@ final class ManifestEditorTests: XCTestCase {
 
     func testSameURLIsReportedButAllowed() throws {
         let original = "version: 1\nfiles:\n  - url: https://example.com/v2/new.bin\n    dest: old.bin\n"
-        let result = try ManifestEditor.appending(entry, to: Array(original.utf8), fileName: Fixture.fileName)
-        XCTAssertEqual(result.sameURL.map(\.index), [0])
-        XCTAssertEqual(result.sameURL.first?.destination, "old.bin")
-        XCTAssertEqual(result.sameURL.first?.location, SourceLocation(line: 3, column: 10))
-        XCTAssertEqual(result.entryIndex, 1)
+        let result = try ManifestEditor.appending([entry], to: Array(original.utf8), fileName: Fixture.fileName)
+        XCTAssertEqual(result.sameURL.map { $0.map(\.index) }, [[0]])
+        XCTAssertEqual(result.sameURL.first?.first?.destination, "old.bin")
+        XCTAssertEqual(result.sameURL.first?.first?.location, SourceLocation(line: 3, column: 10))
+        XCTAssertEqual(result.firstIndex, 1)
     }
 
     func testLayoutsThatCannotTakeAnEntryAreRefusedWithAPosition() {
@@ -303,7 +308,7 @@ final class ManifestEditorTests: XCTestCase {
                        "haul.yaml:2:8: error: files: expected a sequence, found \"everything\"")
         XCTAssertEqual(editError("version: 1\nfiles: [\n")?.reason, .notEditable)
         let utf16: [UInt8] = [0xff, 0xfe] + Array("version: 1\n".utf8).flatMap { [$0, 0] }
-        XCTAssertThrowsError(try ManifestEditor.appending(entry, to: utf16, fileName: Fixture.fileName)) { error in
+        XCTAssertThrowsError(try ManifestEditor.appending([entry], to: utf16, fileName: Fixture.fileName)) { error in
             XCTAssertEqual((error as? ManifestEditError)?.description,
                            "haul.yaml: error: the manifest is not UTF-8 text; haul edits only UTF-8 manifests")
         }
@@ -416,5 +421,112 @@ final class ManifestEditorTests: XCTestCase {
         // A key that names another algorithm cannot hold this digest.
         let sha512Entry = Array("files:\n  - {url: https://e.com/c, dest: c, sha512: \(String(repeating: "1", count: 128))}\n".utf8)
         XCTAssertThrowsError(try ManifestEditor.repinning(0, digest: digest, size: nil, in: sha512Entry, fileName: Fixture.fileName))
+    }
+
+    // MARK: Several entries, one edit
+
+    private var second: PinnedEntry {
+        PinnedEntry(url: "https://example.com/v2/b.bin", destination: "b.bin", digest: digest, size: nil)
+    }
+
+    func testSeveralEntriesAreAppendedInOneEditInTheManifestsOwnStyle() throws {
+        let block = "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n# end\n"
+        XCTAssertEqual(try edit(block, adding: [entry, second]), """
+            version: 1
+            files:
+              - url: https://e.com/a
+                dest: a
+              - url: https://example.com/v2/new.bin
+                dest: new.bin
+                sha256: \(hex)
+                size: 4096
+              - url: https://example.com/v2/b.bin
+                dest: b.bin
+                sha256: \(hex)
+            # end
+
+            """)
+        let oneLine = "version: 1\nfiles:\n  - {url: https://e.com/a, dest: a}\n"
+        XCTAssertEqual(try edit(oneLine, adding: [entry, second]), """
+            version: 1
+            files:
+              - {url: https://e.com/a, dest: a}
+              - {url: "https://example.com/v2/new.bin", dest: new.bin, sha256: \(hex), size: 4096}
+              - {url: "https://example.com/v2/b.bin", dest: b.bin, sha256: \(hex)}
+
+            """)
+        let flowLines = "version: 1\nfiles: [\n  {url: https://e.com/a, dest: a}\n]\n"
+        XCTAssertEqual(try edit(flowLines, adding: [entry, second]), """
+            version: 1
+            files: [
+              {url: https://e.com/a, dest: a},
+              {url: "https://example.com/v2/new.bin", dest: new.bin, sha256: \(hex), size: 4096},
+              {url: "https://example.com/v2/b.bin", dest: b.bin, sha256: \(hex)}
+            ]
+
+            """)
+        XCTAssertEqual(try edit("{version: 1}\n", adding: [entry, second]), "{version: 1, files: [{url: \"https://example.com/v2/new.bin\", "
+                       + "dest: new.bin, sha256: \(hex), size: 4096}, {url: \"https://example.com/v2/b.bin\", dest: b.bin, sha256: \(hex)}]}\n")
+        let created = try edit(nil, adding: [entry, second])
+        XCTAssertTrue(created.hasPrefix("version: 1\nfiles:\n  - url: https://example.com/v2/new.bin\n"), created)
+        XCTAssertTrue(try edit("version: 1\nfiles: []\n", adding: [entry, second]).hasSuffix("    dest: b.bin\n    sha256: \(hex)\n"))
+    }
+
+    func testTwoNewEntriesForOneDestinationAreRefusedNamingBoth() {
+        let again = PinnedEntry(url: "https://e.com/other", destination: "new.bin", digest: digest, size: 1)
+        XCTAssertThrowsError(try ManifestEditor.appending([entry, second, again], to: nil, fileName: Fixture.fileName)) { error in
+            XCTAssertEqual((error as? ManifestEditError)?.reason, .destinationRepeated(first: 0, second: 2))
+            XCTAssertEqual("\(error)", "haul.yaml: error: \"new.bin\" is the destination of two of the new entries (number 1 and number 3)")
+        }
+    }
+
+    // MARK: Names a manifest must not hold raw
+
+    func testBidiControlsAndLineSeparatorsAreWrittenAsEscapes() throws {
+        let bidi = PinnedEntry(url: "https://e.com/x", destination: "bidi-\u{202E}txt.exe", digest: digest, size: 1)
+        let separated = PinnedEntry(url: "https://e.com/y", destination: "a\u{2028}b\u{200F}c\u{061C}", digest: digest, size: 1)
+        let edited = try edit("version: 1\nfiles: []\n", adding: [bidi, separated])
+        XCTAssertTrue(edited.contains("    dest: \"bidi-\\u202Etxt.exe\"\n"), edited)
+        XCTAssertTrue(edited.contains("    dest: \"a\\Lb\\u200Fc\\u061C\"\n"), edited)
+        XCTAssertFalse(edited.unicodeScalars.contains { $0.properties.isBidiControl || $0 == "\u{2028}" }, edited)
+        XCTAssertTrue(bidi.yamlSnippet.contains("dest: \"bidi-\\u202Etxt.exe\""), bidi.yamlSnippet)
+    }
+
+    // MARK: Re-pinning a block scalar
+
+    func testRepinningABlockScalarReplacesItsContentLineOnly() throws {
+        let zeros = String(repeating: "0", count: 64)
+        let text = """
+            files:
+              - url: https://e.com/a.bin
+                dest: a.bin
+                sha256: >-   # folded
+                  \(zeros)
+              - url: https://e.com/b.bin
+                dest: b.bin
+                size: |-
+                  12
+                sha256: \(zeros)
+
+            """
+        let first = try ManifestEditor.repinning(0, digest: digest, size: 12, in: Array(text.utf8), fileName: Fixture.fileName)
+        XCTAssertEqual(String(decoding: first, as: UTF8.self), text.replacingOccurrences(
+            of: "      \(zeros)\n  - url", with: "      \(hex)\n    size: 12\n  - url"))
+        let second = try ManifestEditor.repinning(1, digest: digest, size: 34, in: first, fileName: Fixture.fileName)
+        XCTAssertEqual(String(decoding: second, as: UTF8.self), String(decoding: first, as: UTF8.self)
+            .replacingOccurrences(of: "      12\n", with: "      34\n")
+            .replacingOccurrences(of: "    sha256: \(zeros)\n", with: "    sha256: \(hex)\n"))
+    }
+
+    // MARK: Sizes a digest rules out
+
+    func testASizeThatContradictsItsDigestIsNamed() {
+        let empty = StreamingHasher.digest([], algorithm: .sha512)
+        XCTAssertNil(PinnedSize.contradiction(4096, digest: digest))
+        XCTAssertNil(PinnedSize.contradiction(0, digest: empty))
+        XCTAssertEqual(PinnedSize.contradiction(0, digest: digest),
+                       "0 bytes, but sha256 \(hex.prefix(12))… is not the digest of empty content")
+        XCTAssertEqual(PinnedSize.contradiction(5, digest: empty),
+                       "5 bytes, but sha512 \(empty.hex.prefix(12))… is the digest of empty content")
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import HaulStore
+@testable import HaulStore
 import XCTest
 
 /// `ManifestFile`: the user's manifest is replaced whole, keeps its mode, and a symlink to it stays a symlink.
@@ -51,5 +51,63 @@ final class ManifestFileTests: XCTestCase {
                            "cannot create a temporary file beside \"\(scratch.at("missing/m.yaml"))\": No such file or directory")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path), [])
+    }
+
+    func testWhatIsNotARegularFileIsNeitherReadNorReplaced() throws {
+        let scratch = try Scratch()
+        XCTAssertEqual(mkfifo(scratch.at("fifo.yaml"), 0o644), 0)
+        XCTAssertEqual(symlink("fifo.yaml", scratch.at("link.yaml")), 0)
+        try FileManager.default.createDirectory(atPath: scratch.at("folder.yaml"), withIntermediateDirectories: false)
+        for (name, kind) in [("fifo.yaml", "a FIFO"), ("link.yaml", "a FIFO"), ("folder.yaml", "a directory")] {
+            let expected = "cannot edit \"\(scratch.at(name))\": it is \(kind), not a regular file (haul add edits a regular "
+                + "file or makes a new one)"
+            XCTAssertThrowsError(try ManifestFile.read(scratch.at(name))) { XCTAssertEqual("\($0)", expected) }
+            XCTAssertThrowsError(try ManifestFile.replace(scratch.at(name), with: Array("x\n".utf8))) { XCTAssertEqual("\($0)", expected) }
+        }
+        var info = stat()
+        XCTAssertEqual(lstat(scratch.at("fifo.yaml"), &info), 0)
+        XCTAssertEqual(info.st_mode & S_IFMT, S_IFIFO)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(), ["fifo.yaml", "folder.yaml", "link.yaml"])
+    }
+
+    /// Only names of the temporary form, and only those whose writer is gone (their lock is free), are removed.
+    func testReplaceRemovesOnlyTheTemporaryFilesOfWritersThatAreGone() throws {
+        let scratch = try Scratch()
+        try scratch.write("m.yaml", "old\n")
+        let names = [".m.yaml.haul-dead0", ".m.yaml.haul-live1", ".m.yaml.haul-UPPER", ".m.yaml.haul-", ".other.yaml.haul-dead2",
+                     ".m.yaml.haul-0123456789abcd"]
+        for name in names { try scratch.write(name, "half") }
+        let held = open(scratch.at(".m.yaml.haul-live1"), O_RDWR)
+        defer { close(held) }
+        var request = flock()
+        request.l_type = Int16(F_WRLCK)
+        XCTAssertEqual(fcntl(held, 37 /* F_OFD_SETLK */, &request), 0)
+
+        try ManifestFile.replace(scratch.at("m.yaml"), with: Array("new\n".utf8))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
+                       [".m.yaml.haul-", ".m.yaml.haul-0123456789abcd", ".m.yaml.haul-UPPER", ".m.yaml.haul-live1",
+                        ".other.yaml.haul-dead2", "m.yaml"])
+        XCTAssertEqual(scratch.read("m.yaml"), Array("new\n".utf8))
+    }
+
+    /// A scratch folder is removed when its lock file is there and free; one whose maker holds the lock, one
+    /// without a lock file (its maker may be about to make it) and names of other forms are kept.
+    func testScratchFoldersOfMakersThatAreGoneAreRemoved() throws {
+        let scratch = try Scratch()
+        for name in ["haul-add.dead01", "haul-add.live02", "haul-add.nolock", "haul-add.toolong3", "haul-test.dead04"] {
+            try scratch.write("\(name)/part", "bytes")
+            if name != "haul-add.nolock" { try scratch.write("\(name)/\(ScratchDirectory.lockName)", "") }
+        }
+        try scratch.write("haul-add.dead01/sha256/ab/abcd", "kept download")
+        let held = open(scratch.at("haul-add.live02/lock"), O_RDWR)
+        defer { close(held) }
+        var request = flock()
+        request.l_type = Int16(F_WRLCK)
+        XCTAssertEqual(fcntl(held, 37 /* F_OFD_SETLK */, &request), 0)
+
+        ScratchDirectory.removeAbandoned(in: scratch.path, prefix: "haul-add")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
+                       ["haul-add.live02", "haul-add.nolock", "haul-add.toolong3", "haul-test.dead04"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("haul-add.live02")).sorted(), ["lock", "part"])
     }
 }
