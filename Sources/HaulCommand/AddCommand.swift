@@ -87,7 +87,8 @@ struct AddCommand: ParsableCommand {
     var integrity: String?
 
     @Option(name: .customLong("size"), help: ArgumentHelp(
-        "With --sha256, --sha512 or --integrity: the file's size in bytes; no request is made at all.", valueName: "bytes"))
+        "With --sha256, --sha512 or --integrity: the file's size in bytes; no request is made at all.", valueName: "bytes"),
+            transform: OptionValueError.byteCount)
     var size: Int64?
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
@@ -133,9 +134,8 @@ struct AddCommand: ParsableCommand {
                 throw ValidationError("--\(givenDigests[0].0) pins one file: give one URL with it")
             }
         }
-        if let size {
+        if size != nil {
             guard !givenDigests.isEmpty else { throw ValidationError("--size goes with --sha256, --sha512 or --integrity") }
-            guard size >= 0 else { throw ValidationError("--size must be a number of bytes, not \(size)") }
         }
         if fromSums != nil {
             guard urls.isEmpty else { throw ValidationError("--from-sums pins the files its list names: give no other URL") }

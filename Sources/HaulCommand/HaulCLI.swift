@@ -532,7 +532,7 @@ struct ByteSize: CustomStringConvertible {
             multiplier = unit
             text.removeLast()
         }
-        guard let value = Int64(text), !text.hasPrefix("+") else {
+        guard let value: Int64 = OptionValueError.wholeNumber(text) else {
             throw OptionValueError("expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), "
                                    + "such as 500K or 2G")
         }
@@ -552,7 +552,7 @@ struct OptionValueError: Error, CustomStringConvertible {
     /// A parser for a whole number within `range`, for `@Option(transform:)`.
     static func wholeNumber(from range: ClosedRange<Int>) -> @Sendable (String) throws -> Int {
         { text in
-            guard let value = Int(text), !text.hasPrefix("+") else {
+            guard let value: Int = wholeNumber(text) else {
                 throw OptionValueError("expected a whole number from \(range.lowerBound) to \(range.upperBound)")
             }
             guard range.contains(value) else {
@@ -560,6 +560,18 @@ struct OptionValueError: Error, CustomStringConvertible {
             }
             return value
         }
+    }
+
+    /// A number of bytes, 0 or more, for `@Option(transform:)`.
+    static func byteCount(_ text: String) throws(OptionValueError) -> Int64 {
+        guard let value: Int64 = wholeNumber(text) else { throw OptionValueError("expected a whole number of bytes") }
+        guard value >= 0 else { throw OptionValueError("must be 0 or more") }
+        return value
+    }
+
+    /// `text` as a whole number in digits (a `-` before a negative one; no `+`, space or fraction), or nil.
+    static func wholeNumber<Number: FixedWidthInteger>(_ text: String) -> Number? {
+        text.hasPrefix("+") ? nil : Number(text)
     }
 }
 

@@ -30,10 +30,13 @@ struct SpeedFloor {
         }
         // A sample every tenth of a second at most: a window of minutes stays a few hundred entries.
         if let last = samples.last, now - last.time >= 0.1 { samples.append((now, bytes)) }
-        // The newest sample at or before the window's start is the baseline; older ones are no longer needed.
+        // The newest sample at or before the window's start is the baseline; older ones are no longer needed. It is
+        // found from the front, where it is (older ones go as the window moves on): no walk over the whole window
+        // in a callback that runs for every read.
         let start = now - window
         guard first.time <= start else { return true }
-        let baseline = samples.lastIndex { $0.time <= start } ?? 0
+        var baseline = 0
+        while baseline + 1 < samples.count, samples[baseline + 1].time <= start { baseline += 1 }
         if baseline > 0 { samples.removeFirst(baseline) }
         let (since, then) = samples[0]
         let elapsed = now - since

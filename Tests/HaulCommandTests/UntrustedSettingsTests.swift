@@ -199,5 +199,12 @@ final class UntrustedSettingsTests: XCTestCase {
             XCTAssertEqual(result.exitCode, 64, "\(arguments)")
             XCTAssertTrue(result.stderr.hasPrefix("error: \(message)\n"), "\(arguments): \(result.stderr)")
         }
+        let pin = ["add", "https://e.invalid/a.bin", "--sha256", sha256]
+        for (size, message) in [("1.5K", "expected a whole number of bytes"), ("-5", "must be 0 or more")] {
+            let add = try directory.haul(pin + ["--size=\(size)"])
+            XCTAssertEqual(add.exitCode, 64, size)
+            XCTAssertTrue(add.stderr.hasPrefix("error: The value '\(size)' is invalid for '--size <bytes>': \(message)\n"), add.stderr)
+        }
+        XCTAssertFalse(directory.exists("haul.yaml"), "no manifest is created")
     }
 }
