@@ -48,6 +48,12 @@ package enum EntryFailure: Error, Sendable {
     case transfer(TransferFailure)
     /// The bytes were right but could not be moved into place.
     case commit(StoreError)
+
+    /// Stopped by SIGINT or SIGTERM before it finished (queued, in flight, or waiting to retry), rather than failed
+    /// on its own account.
+    package var wasInterrupted: Bool {
+        if case .transfer(let failure) = self { failure.attempts.last?.reason == .interrupted } else { false }
+    }
 }
 
 /// The result of `sync`, in manifest order.
@@ -86,6 +92,8 @@ package struct SyncResult: Sendable {
         package var cachedBytes: Int64 = 0
         package var notModified = 0
         package var failed = 0
+        /// Of those failed, the ones a signal stopped before they finished (`EntryFailure.wasInterrupted`).
+        package var interrupted = 0
         /// Fetched, in place, but not yet durable.
         package var notDurable = 0
     }
@@ -108,7 +116,9 @@ package struct SyncResult: Sendable {
                 }
                 if case .fetchedNotDurable = outcomes[index] { counts.notDurable += 1 }
             case .notModified: counts.notModified += 1
-            case .failed: counts.failed += 1
+            case .failed(let failure):
+                counts.failed += 1
+                if failure.wasInterrupted { counts.interrupted += 1 }
             case .upToDate: continue
             }
         }
@@ -145,4 +155,7 @@ package enum ExitStatus: Int32, Sendable {
     /// Something in root's `.haul` folder is a symlink or of the wrong kind: the root was refused untouched.
     case unsafePrivateFolder = 5
     case usage = 64
+    /// Standard output could not be written (a full disk, an I/O error), in a run that would otherwise have exited
+    /// 0: its report is lost (sysexits' EX_IOERR, as `usage` is EX_USAGE).
+    case outputFailed = 74
 }

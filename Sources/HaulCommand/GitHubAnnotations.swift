@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Haul
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 
@@ -42,9 +43,10 @@ struct GitHubAnnotations: Sendable {
         emit([Self.command("error", file: manifest, line: entry.location.line, column: entry.location.column, message: message)])
     }
 
-    /// The run, as a Markdown table, appended to the step's summary.
-    func summary(_ result: SyncResult, manifest: String, exitStatus: Int32) {
-        guard let summaryFile else { return }
+    /// The run, as a Markdown table, appended to the step's summary; a warning when it could not be (naming the
+    /// file and why), nil otherwise. The run's exit status does not depend on it.
+    func summary(_ result: SyncResult, manifest: String, exitStatus: Int32) -> String? {
+        guard let summaryFile else { return nil }
         let counts = result.counts
         var text = "### haul sync \(Self.markdownCell(manifest))\n\n"
             + "| fetched | from cache | confirmed (304) | up to date | failed | exit |\n|---|---|---|---|---|---|\n"
@@ -62,15 +64,35 @@ struct GitHubAnnotations: Sendable {
             }
             if failures.count > 100 { text += "\n… and \(failures.count - 100) more\n" }
         }
-        let descriptor = open(summaryFile, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return }
-        defer { close(descriptor) }
-        _ = Array((text + "\n").utf8).withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard let problem = Self.append(text + "\n", to: summaryFile) else { return nil }
+        return "the step summary could not be appended to GITHUB_STEP_SUMMARY (\(summaryFile)): \(problem)"
     }
+
+    /// Appends `text` to the regular file at `path`, made if missing; nil when done, else why not. Opened without
+    /// blocking and refused unless it is a regular file: a FIFO nobody reads would hold the run forever (and a
+    /// device is no summary).
+    private static func append(_ text: String, to path: String) -> String? {
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0o644)
+        var info = stat()
+        guard descriptor >= 0 else {
+            let code = errno
+            // A FIFO nobody reads refuses a non-blocking open with ENXIO: say what is there rather than that.
+            if code == ENXIO, stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG { return notRegularFile(info) }
+            return SystemError.message(for: code)
+        }
+        defer { close(descriptor) }
+        guard fstat(descriptor, &info) == 0 else { return SystemError.message(for: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else { return notRegularFile(info) }
+        let file = OutputDescriptor(descriptor)
+        file.write(text, waitingUntil: 0)
+        return file.failure.map { SystemError.message(for: $0) }
+    }
+
+    private static func notRegularFile(_ info: stat) -> String { "it is \(FileKindName.of(info)), not a regular file" }
 
     private func emit(_ lines: [String]) {
         guard !lines.isEmpty else { return }
-        let text = lines.map { TerminalText($0) }
+        let text = lines.map { TerminalText(workflowCommand: $0) }
         if toStandardError { Output.errors(text) } else { Output.lines(text) }
     }
 
@@ -91,9 +113,24 @@ struct GitHubAnnotations: Sendable {
         data(text).replacing(":", with: "%3A").replacing(",", with: "%2C")
     }
 
-    /// One table cell: no line break, no `|`.
-    private static func markdownCell(_ text: String) -> String {
-        text.replacing("|", with: "\\|").replacing("\n", with: " ").replacing("\r", with: " ")
+    /// Text a manifest, a server or the command line chose, inert in the summary's Markdown (a table cell, the
+    /// heading): shown as the log shows it (`TerminalText`: no line break, no control or bidi scalar raw), then
+    /// every ASCII punctuation character backslash-escaped, which CommonMark reads as that character and nothing
+    /// more. So no link or image (`[`, `]`, `(`, `)`, `!`), autolink (`<`, `:`, `.` of `www.`, `@`), HTML or entity
+    /// (`<`, `>`, `&`), code, emphasis or math (`` ` ``, `*`, `_`, `~`, `$`), and no cell break (`|`, which
+    /// GitHub's tables read escaped even inside code).
+    static func markdownCell(_ text: String) -> String {
+        var cell = ""
+        for scalar in TerminalText.escaping(text, workflowCommands: false).unicodeScalars {
+            // CommonMark's ASCII punctuation: `!` to `/`, `:` to `@`, `[` to `` ` ``, `{` to `~`.
+            let value = scalar.value
+            if (0x21...0x2F).contains(value) || (0x3A...0x40).contains(value) || (0x5B...0x60).contains(value)
+                || (0x7B...0x7E).contains(value) {
+                cell += "\\"
+            }
+            cell.unicodeScalars.append(scalar)
+        }
+        return cell
     }
 }
 
@@ -132,8 +169,10 @@ final class AnnotatingReporter: RunReporter {
         }
     }
 
+    /// The step summary first: a warning that it could not be written then comes before the run's own summary,
+    /// which stays the last line (and under `--json` the last event).
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
+        if let problem = annotations.summary(result, manifest: manifest, exitStatus: exitStatus) { inner.warning(problem) }
         inner.summary(result, exitStatus: exitStatus, interruptedBy: signal)
-        annotations.summary(result, manifest: manifest, exitStatus: exitStatus)
     }
 }

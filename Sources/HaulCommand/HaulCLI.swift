@@ -24,6 +24,8 @@ struct HaulCLI: ParsableCommand {
     )
 
     static func main() {
+        // Before anything else: a SIGINT or SIGTERM from here on is taken by the watcher, never by the default action.
+        InterruptWatcher.watchProcess()
         // A descriptor 0-2 closed by the caller (`haul sync >&-`) would be the next file haul opens (the run
         // lock), and output would be written into it: each is pointed at /dev/null first.
         for descriptor in Int32(0)...2 {
@@ -40,11 +42,12 @@ struct HaulCLI: ParsableCommand {
         do {
             var command = try parseAsRoot()
             try command.run()
-            Output.flushLog()
         } catch {
             Output.flushLog()
             exitPrinting(error)
         }
+        let status = Output.exitStatus(after: 0)
+        if status != 0 { Glibc.exit(status) }
     }
 
     /// As the argument parser's `exit(withError:)`, but every error line starts `error:` like haul's own: help and
@@ -58,7 +61,7 @@ struct HaulCLI: ParsableCommand {
             }
             if status.isSuccess { Output.lines(lines) } else { Output.errors(lines) }
         }
-        Glibc.exit(status.rawValue)
+        Glibc.exit(Output.exitStatus(after: status.rawValue))
     }
 }
 

@@ -218,14 +218,15 @@ package enum HumanReport {
     }
 
     /// `Fetched 2 files (1.5 MiB), 3 from the cache (4.0 MiB), 40 up to date (3 confirmed by their server), 1 pruned,
-    /// 1 failed, 1 not yet durable in 0.4 s.` (a file not yet durable is among those fetched: it is in place).
+    /// 1 failed, 1 not yet durable, 5 interrupted in 0.4 s.` (a file not yet durable is among those fetched: it is in
+    /// place; an entry a signal stopped is interrupted, not failed).
     package static func syncSummary(_ result: SyncResult) -> String {
         let counts = result.counts
-        let failed = counts.failed + result.pruneFailures.count
+        let failed = counts.failed - counts.interrupted + result.pruneFailures.count
         let confirmed = counts.notModified
         let upToDate = result.plan.upToDateCount + confirmed
         var line: String
-        if counts.fetched == 0 && counts.cached == 0 && failed == 0 && result.deletedCount == 0 {
+        if counts.fetched == 0 && counts.cached == 0 && failed == 0 && counts.interrupted == 0 && result.deletedCount == 0 {
             line = "Nothing to do: \(count(upToDate, "file")) up to date"
         } else {
             // `Fetched 2 files (1.5 MiB), 3 from the cache (4.0 MiB), …`; a run served wholly by the cache starts
@@ -244,7 +245,16 @@ package enum HumanReport {
         if result.deletedCount > 0 { line += ", \(result.deletedCount) pruned" }
         if failed > 0 { line += ", \(failed) failed" }
         if counts.notDurable > 0 { line += ", \(counts.notDurable) not yet durable" }
+        if counts.interrupted > 0 { line += ", \(counts.interrupted) interrupted" }
         return line + " in \(formatSeconds(result.seconds))."
+    }
+
+    /// `haul: interrupted by SIGTERM; 3 unfinished entries keep their old content (…)`: those the signal stopped,
+    /// not those that had already failed.
+    package static func interruptedLine(_ result: SyncResult, signal: String) -> String {
+        let stopped = result.counts.interrupted
+        return "haul: interrupted by \(signal); \(stopped) unfinished \(stopped == 1 ? "entry keeps its" : "entries keep their") "
+            + "old content (partial downloads are kept to resume)"
     }
 
     /// A prune that did not delete: a warning when the file was kept (the user's now), an error when deleting failed.

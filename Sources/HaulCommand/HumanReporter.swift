@@ -91,15 +91,11 @@ final class HumanReporter: RunReporter, Sendable {
         if transfers > 0 { startDisplay() }
     }
 
+    /// The summary line, interrupted or not; after a signal, a line saying what it left unfinished.
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
         endDisplay()
-        if let signal {
-            let stopped = result.failedCount
-            Output.errors(["haul: interrupted by \(signal); \(stopped) unfinished "
-                           + "\(stopped == 1 ? "entry keeps its" : "entries keep their") old content (partial downloads are kept to resume)"])
-            return
-        }
         if !quiet { Output.lines([TerminalText(HumanReport.syncSummary(result))]) }
+        if let signal { Output.errors([TerminalText(HumanReport.interruptedLine(result, signal: signal))]) }
     }
 
     func entry(_ entry: FileEntry, started source: String) {
@@ -151,7 +147,7 @@ final class HumanReporter: RunReporter, Sendable {
         case .fetchedNotDurable(let file, let error):
             fetched(entry, file)
             Output.errors([paintDiagnostic(HumanReport.notDurableLine(entry: entry, error: error))])
-        case .failed(.transfer(let failure)) where failure.attempts.last?.reason == .interrupted:
+        case .failed(let failure) where failure.wasInterrupted:
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
             // one line for the whole interruption, not one per entry
         case .failed(let failure):

@@ -11,9 +11,13 @@ import Synchronization
 /// long the wait or the hashing would have taken. Once it changes things, the signal cancels the run instead, so
 /// that it stops its transfers, keeps resumable partials, removes temporary files and exits 130 or 143, instead
 /// of dying mid-write. The time limit does the same, with exit status 1: the entries it stopped failed, named.
+/// Either way output stops waiting for its readers (`Output.stopWaiting`): a reader that does not read cannot hold
+/// the run, nor the root's lock, any longer.
 ///
-/// The signals are blocked in every thread (the mask is set before any worker thread starts and is inherited)
-/// and taken synchronously by one thread with `sigwait`: no async-signal-safety puzzles.
+/// The signals are blocked first thing in `main` (`watchProcess`), so the mask holds in every thread and no signal
+/// finds the process unprepared, however early it comes; one thread takes them with `sigwait` for the whole life of
+/// the process: no async-signal-safety puzzles. Before a command makes a watcher of its own (only `sync` and `add`
+/// do), a signal ends the process at once, 130 or 143, saying so.
 final class InterruptWatcher: Sendable {
     private let received = Atomic<Int32>(0)
     /// False until `beginChanging`: a signal before then ends the process.
@@ -21,27 +25,42 @@ final class InterruptWatcher: Sendable {
     /// What a signal cancels once the run is changing things.
     let cancellation: Cancellation
 
-    /// `timeLimit`: seconds from now, and how the user wrote them (for messages).
-    init(cancelling cancellation: Cancellation, timeLimit: (seconds: Double, written: String)? = nil) {
-        self.cancellation = cancellation
+    /// The command's watcher, once it made one.
+    private static let current = Mutex<InterruptWatcher?>(nil)
+
+    /// Blocks SIGINT and SIGTERM in the calling thread (`main`'s, before any other thread exists: every thread
+    /// inherits the mask) and starts the thread that takes them. The first thing the process does.
+    static func watchProcess() {
         var signals = Self.signals
         pthread_sigmask(SIG_BLOCK, &signals, nil)
-        let watching = startDetachedThread { [self] in
+        let watching = startDetachedThread {
             var signals = InterruptWatcher.signals
             var number: Int32 = 0
             while sigwait(&signals, &number) == 0 {
-                received.store(number, ordering: .relaxed)
-                guard changing.load(ordering: .acquiring) else {
-                    Output.flushLog()
-                    Output.errors(["haul: interrupted by \(signalName) before anything was changed"])
-                    _exit(128 + number)
+                Output.stopWaiting()
+                guard let watcher = current.withLock({ $0 }) else {
+                    exitAtOnce(128 + number, "haul: interrupted by \(name(of: number))")
                 }
-                cancellation.cancel()
+                watcher.take(number)
             }
         }
         // No thread to take them: the signals end the process as they would have without haul's help.
         if !watching { pthread_sigmask(SIG_UNBLOCK, &signals, nil) }
+    }
+
+    /// The command's watcher from now on. `timeLimit`: seconds from now, and how the user wrote them (for messages).
+    init(cancelling cancellation: Cancellation, timeLimit: (seconds: Double, written: String)? = nil) {
+        self.cancellation = cancellation
+        Self.current.withLock { $0 = self }
         if let timeLimit { startTimer(timeLimit, cancelling: cancellation) }
+    }
+
+    private func take(_ number: Int32) {
+        received.store(number, ordering: .relaxed)
+        guard changing.load(ordering: .acquiring) else {
+            Self.exitAtOnce(128 + number, "haul: interrupted by \(signalName) before anything was changed")
+        }
+        cancellation.cancel()
     }
 
     /// A plain thread that sleeps until the limit (a futex wait: no descriptor, no Dispatch timer).
@@ -49,13 +68,20 @@ final class InterruptWatcher: Sendable {
         startDetachedThread { [self] in
             // Never signalled: the wait is the timer.
             _ = Semaphore().wait(seconds: limit.seconds)
+            Output.stopWaiting()
             guard changing.load(ordering: .acquiring) else {
-                Output.flushLog()
-                Output.errors(["error: the run's time limit (--max-time \(limit.written)) was reached before anything was changed"])
-                _exit(ExitStatus.entryFailed.rawValue)
+                Self.exitAtOnce(ExitStatus.entryFailed.rawValue,
+                                "error: the run's time limit (--max-time \(limit.written)) was reached before anything was changed")
             }
             cancellation.cancel(because: .timeLimitReached("--max-time \(limit.written)"))
         }
+    }
+
+    /// Says why, as far as standard error takes it without waiting (see `Output.stopWaiting`), and exits.
+    private static func exitAtOnce(_ status: Int32, _ message: TerminalText) -> Never {
+        Output.flushLog()
+        Output.errors([message])
+        _exit(status)
     }
 
     /// From here on a signal cancels the run rather than ending the process.
@@ -69,7 +95,9 @@ final class InterruptWatcher: Sendable {
         return number == 0 ? nil : 128 + number
     }
 
-    var signalName: String { received.load(ordering: .relaxed) == SIGTERM ? "SIGTERM" : "SIGINT" }
+    var signalName: String { Self.name(of: received.load(ordering: .relaxed)) }
+
+    private static func name(of signal: Int32) -> String { signal == SIGTERM ? "SIGTERM" : "SIGINT" }
 
     private static var signals: sigset_t {
         var set = sigset_t()

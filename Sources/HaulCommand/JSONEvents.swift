@@ -54,24 +54,30 @@ package enum JSONValue: Sendable, Equatable {
         }
     }
 
-    /// RFC 8259 escaping, and more: DEL, C1 controls and bidi controls are written as `\uXXXX` too, which JSON
-    /// allows for any character. The parsed string is exactly the same, but the line itself holds nothing that a
-    /// terminal would obey, so `haul sync --json` read on a terminal (or `jq -c` passing it through) cannot be made
-    /// to move the cursor or reorder text by a destination's name.
+    /// RFC 8259 escaping, and more: DEL, C1 and bidi controls and the line separators are written as `\uXXXX`
+    /// too, which JSON allows for any character. The parsed string is exactly the same, but the line itself holds
+    /// nothing that a terminal would obey, so `haul sync --json` read on a terminal (or `jq -c` passing it through)
+    /// cannot be made to move the cursor or reorder text by a destination's name. Where a workflow runner reads the
+    /// line (`TerminalText.readByWorkflowRunner`), the `[` of a `##[` is written `\u005b` too (`WorkflowCommandScan`).
     private static func quote(_ text: String, into out: inout String) {
         out += "\""
+        var commands = TerminalText.readByWorkflowRunner ? WorkflowCommandScan(atLineStart: false) : nil
         for scalar in text.unicodeScalars {
+            let completesCommand = commands?.completesCommand(scalar) ?? false
             switch scalar {
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where TerminalText.needsEscape(scalar):
+            case _ where TerminalText.needsEscape(scalar) || completesCommand:
                 let hex = String(scalar.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+            default:
+                out.unicodeScalars.append(scalar)
+                continue
             }
+            commands?.escaped()
         }
         out += "\""
     }

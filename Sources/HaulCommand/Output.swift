@@ -1,6 +1,7 @@
 import Glibc
 import Haul
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import Synchronization
 
@@ -11,6 +12,11 @@ import Synchronization
 /// While the live progress view is up (`showLive`), it sits at the bottom of the terminal, on stderr, and every
 /// line written through here appears above it: the view is erased, the line written and the view drawn again,
 /// all under the one lock, so no line lands in the middle of a frame and no frame is drawn over a line.
+///
+/// A reader that stops reading (a pipe nobody drains, a stalled log shipper, a terminal stopped with Ctrl-S) holds
+/// a write up, and the run with it, for as long as it stalls; but never the end of the run: once a signal or the
+/// time limit stops it (`stopWaiting`), what a stream does not take within a quarter of a second is dropped
+/// (`OutputDescriptor`), so the run ends, leaving its files and its state as a stop always does.
 enum Output {
     /// The frame on screen, if any: its lines (to draw it again after a line is printed above it) and the
     /// columns each took (to know how many rows to move up even if the terminal narrowed and wrapped them).
@@ -26,8 +32,37 @@ enum Output {
     /// it too), or goes to a file or a pipe (then the view need not move for it).
     private static let stdoutIsTerminal = isatty(STDOUT_FILENO) == 1
 
+    private static let standardOutput = OutputDescriptor(STDOUT_FILENO)
+    private static let standardError = OutputDescriptor(STDERR_FILENO)
+    /// Until when (`MonotonicClock` seconds, as a `Double`'s bits) a write may wait for its reader: forever until
+    /// the run is being stopped.
+    private static let waitDeadline = Atomic<UInt64>(Double.infinity.bitPattern)
+    /// How long a reader still gets once the run is being stopped: a reader that reads (a terminal, `tee`) takes
+    /// the last lines, one that stalls costs no more than this.
+    private static let readerGraceAfterStop = 0.25
+
     static func lines(_ lines: [TerminalText]) { write(lines, to: STDOUT_FILENO) }
     static func errors(_ lines: [TerminalText]) { write(lines, to: STDERR_FILENO) }
+
+    /// From now on (give or take `readerGraceAfterStop`) no write waits for a reader that does not read: what a
+    /// stream does not take by then is dropped, and that stream is written no more. For a signal and the time limit,
+    /// which must end the run however its output is read; a write waiting meanwhile gives up too. Once: a second
+    /// signal does not extend the grace.
+    static func stopWaiting() {
+        let deadline = MonotonicClock.seconds() + readerGraceAfterStop
+        _ = waitDeadline.compareExchange(expected: Double.infinity.bitPattern, desired: deadline.bitPattern, ordering: .relaxed)
+    }
+
+    /// `status`, or 74 (`outputFailed`) instead of 0 when standard output could not be written (a full disk, an I/O
+    /// error; said on standard error), as `cat` fails: a run whose report is lost did not succeed. Any other status
+    /// already says that something went wrong, and says it more precisely. A reader that left (a closed pipe,
+    /// `haul … | head`) is no such error, nor is output dropped because the run was stopped (`stopWaiting`).
+    static func exitStatus(after status: Int32) -> Int32 {
+        flushLog()
+        guard let code = standardOutput.failure else { return status }
+        errors(["error: cannot write to standard output: \(SystemError.message(for: code))"])
+        return status == ExitStatus.success.rawValue ? ExitStatus.outputFailed.rawValue : status
+    }
 
     /// Stdout lines that may wait a moment (a plain log's line per file): held and written together by the
     /// next write of any kind, so the order of everything printed is kept, or by `flushLog`, which the plain
@@ -130,18 +165,111 @@ enum Output {
         lines.map { "\u{1B}[2K" + $0 + "\n" }.joined()
     }
 
-    /// Straight to the file descriptor: no stdio buffer to flush, and a closed pipe (EPIPE, SIGPIPE ignored)
-    /// simply ends the output.
+    /// Straight to the stream's descriptor: no stdio buffer to flush.
     private static func writeAll(_ text: String, to descriptor: Int32) {
+        let stream = descriptor == STDERR_FILENO ? standardError : standardOutput
+        stream.write(text, waitingUntil: Double(bitPattern: waitDeadline.load(ordering: .relaxed)))
+    }
+}
+
+/// A descriptor `Output` writes to, written so that a stalled reader can never hold the process: a pipe or a
+/// terminal through a descriptor of its own for it (`/proc/self/fd/N` opened again, non-blocking), a socket with
+/// `MSG_DONTWAIT`. A write the reader is not ready for then waits in `poll`, which looks every `waitSlice` whether
+/// it still should, rather than in `write(2)`, which nothing would interrupt (SIGINT and SIGTERM are blocked in
+/// every thread). Not `O_NONBLOCK` on the descriptor itself: that flag belongs to the open file, which the shell
+/// and every other process on the terminal or pipe share, and a crash would leave it set for them. A regular file
+/// or another device never waits for a reader and is written as it is.
+final class OutputDescriptor: Sendable {
+    private enum Writer {
+        case direct
+        case reopened(Int32)
+        case socket
+    }
+
+    let descriptor: Int32
+    private let writer: Writer
+    /// Set once the stream failed or a write was given up: it is not written again (no line after a torn one).
+    private let ended = Atomic<Bool>(false)
+    /// The errno of a write that failed, if one did: 0 when none did, or when the reader only left (EPIPE).
+    private let failureCode = Atomic<Int32>(0)
+    /// How often a write waiting for its reader looks whether it should still wait, in milliseconds.
+    static let waitSlice: Int32 = 100
+
+    init(_ descriptor: Int32) {
+        self.descriptor = descriptor
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            writer = .direct
+            return
+        }
+        let kind = info.st_mode & S_IFMT
+        if kind == S_IFSOCK {
+            writer = .socket
+        } else if kind == S_IFIFO || (kind == S_IFCHR && isatty(descriptor) == 1) {
+            // O_NOCTTY: a terminal opened again must not become the controlling terminal of a session leader.
+            let own = open("/proc/self/fd/\(descriptor)", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            writer = own >= 0 ? .reopened(own) : .direct
+        } else {
+            writer = .direct
+        }
+    }
+
+    /// The errno of the write that failed, if one did (a reader that left is no failure).
+    var failure: Int32? {
+        let code = failureCode.load(ordering: .relaxed)
+        return code == 0 ? nil : code
+    }
+
+    /// Writes all of `text`, waiting for a reader not ready for it until `deadline` (`MonotonicClock` seconds; a
+    /// deadline already past: not at all) and no longer; gives up (and ends the stream) then, or when the stream
+    /// fails. `Output`'s deadline moves from infinity to a moment from now when the run is stopped: it is read
+    /// again while waiting.
+    func write(_ text: String, waitingUntil deadline: @autoclosure () -> Double) {
+        guard !ended.load(ordering: .relaxed) else { return }
         var text = text
         text.withUTF8 { bytes in
+            guard let start = bytes.baseAddress else { return }
             var offset = 0
             while offset < bytes.count {
-                let written = Glibc.write(descriptor, bytes.baseAddress.map { $0 + offset }, bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
+                let written = put(start + offset, bytes.count - offset)
+                if written > 0 {
+                    offset += written
+                    continue
+                }
+                let code = written < 0 ? errno : 0
+                if code == EINTR { continue }
+                if code == EAGAIN, waitForRoom(until: deadline) { continue }
+                // EPIPE (the reader left, SIGPIPE being ignored) simply ends the output.
+                if code != EAGAIN && code != EPIPE && code != 0 {
+                    _ = failureCode.compareExchange(expected: 0, desired: code, ordering: .relaxed)
+                }
+                ended.store(true, ordering: .relaxed)
+                return
             }
+        }
+    }
+
+    private func put(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> Int {
+        switch writer {
+        case .direct: Glibc.write(descriptor, bytes, count)
+        case .reopened(let own): Glibc.write(own, bytes, count)
+        case .socket: send(descriptor, bytes, count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
+        }
+    }
+
+    /// True when the reader made room (or the next write will say what went wrong); false once `deadline()` has
+    /// passed. The deadline is looked at again every `waitSlice`: it may come nearer while this waits.
+    private func waitForRoom(until deadline: () -> Double) -> Bool {
+        let polled: Int32 = switch writer {
+        case .reopened(let own): own
+        case .direct, .socket: descriptor
+        }
+        while true {
+            let remaining = deadline() - MonotonicClock.seconds()
+            guard remaining > 0 else { return false }
+            var entry = pollfd(fd: polled, events: Int16(POLLOUT), revents: 0)
+            let milliseconds = Int32(min(Double(Self.waitSlice), (remaining * 1000).rounded(.up)))
+            if poll(&entry, 1, milliseconds) != 0 { return true }
         }
     }
 }

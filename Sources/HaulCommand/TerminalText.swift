@@ -16,6 +16,12 @@
 /// is what makes the rule hold for text nobody thought of as untrusted (a libcurl message quoting a certificate's
 /// name). The lines haul composes hold no control character of their own; colour, haul's only escape sequence in a
 /// line, is added by `painted`, after the text it paints is escaped.
+///
+/// On a GitHub Actions runner (`GITHUB_ACTIONS=true`) the log has a second reader: the runner takes a line holding
+/// `##[name …]` anywhere, or starting with `::name …::` (after blanks), as a workflow command (`##[set-output
+/// name=x;]y`, `::add-mask::…`), whatever program printed it and whichever stream. There every line is also kept
+/// from being one (`WorkflowCommandScan`), whatever `--annotations` says; haul's own annotations, made by
+/// `init(workflowCommand:)`, are the only lines that start with `::`.
 package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolation, CustomStringConvertible {
     /// The text as written: printable scalars, and the SGR sequences of `painted`.
     package let rendered: String
@@ -32,6 +38,16 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
     /// `"error: \(destination): …"` as a line: the whole of it escaped, interpolated values included.
     package init(stringInterpolation: DefaultStringInterpolation) {
         self.init(String(stringInterpolation: stringInterpolation))
+    }
+
+    /// A workflow command haul itself gives the runner (`::error file=…::message`, its message already in the
+    /// command's own escaping): the leading `::` is kept, everything after it escaped as in any line.
+    package init(workflowCommand command: String) {
+        guard command.hasPrefix("::") else {
+            self.init(command)
+            return
+        }
+        self.init(rendered: "::" + Self.escaping(String(command.dropFirst(2))))
     }
 
     private init(rendered: String) {
@@ -51,17 +67,22 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
     }
 
     /// The rule itself, for text that must be measured in columns once escaped (the live view's names) before it
-    /// becomes a line.
-    package static func escaping(_ text: String) -> String {
+    /// becomes a line. `workflowCommands`: whether a runner reads the text for workflow commands (see the type's
+    /// comment); the text is taken as the start of a line.
+    package static func escaping(_ text: String, workflowCommands: Bool = readByWorkflowRunner) -> String {
         // Nearly every line is free of them: one pass over the bytes, and the line is returned as it was.
-        guard text.utf8.contains(where: mayStartEscapedScalar) else { return text }
+        guard text.utf8.contains(where: { mayStartEscapedScalar($0) || (workflowCommands && WorkflowCommandScan.mayStart($0)) }) else {
+            return text
+        }
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count + 16)
+        var commands = WorkflowCommandScan(atLineStart: true)
         for scalar in text.unicodeScalars {
-            guard needsEscape(scalar) else {
+            guard needsEscape(scalar) || (workflowCommands && commands.completesCommand(scalar)) else {
                 escaped.unicodeScalars.append(scalar)
                 continue
             }
+            commands.escaped()
             switch scalar {
             case "\n": escaped += "\\n"
             case "\r": escaped += "\\r"
@@ -72,17 +93,69 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
         return escaped
     }
 
-    /// C0 controls, DEL, C1 controls, and bidi controls (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069):
-    /// what a terminal may act on. `--json` writes the same set as `\u` escapes (`JSONValue`).
+    /// C0 controls, DEL, C1 controls, bidi controls (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069), and the
+    /// line and paragraph separators (U+2028, U+2029), at which terminals and log viewers may break the line: what a
+    /// terminal may act on. `--json` writes the same set as `\u` escapes (`JSONValue`).
     package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         let value = scalar.value
         // Below U+061C, only the controls; the Unicode property lookup only for what could be a bidi control.
-        return value < 0x20 || (0x7F...0x9F).contains(value) || (value >= 0x61C && scalar.properties.isBidiControl)
+        return value < 0x20 || (0x7F...0x9F).contains(value)
+            || (value >= 0x61C && (value == 0x2028 || value == 0x2029 || scalar.properties.isBidiControl))
     }
 
     /// A UTF-8 byte that is such a scalar or may begin one: below 0x20, DEL, 0xC2 (C1 controls), 0xD8 (U+061C),
-    /// 0xE2 (the other bidi controls). A false positive only costs the exact pass.
+    /// 0xE2 (the other bidi controls, the separators). A false positive only costs the exact pass.
     private static func mayStartEscapedScalar(_ byte: UInt8) -> Bool {
         byte < 0x20 || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2
+    }
+
+    /// Whether a GitHub Actions runner reads what haul writes for workflow commands: decided once, from the
+    /// variable the runner sets for every step.
+    package static let readByWorkflowRunner = Environment.current["GITHUB_ACTIONS"] == "true"
+}
+
+/// Where a line would hold the start of a workflow command, scalar by scalar as it is written: the `[` of a `##[`
+/// anywhere, the second `:` of a `::` that starts the line after blanks (the runner trims what .NET calls white
+/// space). Written as an escape instead (`##\u{5b}`, `:\u{3a}`), that one scalar leaves the text readable and no
+/// command in either form. Asked by the escapers of lines a runner reads: `TerminalText.escaping`, `JSONValue`.
+package struct WorkflowCommandScan {
+    private enum LineStart {
+        case blanks
+        case colon
+        case passed
+    }
+
+    private var lineStart: LineStart
+    /// `#` written raw just before, in a row.
+    private var hashes = 0
+
+    package init(atLineStart: Bool) {
+        lineStart = atLineStart ? .blanks : .passed
+    }
+
+    /// Whether `scalar`, written raw next, would complete a command. It is taken as written raw; the caller that
+    /// writes an escape instead says so with `escaped`.
+    package mutating func completesCommand(_ scalar: Unicode.Scalar) -> Bool {
+        var completes = scalar == "[" && hashes >= 2
+        hashes = scalar == "#" ? hashes + 1 : 0
+        switch lineStart {
+        case .blanks: lineStart = scalar == ":" ? .colon : scalar.properties.isWhitespace ? .blanks : .passed
+        case .colon:
+            lineStart = .passed
+            completes = completes || scalar == ":"
+        case .passed: break
+        }
+        return completes
+    }
+
+    /// The scalar just scanned was written as an escape: it completes nothing, and ends a run of `#` or of blanks.
+    package mutating func escaped() {
+        hashes = 0
+        lineStart = .passed
+    }
+
+    /// A UTF-8 byte a command hinges on (`#`, `:`): text without one needs no scan.
+    static func mayStart(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "#") || byte == UInt8(ascii: ":")
     }
 }
