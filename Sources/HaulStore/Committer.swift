@@ -153,10 +153,14 @@ package final class Committer: Sendable {
 
     /// `indices` grouped by the folder their destination goes in (by its bytes), groups in order of first appearance.
     private static func byFolder(_ indices: [Int], of batch: [CommitRequest]) -> [[Int]] {
+        byFolder(indices) { batch[$0].destination }
+    }
+
+    private static func byFolder(_ indices: [Int], destination: (Int) -> DestinationPath) -> [[Int]] {
         var groupOf: [DestinationKey: Int] = [:]
         var groups: [[Int]] = []
         for index in indices {
-            let folder = DestinationKey(batch[index].destination.parentComponents.joined(separator: "/"))
+            let folder = DestinationKey(destination(index).parentComponents.joined(separator: "/"))
             if let group = groupOf[folder] {
                 groups[group].append(index)
             } else {
@@ -220,6 +224,44 @@ package final class Committer: Sendable {
         // The staging folder is on the destinations' file system (rename(2) needs that): its descriptor names it.
         guard syncfs(staging.descriptor) == 0 else { return StoreError(operation: "sync the filesystem of", path: root, errno: errno) }
         return nil
+    }
+
+    /// Syncs files an earlier run put in place but could not make durable (their folder's fsync failed): each
+    /// file, then its folder, each folder once. Per destination, in order: nil when it is durable now, else why
+    /// not (it stays in place either way). Folders are reached from root as for a commit, never through a symlink.
+    package static func makeDurable(_ destinations: [DestinationPath], root: String) -> [StoreError?] {
+        var results = [StoreError?](repeating: nil, count: destinations.count)
+        var walk: ContainedWalk
+        switch ContainedWalk.start(root: FileSystem.normalizedRoot(root)) {
+        case .success(let started): walk = started
+        case .failure(let failure): return results.map { _ in failure }
+        }
+        for group in byFolder(Array(destinations.indices), destination: { destinations[$0] }) {
+            guard case .folder(let folder) = walk.folder(destinations[group[0]].parentComponents, create: false) else {
+                for index in group {
+                    results[index] = StoreError(operation: "sync", path: destinations[index].description, errno: ENOENT,
+                                                detail: "its folder cannot be reached")
+                }
+                continue
+            }
+            for index in group {
+                let destination = destinations[index]
+                switch folder.openRegularFileForReading(destination.fileName) {
+                case .success(let descriptor):
+                    if fsync(descriptor) != 0 { results[index] = StoreError(operation: "sync", path: destination.description, errno: errno) }
+                    close(descriptor)
+                case .failure(let failure):
+                    results[index] = StoreError(operation: "sync", path: destination.description, errno: failure.errno)
+                }
+            }
+            if let failure = folder.synchronize() {
+                for index in group where results[index] == nil {
+                    results[index] = StoreError(operation: "sync the directory of", path: destinations[index].description,
+                                                errno: failure.errno)
+                }
+            }
+        }
+        return results
     }
 
     /// A destination whose directory could not be synced is in place but might not survive a crash. It is not a
