@@ -99,9 +99,15 @@ package final class Committer: Sendable {
         let ready = prepare(batch, walk: &walk, results: &results)
         if let journal, !ready.isEmpty {
             let owned = ready.compactMap { index in batch[index].ownership.map { (batch[index].destination, $0) } }
-            // A journal that cannot be written (a full or read-only `.haul`) costs only what it insures against: the
-            // files go in place, and the state saved at the end records them (or the run warns that it could not).
-            _ = journal.append(owned)
+            // A journal that cannot be written (a full disk, an I/O error, a read-only `.haul`) fails the batch: a
+            // file renamed in without its line is one haul wrote and, if the state cannot be saved either, would
+            // never prune. Its destinations stay as they were; the next run fetches them again.
+            if let failure = journal.append(owned) {
+                let error = StoreError(operation: "record its ownership in", path: failure.path, errno: failure.errno,
+                                       detail: failure.detail)
+                for index in ready { results[index] = .failure(error) }
+                return results
+            }
         }
 
         if durability == .full, !ready.isEmpty, let failure = syncFilesystem() {

@@ -274,4 +274,31 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(journalWarning, "\(directory.path(".haul/journal")) is 68719476736 bytes, more than the 1 GiB haul reads "
                        + "of its journal; the files it names are not pruned")
     }
+
+    /// On a file system that fills up mid-append (a tmpfs: the lines that fit the last page are written, then
+    /// ENOSPC), the append fails whole: it says so, and the journal is cut back to what it held before.
+    func testAnAppendCutShortByAFullDiskFailsAndLeavesTheJournalAsItWas() throws {
+        let directory = try TemporaryDirectory()
+        try directory.makeDirectory("root")
+        let mount = try Capability.required { try TestMount.tmpfs(at: directory.path("root"), size: 64 << 10) }
+        defer { mount.unmount() }
+        let area = try PrivateArea.create(root: directory.path("root"))
+        let journal = OwnershipJournal(area: area)
+        let origin = Origin(manifestKey: "haul.yaml")
+        XCTAssertNil(journal.append([(try XCTUnwrap(DestinationPath("first.bin")), Ownership(digest: digest, origin: origin))]))
+        let before = try XCTUnwrap(directory.read("root/.haul/journal"))
+        // Fill what is left, so that the next append has the rest of the journal's page and no more.
+        let filler = open(directory.path("root/filler"), O_WRONLY | O_CREAT, 0o600)
+        XCTAssertGreaterThanOrEqual(filler, 0)
+        let block = [UInt8](repeating: 1, count: 4096)
+        while write(filler, block, block.count) > 0 {}
+        close(filler)
+
+        let batch = try (0..<39).map { (try XCTUnwrap(DestinationPath("d/file-\($0).bin")), Ownership(digest: digest, origin: origin)) }
+        let failure = try XCTUnwrap(journal.append(batch))
+        XCTAssertEqual(failure.errno, ENOSPC)
+        XCTAssertEqual(failure.description, "cannot write \"\(directory.path("root/.haul/journal"))\": No space left on device")
+        XCTAssertEqual(directory.read("root/.haul/journal"), before, "no part of the failed append is left")
+        XCTAssertEqual(Set(OwnershipJournal.read(in: area).records?.keys ?? [:].keys), ["first.bin"])
+    }
 }
