@@ -93,10 +93,10 @@ final class StateWarningTests: XCTestCase {
         XCTAssertFalse(again.stderr.contains("warning"), again.stderr)
     }
 
-    /// A state or journal far larger than haul ever writes (sparse: anyone who can write `.haul` makes one in an
-    /// instant) is not read: `plan`, `sync` and `verify` run as with no state, the sync warns once, naming it and
-    /// the cap, hashes what is there, and replaces it with a state of the usual size.
-    func testAnOversizedStateOrJournalIsAWarningAndARehashNeverACrash() throws {
+    /// A state far larger than haul ever writes (sparse: anyone who can write `.haul` makes one in an instant) is
+    /// not read: `plan`, `sync` and `verify` run as with no state, the sync warns once, naming it and the cap,
+    /// hashes what is there, and replaces it with a state of the usual size.
+    func testAnOversizedStateIsAWarningAndARehashNeverACrash() throws {
         try writeManifest(files[...])
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let statePath = directory.path("out/.haul/state")
@@ -115,7 +115,12 @@ final class StateWarningTests: XCTestCase {
         var info = stat()
         XCTAssertEqual(stat(statePath, &info), 0)
         XCTAssertLessThan(info.st_size, 4096, "rebuilt")
+    }
 
+    /// A journal past the same cap is not read either: a warning naming it, and the state saved retires it.
+    func testAnOversizedJournalIsAWarningAndIsRetiredUnread() throws {
+        try writeManifest(files[...])
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let journalPath = directory.path("out/.haul/journal")
         try directory.write("out/.haul/journal", "")
         XCTAssertEqual(truncate(journalPath, (1 << 30) + 1), 0)
