@@ -23,6 +23,9 @@ package struct Observation: Sendable {
     let vouched: [Bool]
     /// For entries the state did not vouch for, what it should record now (absent: nothing), by entry index.
     let found: [Int: StateRecord]
+    /// Entries whose record says an earlier run could not sync the file into place (`StateRecord.unsynced`): the
+    /// sync closes that gap. Found while the records are looked up anyway: a no-op pays nothing for it.
+    let unsyncedEntries: [Int]
     /// Files this manifest wrote earlier and no longer lists, as they are now (empty unless pruning).
     package let pruneCandidates: [PruneCandidate]
     /// Per prune candidate, the identity it was observed with (the pruner deletes only a file that still has it).
@@ -79,7 +82,7 @@ package struct Observation: Sendable {
         }
         self.cache = cache
         cacheWarning = warning
-        (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
+        (states, vouched, found, unsyncedEntries) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
         let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys)
         let (ownerKey, vouchedKeys) = (self.ownerKey, self.vouchedKeys)
         let proven = owned.filter { destination, record in
@@ -120,21 +123,23 @@ package struct Observation: Sendable {
 
     /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
     /// the rest is read and hashed.
-    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
-                              observer: LocalObserver) -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord]) {
+    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool, observer: LocalObserver)
+        -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int]) {
         var states: [LocalState] = []
         var vouched: [Bool] = []
         var found: [Int: StateRecord] = [:]
+        var unsynced: [Int] = []
         states.reserveCapacity(files.count)
         vouched.reserveCapacity(files.count)
         var unsettled: [(index: Int, request: ObservationRequest)] = []
         for index in files.indices {
             // Fields read in place: a copy of an entry retains and releases a dozen strings and arrays.
             let pinned = files[index].checksum != nil
+            let known = rehash && pinned ? nil : cache.records[DestinationKey(files[index].destination)]
+            // (Not looked up for a pinned file under --rehash: its mark is kept for the next run.)
+            if known?.unsynced == true { unsynced.append(index) }
             let request = ObservationRequest(destination: files[index].destination, algorithm: files[index].checksum?.algorithm,
-                                             expectedSize: files[index].size,
-                                             known: rehash && pinned ? nil : cache.records[DestinationKey(files[index].destination)],
-                                             knownAsOf: cache.writtenAt)
+                                             expectedSize: files[index].size, known: known, knownAsOf: cache.writtenAt)
             guard let settled = looks.flatMap({ request.settle($0[index]) }) else {
                 unsettled.append((index, request))
                 states.append(.missing)  // a placeholder, replaced below
@@ -155,7 +160,7 @@ package struct Observation: Sendable {
                 found[index] = record
             }
         }
-        return (states, vouched, found)
+        return (states, vouched, found, unsynced)
     }
 
     /// Whether a file whose origin is `origin` is this manifest's.
@@ -165,7 +170,7 @@ package struct Observation: Sendable {
     /// them under another name (an older haul's, or adopted), or `--adopt` names their manifest (this one
     /// included: the user vouches for them). One set lookup or two: asked of every record.
     func mayChangeOwner(_ origin: Origin) -> Bool {
-        (origin.manifestKey != manifestKey && owns(origin)) || vouchedKeys.contains(origin.manifestKey)
+        (origin.manifestKey != manifestKey && owns(origin)) || (!vouchedKeys.isEmpty && vouchedKeys.contains(origin.manifestKey))
     }
 
     /// The owner and tag the state should record for `record` from now on, nil when neither changes: this

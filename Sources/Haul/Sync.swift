@@ -157,12 +157,11 @@ package struct Sync: Sendable {
     /// still cannot be synced is said again (`stillNotDurable`, exit 1) and keeps its mark. At `--durability none`
     /// nothing is flushed and the marks stay for a run that flushes.
     private func closeDurabilityGaps(_ observation: Observation, _ result: inout SyncResult, observer: SyncObserver?) {
-        let records = observation.cache.records
-        guard options.durability == .full, records.values.contains(where: \.unsynced) else { return }
+        guard options.durability == .full, !observation.unsyncedEntries.isEmpty else { return }
         let files = result.plan.files
-        let gaps = files.indices.filter { index in
-            guard case .upToDate = result.outcomes[index] else { return false }
-            return records[DestinationKey(files[index].destination)]?.unsynced == true
+        let gaps = observation.unsyncedEntries.filter { index in
+            if case .upToDate = result.outcomes[index] { return true }
+            return false
         }
         for (index, failure) in zip(gaps, Committer.makeDurable(gaps.map { files[$0].destination }, root: manifest.root)) {
             guard let failure else {
@@ -212,24 +211,27 @@ package struct Sync: Sendable {
         let fetched = counts.fetched + counts.cached
         if fetched > 0 { changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
-            // Borrowed, not copied: a copy of an entry retains and releases a dozen strings and arrays.
-            let destination = DestinationKey(result.plan.files[index].destination)
             // Most entries of a no-op: kept, and recorded exactly as the cache has them (unless the run made an
             // earlier run's file durable: its mark goes).
             if observation.vouched[index], result.outcomes[index].leftInPlace {
-                if !result.closedGaps.isEmpty, result.closedGaps.contains(index), var record = cache.records[destination] {
-                    record.unsynced = false
-                    changes.records.append((destination, record))
+                if !result.closedGaps.isEmpty, result.closedGaps.contains(index) {
+                    let destination = DestinationKey(result.plan.files[index].destination)
+                    if var record = cache.records[destination] {
+                        record.unsynced = false
+                        changes.records.append((destination, record))
+                    }
                 }
                 continue
             }
+            // Borrowed, not copied: a copy of an entry retains and releases a dozen strings and arrays.
+            let destination = DestinationKey(result.plan.files[index].destination)
             var record = observation.vouched[index] ? cache.records[destination] : observation.found[index]
             if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
                earlier.digest == observed.digest {
                 // Re-hashed after a touch or with --rehash: still the content haul wrote (and proven as before).
                 record?.origin = earlier.origin
                 record?.ownerTag = earlier.ownerTag
-                record?.unsynced = earlier.unsynced && !result.closedGaps.contains(index)
+                record?.unsynced = earlier.unsynced && (result.closedGaps.isEmpty || !result.closedGaps.contains(index))
             }
             // Its server confirmed it: when, and for how long it stays fresh.
             if case .notModified(let freshFor) = result.outcomes[index], let origin = record?.origin {
