@@ -2,6 +2,7 @@ import CLinuxShims
 import Glibc
 import HaulFileSystem
 import HaulManifest
+import HaulThreads
 import Synchronization
 
 package struct CommitRequest: Sendable {
@@ -99,10 +100,11 @@ package final class Committer: Sendable {
         let ready = prepare(batch, walk: &walk, results: &results)
         if let journal, !ready.isEmpty {
             let owned = ready.compactMap { index in batch[index].ownership.map { (batch[index].destination, $0) } }
+            let appended = Self.append(owned, to: journal, walk: &walk)
             // A journal that cannot be written (a full disk, an I/O error, a read-only `.haul`) fails the batch: a
             // file renamed in without its line is one haul wrote and, if the state cannot be saved either, would
             // never prune. Its destinations stay as they were; the next run fetches them again.
-            if let failure = journal.append(owned) {
+            if let failure = appended {
                 let error = StoreError(operation: "record its ownership in", path: failure.path, errno: failure.errno,
                                        detail: failure.detail)
                 for index in ready { results[index] = .failure(error) }
@@ -138,6 +140,22 @@ package final class Committer: Sendable {
             syncDirectory(folder, of: renamed, batch: batch, results: &results)
         }
         return results
+    }
+
+    /// Appends a batch's ownership to the journal. Out of descriptors, it frees the folders the walk holds for the
+    /// renames (worth less than the journal) and tries again, then waits for a descriptor as a transfer does, up to
+    /// two seconds, rather than failing the batch for a moment's shortage.
+    private static func append(_ owned: [(destination: DestinationPath, ownership: Ownership)], to journal: OwnershipJournal,
+                               walk: inout ContainedWalk) -> StoreError? {
+        var failure = journal.append(owned)
+        var waited = 0.0
+        while let current = failure, current.errno == EMFILE || current.errno == ENFILE, waited < 2 {
+            if waited > 0 { sleepThread(seconds: 0.02) }
+            waited += 0.02
+            walk.forget()
+            failure = journal.append(owned)
+        }
+        return failure
     }
 
     private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError> {
