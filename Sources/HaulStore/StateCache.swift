@@ -103,11 +103,12 @@ package struct StateCache: Sendable, Equatable {
 
     static let fileName = PrivateArea.Member.state.rawValue
 
-    /// The most haul reads of its state (and of its journal): four times what the largest manifest haul reads
-    /// (256 MiB, at most about 2.5 million entries) makes, a few hundred bytes per record. A larger file was not
-    /// written by haul for any manifest it can read: it costs a warning and a re-hash, never the memory to hold it.
-    package static let maximumBytes = 1 << 30
-    static let maximumSizeText = "1 GiB"
+    /// The most haul reads of its state (and of its journal). A record is 150–400 bytes (a name, an identity, a
+    /// digest, an owner tag, an unpinned file's validators); five million records of 400 bytes, more than a 256 MiB
+    /// manifest (the most haul reads) lists in practice, fit. A larger file is not one haul wrote: it costs a warning
+    /// and a re-hash, never the memory to hold it.
+    package static let maximumBytes = 2 << 30
+    static let maximumSizeText = "2 GiB"
 
     /// The journal was there when the state was read: the next save must happen, even with nothing new to record,
     /// so that the journal is retired.

@@ -109,7 +109,7 @@ final class StateWarningTests: XCTestCase {
         server.resetLog()
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
-        XCTAssertEqual(sync.stderr, "warning: \(statePath) is 68719476736 bytes, more than the 1 GiB haul reads of a state; "
+        XCTAssertEqual(sync.stderr, "warning: \(statePath) is 68719476736 bytes, more than the 2 GiB haul reads of a state; "
                        + "hashing every file to rebuild it\n")
         XCTAssertEqual(server.requests.count, 0, "the files in place are hashed, not fetched")
         var info = stat()
@@ -123,10 +123,10 @@ final class StateWarningTests: XCTestCase {
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let journalPath = directory.path("out/.haul/journal")
         try directory.write("out/.haul/journal", "")
-        XCTAssertEqual(truncate(journalPath, (1 << 30) + 1), 0)
+        XCTAssertEqual(truncate(journalPath, (2 << 30) + 1), 0)
         let withJournal = try directory.haul(["sync"])
         XCTAssertEqual(withJournal.exitCode, 0, withJournal.stderr)
-        XCTAssertEqual(withJournal.stderr, "warning: \(journalPath) is 1073741825 bytes, more than the 1 GiB haul reads of its "
+        XCTAssertEqual(withJournal.stderr, "warning: \(journalPath) is 2147483649 bytes, more than the 2 GiB haul reads of its "
                        + "journal; the files it names are not pruned\n")
         XCTAssertFalse(directory.exists("out/.haul/journal"), "retired by the state this run saved")
         XCTAssertEqual(try directory.haul(["sync"]).stderr, "")

@@ -262,7 +262,7 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(truncate(directory.path(".haul/state"), off_t(StateCache.maximumBytes) + 1), 0)
         let (cache, warning) = StateCache.load(root: directory.path)
         XCTAssertEqual(cache, StateCache())
-        XCTAssertEqual(warning, "\(directory.path(".haul/state")) is 1073741825 bytes, more than the 1 GiB haul reads of a state; "
+        XCTAssertEqual(warning, "\(directory.path(".haul/state")) is 2147483649 bytes, more than the 2 GiB haul reads of a state; "
                        + "hashing every file to rebuild it")
 
         try StateCache(records: ["a.bin": record(1)]).save(root: directory.path)
@@ -271,7 +271,7 @@ final class StateCacheTests: XCTestCase {
         let (withJournal, journalWarning) = StateCache.load(root: directory.path)
         XCTAssertEqual(withJournal.records.count, 1, "the state is read; the journal is not")
         XCTAssertTrue(withJournal.hasJournal, "so that the next save retires it")
-        XCTAssertEqual(journalWarning, "\(directory.path(".haul/journal")) is 68719476736 bytes, more than the 1 GiB haul reads "
+        XCTAssertEqual(journalWarning, "\(directory.path(".haul/journal")) is 68719476736 bytes, more than the 2 GiB haul reads "
                        + "of its journal; the files it names are not pruned")
     }
 
