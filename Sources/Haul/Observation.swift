@@ -23,6 +23,9 @@ package struct Observation: Sendable {
     let vouched: [Bool]
     /// For entries the state did not vouch for, what it should record now (absent: nothing), by entry index.
     let found: [Int: StateRecord]
+    /// Entries whose record says an earlier run could not sync the file into place (`StateRecord.unsynced`): the
+    /// sync closes that gap. Found while the records are looked up anyway: a no-op pays nothing for it.
+    let unsyncedEntries: [Int]
     /// Files this manifest wrote earlier and no longer lists, as they are now (empty unless pruning).
     package let pruneCandidates: [PruneCandidate]
     /// Per prune candidate, the identity it was observed with (the pruner deletes only a file that still has it).
@@ -38,9 +41,19 @@ package struct Observation: Sendable {
     /// Other names whose files are this manifest's too: its name before haul named manifests relative to root,
     /// and the manifests `--adopt` names.
     private let ownedKeys: Set<String>
+    /// Owners whose records make their files prunable without a tag the root's key proves: the manifests
+    /// `--adopt` names (the user vouches for them), and with this manifest's own name its older name too.
+    private let vouchedKeys: Set<String>
     /// With pruning: manifests gone from their place relative to root whose files the state still holds, with
     /// how many (nothing of theirs is pruned; `--adopt NAME` makes this manifest their owner).
     package let orphans: [(manifest: String, files: Int)]
+    /// With pruning: files the state says this manifest wrote and no longer lists, but without proof (a state an
+    /// older haul wrote, or a line haul did not write): never pruned until `--adopt` vouches for them.
+    package let unprovenCount: Int
+    /// The root's key, which proves the records of files haul wrote (`OwnerKey`); nil when the root has none and
+    /// none could be made (`ownerKeyFailure` says why) or when only looking at a root that has none.
+    let ownerKey: OwnerKey?
+    let ownerKeyFailure: StoreError?
     /// Root's private folder, checked; nil when root has none yet (only when looking).
     let area: PrivateArea?
     let lock: RunLock?
@@ -53,8 +66,11 @@ package struct Observation: Sendable {
     package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false,
                  adopting adopted: Set<String> = []) throws(ObservationFailure) {
         (area, lock) = try Self.open(root: manifest.root, shard: manifest.shardScope?.shard, access)
+        (ownerKey, ownerKeyFailure) = Self.ownerKey(area: area, lock: lock, access)
         manifestKey = StateCache.manifestKey(path: manifest.sourcePath, root: manifest.root)
-        ownedKeys = adopted.union([manifestKey, StateCache.legacyManifestKey(path: manifest.sourcePath)])
+        let legacyKey = StateCache.legacyManifestKey(path: manifest.sourcePath)
+        ownedKeys = adopted.union([manifestKey, legacyKey])
+        vouchedKeys = adopted.contains(manifestKey) ? adopted.union([legacyKey]) : adopted
         shard = manifest.shardScope?.shard
         let observer = LocalObserver(root: manifest.root)
         let files = manifest.files
@@ -66,13 +82,30 @@ package struct Observation: Sendable {
         }
         self.cache = cache
         cacheWarning = warning
-        (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
+        (states, vouched, found, unsyncedEntries) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
         let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys)
+        let (ownerKey, vouchedKeys) = (self.ownerKey, self.vouchedKeys)
+        let proven = owned.filter { destination, record in
+            record.origin.map { vouchedKeys.contains($0.manifestKey) } == true
+                || ownerKey?.proves(record, at: DestinationKey(destination)) == true
+        }
+        unprovenCount = prunes ? owned.count - proven.count : 0
         orphans = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys) : []
-        let candidates = prunes ? Self.pruneCandidates(owned, root: manifest.root, recordedAt: cache.writtenAt, rehash: rehash) : []
+        let candidates = prunes ? Self.pruneCandidates(proven, root: manifest.root) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
-        unlistedCount = prunes ? 0 : owned.count
+        unlistedCount = prunes ? 0 : proven.count
+    }
+
+    /// The root's key: made if missing for a sync (which writes records that need it), only read when looking. A
+    /// root whose key cannot be made (read-only, full) still syncs: what it writes is then kept by pruning.
+    private static func ownerKey(area: PrivateArea?, lock: RunLock?, _ access: Access) -> (OwnerKey?, StoreError?) {
+        guard let area else { return (nil, nil) }
+        guard case .exclusive = access else { return (OwnerKey.load(area: area), nil) }
+        switch OwnerKey.loadOrCreate(area: area, lock: lock) {
+        case .success(let key): return (key, nil)
+        case .failure(let failure): return (nil, failure)
+        }
     }
 
     /// Root's private folder (made, and locked, for a sync).
@@ -90,21 +123,23 @@ package struct Observation: Sendable {
 
     /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
     /// the rest is read and hashed.
-    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
-                              observer: LocalObserver) -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord]) {
+    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool, observer: LocalObserver)
+        -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int]) {
         var states: [LocalState] = []
         var vouched: [Bool] = []
         var found: [Int: StateRecord] = [:]
+        var unsynced: [Int] = []
         states.reserveCapacity(files.count)
         vouched.reserveCapacity(files.count)
         var unsettled: [(index: Int, request: ObservationRequest)] = []
         for index in files.indices {
             // Fields read in place: a copy of an entry retains and releases a dozen strings and arrays.
             let pinned = files[index].checksum != nil
+            let known = rehash && pinned ? nil : cache.records[DestinationKey(files[index].destination)]
+            // (Not looked up for a pinned file under --rehash: its mark is kept for the next run.)
+            if known?.unsynced == true { unsynced.append(index) }
             let request = ObservationRequest(destination: files[index].destination, algorithm: files[index].checksum?.algorithm,
-                                             expectedSize: files[index].size,
-                                             known: rehash && pinned ? nil : cache.records[DestinationKey(files[index].destination)],
-                                             knownAsOf: cache.writtenAt)
+                                             expectedSize: files[index].size, known: known, knownAsOf: cache.writtenAt)
             guard let settled = looks.flatMap({ request.settle($0[index]) }) else {
                 unsettled.append((index, request))
                 states.append(.missing)  // a placeholder, replaced below
@@ -125,16 +160,34 @@ package struct Observation: Sendable {
                 found[index] = record
             }
         }
-        return (states, vouched, found)
+        return (states, vouched, found, unsynced)
     }
 
     /// Whether a file whose origin is `origin` is this manifest's.
     func owns(_ origin: Origin) -> Bool { ownedKeys.contains(origin.manifestKey) }
 
-    /// The name the state should record for a file of `origin`'s manifest from now on: this manifest's when it
-    /// owns it under another name (an older haul's, or adopted), nil when nothing changes.
-    func renamedOwner(of origin: Origin) -> String? {
-        origin.manifestKey != manifestKey && owns(origin) ? manifestKey : nil
+    /// Whether the state's records of `origin`'s manifest may need a new owner or a new proof: this manifest owns
+    /// them under another name (an older haul's, or adopted), or `--adopt` names their manifest (this one
+    /// included: the user vouches for them). One set lookup or two: asked of every record.
+    func mayChangeOwner(_ origin: Origin) -> Bool {
+        (origin.manifestKey != manifestKey && owns(origin)) || (!vouchedKeys.isEmpty && vouchedKeys.contains(origin.manifestKey))
+    }
+
+    /// The owner and tag the state should record for `record` from now on, nil when neither changes: this
+    /// manifest's name for a record it owns under another, with a tag only when the record was proven or vouched
+    /// for (a name an older haul wrote carries no proof, and a new name gives it none); a tag for a record of a
+    /// vouched manifest that has none the key proves.
+    func newOwner(of record: StateRecord, at destination: DestinationKey) -> (owner: String, tag: OwnerTag?)? {
+        guard let origin = record.origin else { return nil }
+        let vouched = vouchedKeys.contains(origin.manifestKey)
+        let proven = vouched || ownerKey?.proves(record, at: destination) == true
+        if origin.manifestKey != manifestKey && owns(origin) {
+            return (manifestKey, proven ? ownerKey?.tag(destination: destination.text, digest: record.digest, manifestKey: manifestKey) : nil)
+        }
+        guard vouched, ownerKey?.proves(record, at: destination) != true,
+              let tag = ownerKey?.tag(destination: destination.text, digest: record.digest, manifestKey: origin.manifestKey)
+        else { return nil }
+        return (origin.manifestKey, tag)
     }
 
     /// Manifests named in the state, by a path relative to root, that are no longer there.
@@ -171,14 +224,15 @@ package struct Observation: Sendable {
             }
     }
 
-    /// The files of `owned` as they are now, with the identity they were observed with.
-    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], root: String, recordedAt: FileTime?,
-                                        rehash: Bool) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+    /// The files of `owned` as they are now, with the identity they were observed with. Each is hashed, whatever
+    /// the state says of its identity: a file is deleted only when its bytes are what the record's tag proves haul
+    /// wrote there (the identity in a record is no part of the proof; anyone who can write the state can set it).
+    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)],
+                                        root: String) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         let requests = owned.map { destination, record in
             // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
-                               expectedSize: record.identity.size >= 0 ? record.identity.size : nil,
-                               known: rehash ? nil : record, knownAsOf: recordedAt)
+                               expectedSize: record.identity.size >= 0 ? record.identity.size : nil)
         }
         let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: ProcessorCount.online)
         return zip(owned, observed).map { owned, observed in
@@ -190,19 +244,19 @@ package struct Observation: Sendable {
     /// Writes the state with `changes` applied, under the state's lock. Applied to the state as this observation
     /// read it, or, for a shard, to the state as it is now: the other shards save theirs meanwhile, and each
     /// changes only records of its own destinations.
-    func saveState(_ changes: StateChanges, in area: PrivateArea) throws(StoreError) {
+    func saveState(_ changes: StateChanges, in area: PrivateArea) throws(StoreError) -> StateCache.Saved {
         let shard = self.shard
         let observed = cache
-        let save = { () throws(StoreError) in
+        let save = { () throws(StoreError) -> StateCache.Saved in
             var current = shard == nil ? observed : StateCache.load(area: area).cache
             // Room for every new record at once (a first sync adds 100,000): grown one by one, the table would be
             // rehashed a dozen times.
             current.records.reserveCapacity(current.records.count + changes.records.count)
             for (destination, record) in changes.records { current.records[destination] = record }
-            try current.save(in: area)
+            return try current.save(in: area)
         }
         guard let lock else { return try save() }
-        try lock.withStateLock(exclusive: true, save)
+        return try lock.withStateLock(exclusive: true, save)
     }
 
     /// What the state should record of entry `index`'s file as observed (nil: nothing).

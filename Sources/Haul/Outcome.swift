@@ -16,16 +16,27 @@ package enum EntryOutcome: Sendable {
     /// gone) and makes the run exit 1. Boxed: rare, and inline it would make every entry's outcome, 100,000 of them
     /// in a large sync, half as large again.
     indirect case fetchedNotDurable(DownloadedFile, StoreError)
+    /// Already in place, put there by an earlier run that could not sync it (the state kept the mark), and this run
+    /// could not sync it either (the error says why): still not crash-proof, said again, and the run exits 1.
+    indirect case stillNotDurable(StoreError)
     case failed(EntryFailure)
 
     /// Put in place from the content cache (`--cache`), durably or not: no request was made for it.
     package var isFromCache: Bool { fetchedFile?.fromCache ?? false }
 
+    /// The file was there before the run and still is, untouched: up to date, or still not durable.
+    var leftInPlace: Bool {
+        switch self {
+        case .upToDate, .stillNotDurable: true
+        case .notModified, .fetched, .fetchedNotDurable, .failed: false
+        }
+    }
+
     /// The file this run put in place, durably or not.
     package var fetchedFile: DownloadedFile? {
         switch self {
         case .fetched(let file), .fetchedNotDurable(let file, _): file
-        case .upToDate, .notModified, .failed: nil
+        case .upToDate, .stillNotDurable, .notModified, .failed: nil
         }
     }
 }
@@ -62,8 +73,12 @@ package struct SyncResult: Sendable {
     package var outcomes: [EntryOutcome]
     package var prunes: [(DestinationPath, PruneOutcome)] = []
     package var seconds: Double
-    /// Per fetched entry (by index), the destination's identity as the commit left it: what the state records.
-    var committedIdentities: [Int: FileIdentity] = [:]
+    /// Per fetched entry (by index), what the state records of it: the destination's identity as the commit left
+    /// it, and the ownership journaled before its rename (marked unsynced when its folder could not be synced).
+    var committedRecords: [Int: StateRecord] = [:]
+    /// Entries whose files an earlier run left not durable and this run synced (`Sync.closeDurabilityGaps`): the
+    /// state drops their mark.
+    var closedGaps: Set<Int> = []
 
     package init(plan: Plan, outcomes: [EntryOutcome], seconds: Double) {
         self.plan = plan
@@ -94,7 +109,8 @@ package struct SyncResult: Sendable {
         package var failed = 0
         /// Of those failed, the ones a signal stopped before they finished (`EntryFailure.wasInterrupted`).
         package var interrupted = 0
-        /// Fetched, in place, but not yet durable.
+        /// In place, but not yet durable: fetched by this run, or by an earlier one whose gap this run could not
+        /// close.
         package var notDurable = 0
     }
 
@@ -116,6 +132,7 @@ package struct SyncResult: Sendable {
                 }
                 if case .fetchedNotDurable = outcomes[index] { counts.notDurable += 1 }
             case .notModified: counts.notModified += 1
+            case .stillNotDurable: counts.notDurable += 1
             case .failed(let failure):
                 counts.failed += 1
                 if failure.wasInterrupted { counts.interrupted += 1 }
@@ -135,7 +152,12 @@ package struct SyncResult: Sendable {
 
     /// A file in place but not durable is not in its desired state yet: the run exits 1 for it too.
     package var exitStatus: ExitStatus {
-        let notDurable = outcomes.contains { if case .fetchedNotDurable = $0 { true } else { false } }
+        let notDurable = outcomes.contains {
+            switch $0 {
+            case .fetchedNotDurable, .stillNotDurable: true
+            default: false
+            }
+        }
         return failedCount == 0 && !notDurable && pruneFailures.isEmpty ? .success : .entryFailed
     }
 }

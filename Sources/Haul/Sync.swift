@@ -111,6 +111,7 @@ package struct Sync: Sendable {
         plan.shardScope = manifest.shardScope
         plan.unlistedCount = observation.unlistedCount
         plan.orphans = observation.orphans
+        plan.unproven = observation.unprovenCount > 0 ? (observation.manifestKey, observation.unprovenCount) : nil
         return plan
     }
 
@@ -141,11 +142,35 @@ package struct Sync: Sendable {
                        cancellation: Cancellation? = nil) -> SyncResult {
         let started = MonotonicClock.seconds()
         var result = transfer(plan, observed: observation, observer: observer, cancellation: cancellation)
-        if cancellation?.isCancelled != true { result.prunes = prune(plan, observed: observation, observer: observer) }
+        if cancellation?.isCancelled != true {
+            closeDurabilityGaps(observation, &result, observer: observer)
+            result.prunes = prune(plan, observed: observation, observer: observer)
+        }
         // The whole of what the run did, pruning included.
         result.seconds = MonotonicClock.seconds() - started
         saveState(observation, result, observer: observer)
         return result
+    }
+
+    /// Files an earlier run put in place but could not make durable (the state marks them `unsynced`) and that this
+    /// run left as they are: each file and its folder are synced now, and the mark goes (`closedGaps`). One that
+    /// still cannot be synced is said again (`stillNotDurable`, exit 1) and keeps its mark. At `--durability none`
+    /// nothing is flushed and the marks stay for a run that flushes.
+    private func closeDurabilityGaps(_ observation: Observation, _ result: inout SyncResult, observer: SyncObserver?) {
+        guard options.durability == .full, !observation.unsyncedEntries.isEmpty else { return }
+        let files = result.plan.files
+        let gaps = observation.unsyncedEntries.filter { index in
+            if case .upToDate = result.outcomes[index] { return true }
+            return false
+        }
+        for (index, failure) in zip(gaps, Committer.makeDurable(gaps.map { files[$0].destination }, root: manifest.root)) {
+            guard let failure else {
+                result.closedGaps.insert(index)
+                continue
+            }
+            result.outcomes[index] = .stillNotDurable(failure)
+            observer?.entry(files[index], finished: result.outcomes[index])
+        }
     }
 
     /// Deletes only what the plan found unchanged since haul wrote it; the rest is reported and forgotten.
@@ -180,32 +205,44 @@ package struct Sync: Sendable {
         /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
         var settles = false
         let cache = observation.cache
-        let authorship = Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites, wallClock: options.wallClock)
+        let authorship = Authorship(manifestKey: observation.manifestKey, key: observation.ownerKey, rewrites: options.rewrites,
+                                    wallClock: options.wallClock)
         let counts = result.counts
         let fetched = counts.fetched + counts.cached
         if fetched > 0 { changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
-            // Most entries of a no-op: kept, and recorded exactly as the cache has them.
-            if observation.vouched[index], case .upToDate = result.outcomes[index] { continue }
+            // Most entries of a no-op: kept, and recorded exactly as the cache has them (unless the run made an
+            // earlier run's file durable: its mark goes).
+            if observation.vouched[index], result.outcomes[index].leftInPlace {
+                if !result.closedGaps.isEmpty, result.closedGaps.contains(index) {
+                    let destination = DestinationKey(result.plan.files[index].destination)
+                    if var record = cache.records[destination] {
+                        record.unsynced = false
+                        changes.records.append((destination, record))
+                    }
+                }
+                continue
+            }
             // Borrowed, not copied: a copy of an entry retains and releases a dozen strings and arrays.
             let destination = DestinationKey(result.plan.files[index].destination)
             var record = observation.vouched[index] ? cache.records[destination] : observation.found[index]
             if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
                earlier.digest == observed.digest {
-                // Re-hashed after a touch or with --rehash: still the content haul wrote.
+                // Re-hashed after a touch or with --rehash: still the content haul wrote (and proven as before).
                 record?.origin = earlier.origin
+                record?.ownerTag = earlier.ownerTag
+                record?.unsynced = earlier.unsynced && (result.closedGaps.isEmpty || !result.closedGaps.contains(index))
             }
             // Its server confirmed it: when, and for how long it stays fresh.
             if case .notModified(let freshFor) = result.outcomes[index], let origin = record?.origin {
                 record?.origin = authorship.confirmed(origin, freshFor: freshFor)
             }
             // Durable or not, the file is in place: the state says what is on disk.
-            if let file = result.outcomes[index].fetchedFile {
-                let origin = authorship.origin(of: result.plan.files[index], delivered: file)
-                if let identity = result.committedIdentities[index] {
+            if result.outcomes[index].fetchedFile != nil {
+                if let written = result.committedRecords[index] {
                     // A new file: recorded without looking up the old record first (a rename gives it a new
                     // identity anyway), one hash-table operation per fetched file, at the save.
-                    changes.records.append((destination, StateRecord(identity: identity, digest: file.digest, origin: origin)))
+                    changes.records.append((destination, written))
                     continue
                 }
                 record = nil
@@ -224,9 +261,17 @@ package struct Sync: Sendable {
             }
         }
         changes.records += Self.ownersRenamed(in: cache, by: observation, except: changes.records)
-        guard !changes.records.isEmpty || settles, let area = observation.area else { return }
+        if fetched > 0, let failure = observation.ownerKeyFailure {
+            observer?.warning("the root's key could not be made (\(failure)); the files this sync wrote are not pruned "
+                              + "until --adopt \(observation.manifestKey) vouches for them")
+        }
+        // A journal left by an earlier run is retired by a save, even one with nothing new to record.
+        guard !changes.records.isEmpty || settles || cache.hasJournal, let area = observation.area else { return }
         do {
-            try observation.saveState(changes, in: area)
+            if case .notDurable(let error) = try observation.saveState(changes, in: area) {
+                observer?.warning("the state is saved but not yet durable (\(error)); the journal is kept, and the next "
+                                  + "sync retires it")
+            }
         } catch {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
             if !changes.records.isEmpty {
@@ -235,21 +280,25 @@ package struct Sync: Sendable {
         }
     }
 
-    /// Records this manifest owns under another name (an older haul's, or a manifest `--adopt` named), recorded
-    /// as its own from now on; `except`: records already changed. Empty, at the cost of one look at each record,
-    /// when there are none.
+    /// Records this manifest owns under another name (an older haul's, or a manifest `--adopt` names), recorded
+    /// as its own from now on, and records of a manifest `--adopt` names that carry no proof, given one (the user
+    /// vouches for them); `except`: records already changed. Empty, at the cost of one look at each record, when
+    /// there are none.
     private static func ownersRenamed(in cache: StateCache, by observation: Observation,
                                       except changed: [(DestinationKey, StateRecord?)]) -> [(DestinationKey, StateRecord?)] {
-        guard cache.records.values.contains(where: { $0.origin.flatMap(observation.renamedOwner(of:)) != nil }) else { return [] }
+        guard cache.records.values.contains(where: { $0.origin.map(observation.mayChangeOwner) ?? false }) else { return [] }
         let done = Set(changed.map(\.0))
         // One new origin per old one: every pinned file of a manifest shares its origin, and keeps sharing it.
         var renamed: [ObjectIdentifier: Origin] = [:]
         return cache.records.compactMap { destination, record in
-            guard !done.contains(destination), let origin = record.origin, let owner = observation.renamedOwner(of: origin)
-            else { return nil }
+            guard !done.contains(destination), let origin = record.origin, observation.mayChangeOwner(origin),
+                  let (owner, tag) = observation.newOwner(of: record, at: destination) else { return nil }
             var updated = record
-            updated.origin = renamed[ObjectIdentifier(origin), default: origin.owned(by: owner)]
-            renamed[ObjectIdentifier(origin)] = updated.origin
+            if owner != origin.manifestKey {
+                updated.origin = renamed[ObjectIdentifier(origin), default: origin.owned(by: owner)]
+                renamed[ObjectIdentifier(origin)] = updated.origin
+            }
+            updated.ownerTag = tag
             return (destination, updated)
         }
     }

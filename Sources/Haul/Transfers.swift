@@ -15,7 +15,7 @@ extension Sync {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         outcomes.reserveCapacity(plan.actions.count)
-        var identities: [Int: FileIdentity] = [:]
+        var committed: [Int: StateRecord] = [:]
         var fetches: [Int] = []
         for index in plan.actions.indices {
             switch plan.actions[index] {
@@ -57,8 +57,8 @@ extension Sync {
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
                                                            durability: options.durability),
-                                      authorship: Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites,
-                                                             wallClock: options.wallClock),
+                                      authorship: Authorship(manifestKey: observation.manifestKey, key: observation.ownerKey,
+                                                             rewrites: options.rewrites, wallClock: options.wallClock),
                                       observer: observer, expectedCount: fetches.count)
             let engine = TransferEngine(configuration: EngineConfiguration(
                 temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
@@ -85,10 +85,10 @@ extension Sync {
                        cancellation: cancellation)
             let finished = execution.finish()
             for (index, outcome) in finished.outcomes { outcomes[index] = outcome }
-            identities = finished.identities
+            committed = finished.records
         }
         var result = SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
-        result.committedIdentities = identities
+        result.committedRecords = committed
         return result
     }
 
@@ -188,8 +188,8 @@ private final class Execution: TransferDelegate, Sendable {
     /// Verified files on their way to a commit: the first of a batch waits `batchWindow` for company.
     private let batches = Mutex<BatchWindow<(Int, DownloadedFile)>?>(nil)
     private let outcomes = Mutex<[Int: EntryOutcome]>([:])
-    /// Of each file committed, its identity just after the rename.
-    private let identities = Mutex<[Int: FileIdentity]>([:])
+    /// Of each file committed, what the state records: its identity just after the rename, and its ownership.
+    private let records = Mutex<[Int: StateRecord]>([:])
     /// How long verified files wait for company before a batch is committed, in seconds.
     private static let batchWindow = 0.02
 
@@ -203,7 +203,7 @@ private final class Execution: TransferDelegate, Sendable {
         self.authorship = authorship
         self.observer = observer
         outcomes.withLock { $0.reserveCapacity(expectedCount) }
-        identities.withLock { $0.reserveCapacity(expectedCount) }
+        records.withLock { $0.reserveCapacity(expectedCount) }
         let window = BatchWindow<(Int, DownloadedFile)>(window: Self.batchWindow) { [unowned self] batch in commit(batch) }
         batches.withLock { $0 = window }
     }
@@ -225,11 +225,11 @@ private final class Execution: TransferDelegate, Sendable {
         }
     }
 
-    /// Waits for the last batch and returns every outcome the engine produced, and the identities of the files
+    /// Waits for the last batch and returns every outcome the engine produced, and the records of the files
     /// committed.
-    func finish() -> (outcomes: [Int: EntryOutcome], identities: [Int: FileIdentity]) {
+    func finish() -> (outcomes: [Int: EntryOutcome], records: [Int: StateRecord]) {
         batches.withLock { $0.take() }?.finish()
-        return (outcomes.withLock { $0 }, identities.withLock { $0 })
+        return (outcomes.withLock { $0 }, records.withLock { $0 })
     }
 
     private func commit(_ batch: [(Int, DownloadedFile)]) {
@@ -238,13 +238,16 @@ private final class Execution: TransferDelegate, Sendable {
         let requests = batch.map { id, file in
             let entry = plan.files[id]
             return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
-                                 hasMode: file.hasFileMode,
-                                 ownership: Ownership(digest: file.digest, origin: authorship.origin(of: entry, delivered: file)))
+                                 hasMode: file.hasFileMode, ownership: authorship.ownership(of: entry, delivered: file))
         }
-        for ((id, file), result) in zip(batch, committer.commit(requests)) {
+        for ((id, file), (request, result)) in zip(batch, zip(requests, committer.commit(requests))) {
             switch result {
             case .success(let committed):
-                if let identity = committed.identity { identities.withLock { $0[id] = identity } }
+                if let identity = committed.identity, let ownership = request.ownership {
+                    let written = StateRecord(identity: identity, digest: ownership.digest, origin: ownership.origin,
+                                              ownerTag: ownership.tag, unsynced: committed.notDurable != nil)
+                    records.withLock { $0[id] = written }
+                }
                 record(id, committed.notDurable.map { .fetchedNotDurable(file, $0) } ?? .fetched(file))
             case .failure(let error):
                 staging.discard(file.temporaryName)
@@ -264,16 +267,27 @@ private final class Execution: TransferDelegate, Sendable {
 /// Every pinned file shares one `Origin`.
 struct Authorship: Sendable {
     let manifestKey: String
+    /// The root's key, whose tag on each record proves that haul wrote it; nil: the root has none (what this run
+    /// writes is then kept by pruning until adopted).
+    let key: OwnerKey?
     private let pinned: Origin
     /// The request's sources are the entry's, rewritten: `file.sourceIndex` counts those.
     private let rewrites: URLRewriter
     private let wallClock: @Sendable () -> Double
 
-    init(manifestKey: String, rewrites: URLRewriter, wallClock: @escaping @Sendable () -> Double) {
+    init(manifestKey: String, key: OwnerKey?, rewrites: URLRewriter, wallClock: @escaping @Sendable () -> Double) {
         self.manifestKey = manifestKey
+        self.key = key
         pinned = Origin(manifestKey: manifestKey)
         self.rewrites = rewrites
         self.wallClock = wallClock
+    }
+
+    /// What the journal and the state say of `file`, put in place for `entry`: who wrote it, and the proof.
+    func ownership(of entry: FileEntry, delivered file: DownloadedFile) -> Ownership {
+        let origin = origin(of: entry, delivered: file)
+        return Ownership(digest: file.digest, origin: origin,
+                         tag: key?.tag(destination: entry.destination.description, digest: file.digest, manifestKey: manifestKey))
     }
 
     func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {

@@ -352,7 +352,7 @@ struct AddCommand: ParsableCommand {
         let failures = zip(result.plan.files, result.outcomes).flatMap { entry, outcome -> [String] in
             switch outcome {
             case .failed(let failure): HumanReport.failureLines(entry: entry, failure: failure)
-            case .fetchedNotDurable(_, let error): [HumanReport.notDurableLine(entry: entry, error: error)]
+            case .fetchedNotDurable(_, let error), .stillNotDurable(let error): [HumanReport.notDurableLine(entry: entry, error: error)]
             case .upToDate, .notModified, .fetched: []
             }
         }

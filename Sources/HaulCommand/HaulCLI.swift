@@ -111,7 +111,8 @@ struct PolicyOptions: ParsableArguments {
     var requireChecksums = false
 
     @Option(help: ArgumentHelp("(sync, plan) Make this manifest the owner of the files a manifest that is gone wrote "
-                               + "(named as plan --prune names it, relative to root), so that pruning covers them. May be "
+                               + "(named as plan --prune names it, relative to root), so that pruning covers them; naming "
+                               + "this manifest vouches for the files a state without haul's proof says it wrote. May be "
                                + "given more than once.", valueName: "manifest"))
     var adopt: [String] = []
 

@@ -37,6 +37,10 @@ package enum HumanReport {
             lines.append("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
                          + "(--adopt \(orphan.manifest) makes this manifest their owner)")
         }
+        if let unproven = plan.unproven {
+            lines.append("! \(count(unproven.files, "file")) recorded as written by \(unproven.manifest) without haul's proof "
+                         + "(a state an older haul wrote, or one edited): not pruned (--adopt \(unproven.manifest) vouches for them)")
+        }
         for prune in plan.prunes {
             switch prune.action {
             case .delete: lines.append("- \(prune.destination) (no longer in the manifest)")
@@ -227,7 +231,8 @@ package enum HumanReport {
         let upToDate = result.plan.upToDateCount + confirmed
         var line: String
         if counts.fetched == 0 && counts.cached == 0 && failed == 0 && counts.interrupted == 0 && result.deletedCount == 0 {
-            line = "Nothing to do: \(count(upToDate, "file")) up to date"
+            // Files an earlier run left not durable, still not durable: not "nothing to do" (the run exits 1).
+            line = (counts.notDurable == 0 ? "Nothing to do: " : "") + "\(count(upToDate, "file")) up to date"
         } else {
             // `Fetched 2 files (1.5 MiB), 3 from the cache (4.0 MiB), …`; a run served wholly by the cache starts
             // with its count.

@@ -147,6 +147,8 @@ final class HumanReporter: RunReporter, Sendable {
         case .fetchedNotDurable(let file, let error):
             fetched(entry, file)
             Output.errors([paintDiagnostic(HumanReport.notDurableLine(entry: entry, error: error))])
+        case .stillNotDurable(let error):
+            Output.errors([paintDiagnostic(HumanReport.notDurableLine(entry: entry, error: error))])
         case .failed(let failure) where failure.wasInterrupted:
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
             // one line for the whole interruption, not one per entry

@@ -190,6 +190,11 @@ package enum JSONEvents {
         case .fetchedNotDurable(let file, let error):
             return done(dest, file, result: "fetched-not-durable", error: HumanReport.notDurableMessage(error, about: entry.destination),
                         rewrittenFrom: rewrittenFrom)
+        case .stillNotDurable(let error):
+            // Put in place by an earlier run: nothing was fetched, so no URL, size or digest (as for `not-modified`).
+            return .object([("event", .string("done")), dest, ("result", .string("not-durable")), ("url", .null),
+                             ("bytes", .null), ("digest", .null),
+                             ("error", .string(HumanReport.notDurableMessage(error, about: entry.destination)))])
         case .failed(let failure):
             var sources: [JSONValue] = []
             if case .transfer(let transfer) = failure {

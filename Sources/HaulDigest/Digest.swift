@@ -142,7 +142,7 @@ package enum Hex {
 
     /// Written to a stack buffer and appended whole: appending two bytes at a time checked capacity and
     /// uniqueness per byte, which made the digests most of the cost of writing a 100,000-file state.
-    private static func append(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    package static func append(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count * 2) { text in
             digits.withUnsafeBufferPointer { digits in
                 for (offset, byte) in bytes.enumerated() {
@@ -175,7 +175,7 @@ package enum Hex {
     /// Decodes `input` (an even number of hex digits, either case) into the first `input.count / 2` bytes of
     /// `output`; false on any other character. By table: a manifest and a state of 100,000 digests each are
     /// decoded on every no-op sync.
-    static func decode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool {
+    package static func decode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool {
         precondition(input.count / 2 <= output.count, "hex decoding past the end of its output")
         return nibbles.withUnsafeBufferPointer { table in
             var invalid: UInt8 = 0

@@ -2,6 +2,7 @@ import CLinuxShims
 import Glibc
 import HaulFileSystem
 import HaulManifest
+import HaulThreads
 import Synchronization
 
 package struct CommitRequest: Sendable {
@@ -99,9 +100,16 @@ package final class Committer: Sendable {
         let ready = prepare(batch, walk: &walk, results: &results)
         if let journal, !ready.isEmpty {
             let owned = ready.compactMap { index in batch[index].ownership.map { (batch[index].destination, $0) } }
-            // A journal that cannot be written (a full or read-only `.haul`) costs only what it insures against: the
-            // files go in place, and the state saved at the end records them (or the run warns that it could not).
-            _ = journal.append(owned)
+            let appended = Self.append(owned, to: journal, walk: &walk)
+            // A journal that cannot be written (a full disk, an I/O error, a read-only `.haul`) fails the batch: a
+            // file renamed in without its line is one haul wrote and, if the state cannot be saved either, would
+            // never prune. Its destinations stay as they were; the next run fetches them again.
+            if let failure = appended {
+                let error = StoreError(operation: "record its ownership in", path: failure.path, errno: failure.errno,
+                                       detail: failure.detail)
+                for index in ready { results[index] = .failure(error) }
+                return results
+            }
         }
 
         if durability == .full, !ready.isEmpty, let failure = syncFilesystem() {
@@ -134,6 +142,22 @@ package final class Committer: Sendable {
         return results
     }
 
+    /// Appends a batch's ownership to the journal. Out of descriptors, it frees the folders the walk holds for the
+    /// renames (worth less than the journal) and tries again, then waits for a descriptor as a transfer does, up to
+    /// two seconds, rather than failing the batch for a moment's shortage.
+    private static func append(_ owned: [(destination: DestinationPath, ownership: Ownership)], to journal: OwnershipJournal,
+                               walk: inout ContainedWalk) -> StoreError? {
+        var failure = journal.append(owned)
+        var waited = 0.0
+        while let current = failure, current.errno == EMFILE || current.errno == ENFILE, waited < 2 {
+            if waited > 0 { sleepThread(seconds: 0.02) }
+            waited += 0.02
+            walk.forget()
+            failure = journal.append(owned)
+        }
+        return failure
+    }
+
     private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError> {
         let destination = request.destination
         guard let failed = staging.rename(request.temporaryName, to: destination.fileName, in: folder) else {
@@ -153,10 +177,14 @@ package final class Committer: Sendable {
 
     /// `indices` grouped by the folder their destination goes in (by its bytes), groups in order of first appearance.
     private static func byFolder(_ indices: [Int], of batch: [CommitRequest]) -> [[Int]] {
+        byFolder(indices) { batch[$0].destination }
+    }
+
+    private static func byFolder(_ indices: [Int], destination: (Int) -> DestinationPath) -> [[Int]] {
         var groupOf: [DestinationKey: Int] = [:]
         var groups: [[Int]] = []
         for index in indices {
-            let folder = DestinationKey(batch[index].destination.parentComponents.joined(separator: "/"))
+            let folder = DestinationKey(destination(index).parentComponents.joined(separator: "/"))
             if let group = groupOf[folder] {
                 groups[group].append(index)
             } else {
@@ -220,6 +248,44 @@ package final class Committer: Sendable {
         // The staging folder is on the destinations' file system (rename(2) needs that): its descriptor names it.
         guard syncfs(staging.descriptor) == 0 else { return StoreError(operation: "sync the filesystem of", path: root, errno: errno) }
         return nil
+    }
+
+    /// Syncs files an earlier run put in place but could not make durable (their folder's fsync failed): each
+    /// file, then its folder, each folder once. Per destination, in order: nil when it is durable now, else why
+    /// not (it stays in place either way). Folders are reached from root as for a commit, never through a symlink.
+    package static func makeDurable(_ destinations: [DestinationPath], root: String) -> [StoreError?] {
+        var results = [StoreError?](repeating: nil, count: destinations.count)
+        var walk: ContainedWalk
+        switch ContainedWalk.start(root: FileSystem.normalizedRoot(root)) {
+        case .success(let started): walk = started
+        case .failure(let failure): return results.map { _ in failure }
+        }
+        for group in byFolder(Array(destinations.indices), destination: { destinations[$0] }) {
+            guard case .folder(let folder) = walk.folder(destinations[group[0]].parentComponents, create: false) else {
+                for index in group {
+                    results[index] = StoreError(operation: "sync", path: destinations[index].description, errno: ENOENT,
+                                                detail: "its folder cannot be reached")
+                }
+                continue
+            }
+            for index in group {
+                let destination = destinations[index]
+                switch folder.openRegularFileForReading(destination.fileName) {
+                case .success(let descriptor):
+                    if fsync(descriptor) != 0 { results[index] = StoreError(operation: "sync", path: destination.description, errno: errno) }
+                    close(descriptor)
+                case .failure(let failure):
+                    results[index] = StoreError(operation: "sync", path: destination.description, errno: failure.errno)
+                }
+            }
+            if let failure = folder.synchronize() {
+                for index in group where results[index] == nil {
+                    results[index] = StoreError(operation: "sync the directory of", path: destinations[index].description,
+                                                errno: failure.errno)
+                }
+            }
+        }
+        return results
     }
 
     /// A destination whose directory could not be synced is in place but might not survive a crash. It is not a

@@ -1,8 +1,8 @@
 import Glibc
 import HaulFileSystem
 
-/// `<root>/.haul`, haul's own folder: the run lock, the state, temporary files (`tmp`) and resumable partial
-/// downloads (`partial`).
+/// `<root>/.haul`, haul's own folder: the run lock, the state and its journal, the key that proves which records
+/// haul wrote (`OwnerKey`), temporary files (`tmp`) and resumable partial downloads (`partial`).
 ///
 /// It is reached only through a directory descriptor opened without following symlinks, and everything in it
 /// by name relative to that descriptor: a symlink planted at `.haul`, `tmp` or `partial` would otherwise send
@@ -29,6 +29,7 @@ package final class PrivateArea: Sendable {
         case state = "state"
         case lock = "lock"
         case journal = "journal"
+        case key = "key"
 
         var isDirectory: Bool { self == .temporary || self == .partial }
 
@@ -38,6 +39,7 @@ package final class PrivateArea: Sendable {
             case .state: "haul's state must be a regular file"
             case .lock: "haul's lock must be a regular file"
             case .journal: "haul's journal must be a regular file"
+            case .key: "haul's key must be a regular file"
             }
         }
     }

@@ -104,8 +104,8 @@ package final class RunLock: Sendable {
     deinit { close(descriptor) }  // closing releases every lock taken through it
 
     /// Runs `body` while holding the state's own lock: exclusive to rewrite the state (which shards running at
-    /// once each rewrite), shared to append to the ownership journal (which a state rewrite folds in and removes;
-    /// an append between the two would be lost). Held for milliseconds, never across a transfer. If the lock
+    /// once each rewrite) and to append to the ownership journal (which a state rewrite folds in and removes; an
+    /// append between the two would be lost, and a failed append is cut back off, which must not cut another's). Held for milliseconds, never across a transfer. If the lock
     /// cannot be taken (an I/O error), `body` runs anyway: the state is a hint, and a lost record costs a hash.
     package func withStateLock<T, E: Error>(exclusive: Bool, _ body: () throws(E) -> T) throws(E) -> T {
         let taken = Self.lock(descriptor, Self.stateByte, exclusive: exclusive, wait: true) == nil

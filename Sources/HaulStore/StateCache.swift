@@ -9,11 +9,21 @@ package struct StateRecord: Sendable, Hashable {
     /// Set when haul wrote the file, nil when it only found the right content in place: pruning deletes only
     /// what haul wrote, and revalidation asks only the source that delivered it.
     package var origin: Origin?
+    /// For a file haul wrote, the proof that it did (`OwnerKey`): only a record whose tag the root's key proves
+    /// makes its file prunable. nil in a record an older haul wrote, or one haul did not write: it still spares a
+    /// hash, but its file is deleted only once `--adopt` vouches for it.
+    package var ownerTag: OwnerTag?
+    /// Renamed into place by a run that could not sync its folder afterwards: a crash may still take it back. The
+    /// next sync syncs the file and its folder, and clears the mark (or says again that it could not).
+    package var unsynced: Bool
 
-    package init(identity: FileIdentity, digest: Digest, origin: Origin? = nil) {
+    package init(identity: FileIdentity, digest: Digest, origin: Origin? = nil, ownerTag: OwnerTag? = nil,
+                 unsynced: Bool = false) {
         self.identity = identity
         self.digest = digest
         self.origin = origin
+        self.ownerTag = ownerTag
+        self.unsynced = unsynced
     }
 }
 
@@ -93,48 +103,51 @@ package struct StateCache: Sendable, Equatable {
 
     static let fileName = PrivateArea.Member.state.rawValue
 
+    /// The most haul reads of its state (and of its journal). A record is 150–400 bytes (a name, an identity, a
+    /// digest, an owner tag, an unpinned file's validators); five million records of 400 bytes, more than a 256 MiB
+    /// manifest (the most haul reads) lists in practice, fit. A larger file is not one haul wrote: it costs a warning
+    /// and a re-hash, never the memory to hold it.
+    package static let maximumBytes = 2 << 30
+    static let maximumSizeText = "2 GiB"
+
+    /// The journal was there when the state was read: the next save must happen, even with nothing new to record,
+    /// so that the journal is retired.
+    package var hasJournal = false
+
     /// The cache and, when the file existed but could not be used (or only in part), a warning saying why.
     /// No private folder (a root never synced): an empty cache.
     package static func load(area: PrivateArea?) -> (cache: StateCache, warning: String?) {
         guard let area else { return (StateCache(), nil) }
         let path = area.folder.displayPath(of: fileName)
-        let descriptor: Int32
-        switch area.folder.openRegularFileForReading(fileName) {
-        case .success(let opened): descriptor = opened
-        case .failure(let failure):
-            var journaled = StateCache()
-            journaled.fold(OwnershipJournal.read(in: area))
-            return (journaled, failure.errno == ENOENT ? nil : "cannot read \(path): \(failure.reason); hashing every file")
-        }
-        defer { close(descriptor) }
-        var info = stat()
-        let file = fstat(descriptor, &info) == 0 ? FileIdentity(info) : nil
-        var bytes: [UInt8] = []
-        // Room for the whole file at once: grown by doubling, an 18 MB state would be reallocated and copied
-        // a dozen times.
-        bytes.reserveCapacity(Int(file?.size ?? 0))
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = read(descriptor, &chunk, chunk.count)
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 {
-                return (StateCache(), "cannot read \(path): \(StoreError.systemMessage(errno)); hashing every file")
+        let journal = OwnershipJournal.read(in: area)
+        var read = StateCache()
+        var warning: String?
+        switch PrivateFile.read(fileName, in: area.folder, limit: maximumBytes) {
+        case .missing:
+            break
+        case .unreadable(let failure):
+            warning = "cannot read \(path): \(failure.reason); hashing every file"
+        case .tooLarge(let size):
+            warning = "\(path) is \(size) bytes, more than the \(maximumSizeText) haul reads of a state; "
+                + "hashing every file to rebuild it"
+        case .bytes(let bytes, let identity):
+            guard let (records, unreadable) = StateFile.parse(lines: bytes) else {
+                warning = "\(path) is corrupt or from another haul version; hashing every file to rebuild it"
+                break
             }
-            guard count > 0 else { break }
-            bytes.append(contentsOf: chunk[..<count])
+            read = StateCache(records: records)
+            read.writtenAt = identity?.modified
+            if unreadable > 0 {
+                let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
+                warning = "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
+                    + "\(unreadable == 1 ? "that file is" : "those files are") hashed again"
+            }
         }
-        guard let (records, unreadable) = StateFile.parse(lines: bytes) else {
-            return (StateCache(), "\(path) is corrupt or from another haul version; hashing every file to rebuild it")
-        }
-        var read = StateCache(records: records)
-        read.writtenAt = file?.modified
-        read.fold(OwnershipJournal.read(in: area))
-        guard unreadable == 0 else {
-            let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
-            return (read, "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
-                    + "\(unreadable == 1 ? "that file is" : "those files are") hashed again")
-        }
-        return (read, nil)
+        if let records = journal.records { read.fold(records) }
+        read.hasJournal = journal.exists
+        // Both at once is rare: one line says both.
+        let warnings = [warning, journal.warning].compactMap { $0 }
+        return (read, warnings.isEmpty ? nil : warnings.joined(separator: "; "))
     }
 
     /// Records a run journaled and could not save (see `OwnershipJournal`): each replaces what the state says of
@@ -176,10 +189,21 @@ package struct StateCache: Sendable, Equatable {
         return realOrNormalized(String(normalized[..<slash])) + normalized[slash...]
     }
 
+    /// How far a saved state is promised to survive.
+    package enum Saved: Sendable, Equatable {
+        /// In place, and, when it retired the journal, on disk first.
+        case durable
+        /// In place, but the private folder could not be synced after the rename (`error` says why): a crash may
+        /// still bring the old state back, so the journal, which holds what only this state adds, is kept. The
+        /// next sync saves again and retires it.
+        case notDurable(StoreError)
+    }
+
     /// Written to a temporary name and renamed, so a crash leaves the old state or the new, never half. Both
     /// names are reached through the private folder's descriptor; the temporary one is made afresh (`O_EXCL`),
-    /// so nothing planted under it is written through.
-    package func save(in area: PrivateArea) throws(StoreError) {
+    /// so nothing planted under it is written through. Throws when the state was not saved (the old one stays).
+    @discardableResult
+    package func save(in area: PrivateArea) throws(StoreError) -> Saved {
         let folder = area.folder
         let temporary = Self.fileName + ".new"
         if let failure = folder.remove(temporary), failure.errno != ENOENT {
@@ -192,17 +216,10 @@ package struct StateCache: Sendable, Equatable {
         case .failure(let failure): throw StoreError(operation: "write", path: failure.path, errno: failure.errno)
         }
         for bytes in StateFile.serializedParts(records, threads: 2) {
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else {
-                    let code = written == 0 ? EIO : errno
-                    close(descriptor)
-                    folder.remove(temporary)
-                    throw StoreError(operation: "write", path: folder.displayPath(of: temporary), errno: code)
-                }
-                offset += written
+            if let code = PrivateFile.write(bytes, to: descriptor) {
+                close(descriptor)
+                folder.remove(temporary)
+                throw StoreError(operation: "write", path: folder.displayPath(of: temporary), errno: code)
             }
         }
         // The state's mtime is the moment its records are trusted against: later than every file's times, so the
@@ -224,11 +241,12 @@ package struct StateCache: Sendable, Equatable {
             folder.remove(temporary)
             throw StoreError(operation: "rename into", path: failure.path, errno: failure.errno)
         }
-        if retiresJournal {
-            if let failure = folder.synchronize() {
-                throw StoreError(operation: "sync", path: failure.path, errno: failure.errno)
-            }
-            OwnershipJournal.remove(in: area)
+        guard retiresJournal else { return .durable }
+        // The rename is durable only once the folder is: until then the journal still insures what it holds.
+        if let failure = folder.synchronize() {
+            return .notDurable(StoreError(operation: "sync the directory", path: failure.path, errno: failure.errno))
         }
+        OwnershipJournal.remove(in: area)
+        return .durable
     }
 }

@@ -66,28 +66,54 @@ final class MovedRootTests: XCTestCase {
         XCTAssertEqual(after.stdout, "No changes: 1 file up to date.\n")
     }
 
-    func testAStateAnOlderHaulWroteStillBelongsToItsManifest() throws {
+    /// A state an older haul wrote: manifests named by a hash of their path, and no owner tags. Its records still
+    /// spare the hashing and still belong to their manifest, but no file is pruned on their word alone (anyone who
+    /// can write `.haul` could have written them): the plan names them, and `--adopt` vouches for them once.
+    func testAStateAnOlderHaulWroteStillBelongsToItsManifestAndIsPrunedOnceAdopted() throws {
         let server = try serve()
         defer { server.stop() }
         try directory.makeDirectory("ws")
         try write("haul.yaml", in: "ws", serving: server, ["a.bin", "b.bin"])
         XCTAssertEqual(try directory.haul(["sync", "ws/haul.yaml"]).exitCode, 0)
-        // Name the manifest as haul did before: the first 32 hex digits of the SHA-256 of its real path.
+        // Name the manifest as haul did before: the first 32 hex digits of the SHA-256 of its real path, in the
+        // format before owner tags (11 fields, header 3).
         let real = try XCTUnwrap(realpath(directory.path("ws/haul.yaml"), nil).map { pointer in
             defer { free(pointer) }
             return String(cString: pointer)
         })
         let legacy = String(sha256(Array(real.utf8)).prefix(32))
         let state = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)
-        XCTAssertTrue(state.contains("\t../haul.yaml\t"), state)
-        try directory.write("ws/out/.haul/state", state.replacingOccurrences(of: "\t../haul.yaml\t", with: "\t\(legacy)\t"))
+        XCTAssertTrue(state.hasPrefix("haul-state\t4\n"), state)
+        let older = state.split(separator: "\n").dropFirst().map { line -> String in
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            XCTAssertEqual(fields.count, 15, String(line))
+            XCTAssertEqual(fields[7], "../haul.yaml")
+            return (fields[..<7] + [legacy] + fields[8..<11]).joined(separator: "\t")
+        }
+        try directory.write("ws/out/.haul/state", (["haul-state\t3"] + older).joined(separator: "\n") + "\n")
 
         try write("haul.yaml", in: "ws", serving: server, ["a.bin"])
-        let pruned = try directory.haul(["sync", "ws/haul.yaml", "--prune"])
-        XCTAssertEqual(pruned.exitCode, 0, pruned.stderr)
-        XCTAssertFalse(directory.exists("ws/out/b.bin"))
-        let rewritten = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)
-        XCTAssertFalse(rewritten.contains(legacy), "recorded under the new name from now on: \(rewritten)")
-        XCTAssertTrue(rewritten.contains("\t../haul.yaml\t"), rewritten)
+        server.resetLog()
+        let plan = try directory.haul(["plan", "ws/haul.yaml", "--prune"])
+        XCTAssertEqual(plan.exitCode, 0, plan.stdout)
+        XCTAssertEqual(plan.stdout, "! 1 file recorded as written by ../haul.yaml without haul's proof (a state an older haul "
+                       + "wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\nNo changes: 1 file up to date.\n")
+        let kept = try directory.haul(["sync", "ws/haul.yaml", "--prune"])
+        XCTAssertEqual(kept.exitCode, 0, kept.stderr)
+        XCTAssertEqual(directory.read("ws/out/b.bin"), Array("b.bin".utf8), "not pruned without proof")
+        XCTAssertEqual(server.requests.count, 0, "the older records still spare the download")
+        let renamed = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)
+        XCTAssertFalse(renamed.contains(legacy), "recorded under the new name from now on: \(renamed)")
+
+        let adopted = try directory.haul(["sync", "ws/haul.yaml", "--prune", "--adopt", "../haul.yaml"])
+        XCTAssertEqual(adopted.exitCode, 0, adopted.stderr)
+        XCTAssertFalse(directory.exists("ws/out/b.bin"), "vouched for, and pruned")
+        XCTAssertEqual(directory.read("ws/out/a.bin"), Array("a.bin".utf8))
+
+        // Adopted once: a.bin's record is proven from now on, and pruned without --adopt when it goes.
+        try write("haul.yaml", in: "ws", serving: server, ["b.bin"])
+        let later = try directory.haul(["sync", "ws/haul.yaml", "--prune"])
+        XCTAssertEqual(later.exitCode, 0, later.stderr)
+        XCTAssertFalse(directory.exists("ws/out/a.bin"), later.stdout)
     }
 }

@@ -109,6 +109,8 @@ final class PrivateFolderTests: XCTestCase {
              "a regular file; haul's folder must be a real directory inside root"),
             (".haul/state", { try self.replaceWithSymlink("out/.haul/state", to: "/etc/hostname") },
              "a symlink to /etc/hostname; haul's state must be a regular file"),
+            (".haul/key", { try self.replaceWithSymlink("out/.haul/key", to: "/etc/hostname") },
+             "a symlink to /etc/hostname; haul's key must be a regular file"),
         ]
         for (member, make, what) in cases {
             try FileManager.default.removeItem(atPath: directory.path("out"))

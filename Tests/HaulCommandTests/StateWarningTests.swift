@@ -33,11 +33,14 @@ final class StateWarningTests: XCTestCase {
 
     private func occurrences(of text: String, in output: String) -> Int { output.components(separatedBy: text).count - 1 }
 
-    /// `chattr +i` on `.haul`: nothing may be created or renamed there, so the state cannot be written.
+    /// `chattr +i` on `.haul`: nothing may be created or renamed there, so the state cannot be written. The
+    /// journal exists already (as after a run whose state could not be saved) and can still be appended to, so the
+    /// files go in place: a batch whose ownership cannot be journaled would not (see `JournalFaultTests`).
     func testAStateThatCannotBeSavedLeavesTheFilesInPlaceAndWarnsOnceInEveryMode() throws {
         try writeManifest(files[..<1])
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try writeManifest(files[...])
+        try directory.write("out/.haul/journal", "")
         let immutable = try Capability.required { try ImmutableAttribute(directory.path("out/.haul")) }
         defer { immutable.release() }
 
@@ -88,5 +91,44 @@ final class StateWarningTests: XCTestCase {
 
         let again = try directory.haul(["sync"])
         XCTAssertFalse(again.stderr.contains("warning"), again.stderr)
+    }
+
+    /// A state far larger than haul ever writes (sparse: anyone who can write `.haul` makes one in an instant) is
+    /// not read: `plan`, `sync` and `verify` run as with no state, the sync warns once, naming it and the cap,
+    /// hashes what is there, and replaces it with a state of the usual size.
+    func testAnOversizedStateIsAWarningAndARehashNeverACrash() throws {
+        try writeManifest(files[...])
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
+        let statePath = directory.path("out/.haul/state")
+        XCTAssertEqual(truncate(statePath, 64 << 30), 0)
+
+        for command in [["plan"], ["verify"]] {
+            let result = try directory.haul(command)
+            XCTAssertEqual(result.exitCode, 0, "\(command): \(result.stdout)\(result.stderr)")
+        }
+        server.resetLog()
+        let sync = try directory.haul(["sync"])
+        XCTAssertEqual(sync.exitCode, 0, sync.stderr)
+        XCTAssertEqual(sync.stderr, "warning: \(statePath) is 68719476736 bytes, more than the 2 GiB haul reads of a state; "
+                       + "hashing every file to rebuild it\n")
+        XCTAssertEqual(server.requests.count, 0, "the files in place are hashed, not fetched")
+        var info = stat()
+        XCTAssertEqual(stat(statePath, &info), 0)
+        XCTAssertLessThan(info.st_size, 4096, "rebuilt")
+    }
+
+    /// A journal past the same cap is not read either: a warning naming it, and the state saved retires it.
+    func testAnOversizedJournalIsAWarningAndIsRetiredUnread() throws {
+        try writeManifest(files[...])
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
+        let journalPath = directory.path("out/.haul/journal")
+        try directory.write("out/.haul/journal", "")
+        XCTAssertEqual(truncate(journalPath, (2 << 30) + 1), 0)
+        let withJournal = try directory.haul(["sync"])
+        XCTAssertEqual(withJournal.exitCode, 0, withJournal.stderr)
+        XCTAssertEqual(withJournal.stderr, "warning: \(journalPath) is 2147483649 bytes, more than the 2 GiB haul reads of its "
+                       + "journal; the files it names are not pruned\n")
+        XCTAssertFalse(directory.exists("out/.haul/journal"), "retired by the state this run saved")
+        XCTAssertEqual(try directory.haul(["sync"]).stderr, "")
     }
 }

@@ -23,9 +23,12 @@ final class StateCacheTests: XCTestCase {
                                                                          etag: "\"tag\twith tab\"", lastModified: nil)),
             "written.bin": record(3, origin: Origin(manifestKey: "m1", sourceKey: "s2", etag: nil,
                                                     lastModified: "Tue, 14 Nov 2023 22:13:21 GMT")),
+            "tagged.bin": StateRecord(identity: record(4).identity, digest: digest, origin: Origin(manifestKey: "m2"),
+                                      ownerTag: OwnerTag(digest), unsynced: true),
         ])
         let bytes = StateFile.serialized(cache.records)
-        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t3\n"))
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t4\n"))
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).contains("\tm2\t\t\t\t\t\t\(digest.hex.prefix(32))\tunsynced\n"))
         XCTAssertEqual(StateFile.parse(bytes), cache.records)
     }
 
@@ -109,7 +112,7 @@ final class StateCacheTests: XCTestCase {
         let other = "b.bin\t6\t7\t8\t9.000000000\t10.000000000\t\(digest)"
         XCTAssertNotNil(StateFile.parse(Array("haul-state\t3\n\(line)\n".utf8)))
         XCTAssertNil(StateFile.parse(lines: Array("haul-state\t1\n\(line)\n".utf8)), "an older format")
-        XCTAssertNil(StateFile.parse(lines: Array("haul-state\t4\n\(line)\n".utf8)), "a newer format")
+        XCTAssertNil(StateFile.parse(lines: Array("haul-state\t5\n\(line)\n".utf8)), "a newer format")
         XCTAssertNil(StateFile.parse(lines: Array("garbage\u{0}\n\(line)\n".utf8)))
         for damaged in [
             "\(line)\tm",                          // a truncated origin
@@ -121,6 +124,9 @@ final class StateCacheTests: XCTestCase {
             "a.bin\t1\t2\t3\t4.000000000\t5.000000000\tmd4:00",
             "a.bin\t1\t2\t3\t99999999999999999999999.000000000\t5.000000000\t\(digest)",
             "a.bin\t1\t2\t3\t4.5\t5.000000000\t\(digest)",
+            "\(line)\tm\t\t\t\t\t\tnot-hex\t",               // an owner tag that is not one
+            "\(line)\tm\t\t\t\t\t\t\t\(digest.hex.prefix(32))",  // a sync mark that is not one
+            "\(line)\tm\t\t\t\t\t\t\(digest.hex.prefix(30))\t",
         ] {
             let parsed = try XCTUnwrap(StateFile.parse(lines: Array("haul-state\t3\n\(damaged)\n\(other)\n".utf8)), damaged)
             XCTAssertEqual(parsed.unreadable, 1, damaged)
@@ -180,5 +186,119 @@ final class StateCacheTests: XCTestCase {
         XCTAssertLessThan(target, after.modified)
         XCTAssertEqual(directory.read("f"), Array("0123456789".utf8))
         XCTAssertFalse(FileSystemClock.stamp(descriptor, laterThan: FileTime(seconds: after.modified.seconds + 60, nanoseconds: 0)))
+    }
+
+    /// A state the version before wrote (no owner tags) is read whole: its records of files haul wrote have no
+    /// tag, so they spare a hash but prove nothing.
+    func testTheFormatBeforeOwnerTagsIsReadWithoutThem() throws {
+        let line = "a.bin\t1\t2\t3\t4.000000000\t5.000000000\t\(digest)"
+        let parsed = try XCTUnwrap(StateFile.parse(Array(("haul-state\t3\n\(line)\tm\t\t\t\n"
+                                                          + "b.bin\t1\t3\t3\t4.000000000\t5.000000000\t\(digest)\tm\ts\t\"e\"\t\t7\t9\n").utf8)))
+        XCTAssertEqual(parsed["a.bin"]?.origin?.manifestKey, "m")
+        XCTAssertNil(parsed["a.bin"]?.ownerTag)
+        XCTAssertEqual(parsed["b.bin"]?.origin?.freshUntil, 9)
+        XCTAssertNil(parsed["b.bin"]?.ownerTag)
+        XCTAssertEqual(parsed["b.bin"]?.unsynced, false)
+    }
+
+    /// The root's key proves a record only for the destination, content and manifest it tagged; another root's
+    /// key proves nothing, and neither does a record without a tag.
+    func testTheKeyProvesOnlyWhatItTagged() throws {
+        let directory = try TemporaryDirectory()
+        let area = try PrivateArea.create(root: directory.path)
+        let key = try OwnerKey.loadOrCreate(area: area, lock: nil).get()
+        let other = StreamingHasher.digest(Array("y".utf8), algorithm: .sha256)
+        let tag = key.tag(destination: "a.bin", digest: digest, manifestKey: "haul.yaml")
+        let tagged = StateRecord(identity: record(1).identity, digest: digest, origin: Origin(manifestKey: "haul.yaml"), ownerTag: tag)
+        XCTAssertTrue(key.proves(tagged, at: "a.bin"))
+        XCTAssertFalse(key.proves(tagged, at: "b.bin"), "another destination")
+        var changed = tagged
+        changed.digest = other
+        XCTAssertFalse(key.proves(changed, at: "a.bin"), "another content")
+        changed = tagged
+        changed.origin = Origin(manifestKey: "other.yaml")
+        XCTAssertFalse(key.proves(changed, at: "a.bin"), "another manifest")
+        changed = tagged
+        changed.ownerTag = nil
+        XCTAssertFalse(key.proves(changed, at: "a.bin"), "no tag")
+
+        XCTAssertEqual(try OwnerKey.loadOrCreate(area: area, lock: nil).get().tag(destination: "a.bin", digest: digest, manifestKey: "haul.yaml"),
+                       tag, "the key is kept, not made again")
+        var info = stat()
+        XCTAssertEqual(lstat(directory.path(".haul/key"), &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        XCTAssertEqual(info.st_size, 32)
+        let elsewhere = try TemporaryDirectory()
+        let otherKey = try OwnerKey.loadOrCreate(area: PrivateArea.create(root: elsewhere.path), lock: nil).get()
+        XCTAssertFalse(otherKey.proves(tagged, at: "a.bin"), "another root's key")
+    }
+
+    /// An append that a crash cut short leaves a last line without its newline: it is not read, and the next
+    /// append cuts it off rather than gluing its first line to it.
+    func testATornLastLineOfTheJournalIsNeitherReadNorGluedToTheNextAppend() throws {
+        let directory = try TemporaryDirectory()
+        let area = try PrivateArea.create(root: directory.path)
+        let journal = OwnershipJournal(area: area)
+        let origin = Origin(manifestKey: "haul.yaml")
+        XCTAssertNil(journal.append([(try XCTUnwrap(DestinationPath("a.bin")), Ownership(digest: digest, origin: origin))]))
+        let complete = try XCTUnwrap(directory.read(".haul/journal"))
+        var torn = complete + Array("b.bin\t0\t0\t-1\t0.000000000\t0.000000000\t\(digest)\tha".utf8)
+        try directory.write(".haul/journal", torn)
+        XCTAssertEqual(Set(OwnershipJournal.read(in: area).records?.keys ?? [:].keys), ["a.bin"], "the torn line is not read")
+
+        XCTAssertNil(journal.append([(try XCTUnwrap(DestinationPath("c.bin")), Ownership(digest: digest, origin: origin))]))
+        let records = try XCTUnwrap(OwnershipJournal.read(in: area).records)
+        XCTAssertEqual(Set(records.keys), ["a.bin", "c.bin"])
+        XCTAssertEqual(records["c.bin"]?.origin?.manifestKey, "haul.yaml")
+        torn = try XCTUnwrap(directory.read(".haul/journal"))
+        XCTAssertFalse(String(decoding: torn, as: UTF8.self).contains("b.bin"), "cut off before the append")
+    }
+
+    /// A state or journal larger than haul ever writes is not read (a sparse file costs nothing to make): a
+    /// warning, and an empty cache, at once.
+    func testAStateOrJournalPastTheCapIsNotRead() throws {
+        let directory = try TemporaryDirectory()
+        try StateCache(records: ["a.bin": record(1)]).save(root: directory.path)
+        XCTAssertEqual(truncate(directory.path(".haul/state"), off_t(StateCache.maximumBytes) + 1), 0)
+        let (cache, warning) = StateCache.load(root: directory.path)
+        XCTAssertEqual(cache, StateCache())
+        XCTAssertEqual(warning, "\(directory.path(".haul/state")) is 2147483649 bytes, more than the 2 GiB haul reads of a state; "
+                       + "hashing every file to rebuild it")
+
+        try StateCache(records: ["a.bin": record(1)]).save(root: directory.path)
+        try directory.write(".haul/journal", "")
+        XCTAssertEqual(truncate(directory.path(".haul/journal"), 64 << 30), 0)
+        let (withJournal, journalWarning) = StateCache.load(root: directory.path)
+        XCTAssertEqual(withJournal.records.count, 1, "the state is read; the journal is not")
+        XCTAssertTrue(withJournal.hasJournal, "so that the next save retires it")
+        XCTAssertEqual(journalWarning, "\(directory.path(".haul/journal")) is 68719476736 bytes, more than the 2 GiB haul reads "
+                       + "of its journal; the files it names are not pruned")
+    }
+
+    /// On a file system that fills up mid-append (a tmpfs: the lines that fit the last page are written, then
+    /// ENOSPC), the append fails whole: it says so, and the journal is cut back to what it held before.
+    func testAnAppendCutShortByAFullDiskFailsAndLeavesTheJournalAsItWas() throws {
+        let directory = try TemporaryDirectory()
+        try directory.makeDirectory("root")
+        let mount = try Capability.required { try TestMount.tmpfs(at: directory.path("root"), size: 64 << 10) }
+        defer { mount.unmount() }
+        let area = try PrivateArea.create(root: directory.path("root"))
+        let journal = OwnershipJournal(area: area)
+        let origin = Origin(manifestKey: "haul.yaml")
+        XCTAssertNil(journal.append([(try XCTUnwrap(DestinationPath("first.bin")), Ownership(digest: digest, origin: origin))]))
+        let before = try XCTUnwrap(directory.read("root/.haul/journal"))
+        // Fill what is left, so that the next append has the rest of the journal's page and no more.
+        let filler = open(directory.path("root/filler"), O_WRONLY | O_CREAT, 0o600)
+        XCTAssertGreaterThanOrEqual(filler, 0)
+        let block = [UInt8](repeating: 1, count: 4096)
+        while write(filler, block, block.count) > 0 {}
+        close(filler)
+
+        let batch = try (0..<39).map { (try XCTUnwrap(DestinationPath("d/file-\($0).bin")), Ownership(digest: digest, origin: origin)) }
+        let failure = try XCTUnwrap(journal.append(batch))
+        XCTAssertEqual(failure.errno, ENOSPC)
+        XCTAssertEqual(failure.description, "cannot write \"\(directory.path("root/.haul/journal"))\": No space left on device")
+        XCTAssertEqual(directory.read("root/.haul/journal"), before, "no part of the failed append is left")
+        XCTAssertEqual(Set(OwnershipJournal.read(in: area).records?.keys ?? [:].keys), ["first.bin"])
     }
 }
