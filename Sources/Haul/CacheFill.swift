@@ -32,13 +32,14 @@ final class CacheSession: Sendable {
         self.observer = observer
     }
 
-    /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all.
+    /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all, or is a
+    /// folder that is not a cache.
     static func open(_ directory: String, observer: SyncObserver?) -> CacheSession? {
         switch ContentCache.open(directory, create: true) {
         case .success(let cache): return CacheSession(cache: cache, observer: observer)
         case .failure(let error):
             // A cache that cannot even be made may still exist, read-only: it is used for hits all the same.
-            if case .success(let cache) = ContentCache.open(directory, create: false) {
+            if case .failed = error, case .success(let cache) = ContentCache.open(directory, create: false) {
                 return CacheSession(cache: cache, observer: observer)
             }
             observer?.warning("the cache cannot be used (\(error)); syncing without it")

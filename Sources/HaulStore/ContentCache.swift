@@ -12,6 +12,12 @@ import Synchronization
 ///     DIR/sha256/ab/abcdef…   an entry: the file whose SHA-256 is abcdef… (algorithm / first two hex digits /
 ///                             the whole digest in lowercase hex); also sha384/, sha512/
 ///     DIR/tmp/<unique>        insertions in progress, renamed to their digest path once complete
+///     DIR/haul-cache          the marker: this folder is a cache (`Recognition`)
+///
+/// **Only a cache is touched.** A folder is a cache when it holds the marker, which a sync writes when it makes
+/// the cache (or first uses an empty folder, or one an older haul made without a marker, which holds nothing but
+/// the names above). Anything else (a home folder, `/`, given by mistake) is refused before anything is read or
+/// removed, and even in a cache `collect` removes only names of the forms the cache makes.
 ///
 /// **The cache is untrusted.** Whoever restored it may have restored anything: every entry read is hashed as it
 /// is copied (or, after a reflink, read back and hashed), and only a copy whose digest (and size) match is used.
@@ -40,7 +46,8 @@ package final class ContentCache: Sendable {
     private let folders = Mutex<[DirectoryHandle?]>(Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count))
     /// Cleared the first time the file systems refuse a reflink: the rest of the run copies without asking again.
     private let reflinks = Atomic<Bool>(true)
-    /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter).
+    /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter): see
+    /// `insertionName`.
     private let uniquePrefix: String
     private let counter = Atomic<Int>(0)
 
@@ -63,24 +70,108 @@ package final class ContentCache: Sendable {
         uniquePrefix = String(getpid(), radix: 16) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
     }
 
-    /// Opens the cache at `path`, made (with its parents) if `create` and missing. The path is the user's to
-    /// choose: symlinks along it are followed; inside it nothing is.
-    package static func open(_ path: String, create: Bool) -> Result<ContentCache, StoreError> {
+    /// Why a folder could not be opened as a cache.
+    package enum OpenFailure: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The folder does not exist (only when not creating it).
+        case missing(path: String)
+        /// The folder exists and is not a cache (see `Recognition`): nothing in it is touched.
+        case notACache(path: String, stranger: String)
+        /// It could not be made, opened or listed.
+        case failed(StoreError)
+
+        package var description: String {
+            switch self {
+            case .missing(let path): "cannot open the cache \"\(path)\": \(StoreError.systemMessage(ENOENT))"
+            case .notACache(let path, let stranger):
+                "\"\(path)\" is not a haul content cache: it has no \(ContentCache.markerName) file and holds "
+                    + "\"\(stranger)\", which a cache does not"
+            case .failed(let error): error.description
+            }
+        }
+    }
+
+    /// Opens the cache at `path`. The path is the user's to choose: symlinks along it are followed; inside it
+    /// nothing is. With `create`, a missing folder is made (with its parents), and a folder that is a cache by its
+    /// layout alone (empty, or an older haul's) gets the marker; without, nothing is written. A folder that is not a
+    /// cache is refused either way.
+    package static func open(_ path: String, create: Bool) -> Result<ContentCache, OpenFailure> {
         if create {
             // Each missing component made in turn (`mkdir -p`): EEXIST is success, another process may race us.
             var prefix = path.hasPrefix("/") ? "/" : ""
             for component in path.split(separator: "/") {
                 prefix += component
                 if prefix.withCString({ mkdir($0, 0o755) }) != 0, errno != EEXIST {
-                    return .failure(StoreError(operation: "create directory", path: prefix, errno: errno))
+                    return .failure(.failed(StoreError(operation: "create directory", path: prefix, errno: errno)))
                 }
                 prefix += "/"
             }
         }
+        let directory: DirectoryHandle
         switch DirectoryHandle.open(path) {
-        case .success(let handle): return .success(ContentCache(path: path, directory: handle))
-        case .failure(let failure): return .failure(StoreError(operation: "open the cache", path: path, errno: failure.errno))
+        case .success(let handle): directory = handle
+        case .failure(let failure) where failure.errno == ENOENT: return .failure(.missing(path: path))
+        case .failure(let failure): return .failure(.failed(StoreError(operation: "open the cache", path: path, errno: failure.errno)))
         }
+        if !hasMarker(directory) {
+            guard let names = directory.names() else {
+                return .failure(.failed(StoreError(operation: "list the cache", path: path, errno: errno == 0 ? EIO : errno)))
+            }
+            switch Recognition.of(names: names) {
+            case .stranger(let name): return .failure(.notACache(path: path, stranger: name))
+            case .layout:
+                // A cache that cannot be marked (read-only, full) is used all the same: its layout says what it is.
+                if create { writeMarker(in: directory) }
+            }
+        }
+        return .success(ContentCache(path: path, directory: directory))
+    }
+
+    /// The marker's name, in the cache folder.
+    package static let markerName = "haul-cache"
+    /// Its first line, which is what is checked; the rest says what the folder is to whoever finds it.
+    private static let markerFirstLine = "haul content cache"
+    private static let markerText = markerFirstLine + "\n"
+        + "This folder is a content cache of haul (sync --cache): files by digest under sha256/, sha384/ and sha512/,\n"
+        + "insertions in progress under tmp/. haul cache gc removes only names of those forms, and only in a folder\n"
+        + "that holds this file.\n"
+
+    /// What a folder without the marker is, by its names.
+    package enum Recognition: Equatable, Sendable {
+        /// Nothing but what a cache holds (the algorithm folders, `tmp`, the marker, a file system's `lost+found`),
+        /// or nothing at all: an older haul's cache, or a new one.
+        case layout
+        /// `name` is not something a cache holds: the folder is not one.
+        case stranger(String)
+
+        package static func of(names: [String]) -> Recognition {
+            for name in names.sorted() where !ContentCache.layoutNames.contains(name) { return .stranger(name) }
+            return .layout
+        }
+    }
+
+    /// Every name a cache folder may hold.
+    private static let layoutNames: Set<String> = Set(DigestAlgorithm.allCases.map(\.rawValue))
+        .union([temporaryFolder, markerName, "lost+found"])
+
+    /// Whether `directory` holds the marker: a regular file whose first line is `markerFirstLine`.
+    private static func hasMarker(_ directory: DirectoryHandle) -> Bool {
+        guard case .success(let descriptor) = directory.openRegularFileForReading(markerName) else { return false }
+        defer { close(descriptor) }
+        let wanted = markerFirstLine.utf8.count + 1
+        var bytes = [UInt8](repeating: 0, count: wanted)
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, wanted, 0) }
+        return count == wanted && bytes.elementsEqual((markerFirstLine + "\n").utf8)
+    }
+
+    /// Writes the marker unless it is there (`O_EXCL`: another process may be writing it at this moment, and a
+    /// reader that finds it short still knows the folder by its layout). Best effort.
+    private static func writeMarker(in directory: DirectoryHandle) {
+        guard case .success(let descriptor) = directory.openFile(markerName, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        else { return }
+        let text = Array(markerText.utf8)
+        let written = text.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        if written != text.count { directory.remove(markerName) }
     }
 
     /// The folder `haul cache …` uses when not told: `$HAUL_CACHE`, else `$XDG_CACHE_HOME/haul`, else
@@ -294,7 +385,7 @@ package final class ContentCache: Sendable {
         case .failure(let failure): return StoreError(operation: "open", path: failure.path, errno: failure.errno)
         }
         defer { close(input) }
-        let unique = "\(uniquePrefix)-\(String(counter.wrappingAdd(1, ordering: .relaxed).oldValue, radix: 16)).tmp"
+        let unique = Self.insertionName(prefix: uniquePrefix, counter: counter.wrappingAdd(1, ordering: .relaxed).oldValue)
         let output: Int32
         switch temporary.openFile(unique, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) {
         case .success(let opened): output = opened
@@ -318,6 +409,19 @@ package final class ContentCache: Sendable {
             return StoreError(operation: "rename into", path: renamed.path, errno: renamed.errno)
         }
         return nil
+    }
+
+    /// `tmp/<pid>-<random>-<counter>.tmp`, each part in lowercase hex: the one form of name an insertion in
+    /// progress has, and so the only one `collect` removes from `tmp/`.
+    private static func insertionName(prefix: String, counter: Int) -> String {
+        "\(prefix)-\(String(counter, radix: 16)).tmp"
+    }
+
+    /// Whether `name` has the form `insertionName` makes.
+    package static func isInsertionName(_ name: String) -> Bool {
+        guard name.hasSuffix(".tmp") else { return false }
+        let parts = name.dropLast(4).split(separator: "-", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts.allSatisfy { !$0.isEmpty && $0.utf8.count <= 16 && isHex($0) }
     }
 
     /// `size` bytes of `input` into the empty `output`: a reflink, else `sendfile`; the errno of a failure.
@@ -397,7 +501,7 @@ package final class ContentCache: Sendable {
         return found
     }
 
-    private static func isHex(_ text: String) -> Bool {
+    private static func isHex(_ text: some StringProtocol) -> Bool {
         text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
@@ -407,7 +511,7 @@ package final class ContentCache: Sendable {
         package var removed: [Entry] = []
         /// Entries that should have gone but could not be removed (a read-only cache), with why.
         package var failed: [(Entry, SystemError)] = []
-        /// Names in `tmp/` older than an hour that were removed.
+        /// Insertions in `tmp/` older than an hour that were removed.
         package var staleTemporaries: [String] = []
         /// What the cache holds afterwards.
         package var remainingCount = 0
@@ -415,13 +519,15 @@ package final class ContentCache: Sendable {
     }
 
     /// Removes least recently used entries (oldest mtime first; ties by name, so the order is stable) until the
-    /// entries total at most `maxBytes`, and every file in `tmp/` older than an hour (an insertion that crashed;
-    /// a live one is seconds old). Other processes may be using the cache meanwhile: an entry removed under a
-    /// reader was already open (the reader keeps its copy) or is simply missing (it is downloaded).
+    /// entries total at most `maxBytes`, and every insertion in `tmp/` older than an hour (one that crashed; a live
+    /// one is seconds old). Only names of the forms the cache makes are removed (`entries`, `isInsertionName`):
+    /// anything else, whatever its age, is not the cache's. Other processes may be using the cache meanwhile: an
+    /// entry removed under a reader was already open (the reader keeps its copy) or is simply missing (it is
+    /// downloaded).
     package func collect(maxBytes: Int64, now: timespec = ContentCache.now()) -> Collection {
         var result = Collection()
         if case .success(let temporary) = directory.subdirectory(Self.temporaryFolder) {
-            for name in temporary.names() ?? [] {
+            for name in temporary.names() ?? [] where Self.isInsertionName(name) {
                 guard case .success(let info) = temporary.status(of: name), info.st_mode & S_IFMT == S_IFREG,
                       now.tv_sec - info.st_mtim.tv_sec > Self.staleTemporarySeconds else { continue }
                 if temporary.remove(name) == nil { result.staleTemporaries.append(name) }
