@@ -56,8 +56,10 @@ final class CacheSession: Sendable {
     /// Returns the entries still to download, in plan order: misses, entries whose cache entry failed its check
     /// (removed, with a warning), and any the cache could not serve.
     /// `startsWriteback`: copies are written to disk as they are made, for a commit that flushes them.
-    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, cancellation: Cancellation?,
-              deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
+    /// `maxFileSize`: the most an entry without `size` may take, from the cache as from a download (a larger entry
+    /// is not copied; the entry is downloaded, under the same limit).
+    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, maxFileSize: Int64,
+              cancellation: Cancellation?, deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
         // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
         let candidates = plan.fromCache.map { hits in fetches.filter(hits.contains) }
             ?? fetches.filter { Self.mayServe(plan, $0) }
@@ -76,8 +78,8 @@ final class CacheSession: Sendable {
             // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
             guard let digest = plan.files[index].checksum?.digest else { return false }
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
-            switch cache.copyVerified(digest, size: plan.files[index].size, to: staging.temporary, name: name, buffer: buffer,
-                                     startsWriteback: startsWriteback) {
+            switch cache.copyVerified(digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
+                                      buffer: buffer, startsWriteback: startsWriteback) {
             case .copied(let size):
                 deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
                                           size: size, digest: digest, cachePath: cache.path))
@@ -86,6 +88,10 @@ final class CacheSession: Sendable {
                 return false
             case .corrupt(let why):
                 observer?.warning("\(why); \(plan.files[index].destination) is downloaded")
+                return false
+            case .tooLarge(let path, let limit):
+                observer?.warning("the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); "
+                                  + "\(plan.files[index].destination) is downloaded")
                 return false
             case .unusable(let error):
                 // Said once: a cache that cannot be read fails every entry the same way.

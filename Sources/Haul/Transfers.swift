@@ -68,7 +68,7 @@ extension Sync {
                 startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond))
             // Hits first, committed as they are copied; the engine gets what the cache could not serve.
             let downloads = cache?.fill(plan, fetches: fetches, staging: staging, startsWriteback: options.durability == .full,
-                                        cancellation: cancellation) {
+                                        maxFileSize: options.maxFileSize, cancellation: cancellation) {
                 execution.transfer($0, didProduce: .finished(.success($1)))
             } ?? fetches
             let groups = Self.shareGroups(plan, fetches: downloads)

@@ -198,6 +198,9 @@ package final class ContentCache: Sendable {
         /// An entry was there but its bytes were not the digest's (or of the wrong size): it was removed.
         /// The text says what was found, for a warning.
         case corrupt(String)
+        /// The entry at `path` is larger than `limit`, the most the entry may take when it pins no size: not
+        /// copied (and not removed: it may be right, for a run allowed more).
+        case tooLarge(path: String, limit: Int64)
         /// The entry could not be read or the staged file written (the error says which); nothing staged.
         case unusable(StoreError)
     }
@@ -212,12 +215,14 @@ package final class ContentCache: Sendable {
     /// Copies the entry of `digest` as the new file `name` in `target` (mode 0600, for the committer to set),
     /// verifying it on the way: a reflink where the file systems can share blocks (then the copy is read back
     /// and hashed: the cache is untrusted), else a copy hashed as it is read, one pass (read a chunk, hash it,
-    /// write it). `size`: the size the manifest pins, if any. `buffer`: the caller's, reused from file to file.
+    /// write it). `size`: the size the manifest pins, if any; without one, `maxSize` (`--max-file-size`) is the
+    /// most copied, as it is the most downloaded: a larger entry is not copied at all (judged by its size before a
+    /// byte is read). `buffer`: the caller's, reused from file to file.
     /// `startsWriteback`: a copy is written to disk as it is made (`WritebackHint`), for a commit that flushes.
     /// On anything but `.copied`, nothing is left in `target`. A hit sets the entry's mtime to now (what
     /// `collect` evicts by).
-    package func copyVerified(_ digest: Digest, size expectedSize: Int64?, to target: DirectoryHandle, name: String,
-                              buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool = false) -> Hit {
+    package func copyVerified(_ digest: Digest, size expectedSize: Int64?, maxSize: Int64 = .max, to target: DirectoryHandle,
+                              name: String, buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool = false) -> Hit {
         guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return .missing }
         let hex = digest.hex
         let input: Int32
@@ -238,6 +243,7 @@ package final class ContentCache: Sendable {
         if let expectedSize, Int64(info.st_size) != expectedSize {
             return removeCorrupt(digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
         }
+        if expectedSize == nil, Int64(info.st_size) > maxSize { return .tooLarge(path: displayPath(of: digest), limit: maxSize) }
         let output: Int32
         switch target.openFile(name, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) {
         case .success(let opened): output = opened

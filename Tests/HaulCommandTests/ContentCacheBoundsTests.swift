@@ -118,4 +118,22 @@ final class ContentCacheBoundsTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 0, "served from the adopted cache")
         XCTAssertTrue(directory.exists("cache/haul-cache"), "the sync marked it")
     }
+
+    /// A hit is held to the limit a download is: for an entry without `size`, `--max-file-size`. An entry larger
+    /// than that (a sparse 16 MiB planted under the digest) is not copied, in whole or in part: the warning says why
+    /// in a download's words, the file is downloaded, and the cache then holds the verified download.
+    func testACacheEntryOverTheSizeLimitIsNotCopied() throws {
+        try writeManifest("m.yaml", root: "out")
+        let entry = "cache/sha256/\(hex.prefix(2))/\(hex)"
+        try directory.write(entry, "")
+        XCTAssertEqual(truncate(directory.path(entry), 16 << 20), 0)
+        let result = try directory.haul(["sync", "m.yaml", "--cache", directory.path("cache"), "--max-file-size", "1M",
+                                         "--progress", "none"])
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        XCTAssertEqual(result.stderr, "warning: the cache entry \(directory.path(entry)) is not used: more than 1.0 MiB, the "
+                       + "--max-file-size limit (an entry's size sets its own); a.bin is downloaded\n")
+        XCTAssertEqual(directory.read("out/a.bin"), content)
+        XCTAssertEqual(server.requests.count, 1)
+        XCTAssertEqual(directory.read(entry), content, "the verified download replaced it")
+    }
 }

@@ -199,4 +199,25 @@ final class ContentCacheTests: XCTestCase {
         try scratch.write("home/haul-cache", "haul content cache\n")
         XCTAssertNoThrow(try ContentCache.open(scratch.at("home"), create: false).get())
     }
+
+    /// Without a pinned size, an entry larger than `maxSize` is not copied (nothing staged) and not removed; with
+    /// one, its size is what decides.
+    func testAnEntryOverTheLimitIsNotCopied() throws {
+        let content = bytes(5000, seed: 7)
+        let digest = try insert(content)
+        guard case .tooLarge(let path, let limit) = cache.copyVerified(digest, size: nil, maxSize: 4999, to: staging, name: "big.part",
+                                                                       buffer: buffer) else {
+            return XCTFail("expected over the limit")
+        }
+        XCTAssertEqual(path, scratch.at("cache/nested/" + ContentCache.relativePath(of: digest)))
+        XCTAssertEqual(limit, 4999)
+        XCTAssertNil(scratch.read("staging/big.part"), "nothing staged")
+        XCTAssertTrue(cache.contains(digest), "not removed")
+        guard case .copied = cache.copyVerified(digest, size: nil, maxSize: 5000, to: staging, name: "big.part", buffer: buffer) else {
+            return XCTFail("at the limit, copied")
+        }
+        guard case .copied = cache.copyVerified(digest, size: 5000, maxSize: 10, to: staging, name: "pinned.part", buffer: buffer) else {
+            return XCTFail("a pinned size is its own limit")
+        }
+    }
 }
