@@ -50,8 +50,9 @@ package struct Observation: Sendable {
     /// With `rehash`, a pinned file is hashed whatever the state says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
     /// manifest wrote and no longer lists.
+    /// `concurrency`: threads looking at and hashing files (the run's `DescriptorBudget.observers`).
     package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false,
-                 adopting adopted: Set<String> = []) throws(ObservationFailure) {
+                 adopting adopted: Set<String> = [], concurrency: Int = ProcessorCount.online) throws(ObservationFailure) {
         (area, lock) = try Self.open(root: manifest.root, shard: manifest.shardScope?.shard, access)
         manifestKey = StateCache.manifestKey(path: manifest.sourcePath, root: manifest.root)
         ownedKeys = adopted.union([manifestKey, StateCache.legacyManifestKey(path: manifest.sourcePath)])
@@ -62,14 +63,17 @@ package struct Observation: Sendable {
         // state is read on a thread of its own meanwhile. (With --rehash, every pinned file is read anyway.)
         let area = self.area
         let ((cache, warning), looks) = concurrently({ StateCache.load(area: area) }) {
-            rehash ? nil : observer.look(at: files.map(\.destination), concurrency: ProcessorCount.online)
+            rehash ? nil : observer.look(at: files.map(\.destination), concurrency: concurrency)
         }
         self.cache = cache
         cacheWarning = warning
-        (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
+        (states, vouched, found) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer,
+                                              concurrency: concurrency)
         let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys)
         orphans = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys) : []
-        let candidates = prunes ? Self.pruneCandidates(owned, root: manifest.root, recordedAt: cache.writtenAt, rehash: rehash) : []
+        let candidates = prunes
+            ? Self.pruneCandidates(owned, root: manifest.root, recordedAt: cache.writtenAt, rehash: rehash, concurrency: concurrency)
+            : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
         unlistedCount = prunes ? 0 : owned.count
@@ -91,7 +95,8 @@ package struct Observation: Sendable {
     /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
     /// the rest is read and hashed.
     private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
-                              observer: LocalObserver) -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord]) {
+                              observer: LocalObserver, concurrency: Int)
+        -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord]) {
         var states: [LocalState] = []
         var vouched: [Bool] = []
         var found: [Int: StateRecord] = [:]
@@ -114,7 +119,7 @@ package struct Observation: Sendable {
             states.append(localState(settled.file, at: files[index].destination))
             vouched.append(settled.record != nil)
         }
-        let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: ProcessorCount.online)
+        let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: concurrency)
         for ((index, request), (file, record)) in zip(unsettled, read) {
             states[index] = localState(file, at: request.destination)
             guard let record else { continue }
@@ -173,14 +178,14 @@ package struct Observation: Sendable {
 
     /// The files of `owned` as they are now, with the identity they were observed with.
     private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], root: String, recordedAt: FileTime?,
-                                        rehash: Bool) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+                                        rehash: Bool, concurrency: Int) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         let requests = owned.map { destination, record in
             // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
                                expectedSize: record.identity.size >= 0 ? record.identity.size : nil,
                                known: rehash ? nil : record, knownAsOf: recordedAt)
         }
-        let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: ProcessorCount.online)
+        let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: concurrency)
         return zip(owned, observed).map { owned, observed in
             (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
              observed.record?.identity)

@@ -52,11 +52,12 @@ extension Sync {
                 }
                 return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
-            let cache = options.cacheDirectory.flatMap { CacheSession.open($0, observer: observer) }
+            let cache = options.cacheDirectory.flatMap { CacheSession.open($0, descriptors: options.descriptors, observer: observer) }
             let execution = Execution(plan: plan, staging: staging, cache: cache,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
-                                                           durability: options.durability),
+                                                           durability: options.durability,
+                                                           heldFolders: options.descriptors.commitFolders),
                                       authorship: Authorship(manifestKey: observation.manifestKey, rewrites: options.rewrites,
                                                              wallClock: options.wallClock),
                                       observer: observer, expectedCount: fetches.count)
@@ -165,12 +166,6 @@ extension Sync {
         return request
     }
 
-    /// How many of `wanted` transfers fit in the open-file limit. Each holds a socket, its file, and for a large
-    /// body a reader for its trailing hash; the rest of a run (the lock, haul's folders, the committer's folders,
-    /// the hashing threads, each engine loop's wake-up pair, libcurl's resolver) holds a few dozen at most.
-    package static func transfersFitting(_ limit: DescriptorLimit, wanted: Int) -> Int {
-        limit.fitting(wanted, each: 3, reserve: 24 + 4 * ProcessorCount.online)
-    }
 }
 
 /// Receives the engine's events and turns verified files into commits, in batches, off the transfer thread.

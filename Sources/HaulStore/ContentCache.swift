@@ -42,8 +42,14 @@ package final class ContentCache: Sendable {
     package let path: String
     private let directory: DirectoryHandle
     /// `sha256/ab` → its folder, opened once per run (two `openat` per hit saved 100,000 times): slot
-    /// `algorithm index × 256 + first digest byte`, so a lookup builds no string.
-    private let folders = Mutex<[DirectoryHandle?]>(Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count))
+    /// `algorithm index × 256 + first digest byte`, so a lookup builds no string. At most `heldFolderLimit` are held
+    /// (`held` counts them); past that, a folder is opened for its use and closed after.
+    private let folders = Mutex<(table: [DirectoryHandle?], held: Int)>(
+        (Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count), 0))
+    /// The cache's share of the run's descriptors (`DescriptorBudget`).
+    private let heldFolderLimit: Int
+    /// As many folders as a cache has (of the algorithms it holds).
+    package static let allFolders = 256 * algorithms.count
     /// Cleared the first time the file systems refuse a reflink: the rest of the run copies without asking again.
     private let reflinks = Atomic<Bool>(true)
     /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter): see
@@ -64,9 +70,10 @@ package final class ContentCache: Sendable {
 
     package static func holds(_ algorithm: DigestAlgorithm) -> Bool { !algorithm.isWeak }
 
-    private init(path: String, directory: DirectoryHandle) {
+    private init(path: String, directory: DirectoryHandle, heldFolderLimit: Int) {
         self.path = path
         self.directory = directory
+        self.heldFolderLimit = heldFolderLimit
         uniquePrefix = String(getpid(), radix: 16) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
     }
 
@@ -93,8 +100,8 @@ package final class ContentCache: Sendable {
     /// Opens the cache at `path`. The path is the user's to choose: symlinks along it are followed; inside it
     /// nothing is. With `create`, a missing folder is made (with its parents), and a folder that is a cache by its
     /// layout alone (empty, or an older haul's) gets the marker; without, nothing is written. A folder that is not a
-    /// cache is refused either way.
-    package static func open(_ path: String, create: Bool) -> Result<ContentCache, OpenFailure> {
+    /// cache is refused either way. `holdingFolders`: how many `sha256/ab` folders it may keep open for the run.
+    package static func open(_ path: String, create: Bool, holdingFolders: Int = allFolders) -> Result<ContentCache, OpenFailure> {
         if create {
             // Each missing component made in turn (`mkdir -p`): EEXIST is success, another process may race us.
             var prefix = path.hasPrefix("/") ? "/" : ""
@@ -123,7 +130,7 @@ package final class ContentCache: Sendable {
                 if create { writeMarker(in: directory) }
             }
         }
-        return .success(ContentCache(path: path, directory: directory))
+        return .success(ContentCache(path: path, directory: directory, heldFolderLimit: holdingFolders))
     }
 
     /// The marker's name, in the cache folder.
@@ -452,16 +459,18 @@ package final class ContentCache: Sendable {
     private func reach(_ digest: Digest, create: Bool) -> Result<DirectoryHandle, SystemError> {
         let first = digest.withUnsafeBytes { Int($0.first ?? 0) }
         let key = (DigestAlgorithm.allCases.firstIndex(of: digest.algorithm) ?? 0) * 256 + first
-        if let held = folders.withLock({ $0[key] }) { return .success(held) }
+        if let held = folders.withLock({ $0.table[key] }) { return .success(held) }
         let algorithm = digest.algorithm.rawValue
         let prefix = String(digest.hex.prefix(2))
         let mode: mode_t? = create ? 0o755 : nil
         return directory.subdirectory(algorithm, creatingWithMode: mode)
             .flatMap { $0.subdirectory(prefix, creatingWithMode: mode) }
             .map { folder in
-                folders.withLock { table in
-                    if let held = table[key] { return held }
-                    table[key] = folder
+                folders.withLock { folders in
+                    if let held = folders.table[key] { return held }
+                    guard folders.held < heldFolderLimit else { return folder }
+                    folders.table[key] = folder
+                    folders.held += 1
                     return folder
                 }
             }

@@ -259,7 +259,8 @@ private struct ParentWalker {
             if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) { return .everything(.missing) }
             switch DirectoryHandle.open(root) {
             case .success(let handle):
-                let walk = ContainedWalk(root: handle, realRoot: resolved)
+                // No folder kept between walks: the resolver remembers each folder's answer already.
+                let walk = ContainedWalk(root: handle, realRoot: resolved, keeping: 0)
                 return .walking(ParentWalker(resolver: ParentResolver(root: root, walk: walk)))
             case .failure(let failure):
                 return .everything(.unreadable(StoreError(operation: "open", path: root, errno: failure.errno)))
