@@ -1,5 +1,7 @@
+import Glibc
 import HaulDigest
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -75,16 +77,19 @@ final class CacheSession: Sendable {
         let threads = copiers
         let served = concurrentMap(
             count: candidates.count, threads: threads, chunk: max(1, min(16, candidates.count / (8 * threads))),
-            makeContext: { UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 64) },
-            close: { $0.deallocate() }
+            makeContext: { ReadBuffer.allocate(Self.bufferSize) },
+            close: { ReadBuffer.free($0) }
         ) { [self] buffer, position -> Bool in
             if cancellation?.isCancelled == true { return false }
             let index = candidates[position]
             // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
             guard let digest = plan.files[index].checksum?.digest else { return false }
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
-            switch cache.copyVerified(digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
-                                      buffer: buffer, startsWriteback: startsWriteback) {
+            let hit = buffer.map { buffer in
+                cache.copyVerified(digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
+                                   buffer: buffer, startsWriteback: startsWriteback)
+            } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
+            switch hit {
             case .copied(let size):
                 deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
                                           size: size, digest: digest, cachePath: cache.path))

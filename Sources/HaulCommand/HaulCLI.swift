@@ -38,6 +38,8 @@ struct HaulCLI: ParsableCommand {
         // thousand, a sync by the transfer.
         _ = DescriptorLimit.raised()
         do {
+            // Under an address-space limit (`ulimit -v`), threads and malloc arenas are sized to it before any starts.
+            try RunLimits.start()
             var command = try parseAsRoot()
             try command.run()
             Output.flushLog()
@@ -156,10 +158,11 @@ struct TransferOptions: ParsableArguments {
     /// The run's settings, with as many transfers at once as the open-file limit allows (`warning` says so when
     /// that is fewer than asked), and the rest of it shared between the run's parts; exits 64 when the limit is too
     /// low to sync at all (`RunLimits.descriptors`).
-    func syncOptions(prune: Bool, rewrites: URLRewriter, cacheDirectory: String?, warning: (String) -> Void) throws -> SyncOptions {
+    func syncOptions(prune: Bool, rewrites: URLRewriter, cacheDirectory: String?, entries: Int,
+                     warning: (String) -> Void) throws -> SyncOptions {
         var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
                                   maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites, cacheDirectory: cacheDirectory)
-        try RunLimits.apply(to: &options, transfers: true, warning: warning)
+        try RunLimits.apply(to: &options, transfers: true, entries: entries, warning: warning)
         return options
     }
 }
@@ -323,7 +326,8 @@ struct SyncCommand: ManifestCommand {
         try flags.policy.enforce(on: manifest)
         let reporter = flags.makeReporter(rewrites: rewrites)
         var options = try flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites,
-                                                            cacheDirectory: flags.cacheOptions.directory(), warning: reporter.warning)
+                                                            cacheDirectory: flags.cacheOptions.directory(),
+                                                            entries: manifest.files.count, warning: reporter.warning)
         options.shard = try flags.sharding.resolved()
         options.durability = try flags.durabilityOptions.resolved()
         options.netrc = try flags.netrcOptions.credentials(manifestWants: manifest.netrc)
@@ -382,7 +386,7 @@ struct PlanCommand: ManifestCommand {
         try flags.policy.enforce(on: manifest)
         var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
                                   cacheDirectory: flags.cacheOptions.directory())
-        try RunLimits.apply(to: &options, transfers: false)
+        try RunLimits.apply(to: &options, transfers: false, entries: manifest.files.count)
         options.revalidatesFreshFiles = flags.policy.refresh
         options.adopts = Set(flags.policy.adopt)
         let sync = Sync(manifest: manifest, options: options)
@@ -424,7 +428,7 @@ struct Verify: ManifestCommand {
         var manifest = try flags.load()
         if let shard = try flags.sharding.resolved() { manifest = manifest.restricted(to: shard) }
         var limits = SyncOptions()
-        try RunLimits.apply(to: &limits, transfers: false)
+        try RunLimits.apply(to: &limits, transfers: false, entries: manifest.files.count)
         let result: VerificationResult
         do {
             result = try VerificationResult(manifest: manifest, concurrency: limits.descriptors.observers)

@@ -470,7 +470,7 @@ package final class TransferEngine: Sendable {
         /// through `trailingDigests` and a wake-up, so the loop never waits for a hash.
         private mutating func verify(_ transfer: Transfer, fromDisk: Bool) {
             guard transfer.trailingHasher != nil || fromDisk, let trailing = transfer.startTrailingHash() else {
-                return judge(transfer, digest: .success(transfer.finishInlineHash()))
+                return judge(transfer, digest: transfer.finishInlineHash())
             }
             let key = ObjectIdentifier(transfer)
             verifying[key] = transfer

@@ -295,7 +295,7 @@ package final class ContentCache: Sendable {
     /// where the file systems allow, else read → hash → write.
     private func copyHashing(from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
                              buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool) -> Result<(Int64, Digest), CopyFailure> {
-        let hasher = StreamingHasher(algorithm)
+        guard let hasher = StreamingHasher(algorithm) else { return .failure(CopyFailure(errno: ENOMEM, writing: false)) }
         if size > 0, reflinks.load(ordering: .relaxed) {
             guard let code = KernelCopy.reflink(input, to: output) else {
                 // The clone is what will be committed: it is what is read and hashed (the entry may change under us).

@@ -187,7 +187,7 @@ private struct Worker {
 
     mutating func close() {
         folder.close()
-        buffer?.deallocate()
+        ReadBuffer.free(buffer)
     }
 
     /// What is at the request's destination, hashed if need be.
@@ -199,7 +199,9 @@ private struct Worker {
         case .regularFile(let identity):
             if let settled = request.settle(identity) { return settled }
             guard let directory else { return (.missing, nil) }
-            let buffer = self.buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64)
+            guard let buffer = self.buffer ?? ReadBuffer.allocate(FileDigester.chunkSize) else {
+                return (.unreadable(StoreError(operation: "read", path: request.destination.description, errno: ENOMEM)), nil)
+            }
             self.buffer = buffer
             return request.hash(identity, path: FileSystem.join(directory, request.destination.fileName), buffer: buffer)
         }

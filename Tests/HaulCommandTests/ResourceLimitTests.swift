@@ -126,6 +126,46 @@ final class ResourceLimitTests: XCTestCase {
         }
     }
 
+    // MARK: - Address space
+
+    /// haul with `ulimit -v` of `mebibytes` MiB (soft and hard), in the test folder.
+    private func haul(addressSpace mebibytes: Int, _ arguments: [String], timeout: Double = 120) throws -> ProcessResult {
+        try ProcessRunner.run("/bin/sh", ["-c", "ulimit -v \(mebibytes << 10) && exec \"$0\" \"$@\"", HaulProcess.executablePath]
+                              + arguments, currentDirectory: directory.path, timeout: timeout)
+    }
+
+    /// Under `ulimit -v` from 60 MiB to 300 MiB, 16 large files at once (each with a hashing thread of its own) are
+    /// either all synced or refused at once with the limit named (exit 64), never a crash: threads, buffers and malloc
+    /// arenas are sized to the limit. Staged files a crash would leave (planted here) are swept by the next run, and
+    /// no run leaves one.
+    func testAnAddressSpaceLimitIsBudgetedNotACrash() throws {
+        let bodies = (0..<16).map { Array("file \($0)\n".utf8) + [UInt8](repeating: UInt8($0), count: 9 << 20) }
+        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: bodies.enumerated().map { ("/f\($0.offset)", $0.element) }))
+        try writeManifest("haul.yaml", root: "out", bodies: bodies, folder: { _ in "big" })
+        let refusal = try Regex(#"^error: the address-space limit \(ulimit -v\) is \d+\.\d MiB, too little for haul to run"#
+                                + #"( on 16 entries)?: it needs at least \d+\.\d MiB here \(\d+\.\d MiB of its own, and the \d+\.\d MiB "#
+                                + #"mapped already\)\n$"#)
+        var synced = 0
+        for limit in stride(from: 60, through: 300, by: 20) {
+            try directory.makeDirectory("out/.haul/tmp")
+            for name in ["5e1f07-1.part", "5e1f07-2.part"] { try directory.write("out/.haul/tmp/\(name)", "left by a crash") }
+            let result = try haul(addressSpace: limit, ["sync", "haul.yaml", "--progress", "none", "--durability", "none"])
+            switch result.exitCode {
+            case 0:
+                synced += 1
+                assertEveryFile(bodies, in: "out", folder: { _ in "big" })
+                XCTAssertEqual(directory.list("out/.haul/tmp"), [], "ulimit -v \(limit) MiB: staged files swept, none left")
+            case 64:
+                XCTAssertNotNil(result.stderr.wholeMatch(of: refusal), "ulimit -v \(limit) MiB: \(result.stderr)")
+                XCTAssertEqual(directory.read("out/big/f0"), nil, "refused before anything was written")
+            default:
+                XCTFail("ulimit -v \(limit) MiB: exit \(result.exitCode): \(result.stderr.suffix(3000))")
+            }
+            XCTAssertEqual(rmdirTree(directory.path("out")), true)
+        }
+        XCTAssertGreaterThan(synced, 0, "some limit in the range is enough")
+    }
+
     /// Removes a tree (the test's own files only).
     private func rmdirTree(_ path: String) -> Bool {
         (try? FileManager.default.removeItem(atPath: path)) != nil
