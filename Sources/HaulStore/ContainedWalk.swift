@@ -1,6 +1,7 @@
 import Glibc
 import HaulFileSystem
 import HaulManifest
+import HaulThreads
 
 /// Reaches a destination's folder from root's descriptor one component at a time, each opened without following
 /// a symlink; a symlink component is followed by haul itself, and only while it stays inside root.
