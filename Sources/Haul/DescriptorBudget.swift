@@ -65,10 +65,11 @@ extension DescriptorBudget {
         let cores = max(1, cores)
         observers = max(1, min(cores, (available - Self.runFiles) / Self.perObserver))
         guard transfers else {
+            // Looking at the cache (`plan --cache`) comes after observing: the folders may have all the rest.
             self.transfers = 0
             cacheCopiers = 0
             commitFolders = 0
-            cacheFolders = 0
+            cacheFolders = cache ? min(ContentCache.allFolders, max(0, available - Self.runFiles - Self.cacheFolder)) : 0
             return
         }
         // One of each, then transfers up to what was asked, then copiers, then folders.

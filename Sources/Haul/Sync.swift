@@ -42,7 +42,8 @@ package struct SyncOptions: Sendable {
     /// Seconds since the epoch: when a server's confirmation was, and whether it is still fresh. Injectable, so
     /// that freshness can be tested without waiting.
     package var wallClock: @Sendable () -> Double = RetryPolicy.systemWallClock
-    /// How the run shares its open-file limit between its parts (`jobs` is its `transfers`).
+    /// How the run shares its open-file limit between its parts (`jobs` is its `transfers`); its thread counts also
+    /// fit the address-space limit (`MemoryBudget`).
     package var descriptors: DescriptorBudget
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,

@@ -165,7 +165,6 @@ extension Sync {
         request.alternativeDigests = entry.checksum?.alternatives ?? []
         return request
     }
-
 }
 
 /// Receives the engine's events and turns verified files into commits, in batches, off the transfer thread.

@@ -155,9 +155,9 @@ struct TransferOptions: ParsableArguments {
 
     var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }
 
-    /// The run's settings, with as many transfers at once as the open-file limit allows (`warning` says so when
-    /// that is fewer than asked), and the rest of it shared between the run's parts; exits 64 when the limit is too
-    /// low to sync at all (`RunLimits.descriptors`).
+    /// The run's settings, with as many transfers at once as the open-file and address-space limits allow
+    /// (`warning` says so when that is fewer than asked), and the rest of them shared between the run's parts; exits
+    /// 64 when a limit is too low to sync at all (`RunLimits.apply`).
     func syncOptions(prune: Bool, rewrites: URLRewriter, cacheDirectory: String?, entries: Int,
                      warning: (String) -> Void) throws -> SyncOptions {
         var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
