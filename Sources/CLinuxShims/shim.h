@@ -3,6 +3,8 @@
 #ifndef HAUL_LINUX_SHIMS_H
 #define HAUL_LINUX_SHIMS_H
 #include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
 
 /// A descriptor that names a directory without opening it for reading (usable as the dirfd of *at calls).
 #ifndef O_PATH
@@ -38,4 +40,10 @@ static inline int haul_fcntl_lock(int fd, int cmd, struct flock *lock) { return 
 static const int haul_F_OFD_GETLK = F_OFD_GETLK;
 static const int haul_F_OFD_SETLK = F_OFD_SETLK;
 static const int haul_F_OFD_SETLKW = F_OFD_SETLKW;
+
+/// The attributes every thread created without its own gets (glibc 2.18): its stack size, for one.
+extern int pthread_setattr_default_np(const pthread_attr_t *attr);
+
+/// At most `count` malloc arenas (`mallopt(M_ARENA_MAX)`; Swift's Glibc module leaves malloc.h out).
+static inline int haul_limit_malloc_arenas(int count) { return mallopt(M_ARENA_MAX, count); }
 #endif

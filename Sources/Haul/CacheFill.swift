@@ -1,5 +1,7 @@
+import Glibc
 import HaulDigest
 import HaulEngine
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -15,6 +17,8 @@ import Synchronization
 final class CacheSession: Sendable {
     let cache: ContentCache
     private let observer: SyncObserver?
+    /// Threads that fill hits (insertions take at most two of them): the run's `DescriptorBudget.cacheCopiers`.
+    private let copiers: Int
     /// Set by the first failed insertion: later ones are not tried (a read-only or full cache would fail them all,
     /// each after copying a file), and the warning is given once.
     private let insertionStopped = Atomic<Bool>(false)
@@ -27,19 +31,22 @@ final class CacheSession: Sendable {
     /// that hashing dominates.
     static let bufferSize = 1 << 20
 
-    private init(cache: ContentCache, observer: SyncObserver?) {
+    private init(cache: ContentCache, observer: SyncObserver?, copiers: Int) {
         self.cache = cache
         self.observer = observer
+        self.copiers = max(1, copiers)
     }
 
-    /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all.
-    static func open(_ directory: String, observer: SyncObserver?) -> CacheSession? {
-        switch ContentCache.open(directory, create: true) {
-        case .success(let cache): return CacheSession(cache: cache, observer: observer)
+    /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all, or is a
+    /// folder that is not a cache. `descriptors`: the cache's share of them, in folders held and copying threads.
+    static func open(_ directory: String, descriptors: DescriptorBudget, observer: SyncObserver?) -> CacheSession? {
+        let folders = descriptors.cacheFolders
+        switch ContentCache.open(directory, create: true, holdingFolders: folders) {
+        case .success(let cache): return CacheSession(cache: cache, observer: observer, copiers: descriptors.cacheCopiers)
         case .failure(let error):
             // A cache that cannot even be made may still exist, read-only: it is used for hits all the same.
-            if case .success(let cache) = ContentCache.open(directory, create: false) {
-                return CacheSession(cache: cache, observer: observer)
+            if case .failed = error, case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: folders) {
+                return CacheSession(cache: cache, observer: observer, copiers: descriptors.cacheCopiers)
             }
             observer?.warning("the cache cannot be used (\(error)); syncing without it")
             return nil
@@ -49,14 +56,17 @@ final class CacheSession: Sendable {
     /// Puts in place from the cache every pinned entry among `fetches` (planned `.fetch`, with a checksum of an
     /// algorithm the cache holds) whose digest it has: each is copied into the staging folder and verified while
     /// copied (`ContentCache.copyVerified`), then handed to `deliver`, which commits it as it would a download
-    /// (same batches, durability, journal and state records). Runs on `ProcessorCount.online` threads: copying
-    /// and hashing are CPU-bound on a local file system, and the commit thread works beside them.
+    /// (same batches, durability, journal and state records). Runs on a thread per core (as many as the
+    /// descriptor budget allows): copying and hashing are CPU-bound on a local file system, and the commit thread
+    /// works beside them.
     ///
     /// Returns the entries still to download, in plan order: misses, entries whose cache entry failed its check
     /// (removed, with a warning), and any the cache could not serve.
     /// `startsWriteback`: copies are written to disk as they are made, for a commit that flushes them.
-    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, cancellation: Cancellation?,
-              deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
+    /// `maxFileSize`: the most an entry without `size` may take, from the cache as from a download (a larger entry
+    /// is not copied; the entry is downloaded, under the same limit).
+    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, maxFileSize: Int64,
+              cancellation: Cancellation?, deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
         // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
         let candidates = plan.fromCache.map { hits in fetches.filter(hits.contains) }
             ?? fetches.filter { Self.mayServe(plan, $0) }
@@ -64,19 +74,22 @@ final class CacheSession: Sendable {
         let unusable = Atomic<Bool>(false)
         // Chunks of 16 keep the shared counter off a 100,000-file fill; a handful of large files must still be
         // spread over every thread (a chunk of 16 would give two 512 MiB files to one thread, hashed in series).
-        let threads = ProcessorCount.online
+        let threads = copiers
         let served = concurrentMap(
             count: candidates.count, threads: threads, chunk: max(1, min(16, candidates.count / (8 * threads))),
-            makeContext: { UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 64) },
-            close: { $0.deallocate() }
+            makeContext: { ReadBuffer.allocate(Self.bufferSize) },
+            close: { ReadBuffer.free($0) }
         ) { [self] buffer, position -> Bool in
             if cancellation?.isCancelled == true { return false }
             let index = candidates[position]
             // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
             guard let digest = plan.files[index].checksum?.digest else { return false }
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
-            switch cache.copyVerified(digest, size: plan.files[index].size, to: staging.temporary, name: name, buffer: buffer,
-                                     startsWriteback: startsWriteback) {
+            let hit = buffer.map { buffer in
+                cache.copyVerified(digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
+                                   buffer: buffer, startsWriteback: startsWriteback)
+            } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
+            switch hit {
             case .copied(let size):
                 deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
                                           size: size, digest: digest, cachePath: cache.path))
@@ -85,6 +98,10 @@ final class CacheSession: Sendable {
                 return false
             case .corrupt(let why):
                 observer?.warning("\(why); \(plan.files[index].destination) is downloaded")
+                return false
+            case .tooLarge(let path, let limit):
+                observer?.warning("the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); "
+                                  + "\(plan.files[index].destination) is downloaded")
                 return false
             case .unusable(let error):
                 // Said once: a cache that cannot be read fails every entry the same way.
@@ -120,7 +137,7 @@ final class CacheSession: Sendable {
         guard !wanted.isEmpty else { return }
         // Large files on a file system without reflinks are copied by the kernel at memory speed: two threads
         // halve a batch of them; small ones cost a few syscalls each, which two threads also share.
-        let threads = min(2, ProcessorCount.online)
+        let threads = min(2, copiers)
         _ = concurrentMap(count: wanted.count, threads: threads, chunk: max(1, min(8, wanted.count / (4 * threads))),
                           makeContext: { () }) { [self] _, position -> Bool in
             guard !insertionStopped.load(ordering: .relaxed) else { return false }
@@ -142,7 +159,8 @@ extension Sync {
     /// opened (the transfer step then says why). A hit may still fail its check when it is copied, and be
     /// downloaded after all.
     package func cacheHits(_ plan: Plan) -> Set<Int>? {
-        guard let directory = options.cacheDirectory, case .success(let cache) = ContentCache.open(directory, create: false)
+        guard let directory = options.cacheDirectory,
+              case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: options.descriptors.cacheFolders)
         else { return nil }
         return Set(plan.actions.indices.filter { index in
             CacheSession.mayServe(plan, index) && plan.files[index].checksum.map { cache.contains($0.digest) } == true

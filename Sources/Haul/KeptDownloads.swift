@@ -20,11 +20,13 @@ package final class KeptDownloads: Sendable {
 
     package static func make() throws(StoreError) -> KeptDownloads {
         let folder = try ScratchDirectory.make(prefix: "haul-add")
-        switch ContentCache.open(folder.path, create: false) {
+        // Made a cache (marked) while it is empty: the sync that places the files uses it as one.
+        switch ContentCache.open(folder.path, create: true) {
         case .success(let cache): return KeptDownloads(folder: folder, cache: cache)
-        case .failure(let error):
+        case .failure(let failure):
             folder.remove()
-            throw error
+            if case .failed(let error) = failure { throw error }
+            throw StoreError(operation: "use as a cache", path: folder.path, errno: 0, detail: failure.description)
         }
     }
 

@@ -63,8 +63,9 @@ package struct Observation: Sendable {
     /// With `rehash`, a pinned file is hashed whatever the state says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
     /// manifest wrote and no longer lists.
+    /// `concurrency`: threads looking at and hashing files (the run's `DescriptorBudget.observers`).
     package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false,
-                 adopting adopted: Set<String> = []) throws(ObservationFailure) {
+                 adopting adopted: Set<String> = [], concurrency: Int = ProcessorCount.online) throws(ObservationFailure) {
         (area, lock) = try Self.open(root: manifest.root, shard: manifest.shardScope?.shard, access)
         (ownerKey, ownerKeyFailure) = Self.ownerKey(area: area, lock: lock, access)
         manifestKey = StateCache.manifestKey(path: manifest.sourcePath, root: manifest.root)
@@ -78,11 +79,12 @@ package struct Observation: Sendable {
         // state is read on a thread of its own meanwhile. (With --rehash, every pinned file is read anyway.)
         let area = self.area
         let ((cache, warning), looks) = concurrently({ StateCache.load(area: area) }) {
-            rehash ? nil : observer.look(at: files.map(\.destination), concurrency: ProcessorCount.online)
+            rehash ? nil : observer.look(at: files.map(\.destination), concurrency: concurrency)
         }
         self.cache = cache
         cacheWarning = warning
-        (states, vouched, found, unsyncedEntries) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer)
+        (states, vouched, found, unsyncedEntries) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer,
+                                                               concurrency: concurrency)
         let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys)
         let (ownerKey, vouchedKeys) = (self.ownerKey, self.vouchedKeys)
         let proven = owned.filter { destination, record in
@@ -91,7 +93,7 @@ package struct Observation: Sendable {
         }
         unprovenCount = prunes ? owned.count - proven.count : 0
         orphans = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys) : []
-        let candidates = prunes ? Self.pruneCandidates(proven, root: manifest.root) : []
+        let candidates = prunes ? Self.pruneCandidates(proven, root: manifest.root, concurrency: concurrency) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
         unlistedCount = prunes ? 0 : proven.count
@@ -123,7 +125,8 @@ package struct Observation: Sendable {
 
     /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
     /// the rest is read and hashed.
-    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool, observer: LocalObserver)
+    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
+                              observer: LocalObserver, concurrency: Int)
         -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int]) {
         var states: [LocalState] = []
         var vouched: [Bool] = []
@@ -149,7 +152,7 @@ package struct Observation: Sendable {
             states.append(localState(settled.file, at: files[index].destination))
             vouched.append(settled.record != nil)
         }
-        let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: ProcessorCount.online)
+        let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: concurrency)
         for ((index, request), (file, record)) in zip(unsettled, read) {
             states[index] = localState(file, at: request.destination)
             guard let record else { continue }
@@ -227,14 +230,14 @@ package struct Observation: Sendable {
     /// The files of `owned` as they are now, with the identity they were observed with. Each is hashed, whatever
     /// the state says of its identity: a file is deleted only when its bytes are what the record's tag proves haul
     /// wrote there (the identity in a record is no part of the proof; anyone who can write the state can set it).
-    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)],
-                                        root: String) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], root: String,
+                                        concurrency: Int) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         let requests = owned.map { destination, record in
             // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
                                expectedSize: record.identity.size >= 0 ? record.identity.size : nil)
         }
-        let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: ProcessorCount.online)
+        let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: concurrency)
         return zip(owned, observed).map { owned, observed in
             (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
              observed.record?.identity)

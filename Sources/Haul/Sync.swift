@@ -2,6 +2,7 @@ import HaulEngine
 import HaulManifest
 import HaulPlanner
 import HaulStore
+import HaulThreads
 
 /// Settings of a run that come from the command line, not the manifest.
 package struct SyncOptions: Sendable {
@@ -41,6 +42,9 @@ package struct SyncOptions: Sendable {
     /// Seconds since the epoch: when a server's confirmation was, and whether it is still fresh. Injectable, so
     /// that freshness can be tested without waiting.
     package var wallClock: @Sendable () -> Double = RetryPolicy.systemWallClock
+    /// How the run shares its open-file limit between its parts (`jobs` is its `transfers`); its thread counts also
+    /// fit the address-space limit (`MemoryBudget`).
+    package var descriptors: DescriptorBudget
 
     package init(jobs: Int = EngineConfiguration.defaultConcurrency,
                 connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
@@ -55,6 +59,7 @@ package struct SyncOptions: Sendable {
         self.shard = shard
         self.rewrites = rewrites
         self.cacheDirectory = cacheDirectory
+        descriptors = .unlimited(transfers: jobs, cores: ProcessorCount.online)
     }
 }
 
@@ -101,7 +106,8 @@ package struct Sync: Sendable {
     /// pinned file whatever the state says (but the state still tells which files haul wrote: pruning and
     /// revalidation need that, and hashing cannot recover it).
     package func observe(_ access: Observation.Access, rehash: Bool = false) throws(ObservationFailure) -> Observation {
-        try Observation(of: manifest, access: access, rehash: rehash, prunes: prunes, adopting: options.adopts)
+        try Observation(of: manifest, access: access, rehash: rehash, prunes: prunes, adopting: options.adopts,
+                        concurrency: options.descriptors.observers)
     }
 
     /// Decides, from values alone.

@@ -52,11 +52,12 @@ extension Sync {
                 }
                 return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
-            let cache = options.cacheDirectory.flatMap { CacheSession.open($0, observer: observer) }
+            let cache = options.cacheDirectory.flatMap { CacheSession.open($0, descriptors: options.descriptors, observer: observer) }
             let execution = Execution(plan: plan, staging: staging, cache: cache,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
-                                                           durability: options.durability),
+                                                           durability: options.durability,
+                                                           heldFolders: options.descriptors.commitFolders),
                                       authorship: Authorship(manifestKey: observation.manifestKey, key: observation.ownerKey,
                                                              rewrites: options.rewrites, wallClock: options.wallClock),
                                       observer: observer, expectedCount: fetches.count)
@@ -68,7 +69,7 @@ extension Sync {
                 startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond))
             // Hits first, committed as they are copied; the engine gets what the cache could not serve.
             let downloads = cache?.fill(plan, fetches: fetches, staging: staging, startsWriteback: options.durability == .full,
-                                        cancellation: cancellation) {
+                                        maxFileSize: options.maxFileSize, cancellation: cancellation) {
                 execution.transfer($0, didProduce: .finished(.success($1)))
             } ?? fetches
             let groups = Self.shareGroups(plan, fetches: downloads)
@@ -163,13 +164,6 @@ extension Sync {
                                       stallTimeout: options.stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
         request.alternativeDigests = entry.checksum?.alternatives ?? []
         return request
-    }
-
-    /// How many of `wanted` transfers fit in the open-file limit. Each holds a socket, its file, and for a large
-    /// body a reader for its trailing hash; the rest of a run (the lock, haul's folders, the committer's folders,
-    /// the hashing threads, each engine loop's wake-up pair, libcurl's resolver) holds a few dozen at most.
-    package static func transfersFitting(_ limit: DescriptorLimit, wanted: Int) -> Int {
-        limit.fitting(wanted, each: 3, reserve: 24 + 4 * ProcessorCount.online)
     }
 }
 

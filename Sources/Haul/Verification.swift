@@ -1,5 +1,6 @@
 import HaulManifest
 import HaulPlanner
+import HaulThreads
 
 /// `haul verify`: hash every local file and compare with the manifest. No network, no writes.
 package struct VerificationResult: Sendable {
@@ -9,9 +10,10 @@ package struct VerificationResult: Sendable {
     package var problems: [PlannedEntry] { plan.entries.filter { $0.action.isChange && $0.action != .revalidate } }
     package var exitStatus: ExitStatus { problems.isEmpty ? .success : .entryFailed }
 
-    /// Every pinned file is hashed, whatever the state says; root's private folder is only checked.
-    package init(manifest: Manifest) throws(ObservationFailure) {
-        let observation = try Observation(of: manifest, access: .lookingOnly, rehash: true)
+    /// Every pinned file is hashed, whatever the state says; root's private folder is only checked. `concurrency`:
+    /// hashing threads (the run's `DescriptorBudget.observers`).
+    package init(manifest: Manifest, concurrency: Int = ProcessorCount.online) throws(ObservationFailure) {
+        let observation = try Observation(of: manifest, access: .lookingOnly, rehash: true, concurrency: concurrency)
         plan = Planner.plan(manifest.files, observed: observation.states)
         plan.shardScope = manifest.shardScope
     }

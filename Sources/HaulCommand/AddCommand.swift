@@ -340,6 +340,8 @@ struct AddCommand: ParsableCommand {
                                   durability: try DurabilityOptions.fromEnvironment(), rewrites: rewrites)
         options.netrc = netrc
         try requestOptions.apply(to: &options)
+        // The kept downloads are put in place from a cache (`KeptDownloads`).
+        try RunLimits.apply(to: &options, transfers: true, entries: destinations.count, cache: true)
         let pending = "run \"\(syncCommand)\" to put \(destinations.count == 1 ? "it" : "them") in place"
         let result: SyncResult
         do {
@@ -508,6 +510,7 @@ struct AddCommand: ParsableCommand {
         interrupts.beginChanging()
         var options = SyncOptions(jobs: 1, connectionsPerHost: 1, caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
                                   rewrites: rewrites)
+        try RunLimits.apply(to: &options, transfers: true, entries: 1)
         options.netrc = netrc
         try requestOptions.apply(to: &options)
         options.commandLineHeaders = HeaderRules.merge(defaults: manifestHeaders, entry: options.commandLineHeaders)

@@ -31,8 +31,9 @@ struct CacheCommand: ParsableCommand {
         abstract: "Inspect or trim the content cache that `sync --cache` uses.",
         discussion: """
         The cache folder holds verified files by digest: DIR/sha256/ab/abcdef… (algorithm, first two hex digits, \
-        whole digest), and DIR/tmp/ for insertions in progress. Without --cache these commands use $HAUL_CACHE, \
-        else $XDG_CACHE_HOME/haul, else ~/.cache/haul.
+        whole digest), DIR/tmp/ for insertions in progress, and the marker DIR/haul-cache that makes it a cache: \
+        a folder holding anything else without that marker is refused (exit 64). Without --cache these commands \
+        use $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul.
         Examples:
           haul cache info --cache /ci/cache/haul
           HAUL_CACHE=/ci/cache/haul haul cache gc --max-size 2G
@@ -55,15 +56,20 @@ struct CacheLocation: ParsableArguments {
         return directory
     }
 
-    /// The cache, or nil if its folder does not exist (an empty cache, for these commands); exits 1 for any
-    /// other failure to open it.
+    /// The cache, or nil if its folder does not exist (an empty cache, for these commands). A folder that is not a
+    /// cache (`ContentCache.Recognition`: `--cache ~` by mistake) is a usage error, exit 64, with nothing in it
+    /// touched; any other failure to open it exits 1.
     func open() throws -> (path: String, cache: ContentCache?) {
         let path = try resolved()
         switch ContentCache.open(path, create: false) {
         case .success(let cache): return (path, cache)
-        case .failure(let error) where error.errno == ENOENT: return (path, nil)
-        case .failure(let error):
-            Output.errors(["error: \(error)"])
+        case .failure(.missing): return (path, nil)
+        case .failure(let failure):
+            if case .notACache = failure {
+                Output.errors([TerminalText("error: \(failure); nothing was read or removed")])
+                throw ExitCode(ExitStatus.usage.rawValue)
+            }
+            Output.errors([TerminalText("error: \(failure)")])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }
@@ -100,9 +106,9 @@ struct CacheGCCommand: ParsableCommand {
         commandName: "gc",
         abstract: "Delete least recently used entries until the cache is at most --max-size.",
         discussion: """
-        Entries are removed oldest first by mtime, which every hit renews; files in tmp/ older than an hour \
-        (insertions that crashed) are removed too. Safe while other haul processes use the cache: one that \
-        finds an entry gone downloads the file.
+        Entries are removed oldest first by mtime, which every hit renews; insertions in tmp/ older than an hour \
+        (ones that crashed) are removed too. Only names of the forms the cache makes are touched. Safe while other \
+        haul processes use the cache: one that finds an entry gone downloads the file.
         """)
 
     @OptionGroup var location: CacheLocation

@@ -40,6 +40,8 @@ struct HaulCLI: ParsableCommand {
         // thousand, a sync by the transfer.
         _ = DescriptorLimit.raised()
         do {
+            // Under an address-space limit (`ulimit -v`), threads and malloc arenas are sized to it before any starts.
+            try RunLimits.start()
             var command = try parseAsRoot()
             try command.run()
         } catch {
@@ -164,19 +166,14 @@ struct TransferOptions: ParsableArguments {
 
     var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }
 
-    /// The run's settings, with as many transfers at once as the open-file limit allows (`warning` says so when
-    /// that is fewer than asked).
-    func syncOptions(prune: Bool, rewrites: URLRewriter, warning: (String) -> Void) -> SyncOptions {
+    /// The run's settings, with as many transfers at once as the open-file and address-space limits allow
+    /// (`warning` says so when that is fewer than asked), and the rest of them shared between the run's parts; exits
+    /// 64 when a limit is too low to sync at all (`RunLimits.apply`).
+    func syncOptions(prune: Bool, rewrites: URLRewriter, cacheDirectory: String?, entries: Int,
+                     warning: (String) -> Void) throws -> SyncOptions {
         var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
-                                  maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites)
-        let descriptors = DescriptorLimit.raised()
-        let fitting = Sync.transfersFitting(descriptors, wanted: jobs)
-        if fitting < jobs {
-            warning("the open-file limit (\(descriptors.limit), see ulimit -n) allows \(fitting == 1 ? "1 transfer" : "\(fitting) transfers") "
-                    + "at once, not \(jobs): running \(fitting)")
-            options.jobs = fitting
-            options.connectionsPerHost = min(perHost, fitting)
-        }
+                                  maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites, cacheDirectory: cacheDirectory)
+        try RunLimits.apply(to: &options, transfers: true, entries: entries, warning: warning)
         return options
     }
 }
@@ -341,9 +338,10 @@ struct SyncCommand: ManifestCommand {
         let manifest = try flags.load()
         try flags.policy.enforce(on: manifest)
         let reporter = flags.makeReporter(rewrites: rewrites)
-        var options = flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites, warning: reporter.warning)
+        var options = try flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites,
+                                                            cacheDirectory: flags.cacheOptions.directory(),
+                                                            entries: manifest.files.count, warning: reporter.warning)
         options.shard = try flags.sharding.resolved()
-        options.cacheDirectory = flags.cacheOptions.directory()
         options.durability = try flags.durabilityOptions.resolved()
         options.netrc = try flags.netrcOptions.credentials(manifestWants: manifest.netrc)
         options.revalidatesFreshFiles = flags.policy.refresh
@@ -401,6 +399,7 @@ struct PlanCommand: ManifestCommand {
         try flags.policy.enforce(on: manifest)
         var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
                                   cacheDirectory: flags.cacheOptions.directory())
+        try RunLimits.apply(to: &options, transfers: false, entries: manifest.files.count)
         options.revalidatesFreshFiles = flags.policy.refresh
         options.adopts = Set(flags.policy.adopt)
         let sync = Sync(manifest: manifest, options: options)
@@ -441,9 +440,11 @@ struct Verify: ManifestCommand {
         _ = try flags.configOptions.rewrites()
         var manifest = try flags.load()
         if let shard = try flags.sharding.resolved() { manifest = manifest.restricted(to: shard) }
+        var limits = SyncOptions()
+        try RunLimits.apply(to: &limits, transfers: false, entries: manifest.files.count)
         let result: VerificationResult
         do {
-            result = try VerificationResult(manifest: manifest)
+            result = try VerificationResult(manifest: manifest, concurrency: limits.descriptors.observers)
         } catch {
             Output.errors(["error: \(error)"])
             throw ExitCode(error.exitStatus.rawValue)

@@ -185,9 +185,7 @@ package enum HumanReport {
     package static func describe(_ reason: FailureReason, checksum: Checksum?, pinnedSize: Int64? = nil) -> String {
         switch reason {
         case .tooLarge(let limit):
-            return pinnedSize != nil
-                ? "more than the \(limit) bytes its size says"
-                : "more than \(ByteCount.format(limit)), the --max-file-size limit (an entry's size sets its own)"
+            return SizeLimit.exceeded(limit, pinned: pinnedSize != nil)
         case .digestMismatch(let expected, let actual, let encoding):
             guard let checksum else { return reason.description }
             return "checksum mismatch: expected \(checksum.render(expected)), got \(checksum.render(actual))"
@@ -283,18 +281,3 @@ package enum HumanReport {
     }
 }
 
-/// Byte counts the way people read them: 1 decimal place, binary units (`1.5 MiB`).
-package enum ByteCount {
-    package static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        if unit == 0 { return "\(bytes) B" }
-        let tenths = Int((value * 10).rounded())
-        return "\(tenths / 10).\(tenths % 10) \(units[unit])"
-    }
-}

@@ -18,7 +18,7 @@ enum ManualFacts {
         Item(term: "\(ExitStatus.invalidManifest.rawValue)", meaning: "the manifest is invalid or refused; nothing touched"),
         Item(term: "\(ExitStatus.rootBusy.rawValue)", meaning: "another haul is syncing the same root (see --wait)"),
         Item(term: "\(ExitStatus.unsafePrivateFolder.rawValue)", meaning: "root's .haul holds a symlink or a wrong kind of file"),
-        Item(term: "\(ExitStatus.usage.rawValue)", meaning: "usage error, or a bad --config, --ca-file or setting"),
+        Item(term: "\(ExitStatus.usage.rawValue)", meaning: "usage error, or a bad --config, --ca-file, cache folder, setting or ulimit"),
         Item(term: "\(ExitStatus.outputFailed.rawValue)", meaning: "standard output could not be written (disk full, I/O error)"),
         Item(term: "130, 143", meaning: "interrupted (SIGINT, SIGTERM); finished files stay"),
     ]

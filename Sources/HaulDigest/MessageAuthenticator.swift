@@ -21,13 +21,8 @@ package struct MessageAuthenticator: Sendable {
 
     /// The code of `message`, whole (32 bytes).
     package func code(_ message: [UInt8]) -> Digest {
-        let inner = StreamingHasher(.sha256)
-        inner.update(innerPad)
-        inner.update(message)
-        let outer = StreamingHasher(.sha256)
-        outer.update(outerPad)
-        inner.finalize().withUnsafeBytes { outer.update($0) }
-        return outer.finalize()
+        let inner = StreamingHasher.digest(innerPad + message, algorithm: .sha256)
+        return inner.withUnsafeBytes { StreamingHasher.digest(outerPad + $0, algorithm: .sha256) }
     }
 
     /// `count` bytes from the operating system's random source, through libcrypto; nil if it has none to give.

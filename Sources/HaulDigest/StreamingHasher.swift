@@ -9,9 +9,11 @@ package final class StreamingHasher: @unchecked Sendable {
     private let context: OpaquePointer
     private var finished = false
 
-    package init(_ algorithm: DigestAlgorithm) {
+    /// nil when OpenSSL cannot allocate the hash's state (out of memory): the caller fails what it was hashing
+    /// for, with ENOMEM, rather than the process.
+    package init?(_ algorithm: DigestAlgorithm) {
         self.algorithm = algorithm
-        guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
+        guard let context = EVP_MD_CTX_new() else { return nil }
         self.context = context
         EVP_DigestInit_ex(context, Self.evpType(algorithm), nil)
     }
@@ -37,9 +39,10 @@ package final class StreamingHasher: @unchecked Sendable {
         }
     }
 
-    /// One-shot convenience for small buffers (tests, headers).
+    /// One-shot convenience for small buffers (names, URLs, tests): a few hundred bytes of state that cannot be had
+    /// leave the process nothing to go on with.
     package static func digest(_ bytes: [UInt8], algorithm: DigestAlgorithm) -> Digest {
-        let hasher = StreamingHasher(algorithm)
+        guard let hasher = StreamingHasher(algorithm) else { fatalError("EVP_MD_CTX_new: out of memory") }
         hasher.update(bytes)
         return hasher.finalize()
     }

@@ -73,9 +73,10 @@ final class TrailingHasher {
         func run() {
             let (descriptor, algorithm, startsWriteback) = state.withLock { ($0.descriptor, $0.algorithm, $0.startsWriteback) }
             defer { close(descriptor) }
-            let hasher = StreamingHasher(algorithm)
+            let buffer = ReadBuffer.allocate(TrailingHasher.chunk)
+            defer { ReadBuffer.free(buffer) }
+            guard let buffer, let hasher = StreamingHasher(algorithm) else { return fail(ReadFailure(errno: ENOMEM)) }
             var writeback = startsWriteback ? WritebackHint() : nil
-            var buffer = [UInt8](repeating: 0, count: TrailingHasher.chunk)
             var hashed: Int64 = 0
             while true {
                 let (target, ended, abandoned) = state.withLock { ($0.end ?? $0.written, $0.end != nil, $0.abandoned) }
@@ -86,13 +87,23 @@ final class TrailingHasher {
                     continue
                 }
                 let wanted = Int(min(Int64(buffer.count), target - hashed))
-                let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, wanted, off_t(hashed)) }
+                let count = pread(descriptor, buffer.baseAddress, wanted, off_t(hashed))
                 if count < 0 && errno == EINTR { continue }
                 // A file shorter than what was written to it is not one whose digest means anything.
-                guard count > 0 else { return finish(.failure(ReadFailure(errno: count < 0 ? errno : EIO))) }
-                buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                guard count > 0 else { return fail(ReadFailure(errno: count < 0 ? errno : EIO)) }
+                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
                 hashed += Int64(count)
                 writeback?.written(upTo: hashed, of: descriptor)
+            }
+        }
+
+        /// A failure met before the writer is done is told once it is: only then is there a completion to tell it to.
+        private func fail(_ failure: ReadFailure) {
+            while true {
+                let (ended, abandoned) = state.withLock { ($0.end != nil, $0.abandoned) }
+                if abandoned { return }
+                if ended { return finish(.failure(failure)) }
+                wake.wait()
             }
         }
 

@@ -171,8 +171,14 @@ final class Transfer {
         bytesPerSecond % 1024 == 0 ? "\(bytesPerSecond / 1024) KiB/s" : "\(bytesPerSecond) B/s"
     }
 
-    /// The digest of exactly the bytes written, for bodies hashed in the callback.
-    func finishInlineHash() -> Digest { (attempt.hasher ?? StreamingHasher(state.request.hashAlgorithm)).finalize() }
+    /// The digest of exactly the bytes written, for bodies hashed in the callback (an empty one had no hasher).
+    func finishInlineHash() -> Result<Digest, FailureReason> {
+        guard let hasher = attempt.hasher ?? StreamingHasher(state.request.hashAlgorithm) else { return .failure(outOfMemory) }
+        return .success(hasher.finalize())
+    }
+
+    /// No memory for a hash's state.
+    private var outOfMemory: FailureReason { .local(operation: "hash", path: temporaryPath, errno: ENOMEM) }
 
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
@@ -206,7 +212,13 @@ final class Transfer {
                 }
             }
             if hashesTrailing { _ = startTrailingHash() }
-            if attempt.trailingHasher == nil { attempt.hasher = StreamingHasher(state.request.hashAlgorithm) }
+            if attempt.trailingHasher == nil {
+                guard let hasher = StreamingHasher(state.request.hashAlgorithm) else {
+                    state.abort(outOfMemory)
+                    return false
+                }
+                attempt.hasher = hasher
+            }
         }
         return true
     }

@@ -455,7 +455,7 @@ package final class TransferEngine: Sendable {
                 ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
             let action = transfer.state.attemptEnded(
                 bytesWritten: transfer.takeBytesWritten(), error: error, writeRefused: result == CURLE_WRITE_ERROR,
-                outOfDescriptors: transfer.socketError == EMFILE || transfer.socketError == ENFILE, redirectTarget: redirect,
+                outOfDescriptors: DescriptorShortage.means(transfer.socketError), redirectTarget: redirect,
                 proxyAuthentication: status == 407 ? Self.proxyAuthentication(for: url) : nil, now: clock.now,
                 badHosts: badHostFlags(transfer))
             if case .retry(let failure?, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
@@ -467,7 +467,7 @@ package final class TransferEngine: Sendable {
         /// through `trailingDigests` and a wake-up, so the loop never waits for a hash.
         private mutating func verify(_ transfer: Transfer, fromDisk: Bool) {
             guard transfer.trailingHasher != nil || fromDisk, let trailing = transfer.startTrailingHash() else {
-                return judge(transfer, digest: .success(transfer.finishInlineHash()))
+                return judge(transfer, digest: transfer.finishInlineHash())
             }
             let key = ObjectIdentifier(transfer)
             verifying[key] = transfer
@@ -698,7 +698,7 @@ private final class TrailingDigests: Sendable {
 
 extension FailureReason {
     /// The process (or the system) ran out of file descriptors: a matter of waiting, not of the source.
-    var isOutOfDescriptors: Bool { if case .local(_, _, let code) = self { code == EMFILE || code == ENFILE } else { false } }
+    var isOutOfDescriptors: Bool { if case .local(_, _, let code) = self { DescriptorShortage.means(code) } else { false } }
 
     /// A local failure (disk full, permission) is the same whichever source is tried.
     var isLocal: Bool { if case .local = self { true } else { false } }

@@ -7,12 +7,12 @@ import Glibc
 package struct DescriptorLimit: Sendable, Equatable {
     /// The limit in force after raising it.
     package let limit: Int
-    /// Descriptors open when it was taken (standard streams, the run lock, …).
-    package let inUse: Int
+    /// The descriptors open when it was taken (standard streams, what the caller left open), by number, ascending.
+    package let open: [Int]
 
-    package init(limit: Int, inUse: Int) {
+    package init(limit: Int, open: [Int]) {
         self.limit = limit
-        self.inUse = inUse
+        self.open = open.sorted()
     }
 
     /// Raises the soft limit to the hard one (where it can) and says what there is.
@@ -26,28 +26,39 @@ package struct DescriptorLimit: Sendable, Equatable {
             }
         }
         // RLIM_INFINITY is all ones: clamped, it is as good as no limit.
-        let limit = Int(clamping: limits.rlim_cur)
-        return DescriptorLimit(limit: limit, inUse: openDescriptors())
+        return DescriptorLimit(limit: Int(clamping: limits.rlim_cur), open: openDescriptors())
     }
+
+    /// Descriptors open that take numbers the process could open: only those below the limit. One inherited above
+    /// it (a shell's `exec 255<…`) takes none of them.
+    package var inUse: Int { inUse(below: limit) }
 
     /// Descriptors the run may still open.
     package var available: Int { max(0, limit - inUse) }
 
-    /// How many of `wanted` things that hold `each` descriptors fit, after `reserve` for everything else; at least 1.
-    package func fitting(_ wanted: Int, each: Int, reserve: Int) -> Int {
-        max(1, min(wanted, (available - reserve) / max(1, each)))
+    /// The lowest limit that would leave `needed` descriptors available: raising the limit also brings the
+    /// descriptors open above the present one within it.
+    package func limit(leaving needed: Int) -> Int {
+        var candidate = needed
+        while candidate - inUse(below: candidate) < needed { candidate += 1 }
+        return candidate
     }
 
-    /// Counted in /proc/self/fd (the directory's own descriptor is not counted).
-    private static func openDescriptors() -> Int {
-        guard let directory = opendir("/proc/self/fd") else { return 3 }
+    private func inUse(below limit: Int) -> Int { open.prefix { $0 < limit }.count }
+
+    /// The numbers in /proc/self/fd, but that of the directory read.
+    private static func openDescriptors() -> [Int] {
+        guard let directory = opendir("/proc/self/fd") else { return [0, 1, 2] }
+        let own = Int(dirfd(directory))
         defer { closedir(directory) }
-        var count = 0
+        var numbers: [Int] = []
         while let entry = readdir(directory) {
-            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { $0.first == UInt8(ascii: ".") }
-            if !isDot { count += 1 }
+            let number = withUnsafeBytes(of: entry.pointee.d_name) { name -> Int? in
+                Int(String(decoding: name.prefix { $0 != 0 }, as: UTF8.self))
+            }
+            if let number, number != own { numbers.append(number) }
         }
-        return max(0, count - 1)
+        return numbers
     }
 }
 

@@ -70,12 +70,18 @@ package final class Committer: Sendable {
     package let journal: OwnershipJournal?
     /// One batch at a time: the walk's folders are shared by a batch's preparation and its renames.
     private let serial = Mutex(())
+    /// Folders a batch's walk keeps open between destinations: the committer's share of the run's descriptors.
+    private let heldFolders: Int
+    /// As many as are worth holding: a batch seldom spans more folders.
+    package static let defaultHeldFolders = ContainedWalk.defaultRecentLimit
 
-    package init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .full) {
+    package init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .full,
+                 heldFolders: Int = Committer.defaultHeldFolders) {
         self.root = FileSystem.normalizedRoot(root)
         self.staging = staging
         self.journal = journal
         self.durability = durability
+        self.heldFolders = heldFolders
     }
 
     /// A failing request does not stop the others; its temporary file is left for the caller to discard and its
@@ -93,7 +99,7 @@ package final class Committer: Sendable {
             return results.map { _ in .failure(StoreError(operation: "create directory", path: root, errno: code)) }
         }
         var walk: ContainedWalk
-        switch ContainedWalk.start(root: root) {
+        switch ContainedWalk.start(root: root, keeping: heldFolders) {
         case .success(let started): walk = started
         case .failure(let failure): return results.map { _ in .failure(failure) }
         }

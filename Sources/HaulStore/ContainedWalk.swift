@@ -1,6 +1,7 @@
 import Glibc
 import HaulFileSystem
 import HaulManifest
+import HaulThreads
 
 /// Reaches a destination's folder from root's descriptor one component at a time, each opened without following
 /// a symlink; a symlink component is followed by haul itself, and only while it stays inside root.
@@ -17,26 +18,35 @@ struct ContainedWalk {
     /// are repeats. Bounded: a manifest with 100,000 folders must not hold 100,000 descriptors. By bytes, as the
     /// kernel names folders.
     private var recent: [DestinationKey: DirectoryHandle] = [:]
-    private static let recentLimit = 16
+    /// How many `recent` holds at most: a share of the run's descriptors (`DescriptorBudget`).
+    private let recentLimit: Int
+    /// What `recentLimit` is unless the caller's budget says otherwise.
+    static let defaultRecentLimit = 16
     /// Symlinks followed in one walk before it is called a loop (the kernel's own limit).
     private static let maximumHops = 40
 
-    /// Opens root (following symlinks: where root is is the user's choice).
-    static func start(root: String) -> Result<ContainedWalk, StoreError> {
+    /// Opens root (following symlinks: where root is is the user's choice), waiting for a descriptor if there is
+    /// none (`DescriptorShortage`). `keeping`: how many folders it may hold between walks.
+    static func start(root: String, keeping recentLimit: Int = defaultRecentLimit) -> Result<ContainedWalk, StoreError> {
         let handle: DirectoryHandle
-        switch DirectoryHandle.open(root) {
+        switch DescriptorShortage.waiting({ DirectoryHandle.open(root) }, isShortage: Self.isShortage) {
         case .success(let opened): handle = opened
         case .failure(let failure): return .failure(StoreError(operation: "open", path: root, errno: failure.errno))
         }
         switch FileSystem.realPath(root) {
-        case .success(let real): return .success(ContainedWalk(root: handle, realRoot: real))
+        case .success(let real): return .success(ContainedWalk(root: handle, realRoot: real, keeping: recentLimit))
         case .failure(let code): return .failure(StoreError(operation: "resolve root", path: root, errno: code))
         }
     }
 
-    init(root: DirectoryHandle, realRoot: String) {
+    init(root: DirectoryHandle, realRoot: String, keeping recentLimit: Int = defaultRecentLimit) {
         self.root = root
         self.realRoot = realRoot
+        self.recentLimit = max(0, recentLimit)
+    }
+
+    private static func isShortage(_ opened: Result<DirectoryHandle, SystemError>) -> Bool {
+        if case .failure(let failure) = opened { DescriptorShortage.means(failure.errno) } else { false }
     }
 
     /// Where a destination's folder stands.
@@ -49,6 +59,10 @@ struct ContainedWalk {
         /// A component cannot serve as a folder (a file, a dangling symlink, a loop); `reason` names it.
         case blocked(errno: Int32, reason: String)
         case failed(StoreError)
+
+        var isOutOfDescriptors: Bool {
+            if case .failed(let failure) = self { DescriptorShortage.means(failure.errno) } else { false }
+        }
     }
 
     /// The folder `components` name under root; with `create`, missing ones are made (0755, narrowed by the
@@ -58,13 +72,14 @@ struct ContainedWalk {
         let key = DestinationKey(components.joined(separator: "/"))
         if let known = recent[key] { return .folder(known) }
         var reach = walk(components, create: create)
-        if case .failed(let failure) = reach, failure.errno == EMFILE || failure.errno == ENFILE, !recent.isEmpty {
-            // Out of descriptors: the folders held for later are worth less than this one.
+        if reach.isOutOfDescriptors {
+            // Out of descriptors: the folders held for later are worth less than this one, and then another part of
+            // the run gives some back.
             recent.removeAll()
-            reach = walk(components, create: create)
+            reach = DescriptorShortage.waiting({ walk(components, create: create) }, isShortage: \.isOutOfDescriptors)
         }
-        if case .folder(let handle) = reach {
-            if recent.count >= Self.recentLimit { recent.removeAll(keepingCapacity: true) }
+        if case .folder(let handle) = reach, recentLimit > 0 {
+            if recent.count >= recentLimit { recent.removeAll(keepingCapacity: true) }
             recent[key] = handle
         }
         return reach
@@ -73,11 +88,13 @@ struct ContainedWalk {
     /// Forgets the folders reached: the next walk looks again (after a failure that suggests the tree changed).
     mutating func forget() { recent.removeAll(keepingCapacity: true) }
 
+    /// One folder at a time is held (the one reached so far, and the next while it is opened): a walk costs two
+    /// descriptors beside root's however deep it goes. A `..` in a symlink's target walks again from root.
     private func walk(_ components: ArraySlice<String>, create: Bool) -> Reach {
         /// Components still to walk, last first; `fromLink` names the link whose target they came from.
         var pending: [(name: String, fromLink: String?)] = components.reversed().map { ($0, nil) }
-        var position: [DirectoryHandle] = [root]
-        /// Real names below root of the folders in `position`.
+        var here = root
+        /// Real names below root of the folders walked to reach `here`.
         var names: [String] = []
         /// The user's components walked so far, for messages.
         var written: [String] = []
@@ -91,13 +108,16 @@ struct ContainedWalk {
                     return .escapes("parent \"\(shown)\" is a symlink to \(fromLink ?? ".."), outside root")
                 }
                 names.removeLast()
-                position.removeLast()
+                switch reach(names) {
+                case .success(let parent): here = parent
+                case .failure(let failure):
+                    return .failed(StoreError(operation: "inspect", path: shown, errno: failure.errno))
+                }
                 continue
             }
-            guard let here = position.last else { return .failed(StoreError(operation: "walk to", path: shown, errno: EINVAL)) }
             switch here.subdirectory(name, creatingWithMode: create && fromLink == nil ? 0o755 : nil) {
             case .success(let next):
-                position.append(next)
+                here = next
                 names.append(name)
                 continue
             case .failure(let failure) where failure.errno == ENOENT:
@@ -127,7 +147,7 @@ struct ContainedWalk {
                     return .escapes("parent \"\(shown)\" is a symlink to \(absolute), outside root")
                 }
                 rest = inside
-                position = [root]
+                here = root
                 names = []
             } else if PathText.climbsAbove(rest, depth: names.count) {
                 let absolute = PathRules.normalizeAbsolute(([realRoot] + names + rest).joined(separator: "/"))
@@ -135,7 +155,19 @@ struct ContainedWalk {
             }
             pending.append(contentsOf: rest.reversed().map { ($0, link) })
         }
-        return position.last.map(Reach.folder) ?? .folder(root)
+        return .folder(here)
+    }
+
+    /// The folder `names` (real folders, no symlink among them) reach from root, one held at a time.
+    private func reach(_ names: [String]) -> Result<DirectoryHandle, SystemError> {
+        var here = root
+        for name in names {
+            switch here.subdirectory(name) {
+            case .success(let next): here = next
+            case .failure(let failure): return .failure(failure)
+            }
+        }
+        return .success(here)
     }
 }
 

@@ -12,6 +12,12 @@ import Synchronization
 ///     DIR/sha256/ab/abcdef…   an entry: the file whose SHA-256 is abcdef… (algorithm / first two hex digits /
 ///                             the whole digest in lowercase hex); also sha384/, sha512/
 ///     DIR/tmp/<unique>        insertions in progress, renamed to their digest path once complete
+///     DIR/haul-cache          the marker: this folder is a cache (`Recognition`)
+///
+/// **Only a cache is touched.** A folder is a cache when it holds the marker, which a sync writes when it makes
+/// the cache (or first uses an empty folder, or one an older haul made without a marker, which holds nothing but
+/// the names above). Anything else (a home folder, `/`, given by mistake) is refused before anything is read or
+/// removed, and even in a cache `collect` removes only names of the forms the cache makes.
 ///
 /// **The cache is untrusted.** Whoever restored it may have restored anything: every entry read is hashed as it
 /// is copied (or, after a reflink, read back and hashed), and only a copy whose digest (and size) match is used.
@@ -36,11 +42,18 @@ package final class ContentCache: Sendable {
     package let path: String
     private let directory: DirectoryHandle
     /// `sha256/ab` → its folder, opened once per run (two `openat` per hit saved 100,000 times): slot
-    /// `algorithm index × 256 + first digest byte`, so a lookup builds no string.
-    private let folders = Mutex<[DirectoryHandle?]>(Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count))
+    /// `algorithm index × 256 + first digest byte`, so a lookup builds no string. At most `heldFolderLimit` are held
+    /// (`held` counts them); past that, a folder is opened for its use and closed after.
+    private let folders = Mutex<(table: [DirectoryHandle?], held: Int)>(
+        (Array(repeating: nil, count: 256 * DigestAlgorithm.allCases.count), 0))
+    /// The cache's share of the run's descriptors (`DescriptorBudget`).
+    private let heldFolderLimit: Int
+    /// As many folders as a cache has (of the algorithms it holds).
+    package static let allFolders = 256 * algorithms.count
     /// Cleared the first time the file systems refuse a reflink: the rest of the run copies without asking again.
     private let reflinks = Atomic<Bool>(true)
-    /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter).
+    /// Makes `tmp/` names unique across processes (pid and a random number) and within one (a counter): see
+    /// `insertionName`.
     private let uniquePrefix: String
     private let counter = Atomic<Int>(0)
 
@@ -57,30 +70,115 @@ package final class ContentCache: Sendable {
 
     package static func holds(_ algorithm: DigestAlgorithm) -> Bool { !algorithm.isWeak }
 
-    private init(path: String, directory: DirectoryHandle) {
+    private init(path: String, directory: DirectoryHandle, heldFolderLimit: Int) {
         self.path = path
         self.directory = directory
+        self.heldFolderLimit = heldFolderLimit
         uniquePrefix = String(getpid(), radix: 16) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
     }
 
-    /// Opens the cache at `path`, made (with its parents) if `create` and missing. The path is the user's to
-    /// choose: symlinks along it are followed; inside it nothing is.
-    package static func open(_ path: String, create: Bool) -> Result<ContentCache, StoreError> {
+    /// Why a folder could not be opened as a cache.
+    package enum OpenFailure: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The folder does not exist (only when not creating it).
+        case missing(path: String)
+        /// The folder exists and is not a cache (see `Recognition`): nothing in it is touched.
+        case notACache(path: String, stranger: String)
+        /// It could not be made, opened or listed.
+        case failed(StoreError)
+
+        package var description: String {
+            switch self {
+            case .missing(let path): "cannot open the cache \"\(path)\": \(StoreError.systemMessage(ENOENT))"
+            case .notACache(let path, let stranger):
+                "\"\(path)\" is not a haul content cache: it has no \(ContentCache.markerName) file and holds "
+                    + "\"\(stranger)\", which a cache does not"
+            case .failed(let error): error.description
+            }
+        }
+    }
+
+    /// Opens the cache at `path`. The path is the user's to choose: symlinks along it are followed; inside it
+    /// nothing is. With `create`, a missing folder is made (with its parents), and a folder that is a cache by its
+    /// layout alone (empty, or an older haul's) gets the marker; without, nothing is written. A folder that is not a
+    /// cache is refused either way. `holdingFolders`: how many `sha256/ab` folders it may keep open for the run.
+    package static func open(_ path: String, create: Bool, holdingFolders: Int = allFolders) -> Result<ContentCache, OpenFailure> {
         if create {
             // Each missing component made in turn (`mkdir -p`): EEXIST is success, another process may race us.
             var prefix = path.hasPrefix("/") ? "/" : ""
             for component in path.split(separator: "/") {
                 prefix += component
                 if prefix.withCString({ mkdir($0, 0o755) }) != 0, errno != EEXIST {
-                    return .failure(StoreError(operation: "create directory", path: prefix, errno: errno))
+                    return .failure(.failed(StoreError(operation: "create directory", path: prefix, errno: errno)))
                 }
                 prefix += "/"
             }
         }
+        let directory: DirectoryHandle
         switch DirectoryHandle.open(path) {
-        case .success(let handle): return .success(ContentCache(path: path, directory: handle))
-        case .failure(let failure): return .failure(StoreError(operation: "open the cache", path: path, errno: failure.errno))
+        case .success(let handle): directory = handle
+        case .failure(let failure) where failure.errno == ENOENT: return .failure(.missing(path: path))
+        case .failure(let failure): return .failure(.failed(StoreError(operation: "open the cache", path: path, errno: failure.errno)))
         }
+        if !hasMarker(directory) {
+            guard let names = directory.names() else {
+                return .failure(.failed(StoreError(operation: "list the cache", path: path, errno: errno == 0 ? EIO : errno)))
+            }
+            switch Recognition.of(names: names) {
+            case .stranger(let name): return .failure(.notACache(path: path, stranger: name))
+            case .layout:
+                // A cache that cannot be marked (read-only, full) is used all the same: its layout says what it is.
+                if create { writeMarker(in: directory) }
+            }
+        }
+        return .success(ContentCache(path: path, directory: directory, heldFolderLimit: holdingFolders))
+    }
+
+    /// The marker's name, in the cache folder.
+    package static let markerName = "haul-cache"
+    /// Its first line, which is what is checked; the rest says what the folder is to whoever finds it.
+    private static let markerFirstLine = "haul content cache"
+    private static let markerText = markerFirstLine + "\n"
+        + "This folder is a content cache of haul (sync --cache): files by digest under sha256/, sha384/ and sha512/,\n"
+        + "insertions in progress under tmp/. haul cache gc removes only names of those forms, and only in a folder\n"
+        + "that holds this file.\n"
+
+    /// What a folder without the marker is, by its names.
+    package enum Recognition: Equatable, Sendable {
+        /// Nothing but what a cache holds (the algorithm folders, `tmp`, the marker, a file system's `lost+found`),
+        /// or nothing at all: an older haul's cache, or a new one.
+        case layout
+        /// `name` is not something a cache holds: the folder is not one.
+        case stranger(String)
+
+        package static func of(names: [String]) -> Recognition {
+            for name in names.sorted() where !ContentCache.layoutNames.contains(name) { return .stranger(name) }
+            return .layout
+        }
+    }
+
+    /// Every name a cache folder may hold.
+    private static let layoutNames: Set<String> = Set(DigestAlgorithm.allCases.map(\.rawValue))
+        .union([temporaryFolder, markerName, "lost+found"])
+
+    /// Whether `directory` holds the marker: a regular file whose first line is `markerFirstLine`.
+    private static func hasMarker(_ directory: DirectoryHandle) -> Bool {
+        guard case .success(let descriptor) = directory.openRegularFileForReading(markerName) else { return false }
+        defer { close(descriptor) }
+        let wanted = markerFirstLine.utf8.count + 1
+        var bytes = [UInt8](repeating: 0, count: wanted)
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, wanted, 0) }
+        return count == wanted && bytes.elementsEqual((markerFirstLine + "\n").utf8)
+    }
+
+    /// Writes the marker unless it is there (`O_EXCL`: another process may be writing it at this moment, and a
+    /// reader that finds it short still knows the folder by its layout). Best effort.
+    private static func writeMarker(in directory: DirectoryHandle) {
+        guard case .success(let descriptor) = directory.openFile(markerName, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        else { return }
+        let text = Array(markerText.utf8)
+        let written = text.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        if written != text.count { directory.remove(markerName) }
     }
 
     /// The folder `haul cache …` uses when not told: `$HAUL_CACHE`, else `$XDG_CACHE_HOME/haul`, else
@@ -107,6 +205,9 @@ package final class ContentCache: Sendable {
         /// An entry was there but its bytes were not the digest's (or of the wrong size): it was removed.
         /// The text says what was found, for a warning.
         case corrupt(String)
+        /// The entry at `path` is larger than `limit`, the most the entry may take when it pins no size: not
+        /// copied (and not removed: it may be right, for a run allowed more).
+        case tooLarge(path: String, limit: Int64)
         /// The entry could not be read or the staged file written (the error says which); nothing staged.
         case unusable(StoreError)
     }
@@ -121,12 +222,14 @@ package final class ContentCache: Sendable {
     /// Copies the entry of `digest` as the new file `name` in `target` (mode 0600, for the committer to set),
     /// verifying it on the way: a reflink where the file systems can share blocks (then the copy is read back
     /// and hashed: the cache is untrusted), else a copy hashed as it is read, one pass (read a chunk, hash it,
-    /// write it). `size`: the size the manifest pins, if any. `buffer`: the caller's, reused from file to file.
+    /// write it). `size`: the size the manifest pins, if any; without one, `maxSize` (`--max-file-size`) is the
+    /// most copied, as it is the most downloaded: a larger entry is not copied at all (judged by its size before a
+    /// byte is read). `buffer`: the caller's, reused from file to file.
     /// `startsWriteback`: a copy is written to disk as it is made (`WritebackHint`), for a commit that flushes.
     /// On anything but `.copied`, nothing is left in `target`. A hit sets the entry's mtime to now (what
     /// `collect` evicts by).
-    package func copyVerified(_ digest: Digest, size expectedSize: Int64?, to target: DirectoryHandle, name: String,
-                              buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool = false) -> Hit {
+    package func copyVerified(_ digest: Digest, size expectedSize: Int64?, maxSize: Int64 = .max, to target: DirectoryHandle,
+                              name: String, buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool = false) -> Hit {
         guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return .missing }
         let hex = digest.hex
         let input: Int32
@@ -147,6 +250,7 @@ package final class ContentCache: Sendable {
         if let expectedSize, Int64(info.st_size) != expectedSize {
             return removeCorrupt(digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
         }
+        if expectedSize == nil, Int64(info.st_size) > maxSize { return .tooLarge(path: displayPath(of: digest), limit: maxSize) }
         let output: Int32
         switch target.openFile(name, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) {
         case .success(let opened): output = opened
@@ -191,7 +295,7 @@ package final class ContentCache: Sendable {
     /// where the file systems allow, else read → hash → write.
     private func copyHashing(from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
                              buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool) -> Result<(Int64, Digest), CopyFailure> {
-        let hasher = StreamingHasher(algorithm)
+        guard let hasher = StreamingHasher(algorithm) else { return .failure(CopyFailure(errno: ENOMEM, writing: false)) }
         if size > 0, reflinks.load(ordering: .relaxed) {
             guard let code = KernelCopy.reflink(input, to: output) else {
                 // The clone is what will be committed: it is what is read and hashed (the entry may change under us).
@@ -294,7 +398,7 @@ package final class ContentCache: Sendable {
         case .failure(let failure): return StoreError(operation: "open", path: failure.path, errno: failure.errno)
         }
         defer { close(input) }
-        let unique = "\(uniquePrefix)-\(String(counter.wrappingAdd(1, ordering: .relaxed).oldValue, radix: 16)).tmp"
+        let unique = Self.insertionName(prefix: uniquePrefix, counter: counter.wrappingAdd(1, ordering: .relaxed).oldValue)
         let output: Int32
         switch temporary.openFile(unique, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) {
         case .success(let opened): output = opened
@@ -320,6 +424,19 @@ package final class ContentCache: Sendable {
         return nil
     }
 
+    /// `tmp/<pid>-<random>-<counter>.tmp`, each part in lowercase hex: the one form of name an insertion in
+    /// progress has, and so the only one `collect` removes from `tmp/`.
+    private static func insertionName(prefix: String, counter: Int) -> String {
+        "\(prefix)-\(String(counter, radix: 16)).tmp"
+    }
+
+    /// Whether `name` has the form `insertionName` makes.
+    package static func isInsertionName(_ name: String) -> Bool {
+        guard name.hasSuffix(".tmp") else { return false }
+        let parts = name.dropLast(4).split(separator: "-", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts.allSatisfy { !$0.isEmpty && $0.utf8.count <= 16 && isHex($0) }
+    }
+
     /// `size` bytes of `input` into the empty `output`: a reflink, else `sendfile`; the errno of a failure.
     private func clone(from input: Int32, to output: Int32, size: Int64) -> Int32? {
         if size > 0, reflinks.load(ordering: .relaxed) {
@@ -342,16 +459,18 @@ package final class ContentCache: Sendable {
     private func reach(_ digest: Digest, create: Bool) -> Result<DirectoryHandle, SystemError> {
         let first = digest.withUnsafeBytes { Int($0.first ?? 0) }
         let key = (DigestAlgorithm.allCases.firstIndex(of: digest.algorithm) ?? 0) * 256 + first
-        if let held = folders.withLock({ $0[key] }) { return .success(held) }
+        if let held = folders.withLock({ $0.table[key] }) { return .success(held) }
         let algorithm = digest.algorithm.rawValue
         let prefix = String(digest.hex.prefix(2))
         let mode: mode_t? = create ? 0o755 : nil
         return directory.subdirectory(algorithm, creatingWithMode: mode)
             .flatMap { $0.subdirectory(prefix, creatingWithMode: mode) }
             .map { folder in
-                folders.withLock { table in
-                    if let held = table[key] { return held }
-                    table[key] = folder
+                folders.withLock { folders in
+                    if let held = folders.table[key] { return held }
+                    guard folders.held < heldFolderLimit else { return folder }
+                    folders.table[key] = folder
+                    folders.held += 1
                     return folder
                 }
             }
@@ -397,7 +516,7 @@ package final class ContentCache: Sendable {
         return found
     }
 
-    private static func isHex(_ text: String) -> Bool {
+    private static func isHex(_ text: some StringProtocol) -> Bool {
         text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
@@ -407,7 +526,7 @@ package final class ContentCache: Sendable {
         package var removed: [Entry] = []
         /// Entries that should have gone but could not be removed (a read-only cache), with why.
         package var failed: [(Entry, SystemError)] = []
-        /// Names in `tmp/` older than an hour that were removed.
+        /// Insertions in `tmp/` older than an hour that were removed.
         package var staleTemporaries: [String] = []
         /// What the cache holds afterwards.
         package var remainingCount = 0
@@ -415,13 +534,15 @@ package final class ContentCache: Sendable {
     }
 
     /// Removes least recently used entries (oldest mtime first; ties by name, so the order is stable) until the
-    /// entries total at most `maxBytes`, and every file in `tmp/` older than an hour (an insertion that crashed;
-    /// a live one is seconds old). Other processes may be using the cache meanwhile: an entry removed under a
-    /// reader was already open (the reader keeps its copy) or is simply missing (it is downloaded).
+    /// entries total at most `maxBytes`, and every insertion in `tmp/` older than an hour (one that crashed; a live
+    /// one is seconds old). Only names of the forms the cache makes are removed (`entries`, `isInsertionName`):
+    /// anything else, whatever its age, is not the cache's. Other processes may be using the cache meanwhile: an
+    /// entry removed under a reader was already open (the reader keeps its copy) or is simply missing (it is
+    /// downloaded).
     package func collect(maxBytes: Int64, now: timespec = ContentCache.now()) -> Collection {
         var result = Collection()
         if case .success(let temporary) = directory.subdirectory(Self.temporaryFolder) {
-            for name in temporary.names() ?? [] {
+            for name in temporary.names() ?? [] where Self.isInsertionName(name) {
                 guard case .success(let info) = temporary.status(of: name), info.st_mode & S_IFMT == S_IFREG,
                       now.tv_sec - info.st_mtim.tv_sec > Self.staleTemporarySeconds else { continue }
                 if temporary.remove(name) == nil { result.staleTemporaries.append(name) }

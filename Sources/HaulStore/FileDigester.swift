@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFileSystem
 
 /// Hashes files already on disk, for the observer (is the destination already right?) and for callers that
 /// verify a file after the fact.
@@ -10,8 +11,8 @@ package enum FileDigester {
     /// Opens with O_NOFOLLOW so that a destination swapped for a symlink after it was observed is never read
     /// through, and reports the number of bytes actually hashed (the file may have changed since any stat).
     package static func digest(path: String, algorithm: DigestAlgorithm) throws(StoreError) -> (size: Int64, digest: Digest) {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 64)
-        defer { buffer.deallocate() }
+        guard let buffer = ReadBuffer.allocate(chunkSize) else { throw StoreError(operation: "read", path: path, errno: ENOMEM) }
+        defer { ReadBuffer.free(buffer) }
         return try digest(path: path, algorithm: algorithm, buffer: buffer, displayPath: path)
     }
 
@@ -34,7 +35,7 @@ package enum FileDigester {
         // One more syscall per file is pure cost when a single read covers it (the common small-file case).
         if info.st_size > Int64(buffer.count) { _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL) }
 
-        let hasher = StreamingHasher(algorithm)
+        guard let hasher = StreamingHasher(algorithm) else { throw StoreError(operation: "hash", path: displayPath(), errno: ENOMEM) }
         var total: Int64 = 0
         while true {
             let count = read(fd, buffer.baseAddress, buffer.count)

@@ -187,7 +187,7 @@ private struct Worker {
 
     mutating func close() {
         folder.close()
-        buffer?.deallocate()
+        ReadBuffer.free(buffer)
     }
 
     /// What is at the request's destination, hashed if need be.
@@ -199,7 +199,9 @@ private struct Worker {
         case .regularFile(let identity):
             if let settled = request.settle(identity) { return settled }
             guard let directory else { return (.missing, nil) }
-            let buffer = self.buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: FileDigester.chunkSize, alignment: 64)
+            guard let buffer = self.buffer ?? ReadBuffer.allocate(FileDigester.chunkSize) else {
+                return (.unreadable(StoreError(operation: "read", path: request.destination.description, errno: ENOMEM)), nil)
+            }
             self.buffer = buffer
             return request.hash(identity, path: FileSystem.join(directory, request.destination.fileName), buffer: buffer)
         }
@@ -259,7 +261,8 @@ private struct ParentWalker {
             if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) { return .everything(.missing) }
             switch DirectoryHandle.open(root) {
             case .success(let handle):
-                let walk = ContainedWalk(root: handle, realRoot: resolved)
+                // No folder kept between walks: the resolver remembers each folder's answer already.
+                let walk = ContainedWalk(root: handle, realRoot: resolved, keeping: 0)
                 return .walking(ParentWalker(resolver: ParentResolver(root: root, walk: walk)))
             case .failure(let failure):
                 return .everything(.unreadable(StoreError(operation: "open", path: root, errno: failure.errno)))

@@ -370,9 +370,9 @@ final class ContentCacheCommandTests: XCTestCase {
         // Oldest: small, then big, then deep (the most recently used).
         let ages: [(String, Int)] = [("/small.txt", 3000), ("/big.bin", 2000), ("/deep.bin", 1000)]
         for (path, age) in ages { try setModified(entryPath(cache, files[path] ?? []), secondsAgo: age) }
-        try directory.write("cache/tmp/stale-insertion", "left by a crash")
-        try setModified(directory.path("cache/tmp/stale-insertion"), secondsAgo: 7200)
-        try directory.write("cache/tmp/live-insertion", "being written")
+        try directory.write("cache/tmp/5e1f-7a-1.tmp", "left by a crash")
+        try setModified(directory.path("cache/tmp/5e1f-7a-1.tmp"), secondsAgo: 7200)
+        try directory.write("cache/tmp/5e1f-7a-2.tmp", "being written")
 
         // Room for deep.bin only: small (oldest) and big go, in that order.
         let limit = (files["/deep.bin"]?.count ?? 0) + 10
@@ -382,10 +382,10 @@ final class ContentCacheCommandTests: XCTestCase {
         XCTAssertEqual(removed.count, 2, gc.stdout)
         XCTAssertTrue(removed.first?.contains(sha256(files["/small.txt"] ?? [])) ?? false, "oldest first: \(gc.stdout)")
         XCTAssertTrue(removed.last?.contains(sha256(files["/big.bin"] ?? [])) ?? false, gc.stdout)
-        XCTAssertTrue(gc.stdout.contains("removed tmp/stale-insertion"), gc.stdout)
+        XCTAssertTrue(gc.stdout.contains("removed tmp/5e1f-7a-1.tmp (stale)"), gc.stdout)
         XCTAssertTrue(FileManager.default.fileExists(atPath: entryPath(cache, files["/deep.bin"] ?? [])))
         XCTAssertFalse(FileManager.default.fileExists(atPath: entryPath(cache, files["/big.bin"] ?? [])))
-        XCTAssertEqual(directory.list("cache/tmp"), ["live-insertion"])
+        XCTAssertEqual(directory.list("cache/tmp"), ["5e1f-7a-2.tmp"])
         let after = try directory.haul(["cache", "info", "--cache", cache, "--json"])
         XCTAssertEqual(events(after.stdout).first?["entries"] as? Int, 1)
 

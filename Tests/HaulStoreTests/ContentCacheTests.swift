@@ -138,9 +138,9 @@ final class ContentCacheTests: XCTestCase {
             var times = [timespec(tv_sec: now.tv_sec - age, tv_nsec: 0), timespec(tv_sec: now.tv_sec - age, tv_nsec: 0)]
             XCTAssertEqual(utimensat(AT_FDCWD, scratch.at("cache/nested/" + ContentCache.relativePath(of: digests[index])), &times, 0), 0)
         }
-        try scratch.write("cache/nested/tmp/old", "x")
+        try scratch.write("cache/nested/tmp/5e1f-7a-1.tmp", "x")
         var old = [timespec(tv_sec: now.tv_sec - 4000, tv_nsec: 0), timespec(tv_sec: now.tv_sec - 4000, tv_nsec: 0)]
-        XCTAssertEqual(utimensat(AT_FDCWD, scratch.at("cache/nested/tmp/old"), &old, 0), 0)
+        XCTAssertEqual(utimensat(AT_FDCWD, scratch.at("cache/nested/tmp/5e1f-7a-1.tmp"), &old, 0), 0)
         try scratch.write("cache/nested/tmp/young", "x")
         try scratch.write("cache/nested/sha256/zz-not-ours", "left alone")
 
@@ -149,7 +149,7 @@ final class ContentCacheTests: XCTestCase {
         XCTAssertEqual(collection.removed.map(\.relativePath), [2, 0].map { ContentCache.relativePath(of: digests[$0]) })
         XCTAssertEqual(collection.remainingCount, 2)
         XCTAssertEqual(collection.remainingBytes, 2000)
-        XCTAssertEqual(collection.staleTemporaries, ["old"])
+        XCTAssertEqual(collection.staleTemporaries, ["5e1f-7a-1.tmp"])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("cache/nested/tmp")), ["young"])
         XCTAssertTrue(cache.contains(digests[1]) && cache.contains(digests[3]))
         XCTAssertNotNil(scratch.read("cache/nested/sha256/zz-not-ours"))
@@ -162,5 +162,62 @@ final class ContentCacheTests: XCTestCase {
                        "XDG says a relative path is to be ignored")
         XCTAssertEqual(ContentCache.defaultDirectory(environment: ["HAUL_CACHE": "", "HOME": "/h"]), "/h/.cache/haul")
         XCTAssertNil(ContentCache.defaultDirectory(environment: [:]))
+    }
+
+    /// The one form of an insertion's name in `tmp/`, which is all `collect` removes there.
+    func testInsertionNames() {
+        for name in ["1a2b-3c4d-5.tmp", "0-0-0.tmp", "ffffffffffffffff-ffffffffffffffff-1.tmp"] {
+            XCTAssertTrue(ContentCache.isInsertionName(name), name)
+        }
+        for name in ["notes.txt", "1a2b-3c4d.tmp", "1a2b-3c4d-5-6.tmp", "1A2B-3c4d-5.tmp", "1a2b--5.tmp", "1a2b-3c4d-5.tmpx",
+                     "1a2b-3c4d-5.part", "1a2b-3c4d-g.tmp", ".tmp", "-.tmp", "11111111111111111-1-1.tmp"] {
+            XCTAssertFalse(ContentCache.isInsertionName(name), name)
+        }
+    }
+
+    /// Without the marker, a folder is a cache only by its layout: nothing but what a cache holds, or nothing.
+    func testAFolderIsACacheByItsLayout() {
+        XCTAssertEqual(ContentCache.Recognition.of(names: []), .layout)
+        XCTAssertEqual(ContentCache.Recognition.of(names: ["sha256", "sha512", "tmp", "lost+found", "haul-cache"]), .layout)
+        XCTAssertEqual(ContentCache.Recognition.of(names: ["tmp", "sha256", "Documents", ".bashrc"]), .stranger(".bashrc"))
+    }
+
+    /// Made with the marker; a folder holding anything else without it is refused, and nothing is made in it.
+    func testAFolderThatIsNotACacheIsRefused() throws {
+        XCTAssertTrue(String(decoding: scratch.read("cache/nested/haul-cache") ?? [], as: UTF8.self).hasPrefix("haul content cache\n"))
+        try scratch.write("home/notes.txt", "mine")
+        for create in [false, true] {
+            guard case .failure(.notACache(let path, let stranger)) = ContentCache.open(scratch.at("home"), create: create) else {
+                return XCTFail("refused (create: \(create))")
+            }
+            XCTAssertEqual(path, scratch.at("home"))
+            XCTAssertEqual(stranger, "notes.txt")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("home")), ["notes.txt"])
+        guard case .failure(.missing) = ContentCache.open(scratch.at("none"), create: false) else { return XCTFail("missing") }
+        // With the marker, whatever else is there.
+        try scratch.write("home/haul-cache", "haul content cache\n")
+        XCTAssertNoThrow(try ContentCache.open(scratch.at("home"), create: false).get())
+    }
+
+    /// Without a pinned size, an entry larger than `maxSize` is not copied (nothing staged) and not removed; with
+    /// one, its size is what decides.
+    func testAnEntryOverTheLimitIsNotCopied() throws {
+        let content = bytes(5000, seed: 7)
+        let digest = try insert(content)
+        guard case .tooLarge(let path, let limit) = cache.copyVerified(digest, size: nil, maxSize: 4999, to: staging, name: "big.part",
+                                                                       buffer: buffer) else {
+            return XCTFail("expected over the limit")
+        }
+        XCTAssertEqual(path, scratch.at("cache/nested/" + ContentCache.relativePath(of: digest)))
+        XCTAssertEqual(limit, 4999)
+        XCTAssertNil(scratch.read("staging/big.part"), "nothing staged")
+        XCTAssertTrue(cache.contains(digest), "not removed")
+        guard case .copied = cache.copyVerified(digest, size: nil, maxSize: 5000, to: staging, name: "big.part", buffer: buffer) else {
+            return XCTFail("at the limit, copied")
+        }
+        guard case .copied = cache.copyVerified(digest, size: 5000, maxSize: 10, to: staging, name: "pinned.part", buffer: buffer) else {
+            return XCTFail("a pinned size is its own limit")
+        }
     }
 }
