@@ -5,13 +5,16 @@ import HaulStore
 /// What `haul add` downloaded, kept to be put in place rather than downloaded again by the next sync (multi-GB
 /// assets would otherwise cross the network twice).
 ///
-/// A private folder under `$TMPDIR` laid out as a content cache (`ContentCache`): placing the new entries is then an
-/// ordinary sync of those entries with the folder as its cache, so they get the run's lock, commit, durability and
+/// A private folder under `$TMPDIR` holding a content cache (`ContentCache`, in `cache/`, beside the folder's lock):
+/// downloads land in the folder and are renamed into the cache, and placing the new entries is then an ordinary
+/// sync of those entries with that cache, so they get the run's lock, commit, durability and
 /// state records like any other, and every byte is hashed again on its way into the root. Nothing here writes to
 /// the root itself.
 package final class KeptDownloads: Sendable {
     let folder: ScratchDirectory
     private let cache: ContentCache
+    /// The cache inside `folder`: a folder of its own, since a cache holds nothing but what a cache makes.
+    private static let cacheName = "cache"
 
     private init(folder: ScratchDirectory, cache: ContentCache) {
         self.folder = folder
@@ -21,7 +24,7 @@ package final class KeptDownloads: Sendable {
     package static func make() throws(StoreError) -> KeptDownloads {
         let folder = try ScratchDirectory.make(prefix: "haul-add")
         // Made a cache (marked) while it is empty: the sync that places the files uses it as one.
-        switch ContentCache.open(folder.path, create: true) {
+        switch ContentCache.open(folder.path + "/" + cacheName, create: true) {
         case .success(let cache): return KeptDownloads(folder: folder, cache: cache)
         case .failure(let failure):
             folder.remove()
@@ -41,7 +44,7 @@ package final class KeptDownloads: Sendable {
     package func place(_ destinations: Set<String>, of manifest: Manifest, options: SyncOptions, holder: String,
                        cancellation: Cancellation?) throws(ObservationFailure) -> SyncResult {
         var options = options
-        options.cacheDirectory = folder.path
+        options.cacheDirectory = folder.path + "/" + Self.cacheName
         options.prune = false
         var subset = manifest
         subset.prune = false
