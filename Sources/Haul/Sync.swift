@@ -111,7 +111,7 @@ package struct Sync: Sendable {
         plan.shardScope = manifest.shardScope
         plan.unlistedCount = observation.unlistedCount
         plan.orphans = observation.orphans
-        plan.unproven = observation.unprovenCount > 0 ? (observation.manifestKey, observation.unprovenCount) : nil
+        plan.unproven = observation.unproven
         return plan
     }
 
@@ -262,7 +262,7 @@ package struct Sync: Sendable {
         }
         changes.records += Self.ownersRenamed(in: cache, by: observation, except: changes.records)
         if fetched > 0, let failure = observation.ownerKeyFailure {
-            observer?.warning("the root's key could not be made (\(failure)); the files this sync wrote are not pruned "
+            observer?.warning("the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
                               + "until --adopt \(observation.manifestKey) vouches for them")
         }
         // A journal left by an earlier run is retired by a save, even one with nothing new to record.
