@@ -45,11 +45,13 @@ package struct Observation: Sendable {
     /// `--adopt` names (the user vouches for them), and with this manifest's own name its older name too.
     private let vouchedKeys: Set<String>
     /// With pruning: manifests gone from their place relative to root whose files the state still holds, with
-    /// how many (nothing of theirs is pruned; `--adopt NAME` makes this manifest their owner).
+    /// how many the root's key proves they wrote (nothing of theirs is pruned; `--adopt NAME` makes this manifest
+    /// their owner).
     package let orphans: [(manifest: String, files: Int)]
-    /// With pruning: files the state says this manifest wrote and no longer lists, but without proof (a state an
-    /// older haul wrote, or a line haul did not write): never pruned until `--adopt` vouches for them.
-    package let unprovenCount: Int
+    /// With pruning: records without proof (a state an older haul wrote, or lines haul did not write) that name
+    /// this manifest as the writer of a file it no longer lists, then those that name a manifest that is gone, with
+    /// how many: never pruned until `--adopt` vouches for them, and never said to be what haul wrote.
+    package let unproven: [(manifest: String, files: Int)]
     /// The root's key, which proves the records of files haul wrote (`OwnerKey`); nil when the root has none and
     /// none could be made (`ownerKeyFailure` says why) or when only looking at a root that has none.
     let ownerKey: OwnerKey?
@@ -91,8 +93,11 @@ package struct Observation: Sendable {
             record.origin.map { vouchedKeys.contains($0.manifestKey) } == true
                 || ownerKey?.proves(record, at: DestinationKey(destination)) == true
         }
-        unprovenCount = prunes ? owned.count - proven.count : 0
-        orphans = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys) : []
+        let gone = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys, key: ownerKey)
+                          : (proven: [], unproven: [])
+        let unprovenOwn = owned.count - proven.count
+        unproven = prunes && unprovenOwn > 0 ? [(manifestKey, unprovenOwn)] + gone.unproven : gone.unproven
+        orphans = gone.proven
         let candidates = prunes ? Self.pruneCandidates(proven, root: manifest.root, concurrency: concurrency) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
@@ -193,19 +198,31 @@ package struct Observation: Sendable {
         return (origin.manifestKey, tag)
     }
 
-    /// Manifests named in the state, by a path relative to root, that are no longer there.
-    private static func orphans(in cache: StateCache, root: String, owners: Set<String>) -> [(manifest: String, files: Int)] {
+    /// Manifests named in the state, by a path relative to root, that are no longer there: by manifest, how many
+    /// of its records `key` proves (`proven`), and how many it does not (`unproven`: a record anyone who can write
+    /// `.haul` could have added, which the plan must not call a file that manifest wrote).
+    private static func orphans(in cache: StateCache, root: String, owners: Set<String>, key: OwnerKey?)
+        -> (proven: [(manifest: String, files: Int)], unproven: [(manifest: String, files: Int)]) {
         var counts: [String: Int] = [:]
         for record in cache.records.values {
-            guard let key = record.origin?.manifestKey, !owners.contains(key) else { continue }
-            counts[key, default: 0] += 1
+            guard let name = record.origin?.manifestKey, !owners.contains(name) else { continue }
+            counts[name, default: 0] += 1
         }
-        return counts.filter { key, _ in
+        let gone = Set(counts.keys.filter { name in
             // A hash (an older haul's name) says nothing about where its manifest is: not reported.
-            guard key != "-", !(key.utf8.count == 32 && key.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+            guard name != "-", !(name.utf8.count == 32 && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
             else { return false }
-            return Glibc.access(root + "/" + key, F_OK) != 0
-        }.map { (manifest: $0.key, files: $0.value) }.sorted { $0.manifest < $1.manifest }
+            return Glibc.access(root + "/" + name, F_OK) != 0
+        })
+        guard !gone.isEmpty else { return ([], []) }
+        // Only the records of manifests that are gone (rare) get their tag checked.
+        var proven: [String: Int] = [:], unproven: [String: Int] = [:]
+        for (destination, record) in cache.records {
+            guard let name = record.origin?.manifestKey, gone.contains(name) else { continue }
+            if key?.proves(record, at: destination) == true { proven[name, default: 0] += 1 } else { unproven[name, default: 0] += 1 }
+        }
+        let sorted = { (counts: [String: Int]) in counts.map { (manifest: $0.key, files: $0.value) }.sorted { $0.manifest < $1.manifest } }
+        return (sorted(proven), sorted(unproven))
     }
 
     /// What the state says this manifest wrote in earlier runs and no longer lists, by name.

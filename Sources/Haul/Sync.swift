@@ -117,7 +117,7 @@ package struct Sync: Sendable {
         plan.shardScope = manifest.shardScope
         plan.unlistedCount = observation.unlistedCount
         plan.orphans = observation.orphans
-        plan.unproven = observation.unprovenCount > 0 ? (observation.manifestKey, observation.unprovenCount) : nil
+        plan.unproven = observation.unproven
         return plan
     }
 
@@ -180,8 +180,11 @@ package struct Sync: Sendable {
     }
 
     /// Deletes only what the plan found unchanged since haul wrote it; the rest is reported and forgotten.
+    /// Records without proof are said as a warning: a sync that prunes nothing because of them must say why, even
+    /// when it has nothing else to do and prints no plan.
     private func prune(_ plan: Plan, observed observation: Observation, observer: SyncObserver?)
         -> [(DestinationPath, PruneOutcome)] {
+        for unproven in plan.unproven { observer?.warning(Self.unprovenNote(unproven)) }
         let pruner = Pruner(root: manifest.root)
         return zip(plan.prunes, observation.pruneIdentities).map { planned, identity in
             let outcome: PruneOutcome = switch planned.action {
@@ -268,7 +271,7 @@ package struct Sync: Sendable {
         }
         changes.records += Self.ownersRenamed(in: cache, by: observation, except: changes.records)
         if fetched > 0, let failure = observation.ownerKeyFailure {
-            observer?.warning("the root's key could not be made (\(failure)); the files this sync wrote are not pruned "
+            observer?.warning("the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
                               + "until --adopt \(observation.manifestKey) vouches for them")
         }
         // A journal left by an earlier run is retired by a save, even one with nothing new to record.
@@ -284,6 +287,13 @@ package struct Sync: Sendable {
                 observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
             }
         }
+    }
+
+    /// Why files a manifest is said to have written are not pruned: their records carry no proof that haul wrote
+    /// them (`Plan.unproven`). One sentence for the plan's line and the sync's warning.
+    package static func unprovenNote(_ unproven: (manifest: String, files: Int)) -> String {
+        "\(unproven.files == 1 ? "1 file" : "\(unproven.files) files") recorded as written by \(unproven.manifest) without "
+            + "haul's proof (a state an older haul wrote, or one edited): not pruned (--adopt \(unproven.manifest) vouches for them)"
     }
 
     /// Records this manifest owns under another name (an older haul's, or a manifest `--adopt` names), recorded

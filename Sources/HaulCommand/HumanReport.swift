@@ -37,10 +37,7 @@ package enum HumanReport {
             lines.append("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
                          + "(--adopt \(orphan.manifest) makes this manifest their owner)")
         }
-        if let unproven = plan.unproven {
-            lines.append("! \(count(unproven.files, "file")) recorded as written by \(unproven.manifest) without haul's proof "
-                         + "(a state an older haul wrote, or one edited): not pruned (--adopt \(unproven.manifest) vouches for them)")
-        }
+        lines += plan.unproven.map { "! " + Sync.unprovenNote($0) }
         for prune in plan.prunes {
             switch prune.action {
             case .delete: lines.append("- \(prune.destination) (no longer in the manifest)")

@@ -80,7 +80,10 @@ final class HumanReporter: RunReporter, Sendable {
     func plan(_ plan: Plan, acting: Bool) {
         if !quiet, plan.hasChanges || !acting {
             let sources: ((FileEntry) -> [String])? = verbose && !rewrites.isEmpty ? { self.rewrittenSourceLines($0) } : nil
-            let lines = HumanReport.planLines(plan, sources: sources)
+            var shown = plan
+            // A sync says unproven records as a warning, with or without changes (`Sync.unprovenNote`): not twice.
+            if acting { shown.unproven = [] }
+            let lines = HumanReport.planLines(shown, sources: sources)
             Output.lines(colourStdout ? lines.map(paintPlanLine) : lines.map { TerminalText($0) })
         }
         guard acting, let tracker else { return }

@@ -134,10 +134,10 @@ package struct Plan: Sendable {
     /// With pruning: files haul wrote for manifests that are gone (named relative to root), never pruned by this
     /// one unless it adopts them.
     package var orphans: [(manifest: String, files: Int)] = []
-    /// With pruning: how many files the state says this manifest (named relative to root) wrote and no longer
-    /// lists, without the proof that haul wrote them (a state an older haul wrote, or lines haul did not write):
-    /// never pruned unless `--adopt` names the manifest. nil when there are none.
-    package var unproven: (manifest: String, files: Int)?
+    /// With pruning: by manifest (named relative to root: this one, for files it no longer lists, or one that is
+    /// gone), how many files the state says it wrote without the proof that haul wrote them (a state an older haul
+    /// wrote, or lines haul did not write): never pruned unless `--adopt` names the manifest.
+    package var unproven: [(manifest: String, files: Int)] = []
     /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. nil
     /// until the cache was looked at (`Sync.cacheHits`); not a decision of the planner's, and the transfer step
     /// tries exactly these rather than looking again.

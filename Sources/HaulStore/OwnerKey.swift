@@ -74,22 +74,34 @@ package struct OwnerKey: Sendable {
     /// algorithm's, so the fields cannot run into each other.)
     private static let context = "haul owner tag 1\u{0}"
 
-    /// The root's key; nil when it has none, or when the file is not one haul made (another size): no record is
-    /// proven then.
+    /// The root's key; nil when it has none, when the file is not one haul made (another size), or when it cannot
+    /// be read: no record is proven then.
     package static func load(area: PrivateArea?) -> OwnerKey? {
-        guard let area, case .bytes(let key, _) = PrivateFile.read(fileName, in: area.folder, limit: byteCount),
-              key.count == byteCount else { return nil }
-        return OwnerKey(key)
+        guard let area, case .success(let key) = read(in: area) else { return nil }
+        return key
+    }
+
+    /// The key in `area`; nil when there is none or the file is not one haul made (another size), a failure when
+    /// it is there but cannot be read (an I/O error, a permission).
+    private static func read(in area: PrivateArea) -> Result<OwnerKey?, StoreError> {
+        switch PrivateFile.read(fileName, in: area.folder, limit: byteCount) {
+        case .bytes(let key, _): return .success(key.count == byteCount ? OwnerKey(key) : nil)
+        case .missing, .tooLarge: return .success(nil)
+        case .unreadable(let failure): return .failure(StoreError(operation: "read", path: failure.path, errno: failure.errno))
+        }
     }
 
     /// The root's key, made first if it has none (or a file haul did not make is in its place). Made under the
-    /// state's lock, so shards starting together make one key, and read back under it.
+    /// state's lock, so shards starting together make one key, and read back under it. A key that is there but
+    /// cannot be read is a failure, never replaced: a new key would prove nothing the old one tagged, and one bad
+    /// read would cost every file haul wrote its pruning.
     package static func loadOrCreate(area: PrivateArea, lock: RunLock?) -> Result<OwnerKey, StoreError> {
-        if let key = load(area: area) { return .success(key) }
-        guard let lock else { return create(in: area) }
-        return lock.withStateLock(exclusive: true) { () -> Result<OwnerKey, StoreError> in
-            load(area: area).map { .success($0) } ?? create(in: area)
+        if case .success(let key?) = read(in: area) { return .success(key) }
+        let readOrCreate = { () -> Result<OwnerKey, StoreError> in
+            read(in: area).flatMap { key in key.map { .success($0) } ?? create(in: area) }
         }
+        guard let lock else { return readOrCreate() }
+        return lock.withStateLock(exclusive: true, readOrCreate)
     }
 
     /// A new key, written to a temporary name, flushed and renamed into place: never half a key under its name.

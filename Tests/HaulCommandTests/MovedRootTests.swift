@@ -100,6 +100,10 @@ final class MovedRootTests: XCTestCase {
                        + "wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\nNo changes: 1 file up to date.\n")
         let kept = try directory.haul(["sync", "ws/haul.yaml", "--prune"])
         XCTAssertEqual(kept.exitCode, 0, kept.stderr)
+        XCTAssertTrue(kept.stdout.hasPrefix("Nothing to do: 1 file up to date in "), kept.stdout)
+        XCTAssertEqual(kept.stderr, "warning: 1 file recorded as written by ../haul.yaml without haul's proof (a state an older "
+                       + "haul wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\n",
+                       "a sync that prunes nothing says why, even with nothing else to do")
         XCTAssertEqual(directory.read("ws/out/b.bin"), Array("b.bin".utf8), "not pruned without proof")
         XCTAssertEqual(server.requests.count, 0, "the older records still spare the download")
         let renamed = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)
