@@ -76,6 +76,8 @@ package struct FileEntry: Sendable {
     var defaultHeaders: [HeaderField] = []
     /// Where the entry starts in the manifest file.
     package var location: SourceLocation
+    /// `extract:`: `destination` names a folder that becomes the archive's contents; nil for a plain file.
+    package var extract: ExtractRule?
 
     package init(index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
                 checksum: Checksum?, size: Int64?, mode: FileMode, retries: Int, timeout: Seconds,

@@ -1,0 +1,81 @@
+import HaulDigest
+
+/// An archive format haul unpacks (through libarchive). `format:` names one when the URL's file name does not
+/// tell it; otherwise the name's suffix does, and failing that the bytes themselves.
+package enum ArchiveFormat: String, Sendable, Hashable, CaseIterable {
+    case tar
+    case tarGzip = "tar.gz"
+    case tarBzip2 = "tar.bz2"
+    case tarXz = "tar.xz"
+    case tarZstd = "tar.zst"
+    case zip
+    case sevenZip = "7z"
+
+    /// The format a file name's suffix names (`.tgz` and `.tar.gz` alike), nil for none.
+    package static func named(by fileName: String) -> ArchiveFormat? {
+        let name = fileName.lowercased()
+        let suffixes: [(String, ArchiveFormat)] = [
+            (".tar.gz", .tarGzip), (".tgz", .tarGzip), (".tar.bz2", .tarBzip2), (".tbz2", .tarBzip2), (".tbz", .tarBzip2),
+            (".tar.xz", .tarXz), (".txz", .tarXz), (".tar.zst", .tarZstd), (".tzst", .tarZstd), (".tar", .tar),
+            (".zip", .zip), (".7z", .sevenZip),
+        ]
+        return suffixes.first { name.hasSuffix($0.0) }?.1
+    }
+}
+
+/// What an entry's `extract:` asks: the folder `dest` names becomes the archive's contents.
+///
+/// A class, immutable: almost every entry has none, and a reference keeps `FileEntry` one word larger rather than
+/// the size of these fields.
+package final class ExtractRule: Sendable, Hashable {
+    /// nil: from the URL's file name (`ArchiveFormat.named(by:)`), else from the bytes.
+    package let format: ArchiveFormat?
+    /// Leading path components dropped from every member (`tar --strip-components`); a member with no more
+    /// components than this is skipped.
+    package let strip: Int
+    /// Members kept (after `strip`): those any `include` pattern matches (all when there is none), less those an
+    /// `exclude` pattern matches. Patterns are `PathGlob`s, as written.
+    package let include: [String]
+    package let exclude: [String]
+    /// The unpacked tree's digest (Nix's NAR hash, SHA-256), when pinned: `tree: sha256-<base64>`.
+    package let tree: Digest?
+    /// The most bytes the members may unpack to (`max_unpacked:`); nil: the default, a multiple of the archive's
+    /// size (see `ExtractRule.defaultUnpackedBytes`).
+    package let maxUnpackedBytes: Int64?
+
+    package init(format: ArchiveFormat? = nil, strip: Int = 0, include: [String] = [], exclude: [String] = [],
+                 tree: Digest? = nil, maxUnpackedBytes: Int64? = nil) {
+        self.format = format
+        self.strip = strip
+        self.include = include
+        self.exclude = exclude
+        self.tree = tree
+        self.maxUnpackedBytes = maxUnpackedBytes
+    }
+
+    /// Without `max_unpacked:`, what the members may total: this many times the archive's size, and at least
+    /// `minimumDefaultUnpackedBytes` (a small archive of text compresses well).
+    package static let unpackedBytesPerArchiveByte: Int64 = 100
+    package static let minimumDefaultUnpackedBytes: Int64 = 1 << 30
+    /// The most members an archive may hold, whatever its size.
+    package static let maximumMembers = 1_000_000
+
+    package static func defaultUnpackedBytes(archiveSize: Int64) -> Int64 {
+        let (product, overflow) = archiveSize.multipliedReportingOverflow(by: unpackedBytesPerArchiveByte)
+        return overflow ? .max : max(product, minimumDefaultUnpackedBytes)
+    }
+
+    package static func == (a: ExtractRule, b: ExtractRule) -> Bool {
+        a === b || (a.format == b.format && a.strip == b.strip && a.include == b.include && a.exclude == b.exclude
+                    && a.tree == b.tree && a.maxUnpackedBytes == b.maxUnpackedBytes)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(format)
+        hasher.combine(strip)
+        hasher.combine(include)
+        hasher.combine(exclude)
+        hasher.combine(tree)
+        hasher.combine(maxUnpackedBytes)
+    }
+}
