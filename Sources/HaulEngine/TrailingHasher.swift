@@ -24,9 +24,10 @@ final class TrailingHasher {
     ///     be started.
     ///   - startsWriteback: also start writing what has been hashed to disk (`WritebackHint`): the hasher trails
     ///     the writer, so this is the place that is a step behind it without costing the writer anything.
-    init?(file: StagedFile, algorithm: DigestAlgorithm, startsWriteback: Bool = false) {
+    ///   - reader: also reads the body, from byte 0, as it is hashed (`BodyReader`), before the digest is reported.
+    init?(file: StagedFile, algorithm: DigestAlgorithm, startsWriteback: Bool = false, reader: (any BodyReader)? = nil) {
         guard case .success(let descriptor) = file.open(O_RDONLY) else { return nil }
-        shared = Shared(descriptor: descriptor, algorithm: algorithm, startsWriteback: startsWriteback)
+        shared = Shared(descriptor: descriptor, algorithm: algorithm, startsWriteback: startsWriteback, reader: reader)
         guard startDetachedThread({ [shared] in shared.run() }) else {
             close(descriptor)
             return nil
@@ -59,8 +60,11 @@ final class TrailingHasher {
         private let state: Mutex<State>
         private let wake = Semaphore()
 
-        init(descriptor: Int32, algorithm: DigestAlgorithm, startsWriteback: Bool) {
+        private let reader: (any BodyReader)?
+
+        init(descriptor: Int32, algorithm: DigestAlgorithm, startsWriteback: Bool, reader: (any BodyReader)?) {
             state = Mutex(State(descriptor: descriptor, algorithm: algorithm, startsWriteback: startsWriteback))
+            self.reader = reader
         }
 
         /// Changes the state and wakes the hasher to look at it.
@@ -69,31 +73,68 @@ final class TrailingHasher {
             wake.signal()
         }
 
-        /// The hashing thread: reads and hashes what is written, until the end (or until the hash is abandoned).
+        /// The hashing thread: reads and hashes what is written, until the end (or until the hash is abandoned); a
+        /// `reader` reads the same chunks first, and the rest is hashed once it wants no more.
         func run() {
             let (descriptor, algorithm, startsWriteback) = state.withLock { ($0.descriptor, $0.algorithm, $0.startsWriteback) }
             defer { close(descriptor) }
             let buffer = ReadBuffer.allocate(TrailingHasher.chunk)
             defer { ReadBuffer.free(buffer) }
             guard let buffer, let hasher = StreamingHasher(algorithm) else { return fail(ReadFailure(errno: ENOMEM)) }
-            var writeback = startsWriteback ? WritebackHint() : nil
+            var pass = Pass(descriptor: descriptor, buffer: buffer, hasher: hasher,
+                            writeback: startsWriteback ? WritebackHint() : nil)
+            reader?.read { next(&pass) }
+            while next(&pass) != nil {}
+            switch pass.outcome {
+            case .finished: finish(.success(hasher.finalize()))
+            case .failed(let failure): fail(failure)
+            case .abandoned, .reading: return
+            }
+        }
+
+        /// One pass over the body: how far it has been read and hashed, and how it ended.
+        private struct Pass {
+            let descriptor: Int32
+            let buffer: UnsafeMutableRawBufferPointer
+            let hasher: StreamingHasher
+            var writeback: WritebackHint?
             var hashed: Int64 = 0
+            var outcome = Outcome.reading
+
+            enum Outcome { case reading, finished, abandoned, failed(ReadFailure) }
+        }
+
+        /// The next chunk the writer has put in the file, hashed; nil at the end of the body (the pass's `outcome`
+        /// then says why), waiting for the writer while it is ahead of nothing.
+        private func next(_ pass: inout Pass) -> UnsafeRawBufferPointer? {
+            guard case .reading = pass.outcome else { return nil }
             while true {
                 let (target, ended, abandoned) = state.withLock { ($0.end ?? $0.written, $0.end != nil, $0.abandoned) }
-                if abandoned { return }
-                guard hashed < target else {
-                    if ended { return finish(.success(hasher.finalize())) }
+                if abandoned {
+                    pass.outcome = .abandoned
+                    return nil
+                }
+                guard pass.hashed < target else {
+                    if ended {
+                        pass.outcome = .finished
+                        return nil
+                    }
                     wake.wait()
                     continue
                 }
-                let wanted = Int(min(Int64(buffer.count), target - hashed))
-                let count = pread(descriptor, buffer.baseAddress, wanted, off_t(hashed))
+                let wanted = Int(min(Int64(pass.buffer.count), target - pass.hashed))
+                let count = pread(pass.descriptor, pass.buffer.baseAddress, wanted, off_t(pass.hashed))
                 if count < 0 && errno == EINTR { continue }
                 // A file shorter than what was written to it is not one whose digest means anything.
-                guard count > 0 else { return fail(ReadFailure(errno: count < 0 ? errno : EIO)) }
-                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                hashed += Int64(count)
-                writeback?.written(upTo: hashed, of: descriptor)
+                guard count > 0 else {
+                    pass.outcome = .failed(ReadFailure(errno: count < 0 ? errno : EIO))
+                    return nil
+                }
+                let chunk = UnsafeRawBufferPointer(rebasing: pass.buffer[..<count])
+                pass.hasher.update(chunk)
+                pass.hashed += Int64(count)
+                pass.writeback?.written(upTo: pass.hashed, of: pass.descriptor)
+                return chunk
             }
         }
 

@@ -183,7 +183,8 @@ final class Transfer {
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
         if attempt.trailingHasher == nil, let file {
-            attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm, startsWriteback: startsWriteback)
+            attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm, startsWriteback: startsWriteback,
+                                                    reader: state.request.bodyReading?.makeReader())
         }
         return attempt.trailingHasher
     }

@@ -103,6 +103,9 @@ package struct TransferRequest: Sendable, Equatable {
     /// Asks with HEAD: the answer's headers alone, whose Content-Length becomes `DownloadedFile.announcedLength`
     /// (`haul add --sha256` learns a size without downloading). The file delivered is empty.
     package var headOnly = false
+    /// Also reads the body as it arrives, beside its hash (`BodyReader`); nil for a plain file. Not part of the
+    /// request's equality: it is what the body is for, not what is asked.
+    package var bodyReading: (any BodyReading)?
 
     package init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
                 retries: Int, stallTimeout: Double, fileMode: UInt32? = nil, sharers: [TransferRequest] = []) {
@@ -114,6 +117,14 @@ package struct TransferRequest: Sendable, Equatable {
         self.stallTimeout = stallTimeout
         self.fileMode = fileMode
         self.sharers = sharers
+    }
+
+    package static func == (a: TransferRequest, b: TransferRequest) -> Bool {
+        a.id == b.id && a.sources == b.sources && a.expectedDigest == b.expectedDigest
+            && a.alternativeDigests == b.alternativeDigests && a.expectedSize == b.expectedSize && a.retries == b.retries
+            && a.stallTimeout == b.stallTimeout && a.fileMode == b.fileMode && a.sharers == b.sharers
+            && a.headOnly == b.headOnly && a.unpinnedAlgorithm == b.unpinnedAlgorithm
+            && (a.bodyReading == nil) == (b.bodyReading == nil)
     }
 
     /// Whether bytes hashing to `digest` are the pinned content (always, for an unpinned file).

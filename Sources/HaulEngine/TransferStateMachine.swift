@@ -164,7 +164,8 @@ struct TransferStateMachine: Sendable {
         }
         let length = headers.contentLength
         return .write(offset: start, truncates: truncates, metadata: metadata,
-                      hashesTrailing: start > 0 || max(length ?? -1, request.expectedSize ?? -1) >= Self.trailingHashThreshold,
+                      hashesTrailing: start > 0 || request.bodyReading != nil
+                          || max(length ?? -1, request.expectedSize ?? -1) >= Self.trailingHashThreshold,
                       expectedTotal: length.map { start + $0 } ?? request.expectedSize)
     }
 

@@ -1,0 +1,18 @@
+/// A second reader of a body as it arrives, beside its hash: what the body is for, when it is more than a file to
+/// put in place (an archive unpacked while it downloads). The engine knows nothing of what it does; it only feeds
+/// it, on the thread that trails the writer (`TrailingHasher`), the bytes that thread reads back for the hash.
+package protocol BodyReader: AnyObject, Sendable {
+    /// `next` gives the body's bytes in order from byte 0, each chunk valid until the next call; nil at the body's
+    /// end, or when the attempt is abandoned (its bytes dropped, the transfer stopped). Returns when it wants no
+    /// more; the trailing reader then reads on to the end for the hash, and only then reports the digest, so a
+    /// reader has finished by the time the body it read is verified.
+    func read(_ next: () -> UnsafeRawBufferPointer?)
+}
+
+/// Makes a `BodyReader` for each pass over a body: an attempt whose bytes are dropped starts another pass, from
+/// byte 0, with a new reader. A request with one is always read back by a trailing thread, whatever its size.
+package protocol BodyReading: Sendable {
+    /// nil when no reader can be made (out of memory): the pass goes on without one, and whoever delivers the body
+    /// finds no reading done.
+    func makeReader() -> (any BodyReader)?
+}
