@@ -101,6 +101,12 @@ package enum HumanReport {
             "\(why); it will be replaced"
         case .notWrittenByHaul:
             "not written by haul; the server's copy replaces it"
+        case .treeChanged(.membersChanged):
+            "files in it changed since haul unpacked it; unpacked again, your own files kept"
+        case .treeChanged(.notUnpackedByHaul):
+            "not unpacked by haul; unpacked again, the files already there kept"
+        case .treeChanged(.otherArchive):
+            "unpacked from another archive or with other rules"
         }
     }
 

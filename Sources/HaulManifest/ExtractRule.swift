@@ -65,6 +65,14 @@ package final class ExtractRule: Sendable, Hashable {
         return overflow ? .max : max(product, minimumDefaultUnpackedBytes)
     }
 
+    /// What of the rule shapes the tree (format, strip, include, exclude), as a short hex text the state keeps with
+    /// each member: a tree unpacked with other rules is unpacked again. The tree pin and the size cap do not shape it.
+    package var fingerprint: String {
+        let shape = [format?.rawValue ?? "", String(strip), include.joined(separator: "\u{0}"), exclude.joined(separator: "\u{0}")]
+            .joined(separator: "\u{1}")
+        return String(StreamingHasher.digest(Array(shape.utf8), algorithm: .sha256).hex.prefix(16))
+    }
+
     package static func == (a: ExtractRule, b: ExtractRule) -> Bool {
         a === b || (a.format == b.format && a.strip == b.strip && a.include == b.include && a.exclude == b.exclude
                     && a.tree == b.tree && a.maxUnpackedBytes == b.maxUnpackedBytes)
@@ -77,5 +85,20 @@ package final class ExtractRule: Sendable, Hashable {
         hasher.combine(exclude)
         hasher.combine(tree)
         hasher.combine(maxUnpackedBytes)
+    }
+}
+
+/// What a tree on disk was unpacked from, as the state records it: the archive's digest, the extract rule's
+/// fingerprint (`ExtractRule.fingerprint`: a tree unpacked with other rules is another tree), and the tree's own
+/// digest when it was computed.
+package struct UnpackedFrom: Sendable, Hashable {
+    package var archive: Digest
+    package var rules: String
+    package var tree: Digest?
+
+    package init(archive: Digest, rules: String, tree: Digest?) {
+        self.archive = archive
+        self.rules = rules
+        self.tree = tree
     }
 }

@@ -15,7 +15,11 @@ package enum LocalState: Sendable, Equatable {
     case inaccessible(String)
     /// A regular file whose content cannot be read (EIO, EACCES): whatever it holds, it is not what was pinned.
     case unreadable(String)
+    /// An `extract` entry's folder, judged against the records of what haul unpacked there: what produced it (nil
+    /// when no record says: a folder haul did not unpack), and whether every member is as recorded.
+    case tree(UnpackedFrom?, intact: Bool)
 }
+
 
 /// Why a file must be fetched.
 package enum FetchReason: Sendable, Equatable {
@@ -30,6 +34,19 @@ package enum FetchReason: Sendable, Equatable {
     /// An unpinned entry's file that haul did not write: there are no validators to ask with, so the server's copy
     /// replaces whatever is there.
     case notWrittenByHaul
+    /// An extracted tree whose members changed, went missing, or whose archive or rules are not the entry's: it is
+    /// unpacked again (the user's own files in it are carried over).
+    case treeChanged(TreeChange)
+}
+
+/// Why an extracted tree on disk is not the one the entry asks for.
+package enum TreeChange: Sendable, Equatable {
+    /// A member was edited, removed or replaced since haul unpacked it.
+    case membersChanged
+    /// The folder holds no tree haul unpacked (or its records are gone).
+    case notUnpackedByHaul
+    /// Unpacked from another archive, with other rules, or to another tree than the one pinned.
+    case otherArchive
 }
 
 /// What one entry needs.
@@ -272,12 +289,17 @@ package enum Planner {
             return .keep(what)
         case .inaccessible(let why), .unreadable(let why):
             return .keep(why)
+        case .tree:
+            return .keep("a folder is in the way")
         }
     }
 
     /// Content is identity: a pinned file whose digest matches is kept whatever its URL says.
     package static func decide(_ entry: FileEntry, _ local: LocalState) -> Action {
+        if let rule = entry.extract { return decide(entry, rule, local) }
         switch local {
+        case .tree:
+            return .refuse("a directory is in the way")
         case .missing:
             return .fetch(.missing)
         case .symlink:
@@ -295,6 +317,31 @@ package enum Planner {
             guard let checksum = entry.checksum else { return .revalidate }
             guard let digest else { return .fetch(.unverified) }
             return checksum.accepts(digest) ? .keep : .fetch(.digestMismatch(local: digest))
+        }
+    }
+
+    /// An `extract` entry: its folder is kept when it is intact and was unpacked from what the entry pins (the
+    /// archive, the tree, both) with the entry's rules; an intact tree of an entry that pins neither is asked
+    /// about, as an unpinned file is. Anything but a folder at the destination is in the way.
+    static func decide(_ entry: FileEntry, _ rule: ExtractRule, _ local: LocalState) -> Action {
+        switch local {
+        case .missing:
+            return .fetch(.missing)
+        case .file, .symlink:
+            return .refuse("a file is in the way of the folder the archive is unpacked into")
+        case .obstructed(let what), .inaccessible(let what):
+            return .refuse(what)
+        case .unreadable(let why):
+            return .refuse(why)
+        case .tree(nil, _):
+            return .fetch(.treeChanged(.notUnpackedByHaul))
+        case .tree(_, intact: false):
+            return .fetch(.treeChanged(.membersChanged))
+        case .tree(let from?, intact: true):
+            let archiveMatches = entry.checksum.map { $0.accepts(from.archive) } ?? true
+            let treeMatches = rule.tree.map { $0 == from.tree } ?? true
+            guard archiveMatches, treeMatches, from.rules == rule.fingerprint else { return .fetch(.treeChanged(.otherArchive)) }
+            return entry.checksum == nil && rule.tree == nil ? .revalidate : .keep
         }
     }
 }

@@ -44,32 +44,37 @@ package final class Origin: Sendable, Hashable {
     /// when not known or not granted.
     package let checkedAt: Int64?
     package let freshUntil: Int64?
+    /// For a member of a tree haul unpacked: what the tree was unpacked from (every member of one tree shares one
+    /// origin). nil for a plain file.
+    package let unpacked: UnpackedFrom?
 
     package init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil,
-                checkedAt: Int64? = nil, freshUntil: Int64? = nil) {
+                checkedAt: Int64? = nil, freshUntil: Int64? = nil, unpacked: UnpackedFrom? = nil) {
         self.manifestKey = manifestKey
         self.sourceKey = sourceKey
         self.etag = etag
         self.lastModified = lastModified
         self.checkedAt = checkedAt
         self.freshUntil = freshUntil
+        self.unpacked = unpacked
     }
 
     /// The same origin, recorded as `manifestKey`'s.
     package func owned(by manifestKey: String) -> Origin {
         Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
-               checkedAt: checkedAt, freshUntil: freshUntil)
+               checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
     }
 
     /// The same origin, confirmed again at `checkedAt` (a 304), fresh until `freshUntil`.
     package func confirmed(at checkedAt: Int64, freshUntil: Int64?) -> Origin {
         Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
-               checkedAt: checkedAt, freshUntil: freshUntil)
+               checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
     }
 
     package static func == (a: Origin, b: Origin) -> Bool {
         a === b || (a.manifestKey == b.manifestKey && a.sourceKey == b.sourceKey && a.etag == b.etag
-                    && a.lastModified == b.lastModified && a.checkedAt == b.checkedAt && a.freshUntil == b.freshUntil)
+                    && a.lastModified == b.lastModified && a.checkedAt == b.checkedAt && a.freshUntil == b.freshUntil
+                    && a.unpacked == b.unpacked)
     }
 
     package func hash(into hasher: inout Hasher) {

@@ -219,7 +219,7 @@ extension LocalStateCommandTests {
         defer { server.stop() }
         let state = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
         let realDigest = StreamingHasher.digest(bytes, algorithm: .sha256).hex
-        XCTAssertTrue(state.hasPrefix("haul-state\t4\nf.bin\t"), state)
+        XCTAssertTrue(state.hasPrefix("haul-state\t5\nf.bin\t"), state)
         XCTAssertTrue(state.contains("sha256:\(realDigest)"), state)
 
         // A record claiming other content for the same identity is believed: proof that a match skips hashing.
@@ -247,7 +247,7 @@ extension LocalStateCommandTests {
         XCTAssertTrue(result.stderr.contains("is corrupt or from another haul version; hashing every file to rebuild it"), result.stderr)
         XCTAssertEqual(server.requests.count, 0, "re-hashing found the file right: no request")
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
-        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t4\n"))
+        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t5\n"))
 
         try FileManager.default.removeItem(atPath: statePath)
         let again = try directory.haul(["sync"])

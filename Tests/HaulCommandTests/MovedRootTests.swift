@@ -83,7 +83,7 @@ final class MovedRootTests: XCTestCase {
         })
         let legacy = String(sha256(Array(real.utf8)).prefix(32))
         let state = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)
-        XCTAssertTrue(state.hasPrefix("haul-state\t4\n"), state)
+        XCTAssertTrue(state.hasPrefix("haul-state\t5\n"), state)
         let older = state.split(separator: "\n").dropFirst().map { line -> String in
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
             XCTAssertEqual(fields.count, 15, String(line))

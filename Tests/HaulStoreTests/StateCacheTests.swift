@@ -27,7 +27,7 @@ final class StateCacheTests: XCTestCase {
                                       ownerTag: OwnerTag(digest), unsynced: true),
         ])
         let bytes = StateFile.serialized(cache.records)
-        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t4\n"))
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t5\n"))
         XCTAssertTrue(String(decoding: bytes, as: UTF8.self).contains("\tm2\t\t\t\t\t\t\(digest.hex.prefix(32))\tunsynced\n"))
         XCTAssertEqual(StateFile.parse(bytes), cache.records)
     }
@@ -112,7 +112,7 @@ final class StateCacheTests: XCTestCase {
         let other = "b.bin\t6\t7\t8\t9.000000000\t10.000000000\t\(digest)"
         XCTAssertNotNil(StateFile.parse(Array("haul-state\t3\n\(line)\n".utf8)))
         XCTAssertNil(StateFile.parse(lines: Array("haul-state\t1\n\(line)\n".utf8)), "an older format")
-        XCTAssertNil(StateFile.parse(lines: Array("haul-state\t5\n\(line)\n".utf8)), "a newer format")
+        XCTAssertNil(StateFile.parse(lines: Array("haul-state\t6\n\(line)\n".utf8)), "a newer format")
         XCTAssertNil(StateFile.parse(lines: Array("garbage\u{0}\n\(line)\n".utf8)))
         for damaged in [
             "\(line)\tm",                          // a truncated origin
@@ -300,5 +300,29 @@ final class StateCacheTests: XCTestCase {
         XCTAssertEqual(failure.description, "cannot write \"\(directory.path("root/.haul/journal"))\": No space left on device")
         XCTAssertEqual(directory.read("root/.haul/journal"), before, "no part of the failed append is left")
         XCTAssertEqual(Set(OwnershipJournal.read(in: area).records?.keys ?? [:].keys), ["first.bin"])
+    }
+
+    /// Members of an unpacked tree carry what the tree was unpacked from; pinned files around them keep theirs, and
+    /// every member of one tree shares one origin once read back.
+    func testMembersOfAnUnpackedTreeRoundTripBesidePlainFiles() throws {
+        let archive = StreamingHasher.digest(Array("archive".utf8), algorithm: .sha256)
+        let tree = StreamingHasher.digest(Array("tree".utf8), algorithm: .sha256)
+        let unpacked = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "0123456789abcdef", tree: tree))
+        let untreed = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "fedcba9876543210", tree: nil))
+        let pinned = Origin(manifestKey: "m")
+        let cache = StateCache(records: [
+            "a.bin": record(1, origin: pinned),
+            "sdk/bin/tool": record(2, origin: unpacked),
+            "sdk/lib/x.so": record(3, origin: unpacked),
+            "tools/t": record(4, origin: untreed),
+            "z.bin": record(5, origin: pinned),
+        ])
+        let bytes = StateFile.serialized(cache.records)
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).hasPrefix("haul-state\t5\n"))
+        let parsed = try XCTUnwrap(StateFile.parse(bytes))
+        XCTAssertEqual(parsed, cache.records)
+        XCTAssertTrue(parsed["sdk/bin/tool"]?.origin === parsed["sdk/lib/x.so"]?.origin, "one origin per tree")
+        XCTAssertNil(parsed["z.bin"]?.origin?.unpacked, "a plain file after a tree's members is no member")
+        XCTAssertNil(parsed["tools/t"]?.origin?.unpacked?.tree)
     }
 }

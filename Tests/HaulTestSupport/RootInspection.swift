@@ -53,7 +53,7 @@ public enum StateFile {
         case records([StateFileRecord])
     }
 
-    public static let header = "haul-state\t4"
+    public static let header = "haul-state\t5"
 
     public static func path(root: String) -> String { root + "/.haul/state" }
 
@@ -61,7 +61,7 @@ public enum StateFile {
         guard let bytes = readFile(path(root: root)) else { return .absent }
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)[...]
         guard let first = lines.popFirst(), String(decoding: first, as: UTF8.self) == header else {
-            return .malformed("the first line is not \"haul-state<TAB>4\"")
+            return .malformed("the first line is not \"haul-state<TAB>5\"")
         }
         var records: [StateFileRecord] = []
         for (number, line) in lines.enumerated() {
