@@ -12,7 +12,7 @@ package protocol BodyReader: AnyObject, Sendable {
 /// Makes a `BodyReader` for each pass over a body: an attempt whose bytes are dropped starts another pass, from
 /// byte 0, with a new reader. A request with one is always read back by a trailing thread, whatever its size.
 package protocol BodyReading: Sendable {
-    /// nil when no reader can be made (out of memory): the pass goes on without one, and whoever delivers the body
-    /// finds no reading done.
-    func makeReader() -> (any BodyReader)?
+    /// `expectedSize`: the body's size when the answer or the request said it. nil when no reader can be made (out
+    /// of memory): the pass goes on without one, and whoever delivers the body finds no reading done.
+    func makeReader(expectedSize: Int64?) -> (any BodyReader)?
 }

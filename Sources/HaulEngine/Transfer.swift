@@ -184,7 +184,7 @@ final class Transfer {
     func startTrailingHash() -> TrailingHasher? {
         if attempt.trailingHasher == nil, let file {
             attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm, startsWriteback: startsWriteback,
-                                                    reader: state.request.bodyReading?.makeReader())
+                                                    reader: state.request.bodyReading?.makeReader(expectedSize: attempt.expectedTotal))
         }
         return attempt.trailingHasher
     }

@@ -12,7 +12,7 @@ final class BodyReaderTests: XCTestCase {
     private final class Collector: BodyReading {
         let passes = Mutex<[(bytes: [UInt8], reachedEnd: Bool)]>([])
 
-        func makeReader() -> (any BodyReader)? { Pass(collector: self) }
+        func makeReader(expectedSize: Int64?) -> (any BodyReader)? { Pass(collector: self) }
 
         final class Pass: BodyReader {
             let collector: Collector
