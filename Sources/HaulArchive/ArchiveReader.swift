@@ -19,6 +19,8 @@ final class ArchiveInput {
     private var offset: Int64 = 0
     /// A stream has ended (`next` returned nil).
     private(set) var isExhausted = false
+    /// How many bytes libarchive has been given.
+    private(set) var bytesRead: Int64 = 0
 
     var canSeek: Bool { next == nil }
 
@@ -57,6 +59,7 @@ final class ArchiveInput {
                 }
                 if let base = chunk.baseAddress, chunk.count > 0 {
                     pointer.pointee = UnsafeRawPointer(base)
+                    bytesRead += Int64(chunk.count)
                     return chunk.count
                 }
             }
@@ -65,7 +68,10 @@ final class ArchiveInput {
         while true {
             let count = pread(file, base, buffer.count, off_t(offset))
             if count < 0 && errno == EINTR { continue }
-            if count > 0 { offset += Int64(count) }
+            if count > 0 {
+                offset += Int64(count)
+                bytesRead += Int64(count)
+            }
             pointer.pointee = UnsafeRawPointer(base)
             return count
         }
@@ -99,7 +105,8 @@ final class ArchiveInput {
 /// `bsdtar` does.
 final class ArchiveReader {
     struct Failure: Error {
-        let message: String
+        /// libarchive's reason; nil when it gave none.
+        let message: String?
         let errno: Int32
 
         /// No format registered recognizes the bytes (or, for a named format, the compression is not its own).
@@ -229,8 +236,7 @@ final class ArchiveReader {
     }
 
     private func failure() -> Failure {
-        let message = archive_error_string(archive).map { String(cString: $0) } ?? "libarchive gave no reason"
-        return Failure(message: message, errno: archive_errno(archive))
+        Failure(message: archive_error_string(archive).map { String(cString: $0) }, errno: archive_errno(archive))
     }
 
     /// Runs `body` with this thread's locale set to C.UTF-8 (`uselocale`, this thread only): libarchive converts

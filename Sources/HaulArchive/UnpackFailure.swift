@@ -48,10 +48,11 @@ package struct UnpackFailure: Error, Sendable, Equatable, CustomStringConvertibl
         case notFormat(ArchiveFormat, reason: String)
         /// No format haul reads recognizes the bytes.
         case unrecognized(String)
-        /// libarchive could not read on (damaged data, a bad checksum, an unsupported member).
-        case unreadable(String)
+        /// libarchive could not read on (damaged data, a bad checksum, an unsupported member); nil when it gave no
+        /// reason.
+        case unreadable(String?)
         /// The bytes ran out before the archive's end.
-        case truncated(String)
+        case truncated(String?)
         /// A format whose index comes after its data (7z) arrived as a stream.
         case cannotStream(String)
         case outOfMemory
@@ -93,8 +94,8 @@ extension UnpackFailure.Rule: CustomStringConvertible {
         case .tooManyBytes(let limit): "the members unpack to more than \(limit) bytes"
         case .notFormat(let format, let reason): "not a \(format.rawValue) archive: \(reason)"
         case .unrecognized(let reason): "not an archive haul reads (tar, tar.gz, tar.bz2, tar.xz, tar.zst, zip, 7z): \(reason)"
-        case .unreadable(let reason): "cannot read it: \(reason)"
-        case .truncated(let reason): "the archive ends early: \(reason)"
+        case .unreadable(let reason): "cannot read it" + (reason.map { ": \($0)" } ?? " (libarchive gives no reason)")
+        case .truncated(let reason): "the archive ends early" + (reason.map { ": \($0)" } ?? "")
         case .cannotStream(let format): "a \(format) archive cannot be unpacked as it arrives: its index comes after its data"
         case .outOfMemory: "out of memory"
         case .writeFailed(let failure): "cannot write \(Quoted.text(failure.path)): \(failure.reason)"

@@ -202,8 +202,10 @@ private struct Unpacking {
     /// they ended first.
     private func openingRule(_ failure: ArchiveReader.Failure) -> UnpackFailure.Rule {
         if failure.errno == ENOMEM { return .outOfMemory }
+        if reader.input.bytesRead == 0 { return .truncated("there are no bytes") }
         if failure.isUnrecognizedFormat {
-            return rules.format.map { .notFormat($0, reason: failure.message) } ?? .unrecognized(failure.message)
+            let reason = failure.message ?? "Unrecognized archive format"
+            return rules.format.map { .notFormat($0, reason: reason) } ?? .unrecognized(reason)
         }
         return readingRule(failure)
     }
