@@ -6,7 +6,7 @@ import HaulManifest
 /// Where libarchive's bytes come from: the body as it arrives, or a complete file libarchive may seek in.
 ///
 /// A stream is read from local headers as the bytes come, which libarchive cannot do for everything:
-/// - a 7z archive's index comes after its data: it can only be read from a file (`Rule.cannotStream`);
+/// - a 7z archive's index comes after its data: it can only be read from a file (`UnpackFailure.Rule.cannotStream`);
 /// - a zip's central directory, which comes last, is never read: a streamed zip's members are regular files and
 ///   folders only, none executable (the Unix mode and the symlink type live in the central directory alone), and
 ///   a member the central directory leaves out is unpacked all the same. From a file, a zip is read through its
@@ -51,6 +51,8 @@ final class ArchiveInput {
     /// libarchive's read callback: the next bytes in `pointer`, their count, 0 at the end, -1 on an error.
     fileprivate func read(into pointer: UnsafeMutablePointer<UnsafeRawPointer?>) -> Int {
         if let next {
+            // `next` is not asked again once it has said the body ended.
+            if isExhausted { return 0 }
             while true {
                 // An empty chunk would read as the end to libarchive: ask again.
                 guard let chunk = next() else {
@@ -127,7 +129,9 @@ final class ArchiveReader {
         self.archive = archive
         self.input = input
         self.format = format
-        let zip = { input.canSeek ? archive_read_support_format_zip_seekable(archive) : archive_read_support_format_zip_streamable(archive) }
+        let zip = {
+            input.canSeek ? archive_read_support_format_zip_seekable(archive) : archive_read_support_format_zip_streamable(archive)
+        }
         let registrations: [Int32] = switch format {
         case .tar: [archive_read_support_format_tar(archive)]
         case .tarGzip: [archive_read_support_filter_gzip(archive), archive_read_support_format_tar(archive)]
@@ -161,7 +165,9 @@ final class ArchiveReader {
             return la_ssize_t(input.read(into: buffer))
         }, nil)
         guard status == ARCHIVE_OK else { return .failure(failure()) }
-        if let format, let mismatch = compressionMismatch(for: format) { return .failure(Failure(message: mismatch, errno: Failure.fileFormat)) }
+        if let format, let mismatch = compressionMismatch(for: format) {
+            return .failure(Failure(message: mismatch, errno: Failure.fileFormat))
+        }
         return .success(())
     }
 
@@ -229,7 +235,8 @@ final class ArchiveReader {
         case .tar, .zip, .sevenZip: nil
         }
         let count = archive_filter_count(archive)
-        if count == (expected == nil ? 1 : 2), expected.map({ archive_filter_code(archive, 0) == $0 }) ?? true { return nil }
+        let found = count > 1 ? archive_filter_code(archive, 0) : nil
+        if count == (expected == nil ? 1 : 2), found == expected { return nil }
         guard count > 1 else { return "not compressed" }
         let names = (0..<count - 1).map { archive_filter_name(archive, $0).map { String(cString: $0) } ?? "?" }
         return "compressed with " + names.joined(separator: " inside ")

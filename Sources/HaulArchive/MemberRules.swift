@@ -56,7 +56,10 @@ struct TreeLedger: Sendable {
 
     private var entries: [DestinationKey: Entry] = [:]
 
-    subscript(path: DestinationPath) -> Entry? { entries[DestinationKey(path.description)] }
+    subscript(path: DestinationPath) -> Entry? { self[path.description] }
+
+    /// By the normalized path's text (`a/b`).
+    subscript(path: String) -> Entry? { entries[DestinationKey(path)] }
 
     /// `member` and the folders made for it are in the tree.
     mutating func record(_ member: PlannedMember) {
@@ -87,6 +90,11 @@ struct MemberRules: Sendable {
     let strip: Int
     let selects: @Sendable (String) -> Bool
 
+    init(strip: Int, selects: @escaping @Sendable (String) -> Bool) {
+        self.strip = max(0, strip)
+        self.selects = selects
+    }
+
     func judge(_ header: MemberHeader, in ledger: TreeLedger) -> MemberVerdict {
         let path: DestinationPath
         switch Self.destination(of: header.name, strip: strip) {
@@ -115,15 +123,19 @@ struct MemberRules: Sendable {
         }
 
         var newFolders: [DestinationPath] = []
-        for depth in 1..<path.components.count {
-            guard let ancestor = DestinationPath(path.components[..<depth].joined(separator: "/")) else {
-                return .refuse(.nameTooLong(bytes: path.description.utf8.count))
-            }
+        var ancestor = ""
+        for component in path.parentComponents {
+            ancestor = ancestor.isEmpty ? component : ancestor + "/" + component
             switch ledger[ancestor] {
-            case nil: newFolders.append(ancestor)
+            case nil:
+                // A part of a valid path is one.
+                guard let folder = DestinationPath(ancestor) else {
+                    return .refuse(.nameTooLong(bytes: ancestor.utf8.count))
+                }
+                newFolders.append(folder)
             case .folder: continue
-            case .symlink: return .refuse(.throughSymlink(ancestor.description))
-            case .file: return .refuse(.throughNonFolder(ancestor.description))
+            case .symlink: return .refuse(.throughSymlink(ancestor))
+            case .file: return .refuse(.throughNonFolder(ancestor))
             }
         }
         if let existing = ledger[path] {
@@ -148,6 +160,7 @@ struct MemberRules: Sendable {
         if name.first == UInt8(ascii: "/") { return .refused(.absolute) }
         let components = text.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
         if components.contains(where: { $0.elementsEqual("..".utf8) }) { return .refused(.parentComponent) }
+        guard !components.isEmpty else { return .root }
         guard components.count > strip else { return .skipped }
         let kept = components.dropFirst(strip).filter { !$0.elementsEqual(".".utf8) }
         guard !kept.isEmpty else { return .root }

@@ -77,7 +77,8 @@ final class TreeWriter {
         case .failure(let failure): return failure
         }
         switch folder(path.parentComponents) {
-        case .success(let parent): return parent.makeHardLink(path.fileName, to: existing.fileName, in: source).map { written(path, $0) }
+        case .success(let parent):
+            return parent.makeHardLink(path.fileName, to: existing.fileName, in: source).map { written(path, $0) }
         case .failure(let failure): return failure
         }
     }
@@ -168,7 +169,8 @@ final class TreeWriter {
     private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32? {
         var done = 0
         while done < bytes.count {
-            let count = pwrite(descriptor, bytes.baseAddress.map { $0 + done }, bytes.count - done, off_t(offset) + off_t(done))
+            let count = pwrite(descriptor, bytes.baseAddress.map { $0 + done }, bytes.count - done,
+                               off_t(offset) + off_t(done))
             if count < 0 {
                 if errno == EINTR { continue }
                 return errno

@@ -84,7 +84,8 @@ extension UnpackFailure.Rule: CustomStringConvertible {
         case .symlinkTargetAbsolute(let target): "it is a symlink to an absolute path, \(Quoted.text(target))"
         case .symlinkTargetOutside(let target): "it is a symlink to \(Quoted.text(target)), outside the folder"
         case .symlinkTargetClimbsAfterName(let target):
-            "it is a symlink to \(Quoted.text(target)): a \"..\" after a name could leave the folder through another symlink"
+            "it is a symlink to \(Quoted.text(target)): a \"..\" after a name could leave the folder through another "
+                + "symlink"
         case .hardLinkTarget(let target):
             "it is a hard link to \(Quoted.text(target)), which is not a file unpacked before it"
         case .throughSymlink(let path): "its path goes through \(Quoted.text(path)), a symlink the archive made"
@@ -93,10 +94,12 @@ extension UnpackFailure.Rule: CustomStringConvertible {
         case .tooManyMembers(let limit): "the archive holds more than \(limit) members"
         case .tooManyBytes(let limit): "the members unpack to more than \(limit) bytes"
         case .notFormat(let format, let reason): "not a \(format.rawValue) archive: \(reason)"
-        case .unrecognized(let reason): "not an archive haul reads (tar, tar.gz, tar.bz2, tar.xz, tar.zst, zip, 7z): \(reason)"
+        case .unrecognized(let reason):
+            "not an archive haul reads (\(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", "))): \(reason)"
         case .unreadable(let reason): "cannot read it" + (reason.map { ": \($0)" } ?? " (libarchive gives no reason)")
         case .truncated(let reason): "the archive ends early" + (reason.map { ": \($0)" } ?? "")
-        case .cannotStream(let format): "a \(format) archive cannot be unpacked as it arrives: its index comes after its data"
+        case .cannotStream(let format):
+            "a \(format) archive cannot be unpacked as it arrives: its index comes after its data"
         case .outOfMemory: "out of memory"
         case .writeFailed(let failure): "cannot write \(Quoted.text(failure.path)): \(failure.reason)"
         }

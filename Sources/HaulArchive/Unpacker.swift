@@ -18,8 +18,10 @@ package struct UnpackRules: Sendable {
     /// The most members (of any kind, kept or not) the archive may hold.
     package var maxMembers: Int
 
-    package init(format: ArchiveFormat? = nil, strip: Int = 0, selects: @escaping @Sendable (String) -> Bool = { _ in true },
-                 maxBytes: Int64 = ExtractRule.minimumDefaultUnpackedBytes, maxMembers: Int = ExtractRule.maximumMembers) {
+    package init(format: ArchiveFormat? = nil, strip: Int = 0,
+                 selects: @escaping @Sendable (String) -> Bool = { _ in true },
+                 maxBytes: Int64 = ExtractRule.minimumDefaultUnpackedBytes,
+                 maxMembers: Int = ExtractRule.maximumMembers) {
         self.format = format
         self.strip = strip
         self.selects = selects
@@ -47,7 +49,9 @@ package struct UnpackedMember: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Paths compare by bytes: `caf\u{e9}` and `cafe\u{301}` are two files.
-    package static func == (a: UnpackedMember, b: UnpackedMember) -> Bool { a.path.hasSameBytes(as: b.path) && a.kind == b.kind }
+    package static func == (a: UnpackedMember, b: UnpackedMember) -> Bool {
+        a.path.hasSameBytes(as: b.path) && a.kind == b.kind
+    }
 
     package var description: String {
         switch kind {
@@ -153,7 +157,9 @@ private struct Unpacking {
             case .failure(let failure): return .failure(fail(readingRule(failure), member: nil))
             }
             count += 1
-            guard count <= rules.maxMembers else { return .failure(fail(.tooManyMembers(limit: rules.maxMembers), header)) }
+            guard count <= rules.maxMembers else {
+                return .failure(fail(.tooManyMembers(limit: rules.maxMembers), header))
+            }
             switch memberRules.judge(header, in: ledger) {
             case .skip, .present: continue
             case .refuse(let rule): return .failure(fail(rule, header))

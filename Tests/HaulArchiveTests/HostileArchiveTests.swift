@@ -164,16 +164,22 @@ final class HostileArchiveTests: XCTestCase {
         XCTAssertEqual(bench.tree(result)?.files, 6)
     }
 
-    /// setuid, setgid, sticky and group or other write bits are dropped: 0644, or 0755 with any execute bit.
+    /// setuid, setgid, sticky and group or other write bits are dropped: 0644, or 0755 with any execute bit, exactly,
+    /// whatever the umask.
     func testSpecialModeBitsAreDropped() throws {
-        let archive = try bench.craft("modes.tar", [["name": "suid", "data": "x", "mode": 0o6777], ["name": "plain", "data": "x", "mode": 0o4666],
-                                                    ["name": "d/", "type": "dir", "mode": 0o1777]])
-        let (tree, result) = try bench.unpack(archive)
-        XCTAssertEqual(bench.tree(result)?.members.map(\.description), try bench.listing(of: tree))
-        for (name, mode) in [("suid", 0o755), ("plain", 0o644), ("d", 0o755)] as [(String, mode_t)] {
-            var info = stat()
-            XCTAssertEqual(lstat(bench.directory.path("\(tree)/\(name)"), &info), 0)
-            XCTAssertEqual(info.st_mode & 0o7777, mode, name)
+        let archive = try bench.craft("modes.tar", [["name": "suid", "data": "x", "mode": 0o6777],
+                                                    ["name": "plain", "data": "x", "mode": 0o4666],
+                                                    ["name": "d/", "type": "dir", "mode": 0o1777], ["name": "d/e/f", "data": "x"]])
+        for mask in [0o022, 0o077] as [mode_t] {
+            let previous = umask(mask)
+            defer { umask(previous) }
+            let (tree, result) = try bench.unpack(archive)
+            XCTAssertEqual(bench.tree(result)?.members.map(\.description), try bench.listing(of: tree))
+            for (name, mode) in [("suid", 0o755), ("plain", 0o644), ("d", 0o755), ("d/e", 0o755), ("d/e/f", 0o644)] as [(String, mode_t)] {
+                var info = stat()
+                XCTAssertEqual(lstat(bench.directory.path("\(tree)/\(name)"), &info), 0)
+                XCTAssertEqual(info.st_mode & 0o7777, mode, "\(name) under umask \(String(mask, radix: 8))")
+            }
         }
     }
 }

@@ -35,6 +35,8 @@ final class MemberRulesTests: XCTestCase {
         XCTAssertEqual(MemberRules.destination(of: Array("a/b/".utf8), strip: 2), .skipped)
         XCTAssertEqual(MemberRules.destination(of: Array("./".utf8), strip: 0), .root)
         XCTAssertEqual(MemberRules.destination(of: Array("a/.".utf8), strip: 1), .root)
+        XCTAssertEqual(MemberRules.destination(of: [], strip: 0), .root)
+        XCTAssertEqual(MemberRules(strip: -1, selects: { _ in true }).strip, 0)
     }
 
     func testNamesThatAreRefusedWhateverTheStrip() {
