@@ -9,8 +9,9 @@ import HaulManifest
 /// - a 7z archive's index comes after its data: it can only be read from a file (`UnpackFailure.Rule.cannotStream`);
 /// - a zip's central directory, which comes last, is never read: a streamed zip's members are regular files and
 ///   folders only, none executable (the Unix mode and the symlink type live in the central directory alone), and
-///   a member the central directory leaves out is unpacked all the same. From a file, a zip is read through its
-///   central directory, with modes and symlinks.
+///   a member the central directory leaves out is unpacked all the same; a member stored uncompressed with its
+///   sizes after its data (Info-ZIP writes symlinks so to a pipe) may not be found to end. From a file, a zip is
+///   read through its central directory, with modes and symlinks.
 final class ArchiveInput {
     /// Each chunk is valid until the next call; nil at the end.
     private let next: (() -> UnsafeRawBufferPointer?)?

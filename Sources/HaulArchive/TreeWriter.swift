@@ -29,6 +29,8 @@ final class TreeWriter {
     /// a deep or wide tree holds few descriptors.
     private var recentFolders: [DestinationKey: DirectoryHandle] = [:]
     private static let recentFolderLimit = 16
+    /// At most: the recent folders, a walk's two, and a file (or a hard link's second folder).
+    static let descriptorsHeld = recentFolderLimit + 3
     /// The umask would narrow 0644 or 0755: modes are then set by descriptor.
     private let umaskNarrowsModes: Bool
     /// Zeros to hash a sparse member's holes with; allocated at the first hole.

@@ -87,6 +87,10 @@ package struct UnpackedTree: Sendable, Equatable {
 /// Runs on the caller's thread, whose locale is C.UTF-8 for the duration (`ArchiveReader.withUTF8Names`, which
 /// says how names arrive); the rules refuse a name that is not UTF-8.
 package enum Unpacker {
+    /// The most descriptors an unpack holds at once beside the folder's own: `TreeWriter`'s recent folders, a walk's
+    /// two, and the file being written (or a hard link's second folder). For the run's descriptor budget.
+    package static let descriptorsHeld = TreeWriter.descriptorsHeld
+
     /// Pulls the archive's bytes from `next` (each chunk valid until the next call; nil at the end of the body, or
     /// when the caller abandons it) and writes the kept members into `folder` (an empty folder the caller made).
     /// Returns once libarchive reports the archive's end; the caller reads on to the end of the body for its hash.

@@ -95,6 +95,11 @@ final class FormatTests: XCTestCase {
         }
         try assertUnpacks(bench.work("a.zip"), format: .zip, expected: expected)
         try assertUnpacks(bench.work("a.zip"), format: nil, expected: expected)
+        // Written to a pipe, zip cannot go back to a member's header: its sizes follow the data (a data descriptor).
+        try bench.run("sh", ["-c", "zip -q - pkg/README pkg/lib/data.bin | cat > ../piped.zip"], in: bench.work("src"))
+        let piped = ["pkg/", "pkg/README", "pkg/lib/", "pkg/lib/data.bin"]
+        try assertUnpacks(bench.work("piped.zip"), format: .zip,
+                          expected: expected.filter { line in piped.contains { line == $0 || line.hasPrefix($0 + " ") } })
 
         let (tree, result) = try bench.unpackFile(bench.work("a.zip"), rules: UnpackRules(format: .zip))
         XCTAssertEqual(bench.tree(result)?.members.map(\.description), source)
