@@ -3,7 +3,7 @@ import PackageDescription
 
 /// The folder tree is the architecture: manifest -> planner -> engine / store -> Haul (orchestration) -> CLI.
 /// C libraries come from the system through small system-library targets; only `HaulEngine` sees libcurl,
-/// only the manifest reader sees libyaml, only `HaulDigest` sees libcrypto.
+/// only the manifest reader sees libyaml, only `HaulDigest` sees libcrypto, only `HaulArchive` sees libarchive.
 let package = Package(
     name: "haul",
     products: [
@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLibYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CLibArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CLinuxShims"),
 
         // Libraries, in the order data flows through them.
@@ -27,6 +28,7 @@ let package = Package(
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
         .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),
+        .target(name: "HaulArchive", dependencies: ["HaulManifest", "HaulFileSystem", "HaulDigest", "CLibArchive"]),
         .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest", "HaulThreads",
                                      "HaulFileSystem"]),
         .executableTarget(name: "HaulCommand", dependencies: [
@@ -44,6 +46,8 @@ let package = Package(
                                                      "HaulTestSupport"]),
         .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
                                                            "HaulTestSupport"]),
+        .testTarget(name: "HaulArchiveTests", dependencies: ["HaulArchive", "HaulManifest", "HaulDigest", "HaulFileSystem",
+                                                             "HaulTestSupport"]),
         .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),
         .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest", "HaulManifest"]),
     ],

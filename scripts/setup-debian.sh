@@ -6,18 +6,19 @@ set -euo pipefail
 #   source scripts/setup-debian.sh test     what building and testing need
 #   source scripts/setup-debian.sh build    what building and installing need (scripts/install.sh, package-deb.sh)
 #
-# Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto), pkg-config to find them, python3
-# to write the manual page. Tests: python3 with jsonschema and PyYAML validate the examples against the JSON Schema;
-# nginx and openssl give the TLS and HTTP/2 tests a real server with a test CA; gcc builds the crash tests'
-# LD_PRELOAD kill switch, e2fsprogs (chattr, mkfs.ext4) and util-linux (setpriv, mount, losetup, unshare) let the
-# local-fault tests make real faults, fuse and python3-fusepy mount the I/O-error file system
-# (Tests/Tools/faultfs.py), tmux gives the live-progress test a real terminal, faketime runs
-# haul with its clock moved (freshness when the clock was wrong), and dpkg-dev, fakeroot and lintian
-# build and check the .deb that the package test installs.
-packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3)
+# Build: the C libraries haul links (libcurl pulls in libssl-dev for libcrypto; libarchive-dev brings the runtime
+# libarchive13 that unpacks archives), pkg-config to find them, python3 to write the manual page. Tests: python3 with
+# jsonschema and PyYAML validate the examples against the JSON Schema; nginx and openssl give the TLS and HTTP/2
+# tests a real server with a test CA; gcc builds the crash tests' LD_PRELOAD kill switch, e2fsprogs (chattr,
+# mkfs.ext4) and util-linux (setpriv, mount, losetup, unshare) let the local-fault tests make real faults, fuse and
+# python3-fusepy mount the I/O-error file system (Tests/Tools/faultfs.py), tmux gives the live-progress test a real
+# terminal, faketime runs haul with its clock moved (freshness when the clock was wrong), dpkg-dev, fakeroot and
+# lintian build and check the .deb that the package test installs, and bzip2, xz-utils, zstd, zip and p7zip-full make
+# the archives the unpacking tests read.
+packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev libarchive-dev python3)
 if [ "${1:-test}" != build ]; then
   packages+=(python3-jsonschema python3-yaml ca-certificates openssl nginx-light gcc libc6-dev e2fsprogs util-linux mount
-             tmux faketime fuse python3-fusepy dpkg-dev fakeroot lintian man-db)
+             tmux faketime fuse python3-fusepy dpkg-dev fakeroot lintian man-db bzip2 xz-utils zstd zip p7zip-full)
 fi
 
 missing=()

@@ -98,6 +98,26 @@ package final class DirectoryHandle: Sendable {
         name.withCString { unlinkat(descriptor, $0, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
+    /// `mkdirat(2)`: a new directory `name` (one already there, of any kind, is `EEXIST`), its mode narrowed by
+    /// the umask; nil on success.
+    package func makeDirectory(_ name: String, mode: mode_t) -> SystemError? {
+        name.withCString { mkdirat(descriptor, $0, mode) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+    }
+
+    /// `symlinkat(2)`: a new symlink `name` whose text is `target` (nothing is checked about it, nothing followed);
+    /// nil on success.
+    package func makeSymlink(_ name: String, to target: String) -> SystemError? {
+        let rc = target.withCString { text in name.withCString { symlinkat(text, descriptor, $0) } }
+        return rc == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+    }
+
+    /// `linkat(2)`: `name` becomes a second name of `existing` in `folder`. Without `AT_SYMLINK_FOLLOW`, a symlink
+    /// there would be linked itself, never followed; nil on success.
+    package func makeHardLink(_ name: String, to existing: String, in folder: DirectoryHandle) -> SystemError? {
+        let rc = existing.withCString { old in name.withCString { linkat(folder.descriptor, old, descriptor, $0, 0) } }
+        return rc == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+    }
+
     /// `renameat(2)` of `name` to `newName` in `target` (this directory when nil); nil on success.
     package func rename(_ name: String, to newName: String, in target: DirectoryHandle? = nil) -> SystemError? {
         let destination = target ?? self
@@ -178,8 +198,11 @@ package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// What kind of file a `stat` describes, in words for messages ("a symlink", "a FIFO").
 package enum FileKindName {
-    package static func of(_ info: stat) -> String {
-        switch info.st_mode & S_IFMT {
+    package static func of(_ info: stat) -> String { of(mode: info.st_mode) }
+
+    /// The same from a mode's file-type bits (`S_IFMT`), as an archive's header gives them.
+    package static func of(mode: mode_t) -> String {
+        switch mode & S_IFMT {
         case S_IFREG: "a regular file"
         case S_IFDIR: "a directory"
         case S_IFLNK: "a symlink"

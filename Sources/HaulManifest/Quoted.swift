@@ -1,15 +1,15 @@
 /// Renders user-written text inside a message: quoted, control characters escaped and long values shortened,
 /// so that a stray newline or a 10 kB value cannot garble a terminal.
-enum Quoted {
+package enum Quoted {
     static let limit = 80
 
-    static func text(_ value: some StringProtocol) -> String {
+    package static func text(_ value: some StringProtocol) -> String {
         render(value, escapingNonASCII: false)
     }
 
     /// Every non-ASCII scalar escaped (`"cafe\u{301}"`): two spellings that a terminal draws alike, such as
     /// the Unicode normalization forms of one name, are told apart.
-    static func scalars(_ value: some StringProtocol) -> String {
+    package static func scalars(_ value: some StringProtocol) -> String {
         render(value, escapingNonASCII: true)
     }
 
