@@ -12,12 +12,13 @@ set -euo pipefail
 # LD_PRELOAD kill switch, e2fsprogs (chattr, mkfs.ext4) and util-linux (setpriv, mount, losetup, unshare) let the
 # local-fault tests make real faults, fuse and python3-fusepy mount the I/O-error file system
 # (Tests/Tools/faultfs.py), tmux gives the live-progress test a real terminal, faketime runs
-# haul with its clock moved (freshness when the clock was wrong), and dpkg-dev, fakeroot and lintian
-# build and check the .deb that the package test installs.
+# haul with its clock moved (freshness when the clock was wrong), nix-bin's nix-hash and nix hash path give the NAR
+# digests a tree's digest is checked against, and dpkg-dev, fakeroot and lintian build and check the .deb that the
+# package test installs.
 packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev python3)
 if [ "${1:-test}" != build ]; then
   packages+=(python3-jsonschema python3-yaml ca-certificates openssl nginx-light gcc libc6-dev e2fsprogs util-linux mount
-             tmux faketime fuse python3-fusepy dpkg-dev fakeroot lintian man-db)
+             tmux faketime fuse python3-fusepy nix-bin dpkg-dev fakeroot lintian man-db)
 fi
 
 missing=()
