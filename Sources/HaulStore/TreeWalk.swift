@@ -47,18 +47,18 @@ package enum TreeWalk {
         }
         for name in names {
             let path = relative.isEmpty ? name : relative + "/" + name
-            let shownPath = TreeFolder.join(shown, name)
             let info: stat
             switch folder.status(of: name) {
             case .success(let found): info = found
             case .failure(let failure) where failure.errno == ENOENT: continue
-            case .failure(let failure): return StoreError(operation: "inspect", path: shownPath, errno: failure.errno)
+            case .failure(let failure):
+                return StoreError(operation: "inspect", path: TreeFolder.join(shown, name), errno: failure.errno)
             }
             switch FileKind(mode: info.st_mode) {
             case .regular:
                 nodes.append(TreeNode(path: path, kind: .file(FileIdentity(info))))
             case .symlink:
-                switch TreeFolder.linkTarget(name, in: folder, shownAs: shownPath) {
+                switch TreeFolder.linkTarget(name, in: folder, shownAs: TreeFolder.join(shown, name)) {
                 case .success(let target): nodes.append(TreeNode(path: path, kind: .symlink(target: target)))
                 case .failure(let failure): return failure
                 }
@@ -66,6 +66,7 @@ package enum TreeWalk {
                 nodes.append(TreeNode(path: path, kind: .other))
             case .directory:
                 nodes.append(TreeNode(path: path, kind: .folder(FileIdentity(info))))
+                let shownPath = TreeFolder.join(shown, name)
                 switch TreeFolder.open(name, in: folder, seen: info, shownAs: shownPath) {
                 case .success(let child):
                     if let failure = visit(child, relative: path, shownAs: shownPath, into: &nodes) { return failure }

@@ -186,10 +186,7 @@ final class TreeDigestTests: XCTestCase {
 
     func testANameThatIsNotUTF8FailsNamingIt() throws {
         try scratch.mkdir("t")
-        let path = Array(scratch.at("t/bad").utf8) + [0xFF, 0]
-        let made = path.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { creat($0.baseAddress!, 0o644) } }
-        XCTAssertGreaterThanOrEqual(made, 0)
-        close(made)
+        try scratch.touch("t/bad", nameEndingWith: [0xFF])
         XCTAssertEqual(try digest(of: "t", shownAs: "sdk").failure?.description,
                        "cannot read \"sdk/bad\u{FFFD}\": its name is not UTF-8")
     }
@@ -197,19 +194,14 @@ final class TreeDigestTests: XCTestCase {
     /// Real I/O errors from a FUSE file system (`FaultFileSystem`): a file that cannot be read, a folder that
     /// cannot be listed.
     func testReadFailuresNameThePath() throws {
-        let directory = try TemporaryDirectory()
-        let faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
-        defer { faults.unmount() }
-        try directory.write("back/tree/bin/tool", "#!/bin/sh\n")
-        try directory.write("back/tree/share/doc/README", "read me\n")
-        let folder = try DirectoryHandle.opening(directory.path("out/tree"))
-        XCTAssertNotNil(try TreeDigest.of(folder: folder, shownAs: "sdk").get())
-
-        try faults.inject(["read bin/tool"])
-        XCTAssertEqual(TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
-                       "cannot read \"sdk/bin/tool\": Input/output error")
-        try faults.inject(["readdir share/doc"])
-        XCTAssertEqual(TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
-                       "cannot read the folder \"sdk/share/doc\": Input/output error")
+        try withFaultyTree { folder, faults in
+            XCTAssertNotNil(try TreeDigest.of(folder: folder, shownAs: "sdk").get())
+            try faults.inject(["read bin/tool"])
+            XCTAssertEqual(TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
+                           "cannot read \"sdk/bin/tool\": Input/output error")
+            try faults.inject(["readdir share/doc"])
+            XCTAssertEqual(TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
+                           "cannot read the folder \"sdk/share/doc\": Input/output error")
+        }
     }
 }

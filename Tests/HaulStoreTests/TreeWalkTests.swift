@@ -97,10 +97,7 @@ final class TreeWalkTests: XCTestCase {
 
     func testANameThatIsNotUTF8FailsNamingIt() throws {
         try scratch.mkdir("t/sub")
-        let path = Array(scratch.at("t/sub/x").utf8) + [0xC3, 0]
-        let made = path.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { creat($0.baseAddress!, 0o644) } }
-        XCTAssertGreaterThanOrEqual(made, 0)
-        close(made)
+        try scratch.touch("t/sub/x", nameEndingWith: [0xC3])
         XCTAssertEqual(try walk("t").failure?.description, "cannot read \"sdk/sub/x\u{FFFD}\": its name is not UTF-8")
     }
 
@@ -128,16 +125,12 @@ final class TreeWalkTests: XCTestCase {
     /// A folder that cannot be listed (a real EIO from a FUSE file system: root reads any folder whatever its
     /// mode) fails the walk, naming it.
     func testAFolderThatCannotBeListedFailsNamingIt() throws {
-        let directory = try TemporaryDirectory()
-        let faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
-        defer { faults.unmount() }
-        try directory.write("back/tree/bin/tool", "#!/bin/sh\n")
-        try directory.write("back/tree/share/doc/README", "read me\n")
-        let folder = try DirectoryHandle.opening(directory.path("out/tree"))
-        XCTAssertEqual(try TreeWalk.nodes(under: folder, shownAs: "sdk").get().map(\.path),
-                       ["bin", "bin/tool", "share", "share/doc", "share/doc/README"])
-        try faults.inject(["readdir share/doc"])
-        XCTAssertEqual(TreeWalk.nodes(under: folder, shownAs: "sdk").failure?.description,
-                       "cannot read the folder \"sdk/share/doc\": Input/output error")
+        try withFaultyTree { folder, faults in
+            XCTAssertEqual(try TreeWalk.nodes(under: folder, shownAs: "sdk").get().map(\.path),
+                           ["bin", "bin/tool", "share", "share/doc", "share/doc/README"])
+            try faults.inject(["readdir share/doc"])
+            XCTAssertEqual(TreeWalk.nodes(under: folder, shownAs: "sdk").failure?.description,
+                           "cannot read the folder \"sdk/share/doc\": Input/output error")
+        }
     }
 }
