@@ -116,6 +116,18 @@ package struct Digest: Sendable, Hashable, CustomStringConvertible {
     /// Standard base64 with its padding.
     package var base64: String { Base64.encode(bytes) }
 
+    /// Subresource Integrity form, `sha256-<base64>`: an `integrity:` pin, and a tree's digest as
+    /// `nix hash path` prints it.
+    package var subresourceIntegrity: String { "\(algorithm.rawValue)-\(base64)" }
+
+    /// Parses one `sha256-<base64>` token (sha384 and sha512 alike; SRI names no weaker algorithm); nil for
+    /// anything else.
+    package init?(subresourceIntegrity text: some StringProtocol) {
+        guard let dash = text.firstIndex(of: "-"), let algorithm = DigestAlgorithm(rawValue: String(text[..<dash])),
+              !algorithm.isWeak else { return nil }
+        self.init(algorithm: algorithm, base64: text[text.index(after: dash)...])
+    }
+
     /// `sha256:9f86…`, the unambiguous form used in logs.
     package var description: String { "\(algorithm.rawValue):\(hex)" }
 }

@@ -142,31 +142,46 @@ package final class DirectoryHandle: Sendable {
 
     /// The text of the symlink `name`, for messages.
     package func linkTarget(_ name: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard case .success(let target) = linkTargetBytes(name) else { return nil }
+        return String(decoding: target, as: UTF8.self)
+    }
+
+    /// The target of the symlink `name`, byte for byte (`readlinkat(2)`; Linux holds at most `PATH_MAX - 1` bytes).
+    package func linkTargetBytes(_ name: String) -> Result<[UInt8], SystemError> {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = name.withCString { readlinkat(descriptor, $0, &buffer, buffer.count - 1) }
-        guard count >= 0 else { return nil }
-        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard count >= 0 else { return .failure(SystemError(errno: errno, path: displayPath(of: name))) }
+        return .success(Array(buffer[..<count]))
     }
 
     /// The names in this directory but `.` and `..`; nil when it cannot be listed.
     package func names() -> [String]? {
+        var names: [String] = []
+        let failure = forEachName { names.append(String(decoding: $0, as: UTF8.self)) }
+        return failure == nil ? names : nil
+    }
+
+    /// Calls `body` with the bytes of each name in this directory but `.` and `..`, in the order the file system
+    /// lists them (`getdents64` through `readdir`); nil when the whole listing was read.
+    package func forEachName(_ body: (UnsafeBufferPointer<UInt8>) -> Void) -> SystemError? {
         // fdopendir takes the descriptor over: give it a copy, positioned at the start.
         let copy = dup(descriptor)
-        guard copy >= 0 else { return nil }
+        guard copy >= 0 else { return SystemError(errno: errno, path: path) }
         guard let stream = fdopendir(copy) else {
+            let code = errno
             close(copy)
-            return nil
+            return SystemError(errno: code, path: path)
         }
         defer { closedir(stream) }
         rewinddir(stream)
-        var names: [String] = []
         while true {
             errno = 0
-            guard let entry = readdir(stream) else { return errno == 0 ? names : nil }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            guard let entry = readdir(stream) else { return errno == 0 ? nil : SystemError(errno: errno, path: path) }
+            withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let name = UnsafeBufferPointer(rebasing: raw.assumingMemoryBound(to: UInt8.self).prefix { $0 != 0 })
+                let dots = name.count <= 2 && name.allSatisfy { $0 == UInt8(ascii: ".") }
+                if !dots { body(name) }
             }
-            if name != "." && name != ".." { names.append(name) }
         }
     }
 }

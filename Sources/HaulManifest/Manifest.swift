@@ -221,7 +221,7 @@ package struct Checksum: Sendable, Hashable {
         switch notation {
         case .hexKey: other.hex
         case .prefixedHex: "\(other.algorithm.rawValue):\(other.hex)"
-        case .subresourceIntegrity: "\(other.algorithm.rawValue)-\(other.base64)"
+        case .subresourceIntegrity: other.subresourceIntegrity
         }
     }
 

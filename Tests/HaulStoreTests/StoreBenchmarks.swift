@@ -1,8 +1,10 @@
 import Foundation
 import Glibc
 import HaulDigest
+import HaulFileSystem
 import HaulManifest
 @testable import HaulStore
+import HaulTestSupport
 import XCTest
 
 /// Sizing checks, not correctness tests: they create 100,000 files, so they run only when asked
@@ -106,5 +108,34 @@ final class StoreBenchmarks: XCTestCase {
             XCTAssertEqual(loaded, cache)
         }
         print("state of 100,000 files: save \(save) s, load \(load) s")
+    }
+
+    /// The no-op's walk of an extracted tree of 50,500 nodes (500 folders of 100 files) against
+    /// `find DIR -printf '%s %T@\n' >/dev/null` over the same tree, interleaved, medians of `HAUL_TREE_WALK_RUNS`
+    /// (7). The tree is `HAUL_TREE_WALK_DIR` (benchmarks/tree-walk.sh makes it on tmpfs) or made here.
+    func testTreeWalkOfFiftyThousandFilesBesideFind() throws {
+        try requireOptIn()
+        let environment = ProcessInfo.processInfo.environment
+        let scratch = try Scratch()
+        let tree = environment["HAUL_TREE_WALK_DIR"] ?? scratch.at("tree")
+        if environment["HAUL_TREE_WALK_DIR"] == nil {
+            for folder in 0..<500 {
+                for file in 0..<100 { try scratch.write("tree/d\(folder)/f\(file)", "\(folder)/\(file)\n") }
+            }
+        }
+        let runs = environment["HAUL_TREE_WALK_RUNS"].flatMap { Int($0) } ?? 7
+        let folder = try DirectoryHandle.opening(tree)
+        var walks: [Double] = [], finds: [Double] = []
+        for _ in 0..<runs {
+            var nodes: [TreeNode] = []
+            walks.append(try seconds { nodes = try TreeWalk.nodes(under: folder, shownAs: tree).get() })
+            XCTAssertEqual(nodes.count, 50_500)
+            finds.append(try seconds {
+                XCTAssertEqual(try ProcessRunner.runDiscardingOutput("find", [tree, "-printf", "%s %T@\n"]), 0)
+            })
+        }
+        let walk = walks.sorted()[runs / 2], find = finds.sorted()[runs / 2]
+        print(String(format: "tree walk of 50,500 nodes: TreeWalk %.4f s, find %.4f s (medians of %d): %.2fx find",
+                     walk, find, runs, walk / find))
     }
 }

@@ -1,7 +1,9 @@
 import Foundation
 import Glibc
+import HaulFileSystem
 import HaulManifest
 import HaulStore
+import HaulTestSupport
 import XCTest
 
 /// A real directory under $TMPDIR, removed (after restoring write permission) when the test ends.
@@ -41,6 +43,14 @@ final class Scratch {
 
     func symlink(_ relative: String, to target: String) throws {
         try FileManager.default.createSymbolicLink(atPath: at(relative), withDestinationPath: target)
+    }
+
+    /// Makes an empty file named by `relative` and then `bytes`, which need not be UTF-8 (as a name on Linux need not).
+    func touch(_ relative: String, nameEndingWith bytes: [UInt8]) throws {
+        let path = (Array(at(relative).utf8) + bytes).map { CChar(bitPattern: $0) } + [0]
+        let made = creat(path, 0o644)
+        guard made >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        close(made)
     }
 
     /// lstat of a path under the scratch directory.
@@ -125,4 +135,16 @@ extension RunLock {
     convenience init(root: String, wait: Bool, holder: String) throws {
         try self.init(area: PrivateArea.create(root: root), wait: wait ? .forever(notice: { _ in }) : .no, holder: holder)
     }
+}
+
+/// Calls `body` with a small tree (`bin/tool`, `share/doc/README`) on a FUSE file system that fails the operations
+/// the test injects (`FaultFileSystem`): real I/O errors from reading a file or listing a folder. The tree's handle
+/// is closed before the file system is unmounted, which would otherwise wait for it.
+func withFaultyTree(_ body: (DirectoryHandle, FaultFileSystem) throws -> Void) throws {
+    let directory = try TemporaryDirectory()
+    let faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
+    defer { faults.unmount() }
+    try directory.write("back/tree/bin/tool", "#!/bin/sh\n")
+    try directory.write("back/tree/share/doc/README", "read me\n")
+    try body(try DirectoryHandle.opening(directory.path("out/tree")), faults)
 }

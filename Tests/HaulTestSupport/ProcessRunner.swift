@@ -107,14 +107,31 @@ public enum ProcessRunner {
         }
         for fd in open { close(fd) }
 
-        let exitCode: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        let result = ProcessResult(exitCode: exitCode,
+        let result = ProcessResult(exitCode: exitCode(status),
                                    stdout: String(decoding: output[stdoutPipe.read] ?? [], as: UTF8.self),
                                    stderr: String(decoding: output[stderrPipe.read] ?? [], as: UTF8.self))
         if timedOut {
             throw ProcessRunnerError.timedOut(command: [executable] + arguments, seconds: timeout, partial: result)
         }
         return result
+    }
+
+    /// Runs a command with its output thrown away (as `>/dev/null`; its errors still shown), waiting for it: for
+    /// timing a command without the cost of reading what it prints. Its exit status.
+    public static func runDiscardingOutput(_ executable: String, _ arguments: [String]) throws -> Int32 {
+        let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        guard devNull >= 0 else { throw ProcessRunnerError.systemCall(SystemCallError(call: "open /dev/null", errno: errno)) }
+        defer { close(devNull) }
+        let pid = try spawn(executable, arguments, environment: ProcessInfo.processInfo.environment, currentDirectory: nil,
+                            stdout: devNull, stderr: STDERR_FILENO)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return exitCode(status)
+    }
+
+    /// A `waitpid` status as a shell shows it: the exit code, or 128 + the signal that ended the process.
+    private static func exitCode(_ status: Int32) -> Int32 {
+        (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     /// Reads until every descriptor in `open` hit EOF (true) or the deadline passed (false).

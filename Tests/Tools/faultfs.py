@@ -8,7 +8,7 @@ and is read again on every call, so a test changes the faults while the file sys
     fsyncdir data         fsync of the folder data fails with EIO
     rename x ENOSPC
     unlink old DELAY      unlinking old takes a second longer, then succeeds
-Operations: read write fsync fsyncdir rename open create mkdir unlink getattr.
+Operations: read write fsync fsyncdir rename open create mkdir unlink getattr readdir (listing a folder).
 Times are passed through with their nanoseconds, unless FAULTFS_COARSE=1 is in the environment: then every
 time is reported in whole seconds (ext3, FAT, many NFS and SMB servers), and the kernel caches no attributes, so
 each stat sees the backing file's times as they are now.
@@ -76,6 +76,7 @@ class FaultFS(Operations):
         return attributes
 
     def readdir(self, path, fh):
+        inject('readdir', path)
         return ['.', '..'] + os.listdir(self._real(path))
 
     def readlink(self, path):
