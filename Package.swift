@@ -29,8 +29,8 @@ let package = Package(
         .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),
         .target(name: "HaulArchive", dependencies: ["HaulManifest", "HaulFileSystem", "HaulDigest", "CLibArchive"]),
-        .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulDigest", "HaulThreads",
-                                     "HaulFileSystem"]),
+        .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulDigest",
+                                     "HaulThreads", "HaulFileSystem"]),
         .executableTarget(name: "HaulCommand", dependencies: [
             "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulFileSystem", "HaulDigest", "HaulThreads",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

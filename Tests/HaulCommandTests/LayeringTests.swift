@@ -20,7 +20,7 @@ final class LayeringTests: XCTestCase {
         "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization"],
         "HaulArchive": ["CLibArchive", "HaulDigest", "HaulFileSystem", "HaulManifest", "Glibc"],
         "HaulStore": ["CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Synchronization"],
-        "Haul": ["HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
+        "Haul": ["HaulArchive", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
                  "Glibc", "Synchronization"],
         "HaulCommand": ["ArgumentParser", "Foundation", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
                         "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization"],
