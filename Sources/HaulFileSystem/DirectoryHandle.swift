@@ -1,3 +1,4 @@
+import CLinuxShims
 import Glibc
 
 /// An open directory that names are resolved in, one at a time, with the `*at` system calls.
@@ -103,6 +104,41 @@ package final class DirectoryHandle: Sendable {
         let destination = target ?? self
         let rc = name.withCString { old in newName.withCString { renameat(descriptor, old, destination.descriptor, $0) } }
         return rc == 0 ? nil : SystemError(errno: errno, path: destination.displayPath(of: newName))
+    }
+
+    /// `renameat2(2)` of `name` to `newName` in `target`, failing with `EEXIST` rather than replacing what is there;
+    /// `EINVAL` where the file system does not take the flag (FUSE without rename2, some NFS).
+    package func renameWithoutReplacing(_ name: String, to newName: String, in target: DirectoryHandle) -> SystemError? {
+        renameTwo(name, to: newName, in: target, flags: haul_RENAME_NOREPLACE)
+    }
+
+    /// `renameat2(RENAME_EXCHANGE)`: `name` here and `otherName` in `target` swap places in one step, whatever they
+    /// are (both must exist); `EINVAL` where the file system does not take the flag.
+    package func exchange(_ name: String, with otherName: String, in target: DirectoryHandle) -> SystemError? {
+        renameTwo(name, to: otherName, in: target, flags: haul_RENAME_EXCHANGE)
+    }
+
+    private func renameTwo(_ name: String, to newName: String, in target: DirectoryHandle, flags: UInt32) -> SystemError? {
+        let rc = name.withCString { old in newName.withCString { renameat2(descriptor, old, target.descriptor, $0, flags) } }
+        return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
+    }
+
+    /// `linkat(2)`: `newName` in `target` becomes one more name of the file `name` (a symlink is linked itself,
+    /// never followed); `EEXIST` when `newName` is taken.
+    package func link(_ name: String, as newName: String, in target: DirectoryHandle) -> SystemError? {
+        let rc = name.withCString { old in newName.withCString { linkat(descriptor, old, target.descriptor, $0, 0) } }
+        return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
+    }
+
+    /// Makes `newName` in `target` a symlink with the very bytes of the symlink `name` here (`readlinkat`, then
+    /// `symlinkat`: no text decoding on the way); `EEXIST` when `newName` is taken.
+    package func copySymlink(_ name: String, as newName: String, in target: DirectoryHandle) -> SystemError? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = name.withCString { readlinkat(descriptor, $0, &buffer, buffer.count - 1) }
+        guard count >= 0 else { return SystemError(errno: errno, path: displayPath(of: name)) }
+        buffer[count] = 0
+        let rc = newName.withCString { symlinkat(buffer, target.descriptor, $0) }
+        return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
     }
 
     /// `fchmodat(2)`: the mode of `name` exactly, not narrowed by the umask.
