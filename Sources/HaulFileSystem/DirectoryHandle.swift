@@ -166,6 +166,12 @@ package final class DirectoryHandle: Sendable {
 
     /// The names in this directory but `.` and `..`; nil when it cannot be listed.
     package func names() -> [String]? {
+        Self.entries(of: descriptor) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The entries of the open folder `descriptor` but `.` and `..`, each made by `make` from its name's bytes;
+    /// nil when it cannot be listed.
+    static func entries<Entry>(of descriptor: Int32, _ make: (Slice<UnsafeRawBufferPointer>) -> Entry) -> [Entry]? {
         // fdopendir takes the descriptor over: give it a copy, positioned at the start.
         let copy = dup(descriptor)
         guard copy >= 0 else { return nil }
@@ -175,14 +181,16 @@ package final class DirectoryHandle: Sendable {
         }
         defer { closedir(stream) }
         rewinddir(stream)
-        var names: [String] = []
+        let dot = UInt8(ascii: ".")
+        var entries: [Entry] = []
         while true {
             errno = 0
-            guard let entry = readdir(stream) else { return errno == 0 ? names : nil }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            guard let entry = readdir(stream) else { return errno == 0 ? entries : nil }
+            let made: Entry? = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let name = raw.prefix { $0 != 0 }
+                return name.elementsEqual([dot]) || name.elementsEqual([dot, dot]) ? nil : make(name)
             }
-            if name != "." && name != ".." { names.append(name) }
+            if let made { entries.append(made) }
         }
     }
 }

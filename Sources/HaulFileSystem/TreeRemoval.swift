@@ -125,7 +125,7 @@ package struct TreeRemoval {
             return false
         }
         if info.st_mode & 0o700 != 0o700 { _ = fchmod(opened, (info.st_mode & 0o7777) | 0o700) }
-        guard let entries = Self.entries(of: opened) else {
+        guard let entries = DirectoryHandle.entries(of: opened, { $0.map { CChar(bitPattern: $0) } + [0] }) else {
             record(errno, display(name))
             close(opened)
             return false
@@ -194,27 +194,6 @@ package struct TreeRemoval {
         var info = stat()
         guard fstat(reference, &info) == 0, info.st_mode & 0o700 != 0o700 else { return false }
         return chmod("/proc/self/fd/\(reference)", (info.st_mode & 0o7777) | 0o700) == 0
-    }
-
-    /// The names in the folder `descriptor` but `.` and `..`, as the kernel's bytes; nil when it cannot be read.
-    private static func entries(of descriptor: Int32) -> [[CChar]]? {
-        // fdopendir takes the descriptor over: it gets a copy.
-        let copy = dup(descriptor)
-        guard copy >= 0 else { return nil }
-        guard let stream = fdopendir(copy) else {
-            close(copy)
-            return nil
-        }
-        defer { closedir(stream) }
-        var names: [[CChar]] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else { return errno == 0 ? names : nil }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                raw.prefix { $0 != 0 }.map { CChar(bitPattern: $0) } + [0]
-            }
-            if name != [0x2E, 0] && name != [0x2E, 0x2E, 0] { names.append(name) }
-        }
     }
 
     private mutating func record(_ code: Int32, _ shown: String, detail: String? = nil) {

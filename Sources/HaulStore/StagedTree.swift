@@ -43,7 +43,8 @@ package struct StagedTree: Sendable {
     /// ownership.
     package var members: [(destination: DestinationPath, ownership: Ownership)]
     /// Files the user put in the old tree (paths relative to it): carried into the new one. A path that is gone from
-    /// the old tree by the time of the commit is skipped (there is nothing left to keep).
+    /// the old tree by the time of the commit is skipped (there is nothing left to keep); a folder carried where the
+    /// new tree has a folder is that folder (nothing in it is lost: its files are carried by their own paths).
     package var carried: [String]
 
     package init(folderName: String, members: [(destination: DestinationPath, ownership: Ownership)], carried: [String] = []) {
