@@ -12,9 +12,15 @@
 #endif
 static const int haul_O_PATH = O_PATH;
 
+/// renameat2's flags: fail rather than replace an existing name; swap two names atomically (Linux 3.15).
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+static const unsigned int haul_RENAME_NOREPLACE = RENAME_NOREPLACE;
+static const unsigned int haul_RENAME_EXCHANGE = RENAME_EXCHANGE;
 
 extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 extern int syncfs(int fd);

@@ -6,6 +6,9 @@ import HaulDigest
 /// - temporary files: `<run prefix in hex>-<counter in hex>.part`
 /// - partials of pinned files: `<algorithm>-<hex digest>.part`, with `.meta` (and `.meta.new` while it is
 ///   being replaced) beside them.
+///
+/// An archive's tree is unpacked beside its download in a folder named after it, `<stem>.tree` for `<stem>.part`
+/// (`StagedTree.folderName`): the sweep knows those by this same grammar.
 extension TransferEngine {
     package static func isStagingName(_ name: String) -> Bool {
         var rest = Substring(name)

@@ -1,3 +1,4 @@
+import CLinuxShims
 import Glibc
 
 /// An open directory that names are resolved in, one at a time, with the `*at` system calls.
@@ -125,6 +126,43 @@ package final class DirectoryHandle: Sendable {
         return rc == 0 ? nil : SystemError(errno: errno, path: destination.displayPath(of: newName))
     }
 
+    /// `renameat2(2)` of `name` to `newName` in `target`, failing with `EEXIST` rather than replacing what is there;
+    /// `EINVAL` where the file system does not take the flag (FUSE without rename2, some NFS).
+    package func renameWithoutReplacing(_ name: String, to newName: String, in target: DirectoryHandle) -> SystemError? {
+        renameTwo(name, to: newName, in: target, flags: haul_RENAME_NOREPLACE)
+    }
+
+    /// `renameat2(RENAME_EXCHANGE)`: `name` here and `otherName` in `target` swap places in one step, whatever they
+    /// are (both must exist); `EINVAL` where the file system does not take the flag.
+    package func exchange(_ name: String, with otherName: String, in target: DirectoryHandle) -> SystemError? {
+        renameTwo(name, to: otherName, in: target, flags: haul_RENAME_EXCHANGE)
+    }
+
+    private func renameTwo(_ name: String, to newName: String, in target: DirectoryHandle, flags: UInt32) -> SystemError? {
+        let rc = name.withCString { old in newName.withCString { renameat2(descriptor, old, target.descriptor, $0, flags) } }
+        return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
+    }
+
+    /// `linkat(2)`: `newName` in `target` becomes one more name of the file `name` (a symlink is linked itself,
+    /// never followed); `EEXIST` when `newName` is taken.
+    package func link(_ name: String, as newName: String, in target: DirectoryHandle) -> SystemError? {
+        let rc = name.withCString { old in newName.withCString { linkat(descriptor, old, target.descriptor, $0, 0) } }
+        return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
+    }
+
+    /// Makes `newName` in `target` a symlink with the very bytes of the symlink `name` here (`readlinkat`, then
+    /// `symlinkat`: no text decoding on the way); `EEXIST` when `newName` is taken.
+    package func copySymlink(_ name: String, as newName: String, in target: DirectoryHandle) -> SystemError? {
+        switch linkTargetBytes(name) {
+        case .failure(let failure):
+            return failure
+        case .success(let bytes):
+            let cString = bytes.map { CChar(bitPattern: $0) } + [0]
+            let rc = newName.withCString { symlinkat(cString, target.descriptor, $0) }
+            return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
+        }
+    }
+
     /// `fchmodat(2)`: the mode of `name` exactly, not narrowed by the umask.
     package func setMode(_ mode: mode_t, of name: String) -> SystemError? {
         name.withCString { fchmodat(descriptor, $0, mode, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
@@ -164,6 +202,12 @@ package final class DirectoryHandle: Sendable {
     /// Calls `body` with the bytes of each name in this directory but `.` and `..`, in the order the file system
     /// lists them (`getdents64` through `readdir`); nil when the whole listing was read.
     package func forEachName(_ body: (UnsafeBufferPointer<UInt8>) -> Void) -> SystemError? {
+        Self.forEachName(inFolder: descriptor, shownAs: path, body)
+    }
+
+    /// `forEachName` of any open folder (one a walk holds by its descriptor alone).
+    package static func forEachName(inFolder descriptor: Int32, shownAs path: String,
+                                    _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> SystemError? {
         // fdopendir takes the descriptor over: give it a copy, positioned at the start.
         let copy = dup(descriptor)
         guard copy >= 0 else { return SystemError(errno: errno, path: path) }

@@ -8,6 +8,9 @@ import Synchronization
 package struct CommitRequest: Sendable {
     /// A verified file in the staging folder (the engine's temporary file, by name), closed.
     package var temporaryName: String
+    /// A verified tree that replaces the destination folder whole (see `StagedTree`); nil for a file. When set,
+    /// `temporaryName`, `mode`, `hasMode` and `ownership` are not used.
+    package var tree: StagedTree?
     package var destination: DestinationPath
     package var mode: FileMode
     /// The temporary file already has `mode` exactly (it was created with it): no chmod before the rename.
@@ -24,12 +27,18 @@ package struct CommitRequest: Sendable {
         self.mode = mode
         self.hasMode = hasMode
     }
+
+    /// The tree staged in `tree.folderName` in place of the folder `destination`.
+    package init(tree: StagedTree, destination: DestinationPath) {
+        self.init(temporaryName: tree.folderName, destination: destination, mode: FileMode(0o755), hasMode: true)
+        self.tree = tree
+    }
 }
 
-/// A request whose file was renamed into place: the destination holds the new content now.
+/// A request whose file (or tree) was renamed into place: the destination holds the new content now.
 package struct Committed: Sendable, Equatable {
     /// The destination's identity right after the rename (what the state cache records); nil in the unlikely
-    /// case that it cannot be read back.
+    /// case that it cannot be read back, and for a tree (whose caller walks it for its members' identities).
     package var identity: FileIdentity?
     /// Why the rename may not survive a crash: its folder could not be synced after it. The file is in place all
     /// the same (a reader sees the new content), so this is not a failure to commit, but the run must say so.
@@ -57,7 +66,8 @@ package enum Durability: String, Sendable {
 }
 
 /// The only code that changes destinations. Each destination is replaced by rename(2), so at every moment it
-/// holds either its old content or the new verified content, with its final mode.
+/// holds either its old content or the new verified content, with its final mode. A folder that an archive's tree
+/// replaces whole is exchanged with it in one step (`StagedTree` says how, and why a kill cannot mix the two).
 ///
 /// Every batch reaches each destination's folder afresh from root's descriptor (`ContainedWalk`), at commit
 /// time: a folder checked earlier in the run and swapped for a symlink since is never trusted.
@@ -84,9 +94,9 @@ package final class Committer: Sendable {
         self.heldFolders = heldFolders
     }
 
-    /// A failing request does not stop the others; its temporary file is left for the caller to discard and its
-    /// destination is untouched. Results are in request order: a `.failure` is a destination left as it was; a
-    /// `.success` is a file in place, with its identity right after the rename (taken here, off the transfer loop,
+    /// A failing request does not stop the others; its temporary file (or staged tree, which may hold links to
+    /// carried files by then) is left for the caller to discard and its destination is untouched. Results are in
+    /// request order: a `.failure` is a destination left as it was; a `.success` is a file in place, with its identity right after the rename (taken here, off the transfer loop,
     /// while it is the only thing that has touched the file), and `notDurable` when its folder's fsync failed.
     package func commit(_ batch: [CommitRequest]) -> [Result<Committed, StoreError>] {
         guard !batch.isEmpty else { return [] }
@@ -103,9 +113,17 @@ package final class Committer: Sendable {
         case .success(let started): walk = started
         case .failure(let failure): return results.map { _ in .failure(failure) }
         }
-        let ready = prepare(batch, walk: &walk, results: &results)
+        var replacing = Set<Int>()
+        let ready = prepare(batch, walk: &walk, results: &results, replacing: &replacing)
         if let journal, !ready.isEmpty {
-            let owned = ready.compactMap { index in batch[index].ownership.map { (batch[index].destination, $0) } }
+            var owned: [(destination: DestinationPath, ownership: Ownership)] = []
+            for index in ready {
+                if let tree = batch[index].tree {
+                    owned += tree.members
+                } else if let ownership = batch[index].ownership {
+                    owned.append((batch[index].destination, ownership))
+                }
+            }
             let appended = Self.append(owned, to: journal, walk: &walk)
             // A journal that cannot be written (a full disk, an I/O error, a read-only `.haul`) fails the batch: a
             // file renamed in without its line is one haul wrote and, if the state cannot be saved either, would
@@ -118,6 +136,9 @@ package final class Committer: Sendable {
             }
         }
 
+        // A staged tree is on root's file system too (in the staging folder): syncfs writes back every dirty inode
+        // of that file system, directories included, so this one call puts each member's data and each of the
+        // tree's folders (their entries, carried links among them) on disk, with no walk fsyncing them one by one.
         if durability == .full, !ready.isEmpty, let failure = syncFilesystem() {
             for index in ready { results[index] = .failure(failure) }
             return results
@@ -139,11 +160,23 @@ package final class Committer: Sendable {
                 continue
             }
             var renamed: [Int] = []
+            var oldTrees: [String] = []
             for index in group {
-                results[index] = renameIntoPlace(batch[index], in: folder)
+                if let tree = batch[index].tree {
+                    let switched = switchTree(tree, to: batch[index].destination, replacing: replacing.contains(index), in: folder)
+                    results[index] = switched.result
+                    if let old = switched.old { oldTrees.append(old) }
+                } else {
+                    results[index] = renameIntoPlace(batch[index], in: folder)
+                }
                 if case .success = results[index] { renamed.append(index) }
             }
             syncDirectory(folder, of: renamed, batch: batch, results: &results)
+            // Once the folder is synced, or could not be (the switch happened either way): what a removal leaves
+            // (a folder that cannot be emptied) is a leftover the next run's sweep tries again. The removal holds
+            // the folders the walk would keep, which lets go of its own first.
+            if !oldTrees.isEmpty { walk.forget() }
+            for old in oldTrees { staging.removeTree(old, holdingAtMost: heldFolders) }
         }
         return results
     }
@@ -170,7 +203,12 @@ package final class Committer: Sendable {
             guard case .success(let info) = folder.status(of: destination.fileName) else { return .success(Committed(identity: nil)) }
             return .success(Committed(identity: FileIdentity(info)))
         }
-        let detail: String? = switch failed.errno {
+        return .failure(renameFailure(failed.errno, destination))
+    }
+
+    /// `detail`, or the words a few errnos need beyond strerror's.
+    private func renameFailure(_ code: Int32, _ destination: DestinationPath, detail: String? = nil) -> StoreError {
+        let known: String? = switch code {
         case EISDIR: "a directory is in the way"
         // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
         // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
@@ -178,7 +216,74 @@ package final class Committer: Sendable {
             + "(rename(2) cannot cross mounts)"
         default: nil
         }
-        return .failure(StoreError(operation: "rename into", path: destination.description, errno: failed.errno, detail: detail))
+        return StoreError(operation: "rename into", path: destination.description, errno: code, detail: detail ?? known)
+    }
+
+    /// Puts a staged tree in place of the folder its destination names (`replacing`: there was one when it was
+    /// prepared), in one step (`StagedTree`). The result, and the name in the staging folder of the old tree
+    /// (to remove once the folder is synced) when there is one.
+    private func switchTree(_ tree: StagedTree, to destination: DestinationPath, replacing: Bool,
+                            in parent: DirectoryHandle) -> (result: Result<Committed, StoreError>, old: String?) {
+        let name = destination.fileName
+        if replacing {
+            switch staging.exchange(tree.folderName, with: name, in: parent)?.errno {
+            case nil:
+                if let failure = keepOnlyAFolder(tree.folderName, exchangedWith: name, in: parent, destination: destination) {
+                    return (.failure(failure), nil)
+                }
+                return (.success(Committed(identity: nil)), tree.folderName)
+            case ENOENT?:
+                break  // gone since it was prepared, and the user's files with it: the new tree goes where it was
+            case EINVAL?:
+                return replaceByTwoRenames(tree, to: destination, in: parent)
+            case let code?:
+                return (.failure(renameFailure(code, destination)), nil)
+            }
+        }
+        guard let failed = staging.renameWithoutReplacing(tree.folderName, to: name, in: parent) else {
+            return (.success(Committed(identity: nil)), nil)
+        }
+        switch failed.errno {
+        case EINVAL:
+            // No RENAME_NOREPLACE on this file system: a plain rename, which fails on anything but an empty folder.
+            guard let plain = staging.rename(tree.folderName, to: name, in: parent) else { return (.success(Committed(identity: nil)), nil) }
+            return (.failure(renameFailure(plain.errno, destination)), nil)
+        case EEXIST:
+            return (.failure(renameFailure(EEXIST, destination, detail: "something was put there since the commit began; "
+                                           + "it is left as it is")), nil)
+        default:
+            return (.failure(renameFailure(failed.errno, destination)), nil)
+        }
+    }
+
+    /// After an exchange: what came out of the destination must be a folder (it was when the request was prepared).
+    /// Anything else (put there since) goes back at once, untouched, and the request fails. nil: a folder came out.
+    private func keepOnlyAFolder(_ staged: String, exchangedWith name: String, in parent: DirectoryHandle,
+                                 destination: DestinationPath) -> StoreError? {
+        guard case .success(let info) = staging.status(of: staged), info.st_mode & S_IFMT != S_IFDIR else { return nil }
+        let back = staging.exchange(staged, with: name, in: parent)
+        return renameFailure(ENOTDIR, destination, detail: "\(FileKindName.of(info)) is in the way"
+                             + (back.map { "; it could not be put back, and is at \(staging.displayPath(of: staged)): \($0.reason)" } ?? ""))
+    }
+
+    /// The switch where the file system has no `RENAME_EXCHANGE`: the old tree into the staging area, then the new
+    /// one into its place (the destination is missing in between; `StagedTree` says what that costs).
+    private func replaceByTwoRenames(_ tree: StagedTree, to destination: DestinationPath,
+                                     in parent: DirectoryHandle) -> (result: Result<Committed, StoreError>, old: String?) {
+        let name = destination.fileName
+        let aside = StagedTree.asideName(of: tree.folderName)
+        if let failed = parent.rename(name, to: aside, in: staging) { return (.failure(renameFailure(failed.errno, destination)), nil) }
+        if case .success(let info) = staging.status(of: aside), info.st_mode & S_IFMT != S_IFDIR {
+            let back = staging.rename(aside, to: name, in: parent)
+            return (.failure(renameFailure(ENOTDIR, destination, detail: "\(FileKindName.of(info)) is in the way"
+                + (back.map { "; it could not be put back, and is at \(staging.displayPath(of: aside)): \($0.reason)" } ?? ""))), nil)
+        }
+        guard let failed = staging.rename(tree.folderName, to: name, in: parent) else { return (.success(Committed(identity: nil)), aside) }
+        if let back = staging.rename(aside, to: name, in: parent) {
+            return (.failure(renameFailure(failed.errno, destination, detail: "\(failed.reason); the old tree could not be put "
+                + "back either (\(back.reason)): it is at \(staging.displayPath(of: aside))")), nil)
+        }
+        return (.failure(renameFailure(failed.errno, destination)), nil)
     }
 
     /// `indices` grouped by the folder their destination goes in (by its bytes), groups in order of first appearance.
@@ -201,12 +306,14 @@ package final class Committer: Sendable {
         return groups
     }
 
-    /// Everything that can fail without touching a destination: parents (created as needed, inside root only)
-    /// and the final mode. The indices of the requests that passed.
+    /// Everything that can fail without touching a destination: parents (created as needed, inside root only),
+    /// the final mode, and for a tree what `prepareTree` checks and carries (`replacing` gets the trees that replace
+    /// a folder). The indices of the requests that passed.
     private func prepare(_ batch: [CommitRequest], walk: inout ContainedWalk,
-                         results: inout [Result<Committed, StoreError>]) -> [Int] {
+                         results: inout [Result<Committed, StoreError>], replacing: inout Set<Int>) -> [Int] {
         var ready: [Int] = []
         ready.reserveCapacity(batch.count)
+        let trees = Set(batch.lazy.filter { $0.tree != nil }.map(\.destination))
         for (index, request) in batch.enumerated() {
             let destination = request.destination
             if destination.components.first == PrivateArea.name {
@@ -214,12 +321,32 @@ package final class Committer: Sendable {
                                                      detail: "\".haul\" under root is haul's own area"))
                 continue
             }
+            // The folder a tree replaces is gone from its place once it is switched: nothing of the same batch may
+            // be put inside it (the manifest's destinations never overlap; this keeps the commit from trusting that).
+            if !trees.isEmpty, let tree = Self.enclosingTree(of: destination, among: trees) {
+                results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
+                                                     detail: "it is inside \"\(tree)\", which the same commit replaces whole"))
+                continue
+            }
+            let parent: DirectoryHandle
             switch walk.folder(destination.parentComponents, create: true) {
-            case .folder:
-                break
+            case .folder(let reached):
+                parent = reached
             case let other:
                 results[index] = .failure(Self.failure(other, destination: destination,
                                                        changed: "its parent could not be created"))
+                continue
+            }
+            if let tree = request.tree {
+                // Carrying holds a few folders of both trees at once: the walk's kept folders make room for them.
+                walk.forget()
+                switch prepareTree(tree, at: destination, in: parent) {
+                case .success(let replaces):
+                    if replaces { replacing.insert(index) }
+                    ready.append(index)
+                case .failure(let failure):
+                    results[index] = .failure(failure)
+                }
                 continue
             }
             // The mode is set on the temporary file so that the destination never appears with wider permissions,
@@ -232,6 +359,52 @@ package final class Committer: Sendable {
             ready.append(index)
         }
         return ready
+    }
+
+    /// The destination among `trees` that `destination` lies strictly inside, if any.
+    private static func enclosingTree(of destination: DestinationPath, among trees: Set<DestinationPath>) -> DestinationPath? {
+        for count in stride(from: destination.components.count - 1, to: 0, by: -1) {
+            if let folder = DestinationPath(destination.components.prefix(count).joined(separator: "/")), trees.contains(folder) {
+                return folder
+            }
+        }
+        return nil
+    }
+
+    /// A tree's checks before anything is visible: its members lie under its destination, its staged folder is
+    /// there, the destination is a folder (`true`: it is replaced; the user's files in it are carried into the
+    /// staged tree now) or missing (`false`). Anything else at the destination fails the request.
+    private func prepareTree(_ tree: StagedTree, at destination: DestinationPath, in parent: DirectoryHandle) -> Result<Bool, StoreError> {
+        let prefix = destination.description + "/"
+        if let stray = tree.members.first(where: { !$0.destination.description.utf8.starts(with: prefix.utf8) }) {
+            return .failure(StoreError(operation: "record its ownership in", path: destination.description, errno: EINVAL,
+                                       detail: "its member \"\(stray.destination)\" is not inside it"))
+        }
+        let staged: DirectoryHandle
+        switch staging.subdirectory(tree.folderName) {
+        case .success(let opened): staged = opened
+        case .failure(let failure): return .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
+        }
+        let name = destination.fileName
+        switch parent.status(of: name) {
+        case .failure(let failure) where failure.errno == ENOENT:
+            return .success(false)
+        case .failure(let failure):
+            return .failure(StoreError(operation: "inspect", path: destination.description, errno: failure.errno))
+        case .success(let info) where info.st_mode & S_IFMT != S_IFDIR:
+            return .failure(renameFailure(ENOTDIR, destination, detail: "\(FileKindName.of(info)) is in the way"))
+        case .success:
+            break
+        }
+        let old: DirectoryHandle
+        switch parent.subdirectory(name) {
+        case .success(let opened): old = opened
+        case .failure(let failure): return .failure(StoreError(operation: "open", path: destination.description, errno: failure.errno))
+        }
+        for path in tree.carried {
+            if let failure = CarriedFile.carry(path, from: old, into: staged, shown: prefix + path) { return .failure(failure) }
+        }
+        return .success(true)
     }
 
     /// Why a destination's folder could not be used, as the entry's failure.

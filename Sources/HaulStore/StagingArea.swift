@@ -52,9 +52,11 @@ package final class StagingArea: Sendable {
         }
     }
 
-    /// Removes what crashed or interrupted runs left behind: every temporary file, and every partial whose name
-    /// is not in `keptPartials` (partials of files the manifest still wants stay, with their metadata, to be
-    /// resumed). Only names that `isOwnName` says haul makes are touched: a file someone else put there stays.
+    /// Removes what crashed or interrupted runs left behind: every temporary file, every tree folder (staged, or an
+    /// old tree not yet removed: `StagedTree.isLeftover`, removed whole without following a symlink), and every
+    /// partial whose name is not in `keptPartials` (partials of files the manifest still wants stay, with their
+    /// metadata, to be resumed). Only names that `isOwnName` says haul makes (and tree folders named after them)
+    /// are touched: a file someone else put there stays.
     /// Only safe while holding the root's `RunLock`: another run's live files would look the same.
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
@@ -83,7 +85,13 @@ package final class StagingArea: Sendable {
     private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool,
                                        withShardFolders: Bool = false) {
         let names = folder.names() ?? []
-        for name in names where isOwnName(name) { folder.remove(name) }
+        for name in names {
+            if isOwnName(name) {
+                folder.remove(name)
+            } else if StagedTree.isLeftover(name, isOwnName: isOwnName) {
+                folder.removeTree(name)
+            }
+        }
         if withShardFolders { removeShardFolderFiles(in: folder, names: names, isOwnName: isOwnName) }
     }
 
@@ -106,5 +114,11 @@ package final class StagingArea: Sendable {
     /// A temporary file that will not be committed.
     package func discard(_ name: String) {
         temporary.remove(name)
+    }
+
+    /// A staged tree that will not be committed, whole (with any links to carried files a failed commit made in it:
+    /// the old tree still has them).
+    package func discardTree(_ folderName: String) {
+        temporary.removeTree(folderName)
     }
 }
