@@ -25,14 +25,15 @@ final class ArchiveUnpacking: BodyReading {
     /// The format the URL's file name (or `format:`) names, if any.
     private let namedFormat: ArchiveFormat?
 
-    init(archive: String, rule: ExtractRule, urlFileName: String, selects: @escaping @Sendable (String) -> Bool,
+    /// `urlFormat`: the format the URL's file name names, if any.
+    init(archive: String, rule: ExtractRule, urlFormat: ArchiveFormat?, selects: @escaping @Sendable (String) -> Bool,
          staging: DirectoryHandle, names: TreeFolderNames) {
         self.staging = staging
         self.archive = archive
         self.rule = rule
         self.selects = selects
         self.names = names
-        namedFormat = rule.format ?? ArchiveFormat.named(by: urlFileName)
+        namedFormat = rule.format ?? urlFormat
     }
 
     func makeReader(expectedSize: Int64?) -> (any BodyReader)? {
@@ -57,10 +58,13 @@ final class ArchiveUnpacking: BodyReading {
     }
 
     /// The tree of the newest pass, once (the caller commits its folder, and owns it from then on); for a format
-    /// that is not streamed, unpacked now from the verified archive `name` in the staging area. nil when no pass
-    /// was made (the body was never read back).
+    /// that is not streamed, or an archive that never went through the engine (a hit of the content cache),
+    /// unpacked now from the verified archive `name` in the staging area. nil when a pass read nothing and said
+    /// nothing (it cannot have: the body was verified after its pass ended).
     func unpackDelivered(archiveNamed name: String, size: Int64) -> Result<StagedUnpack, UnpackFailure>? {
-        guard let pass = newest.withLock({ pass in defer { pass = nil }; return pass }) else { return nil }
+        let pass = newest.withLock { pass in defer { pass = nil }; return pass }
+            ?? UnpackPass(staging: staging, folderName: names.next(), archive: archive, rules: rules(archiveSize: size),
+                          streams: false)
         if pass.wantsFile {
             switch staging.openRegularFileForReading(name) {
             case .success(let descriptor):

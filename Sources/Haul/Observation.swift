@@ -61,6 +61,8 @@ package struct Observation: Sendable {
     let lock: RunLock?
     /// The shard observed (nil: the whole manifest).
     let shard: Shard?
+    /// Per `extract` entry: what was found in its folder beside what haul unpacked there (`ObservedTree`).
+    let trees: [Int: ObservedTree]
 
     /// With `rehash`, a pinned file is hashed whatever the state says; an unpinned one still gets its record
     /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
@@ -85,9 +87,17 @@ package struct Observation: Sendable {
         }
         self.cache = cache
         cacheWarning = warning
-        (states, vouched, found, unsyncedEntries) = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer,
-                                                               concurrency: concurrency)
-        let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys)
+        var judged = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer, concurrency: concurrency)
+        trees = Self.observeTrees(files, cache: cache, root: manifest.root, rehash: rehash, observer: observer,
+                                  concurrency: concurrency)
+        for (index, tree) in trees {
+            judged.states[index] = tree.state
+            judged.vouched[index] = false
+            judged.found[index] = nil
+        }
+        (states, vouched, found, unsyncedEntries) = judged
+        let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys,
+                                          listedMembers: Set(trees.values.flatMap(\.memberKeys)))
         let (ownerKey, vouchedKeys) = (self.ownerKey, self.vouchedKeys)
         let proven = owned.filter { destination, record in
             record.origin.map { vouchedKeys.contains($0.manifestKey) } == true
@@ -225,14 +235,17 @@ package struct Observation: Sendable {
         return (sorted(proven), sorted(unproven))
     }
 
-    /// What the state says this manifest wrote in earlier runs and no longer lists, by name.
-    private static func ownedButUnlisted(_ manifest: Manifest, cache: StateCache, owners: Set<String>) -> [(DestinationPath, StateRecord)] {
+    /// What the state says this manifest wrote in earlier runs and no longer lists, by name (`listedMembers`: the
+    /// members of trees it still lists, which are listed through their entry).
+    private static func ownedButUnlisted(_ manifest: Manifest, cache: StateCache, owners: Set<String>,
+                                         listedMembers: Set<DestinationKey>) -> [(DestinationPath, StateRecord)] {
         // Most states hold nothing of the kind: no set of 100,000 names is built to find that out.
         guard cache.records.values.contains(where: { $0.origin.map { owners.contains($0.manifestKey) } ?? false }) else { return [] }
         // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
         let listed = Set(manifest.files.map { DestinationKey($0.destination) })
         let shard = manifest.shardScope?.shard
-        return cache.records.filter { ($0.value.origin.map { owners.contains($0.manifestKey) } ?? false) && !listed.contains($0.key) }
+        return cache.records.filter { ($0.value.origin.map { owners.contains($0.manifestKey) } ?? false) && !listed.contains($0.key)
+                                      && !listedMembers.contains($0.key) }
             .sorted { $0.key < $1.key }
             // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
             // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.
@@ -279,9 +292,80 @@ package struct Observation: Sendable {
         return try lock.withStateLock(exclusive: true, save)
     }
 
-    /// What the state should record of entry `index`'s file as observed (nil: nothing).
+    /// What the state should record of entry `index`'s file as observed (nil: nothing). For an `extract` entry, one
+    /// of its members' records: they share one origin, which a revalidation asks with.
     func record(at index: Int, of files: [FileEntry]) -> StateRecord? {
-        vouched[index] ? cache.records[DestinationKey(files[index].destination)] : found[index]
+        if let tree = trees[index] { return tree.memberKeys.first.flatMap { cache.records[$0] } }
+        return vouched[index] ? cache.records[DestinationKey(files[index].destination)] : found[index]
+    }
+
+    /// Each `extract` entry's folder: walked (as `find` walks it, no file opened), judged against the records of
+    /// its members; the member files a record cannot vouch for unread (or all, with `rehash`) are hashed.
+    private static func observeTrees(_ files: [FileEntry], cache: StateCache, root: String, rehash: Bool,
+                                     observer: LocalObserver, concurrency: Int) -> [Int: ObservedTree] {
+        let members = treeMembers(files, cache: cache)
+        var trees: [Int: ObservedTree] = [:]
+        for index in files.indices where files[index].extract != nil {
+            let destination = files[index].destination
+            let recorded = members[index] ?? [:]
+            let keys = recorded.keys.map { DestinationKey(destination.description + "/" + $0) }
+            let state: LocalState
+            var usersFiles: [String] = []
+            switch TreeWalk.look(at: destination, root: root) {
+            case .missing:
+                state = .missing
+            case .notAFolder(let what):
+                state = .obstructed("\(what) is in the way of the folder the archive is unpacked into")
+            case .inaccessible(let failure):
+                state = .inaccessible(failure.description(about: destination.description))
+            case .folder(let nodes):
+                var judged = TreeJudgement.judge(nodes: nodes, members: recorded) { record, identity in
+                    !rehash && cache.trusts(record, for: identity)
+                }
+                if case .tree(let from, true) = judged.state, !judged.unproven.isEmpty {
+                    judged.state = .tree(from, intact: hashesMatch(judged.unproven, under: destination, observer: observer,
+                                                                   concurrency: concurrency))
+                }
+                state = judged.state
+                usersFiles = judged.usersFiles
+            }
+            trees[index] = ObservedTree(state: state, usersFiles: usersFiles, memberKeys: keys)
+        }
+        return trees
+    }
+
+    /// Whether every file of `unproven` still hashes to its record's digest.
+    private static func hashesMatch(_ unproven: [(path: String, record: StateRecord)], under destination: DestinationPath,
+                                    observer: LocalObserver, concurrency: Int) -> Bool {
+        let requests = unproven.compactMap { member -> ObservationRequest? in
+            guard let path = DestinationPath(destination.description + "/" + member.path) else { return nil }
+            return ObservationRequest(destination: path, algorithm: member.record.digest.algorithm,
+                                      expectedSize: member.record.identity.size)
+        }
+        guard requests.count == unproven.count else { return false }
+        return zip(unproven, observer.observeAllRecording(requests, concurrency: concurrency)).allSatisfy { member, observed in
+            if case .regularFile(_, let digest?) = observed.file { return digest == member.record.digest }
+            return false
+        }
+    }
+
+    /// The records of each `extract` entry's members, by entry and by path relative to its folder: one pass over the
+    /// state, looking each unpacked record's folders up among the entries' destinations.
+    private static func treeMembers(_ files: [FileEntry], cache: StateCache) -> [Int: [String: StateRecord]] {
+        var entryOf: [DestinationKey: Int] = [:]
+        for index in files.indices where files[index].extract != nil { entryOf[DestinationKey(files[index].destination)] = index }
+        guard !entryOf.isEmpty else { return [:] }
+        var members: [Int: [String: StateRecord]] = [:]
+        for (key, record) in cache.records where record.origin?.unpacked != nil {
+            var folder = Substring(key.text)
+            while let slash = folder.lastIndex(of: "/") {
+                folder = folder[..<slash]
+                guard let index = entryOf[DestinationKey(String(folder))] else { continue }
+                members[index, default: [:]][String(key.text[key.text.index(after: slash)...])] = record
+                break
+            }
+        }
+        return members
     }
 
     /// What the planner needs of what was found at `destination`; a store error's message does not name it again.
@@ -297,6 +381,15 @@ package struct Observation: Sendable {
         case .unreadableContent(let error): .unreadable(error.description(about: destination.description))
         }
     }
+}
+
+/// An `extract` entry's folder as the observation found it.
+struct ObservedTree: Sendable {
+    var state: LocalState
+    /// Files and symlinks in it that no record names: the user's, carried into a new tree.
+    var usersFiles: [String]
+    /// The state's records of what haul unpacked there (replaced when the tree is).
+    var memberKeys: [DestinationKey]
 }
 
 /// What a run changes in the state, destination by destination (nil: forget it).

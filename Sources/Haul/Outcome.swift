@@ -76,6 +76,8 @@ package struct SyncResult: Sendable {
     /// Per fetched entry (by index), what the state records of it: the destination's identity as the commit left
     /// it, and the ownership journaled before its rename (marked unsynced when its folder could not be synced).
     var committedRecords: [Int: StateRecord] = [:]
+    /// Per fetched `extract` entry: the records of its new tree's members, by destination.
+    var committedTrees: [Int: [(DestinationKey, StateRecord)]] = [:]
     /// Entries whose files an earlier run left not durable and this run synced (`Sync.closeDurabilityGaps`): the
     /// state drops their mark.
     var closedGaps: Set<Int> = []

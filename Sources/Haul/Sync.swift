@@ -220,6 +220,11 @@ package struct Sync: Sendable {
         let fetched = counts.fetched + counts.cached
         if fetched > 0 { changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
+            if let tree = observation.trees[index] {
+                changes.records += Self.treeChanges(tree, outcome: result.outcomes[index], written: result.committedTrees[index],
+                                                    cache: cache, authorship: authorship)
+                continue
+            }
             // Most entries of a no-op: kept, and recorded exactly as the cache has them (unless the run made an
             // earlier run's file durable: its mark goes).
             if observation.vouched[index], result.outcomes[index].leftInPlace {
@@ -286,6 +291,29 @@ package struct Sync: Sendable {
             if !changes.records.isEmpty {
                 observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
             }
+        }
+    }
+
+    /// What the state records of an `extract` entry's tree after the run: a new tree's members in place of the old
+    /// tree's; after a 304, the same members confirmed (they share one origin, and go on sharing it); otherwise
+    /// nothing changes (a tree left as it was keeps its records, a failed one too: it is still what is on disk).
+    private static func treeChanges(_ tree: ObservedTree, outcome: EntryOutcome, written: [(DestinationKey, StateRecord)]?,
+                                    cache: StateCache, authorship: Authorship) -> [(DestinationKey, StateRecord?)] {
+        switch outcome {
+        case .fetched, .fetchedNotDurable:
+            let written = written ?? []
+            let kept = Set(written.map(\.0))
+            return tree.memberKeys.filter { !kept.contains($0) }.map { ($0, nil) } + written.map { ($0.0, $0.1) }
+        case .notModified(let freshFor):
+            var confirmed: [ObjectIdentifier: Origin] = [:]
+            return tree.memberKeys.compactMap { key in
+                guard var record = cache.records[key], let origin = record.origin else { return nil }
+                record.origin = confirmed[ObjectIdentifier(origin)] ?? authorship.confirmed(origin, freshFor: freshFor)
+                confirmed[ObjectIdentifier(origin)] = record.origin
+                return (key, record)
+            }
+        default:
+            return []
         }
     }
 

@@ -1,3 +1,4 @@
+import Glibc
 import HaulDigest
 import HaulEngine
 import HaulFileSystem
@@ -16,6 +17,7 @@ extension Sync {
         var outcomes: [EntryOutcome] = []
         outcomes.reserveCapacity(plan.actions.count)
         var committed: [Int: StateRecord] = [:]
+        var committedTrees: [Int: [(DestinationKey, StateRecord)]] = [:]
         var fetches: [Int] = []
         for index in plan.actions.indices {
             switch plan.actions[index] {
@@ -53,7 +55,9 @@ extension Sync {
                 return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
             let cache = options.cacheDirectory.flatMap { CacheSession.open($0, descriptors: options.descriptors, observer: observer) }
-            let execution = Execution(plan: plan, staging: staging, cache: cache,
+            let unpackings = Self.unpackings(plan, fetches: fetches, staging: staging.temporary)
+            let execution = Execution(plan: plan, staging: staging, cache: cache, unpackings: unpackings, trees: observation.trees,
+                                      root: manifest.root,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
                                                            durability: options.durability,
@@ -77,6 +81,7 @@ extension Sync {
                             let index = groups.leaders[$0]
                             var request = transferRequest(for: plan.entries[index], id: index,
                                                           record: observation.record(at: index, of: plan.files))
+                            request.bodyReading = unpackings[index]
                             request.sharers = (groups.sharers[index] ?? []).map {
                                 transferRequest(for: plan.entries[$0], id: $0, record: observation.record(at: $0, of: plan.files))
                             }
@@ -87,10 +92,27 @@ extension Sync {
             let finished = execution.finish()
             for (index, outcome) in finished.outcomes { outcomes[index] = outcome }
             committed = finished.records
+            committedTrees = finished.trees
         }
         var result = SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
         result.committedRecords = committed
+        result.committedTrees = committedTrees
         return result
+    }
+
+    /// An `ArchiveUnpacking` per `extract` entry to fetch: its request's body reader, and what commits its tree.
+    private static func unpackings(_ plan: Plan, fetches: [Int], staging: DirectoryHandle) -> [Int: ArchiveUnpacking] {
+        let names = TreeFolderNames(prefix: StreamingHasher.digest(Array("\(getpid())-\(MonotonicClock.seconds())".utf8),
+                                                                    algorithm: .sha256).hex.prefix(12).description)
+        var unpackings: [Int: ArchiveUnpacking] = [:]
+        for index in fetches {
+            guard let rule = plan.files[index].extract else { continue }
+            let entry = plan.files[index]
+            unpackings[index] = ArchiveUnpacking(archive: entry.destination.description, rule: rule,
+                                                 urlFormat: ArchiveFormat.named(byURL: entry.url.expanded),
+                                                 selects: rule.selection, staging: staging, names: names)
+        }
+        return unpackings
     }
 
     /// Fetches grouped by what their first request would be (the same URL, headers and hash algorithm): one
@@ -115,7 +137,8 @@ extension Sync {
         }
         for index in fetches {
             // Fields read in place: a copy of an entry retains and releases a dozen strings and arrays, 100,000 times.
-            guard plan.actions[index] != .revalidate else {
+            // An archive is unpacked by its own request's reader: never shared.
+            guard plan.actions[index] != .revalidate, plan.files[index].extract == nil else {
                 leaders.append(index)
                 continue
             }
@@ -177,6 +200,10 @@ private final class Execution: TransferDelegate, Sendable {
     private let committer: Committer
     /// Where verified downloads of pinned entries are also added; nil: no `--cache`.
     private let cache: CacheSession?
+    /// Per `extract` entry: its archive's unpacking, and what was found in its folder (the user's files, carried).
+    private let unpackings: [Int: ArchiveUnpacking]
+    private let trees: [Int: ObservedTree]
+    private let root: String
     private let authorship: Authorship
     private let observer: SyncObserver?
     /// Verified files on their way to a commit: the first of a batch waits `batchWindow` for company.
@@ -184,15 +211,21 @@ private final class Execution: TransferDelegate, Sendable {
     private let outcomes = Mutex<[Int: EntryOutcome]>([:])
     /// Of each file committed, what the state records: its identity just after the rename, and its ownership.
     private let records = Mutex<[Int: StateRecord]>([:])
+    /// Of each tree committed, the records of its members.
+    private let treeRecords = Mutex<[Int: [(DestinationKey, StateRecord)]]>([:])
     /// How long verified files wait for company before a batch is committed, in seconds.
     private static let batchWindow = 0.02
 
     /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
-    init(plan: Plan, staging: StagingArea, cache: CacheSession?, committer: Committer, authorship: Authorship,
+    init(plan: Plan, staging: StagingArea, cache: CacheSession?, unpackings: [Int: ArchiveUnpacking],
+         trees: [Int: ObservedTree], root: String, committer: Committer, authorship: Authorship,
          observer: SyncObserver?, expectedCount: Int) {
         self.plan = plan
         self.staging = staging
         self.cache = cache
+        self.unpackings = unpackings
+        self.trees = trees
+        self.root = root
         self.committer = committer
         self.authorship = authorship
         self.observer = observer
@@ -221,20 +254,50 @@ private final class Execution: TransferDelegate, Sendable {
 
     /// Waits for the last batch and returns every outcome the engine produced, and the records of the files
     /// committed.
-    func finish() -> (outcomes: [Int: EntryOutcome], records: [Int: StateRecord]) {
+    func finish() -> (outcomes: [Int: EntryOutcome], records: [Int: StateRecord], trees: [Int: [(DestinationKey, StateRecord)]]) {
         batches.withLock { $0.take() }?.finish()
-        return (outcomes.withLock { $0 }, records.withLock { $0 })
+        return (outcomes.withLock { $0 }, records.withLock { $0 }, treeRecords.withLock { $0 })
     }
 
     private func commit(_ batch: [(Int, DownloadedFile)]) {
-        // Before the renames, from the staged files: see `CacheSession.insert`.
+        // Before the renames, from the staged files: see `CacheSession.insert`. (An archive goes in as it came.)
         cache?.insert(batch, plan: plan, from: staging)
-        let requests = batch.map { id, file in
+        var ready: [(id: Int, file: DownloadedFile, tree: StagedUnpack?)] = []
+        var requests: [CommitRequest] = []
+        for (id, file) in batch {
             let entry = plan.files[id]
-            return CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
-                                 hasMode: file.hasFileMode, ownership: authorship.ownership(of: entry, delivered: file))
+            guard let rule = entry.extract else {
+                ready.append((id, file, nil))
+                requests.append(CommitRequest(temporaryName: file.temporaryName, destination: entry.destination, mode: entry.mode,
+                                              hasMode: file.hasFileMode, ownership: authorship.ownership(of: entry, delivered: file)))
+                continue
+            }
+            switch stageTree(of: entry, rule: rule, delivered: file) {
+            case .success(let (request, staged)):
+                ready.append((id, file, staged))
+                requests.append(request)
+            case .failure(let failure):
+                staging.discard(file.temporaryName)
+                record(id, .failed(.refused(failure.message)))
+            }
         }
-        for ((id, file), (request, result)) in zip(batch, zip(requests, committer.commit(requests))) {
+        for ((id, file, tree), (request, result)) in zip(ready, zip(requests, committer.commit(requests))) {
+            if let tree {
+                // The archive was only the way in: the tree is what is in place (and the cache keeps the archive).
+                staging.discard(file.temporaryName)
+                switch result {
+                case .success(let committed):
+                    var delivered = file
+                    delivered.unpacked = UnpackSummary(files: tree.tree.files, bytes: tree.tree.bytes,
+                                                       tree: request.tree?.members.first?.ownership.origin.unpacked?.tree)
+                    treeRecords.withLock { $0[id] = records(of: request, tree: tree, unsynced: committed.notDurable != nil) }
+                    record(id, committed.notDurable.map { .fetchedNotDurable(delivered, $0) } ?? .fetched(delivered))
+                case .failure(let error):
+                    staging.discardTree(tree.folderName)
+                    record(id, .failed(.commit(error)))
+                }
+                continue
+            }
             switch result {
             case .success(let committed):
                 if let identity = committed.identity, let ownership = request.ownership {
@@ -250,10 +313,84 @@ private final class Execution: TransferDelegate, Sendable {
         }
     }
 
+    /// The verified archive's tree, staged and checked (its digest, when the entry pins it): the commit request that
+    /// puts it in place, with every member's ownership and the user's files to carry; or why it cannot be.
+    private func stageTree(of entry: FileEntry, rule: ExtractRule, delivered file: DownloadedFile)
+        -> Result<(CommitRequest, StagedUnpack), TreeFailure> {
+        guard let result = unpackings[entry.index]?.unpackDelivered(archiveNamed: file.temporaryName, size: file.size) else {
+            return .failure(TreeFailure("cannot unpack \(Quoted.text(entry.destination.description)): the archive was not read"))
+        }
+        let staged: StagedUnpack
+        switch result {
+        case .success(let unpacked): staged = unpacked
+        case .failure(let failure): return .failure(TreeFailure(failure.description))
+        }
+        var tree: Digest?
+        if let pinned = rule.tree {
+            let computed: Result<Digest, StoreError> = switch staging.temporary.subdirectory(staged.folderName) {
+            case .success(let folder): TreeDigest.of(folder: folder, shownAs: entry.destination.description)
+            case .failure(let failure): .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
+            }
+            switch computed {
+            case .success(let digest) where digest == pinned:
+                tree = digest
+            case .success(let digest):
+                staging.discardTree(staged.folderName)
+                return .failure(TreeFailure("the unpacked tree's digest is \(digest.subresourceIntegrity), not the pinned "
+                                            + "\(pinned.subresourceIntegrity)"))
+            case .failure(let failure):
+                staging.discardTree(staged.folderName)
+                return .failure(TreeFailure(failure.description))
+            }
+        }
+        let origin = authorship.origin(of: entry, delivered: file)
+            .unpacking(UnpackedFrom(archive: file.digest, rules: rule.fingerprint, tree: tree))
+        let folder = entry.destination.description
+        let members = staged.tree.members.compactMap { member -> (destination: DestinationPath, ownership: Ownership)? in
+            let digest: Digest
+            switch member.kind {
+            case .file(_, _, let content): digest = content
+            case .symlink(let target): digest = TreeJudgement.digest(ofTarget: target)
+            case .directory: return nil
+            }
+            guard let destination = DestinationPath(folder + "/" + member.path) else { return nil }
+            return (destination, Ownership(digest: digest, origin: origin,
+                                           tag: authorship.key?.tag(destination: destination.description, digest: digest,
+                                                                    manifestKey: authorship.manifestKey)))
+        }
+        let carried = trees[entry.index]?.usersFiles ?? []
+        return .success((CommitRequest(tree: StagedTree(folderName: staged.folderName, members: members, carried: carried),
+                                       destination: entry.destination), staged))
+    }
+
+    /// The state's records of a tree just put in place: each member with its identity there now.
+    private func records(of request: CommitRequest, tree: StagedUnpack, unsynced: Bool) -> [(DestinationKey, StateRecord)] {
+        guard let staged = request.tree, case .folder(let nodes) = TreeWalk.look(at: request.destination, root: root) else { return [] }
+        let folder = request.destination.description + "/"
+        var identities: [String: FileIdentity] = [:]
+        for node in nodes {
+            switch node.kind {
+            case .file(let identity), .symlink(_, let identity): identities[folder + node.path] = identity
+            case .folder, .other: continue
+            }
+        }
+        return staged.members.compactMap { destination, ownership in
+            guard let identity = identities[destination.description] else { return nil }
+            return (DestinationKey(destination), StateRecord(identity: identity, digest: ownership.digest, origin: ownership.origin,
+                                                             ownerTag: ownership.tag, unsynced: unsynced))
+        }
+    }
+
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.files[id], finished: outcome)
     }
+}
+
+/// Why an archive's tree cannot be put in place, in the words the entry's failure shows.
+private struct TreeFailure: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
 }
 
 /// Who wrote a file, as the state records it: this manifest, and for an unpinned file the source that delivered

@@ -1,3 +1,5 @@
+import HaulDigest
+
 /// A second reader of a body as it arrives, beside its hash: what the body is for, when it is more than a file to
 /// put in place (an archive unpacked while it downloads). The engine knows nothing of what it does; it only feeds
 /// it, on the thread that trails the writer (`TrailingHasher`), the bytes that thread reads back for the hash.
@@ -15,4 +17,18 @@ package protocol BodyReading: Sendable {
     /// `expectedSize`: the body's size when the answer or the request said it. nil when no reader can be made (out
     /// of memory): the pass goes on without one, and whoever delivers the body finds no reading done.
     func makeReader(expectedSize: Int64?) -> (any BodyReader)?
+}
+
+/// What a body became besides a file, for whoever reports it: an archive's unpacked tree (its files, their bytes,
+/// and the tree's digest when it was computed).
+package struct UnpackSummary: Sendable, Equatable {
+    package var files: Int
+    package var bytes: Int64
+    package var tree: Digest?
+
+    package init(files: Int, bytes: Int64, tree: Digest?) {
+        self.files = files
+        self.bytes = bytes
+        self.tree = tree
+    }
 }

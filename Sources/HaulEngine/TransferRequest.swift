@@ -263,6 +263,8 @@ package struct DownloadedFile: Sendable, Equatable {
     package var httpVersion: String?
     /// The Content-Length the answer announced: for a HEAD request, the size a GET would bring.
     package var announcedLength: Int64?
+    /// For an archive unpacked on the way in: what it became (set by whoever unpacked it; the engine does not).
+    package var unpacked: UnpackSummary?
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,

@@ -11,6 +11,12 @@ package enum ArchiveFormat: String, Sendable, Hashable, CaseIterable {
     case zip
     case sevenZip = "7z"
 
+    /// The format the last segment of a URL's path names (its query and fragment left out), nil for none.
+    package static func named(byURL url: String) -> ArchiveFormat? {
+        let path = url.prefix { $0 != "?" && $0 != "#" }
+        return named(by: String(path.split(separator: "/").last ?? ""))
+    }
+
     /// The format a file name's suffix names (`.tgz` and `.tar.gz` alike), nil for none.
     package static func named(by fileName: String) -> ArchiveFormat? {
         let name = fileName.lowercased()

@@ -65,6 +65,12 @@ package final class Origin: Sendable, Hashable {
                checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
     }
 
+    /// The same origin, for a member of a tree unpacked from `unpacked`.
+    package func unpacking(_ unpacked: UnpackedFrom) -> Origin {
+        Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
+               checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
+    }
+
     /// The same origin, confirmed again at `checkedAt` (a 304), fresh until `freshUntil`.
     package func confirmed(at checkedAt: Int64, freshUntil: Int64?) -> Origin {
         Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,

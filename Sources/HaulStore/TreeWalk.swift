@@ -11,7 +11,8 @@ package struct TreeNode: Sendable, Equatable {
     package enum Kind: Sendable, Equatable {
         case file(FileIdentity)
         case folder(FileIdentity)
-        case symlink(target: String)
+        /// `identity`: the symlink's own (lstat), which the state records for a symlink haul unpacked.
+        case symlink(target: String, identity: FileIdentity)
         /// A FIFO, a socket, a device: nothing a tree holds.
         case other
     }
@@ -59,7 +60,7 @@ package enum TreeWalk {
                 nodes.append(TreeNode(path: path, kind: .file(FileIdentity(info))))
             case .symlink:
                 switch TreeFolder.linkTarget(name, in: folder, shownAs: TreeFolder.join(shown, name)) {
-                case .success(let target): nodes.append(TreeNode(path: path, kind: .symlink(target: target)))
+                case .success(let target): nodes.append(TreeNode(path: path, kind: .symlink(target: target, identity: FileIdentity(info))))
                 case .failure(let failure): return failure
                 }
             case .other:
@@ -142,5 +143,58 @@ enum TreeFolder {
     /// `name` in the folder shown as `folder`.
     static func join(_ folder: String, _ name: String) -> String {
         folder.isEmpty ? name : FileSystem.join(folder, name)
+    }
+}
+
+/// What is at an `extract` entry's destination, reached from root as a commit reaches it (never through a symlink
+/// leading outside root), and, when it is a folder, its walk.
+package enum TreeLook: Sendable {
+    case missing
+    /// Something that is not a folder is where the tree belongs; the text says what (`a regular file`).
+    case notAFolder(String)
+    /// The destination cannot be reached or read safely (a parent leading outside root, EACCES, a folder
+    /// replaced while it was read).
+    case inaccessible(StoreError)
+    case folder([TreeNode])
+}
+
+extension TreeWalk {
+    /// `destination` under `root`: the folder's nodes, or why there are none.
+    package static func look(at destination: DestinationPath, root: String) -> TreeLook {
+        var walk: ContainedWalk
+        switch ContainedWalk.start(root: FileSystem.normalizedRoot(root)) {
+        case .success(let started): walk = started
+        case .failure(let failure): return .inaccessible(failure)
+        }
+        let parent: DirectoryHandle
+        switch walk.folder(destination.parentComponents, create: false) {
+        case .folder(let reached): parent = reached
+        case .missing: return .missing
+        case .escapes(let message):
+            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: 0, detail: message))
+        case .blocked(let code, let reason):
+            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: code, detail: reason))
+        case .failed(let failure):
+            return .inaccessible(failure)
+        }
+        switch parent.status(of: destination.fileName) {
+        case .failure(let failure) where failure.errno == ENOENT:
+            return .missing
+        case .failure(let failure):
+            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: failure.errno))
+        case .success(let info) where FileKind(mode: info.st_mode) != .directory:
+            return .notAFolder(FileKindName.of(info))
+        case .success:
+            break
+        }
+        switch parent.subdirectory(destination.fileName) {
+        case .success(let folder):
+            switch nodes(under: folder, shownAs: destination.description) {
+            case .success(let nodes): return .folder(nodes)
+            case .failure(let failure): return .inaccessible(failure)
+            }
+        case .failure(let failure):
+            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: failure.errno))
+        }
     }
 }

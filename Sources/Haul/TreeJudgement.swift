@@ -1,0 +1,62 @@
+import HaulDigest
+import HaulManifest
+import HaulPlanner
+import HaulStore
+
+/// An `extract` entry's folder, judged against the records of what haul unpacked there, from a walk of it (readdir
+/// and lstat of every node, as `find` does): no file is opened.
+///
+/// A member file is intact when its identity is the recorded one and was already old when recorded; a member
+/// symlink, when its identity is the recorded one and its target the recorded target (its record's digest is the
+/// target's SHA-256). A file or symlink no record names is the user's: never deleted, carried into a new tree when
+/// the tree is unpacked again. Folders are the tree's shape, not its content: a folder the user added is neither a
+/// change nor carried (it goes with the old tree when that is replaced, once emptied of the user's files).
+struct TreeJudgement: Sendable {
+    /// What the planner is told.
+    var state: LocalState
+    /// The user's files and symlinks in the folder (relative to it), carried into a new tree.
+    var usersFiles: [String]
+    /// Member files whose identity does not vouch for them by itself (edited in the tick they were recorded, or
+    /// `--rehash`): hashed, and compared with their records, before the tree is called intact.
+    var unproven: [(path: String, record: StateRecord)]
+
+    /// `members`: the records of this tree's members, by path relative to the folder. `trusts`: whether a record
+    /// still vouches, unread, for a file whose identity is the one found now.
+    static func judge(nodes: [TreeNode], members: [String: StateRecord],
+                      trusts: (StateRecord, FileIdentity) -> Bool) -> TreeJudgement {
+        var intact = !members.isEmpty
+        var seen = 0
+        var usersFiles: [String] = []
+        var unproven: [(path: String, record: StateRecord)] = []
+        for node in nodes {
+            let record = members[node.path]
+            if record != nil { seen += 1 }
+            switch node.kind {
+            case .folder:
+                if record != nil { intact = false }
+            case .file(let identity):
+                guard let record else {
+                    usersFiles.append(node.path)
+                    continue
+                }
+                if record.identity.size != identity.size { intact = false } else if !trusts(record, identity) { unproven.append((node.path, record)) }
+            case .symlink(let target, let identity):
+                guard let record else {
+                    usersFiles.append(node.path)
+                    continue
+                }
+                if record.identity != identity || record.digest != digest(ofTarget: target) { intact = false }
+            case .other:
+                if record != nil { intact = false } else { usersFiles.append(node.path) }
+            }
+        }
+        if seen < members.count { intact = false }
+        let from = members.values.lazy.compactMap { $0.origin?.unpacked }.first
+        return TreeJudgement(state: .tree(from, intact: intact && from != nil), usersFiles: usersFiles, unproven: unproven)
+    }
+
+    /// What a symlink member's record keeps as its digest: the SHA-256 of its target's bytes.
+    static func digest(ofTarget target: String) -> Digest {
+        StreamingHasher.digest(Array(target.utf8), algorithm: .sha256)
+    }
+}
