@@ -154,16 +154,16 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
         }
 
         mutating func parse() throws(PathGlobError) -> (segments: [Segment], anchored: Bool, foldersOnly: Bool) {
-            guard !scalars.isEmpty else { throw error("a pattern cannot be empty") }
+            guard !scalars.isEmpty else { throw error("it is empty") }
             guard text.utf8.count <= PathGlob.maximumBytes else {
-                throw error("the pattern is \(text.utf8.count) bytes long; a pattern has at most \(PathGlob.maximumBytes)")
+                throw error("it is \(text.utf8.count) bytes long; a pattern has at most \(PathGlob.maximumBytes)")
             }
-            if let nul = scalars.firstIndex(of: "\0") { throw error("a pattern cannot contain a NUL character", at: nul) }
+            if let nul = scalars.firstIndex(of: "\0") { throw error("it contains a NUL character", at: nul) }
             let leadingSlash = scalars[0] == "/"
             let trailingSlash = scalars.count > 1 && scalars[scalars.count - 1] == "/" && !isEscaped(scalars.count - 1)
             if leadingSlash { position = 1 }
             let end = trailingSlash ? scalars.count - 1 : scalars.count
-            guard position < end else { throw error("the pattern \(Quoted.text(text)) names no file or folder") }
+            guard position < end else { throw error("it names no file or folder") }
 
             var segments: [Segment] = []
             var sawInnerSlash = false
@@ -199,8 +199,8 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
                     if position + 1 < end && scalars[position + 1] == "*" {
                         let wholeComponent = position == start && (position + 2 == end || scalars[position + 2] == "/")
                         guard wholeComponent else {
-                            throw error("\"**\" matches across folders only as a whole component (\"**/x\", \"a/**\", "
-                                        + "\"a/**/b\"); within a name, \"*\" is any run of characters", at: position)
+                            throw error("\"**\" stands for any folders only as a whole component (as in \"**/x\", \"a/**\", "
+                                        + "\"a/**/b\"); within a name, use \"*\"", at: position)
                         }
                         position += 2
                         return .anyComponents
@@ -220,7 +220,7 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
                     position += 1
                 }
             }
-            if position == start { throw error("the pattern \(Quoted.text(text)) has an empty component (\"//\")", at: start) }
+            if position == start { throw error("it has an empty component (\"//\")", at: start) }
             if tokens.count == 1, case .scalar(".") = tokens[0] {
                 throw error("\".\" as a component matches nothing: a member's path has none", at: start)
             }
@@ -276,7 +276,7 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
         /// The character after the `\` at `position`; `position` ends after it.
         private mutating func escaped() throws(PathGlobError) -> Unicode.Scalar {
             guard position + 1 < scalars.count else {
-                throw error("the pattern ends with \"\\\", which escapes nothing", at: position)
+                throw error("it ends with \"\\\", which escapes nothing", at: position)
             }
             guard scalars[position + 1] != "/" else {
                 throw error("\"/\" cannot be escaped: it always separates folders", at: position)
@@ -296,10 +296,10 @@ package struct PathGlobError: Error, Sendable, Hashable, CustomStringConvertible
     package let message: String
     package let position: Int?
 
-    /// As a manifest message: the position, when there is one, said after the message.
+    /// The message, then the position when there is one: `it has an empty component ("//") (at character 3)`.
     package var description: String {
         guard let position else { return message }
-        return "\(message), at character \(position)"
+        return "\(message) (at character \(position))"
     }
 }
 
