@@ -38,6 +38,11 @@ struct DestinationRegistry {
         let entry = "files[\(owner.index)] (line \(owner.line))"
         let quotedOwner = Quoted.text(owner.path)
         let normalization = "on file systems that ignore Unicode normalization, such as macOS's"
+        /// `message`, and when `here` and `there` are one name only where normalization is ignored, that too.
+        func noting(_ message: String, here: some StringProtocol, there: some StringProtocol) -> String {
+            guard !here.hasSameBytes(as: there) else { return message }
+            return message + ", \(normalization) (\(Quoted.scalars(here)) here, \(Quoted.scalars(there)) there)"
+        }
         switch conflict.kind {
         case .duplicate:
             guard !path.hasSameBytes(as: owner.path) else { return "\(Quoted.text(path)) is already the destination of \(entry)" }
@@ -45,26 +50,21 @@ struct DestinationRegistry {
                 + "normalization (\(Quoted.scalars(path)) here, \(Quoted.scalars(owner.path)) there): one file "
                 + normalization
         case .neededAsFolder(let folderLength):
-            let base = "\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)"
             let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
-            guard !path.hasSameBytes(as: ownerFolder) else { return base }
-            return base + ", \(normalization) (\(Quoted.scalars(path)) here, \(Quoted.scalars(ownerFolder)) there)"
+            return noting("\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)",
+                          here: path, there: ownerFolder)
         case .insideFile(let folderLength):
             let folder = Substring(path.utf8.prefix(folderLength))
-            let base = "\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)"
-            guard !folder.hasSameBytes(as: owner.path) else { return base }
-            return base + ", \(normalization) (\(Quoted.scalars(folder)) here, \(Quoted.scalars(owner.path)) there)"
+            return noting("\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)",
+                          here: folder, there: owner.path)
         case .insideUnpacked(let folderLength):
             let folder = Substring(path.utf8.prefix(folderLength))
-            let base = "\(Quoted.text(path)) is inside \(Quoted.text(folder)), which \(entry) extracts an archive into"
-            guard !folder.hasSameBytes(as: owner.path) else { return base }
-            return base + ", \(normalization) (\(Quoted.scalars(folder)) here, \(Quoted.scalars(owner.path)) there)"
+            return noting("\(Quoted.text(path)) is inside \(Quoted.text(folder)), which \(entry) extracts an archive into",
+                          here: folder, there: owner.path)
         case .holdsDestination(let folderLength):
             let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
-            let base = "\(Quoted.text(path)), which this entry extracts an archive into, would hold \(quotedOwner), "
-                + "the destination of \(entry)"
-            guard !path.hasSameBytes(as: ownerFolder) else { return base }
-            return base + ", \(normalization) (\(Quoted.scalars(path)) here, \(Quoted.scalars(ownerFolder)) there)"
+            return noting("\(Quoted.text(path)), which this entry extracts an archive into, would hold \(quotedOwner), "
+                          + "the destination of \(entry)", here: path, there: ownerFolder)
         }
     }
 }
