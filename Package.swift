@@ -40,7 +40,7 @@ let package = Package(
         .target(name: "CPageCacheProbe", path: "Tests/CPageCacheProbe"),
         .target(name: "HaulTestSupport", dependencies: ["CPageCacheProbe"], path: "Tests/HaulTestSupport"),
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
-        .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest"]),
+        .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest", "HaulTestSupport"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
         .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest", "HaulStore",
                                                      "HaulTestSupport"]),

@@ -7,11 +7,14 @@ package enum RunPolicy {
         var found: [Diagnostic] = []
         if requireChecksums {
             // CI's guard: an unpinned entry is whatever its server sends today.
-            for entry in manifest.files where entry.checksum == nil {
+            for entry in manifest.files where !entry.isPinned {
+                let advice = entry.extract == nil
+                    ? "pin it with sha256: or run `haul add URL --print`"
+                    : "pin the archive with sha256: or the tree it unpacks to with extract: {tree: …}"
                 found.append(Diagnostic(severity: .error, file: manifest.sourcePath, location: entry.location,
                                         keyPath: "files[\(entry.index)]",
                                         message: "\(entry.destination) has no checksum, and --require-checksums is set "
-                                            + "(pin it with sha256: or run `haul add URL --print`)"))
+                                            + "(\(advice))"))
             }
         }
         if prune && manifest.files.isEmpty && !force {

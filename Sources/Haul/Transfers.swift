@@ -108,9 +108,11 @@ extension Sync {
         for index in fetches {
             guard let rule = plan.files[index].extract else { continue }
             let entry = plan.files[index]
+            // The loader compiled these patterns already; a rule that does not compile keeps nothing.
+            let selection = try? MemberSelection(rule)
             unpackings[index] = ArchiveUnpacking(archive: entry.destination.description, rule: rule,
                                                  urlFormat: ArchiveFormat.named(byURL: entry.url.expanded),
-                                                 selects: rule.selection, staging: staging, names: names)
+                                                 selects: { selection?.keeps($0) ?? false }, staging: staging, names: names)
         }
         return unpackings
     }

@@ -514,7 +514,7 @@ struct RunDuration {
     }
 }
 
-/// `1048576`, `512K`, `500M`, `2G`, `1T` (binary units).
+/// `1048576`, `512K`, `500M`, `2G`, `1T` (binary units), as `ByteSizeText` reads a manifest's sizes.
 struct ByteSize: CustomStringConvertible {
     var bytes: Int64
 
@@ -529,24 +529,12 @@ struct ByteSize: CustomStringConvertible {
 
     /// The argument parser prints what is thrown after "The value '…' is invalid for '--option <size>': ".
     init(parsing argument: String) throws(OptionValueError) {
-        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
-        var text = argument.uppercased()
-        if text.hasSuffix("IB") { text.removeLast(2) } else if text.hasSuffix("B") { text.removeLast() }
-        var multiplier: Int64 = 1
-        if let last = text.last, let unit = units[last] {
-            multiplier = unit
-            text.removeLast()
+        do {
+            bytes = try ByteSizeText.parse(argument)
+        } catch {
+            throw OptionValueError(error.description)
         }
-        guard let value: Int64 = OptionValueError.wholeNumber(text) else {
-            throw OptionValueError("expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), "
-                                   + "such as 500K or 2G")
-        }
-        guard value > 0 else { throw OptionValueError("must be greater than zero") }
-        let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
-        guard !overflow else { throw OptionValueError("too large: at most 8 exabytes") }
-        bytes = product
-    }
-}
+    }}
 
 /// Why a value on the command line was refused, said after the argument parser's "The value '…' is invalid for
 /// '--option <value>': ".

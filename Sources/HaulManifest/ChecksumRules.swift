@@ -54,7 +54,32 @@ enum ChecksumRules {
             throw RuleFailure("unsupported integrity algorithm \(Quoted.text(name)) "
                               + "(Subresource Integrity uses sha256, sha384 or sha512)")
         }
-        let encoded = text[text.index(after: dash)...]
+        let digest = try base64Digest(text[text.index(after: dash)...], algorithm: algorithm, name: name)
+        return Checksum(digest: digest, notation: .subresourceIntegrity)
+    }
+
+    /// `tree: sha256-<base64>`: the digest of an unpacked tree (Nix's NAR hash) in the form `nix hash path` prints,
+    /// SHA-256 only. A digest pasted in hex (what `nix-hash --type sha256` prints) is refused with its SRI
+    /// spelling, so that fixing it is a copy.
+    static func treeDigest(_ text: String) throws(RuleFailure) -> Digest {
+        let expectation = "expected \"sha256-<base64>\", the SHA-256 of the unpacked tree as `nix hash path` prints it"
+        let hex = text.hasPrefix("sha256:") ? text.dropFirst("sha256:".count) : Substring(text)
+        if let digest = Digest(algorithm: .sha256, hex: hex) {
+            throw RuleFailure("\(expectation); for this hex digest write \"sha256-\(digest.base64)\"")
+        }
+        guard let dash = text.firstIndex(of: "-") else { throw RuleFailure(expectation + ", found \(Quoted.text(text))") }
+        let name = String(text[..<dash])
+        guard name == DigestAlgorithm.sha256.rawValue else {
+            throw RuleFailure("a tree digest is SHA-256 only (\"sha256-<base64>\", as `nix hash path` prints it), "
+                              + "found \(Quoted.text(name))")
+        }
+        return try base64Digest(text[text.index(after: dash)...], algorithm: .sha256, name: name)
+    }
+
+    /// The padded standard base64 after `name-` in an SRI token, as a digest of `algorithm`. Positions in
+    /// messages count from the start of the token.
+    private static func base64Digest(_ encoded: Substring, algorithm: DigestAlgorithm,
+                                     name: String) throws(RuleFailure) -> Digest {
         let expectedCount = (algorithm.byteCount + 2) / 3 * 4
         let expectation = "\(expectedCount) base64 characters after \"\(name)-\""
         var position = name.count + 1
@@ -71,7 +96,7 @@ enum ChecksumRules {
         guard let digest = Digest(algorithm: algorithm, base64: encoded) else {
             throw RuleFailure("invalid base64 padding after \"\(name)-\"")
         }
-        return Checksum(digest: digest, notation: .subresourceIntegrity)
+        return digest
     }
 
     /// `prefixCharacters` shifts reported positions so that they count from the start of the whole value.

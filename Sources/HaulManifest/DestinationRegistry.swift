@@ -1,5 +1,7 @@
-/// Detects destinations that cannot coexist on disk: the same path twice, or a file where another entry needs a
-/// folder (`a` and `a/b`). Found at the later entry, naming the earlier one, as a compiler reports a redefinition.
+/// Detects destinations that cannot coexist on disk: the same path twice, a file where another entry needs a
+/// folder (`a` and `a/b`), or anything inside a folder an entry unpacks an archive into (that folder becomes the
+/// archive's contents, whole). Found at the later entry, naming the earlier one, as a compiler reports a
+/// redefinition.
 ///
 /// Paths are compared as `String` compares them, by Unicode canonical equivalence, as file systems that ignore
 /// normalization (macOS's, and so any tree shared with a Mac) compare names: "caf\u{e9}" (NFC) and "cafe\u{301}"
@@ -22,8 +24,9 @@ struct DestinationRegistry {
     }
 
     /// Records the normalized destination `path` for entry `index`, or says why it collides with an earlier entry.
-    mutating func claim(_ path: String, index: Int, line: Int) -> String? {
-        if let conflict = claims.claim(path, owner: owners.count) {
+    /// `unpacks`: `path` is a folder the entry unpacks an archive into.
+    mutating func claim(_ path: String, index: Int, line: Int, unpacks: Bool = false) -> String? {
+        if let conflict = claims.claim(path, owner: owners.count, unpacks: unpacks) {
             return message(for: conflict, path: path)
         }
         owners.append(Owner(index: index, line: line, path: path))
@@ -35,6 +38,11 @@ struct DestinationRegistry {
         let entry = "files[\(owner.index)] (line \(owner.line))"
         let quotedOwner = Quoted.text(owner.path)
         let normalization = "on file systems that ignore Unicode normalization, such as macOS's"
+        /// `message`, and when `here` and `there` are one name only where normalization is ignored, that too.
+        func noting(_ message: String, here: some StringProtocol, there: some StringProtocol) -> String {
+            guard !here.hasSameBytes(as: there) else { return message }
+            return message + ", \(normalization) (\(Quoted.scalars(here)) here, \(Quoted.scalars(there)) there)"
+        }
         switch conflict.kind {
         case .duplicate:
             guard !path.hasSameBytes(as: owner.path) else { return "\(Quoted.text(path)) is already the destination of \(entry)" }
@@ -42,15 +50,21 @@ struct DestinationRegistry {
                 + "normalization (\(Quoted.scalars(path)) here, \(Quoted.scalars(owner.path)) there): one file "
                 + normalization
         case .neededAsFolder(let folderLength):
-            let base = "\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)"
             let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
-            guard !path.hasSameBytes(as: ownerFolder) else { return base }
-            return base + ", \(normalization) (\(Quoted.scalars(path)) here, \(Quoted.scalars(ownerFolder)) there)"
+            return noting("\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)",
+                          here: path, there: ownerFolder)
         case .insideFile(let folderLength):
             let folder = Substring(path.utf8.prefix(folderLength))
-            let base = "\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)"
-            guard !folder.hasSameBytes(as: owner.path) else { return base }
-            return base + ", \(normalization) (\(Quoted.scalars(folder)) here, \(Quoted.scalars(owner.path)) there)"
+            return noting("\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)",
+                          here: folder, there: owner.path)
+        case .insideUnpacked(let folderLength):
+            let folder = Substring(path.utf8.prefix(folderLength))
+            return noting("\(Quoted.text(path)) is inside \(Quoted.text(folder)), which \(entry) extracts an archive into",
+                          here: folder, there: owner.path)
+        case .holdsDestination(let folderLength):
+            let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
+            return noting("\(Quoted.text(path)), which this entry extracts an archive into, would hold \(quotedOwner), "
+                          + "the destination of \(entry)", here: path, there: ownerFolder)
         }
     }
 }
@@ -64,6 +78,11 @@ private struct ClaimConflict {
         case neededAsFolder(folderLength: Int)
         /// This many bytes of the path, a folder of it, are that owner's destination.
         case insideFile(folderLength: Int)
+        /// This many bytes of the path, a folder of it, are the folder that owner unpacks an archive into.
+        case insideUnpacked(folderLength: Int)
+        /// The path, a folder an archive is to be unpacked into, is a folder of that owner's destination, this many
+        /// bytes of it.
+        case holdsDestination(folderLength: Int)
     }
 
     var owner: Int
@@ -78,6 +97,8 @@ private struct ClaimConflict {
 private struct ClaimTable {
     private enum Claim {
         case file(owner: Int32)
+        /// A folder an archive is unpacked into: nothing else may be claimed inside it.
+        case unpacked(owner: Int32)
         /// `length`: the folder's bytes in the owner's path, which can differ from the key's (another spelling).
         case folder(owner: Int32, length: Int32)
     }
@@ -93,10 +114,15 @@ private struct ClaimTable {
 
     /// Claims `path` for `owner` if it can be, or says why not (the table is then as it was). One hash of the path
     /// in the common case: it is inserted at once, and put back only on the rare conflict.
-    mutating func claim(_ path: String, owner: Int) -> ClaimConflict? {
+    /// `unpacks`: `path` is a folder an archive is unpacked into.
+    mutating func claim(_ path: String, owner: Int, unpacks: Bool) -> ClaimConflict? {
         let key = path
-        if let earlier = claims.updateValue(.file(owner: Int32(truncatingIfNeeded: owner)), forKey: key) {
+        let number = Int32(truncatingIfNeeded: owner)
+        if let earlier = claims.updateValue(unpacks ? .unpacked(owner: number) : .file(owner: number), forKey: key) {
             claims[key] = earlier
+            if unpacks, case .folder(let owner, let length) = earlier {
+                return ClaimConflict(owner: Int(owner), kind: .holdsDestination(folderLength: Int(length)))
+            }
             return Self.conflict(with: earlier, folderLength: nil)
         }
         guard let parent = Self.parent(of: path[...]) else {
@@ -111,11 +137,12 @@ private struct ClaimTable {
         while let current = folder {
             switch claims[String(current)] {
             case .some(let claim):
-                if case .file = claim {
-                    claims[key] = nil
-                    return Self.conflict(with: claim, folderLength: current.utf8.count)
+                if case .folder = claim {
+                    folder = nil
+                    continue
                 }
-                folder = nil
+                claims[key] = nil
+                return Self.conflict(with: claim, folderLength: current.utf8.count)
             case nil:
                 newFolders.append(current)
                 folder = Self.parent(of: current)
@@ -132,8 +159,10 @@ private struct ClaimTable {
     /// The claim met: at the path itself (`folderLength` nil), or at one of its folders.
     private static func conflict(with claim: Claim, folderLength: Int?) -> ClaimConflict {
         switch (claim, folderLength) {
-        case (.file(let owner), nil): ClaimConflict(owner: Int(owner), kind: .duplicate)
+        case (.file(let owner), nil), (.unpacked(let owner), nil): ClaimConflict(owner: Int(owner), kind: .duplicate)
         case (.file(let owner), let length?): ClaimConflict(owner: Int(owner), kind: .insideFile(folderLength: length))
+        case (.unpacked(let owner), let length?):
+            ClaimConflict(owner: Int(owner), kind: .insideUnpacked(folderLength: length))
         case (.folder(let owner, let length), _):
             ClaimConflict(owner: Int(owner), kind: .neededAsFolder(folderLength: Int(length)))
         }

@@ -17,15 +17,36 @@ package enum ArchiveFormat: String, Sendable, Hashable, CaseIterable {
         return named(by: String(path.split(separator: "/").last ?? ""))
     }
 
-    /// The format a file name's suffix names (`.tgz` and `.tar.gz` alike), nil for none.
+    /// The format a file name's suffix names (`.tgz` and `.tar.gz` alike, in any case), nil for none.
     package static func named(by fileName: String) -> ArchiveFormat? {
-        let name = fileName.lowercased()
-        let suffixes: [(String, ArchiveFormat)] = [
-            (".tar.gz", .tarGzip), (".tgz", .tarGzip), (".tar.bz2", .tarBzip2), (".tbz2", .tarBzip2), (".tbz", .tarBzip2),
-            (".tar.xz", .tarXz), (".txz", .tarXz), (".tar.zst", .tarZstd), (".tzst", .tarZstd), (".tar", .tar),
-            (".zip", .zip), (".7z", .sevenZip),
-        ]
-        return suffixes.first { name.hasSuffix($0.0) }?.1
+        suffix(of: fileName)?.format
+    }
+
+    /// The file name without the suffix that names its format (`sdk-1.2.tar.gz` → `sdk-1.2`): the folder an
+    /// archive is unpacked into when none is given. nil when no suffix names a format, or nothing is left.
+    package static func stem(of fileName: String) -> String? {
+        guard let (length, _) = suffix(of: fileName), fileName.utf8.count > length else { return nil }
+        return String(decoding: fileName.utf8.dropLast(length), as: UTF8.self)
+    }
+
+    private static let suffixes: [(text: String, format: ArchiveFormat)] = [
+        (".tar.gz", .tarGzip), (".tgz", .tarGzip), (".tar.bz2", .tarBzip2), (".tbz2", .tarBzip2), (".tbz", .tarBzip2),
+        (".tar.xz", .tarXz), (".txz", .tarXz), (".tar.zst", .tarZstd), (".tzst", .tarZstd), (".tar", .tar),
+        (".zip", .zip), (".7z", .sevenZip),
+    ]
+
+    /// The suffix (its length in bytes) that names a format, compared in ASCII case-insensitively on the bytes, so
+    /// that the length cut off is the suffix's whatever the rest of the name holds.
+    private static func suffix(of fileName: String) -> (length: Int, format: ArchiveFormat)? {
+        let name = fileName.utf8
+        for (text, format) in suffixes where name.count >= text.utf8.count {
+            let tail = name.suffix(text.utf8.count)
+            let matches = tail.elementsEqual(text.utf8) { byte, lower in
+                byte == lower || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) && byte | 0x20 == lower
+            }
+            if matches { return (text.utf8.count, format) }
+        }
+        return nil
     }
 }
 

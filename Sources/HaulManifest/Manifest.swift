@@ -97,6 +97,10 @@ package struct FileEntry: Sendable {
 
     /// `url` followed by `mirrors`: the order in which sources are tried.
     package var sources: [TemplatedString] { [url] + mirrors }
+
+    /// Whether what the entry puts on disk is pinned: its bytes (`checksum`) or, for an archive, the tree it
+    /// unpacks to (`extract: {tree: …}`).
+    package var isPinned: Bool { checksum != nil || extract?.tree != nil }
 }
 
 /// Built-in values for keys that neither the entry nor `defaults:` sets.

@@ -43,5 +43,13 @@ enum DefaultsKey: String, ManifestKey {
 
 enum FileKey: String, ManifestKey {
     case url, dest, sha256, sha384, sha512, checksum, integrity, size, mirrors, mode, retries, timeout, refresh, headers
+    case extract
+    static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
+}
+
+/// The keys of an entry's `extract:` mapping.
+enum ExtractKey: String, ManifestKey {
+    case format, strip, include, exclude, tree
+    case maxUnpacked = "max_unpacked"
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }

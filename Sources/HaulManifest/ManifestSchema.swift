@@ -8,6 +8,8 @@ package enum ManifestSchema {
     package static let defaultsKeys: Set<String> = Set(DefaultsKey.names)
     /// Keys accepted in a `files:` entry.
     package static let fileKeys: Set<String> = Set(FileKey.names)
+    /// Keys accepted in an entry's `extract:` mapping.
+    package static let extractKeys: Set<String> = Set(ExtractKey.names)
 
     /// Byte-identical to `schema/haul-manifest.schema.json`.
     package static let json: String = ##"""
@@ -78,7 +80,7 @@ package enum ManifestSchema {
       }
     },
     "file": {
-      "description": "One file to fetch. At most one of sha256, sha384, sha512, checksum and integrity; with none, the entry is unpinned.",
+      "description": "One file to fetch, or with extract an archive to unpack into a folder. At most one of sha256, sha384, sha512, checksum and integrity; with none, the entry is unpinned (an archive may instead pin the tree it unpacks to).",
       "type": "object",
       "additionalProperties": false,
       "required": [
@@ -91,11 +93,11 @@ package enum ManifestSchema {
           "description": "Where the file is fetched from first. ${VAR} references are replaced from the environment."
         },
         "dest": {
-          "description": "Destination relative to root: not absolute, no \"..\" component, no trailing \"/\", not inside .haul, at most 4095 bytes with names of at most 255 bytes (the loader counts UTF-8 bytes; this schema can only count characters). Two entries may not share a destination, nor may one be a folder of another, also when they differ only in Unicode normalization.",
+          "description": "Destination relative to root: not absolute, no \"..\" component, not inside .haul, at most 4095 bytes with names of at most 255 bytes (the loader counts UTF-8 bytes; this schema can only count characters). It names a file, written without a trailing \"/\"; with extract, it names the folder the archive becomes, and may end with \"/\". Two entries may not share a destination, nor may one be a folder of another or lie inside a folder an archive is unpacked into, also when they differ only in Unicode normalization.",
           "type": "string",
           "minLength": 1,
           "maxLength": 4095,
-          "pattern": "^(?!/)(?!(?:.*/)?\\.\\.(?:/|$))(?!(?:\\.?/)*\\.haul(?:/|$))(?!.*\\$\\{)(?!.*[^/]{256})[^\\u0000]*[^/]$"
+          "pattern": "^(?!/)(?!(?:.*/)?\\.\\.(?:/|$))(?!(?:\\.?/)*\\.haul(?:/|$))(?!.*\\$\\{)(?!.*[^/]{256})[^\\u0000]*$"
         },
         "sha256": {
           "description": "Expected SHA-256 digest: 64 hex digits, either case.",
@@ -157,7 +159,7 @@ package enum ManifestSchema {
         },
         "mode": {
           "$ref": "#/$defs/mode",
-          "description": "Permission bits in octal such as \"0644\". Default: 0644."
+          "description": "Permission bits in octal such as \"0644\". Default: 0644. Not with extract: each member of an archive keeps its own executable bit."
         },
         "retries": {
           "$ref": "#/$defs/retries",
@@ -174,6 +176,17 @@ package enum ManifestSchema {
         "headers": {
           "$ref": "#/$defs/headers",
           "description": "HTTP request headers; an entry's headers override defaults of the same name (case-insensitive)."
+        },
+        "extract": {
+          "description": "true: the URL is an archive, and dest names a folder that becomes its contents, unpacked as it downloads and replaced atomically once verified. A mapping says the same with settings. false, or no extract: a plain file.",
+          "oneOf": [
+            {
+              "type": "boolean"
+            },
+            {
+              "$ref": "#/$defs/extract"
+            }
+          ]
         }
       },
       "not": {
@@ -239,6 +252,83 @@ package enum ManifestSchema {
             ]
           }
         ]
+      },
+      "if": {
+        "required": [
+          "extract"
+        ],
+        "properties": {
+          "extract": {
+            "not": {
+              "const": false
+            }
+          }
+        }
+      },
+      "then": {
+        "not": {
+          "required": [
+            "mode"
+          ]
+        }
+      },
+      "else": {
+        "properties": {
+          "dest": {
+            "pattern": "[^/]$"
+          }
+        }
+      }
+    },
+    "extract": {
+      "description": "How an archive is unpacked. Every key is optional.",
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "format": {
+          "description": "The archive format, when the URL's file name does not tell it (.tar.gz, .tgz, .zip, …); without either, libarchive tells it from the bytes.",
+          "enum": [
+            "tar",
+            "tar.gz",
+            "tar.bz2",
+            "tar.xz",
+            "tar.zst",
+            "zip",
+            "7z"
+          ]
+        },
+        "strip": {
+          "description": "Leading folders dropped from every member's path, as tar --strip-components; a member with no more components than this is skipped. Default: 0.",
+          "type": "integer",
+          "minimum": 0,
+          "maximum": 4095
+        },
+        "include": {
+          "$ref": "#/$defs/patterns",
+          "description": "Members kept (after strip): those any of these patterns match. Default: every member."
+        },
+        "exclude": {
+          "$ref": "#/$defs/patterns",
+          "description": "Members left out (after strip) of those include keeps."
+        },
+        "tree": {
+          "description": "The unpacked tree's digest: Nix's NAR hash in SRI form, SHA-256 only, as `nix hash path DIR` prints it. It covers names, contents, the executable bit and symlink targets.",
+          "type": "string",
+          "pattern": "^sha256-[A-Za-z0-9+/]{43}=$"
+        },
+        "max_unpacked": {
+          "description": "The most bytes the members may unpack to: a number of bytes, or one followed by K, M, G or T (K = 1024), such as 512M or 2G. Default: 100 times the archive's size, at least 1G.",
+          "oneOf": [
+            {
+              "type": "integer",
+              "minimum": 1
+            },
+            {
+              "type": "string",
+              "pattern": "^[0-9]*[1-9][0-9]*[KkMmGgTt]?(?:[iI]?[bB])?$"
+            }
+          ]
+        }
       }
     },
     "url": {
@@ -291,6 +381,27 @@ package enum ManifestSchema {
         "type": "string",
         "pattern": "^[^\\r\\n\\u0000]*$"
       }
+    },
+    "patterns": {
+      "description": "One pattern or a list of them, matched against each member's path after strip. * is any run of characters within a name, ? one character, [a-z] and [!a-z] sets, \\ escapes the next character, and ** as a whole component any number of folders. A pattern with a / (other than a trailing one) is anchored at the top of the tree, one without matches a name at any depth, a trailing / matches folders only, and a pattern that matches a folder matches everything inside it.",
+      "oneOf": [
+        {
+          "$ref": "#/$defs/pattern"
+        },
+        {
+          "type": "array",
+          "items": {
+            "$ref": "#/$defs/pattern"
+          }
+        }
+      ]
+    },
+    "pattern": {
+      "description": "A path pattern; haul's loader checks its syntax (an unclosed [, ** inside a name, an empty, . or .. component are refused).",
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 4096,
+      "pattern": "^[^\\u0000]*$"
     }
   }
 }

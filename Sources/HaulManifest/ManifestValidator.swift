@@ -14,6 +14,8 @@ struct ManifestValidator: YAMLEntrySink {
         case file(Int)
         /// A mirror written as a mapping, `{url: …, headers: …}`: entry, then mirror.
         case mirror(Int, Int)
+        /// An entry's `extract:` written as a mapping.
+        case extract(Int)
 
         func path(_ key: String) -> String {
             switch self {
@@ -21,6 +23,7 @@ struct ManifestValidator: YAMLEntrySink {
             case .defaults: "defaults." + key
             case .file(let index): "files[\(index)].\(key)"
             case .mirror(let index, let position): "files[\(index)].mirrors[\(position)].\(key)"
+            case .extract(let index): "files[\(index)].extract.\(key)"
             }
         }
 
@@ -31,6 +34,7 @@ struct ManifestValidator: YAMLEntrySink {
             case .defaults: "defaults"
             case .file(let index): "files[\(index)]"
             case .mirror(let index, let position): "files[\(index)].mirrors[\(position)]"
+            case .extract(let index): "files[\(index)].extract"
             }
         }
     }
@@ -267,11 +271,15 @@ struct ManifestValidator: YAMLEntrySink {
         let errorsBefore = diagnostics.errorCount
         let location = document.location(of: id)
 
-        var url: TemplatedString?, destination: DestinationPath?, checksum: Checksum?, size: Int64?
+        var url: TemplatedString?, checksum: Checksum?, size: Int64?
         var mirrors: [TemplatedString] = [], mirrorHeaders: [[HeaderField]] = [], headers: [HeaderField] = []
         var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?
-        var sawURL = false, sawDest = false
+        var sawURL = false
         var firstChecksumKey: (key: FileKey, line: Int)?
+        // Read after the other keys: whether `dest` names a file or a folder, and whether `mode` applies, depend on
+        // `extract`, which may come later in the entry.
+        var destinationNode: NodeID?, modeKeyNode: NodeID?
+        var extract: (unpacks: Bool, rule: ExtractRule?) = (false, nil)
 
         for (key, keyNode, value) in keyedPairs(of: id, scope: scope, as: FileKey.self) {
             switch key {
@@ -281,8 +289,7 @@ struct ManifestValidator: YAMLEntrySink {
             case .mirrors:
                 (mirrors, mirrorHeaders) = parseMirrors(value, scope: scope)
             case .dest:
-                sawDest = true
-                destination = parseDestination(value, index: index, path: scope.path(key.rawValue))
+                destinationNode = value
             case .sha256, .sha384, .sha512, .checksum, .integrity:
                 if let first = firstChecksumKey {
                     diagnostics.error("conflicts with \(first.key.rawValue) (line \(first.line)): give at most one of "
@@ -307,6 +314,7 @@ struct ManifestValidator: YAMLEntrySink {
                     size = nil
                 }
             case .mode:
+                modeKeyNode = keyNode
                 mode = self.mode(value, path: scope.path(key.rawValue))
             case .retries:
                 retries = self.retries(value, path: scope.path(key.rawValue))
@@ -316,10 +324,23 @@ struct ManifestValidator: YAMLEntrySink {
                 refresh = duration(value, path: scope.path(key.rawValue))
             case .headers:
                 headers = self.headers(value, scope: scope)
+            case .extract:
+                extract = parseExtract(value, index: index)
             }
         }
         if !sawURL { diagnostics.error("missing required key \"url\"", at: location, keyPath: scope.mappingPath) }
-        if !sawDest { diagnostics.error("missing required key \"dest\"", at: location, keyPath: scope.mappingPath) }
+        var destination: DestinationPath?
+        if let destinationNode {
+            destination = parseDestination(destinationNode, index: index, path: scope.path(FileKey.dest.rawValue),
+                                           unpacks: extract.unpacks)
+        } else {
+            diagnostics.error("missing required key \"dest\"", at: location, keyPath: scope.mappingPath)
+        }
+        if extract.unpacks, let modeKeyNode {
+            diagnostics.error("cannot be set for an entry with extract (each member of the archive keeps its own "
+                              + "executable bit)",
+                              at: document.location(of: modeKeyNode), keyPath: scope.path(FileKey.mode.rawValue))
+        }
 
         guard diagnostics.errorCount == errorsBefore, let url, let destination else { return nil }
         var explicit = ExplicitSettings()
@@ -330,8 +351,100 @@ struct ManifestValidator: YAMLEntrySink {
                               size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
                               timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
         entry.refresh = refresh
+        entry.extract = extract.rule
         if mirrorHeaders.contains(where: { !$0.isEmpty }) { entry.mirrorHeaders = mirrorHeaders }
         return (entry, explicit)
+    }
+
+    // MARK: extract
+
+    /// `extract: true`, `false`, or a mapping of `ExtractKey`s. `unpacks` says whether the entry asks for
+    /// unpacking at all (anything but `false`, mistakes included), so that `dest` and `mode` are judged as the
+    /// entry means them; `rule` is nil for `false` and for a mistake.
+    private mutating func parseExtract(_ id: NodeID, index: Int) -> (unpacks: Bool, rule: ExtractRule?) {
+        let scope = Scope.extract(index)
+        if document.kind(of: id) == .scalar, document.form(of: id) == .plain,
+           let flag = ScalarRules.boolean(document.text(of: id)) {
+            return flag ? (true, ExtractRule()) : (false, nil)
+        }
+        guard document.kind(of: id) == .mapping else {
+            let names = ExtractKey.names
+            report(expected: "true, false or a mapping of " + names.dropLast().joined(separator: ", ") + " and "
+                       + names[names.count - 1], id, path: Scope.file(index).path(FileKey.extract.rawValue))
+            return (true, nil)
+        }
+        let errorsBefore = diagnostics.errorCount
+        var format: ArchiveFormat?, strip = 0, include: [String] = [], exclude: [String] = [], tree: Digest?
+        var maxUnpacked: Int64?
+        for (key, _, value) in keyedPairs(of: id, scope: scope, as: ExtractKey.self) {
+            let path = scope.path(key.rawValue)
+            switch key {
+            case .format:
+                format = archiveFormat(value, path: path)
+            case .strip:
+                strip = integer(value, path: path, expected: "a whole number of leading folders to drop, from 0 to "
+                                + "\(DestinationPath.maximumBytes)", range: 0...Int64(DestinationPath.maximumBytes))
+                    .map { Int($0) } ?? 0
+            case .include:
+                include = patterns(value, path: path)
+            case .exclude:
+                exclude = patterns(value, path: path)
+            case .tree:
+                tree = checked(value, path: path, expected: "a digest", ChecksumRules.treeDigest)
+            case .maxUnpacked:
+                maxUnpacked = checked(value, path: path, expected: "a size in bytes") { text throws(RuleFailure) in
+                    do throws(RuleFailure) {
+                        return try ByteSizeText.parse(text)
+                    } catch {
+                        throw RuleFailure(messages: error.messages.map { "\($0), found \(Quoted.text(text))" })
+                    }
+                }
+            }
+        }
+        guard diagnostics.errorCount == errorsBefore else { return (true, nil) }
+        return (true, ExtractRule(format: format, strip: strip, include: include, exclude: exclude, tree: tree,
+                                  maxUnpackedBytes: maxUnpacked))
+    }
+
+    private mutating func archiveFormat(_ id: NodeID, path: @autoclosure () -> String) -> ArchiveFormat? {
+        let names = ArchiveFormat.allCases.map(\.rawValue)
+        let list = names.dropLast().joined(separator: ", ") + " or " + names[names.count - 1]
+        return checked(id, path: path(), expected: "an archive format (\(list))") { text throws(RuleFailure) in
+            if let format = ArchiveFormat(rawValue: text) { return format }
+            // A file name's spelling of a format (`tgz`, `TAR.GZ`) names the one meant.
+            if let meant = ArchiveFormat.named(by: "." + text) {
+                throw RuleFailure("unknown archive format \(Quoted.text(text)); did you mean \(Quoted.text(meant.rawValue))?")
+            }
+            throw RuleFailure("unknown archive format \(Quoted.text(text)) (expected \(list))")
+        }
+    }
+
+    /// One pattern, or a list of them, each a valid `PathGlob`; a mistake is reported at the pattern itself.
+    private mutating func patterns(_ id: NodeID, path: @autoclosure () -> String) -> [String] {
+        let expected = "a pattern or a list of patterns"
+        if document.kind(of: id) == .scalar, document.form(of: id) != .null {
+            return pattern(id, path: path(), expected: expected).map { [$0] } ?? []
+        }
+        guard document.kind(of: id) == .sequence else {
+            report(expected: expected, id, path: path())
+            return []
+        }
+        var found: [String] = []
+        for (position, item) in document.childIDs(of: id).enumerated() {
+            if let text = pattern(item, path: "\(path())[\(position)]", expected: "a pattern") { found.append(text) }
+        }
+        return found
+    }
+
+    private mutating func pattern(_ id: NodeID, path: @autoclosure () -> String, expected: String) -> String? {
+        checked(id, path: path(), expected: expected) { text throws(RuleFailure) in
+            do {
+                _ = try PathGlob(text)
+                return text
+            } catch {
+                throw RuleFailure("\(Quoted.text(text)) is not a valid pattern: \(error)")
+            }
+        }
     }
 
     private mutating func sourceURL(_ id: NodeID, path: @autoclosure () -> String) -> TemplatedString? {
@@ -388,12 +501,14 @@ struct ManifestValidator: YAMLEntrySink {
         return (urls, headers)
     }
 
-    private mutating func parseDestination(_ id: NodeID, index: Int, path: @autoclosure () -> String) -> DestinationPath? {
-        guard let text = text(id, path: path(), expected: "a file path") else { return nil }
+    /// `unpacks`: the entry unpacks an archive, so `dest` names a folder.
+    private mutating func parseDestination(_ id: NodeID, index: Int, path: @autoclosure () -> String,
+                                           unpacks: Bool) -> DestinationPath? {
+        guard let text = text(id, path: path(), expected: unpacks ? "a folder path" : "a file path") else { return nil }
         let location = document.location(of: id)
         do {
-            let (destination, normalized) = try PathRules.destination(text)
-            if let conflict = registry.claim(normalized, index: index, line: location.line) {
+            let (destination, normalized) = try PathRules.destination(text, folder: unpacks)
+            if let conflict = registry.claim(normalized, index: index, line: location.line, unpacks: unpacks) {
                 diagnostics.error(conflict, at: location, keyPath: path())
                 return nil
             }
@@ -496,19 +611,19 @@ struct ManifestValidator: YAMLEntrySink {
     }
 
     private mutating func duration(_ id: NodeID, path: @autoclosure () -> String) -> Seconds? {
-        guard let text = text(id, path: path(), expected: "a duration") else { return nil }
-        do {
-            return try ScalarRules.duration(text)
-        } catch {
-            for message in error.messages { diagnostics.error(message, at: document.location(of: id), keyPath: path()) }
-            return nil
-        }
+        checked(id, path: path(), expected: "a duration", ScalarRules.duration)
     }
 
     private mutating func mode(_ id: NodeID, path: @autoclosure () -> String) -> FileMode? {
-        guard let text = text(id, path: path(), expected: "octal permission bits such as \"0644\"") else { return nil }
+        checked(id, path: path(), expected: "octal permission bits such as \"0644\"", ScalarRules.mode)
+    }
+
+    /// A scalar's text through `rule`, each of its failures reported at the node.
+    private mutating func checked<Value>(_ id: NodeID, path: @autoclosure () -> String, expected: String,
+                                         _ rule: (String) throws(RuleFailure) -> Value) -> Value? {
+        guard let text = text(id, path: path(), expected: expected) else { return nil }
         do {
-            return try ScalarRules.mode(text)
+            return try rule(text)
         } catch {
             for message in error.messages { diagnostics.error(message, at: document.location(of: id), keyPath: path()) }
             return nil

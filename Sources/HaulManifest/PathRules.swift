@@ -26,7 +26,11 @@ package enum PathRules {
     /// `DestinationPath(_:)` accepts, minus trailing slashes, `${`, and paths inside `.haul`.
     /// `normalized` is the path as `DestinationPath.description` spells it, without rebuilding it when `text`
     /// already is in that form (the common case).
-    static func destination(_ text: String) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
+    ///
+    /// `folder`: the destination names a folder (an entry with `extract:`), which may be written with a trailing
+    /// `/`; the path kept has none.
+    static func destination(_ text: String,
+                            folder: Bool = false) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
         var shown: String { Quoted.text(text) }
         // Components are cut at the byte "/" for every path, ASCII or not, exactly as the kernel will cut them.
         let scan = text.withUTF8Buffer { bytes in
@@ -52,8 +56,12 @@ package enum PathRules {
         }
 
         let parts = scan.parts
-        guard !parts.isEmpty else { throw RuleFailure("destination \(shown) names root itself, not a file") }
-        if scan.hasTrailingSlash { throw RuleFailure("destination \(shown) ends with \"/\"; a destination names a file") }
+        guard !parts.isEmpty else {
+            throw RuleFailure("destination \(shown) names root itself, not a \(folder ? "folder under it" : "file")")
+        }
+        if scan.hasTrailingSlash && !folder {
+            throw RuleFailure("destination \(shown) ends with \"/\"; a destination names a file (a folder only with extract:)")
+        }
         if parts[0] == privateFolder {
             throw RuleFailure(parts.count == 1
                 ? "\".haul\" is haul's private folder under root"
@@ -63,7 +71,8 @@ package enum PathRules {
             throw RuleFailure("\(shown) is inside \(Quoted.text(parts[0])), which on a case-insensitive file system is "
                               + "\".haul\", haul's private folder under root")
         }
-        let path = DestinationPath(validatedComponents: parts, description: scan.isNormalized ? text : parts.joined(separator: "/"))
+        let isNormalized = scan.isNormalized && !scan.hasTrailingSlash
+        let path = DestinationPath(validatedComponents: parts, description: isNormalized ? text : parts.joined(separator: "/"))
         return (path, path.description)
     }
 

@@ -6,12 +6,15 @@ package struct EntryDraft: Sendable {
     /// As typed (the template) and as fetched (expanded). A `${VAR}` in the argument means what it means in a
     /// manifest, so the URL written is the URL `sync` will fetch and the pin matches it.
     package let url: TemplatedString
-    /// Normalized the way the loader normalizes destinations (`a//./b` → `a/b`), so duplicate checks compare
-    /// like with like.
+    /// Normalized the way the loader normalizes destinations (`a//./b` → `a/b`, and without the trailing `/` a
+    /// folder may be written with), so duplicate checks compare like with like.
     package let destination: String
 
-    /// `destination` nil: the URL's last path segment, percent-decoded (what `curl -O` would name the file).
-    package init(url: String, destination: String?, environment: [String: String]) throws(EntryDraftError) {
+    /// `destination` nil: the URL's last path segment, percent-decoded (what `curl -O` would name the file); for
+    /// an archive to unpack (`unpacks`), that name less the suffix that names its format (`sdk-1.2.tar.gz` →
+    /// `sdk-1.2`). `unpacks`: `destination` names the folder the archive becomes, and may end with `/`.
+    package init(url: String, destination: String?, environment: [String: String],
+                 unpacks: Bool = false) throws(EntryDraftError) {
         let expanded: TemplatedString
         do {
             var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
@@ -24,10 +27,11 @@ package struct EntryDraft: Sendable {
         if let destination {
             text = destination
         } else {
-            text = try Self.fileName(of: expanded)
+            let name = try Self.fileName(of: expanded)
+            text = unpacks ? ArchiveFormat.stem(of: name) ?? name : name
         }
         do {
-            self.destination = try PathRules.destination(text).normalized
+            self.destination = try PathRules.destination(text, folder: unpacks).normalized
         } catch {
             let hint = destination == nil ? " (derived from the URL; choose one with --dest)" : ""
             throw EntryDraftError(messages: error.messages.map { $0 + hint })
@@ -42,9 +46,10 @@ package struct EntryDraft: Sendable {
                size: 0)
     }
 
-    /// The entry to write once the bytes have been measured (or the digest given: the size may then be unknown).
-    package func pinned(digest: Digest, size: Int64?) -> PinnedEntry {
-        PinnedEntry(url: url.template, destination: destination, digest: digest, size: size)
+    /// The entry to write once the bytes have been measured (or the digest given: the size may then be unknown);
+    /// `extract` for an archive unpacked into `destination`.
+    package func pinned(digest: Digest, size: Int64?, extract: ExtractRule? = nil) -> PinnedEntry {
+        PinnedEntry(url: url.template, destination: destination, digest: digest, size: size, extract: extract)
     }
 
     /// The last segment of the URL's path, percent-decoded, as it will be fetched: `${MIRROR}/tool.tar.gz` names
@@ -140,7 +145,8 @@ package struct EntryDraftError: Error, Sendable, CustomStringConvertible {
     package var description: String { messages.joined(separator: "; ") }
 }
 
-/// One complete, pinned entry: `url`, `dest`, the digest and `size`, as `haul add` writes it.
+/// One complete, pinned entry: `url`, `dest`, the digest and `size`, and for an archive `extract:`, as `haul add`
+/// writes it.
 package struct PinnedEntry: Sendable, Hashable {
     /// Written as given (a `${VAR}` stays a reference).
     package let url: String
@@ -148,12 +154,16 @@ package struct PinnedEntry: Sendable, Hashable {
     package let digest: Digest
     /// nil: not known (pinned from a checksum list without downloading); the entry then has no `size`.
     package let size: Int64?
+    /// An archive unpacked into `destination`: written as `extract: true` when every setting is the default,
+    /// else as a mapping of the settings that are not (`extract: {tree: sha256-…}`). nil: a plain file.
+    package let extract: ExtractRule?
 
-    package init(url: String, destination: String, digest: Digest, size: Int64?) {
+    package init(url: String, destination: String, digest: Digest, size: Int64?, extract: ExtractRule? = nil) {
         self.url = url
         self.destination = destination
         self.digest = digest
         self.size = size
+        self.extract = extract
     }
 
     /// A standalone sequence item, for `haul add --print`: paste it under `files:`.
@@ -165,7 +175,7 @@ package struct PinnedEntry: Sendable, Hashable {
     /// catching any quoting that would change a value.
     package func matches(_ entry: FileEntry) -> Bool {
         entry.url.template == url && entry.destination.description == destination
-            && entry.checksum?.digest == digest && entry.size == size
+            && entry.checksum?.digest == digest && entry.size == size && entry.extract == extract
     }
 
     // MARK: Rendering
@@ -183,19 +193,53 @@ package struct PinnedEntry: Sendable, Hashable {
         ] + (size.map { [(FileKey.size.rawValue, String($0))] } ?? [])
     }
 
-    /// The entry as block-style lines: the first starts with `-` at `dashColumn`, keys start at `keyColumn`.
+    /// The settings of `extract` that are not the defaults, in `ExtractKey` order; empty for `extract: true`.
+    private func extractFields(_ rule: ExtractRule) -> [(key: String, value: String)] {
+        // Inside `[…]`, a pattern is a flow scalar whatever the entry's style.
+        func patterns(_ list: [String]) -> String {
+            "[" + list.map { YAMLScalarText.render($0, flow: true) }.joined(separator: ", ") + "]"
+        }
+        var fields: [(key: String, value: String)] = []
+        if let format = rule.format { fields.append((ExtractKey.format.rawValue, YAMLScalarText.render(format.rawValue, flow: true))) }
+        if rule.strip != 0 { fields.append((ExtractKey.strip.rawValue, String(rule.strip))) }
+        if !rule.include.isEmpty { fields.append((ExtractKey.include.rawValue, patterns(rule.include))) }
+        if !rule.exclude.isEmpty { fields.append((ExtractKey.exclude.rawValue, patterns(rule.exclude))) }
+        if let tree = rule.tree { fields.append((ExtractKey.tree.rawValue, "\(tree.algorithm.rawValue)-\(tree.base64)")) }
+        if let bytes = rule.maxUnpackedBytes { fields.append((ExtractKey.maxUnpacked.rawValue, String(bytes))) }
+        return fields
+    }
+
+    /// The entry as block-style lines: the first starts with `-` at `dashColumn`, keys start at `keyColumn`; the
+    /// settings of `extract:` two columns deeper.
     func blockLines(dashColumn: Int, keyColumn: Int) -> [String] {
         let keyIndent = String(repeating: " ", count: keyColumn)
         let first = String(repeating: " ", count: dashColumn) + "-"
             + String(repeating: " ", count: max(1, keyColumn - dashColumn - 1))
-        return fields(flow: false).enumerated().map { index, field in
+        var lines = fields(flow: false).enumerated().map { index, field in
             (index == 0 ? first : keyIndent) + field.key + ": " + field.value
         }
+        if let extract {
+            let settings = extractFields(extract)
+            let key = keyIndent + FileKey.extract.rawValue + ":"
+            lines.append(settings.isEmpty ? key + " true" : key)
+            lines += settings.map { keyIndent + "  " + $0.key + ": " + $0.value }
+        }
+        return lines
     }
 
-    /// `{url: …, dest: …, sha256: …, size: …}`, for manifests written in flow style.
+    /// `{url: …, dest: …, sha256: …, size: …}`, for manifests written in flow style; an archive's settings as a
+    /// mapping inside it (`extract: {tree: sha256-…}`).
     var flowMapping: String {
-        "{" + fields(flow: true).map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}"
+        var fields = fields(flow: true)
+        if let extract {
+            let settings = extractFields(extract)
+            fields.append((FileKey.extract.rawValue, settings.isEmpty ? "true" : Self.flow(settings)))
+        }
+        return Self.flow(fields)
+    }
+
+    private static func flow(_ fields: [(key: String, value: String)]) -> String {
+        "{" + fields.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}"
     }
 }
 

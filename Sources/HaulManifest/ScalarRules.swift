@@ -101,3 +101,28 @@ enum ScalarRules {
         return sawDigit && (!sawPoint || digitAfterPoint)
     }
 }
+
+/// A number of bytes as people write one: `1048576`, `512K`, `500M`, `2G`, `1T`. Units are binary (K = 1024), in
+/// any case, with or without `B` or `iB` (`2GiB`, `2gb`). The command line's sizes (`--max-file-size`, `--limit-rate`)
+/// and a manifest's `max_unpacked` are read by this one reader, so that both take the same spellings.
+package enum ByteSizeText {
+    package static func parse(_ text: String) throws(RuleFailure) -> Int64 {
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = text.uppercased()
+        if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B") { digits.removeLast() }
+        var multiplier: Int64 = 1
+        if let last = digits.last, let unit = units[last] {
+            multiplier = unit
+            digits.removeLast()
+        }
+        // `Int64(_:)` alone would take a leading "+".
+        guard !digits.hasPrefix("+"), let value = Int64(digits) else {
+            throw RuleFailure("expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), "
+                              + "such as 500K or 2G")
+        }
+        guard value > 0 else { throw RuleFailure("must be greater than zero") }
+        let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
+        guard !overflow else { throw RuleFailure("too large: at most 8 exabytes") }
+        return product
+    }
+}

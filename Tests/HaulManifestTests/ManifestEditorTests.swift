@@ -353,6 +353,106 @@ final class ManifestEditorTests: XCTestCase {
             """)
     }
 
+    // MARK: Archives
+
+    private let treeBase64 = "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
+    private func archive(_ rule: ExtractRule) -> PinnedEntry {
+        PinnedEntry(url: "https://example.com/v2/sdk-2.0.tar.gz", destination: "sdk", digest: digest, size: 4096, extract: rule)
+    }
+
+    func testAnArchiveWithItsTreeGetsABlockMappingInABlockEntry() throws {
+        let original = "version: 1\nfiles:\n  - url: https://e.com/a\n    dest: a\n"
+        XCTAssertEqual(try edit(original, archive(ExtractRule(tree: digest))), original + """
+              - url: https://example.com/v2/sdk-2.0.tar.gz
+                dest: sdk
+                sha256: \(hex)
+                size: 4096
+                extract:
+                  tree: sha256-\(treeBase64)
+
+            """)
+    }
+
+    func testAnArchiveWithItsTreeGetsAFlowMappingInAFlowEntry() throws {
+        let original = "version: 1\nfiles:\n  - {url: https://e.com/a, dest: a}\n"
+        XCTAssertEqual(try edit(original, archive(ExtractRule(tree: digest))), original
+            + "  - {url: \"https://example.com/v2/sdk-2.0.tar.gz\", dest: sdk, sha256: \(hex), size: 4096, "
+            + "extract: {tree: sha256-\(treeBase64)}}\n")
+        XCTAssertEqual(try edit("{version: 1, files: []}", archive(ExtractRule(tree: digest))),
+                       "{version: 1, files: [{url: \"https://example.com/v2/sdk-2.0.tar.gz\", dest: sdk, sha256: \(hex), "
+                        + "size: 4096, extract: {tree: sha256-\(treeBase64)}}]}")
+    }
+
+    func testAnArchiveWithEveryDefaultIsExtractTrue() throws {
+        XCTAssertEqual(archive(ExtractRule()).yamlSnippet, """
+            - url: https://example.com/v2/sdk-2.0.tar.gz
+              dest: sdk
+              sha256: \(hex)
+              size: 4096
+              extract: true
+
+            """)
+        let original = "version: 1\nfiles:\n  - {url: https://e.com/a, dest: a}\n"
+        XCTAssertEqual(try edit(original, archive(ExtractRule())), original
+            + "  - {url: \"https://example.com/v2/sdk-2.0.tar.gz\", dest: sdk, sha256: \(hex), size: 4096, extract: true}\n")
+    }
+
+    /// Every setting written, quoted where YAML would misread it, and read back as the same rule.
+    func testEverySettingIsWrittenAndReadsBack() throws {
+        let rule = ExtractRule(format: .sevenZip, strip: 2, include: ["bin/*", "**/*.so", "[ab]c"], exclude: ["docs/", "a,b"],
+                               tree: digest, maxUnpackedBytes: 3 << 30)
+        XCTAssertEqual(try edit(nil, adding: [archive(rule)]), """
+            version: 1
+            files:
+              - url: https://example.com/v2/sdk-2.0.tar.gz
+                dest: sdk
+                sha256: \(hex)
+                size: 4096
+                extract:
+                  format: "7z"
+                  strip: 2
+                  include: [bin/*, "**/*.so", "[ab]c"]
+                  exclude: [docs/, "a,b"]
+                  tree: sha256-\(treeBase64)
+                  max_unpacked: 3221225472
+
+            """)
+        let flow = try edit("version: 1\nfiles: [{url: \"https://e.com/a\", dest: a}]\n", archive(rule))
+        XCTAssertTrue(flow.contains("extract: {format: \"7z\", strip: 2, include: [bin/*, \"**/*.so\", \"[ab]c\"], "
+                                    + "exclude: [docs/, \"a,b\"], tree: sha256-\(treeBase64), max_unpacked: 3221225472}}"), flow)
+    }
+
+    func testAnEntryReadsBackAsTheArchiveOnlyWithTheSameRule() throws {
+        let manifest = try XCTUnwrap(Fixture.manifest(
+            "version: 1\nfiles:\n  - {url: \"https://example.com/v2/sdk-2.0.tar.gz\", dest: sdk/, sha256: \(hex), size: 4096, "
+            + "extract: {strip: 1}}\n"))
+        XCTAssertTrue(archive(ExtractRule(strip: 1)).matches(manifest.files[0]))
+        XCTAssertFalse(archive(ExtractRule()).matches(manifest.files[0]))
+        XCTAssertFalse(PinnedEntry(url: "https://example.com/v2/sdk-2.0.tar.gz", destination: "sdk", digest: digest,
+                                   size: 4096).matches(manifest.files[0]), "a plain file is not the archive")
+    }
+
+    func testAnArchiveDraftNamesAFolderAfterTheArchive() throws {
+        func destination(_ url: String, dest: String? = nil) throws -> String {
+            try EntryDraft(url: url, destination: dest, environment: [:], unpacks: true).destination
+        }
+        XCTAssertEqual(try destination("https://e.com/v2/sdk-2.0.tar.gz"), "sdk-2.0")
+        XCTAssertEqual(try destination("https://e.com/tool.TGZ?sig=1"), "tool")
+        XCTAssertEqual(try destination("https://e.com/data.7z"), "data")
+        XCTAssertEqual(try destination("https://e.com/download"), "download", "no suffix names a format")
+        XCTAssertEqual(try destination("https://e.com/.tar.gz"), ".tar.gz", "nothing would be left")
+        XCTAssertEqual(try destination("https://e.com/x.zip", dest: "opt/sdk/"), "opt/sdk", "a folder may end with /")
+        XCTAssertThrowsError(try EntryDraft(url: "https://e.com/x.zip", destination: "opt/sdk/", environment: [:])) { error in
+            XCTAssertEqual((error as? EntryDraftError)?.messages,
+                           ["destination \"opt/sdk/\" ends with \"/\"; a destination names a file (a folder only with extract:)"])
+        }
+        let draft = try EntryDraft(url: "https://e.com/sdk.tar.xz", destination: nil, environment: [:], unpacks: true)
+        XCTAssertEqual(draft.pinned(digest: digest, size: 9, extract: ExtractRule(tree: digest)).extract, ExtractRule(tree: digest))
+        XCTAssertEqual(ArchiveFormat.stem(of: "caf\u{e9}.TAR.ZST"), "caf\u{e9}")
+        XCTAssertEqual(ArchiveFormat.named(by: "caf\u{e9}.TAR.ZST"), .tarZstd)
+        XCTAssertNil(ArchiveFormat.named(by: "x\u{e}tar"), "a control byte is not a dot in another case")
+    }
+
     // MARK: Drafts
 
     private func draft(_ url: String, dest: String? = nil, environment: [String: String] = [:]) -> Result<EntryDraft, EntryDraftError> {

@@ -36,12 +36,19 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(try propertyNames(schema), ManifestSchema.topLevelKeys)
         XCTAssertEqual(try propertyNames(resolve(topProperties["defaults"])), ManifestSchema.defaultsKeys)
         let files = try resolve(topProperties["files"])
-        XCTAssertEqual(try propertyNames(resolve(files["items"])), ManifestSchema.fileKeys)
+        let file = try resolve(files["items"])
+        XCTAssertEqual(try propertyNames(file), ManifestSchema.fileKeys)
+        let extract = try XCTUnwrap((file["properties"] as? [String: Any])?["extract"] as? [String: Any])
+        let extractForms = try XCTUnwrap(extract["oneOf"] as? [Any])
+        XCTAssertEqual(extractForms.count, 2, "a boolean or a mapping")
+        XCTAssertEqual(try propertyNames(resolve(extractForms[1])), ManifestSchema.extractKeys)
 
         XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
-                                                 "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers"])
+                                                 "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
+                                                 "extract"])
+        XCTAssertEqual(ManifestSchema.extractKeys, ["format", "strip", "include", "exclude", "tree", "max_unpacked"])
         XCTAssertEqual(schema["$schema"] as? String, "https://json-schema.org/draft/2020-12/schema")
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")
     }
@@ -80,6 +87,20 @@ final class SchemaTests: XCTestCase {
               - {url: "http://[::1]:8080/z", dest: z, timeout: 0.001}
               - {url: "http://[::1]:8080/w", dest: w, timeout: "0.001s"}
               - {url: "http://[::1]:8080/v", dest: v, integrity: "sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0= sha384-OLBgp1GsljhM2TJ+sbHjaiH9txEUvgdDTAzHv2P24donTt6/529l+9Ua0vFImLlb?ct=text/plain"}
+              - {url: "https://e.com/sdk.tar.gz", dest: sdk/, extract: true}
+              - {url: "https://e.com/plain.tar.gz", dest: plain.tar.gz, extract: false, mode: "0600"}
+              - url: https://e.com/download?id=7
+                dest: toolchain
+                sha256: \(Fixture.sha256)
+                extract:
+                  format: tar.zst
+                  strip: 1
+                  include: "bin/*"
+                  exclude: ["**/*.a", docs/]
+                  tree: sha256-n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=
+                  max_unpacked: 2G
+              - {url: "https://e.com/a.zip", dest: az, extract: {format: 7z, max_unpacked: 1048576, include: []}}
+              - {url: "https://e.com/b.zip", dest: b/, extract: {}}
 
             """)
         let entry = { (line: String) in "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: a, \(line)}\n" }
@@ -106,6 +127,18 @@ final class SchemaTests: XCTestCase {
             (try write("bad-integrity", entry("integrity: \"sha1-qZk+NkcGgWq6PiVxeFDCbJzQ2J0=\"")), "files/0/integrity"),
             (try write("checksum-prefix", entry("checksum: \"sha3:abcd\"")), "files/0/checksum"),
             (try write("defaults-dest", "version: 1\ndefaults: {dest: x}\nfiles: []\n"), "defaults"),
+            (try write("defaults-extract", "version: 1\ndefaults: {extract: true}\nfiles: []\n"), "defaults"),
+            (try write("folder-dest-of-a-file", entry("extract: false").replacingOccurrences(of: "dest: a", with: "dest: a/")), "files/0/dest"),
+            (try write("extract-mode", entry("extract: true, mode: \"0755\"")), "files/0"),
+            (try write("extract-number", entry("extract: 1")), "files/0/extract"),
+            (try write("extract-key", entry("extract: {stirp: 1}")), "files/0/extract"),
+            (try write("extract-format", entry("extract: {format: rar}")), "files/0/extract"),
+            (try write("extract-strip", entry("extract: {strip: -1}")), "files/0/extract"),
+            (try write("extract-empty-pattern", entry("extract: {include: \"\"}")), "files/0/extract"),
+            (try write("extract-pattern-list", entry("extract: {exclude: [ok, {a: b}]}")), "files/0/extract"),
+            (try write("extract-tree", entry("extract: {tree: \"sha512-\(String(repeating: "A", count: 86))==\"}")), "files/0/extract"),
+            (try write("extract-max-unpacked", entry("extract: {max_unpacked: 2X}")), "files/0/extract"),
+            (try write("extract-zero", entry("extract: {max_unpacked: 0}")), "files/0/extract"),
         ]
         try checkAgreement(valid: [full, minimal, forms], invalid: invalid)
     }

@@ -68,7 +68,7 @@ final class SourceDiagnosticsTests: XCTestCase {
         XCTAssertEqual(dest("./."),
                        ["haul.yaml:4:11: error: files[0].dest: destination \"./.\" names root itself, not a file"])
         XCTAssertEqual(dest("bin/"),
-                       ["haul.yaml:4:11: error: files[0].dest: destination \"bin/\" ends with \"/\"; a destination names a file"])
+                       ["haul.yaml:4:11: error: files[0].dest: destination \"bin/\" ends with \"/\"; a destination names a file (a folder only with extract:)"])
         XCTAssertEqual(dest(".haul/state.json"),
                        ["haul.yaml:4:11: error: files[0].dest: \".haul/state.json\" is inside \".haul\", haul's private folder under root"])
         XCTAssertEqual(dest("./.haul"),

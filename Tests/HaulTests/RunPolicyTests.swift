@@ -30,6 +30,22 @@ final class RunPolicyTests: XCTestCase {
                                             prune: false, force: false).count, 0, "unpinned is allowed unless required")
     }
 
+    /// An archive may be pinned by its own bytes, by the tree it unpacks to, or both: either pin counts.
+    func testRequiringChecksumsCountsAPinnedTreeAsPinned() {
+        let tree = StreamingHasher.digest(Array("tree".utf8), algorithm: .sha256)
+        var treeOnly = entry(0, "sdk", pinned: false, line: 4)
+        treeOnly.extract = ExtractRule(tree: tree)
+        var archiveOnly = entry(1, "tools", pinned: true, line: 7)
+        archiveOnly.extract = ExtractRule()
+        var neither = entry(2, "data", pinned: false, line: 10)
+        neither.extract = ExtractRule(strip: 1)
+        let found = RunPolicy.violations(manifest([treeOnly, archiveOnly, neither]), requireChecksums: true, prune: false,
+                                         force: false)
+        XCTAssertEqual(found.map(\.keyPath), ["files[2]"])
+        XCTAssertEqual(found.map(\.message), ["data has no checksum, and --require-checksums is set (pin the archive with "
+                                              + "sha256: or the tree it unpacks to with extract: {tree: …})"])
+    }
+
     func testPruningWithAnEmptyListIsRefusedUnlessForced() {
         let empty = manifest([])
         let refused = RunPolicy.violations(empty, requireChecksums: false, prune: true, force: false)
