@@ -7,8 +7,8 @@
 # otherwise the script stops on a missing REQUIRED one with the apt-get line to run, and goes on without an OPTIONAL
 # one (its rows are left out). Everything the benchmarks use, on Debian or Ubuntu:
 #
-#   apt-get install nginx curl aria2 wget time openssl
-BENCH_PACKAGES="nginx curl aria2 wget time openssl"
+#   apt-get install nginx curl aria2 wget time openssl zstd
+BENCH_PACKAGES="nginx curl aria2 wget time openssl zstd"
 
 bench_package() {  # the Debian package that provides a command
   case $1 in
@@ -16,6 +16,8 @@ bench_package() {  # the Debian package that provides a command
     mkfs.ext4) echo e2fsprogs ;;
     strip) echo binutils ;;
     sha256sum) echo coreutils ;;
+    find) echo findutils ;;
+    nix-hash) echo nix-bin ;;
     *) echo "$1" ;;
   esac
 }

@@ -9,9 +9,12 @@ Recorded per run: wall s (fork to exit), CPU s (user + system of CMD and its chi
 (GNU time's %M, the largest process's; a child forked from Python would report Python's until exec), CPU s of the
 nginx named by --server-pidfile, of kernel threads and of interrupts, and "other" CPU: what the rest of the machine
 used meanwhile. A run with other CPU above --noisy-cores on average is discarded and repeated (--noisy-retries).
-Checks: the exit status; --verify SHA256SUMS against the run folder; --expect-files; with --noop, the number of
-files whose (inode, mtime, size) the run changed. File counts and the no-op check leave out a `.haul` folder at the
-top of the run folder (haul's lock and state, which every sync rewrites).
+Checks: the exit status; --verify SHA256SUMS against the run folder (or --check-dir); --expect-files; with --noop,
+the number of files whose (inode, mtime, size) the run changed. File counts and the no-op check leave out a `.haul`
+folder at the top of the folder checked (haul's lock and state, which every sync rewrites). --check-once: --verify
+and --expect-files after the first run only (hashing a large tree again after every run adds nothing). --exact: a
+file count other than --expect-files fails the measurement (an extra file is a wrong tree), rather than marking it.
+--field KEY=VALUE (repeatable) adds KEY to the record, e.g. the file system measured or a peer's short name.
 Appends one JSON object per measurement to --results, prints one line, and logs all output to --log (default
 commands.log beside --results). Exit status 1 when the measurement failed.
 """
@@ -185,6 +188,11 @@ def main():
     ap.add_argument("--kind", default="download", help="download | noop | limit")
     ap.add_argument("--dir", required=True, help="work folder: --setup and --prepare run here")
     ap.add_argument("--run-dir", default=".", help="the command's folder, relative to --dir")
+    ap.add_argument("--check-dir", default="", help="the folder the checks look at, relative to --dir "
+                    "(default: --run-dir), e.g. the tree a command unpacks beside its download")
+    ap.add_argument("--check-once", action="store_true", help="--verify and --expect-files after the first run only")
+    ap.add_argument("--exact", action="store_true", help="a file count other than --expect-files fails the measurement")
+    ap.add_argument("--field", action="append", default=[], metavar="KEY=VALUE", help="a field added to the record")
     ap.add_argument("--setup", default="", help="bash, once, before the runs")
     ap.add_argument("--prepare", default="", help="bash, before every run")
     ap.add_argument("--runs", type=int, default=3)
@@ -208,13 +216,18 @@ def main():
     if not command:
         ap.error("no command")
     ok_codes = {int(code) for code in a.ok_codes.split(",")}
+    fields = dict(field.split("=", 1) for field in a.field if "=" in field)
+    if len(fields) != len(a.field):
+        ap.error("--field takes KEY=VALUE")
     results = os.path.abspath(a.results)
     os.makedirs(os.path.dirname(results), exist_ok=True)
     log = a.log or os.path.join(os.path.dirname(results), "commands.log")
     run_dir = os.path.join(a.dir, a.run_dir)
+    check_dir = os.path.join(a.dir, a.check_dir) if a.check_dir else run_dir
     timer = gnu_time()
     rec = {"label": a.label, "scenario": a.scenario, "kind": a.kind, "cmd": command, "files": a.files,
            "bytes": a.bytes, "note": a.note, "runs": [], "status": "ok", "problems": [], "noisy_discarded": 0}
+    rec.update({key: value for key, value in fields.items() if key not in rec})
 
     def problem(status, text):
         rec["status"] = status or rec["status"]
@@ -227,12 +240,13 @@ def main():
     if code != 0:
         problem("setup-failed", f"setup exit {code}, see {log}")
 
+    checked = False
     while rec["status"] == "ok" and len(rec["runs"]) < a.runs:
         if shell(a.prepare, a.dir, log) != 0:
             problem("prepare-failed", f"prepare failed, see {log}")
             break
         waited = wait_quiet(a.quiet_wait) if a.quiet_wait > 0 else 0
-        before = snapshot(run_dir) if a.noop else None
+        before = snapshot(check_dir) if a.noop else None
         busy0, irq0, steal0 = machine_cpu()
         (server0, kernel0), lo0 = process_cpu(a.server_pidfile), loopback_bytes()
         load = os.getloadavg()[0]
@@ -250,18 +264,21 @@ def main():
             problem("timeout", f"run {number} exceeded {a.timeout:.0f}s and was killed")
         elif code not in ok_codes:
             problem("failed", f"run {number} exit {code}, see {log}")
-        if a.verify and not timed_out:
-            wrong = wrong_files(a.verify, run_dir)
+        check = not (a.check_once and checked)
+        checked = True
+        if a.verify and check and not timed_out:
+            wrong = wrong_files(a.verify, check_dir)
             if wrong:
                 with open(log, "a") as out:
                     out.write(f"verify: {len(wrong)} wrong, first: {wrong[:3]}\n")
                 problem("verify-failed", f"run {number}: sha256sum -c failed")
-        if a.expect_files >= 0:
-            run["file_count"] = sum(1 for _ in walk(run_dir))
+        if a.expect_files >= 0 and check:
+            run["file_count"] = sum(1 for _ in walk(check_dir))
             if run["file_count"] != a.expect_files:
-                problem(None, f"{run['file_count']} files in dir, expected {a.expect_files}")
+                problem("wrong-files" if a.exact else None,
+                        f"{run['file_count']} files in dir, expected {a.expect_files}")
         if a.noop:
-            after = snapshot(run_dir)
+            after = snapshot(check_dir)
             run["rewritten"] = sum(1 for path, seen in after.items() if before.get(path) != seen)
             if run["rewritten"]:
                 problem(None, f"no-op run rewrote {run['rewritten']} files")
