@@ -291,7 +291,8 @@ private final class Execution: TransferDelegate, Sendable {
                 case .success(let committed):
                     var delivered = file
                     delivered.unpacked = UnpackSummary(files: tree.tree.files, bytes: tree.tree.bytes,
-                                                       tree: request.tree?.members.first?.ownership.origin.unpacked?.tree)
+                                                       tree: request.tree?.members.first?.ownership.origin.unpacked?.tree,
+                                                       keptFiles: request.tree?.carried ?? [])
                     treeRecords.withLock { $0[id] = records(of: request, tree: tree, unsynced: committed.notDurable != nil) }
                     record(id, committed.notDurable.map { .fetchedNotDurable(delivered, $0) } ?? .fetched(delivered))
                 case .failure(let error):

@@ -13,16 +13,17 @@ package enum HumanReport {
     package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil) -> [String] {
         var lines: [String] = []
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
-            let destination = planned.entry.destination.description
+            let destination = shown(planned.entry)
+            let archive = planned.entry.extract == nil ? "" : "archive, "
             let cached = plan.fromCache?.contains(index) == true ? "; from the cache" : ""
             switch planned.action {
             case .keep:
                 continue
             case .fetch(.missing):
-                lines.append("+ \(destination) (missing\(cached))")
+                lines.append("+ \(destination) (\(archive)missing\(cached))")
                 if let sources { lines += sources(planned.entry) }
             case .fetch(let reason):
-                lines.append("~ \(destination) (\(describe(reason, checksum: planned.entry.checksum))\(cached))")
+                lines.append("~ \(destination) (\(archive)\(describe(reason, checksum: planned.entry.checksum))\(cached))")
                 if let sources { lines += sources(planned.entry) }
             case .revalidate:
                 lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
@@ -215,6 +216,25 @@ package enum HumanReport {
         default:
             return nil
         }
+    }
+
+    /// An entry's destination as a person reads it: an `extract` entry's is a folder, `sdk/`.
+    package static func shown(_ entry: FileEntry) -> String {
+        entry.extract == nil ? entry.destination.description : entry.destination.description + "/"
+    }
+
+    /// What a fetch put in place: `sdk.bin (1.2 MiB)`, or for an archive `sdk/ (1,234 files from a 1.2 MiB archive)`.
+    package static func fetchedWhat(destination: String, _ file: DownloadedFile) -> String {
+        guard let unpacked = file.unpacked else { return "\(destination) (\(ByteCount.format(file.size)))" }
+        return "\(destination)/ (\(count(unpacked.files, "file")) from a \(ByteCount.format(file.size)) archive)"
+    }
+
+    /// The user's own files a replaced tree kept, named (the first few) so that they can be found.
+    package static func keptFilesWarning(folder: String, _ files: [String]) -> String {
+        let shown = files.prefix(3).map { Quoted.text(folder + "/" + $0) }.joined(separator: ", ")
+        let more = files.count > 3 ? " and \(files.count - 3) more" : ""
+        return "\(folder)/: kept \(count(files.count, "file")) the archive did not put there (\(shown)\(more)); "
+            + "haul does not manage \(files.count == 1 ? "it" : "them")"
     }
 
     /// An unpinned file the server encoded although haul asked for no encoding: stored as served.

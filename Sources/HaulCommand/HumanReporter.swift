@@ -168,8 +168,11 @@ final class HumanReporter: RunReporter, Sendable {
         if !quiet, let encoding = file.contentEncoding {
             Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
         }
+        if !quiet, let unpacked = file.unpacked, !unpacked.keptFiles.isEmpty {
+            Output.errors([paintDiagnostic("warning: " + HumanReport.keptFilesWarning(folder: destination, unpacked.keptFiles))])
+        }
         guard !quiet, verbose || linePerFile else { return }
-        let line = "fetched \(destination) (\(ByteCount.format(file.size)))"
+        let line = "fetched " + HumanReport.fetchedWhat(destination: destination, file)
         guard verbose else { return log(line) }
         guard !file.fromCache else { return log(line + " from cache") }
         let redirected = file.servedBy.isEmpty || file.servedBy == file.sourceDisplayURL ? "" : ", served by \(file.servedBy)"

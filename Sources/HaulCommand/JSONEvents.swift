@@ -214,7 +214,12 @@ package enum JSONEvents {
                  ("url", file.fromCache ? .null : .string(file.sourceDisplayURL)),
                  ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error)),
                  ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion))]
-                + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? []))
+                + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? [])
+                + (file.unpacked.map { unpacked in
+                    [("files", .int(Int64(unpacked.files))), ("unpacked_bytes", .int(unpacked.bytes)),
+                     ("tree", unpacked.tree.map { .string($0.subresourceIntegrity) } ?? .null),
+                     ("kept", .array(unpacked.keptFiles.map { .string($0) }))]
+                } ?? []))
     }
 
     package static func pruned(_ destination: DestinationPath, _ outcome: PruneOutcome) -> JSONValue? {

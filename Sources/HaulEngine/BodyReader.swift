@@ -24,11 +24,16 @@ package protocol BodyReading: Sendable {
 package struct UnpackSummary: Sendable, Equatable {
     package var files: Int
     package var bytes: Int64
+    /// The tree's digest, when the entry pins it (it is computed only then: it reads every member again).
     package var tree: Digest?
+    /// Files and symlinks in the folder that the archive did not put there (the user's), carried into the new
+    /// tree: reported, as a replaced tree keeps them.
+    package var keptFiles: [String]
 
-    package init(files: Int, bytes: Int64, tree: Digest?) {
+    package init(files: Int, bytes: Int64, tree: Digest?, keptFiles: [String] = []) {
         self.files = files
         self.bytes = bytes
         self.tree = tree
+        self.keptFiles = keptFiles
     }
 }

@@ -385,6 +385,10 @@ package final class Committer: Sendable {
         case .success(let opened): staged = opened
         case .failure(let failure): return .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
         }
+        // The staging folder was made private while it filled; the tree's own folder is an ordinary folder.
+        if let failure = staged.setOwnMode(0o755) {
+            return .failure(StoreError(operation: "set mode 0755 on", path: destination.description, errno: failure.errno))
+        }
         let name = destination.fileName
         switch parent.status(of: name) {
         case .failure(let failure) where failure.errno == ENOENT:
