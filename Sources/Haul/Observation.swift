@@ -1,4 +1,5 @@
 import Glibc
+import HaulDigest
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -108,7 +109,7 @@ package struct Observation: Sendable {
         let unprovenOwn = owned.count - proven.count
         unproven = prunes && unprovenOwn > 0 ? [(manifestKey, unprovenOwn)] + gone.unproven : gone.unproven
         orphans = gone.proven
-        let candidates = prunes ? Self.pruneCandidates(proven, root: manifest.root, concurrency: concurrency) : []
+        let candidates = prunes ? Self.pruneCandidates(proven, cache: cache, root: manifest.root, concurrency: concurrency) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
         unlistedCount = prunes ? 0 : proven.count
@@ -260,8 +261,11 @@ package struct Observation: Sendable {
     /// The files of `owned` as they are now, with the identity they were observed with. Each is hashed, whatever
     /// the state says of its identity: a file is deleted only when its bytes are what the record's tag proves haul
     /// wrote there (the identity in a record is no part of the proof; anyone who can write the state can set it).
-    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], root: String,
+    /// Of a tree whose entry is gone, its symlinks are pruned when they still point where the archive said, and
+    /// the user's own files in its folder keep the folder (a candidate kept, so that the user is told).
+    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], cache: StateCache, root: String,
                                         concurrency: Int) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+        let trees = PrunedTrees(owned, cache: cache, root: root)
         let requests = owned.map { destination, record in
             // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
             ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
@@ -269,9 +273,13 @@ package struct Observation: Sendable {
         }
         let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: concurrency)
         return zip(owned, observed).map { owned, observed in
-            (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
-             observed.record?.identity)
-        }
+            if case .symlink = observed.file, let link = trees.links[DestinationKey(owned.0)] {
+                return (PruneCandidate(destination: owned.0, written: owned.1.digest, local: .symlink,
+                                       linkTarget: TreeJudgement.digest(ofTarget: link.target)), link.identity)
+            }
+            return (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
+                    observed.record?.identity)
+        } + trees.keptFolders.map { (candidate: $0, identity: nil) }
     }
 
     /// Writes the state with `changes` applied, under the state's lock. Applied to the state as this observation
@@ -311,6 +319,7 @@ package struct Observation: Sendable {
             let keys = recorded.keys.map { DestinationKey(destination.description + "/" + $0) }
             let state: LocalState
             var usersFiles: [String] = []
+            var usersLinks: [String: String] = [:]
             switch TreeWalk.look(at: destination, root: root) {
             case .missing:
                 state = .missing
@@ -328,8 +337,9 @@ package struct Observation: Sendable {
                 }
                 state = judged.state
                 usersFiles = judged.usersFiles
+                usersLinks = judged.usersLinks
             }
-            trees[index] = ObservedTree(state: state, usersFiles: usersFiles, memberKeys: keys)
+            trees[index] = ObservedTree(state: state, usersFiles: usersFiles, usersLinks: usersLinks, memberKeys: keys)
         }
         return trees
     }
@@ -388,8 +398,40 @@ struct ObservedTree: Sendable {
     var state: LocalState
     /// Files and symlinks in it that no record names: the user's, carried into a new tree.
     var usersFiles: [String]
+    /// Where the user's symlinks among them point (`TreeJudgement.usersLinks`).
+    var usersLinks: [String: String]
     /// The state's records of what haul unpacked there (replaced when the tree is).
     var memberKeys: [DestinationKey]
+}
+
+/// The folders of trees whose entries are gone, as a prune finds them: their symlinks (which the observer does not
+/// read), and a kept candidate for each folder that holds files no record names, the user's.
+struct PrunedTrees {
+    var links: [DestinationKey: (target: String, identity: FileIdentity)] = [:]
+    var keptFolders: [PruneCandidate] = []
+
+    init(_ owned: [(DestinationPath, StateRecord)], cache: StateCache, root: String) {
+        var folders: [String: Digest] = [:]
+        for (_, record) in owned { if let folder = record.origin?.unpacked?.folder { folders[folder] = record.digest } }
+        for (folder, anyDigest) in folders.sorted(by: { $0.key < $1.key }) {
+            guard let path = DestinationPath(folder), case .folder(let nodes) = TreeWalk.look(at: path, root: root) else { continue }
+            var usersFiles: [String] = []
+            for node in nodes {
+                let key = DestinationKey(folder + "/" + node.path)
+                switch node.kind {
+                case .folder: continue
+                case .symlink(let target, let identity): links[key] = (target, identity)
+                case .file, .other: break
+                }
+                if cache.records[key] == nil { usersFiles.append(folder + "/" + node.path) }
+            }
+            guard !usersFiles.isEmpty else { continue }
+            let named = usersFiles.prefix(3).map(Quoted.text).joined(separator: ", ") + (usersFiles.count > 3 ? " and \(usersFiles.count - 3) more" : "")
+            let files = usersFiles.count == 1 ? "1 file" : "\(usersFiles.count) files"
+            keptFolders.append(PruneCandidate(destination: path, written: anyDigest,
+                                              local: .obstructed("it holds \(files) the archive did not put there (\(named)), kept with the folder")))
+        }
+    }
 }
 
 /// What a run changes in the state, destination by destination (nil: forget it).

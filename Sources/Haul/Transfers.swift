@@ -1,4 +1,5 @@
 import Glibc
+import HaulArchive
 import HaulDigest
 import HaulEngine
 import HaulFileSystem
@@ -347,7 +348,8 @@ private final class Execution: TransferDelegate, Sendable {
             }
         }
         let origin = authorship.origin(of: entry, delivered: file)
-            .unpacking(UnpackedFrom(archive: file.digest, rules: rule.fingerprint, tree: tree))
+            .unpacking(UnpackedFrom(archive: file.digest, rules: rule.fingerprint, tree: tree,
+                                    folder: entry.destination.description))
         let folder = entry.destination.description
         let members = staged.tree.members.compactMap { member -> (destination: DestinationPath, ownership: Ownership)? in
             let digest: Digest
@@ -361,9 +363,32 @@ private final class Execution: TransferDelegate, Sendable {
                                            tag: authorship.key?.tag(destination: destination.description, digest: digest,
                                                                     manifestKey: authorship.manifestKey)))
         }
-        let carried = trees[entry.index]?.usersFiles ?? []
+        let carried = trees[entry.index].map { carriedFiles($0, into: staged.tree, folder: entry.destination) } ?? []
         return .success((CommitRequest(tree: StagedTree(folderName: staged.folderName, members: members, carried: carried),
                                        destination: entry.destination), staged))
+    }
+
+    /// The user's files to carry into the new tree: all but those the new tree holds already, byte for byte (a
+    /// folder unpacked by hand before haul managed it). One that differs from the member of its name is carried,
+    /// and the commit refuses it, the old tree left as it was: the user's bytes are never dropped.
+    private func carriedFiles(_ observed: ObservedTree, into tree: UnpackedTree, folder: DestinationPath) -> [String] {
+        guard !observed.usersFiles.isEmpty else { return [] }
+        let members = Dictionary(tree.members.map { ($0.path, $0.kind) }, uniquingKeysWith: { first, _ in first })
+        let observer = LocalObserver(root: root)
+        return observed.usersFiles.filter { path in
+            switch members[path] {
+            case .symlink(let target)?:
+                return observed.usersLinks[path] != target
+            case .file(let size, _, let digest)?:
+                guard let destination = DestinationPath(folder.description + "/" + path),
+                      case .regularFile(_, let found?) = observer.observe(ObservationRequest(destination: destination, algorithm: .sha256,
+                                                                                            expectedSize: size))
+                else { return true }
+                return found != digest
+            case .directory?, nil:
+                return true
+            }
+        }
     }
 
     /// The state's records of a tree just put in place: each member with its identity there now.

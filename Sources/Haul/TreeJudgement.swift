@@ -16,6 +16,9 @@ struct TreeJudgement: Sendable {
     var state: LocalState
     /// The user's files and symlinks in the folder (relative to it), carried into a new tree.
     var usersFiles: [String]
+    /// Where the user's symlinks among them point: one that points where the new tree's member of its name does
+    /// is that member, not carried.
+    var usersLinks: [String: String] = [:]
     /// Member files whose identity does not vouch for them by itself (edited in the tick they were recorded, or
     /// `--rehash`): hashed, and compared with their records, before the tree is called intact.
     var unproven: [(path: String, record: StateRecord)]
@@ -27,6 +30,7 @@ struct TreeJudgement: Sendable {
         var intact = !members.isEmpty
         var seen = 0
         var usersFiles: [String] = []
+        var usersLinks: [String: String] = [:]
         var unproven: [(path: String, record: StateRecord)] = []
         for node in nodes {
             let record = members[node.path]
@@ -43,6 +47,7 @@ struct TreeJudgement: Sendable {
             case .symlink(let target, let identity):
                 guard let record else {
                     usersFiles.append(node.path)
+                    usersLinks[node.path] = target
                     continue
                 }
                 if record.identity != identity || record.digest != digest(ofTarget: target) { intact = false }
@@ -52,7 +57,8 @@ struct TreeJudgement: Sendable {
         }
         if seen < members.count { intact = false }
         let from = members.values.lazy.compactMap { $0.origin?.unpacked }.first
-        return TreeJudgement(state: .tree(from, intact: intact && from != nil), usersFiles: usersFiles, unproven: unproven)
+        return TreeJudgement(state: .tree(from, intact: intact && from != nil), usersFiles: usersFiles, usersLinks: usersLinks,
+                              unproven: unproven)
     }
 
     /// What a symlink member's record keeps as its digest: the SHA-256 of its target's bytes.

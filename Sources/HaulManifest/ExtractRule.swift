@@ -116,16 +116,19 @@ package final class ExtractRule: Sendable, Hashable {
 }
 
 /// What a tree on disk was unpacked from, as the state records it: the archive's digest, the extract rule's
-/// fingerprint (`ExtractRule.fingerprint`: a tree unpacked with other rules is another tree), and the tree's own
-/// digest when it was computed.
+/// fingerprint (`ExtractRule.fingerprint`: a tree unpacked with other rules is another tree), the tree's own
+/// digest when it was computed, and the folder it was unpacked as (its entry's `dest`: what is left of it once
+/// the entry is gone is the user's).
 package struct UnpackedFrom: Sendable, Hashable {
     package var archive: Digest
     package var rules: String
     package var tree: Digest?
+    package var folder: String
 
-    package init(archive: Digest, rules: String, tree: Digest?) {
+    package init(archive: Digest, rules: String, tree: Digest?, folder: String) {
         self.archive = archive
         self.rules = rules
         self.tree = tree
+        self.folder = folder
     }
 }

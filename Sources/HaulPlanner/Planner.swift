@@ -112,11 +112,15 @@ package struct PruneCandidate: Sendable, Equatable {
     package var destination: DestinationPath
     package var written: Digest
     package var local: LocalState
+    /// For a symlink a tree haul unpacked held: the digest of where it points now (its record's digest is that of
+    /// where it pointed).
+    package var linkTarget: Digest?
 
-    package init(destination: DestinationPath, written: Digest, local: LocalState) {
+    package init(destination: DestinationPath, written: Digest, local: LocalState, linkTarget: Digest? = nil) {
         self.destination = destination
         self.written = written
         self.local = local
+        self.linkTarget = linkTarget
     }
 }
 
@@ -283,6 +287,8 @@ package enum Planner {
             return .forget
         case .file(_, let digest):
             return digest == candidate.written ? .delete : .keep("modified since haul wrote it")
+        case .symlink where candidate.linkTarget != nil:
+            return candidate.linkTarget == candidate.written ? .delete : .keep("it points elsewhere since haul unpacked it")
         case .symlink:
             return .keep("replaced by a symlink since haul wrote it")
         case .obstructed(let what):

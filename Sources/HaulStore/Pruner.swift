@@ -25,7 +25,9 @@ package struct Pruner: Sendable {
             return .failure(StoreError(operation: "delete", path: destination.description, errno: 0,
                                        detail: "its parent directory changed since it was observed"))
         }
-        guard case .success(let info) = folder.status(of: destination.fileName), info.st_mode & S_IFMT == S_IFREG,
+        // A symlink is deleted only as a tree's member, which the planner judged by its target.
+        guard case .success(let info) = folder.status(of: destination.fileName),
+              info.st_mode & S_IFMT == S_IFREG || info.st_mode & S_IFMT == S_IFLNK,
               FileIdentity(info) == expected else {
             return .failure(StoreError(operation: "delete", path: destination.description, errno: 0,
                                        detail: "it changed since it was observed; kept"))

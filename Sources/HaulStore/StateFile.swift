@@ -24,8 +24,8 @@ enum StateFile {
     /// fields when unknown: the times (seconds since the epoch) say when an unpinned file's server last confirmed
     /// it and until when it stays fresh; the owner code (`OwnerTag`, 32 hex digits) proves that haul wrote it; `sync`
     /// is `unsynced` when its folder could not be synced after its rename (the next sync does it). A member of a
-    /// tree haul unpacked adds `archive rules tree`: the archive's digest, the extract rule's fingerprint and the
-    /// tree's digest (empty when not computed). Lines of the formats before end after `last-modified` or after
+    /// tree haul unpacked adds `archive rules tree folder`: the archive's digest, the extract rule's fingerprint, the
+    /// tree's digest (empty when not computed) and the folder the tree is (so that pruning knows the whole tree). Lines of the formats before end after `last-modified` or after
     /// `fresh-until`, without a code.
     ///
     /// Read straight from the bytes (a 100,000-file state is read on every no-op sync). Paths get a cheap check
@@ -86,7 +86,7 @@ enum StateFile {
             timesInNanoseconds ? Int64(decimal: field(number)).map(FileTime.init(nanosecondsSinceEpoch:))
                                : FileTime(field: field(number))
         }
-        guard fields.count == 7 || fields.count == 11 || fields.count == 13 || fields.count == 15 || fields.count == 18,
+        guard fields.count == 7 || fields.count == 11 || fields.count == 13 || fields.count == 15 || fields.count == 19,
               let destination = unescape(field(0)), Self.staysInsideRoot(destination),
               let device = UInt64(decimal: field(1)),
               let inode = UInt64(decimal: field(2)),
@@ -105,12 +105,14 @@ enum StateFile {
                 guard let key = unescape(field(7)) else { return nil }
                 shared = Origin(manifestKey: key)
             }
-            if fields.count == 18 {
+            if fields.count == 19 {
                 // A member of an unpacked tree: the members of one tree share one origin, as pinned files do.
                 guard let archive = parseDigest(field(15)), let rules = unescape(field(16)), !rules.isEmpty else { return nil }
                 var tree: Digest?
                 if !fields[17].isEmpty { guard let digest = parseDigest(field(17)) else { return nil }; tree = digest }
-                let unpacked = UnpackedFrom(archive: archive, rules: rules, tree: tree)
+                guard let folder = unescape(field(18)), !folder.isEmpty, Self.staysInsideRoot(folder),
+                      destination.utf8.starts(with: (folder + "/").utf8) else { return nil }
+                let unpacked = UnpackedFrom(archive: archive, rules: rules, tree: tree, folder: folder)
                 if shared.unpacked != unpacked || !fields[8].isEmpty || !fields[9].isEmpty || !fields[10].isEmpty
                     || !fields[11].isEmpty || !fields[12].isEmpty {
                     guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
@@ -222,6 +224,8 @@ enum StateFile {
                 out.append(UInt8(ascii: "\t"))
                 Self.appendEscaped(unpacked.rules, to: &out)
                 if let tree = unpacked.tree { Self.appendDigest(tree, to: &out) } else { out.append(UInt8(ascii: "\t")) }
+                out.append(UInt8(ascii: "\t"))
+                Self.appendEscaped(unpacked.folder, to: &out)
             }
         }
         out.append(UInt8(ascii: "\n"))

@@ -307,8 +307,8 @@ final class StateCacheTests: XCTestCase {
     func testMembersOfAnUnpackedTreeRoundTripBesidePlainFiles() throws {
         let archive = StreamingHasher.digest(Array("archive".utf8), algorithm: .sha256)
         let tree = StreamingHasher.digest(Array("tree".utf8), algorithm: .sha256)
-        let unpacked = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "0123456789abcdef", tree: tree))
-        let untreed = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "fedcba9876543210", tree: nil))
+        let unpacked = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "0123456789abcdef", tree: tree, folder: "sdk"))
+        let untreed = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "fedcba9876543210", tree: nil, folder: "tools"))
         let pinned = Origin(manifestKey: "m")
         let cache = StateCache(records: [
             "a.bin": record(1, origin: pinned),
