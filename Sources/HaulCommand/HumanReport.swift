@@ -114,11 +114,13 @@ package enum HumanReport {
     /// `haul verify`: one line per problem, then what was verified.
     package static func verifyLines(_ result: VerificationResult) -> [String] {
         var lines = result.problems.map { planned -> String in
-            let destination = planned.entry.destination.description
+            let destination = shown(planned.entry)
             switch planned.action {
             case .keep, .fresh, .revalidate: return "ok \(destination)"
             case .fetch(.missing): return "missing \(destination)"
             case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
+            case .fetch(.treeChanged(.membersChanged)): return "differs \(destination) (files in it changed since haul unpacked it)"
+            case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
             case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
             case .refuse(let why): return "unreadable \(destination) (\(why))"
             }
