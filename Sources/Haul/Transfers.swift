@@ -275,7 +275,7 @@ private final class Execution: TransferDelegate, Sendable {
                                               hasMode: file.hasFileMode, ownership: authorship.ownership(of: entry, delivered: file)))
                 continue
             }
-            switch stageTree(of: entry, rule: rule, delivered: file) {
+            switch stageTree(of: entry, at: id, rule: rule, delivered: file) {
             case .success(let (request, staged)):
                 ready.append((id, file, staged))
                 requests.append(request)
@@ -319,9 +319,11 @@ private final class Execution: TransferDelegate, Sendable {
 
     /// The verified archive's tree, staged and checked (its digest, when the entry pins it): the commit request that
     /// puts it in place, with every member's ownership and the user's files to carry; or why it cannot be.
-    private func stageTree(of entry: FileEntry, rule: ExtractRule, delivered file: DownloadedFile)
+    /// `position`: the entry's place in the plan (and the observation), which keys the unpackings and the trees;
+    /// `entry.index` is its place in the manifest, another number when the plan holds some entries only.
+    private func stageTree(of entry: FileEntry, at position: Int, rule: ExtractRule, delivered file: DownloadedFile)
         -> Result<(CommitRequest, StagedUnpack), TreeFailure> {
-        guard let result = unpackings[entry.index]?.unpackDelivered(archiveNamed: file.temporaryName, size: file.size) else {
+        guard let result = unpackings[position]?.unpackDelivered(archiveNamed: file.temporaryName, size: file.size) else {
             return .failure(TreeFailure("cannot unpack \(Quoted.text(entry.destination.description)): the archive was not read"))
         }
         let staged: StagedUnpack
@@ -363,7 +365,7 @@ private final class Execution: TransferDelegate, Sendable {
                                            tag: authorship.key?.tag(destination: destination.description, digest: digest,
                                                                     manifestKey: authorship.manifestKey)))
         }
-        let carried = trees[entry.index].map { carriedFiles($0, into: staged.tree, folder: entry.destination) } ?? []
+        let carried = trees[position].map { carriedFiles($0, into: staged.tree, folder: entry.destination) } ?? []
         return .success((CommitRequest(tree: StagedTree(folderName: staged.folderName, members: members, carried: carried),
                                        destination: entry.destination), staged))
     }
