@@ -111,10 +111,11 @@ package struct EntryDraft: Sendable {
 }
 
 extension DestinationPath {
-    /// A destination typed on the command line, normalized as the loader normalizes a manifest's (`a//./b` → `a/b`),
-    /// so that it compares with the manifest's own; nil when it is not one a manifest could hold.
+    /// A destination typed on the command line, normalized as the loader normalizes a manifest's (`a//./b` → `a/b`,
+    /// and a folder's `sdk/` → `sdk`), so that it compares with the manifest's own; nil when it is not one a manifest
+    /// could hold.
     package static func commandLine(_ text: String) -> String? {
-        try? PathRules.destination(text).normalized
+        (try? PathRules.destination(text).normalized) ?? (try? PathRules.destination(text, folder: true).normalized)
     }
 }
 
