@@ -20,7 +20,7 @@ struct AddCommand: ParsableCommand {
         commandName: "add",
         abstract: "Download URLs once and pin them in the manifest (url, dest, sha256, size).",
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
-            + "haul add --extract <url>... [--strip <n>] [--format <format>] [--dest <folder>] [<options>]\n"
+            + "haul add --extract <url>... [--strip <n>] [--format <format>] [<options>]\n"
             + "haul add --from-sums <url> [--match <glob>]... [<options>]\n"
             + "haul add --update <dest> [<options>]",
         discussion: """
