@@ -11,8 +11,6 @@ package struct ArchiveMeasurement: Sendable {
     package let archive: Measurement
     /// The NAR digest of the unpacked tree (`tree: sha256-…`), the value sync compares the tree it stages with.
     package let tree: Digest
-    /// How many files the tree holds.
-    package let files: Int
 }
 
 extension Pinner {
@@ -28,16 +26,16 @@ extension Pinner {
         throws(PinFailure) -> ArchiveMeasurement {
         try download(url, options: options, into: kept?.folder, algorithm: algorithm, cancellation: cancellation,
                      attemptFailed: attemptFailed) { file, workspace -> Result<ArchiveMeasurement, PinFailure> in
-            unpackedTree(of: file, rule: rule, in: workspace).flatMap { tree, files in
+            treeDigest(of: file, rule: rule, in: workspace).flatMap { tree in
                 if let failure = kept?.keep(file) { return .failure(.workspace(failure)) }
-                return .success(ArchiveMeasurement(archive: Measurement(of: file), tree: tree, files: files))
+                return .success(ArchiveMeasurement(archive: Measurement(of: file), tree: tree))
             }
         }.get()
     }
 
-    /// The tree digest and file count of the downloaded archive unpacked by `rule`, in `<archive>.tree` beside it.
-    private static func unpackedTree(of file: DownloadedFile, rule: ExtractRule,
-                                     in workspace: ScratchDirectory) -> Result<(Digest, Int), PinFailure> {
+    /// The tree digest of the downloaded archive unpacked by `rule`, in `<archive>.tree` beside it.
+    private static func treeDigest(of file: DownloadedFile, rule: ExtractRule,
+                                   in workspace: ScratchDirectory) -> Result<Digest, PinFailure> {
         let treeName = file.temporaryName + ".tree"
         let treePath = workspace.path + "/" + treeName
         _ = workspace.folder.removeTree(treeName)
@@ -58,11 +56,9 @@ extension Pinner {
         let rules = UnpackRules(format: rule.format, strip: rule.strip, selects: { selection?.keeps($0) ?? false },
                                 maxBytes: rule.maxUnpackedBytes ?? ExtractRule.defaultUnpackedBytes(archiveSize: file.size),
                                 maxMembers: ExtractRule.maximumMembers)
-        let unpacked: UnpackedTree
-        switch Unpacker.unpack(archive: file.sourceDisplayURL, rules: rules, into: folder, file: archive) {
-        case .success(let tree): unpacked = tree
-        case .failure(let failure): return .failure(.unpack(failure))
+        if case .failure(let failure) = Unpacker.unpack(archive: file.sourceDisplayURL, rules: rules, into: folder, file: archive) {
+            return .failure(.unpack(failure))
         }
-        return TreeDigest.of(folder: folder, shownAs: treePath).map { ($0, unpacked.files) }.mapError { .workspace($0) }
+        return TreeDigest.of(folder: folder, shownAs: treePath).mapError { .workspace($0) }
     }
 }
