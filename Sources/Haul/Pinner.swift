@@ -1,4 +1,5 @@
 import Glibc
+import HaulArchive
 import HaulDigest
 import HaulEngine
 import HaulFileSystem
@@ -14,22 +15,32 @@ package struct Measurement: Sendable {
     package let sourceDisplayURL: String
     /// The `Content-Encoding` the server applied unasked (shown safely): what was measured is the encoded body.
     package let contentEncoding: String?
+
+    init(of file: DownloadedFile) {
+        digest = file.digest
+        size = file.size
+        sourceDisplayURL = file.sourceDisplayURL
+        contentEncoding = file.contentEncoding
+    }
 }
 
 /// Why a URL could not be measured.
 package enum PinFailure: Error, Sendable, CustomStringConvertible {
-    /// The private temporary directory could not be made.
+    /// The private temporary directory could not be made, or what was unpacked in it could not be read.
     case workspace(StoreError)
     /// The server did not deliver (every attempt is listed), or the run was interrupted.
     case transfer(TransferFailure)
     /// The engine stopped before it reported on the transfer (shown URL).
     case unfinished(String)
+    /// The archive downloaded but does not unpack (the archive, the member and the rule it broke).
+    case unpack(UnpackFailure)
 
     package var description: String {
         switch self {
         case .unfinished(let url): "\(url): the transfer did not finish"
         case .workspace(let error): "\(error)"
         case .transfer(let failure): "\(failure)"
+        case .unpack(let failure): "\(failure)"
         }
     }
 }
@@ -49,8 +60,7 @@ package enum Pinner {
         throws(PinFailure) -> Measurement {
         let measured = try download(url, options: options, into: kept?.folder, algorithm: algorithm, cancellation: cancellation,
                                     attemptFailed: attemptFailed) { file, _ in
-            (Measurement(digest: file.digest, size: file.size, sourceDisplayURL: file.sourceDisplayURL,
-                         contentEncoding: file.contentEncoding), kept?.keep(file))
+            (Measurement(of: file), kept?.keep(file))
         }
         if let failure = measured.1 { throw .workspace(failure) }
         return measured.0
@@ -95,7 +105,7 @@ package enum Pinner {
 
     /// One download into `folder`, or into a private folder that is removed afterwards; `use` sees the verified
     /// file first.
-    private static func download<Result>(_ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
+    static func download<Result>(_ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
                                          algorithm: DigestAlgorithm = .sha256, headOnly: Bool = false, cancellation: Cancellation?,
                                          attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
                                          use: (DownloadedFile, ScratchDirectory) -> Result) throws(PinFailure) -> Result {

@@ -7,7 +7,8 @@ import HaulManifest
 import HaulStore
 
 /// `haul add URL...`: download each once, pin what arrived (sha256 and size), append the entries to the manifest,
-/// and put the files in place; `haul add --from-sums LIST`: pin every file a published checksum list names, without
+/// and put the files in place (`--extract`: each an archive, unpacked once to pin its tree too, then put in place
+/// as a folder); `haul add --from-sums LIST`: pin every file a published checksum list names, without
 /// downloading them.
 ///
 /// Everything that can be checked without the network is checked first (the URLs, the destinations, that the
@@ -19,6 +20,7 @@ struct AddCommand: ParsableCommand {
         commandName: "add",
         abstract: "Download URLs once and pin them in the manifest (url, dest, sha256, size).",
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
+            + "haul add --extract <url>... [--strip <n>] [--format <format>] [<options>]\n"
             + "haul add --from-sums <url> [--match <glob>]... [<options>]\n"
             + "haul add --update <dest> [<options>]",
         discussion: """
@@ -29,6 +31,14 @@ struct AddCommand: ParsableCommand {
         is replaced atomically, once, and only if it still validates. A destination already in the manifest is \
         refused (exit 3); a URL already listed under another destination is added with a warning.
 
+        --extract pins an archive and the tree it unpacks to: the archive is downloaded and hashed, unpacked once \
+        into a private temporary folder (never the destination) by the rules sync will apply (--strip, --format), \
+        and the tree's NAR digest written as extract: tree: sha256-…, the value nix hash path prints for it. The \
+        folder is named after the archive less its suffix (sdk-1.2.tar.gz: sdk-1.2/) unless --dest names it. An \
+        archive that does not unpack (a member named ../x, an absolute name, a device node, a bomb, …) is refused \
+        naming the URL, the member and the rule (exit 1), the manifest untouched. With --sha256, --sha512 or \
+        --integrity nothing is downloaded, and the tree is not pinned.
+
         --from-sums reads a checksum list published beside a release's files (sha256sum or sha512sum output, or \
         the BSD form "SHA256 (name) = hex") and pins each file it names, by its listed digest, at the list's \
         folder + name, without downloading the files. A line that is not a checksum stops it (exit 3, its line \
@@ -38,18 +48,38 @@ struct AddCommand: ParsableCommand {
           haul add https://example.com/v1.2/tool.tar.gz --dest bin/tool.tar.gz
           haul add https://example.com/a.csv https://example.com/b.csv
           haul add https://example.com/data.csv --print
+          haul add --extract https://example.com/v1.2/sdk-1.2.tar.gz --strip 1
           haul add --from-sums https://example.com/v1.2/SHA256SUMS --match '*.tar.gz'
           haul add https://example.com/v1.2/tool.tar.gz --sha256 9f86d0…  (no download)
           haul add --update bin/tool.tar.gz      (upstream changed: pin it anew)
+          haul add --update sdk-1.2              (an archive: its checksum and its tree anew)
         """)
 
     @Argument(help: ArgumentHelp("The http or https URLs to pin; ${VAR} expands from the environment, as in a manifest.",
                                  valueName: "url"))
     var urls: [String] = []
 
-    @Option(help: ArgumentHelp("Where sync will put the file, relative to the manifest's root (default: the URL's file "
-                               + "name; one URL only).", valueName: "path"))
+    @Option(help: ArgumentHelp("Where sync will put the file (with --extract, the folder), relative to the manifest's "
+                               + "root (default: the URL's file name, less its archive suffix with --extract; one URL only).",
+                               valueName: "path"))
     var dest: String?
+
+    @Flag(name: .customLong("extract"), help: ArgumentHelp(
+        "Each URL is an archive to unpack into a folder (default: the URL's file name less its suffix, sdk-1.2.tar.gz: "
+            + "sdk-1.2): pin the archive and the tree it unpacks to (extract: tree: sha256-…)."))
+    var extract = false
+
+    @Option(name: .customLong("strip"), help: ArgumentHelp(
+        "With --extract: drop this many leading folders from every member, as tar --strip-components does (written as "
+            + "extract: strip: and part of the tree pinned).", valueName: "n"),
+            transform: OptionValueError.wholeNumber(from: 0...DestinationPath.maximumBytes))
+    var strip: Int?
+
+    @Option(name: .customLong("format"), help: ArgumentHelp(
+        "With --extract: the archive's format when the URL's file name does not tell it: "
+            + ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ") + ".", valueName: "format"),
+            transform: OptionValueError.archiveFormat)
+    var format: ArchiveFormat?
 
     @Option(help: ArgumentHelp("The manifest to add the entries to: a regular file, created when missing (not standard input).",
                                valueName: "file"))
@@ -127,6 +157,14 @@ struct AddCommand: ParsableCommand {
                 throw ValidationError("--update goes without --from-sums, --dest and --print")
             }
         }
+        if !extract {
+            guard strip == nil, format == nil else { throw ValidationError("--strip and --format go with --extract") }
+        } else {
+            guard fromSums == nil else { throw ValidationError("--extract unpacks the URLs given: --from-sums pins files without downloading them") }
+            guard update == nil else {
+                throw ValidationError("--update unpacks an archive entry by its own extract: settings: give no --extract")
+            }
+        }
         guard givenDigests.count <= 1 else { throw ValidationError("give one of --sha256, --sha512 and --integrity") }
         if !givenDigests.isEmpty {
             guard fromSums == nil else { throw ValidationError("--from-sums takes each digest from its list: give no --\(givenDigests[0].0)") }
@@ -156,7 +194,8 @@ struct AddCommand: ParsableCommand {
         do {
             drafts = try (urls.isEmpty ? [fromSums ?? ""] : urls).map { url throws(EntryDraftError) in
                 // The list's own file name is never a destination: a stand-in keeps the draft's checks to the URL.
-                try EntryDraft(url: url, destination: fromSums == nil ? dest : "list", environment: Environment.current)
+                try EntryDraft(url: url, destination: fromSums == nil ? dest : "list", environment: Environment.current,
+                               unpacks: extract)
             }
         } catch {
             Output.errors(error.messages.map { "error: \($0)" })
@@ -177,7 +216,7 @@ struct AddCommand: ParsableCommand {
         var manifestHeaders: [HeaderField] = []
         if fromSums == nil {
             // Stand-in digests and sizes: the manifest must be able to take the entries before anything is fetched.
-            let trial = try editManifest(original, adding: drafts.map(\.trialEntry), from: drafts)
+            let trial = try editManifest(original, adding: drafts.map { $0.trialEntry(extract: extractRule) }, from: drafts)
             for (draft, listed) in zip(drafts, trial.edit.sameURL).flatMap({ draft, listed in listed.map { (draft, $0) } }) {
                 let position = "\(manifest):\(listed.location.line):\(listed.location.column)"
                 let destination = listed.destination.map { " (dest \(String(reflecting: $0)))" } ?? ""
@@ -204,7 +243,7 @@ struct AddCommand: ParsableCommand {
             let index = edit.firstIndex + number
             let line = loaded.files[index].location.line
             let size = entry.size.map { "\(ByteCount.format($0)), " } ?? ""
-            let what = "\(entry.destination) (\(size)\(entry.digest.algorithm.rawValue) \(entry.digest.hex.prefix(12))…)"
+            let what = "\(entry.destination) (\(size)\(Self.shortPin(entry.digest, tree: entry.extract?.tree)))"
             lines.append(original == nil && number == 0
                 ? "Created \(manifest) with \(what) as files[0], line \(line)."
                 : "Added \(what) to \(manifest) as files[\(index)], line \(line).")
@@ -214,6 +253,17 @@ struct AddCommand: ParsableCommand {
         }
         Output.lines(lines)
         try place(entries.map(\.destination), of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts)
+    }
+
+    /// What `--extract`, `--strip` and `--format` ask, without the tree (pinned once the archive is unpacked); nil
+    /// without `--extract`.
+    var extractRule: ExtractRule? {
+        extract ? ExtractRule(format: format, strip: strip ?? 0) : nil
+    }
+
+    /// A pin as messages show it: `sha256 9f86d081884c…`, and an archive's tree `tree sha256-n4bQgYhMfWWa…`.
+    static func shortPin(_ digest: Digest, tree: Digest?) -> String {
+        "\(digest.algorithm.rawValue) \(digest.hex.prefix(12))…" + (tree.map { ", tree \($0.subresourceIntegrity.prefix(19))…" } ?? "")
     }
 
     /// How the new entries get their digests.
@@ -291,9 +341,9 @@ struct AddCommand: ParsableCommand {
         try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
             guard let size else {
                 let announced = try announcedSize(draft.url, digest: digest, options: options, cancellation: cancellation)
-                return [draft.pinned(digest: digest, size: announced)]
+                return [draft.pinned(digest: digest, size: announced, extract: extractRule)]
             }
-            return [draft.pinned(digest: digest, size: size)]
+            return [draft.pinned(digest: digest, size: size, extract: extractRule)]
         }
     }
 
@@ -454,14 +504,25 @@ struct AddCommand: ParsableCommand {
                           keepingIn kept: KeptDownloads? = nil) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
         try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
             try drafts.map { draft throws(PinFailure) in
-                let measured = try Pinner.measure(draft.url, options: options, keepingIn: kept, cancellation: cancellation,
-                                                  attemptFailed: Self.retrying)
-                if let encoding = measured.contentEncoding {
-                    Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
-                                   + "the pin is of those bytes"])
+                guard let rule = extractRule else {
+                    let measured = try Pinner.measure(draft.url, options: options, keepingIn: kept, cancellation: cancellation,
+                                                      attemptFailed: Self.retrying)
+                    Self.warnIfEncoded(measured)
+                    return draft.pinned(digest: measured.digest, size: measured.size)
                 }
-                return draft.pinned(digest: measured.digest, size: measured.size)
+                let measured = try Pinner.measureArchive(draft.url, rule: rule, options: options, keepingIn: kept,
+                                                         cancellation: cancellation, attemptFailed: Self.retrying)
+                Self.warnIfEncoded(measured.archive)
+                return draft.pinned(digest: measured.archive.digest, size: measured.archive.size, extract: rule.pinning(tree: measured.tree))
             }
+        }
+    }
+
+    /// The server applied a `Content-Encoding` unasked: the pin is of the encoded bytes, which the user should know.
+    static func warnIfEncoded(_ measured: Measurement) {
+        if let encoding = measured.contentEncoding {
+            Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
+                           + "the pin is of those bytes"])
         }
     }
 
@@ -522,7 +583,7 @@ struct AddCommand: ParsableCommand {
                 throw ExitCode(status)
             }
             switch error {
-            case .workspace, .unfinished:
+            case .workspace, .unfinished, .unpack:
                 Output.errors(["error: \(error)"])
             case .transfer(let failure):
                 Output.errors(failure.lastFailurePerSource.map {

@@ -555,6 +555,14 @@ struct OptionValueError: Error, CustomStringConvertible {
         }
     }
 
+    /// An archive format by its `format:` name, for `@Option(transform:)`.
+    static func archiveFormat(_ text: String) throws(OptionValueError) -> ArchiveFormat {
+        guard let format = ArchiveFormat(rawValue: text) else {
+            throw OptionValueError("expected one of " + ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        return format
+    }
+
     /// A number of bytes, 0 or more, for `@Option(transform:)`.
     static func byteCount(_ text: String) throws(OptionValueError) -> Int64 {
         guard let value: Int64 = wholeNumber(text) else { throw OptionValueError("expected a whole number of bytes") }

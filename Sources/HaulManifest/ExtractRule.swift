@@ -80,6 +80,11 @@ package final class ExtractRule: Sendable, Hashable {
         self.maxUnpackedBytes = maxUnpackedBytes
     }
 
+    /// The same rule with `tree` pinned: what `haul add` writes once it has hashed the tree.
+    package func pinning(tree: Digest) -> ExtractRule {
+        ExtractRule(format: format, strip: strip, include: include, exclude: exclude, tree: tree, maxUnpackedBytes: maxUnpackedBytes)
+    }
+
     /// Without `max_unpacked:`, what the members may total: this many times the archive's size, and at least
     /// `minimumDefaultUnpackedBytes` (a small archive of text compresses well).
     package static let unpackedBytesPerArchiveByte: Int64 = 100

@@ -65,8 +65,10 @@ package enum ManifestEditor {
     /// `files[index]` pinned anew (`haul add --update`): its checksum value becomes `digest`, written in the entry's
     /// own notation (`sha256: hex`, `checksum: algorithm:hex`, `integrity: algorithm-base64`), and its size `size`.
     /// A key the entry lacks is added after its last line, at its keys' column (inside the braces of a `{…}`
-    /// entry). Every other byte stays as it was.
-    package static func repinning(_ index: Int, digest: Digest, size: Int64?, in original: [UInt8],
+    /// entry). `tree`: the archive entry's `extract: tree:` becomes it (`extract: true` becomes
+    /// `extract: {tree: sha256-…}`; settings without a tree get one after their last). Every other byte stays as it
+    /// was.
+    package static func repinning(_ index: Int, digest: Digest, size: Int64?, tree: Digest? = nil, in original: [UInt8],
                                  fileName: String) throws(ManifestEditError) -> [UInt8] {
         let source = try SourceText(original, fileName: fileName)
         let layout = try ManifestLayout.scan(source, fileName: fileName)
@@ -103,6 +105,8 @@ package enum ManifestEditor {
                 added.append((FileKey.size.rawValue, String(size)))
             }
         }
+        // Before the keys added below: at the entry's end, a tree line must come first, inside `extract:`.
+        if let tree { try repinTree(tree, of: listed, source: source, fileName: fileName, into: &splice) }
         if !added.isEmpty {
             if item.isFlowMapping {
                 // Just inside the closing brace.
@@ -113,6 +117,28 @@ package enum ManifestEditor {
             }
         }
         return splice.apply()
+    }
+
+    /// The splice that writes `tree` as the entry's `extract: tree:`.
+    private static func repinTree(_ tree: Digest, of listed: ManifestLayout.Listed, source: SourceText, fileName: String,
+                                  into splice: inout Splice) throws(ManifestEditError) {
+        let key = ExtractKey.tree.rawValue, value = tree.subresourceIntegrity
+        switch listed.extract {
+        case .scalar(let span)?:
+            splice.replace(source.range(of: span), with: "{\(key): \(value)}")
+        case .settings(let settings)? where settings.tree != nil:
+            if let span = settings.tree { splice.replace(source.range(of: span), with: value) }
+        case .settings(let settings)? where settings.mapping.isFlowMapping:
+            splice.insert(at: source.offset(of: settings.mapping.contentEnd) - 1, (settings.pairs == 0 ? "" : ", ") + "\(key): \(value)")
+        case .settings(let settings)?:
+            let column = settings.mapping.start.column
+            let point = source.insertionPoint(after: settings.mapping.contentEnd, keepingCommentsDeeperThan: column)
+            splice.insertLines(at: point, [String(repeating: " ", count: column) + "\(key): \(value)"])
+        case nil:
+            throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
+                severity: .error, file: fileName, location: listed.item?.start.location, keyPath: "files[\(listed.index)]",
+                message: "the entry has no extract: to pin a tree in"))
+        }
     }
 
     /// The smallest manifest the loader accepts, holding `entries`.
@@ -492,8 +518,24 @@ struct ManifestLayout {
         var checksum: (key: String, value: Value)?
         /// The `size` value.
         var size: Value?
+        /// The `extract` value.
+        var extract: Extract?
         /// The entry itself.
         var item: Item?
+    }
+
+    /// An entry's `extract:`: a scalar (`true`) or its settings.
+    enum Extract {
+        case scalar(Value)
+        case settings(ExtractSettings)
+    }
+
+    struct ExtractSettings {
+        /// The mapping: its start is its first key's, its content end its last value's (or its closing brace).
+        var mapping: Item
+        var pairs = 0
+        /// The `tree` value, when pinned.
+        var tree: Value?
     }
 
     var root = Root.empty
@@ -523,7 +565,7 @@ struct ManifestLayout {
 
 /// Follows the event stream with a stack of open collections, noting only what `ManifestLayout` holds.
 private struct LayoutBuilder {
-    enum Role { case root, files, item, other }
+    enum Role { case root, files, item, extract, other }
 
     struct Frame {
         var role: Role
@@ -537,7 +579,7 @@ private struct LayoutBuilder {
 
     /// The only key names the layout cares about, recognized from the bytes without making a `String`.
     enum Key: Equatable {
-        case files, url, dest, size, checksum(FileKey), other
+        case files, url, dest, size, extract, tree, checksum(FileKey), other
 
         private static let checksumKeys: [FileKey] = [.sha256, .sha384, .sha512, .checksum, .integrity]
 
@@ -547,6 +589,8 @@ private struct LayoutBuilder {
             case 3 where bytes.elementsEqual(FileKey.url.rawValue.utf8): .url
             case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
             case 4 where bytes.elementsEqual(FileKey.size.rawValue.utf8): .size
+            case 4 where bytes.elementsEqual(ExtractKey.tree.rawValue.utf8): .tree
+            case 7 where bytes.elementsEqual(FileKey.extract.rawValue.utf8): .extract
             case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
             case 6, 8, 9: Self.checksumKeys.first { bytes.elementsEqual($0.rawValue.utf8) }.map { .checksum($0) } ?? .other
             default: .other
@@ -568,6 +612,8 @@ private struct LayoutBuilder {
     private var listed = ManifestLayout.Listed(index: 0)
     private var sequenceLast: ManifestLayout.Item?
     private var sequenceBeforeLastEnd: Mark?
+    /// The entry's `extract:` settings being read, if any.
+    private var extractSettings: ManifestLayout.ExtractSettings?
 
     mutating func handle(_ event: yaml_event_t) {
         let start = Mark(event.start_mark), end = Mark(event.end_mark)
@@ -599,24 +645,25 @@ private struct LayoutBuilder {
     }
 
     /// Where the node starting now sits, with the bookkeeping its parent needs; `key` names it if it is a key.
-    private mutating func begin(key: Key) -> (role: Role, valueOf: Key, parentIsEntry: Bool) {
-        guard let parentIndex = frames.indices.last else { return (.root, .other, false) }
+    /// `parent`: the role of the collection it is in.
+    private mutating func begin(key: Key) -> (role: Role, valueOf: Key, parentIsEntry: Bool, parent: Role?) {
+        guard let parentIndex = frames.indices.last else { return (.root, .other, false, nil) }
         let isKey = frames[parentIndex].isMapping && frames[parentIndex].children % 2 == 0
         frames[parentIndex].children += 1
         let parent = frames[parentIndex]
         if isKey {
             frames[parentIndex].key = key
-            return (.other, .other, parent.role == .item)
+            return (.other, .other, parent.role == .item, parent.role)
         }
         let valueOf = parent.isMapping ? parent.key : .other
         switch parent.role {
         case .root where parent.isMapping && valueOf == .files && !filesSeen:
             filesSeen = true
-            return (.files, .other, false)
+            return (.files, .other, false, parent.role)
         case .files:
-            return (.item, .other, false)
+            return (.item, .other, false, parent.role)
         default:
-            return (.other, valueOf, parent.role == .item)
+            return (.other, valueOf, parent.role == .item, parent.role)
         }
     }
 
@@ -642,7 +689,7 @@ private struct LayoutBuilder {
             }
         case .item:
             startItem(at: start, isFlowMapping: false, isBlockMapping: false)
-        case .other:
+        case .other, .extract:
             if place.parentIsEntry, let bytes {
                 switch place.valueOf {
                 case .dest: listed.destination = (String(decoding: bytes, as: UTF8.self), start)
@@ -650,8 +697,11 @@ private struct LayoutBuilder {
                 case .size: listed.size = ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar)
                 case .checksum(let key):
                     listed.checksum = (key.rawValue, ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar))
-                case .files, .other: break
+                case .extract: listed.extract = .scalar(ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar))
+                case .files, .tree, .other: break
                 }
+            } else if place.parent == .extract, place.valueOf == .tree {
+                extractSettings?.tree = ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar)
             }
         }
         noteContent(end: end)
@@ -659,7 +709,8 @@ private struct LayoutBuilder {
     }
 
     private mutating func openCollection(isMapping: Bool, isFlow: Bool, start: Mark) {
-        var role = begin(key: .other).role
+        let place = begin(key: .other)
+        var role = place.role
         switch role {
         case .root where !isMapping:
             layout.root = .other(found: "a sequence", at: start)
@@ -670,6 +721,10 @@ private struct LayoutBuilder {
             role = .other
         case .item:
             startItem(at: start, isFlowMapping: isMapping && isFlow, isBlockMapping: isMapping && !isFlow)
+        case .other where place.parentIsEntry && place.valueOf == .extract && isMapping:
+            role = .extract
+            extractSettings = ManifestLayout.ExtractSettings(mapping: ManifestLayout.Item(
+                start: start, contentEnd: start, isFlowMapping: isFlow, isBlockMapping: !isFlow))
         default:
             break
         }
@@ -689,6 +744,13 @@ private struct LayoutBuilder {
         case .root:
             layout.root = .mapping(flow: frame.isFlow, start: frame.start, end: end, pairs: frame.children / 2)
             finished = true
+        case .extract:
+            if var settings = extractSettings {
+                settings.mapping.contentEnd = item?.contentEnd ?? frame.start
+                settings.pairs = frame.children / 2
+                listed.extract = .settings(settings)
+            }
+            extractSettings = nil
         case .other:
             break
         }

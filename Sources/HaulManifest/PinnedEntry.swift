@@ -39,11 +39,11 @@ package struct EntryDraft: Sendable {
         self.url = expanded
     }
 
-    /// The entry with a stand-in digest and size, to check that a manifest can take it (and that its values
-    /// read back exactly) before anything is downloaded.
-    package var trialEntry: PinnedEntry {
-        pinned(digest: Digest(algorithm: .sha256, bytes: [UInt8](repeating: 0, count: DigestAlgorithm.sha256.byteCount)),
-               size: 0)
+    /// The entry with a stand-in digest and size (and, for an archive unpacked by `extract`, a stand-in tree), to
+    /// check that a manifest can take it (and that its values read back exactly) before anything is downloaded.
+    package func trialEntry(extract: ExtractRule? = nil) -> PinnedEntry {
+        let standIn = Digest(algorithm: .sha256, bytes: [UInt8](repeating: 0, count: DigestAlgorithm.sha256.byteCount))
+        return pinned(digest: standIn, size: 0, extract: extract.map { $0.pinning(tree: standIn) })
     }
 
     /// The entry to write once the bytes have been measured (or the digest given: the size may then be unknown);
@@ -111,10 +111,11 @@ package struct EntryDraft: Sendable {
 }
 
 extension DestinationPath {
-    /// A destination typed on the command line, normalized as the loader normalizes a manifest's (`a//./b` → `a/b`),
-    /// so that it compares with the manifest's own; nil when it is not one a manifest could hold.
+    /// A destination typed on the command line, normalized as the loader normalizes a manifest's (`a//./b` → `a/b`,
+    /// and a folder's `sdk/` → `sdk`), so that it compares with the manifest's own; nil when it is not one a manifest
+    /// could hold.
     package static func commandLine(_ text: String) -> String? {
-        try? PathRules.destination(text).normalized
+        (try? PathRules.destination(text).normalized) ?? (try? PathRules.destination(text, folder: true).normalized)
     }
 }
 

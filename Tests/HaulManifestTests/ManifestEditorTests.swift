@@ -523,6 +523,79 @@ final class ManifestEditorTests: XCTestCase {
         XCTAssertThrowsError(try ManifestEditor.repinning(0, digest: digest, size: nil, in: sha512Entry, fileName: Fixture.fileName))
     }
 
+    /// `files[index]` of `text` re-pinned with a tree, after checking that it loads and reads back that tree.
+    private func repinTree(_ text: String, index: Int = 0, size: Int64? = nil, file: StaticString = #filePath,
+                           line: UInt = #line) throws -> String {
+        let edited = String(decoding: try ManifestEditor.repinning(index, digest: digest, size: size, tree: digest, in: Array(text.utf8),
+                                                                  fileName: Fixture.fileName), as: UTF8.self)
+        let manifest = Fixture.manifest(edited, file: file, line: line)
+        XCTAssertEqual(manifest?.files[index].extract?.tree, digest, edited, file: file, line: line)
+        XCTAssertEqual(manifest?.files[index].checksum?.digest, digest, edited, file: file, line: line)
+        return edited
+    }
+
+    func testRepinningATreeTurnsExtractTrueIntoItsSettings() throws {
+        let text = """
+            version: 1
+            files:
+              - url: https://e.com/sdk.tar.gz
+                dest: sdk
+                sha256: \(String(repeating: "0", count: 64))
+                extract: true   # unpacked
+              - {url: https://e.com/b.tar.gz, dest: b, extract: true}
+
+            """
+        let first = try repinTree(text)
+        XCTAssertEqual(first, text.replacingOccurrences(of: String(repeating: "0", count: 64), with: hex)
+            .replacingOccurrences(of: "extract: true   #", with: "extract: {tree: sha256-\(treeBase64)}   #"))
+        XCTAssertEqual(try repinTree(first, index: 1), first.replacingOccurrences(
+            of: "extract: true}", with: "extract: {tree: sha256-\(treeBase64)}, sha256: \(hex)}"))
+    }
+
+    func testRepinningATreeReplacesItOrAddsItAfterTheLastSetting() throws {
+        let old = "sha256-" + String(repeating: "A", count: 43) + "="
+        let text = """
+            version: 1
+            files:
+              - url: https://e.com/sdk.tar.gz
+                dest: sdk
+                sha256: \(hex)
+                extract:
+                  strip: 1
+                  tree: \(old)   # pinned by hand
+              - url: https://e.com/b.tar.gz
+                dest: b
+                sha256: \(hex)
+                extract:
+                  strip: 1
+                  # keeps the comment inside
+              - {url: https://e.com/c.tar.gz, dest: c, sha256: \(hex), extract: {strip: 2}}
+              - {url: https://e.com/d.tar.gz, dest: d, sha256: \(hex), extract: {}}
+            prune: false
+
+            """
+        let tree = "sha256-\(treeBase64)"
+        let first = try repinTree(text)
+        XCTAssertEqual(first, text.replacingOccurrences(of: old, with: tree))
+        // At the entry's end, the tree goes inside extract: (a comment at its keys' column stays with what follows),
+        // before the size the entry gains.
+        let second = try repinTree(first, index: 1, size: 7)
+        XCTAssertEqual(second, first.replacingOccurrences(
+            of: "      strip: 1\n      # keeps the comment inside\n",
+            with: "      strip: 1\n      tree: \(tree)\n      # keeps the comment inside\n    size: 7\n"))
+        let third = try repinTree(second, index: 2)
+        XCTAssertEqual(third, second.replacingOccurrences(of: "{strip: 2}", with: "{strip: 2, tree: \(tree)}"))
+        XCTAssertEqual(try repinTree(third, index: 3), third.replacingOccurrences(of: "extract: {}", with: "extract: {tree: \(tree)}"))
+    }
+
+    func testATreeIsNotPinnedInAnEntryWithoutExtract() {
+        let text = Array("files:\n  - {url: https://e.com/c, dest: c, sha256: \(hex)}\n".utf8)
+        XCTAssertThrowsError(try ManifestEditor.repinning(0, digest: digest, size: nil, tree: digest, in: text,
+                                                          fileName: Fixture.fileName)) { error in
+            XCTAssertEqual((error as? ManifestEditError)?.diagnostic.message, "the entry has no extract: to pin a tree in")
+        }
+    }
+
     // MARK: Several entries, one edit
 
     private var second: PinnedEntry {
