@@ -147,6 +147,16 @@ final class PlannerTests: XCTestCase {
         XCTAssertEqual(Planner.decide(candidate("a", .missing)), .forget)
     }
 
+    /// A symlink an unpacked tree held is its member as long as it points where the archive said: then pruned.
+    func testPruneDeletesATreesSymlinkOnlyWhileItPointsWhereTheArchiveSaid() {
+        let destination = DestinationPath("sdk/link")!
+        XCTAssertEqual(Planner.decide(PruneCandidate(destination: destination, written: digest, local: .symlink, linkTarget: digest)),
+                       .delete)
+        XCTAssertEqual(Planner.decide(PruneCandidate(destination: destination, written: digest, local: .symlink,
+                                                     linkTarget: otherDigest)),
+                       .keep("it points elsewhere since haul unpacked it"))
+    }
+
     func testOnlyDeletionsCountAsPruneChanges() {
         let keepOnly = Planner.plan([entry("a", checksum: pinned)], observed: [.file(size: 15, digest: digest)],
                                     pruning: [candidate("old", .file(size: 15, digest: otherDigest)), candidate("gone", .missing)])

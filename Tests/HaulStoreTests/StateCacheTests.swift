@@ -325,4 +325,15 @@ final class StateCacheTests: XCTestCase {
         XCTAssertNil(parsed["z.bin"]?.origin?.unpacked, "a plain file after a tree's members is no member")
         XCTAssertNil(parsed["tools/t"]?.origin?.unpacked?.tree)
     }
+
+    /// A member's record names the folder its tree is; one that says its member lies elsewhere is not believed (a
+    /// prune would take that folder for the tree's).
+    func testAMemberOutsideTheFolderItsRecordNamesIsUnreadable() throws {
+        let archive = StreamingHasher.digest(Array("archive".utf8), algorithm: .sha256)
+        let elsewhere = Origin(manifestKey: "m", unpacked: UnpackedFrom(archive: archive, rules: "0123456789abcdef", tree: nil, folder: "sdk"))
+        let bytes = StateFile.serialized(["a.bin": record(1, origin: Origin(manifestKey: "m")), "tools/t": record(2, origin: elsewhere)])
+        let parsed = try XCTUnwrap(StateFile.parse(lines: bytes))
+        XCTAssertEqual(Set(parsed.records.keys), ["a.bin"])
+        XCTAssertEqual(parsed.unreadable, 1)
+    }
 }
