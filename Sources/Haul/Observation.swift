@@ -331,9 +331,9 @@ package struct Observation: Sendable {
                 var judged = TreeJudgement.judge(nodes: nodes, members: recorded) { record, identity in
                     !rehash && cache.trusts(record, for: identity)
                 }
-                if case .tree(let from, true) = judged.state, !judged.unproven.isEmpty {
-                    judged.state = .tree(from, intact: hashesMatch(judged.unproven, under: destination, observer: observer,
-                                                                   concurrency: concurrency))
+                if case .tree(let from, _) = judged.state, !judged.unproven.isEmpty {
+                    judged.state = .tree(from, changed: edited(judged.unproven, under: destination, observer: observer,
+                                                               concurrency: concurrency))
                 }
                 state = judged.state
                 usersFiles = judged.usersFiles
@@ -344,36 +344,32 @@ package struct Observation: Sendable {
         return trees
     }
 
-    /// Whether every file of `unproven` still hashes to its record's digest.
-    private static func hashesMatch(_ unproven: [(path: String, record: StateRecord)], under destination: DestinationPath,
-                                    observer: LocalObserver, concurrency: Int) -> Bool {
+    /// The files of `unproven` that no longer hash to their record's digest.
+    private static func edited(_ unproven: [(path: String, record: StateRecord)], under destination: DestinationPath,
+                               observer: LocalObserver, concurrency: Int) -> [MemberChange] {
         let requests = unproven.compactMap { member -> ObservationRequest? in
             guard let path = DestinationPath(destination.description + "/" + member.path) else { return nil }
             return ObservationRequest(destination: path, algorithm: member.record.digest.algorithm,
                                       expectedSize: member.record.identity.size)
         }
-        guard requests.count == unproven.count else { return false }
-        return zip(unproven, observer.observeAllRecording(requests, concurrency: concurrency)).allSatisfy { member, observed in
-            if case .regularFile(_, let digest?) = observed.file { return digest == member.record.digest }
-            return false
+        guard requests.count == unproven.count else { return unproven.map { MemberChange($0.path, .edited) } }
+        return zip(unproven, observer.observeAllRecording(requests, concurrency: concurrency)).compactMap { member, observed in
+            if case .regularFile(_, let digest?) = observed.file, digest == member.record.digest { return nil }
+            return MemberChange(member.path, .edited)
         }
     }
 
     /// The records of each `extract` entry's members, by entry and by path relative to its folder: one pass over the
-    /// state, looking each unpacked record's folders up among the entries' destinations.
+    /// state, each unpacked record's folder (which the state keeps) looked up among the entries' destinations.
     private static func treeMembers(_ files: [FileEntry], cache: StateCache) -> [Int: [String: StateRecord]] {
         var entryOf: [DestinationKey: Int] = [:]
         for index in files.indices where files[index].extract != nil { entryOf[DestinationKey(files[index].destination)] = index }
         guard !entryOf.isEmpty else { return [:] }
         var members: [Int: [String: StateRecord]] = [:]
-        for (key, record) in cache.records where record.origin?.unpacked != nil {
-            var folder = Substring(key.text)
-            while let slash = folder.lastIndex(of: "/") {
-                folder = folder[..<slash]
-                guard let index = entryOf[DestinationKey(String(folder))] else { continue }
-                members[index, default: [:]][String(key.text[key.text.index(after: slash)...])] = record
-                break
-            }
+        for (key, record) in cache.records {
+            guard let folder = record.origin?.unpacked?.folder, let index = entryOf[DestinationKey(folder)] else { continue }
+            // The state file keeps a member's record only under its folder (`StateFile`): the rest is its path in it.
+            members[index, default: [:]][String(decoding: key.text.utf8.dropFirst(folder.utf8.count + 1), as: UTF8.self)] = record
         }
         return members
     }

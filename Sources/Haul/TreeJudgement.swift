@@ -20,14 +20,15 @@ struct TreeJudgement: Sendable {
     /// is that member, not carried.
     var usersLinks: [String: String] = [:]
     /// Member files whose identity does not vouch for them by itself (edited in the tick they were recorded, or
-    /// `--rehash`): hashed, and compared with their records, before the tree is called intact.
+    /// `--rehash`): hashed, and compared with their records, before the tree is called intact (none when a change
+    /// is known already: the tree is unpacked again whatever they hold).
     var unproven: [(path: String, record: StateRecord)]
 
     /// `members`: the records of this tree's members, by path relative to the folder. `trusts`: whether a record
     /// still vouches, unread, for a file whose identity is the one found now.
     static func judge(nodes: [TreeNode], members: [String: StateRecord],
                       trusts: (StateRecord, FileIdentity) -> Bool) -> TreeJudgement {
-        var intact = !members.isEmpty
+        var changed: [MemberChange] = []
         var seen = 0
         var usersFiles: [String] = []
         var usersLinks: [String: String] = [:]
@@ -37,28 +38,37 @@ struct TreeJudgement: Sendable {
             if record != nil { seen += 1 }
             switch node.kind {
             case .folder:
-                if record != nil { intact = false }
+                if record != nil { changed.append(MemberChange(node.path, .replaced)) }
             case .file(let identity):
                 guard let record else {
                     usersFiles.append(node.path)
                     continue
                 }
-                if record.identity.size != identity.size { intact = false } else if !trusts(record, identity) { unproven.append((node.path, record)) }
+                if record.identity.size != identity.size {
+                    changed.append(MemberChange(node.path, .edited))
+                } else if !trusts(record, identity) {
+                    unproven.append((node.path, record))
+                }
             case .symlink(let target, let identity):
                 guard let record else {
                     usersFiles.append(node.path)
                     usersLinks[node.path] = target
                     continue
                 }
-                if record.identity != identity || record.digest != digest(ofTarget: target) { intact = false }
+                if record.identity != identity || record.digest != digest(ofTarget: target) {
+                    changed.append(MemberChange(node.path, .edited))
+                }
             case .other:
-                if record != nil { intact = false } else { usersFiles.append(node.path) }
+                if record != nil { changed.append(MemberChange(node.path, .replaced)) } else { usersFiles.append(node.path) }
             }
         }
-        if seen < members.count { intact = false }
+        if seen < members.count {
+            let found = Set(nodes.lazy.map(\.path))
+            changed += members.keys.filter { !found.contains($0) }.sorted().map { MemberChange($0, .missing) }
+        }
         let from = members.values.lazy.compactMap { $0.origin?.unpacked }.first
-        return TreeJudgement(state: .tree(from, intact: intact && from != nil), usersFiles: usersFiles, usersLinks: usersLinks,
-                              unproven: unproven)
+        return TreeJudgement(state: .tree(from, changed: changed), usersFiles: usersFiles, usersLinks: usersLinks,
+                             unproven: changed.isEmpty ? unproven : [])
     }
 
     /// What a symlink member's record keeps as its digest: the SHA-256 of its target's bytes.

@@ -10,7 +10,8 @@ import HaulStore
 package enum HumanReport {
     /// One line per change, then a summary line. Kept files are counted, not listed.
     /// `sources`: lines shown under each entry to fetch (`plan --verbose`: where its URLs were rewritten to).
-    package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil) -> [String] {
+    /// `members`: under a tree unpacked again, a line per member found changed (`plan --verbose`).
+    package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false) -> [String] {
         var lines: [String] = []
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let destination = shown(planned.entry)
@@ -24,6 +25,7 @@ package enum HumanReport {
                 if let sources { lines += sources(planned.entry) }
             case .fetch(let reason):
                 lines.append("~ \(destination) (\(archive)\(describe(reason, checksum: planned.entry.checksum))\(cached))")
+                if members, case .treeChanged(.membersChanged(let changes)) = reason { lines += changes.map(memberLine) }
                 if let sources { lines += sources(planned.entry) }
             case .revalidate:
                 lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
@@ -102,8 +104,8 @@ package enum HumanReport {
             "\(why); it will be replaced"
         case .notWrittenByHaul:
             "not written by haul; the server's copy replaces it"
-        case .treeChanged(.membersChanged):
-            "files in it changed since haul unpacked it; unpacked again, your own files kept"
+        case .treeChanged(.membersChanged(let changes)):
+            "\(count(changes.count, "file")) in it changed since haul unpacked it; unpacked again, your own files kept"
         case .treeChanged(.notUnpackedByHaul):
             "not unpacked by haul; unpacked again, the files already there kept"
         case .treeChanged(.otherArchive):
@@ -119,7 +121,10 @@ package enum HumanReport {
             case .keep, .fresh, .revalidate: return "ok \(destination)"
             case .fetch(.missing): return "missing \(destination)"
             case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
-            case .fetch(.treeChanged(.membersChanged)): return "differs \(destination) (files in it changed since haul unpacked it)"
+            case .fetch(.treeChanged(.membersChanged(let changes))):
+                return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
+                    + changes.prefix(3).map { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" }.joined(separator: ", ")
+                    + (changes.count > 3 ? " and \(changes.count - 3) more)" : ")")
             case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
             case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
             case .refuse(let why): return "unreadable \(destination) (\(why))"
@@ -217,6 +222,19 @@ package enum HumanReport {
             return "\(failure.sourceDisplayURL): \(describe(failure.reason, for: entry))"
         default:
             return nil
+        }
+    }
+
+    /// `    edited bin/tool`: a member of a tree found changed, under its plan line.
+    static func memberLine(_ change: MemberChange) -> String {
+        "    \(memberChangeWord(change.kind)) \(change.path)"
+    }
+
+    static func memberChangeWord(_ kind: MemberChange.Kind) -> String {
+        switch kind {
+        case .edited: "edited"
+        case .missing: "missing"
+        case .replaced: "replaced"
         }
     }
 

@@ -83,7 +83,7 @@ final class HumanReporter: RunReporter, Sendable {
             var shown = plan
             // A sync says unproven records as a warning, with or without changes (`Sync.unprovenNote`): not twice.
             if acting { shown.unproven = [] }
-            let lines = HumanReport.planLines(shown, sources: sources)
+            let lines = HumanReport.planLines(shown, sources: sources, members: verbose)
             Output.lines(colourStdout ? lines.map(paintPlanLine) : lines.map { TerminalText($0) })
         }
         guard acting, let tracker else { return }

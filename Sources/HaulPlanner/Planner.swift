@@ -16,8 +16,8 @@ package enum LocalState: Sendable, Equatable {
     /// A regular file whose content cannot be read (EIO, EACCES): whatever it holds, it is not what was pinned.
     case unreadable(String)
     /// An `extract` entry's folder, judged against the records of what haul unpacked there: what produced it (nil
-    /// when no record says: a folder haul did not unpack), and whether every member is as recorded.
-    case tree(UnpackedFrom?, intact: Bool)
+    /// when no record says: a folder haul did not unpack), and the members not as recorded (none: intact).
+    case tree(UnpackedFrom?, changed: [MemberChange])
 }
 
 
@@ -41,12 +41,32 @@ package enum FetchReason: Sendable, Equatable {
 
 /// Why an extracted tree on disk is not the one the entry asks for.
 package enum TreeChange: Sendable, Equatable {
-    /// A member was edited, removed or replaced since haul unpacked it.
-    case membersChanged
+    /// Members were edited, removed or replaced since haul unpacked them.
+    case membersChanged([MemberChange])
     /// The folder holds no tree haul unpacked (or its records are gone).
     case notUnpackedByHaul
     /// Unpacked from another archive, with other rules, or to another tree than the one pinned.
     case otherArchive
+}
+
+/// A member of an unpacked tree that is not as haul unpacked it.
+package struct MemberChange: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
+        /// Its content (or a symlink's target, or its identity with content unknown) differs.
+        case edited
+        case missing
+        /// Something of another kind (a folder, a FIFO) is where it was.
+        case replaced
+    }
+
+    /// Relative to the tree's folder.
+    package var path: String
+    package var kind: Kind
+
+    package init(_ path: String, _ kind: Kind) {
+        self.path = path
+        self.kind = kind
+    }
 }
 
 /// What one entry needs.
@@ -341,9 +361,9 @@ package enum Planner {
             return .refuse(why)
         case .tree(nil, _):
             return .fetch(.treeChanged(.notUnpackedByHaul))
-        case .tree(_, intact: false):
-            return .fetch(.treeChanged(.membersChanged))
-        case .tree(let from?, intact: true):
+        case .tree(_, let changed) where !changed.isEmpty:
+            return .fetch(.treeChanged(.membersChanged(changed)))
+        case .tree(let from?, _):
             let archiveMatches = entry.checksum.map { $0.accepts(from.archive) } ?? true
             let treeMatches = rule.tree.map { $0 == from.tree } ?? true
             guard archiveMatches, treeMatches, from.rules == rule.fingerprint else { return .fetch(.treeChanged(.otherArchive)) }
