@@ -82,6 +82,20 @@ final class ArchiveSyncTests: XCTestCase {
         fixture.assertNoLitter(destinations: ["picked", "stripped", "whole"])
     }
 
+    /// The folder `dest` names is an ordinary folder, as readable as the members in it (0755, as haul sets a
+    /// member folder), not the private mode of haul's staging area: the tree's root and its subfolders alike.
+    func testTheFolderItselfHasTheModeOfItsSubfolders() throws {
+        try fixture.source("sdk", Self.sdk)
+        let url = fixture.publish("/sdk.tar", try fixture.pack("sdk", format: "tar"))
+        try fixture.manifest([ArchiveFixture.entry(url, dest: "sdk")])
+        try fixture.syncSucceeds()
+        for folder in ["out/sdk", "out/sdk/bin", "out/sdk/share/empty"] {
+            var info = stat()
+            XCTAssertEqual(lstat(fixture.directory.path(folder), &info), 0, folder)
+            XCTAssertEqual(String(info.st_mode & 0o7777, radix: 8), "755", folder)
+        }
+    }
+
     /// A URL that names no format: `format:` tells it, or the bytes do; a `format:` the bytes are not is refused.
     func testFormatTellsWhatAURLWithoutASuffixIs() throws {
         try fixture.source("sdk", Self.sdk)
