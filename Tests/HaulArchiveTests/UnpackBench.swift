@@ -31,19 +31,12 @@ final class UnpackBench {
     /// Runs a tool in `work`, failing the test's setup when it fails.
     @discardableResult
     func run(_ tool: String, _ arguments: [String], in folder: String? = nil) throws -> String {
-        let result = try ProcessRunner.run(tool, arguments, currentDirectory: folder ?? work(""))
-        guard result.exitCode == 0 else {
-            throw SetupFailure("\(tool) \(arguments.joined(separator: " ")) exited \(result.exitCode): \(result.stderr)")
-        }
-        return result.stdout
+        try Archives.run(tool, arguments, in: folder ?? work(""))
     }
 
     /// An archive written member by member by `Tests/Tools/craft_archive.py` (`format`: gnu, pax, ustar or zip).
     func craft(_ name: String, format: String = "gnu", _ members: [[String: Any]]) throws -> String {
-        let list = try JSONSerialization.data(withJSONObject: members)
-        let input = work(name + ".json")
-        try list.write(to: URL(fileURLWithPath: input))
-        try run("/bin/sh", ["-c", "python3 \"$0\" \"$1\" \"$2\" < \"$3\"", Self.craftScript, format, work(name), input])
+        try Archives.craft(members, format: format, to: work(name))
         return work(name)
     }
 
@@ -111,42 +104,10 @@ final class UnpackBench {
         }
     }
 
-    /// The tree on disk as lines, in byte order of their paths: `path/` for a folder, `path -> target` for a
-    /// symlink, `path file SIZE [x ]SHA256` for a file (executable: any execute bit), SHA-256 from `sha256sum`.
-    /// The same form as `UnpackedMember.description`, made independently of it.
+    /// The tree on disk as lines (`Archives.listing`): the same form as `UnpackedMember.description`, made
+    /// independently of it.
     func listing(of relative: String) throws -> [String] {
-        let root = directory.path(relative)
-        var lines: [(path: String, line: String)] = []
-        var files: [(path: String, size: Int64, executable: Bool)] = []
-        let walker = FileManager.default.enumerator(atPath: root)
-        while let path = walker?.nextObject() as? String {
-            var info = stat()
-            guard lstat(root + "/" + path, &info) == 0 else { throw SetupFailure("lstat \(path)") }
-            switch info.st_mode & S_IFMT {
-            case S_IFDIR: lines.append((path, path + "/"))
-            case S_IFLNK:
-                let target = try FileManager.default.destinationOfSymbolicLink(atPath: root + "/" + path)
-                lines.append((path, "\(path) -> \(target)"))
-            case S_IFREG: files.append((path, Int64(info.st_size), info.st_mode & 0o111 != 0))
-            default: lines.append((path, "\(path) special"))
-            }
-        }
-        if !files.isEmpty {
-            let sums = try run("sha256sum", ["--zero"] + files.map { root + "/" + $0.path })
-            let digests = sums.split(separator: "\0").map { String($0.prefix(64)) }
-            guard digests.count == files.count else { throw SetupFailure("sha256sum gave \(digests.count) sums") }
-            for (file, digest) in zip(files, digests) {
-                lines.append((file.path, "\(file.path) file \(file.size) \(file.executable ? "x " : "")\(digest)"))
-            }
-        }
-        return lines.sorted { Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8)) }.map(\.line)
-    }
-
-    /// `Tests/Tools/craft_archive.py`, found from this source file's place in the repository.
-    static var craftScript: String {
-        var path = "\(#filePath)"
-        for _ in 0..<2 { path = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]) }
-        return path + "/Tools/craft_archive.py"
+        try Archives.listing(of: directory.path(relative))
     }
 }
 

@@ -156,7 +156,8 @@ public enum Unprivileged {
 public enum KillSwitch {
     /// Where haul must die.
     public enum Point: Sendable, CustomStringConvertible {
-        /// The `n`th rename(2) or renameat(2) whose target path starts with `prefix` (1-based), before it happens.
+        /// The `n`th rename(2), renameat(2) or renameat2(2) (a tree's exchange) whose target path starts with `prefix`
+        /// (1-based), before it happens.
         case rename(n: Int, targetPrefix: String)
         /// The `n`th syncfs(2), before it happens.
         case syncfs(n: Int)
@@ -195,6 +196,7 @@ public enum KillSwitch {
 
         static int (*real_rename)(const char *, const char *);
         static int (*real_renameat)(int, const char *, int, const char *);
+        static int (*real_renameat2)(int, const char *, int, const char *, unsigned int);
         static int (*real_syncfs)(int);
         static int (*real_fsync)(int);
         static atomic_long renames, syncfses, fsyncs;
@@ -202,6 +204,7 @@ public enum KillSwitch {
         __attribute__((constructor)) static void haul_kill_switch_init(void) {
             real_rename = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
             real_renameat = (int (*)(int, const char *, int, const char *))dlsym(RTLD_NEXT, "renameat");
+            real_renameat2 = (int (*)(int, const char *, int, const char *, unsigned int))dlsym(RTLD_NEXT, "renameat2");
             real_syncfs = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
             real_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
         }
@@ -232,7 +235,7 @@ public enum KillSwitch {
         }
 
         /* The committer renames relative to held folders: the target counts by its full path. */
-        int renameat(int fromdir, const char *from, int todir, const char *to) {
+        static void count_rename_at(int todir, const char *to) {
             if (to && to[0] != '/' && todir >= 0) {
                 char link[64], target[4096];
                 snprintf(link, sizeof link, "/proc/self/fd/%d", todir);
@@ -246,7 +249,16 @@ public enum KillSwitch {
             } else {
                 count_rename(to);
             }
+        }
+
+        int renameat(int fromdir, const char *from, int todir, const char *to) {
+            count_rename_at(todir, to);
             return real_renameat(fromdir, from, todir, to);
+        }
+
+        int renameat2(int fromdir, const char *from, int todir, const char *to, unsigned int flags) {
+            count_rename_at(todir, to);
+            return real_renameat2(fromdir, from, todir, to, flags);
         }
 
         int syncfs(int fd) {
