@@ -291,7 +291,7 @@ private final class Execution: TransferDelegate, Sendable {
                 switch result {
                 case .success(let committed):
                     var delivered = file
-                    delivered.unpacked = UnpackSummary(files: tree.tree.files, bytes: tree.tree.bytes,
+                    delivered.unpacked = UnpackSummary(files: request.tree?.members.count ?? tree.tree.files, bytes: tree.tree.bytes,
                                                        tree: request.tree?.members.first?.ownership.origin.unpacked?.tree,
                                                        keptFiles: request.tree?.carried ?? [])
                     treeRecords.withLock { $0[id] = records(of: request, tree: tree, unsynced: committed.notDurable != nil) }

@@ -22,6 +22,7 @@ package protocol BodyReading: Sendable {
 /// What a body became besides a file, for whoever reports it: an archive's unpacked tree (its files, their bytes,
 /// and the tree's digest when it was computed).
 package struct UnpackSummary: Sendable, Equatable {
+    /// Regular files and symlinks (what the state records), folders not counted.
     package var files: Int
     package var bytes: Int64
     /// The tree's digest, when the entry pins it (it is computed only then: it reads every member again).

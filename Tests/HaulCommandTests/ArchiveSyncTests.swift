@@ -242,7 +242,7 @@ final class ArchiveSyncTests: XCTestCase {
             XCTAssertNotEqual(try fixture.listing("out/sdk"), packed, damage)
             let plan = try fixture.haul(["plan"])
             XCTAssertEqual(plan.exitCode, 2, "\(damage): \(plan.stdout)\(plan.stderr)")
-            XCTAssertTrue(plan.stdout.contains("~ sdk (files in it changed since haul unpacked it"), "\(damage): \(plan.stdout)")
+            XCTAssertTrue(plan.stdout.contains("~ sdk/ (archive, 1 file in it changed since haul unpacked it"), "\(damage): \(plan.stdout)")
             try fixture.syncSucceeds()
             XCTAssertEqual(try fixture.listing("out/sdk"), packed, damage)
             let after = try fixture.haul(["plan"])
@@ -285,14 +285,19 @@ final class ArchiveSyncTests: XCTestCase {
 
     // MARK: JSON
 
-    /// The `done` event of an extract entry says what any fetch says, and how many files the tree holds and its
-    /// digest.
+    /// The `done` event of an extract entry says what any fetch says, how many files (and symlinks) the tree
+    /// holds, and its digest when the entry pins it (null otherwise: it is computed only to check a pin).
     func testTheDoneEventOfAnExtractEntryCarriesItsFilesAndTree() throws {
         try fixture.source("sdk", Self.sdk)
         let tree = try fixture.nixHash("src/sdk")
         let archive = try fixture.pack("sdk", format: "tar.gz")
         let url = fixture.publish("/sdk.tar.gz", archive)
         try fixture.manifest([ArchiveFixture.entry(url, dest: "sdk", sha256: sha256(archive))])
+        let unpinned = try fixture.syncSucceeds(["--json"])
+        let first = try XCTUnwrap(ArchiveFixture.events(unpinned.stdout).first { $0["event"] as? String == "done" }, unpinned.stdout)
+        XCTAssertTrue(first["tree"] is NSNull, "\(first)")
+        XCTAssertEqual(first["files"] as? Int, 6, "\(first)")
+        try fixture.manifest([ArchiveFixture.entry(url, dest: "sdk", sha256: sha256(archive), extract: ["tree: \(tree)"])])
         let sync = try fixture.syncSucceeds(["--json"])
         let done = try XCTUnwrap(ArchiveFixture.events(sync.stdout).first { $0["event"] as? String == "done" }, sync.stdout)
         XCTAssertEqual(done["dest"] as? String, "sdk")
