@@ -15,6 +15,12 @@ struct HaulCLI: ParsableCommand {
         haul reads a YAML manifest, looks at what is on disk, plans only the downloads that are needed, fetches \
         them concurrently while verifying each hash, and moves each verified file into place atomically.
 
+        An entry with extract: names an archive (tar, plain or compressed with gzip, bzip2, xz or zstd; zip; 7z): \
+        its dest becomes a folder holding the archive's contents, unpacked as the bytes arrive, checked against the \
+        archive's digest and, when extract: pins tree:, the tree's (Nix's NAR hash, sha256-<base64>), and switched \
+        into place in one exchange. Hostile members (absolute or .. names, links out of the folder, devices, bombs) \
+        are refused. haul add --extract URL pins both.
+
         \(ManualFacts.block("Exit status", ManualFacts.exitStatuses))
 
         \(ManualFacts.block("Environment", ManualFacts.environment))
