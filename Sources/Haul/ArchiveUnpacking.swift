@@ -78,6 +78,15 @@ final class ArchiveUnpacking: BodyReading {
     }
 }
 
+extension ArchiveUnpacking {
+    /// The entry failed (or its server said it had not changed): the newest pass's folder is removed now. A pass
+    /// still writing (its attempt just stopped) finds its folder gone and fails; its release removes what it wrote
+    /// meanwhile, and the next run's sweep anything a process exit left.
+    func abandon() {
+        newest.withLock { pass in defer { pass = nil }; return pass }?.removeFolder()
+    }
+}
+
 /// What one pass unpacked, ready to commit: its folder in the staging area, and the members written there.
 struct StagedUnpack: Sendable {
     var folderName: String
@@ -110,11 +119,14 @@ final class UnpackPass: BodyReader {
         if !streams { state.withLock { $0.wantsFile = true } }
     }
 
-    deinit {
-        if !state.withLock({ $0.taken }) { _ = staging.removeTree(folderName) }
-    }
+    deinit { removeFolder() }
 
     var wantsFile: Bool { state.withLock { $0.wantsFile } }
+
+    /// Removes the folder unless its tree was taken (committed, or being committed).
+    func removeFolder() {
+        if !state.withLock({ $0.taken }) { _ = staging.removeTree(folderName) }
+    }
 
     func read(_ next: () -> UnsafeRawBufferPointer?) {
         guard streams else { return }
