@@ -152,15 +152,6 @@ private final class Stalls: Sendable {
     func offset(for path: String) -> Int? { offsets.withLock { $0[path] } }
 }
 
-/// Deterministic bytes that no compressor shrinks much, so that body offsets mean archive offsets.
-private func pseudoRandom(_ count: Int, seed: Int) -> [UInt8] {
-    var generator = SplitMix(seed: UInt64(seed))
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(count + 8)
-    while bytes.count < count { withUnsafeBytes(of: generator.next()) { bytes += $0 } }
-    return Array(bytes.prefix(count))
-}
-
 /// The path as the kernel names it (what `/proc/self/fd` links show), for the kill switch's path matches.
 private func realpath(_ path: String) -> String {
     guard let resolved = Glibc.realpath(path, nil) else { return path }

@@ -8,7 +8,7 @@ import XCTest
 /// which no run may touch.
 final class ArchiveFixture {
     let directory: TemporaryDirectory
-    let files = StaticFiles()
+    let files: StaticFiles
     let server: LoopbackHTTPServer
     static let sentinelText = "nothing may touch this\n"
 
@@ -19,10 +19,13 @@ final class ArchiveFixture {
         case folder(String)
     }
 
-    /// - Parameter respond: how the origin answers, given its files (default: as nginx serves a folder).
-    init(respond: @escaping @Sendable (StaticFiles, RecordedRequest) -> ServerResponse = { $0.respond(to: $1) }) throws {
+    /// - Parameters:
+    ///   - files: what the origin serves (a test that scripts answers around them makes them first).
+    ///   - respond: how the origin answers, given its files (default: as nginx serves a folder).
+    init(files: StaticFiles = StaticFiles(),
+         respond: @escaping @Sendable (StaticFiles, RecordedRequest) -> ServerResponse = { $0.respond(to: $1) }) throws {
         directory = try TemporaryDirectory(prefix: "haul-extract")
-        let files = files
+        self.files = files
         server = try LoopbackHTTPServer { respond(files, $0) }
         try directory.write("outside/sentinel", Self.sentinelText)
         try directory.makeDirectory("archives")
@@ -81,6 +84,20 @@ final class ArchiveFixture {
         return yaml
     }
 
+    /// An entry that is a plain file, not an archive.
+    static func fileEntry(_ url: String, dest: String, sha256: String) -> String {
+        "  - url: \(url)\n    dest: \(dest)\n    sha256: \(sha256)\n"
+    }
+
+    /// Makes the manifest one entry, `dest`, that pins the archive of `src/<name>` packed as `format` (published at
+    /// `/<name>.<format>`); the archive's bytes.
+    @discardableResult
+    func manifestPinning(_ name: String, format: String, dest: String) throws -> [UInt8] {
+        let archive = try pack(name, format: format)
+        try manifest([Self.entry(publish("/\(name).\(format)", archive), dest: dest, sha256: sha256(archive))])
+        return archive
+    }
+
     func manifest(_ entries: [String]) throws {
         try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:" + (entries.isEmpty ? " []\n" : "\n" + entries.joined()))
     }
@@ -95,6 +112,14 @@ final class ArchiveFixture {
         let result = try haul(["sync"] + arguments)
         XCTAssertEqual(result.exitCode, 0, "\(result.stdout)\(result.stderr)", file: file, line: line)
         return result
+    }
+
+    /// The next `haul sync` has nothing to do and asks the server nothing.
+    func assertTheNextSyncAsksNothing(file: StaticString = #filePath, line: UInt = #line) throws {
+        server.resetLog()
+        let again = try syncSucceeds(file: file, line: line)
+        XCTAssertTrue(again.stdout.contains("Nothing to do"), again.stdout, file: file, line: line)
+        XCTAssertEqual(server.requests.map(\.path), [], file: file, line: line)
     }
 
     /// The tree at `relative` (in the test's folder) as lines; see `Archives.listing`.
@@ -126,8 +151,10 @@ final class ArchiveFixture {
 
     /// Nothing outside the root's destinations and `.haul` changed: the sentinel is as it was, with one link; no
     /// path named `escaped…` exists anywhere; the root holds `.haul` and `destinations` only; and `.haul/tmp` and
-    /// `.haul/partial` are empty (a finished run leaves nothing staged).
-    func assertNoLitter(destinations: [String], _ context: String = "", file: StaticString = #filePath, line: UInt = #line) {
+    /// `.haul/partial` are empty (a finished run leaves nothing staged), but for the folder a shard stages in (`shard`:
+    /// `shard-K-of-N`), which is kept, empty, once a run of that shard made it.
+    func assertNoLitter(destinations: [String], _ context: String = "", shard: String? = nil,
+                        file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(directory.read("outside/sentinel"), Array(Self.sentinelText.utf8), context, file: file, line: line)
         var info = stat()
         XCTAssertEqual(lstat(directory.path("outside/sentinel"), &info), 0, file: file, line: line)
@@ -135,8 +162,12 @@ final class ArchiveFixture {
         XCTAssertEqual(directory.list("outside"), ["sentinel"], context, file: file, line: line)
         XCTAssertEqual(escapes(), [], context, file: file, line: line)
         XCTAssertEqual(directory.list("out"), ([".haul"] + destinations).sorted(), context, file: file, line: line)
-        XCTAssertEqual(RootInspection.entries(of: root + "/.haul/tmp"), [], "\(context) .haul/tmp", file: file, line: line)
-        XCTAssertEqual(RootInspection.entries(of: root + "/.haul/partial"), [], "\(context) .haul/partial", file: file, line: line)
+        for folder in ["/.haul/tmp", "/.haul/partial"] {
+            XCTAssertEqual(RootInspection.entries(of: root + folder).filter { $0 != shard }, [], context + " " + folder, file: file, line: line)
+            if let shard {
+                XCTAssertEqual(RootInspection.entries(of: root + folder + "/" + shard), [], context + " " + folder, file: file, line: line)
+            }
+        }
     }
 
     /// The JSON events a run printed, one object a line.
@@ -147,4 +178,13 @@ final class ArchiveFixture {
             return object
         }
     }
+}
+
+/// Deterministic bytes that no compressor shrinks much, so that body offsets mean archive offsets.
+func pseudoRandom(_ count: Int, seed: Int) -> [UInt8] {
+    var generator = SplitMix(seed: UInt64(seed))
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(count + 8)
+    while bytes.count < count { withUnsafeBytes(of: generator.next()) { bytes += $0 } }
+    return Array(bytes.prefix(count))
 }

@@ -18,14 +18,6 @@ final class ShardCommandTests: XCTestCase {
         directory = nil
     }
 
-    /// The documented function, written out again: shard ⌊h·N / 2⁶⁴⌋ + 1 of the first 8 bytes of SHA-256 of the
-    /// destination path, big-endian.
-    private func shard(of destination: String, count: Int) -> Int {
-        let digest = StreamingHasher.digest(Array(destination.utf8), algorithm: .sha256).bytes
-        let position = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return Int(position.multipliedFullWidth(by: UInt64(count)).high) + 1
-    }
-
     private struct Corpus {
         var files: [String: [UInt8]]  // by destination
         var manifest: String

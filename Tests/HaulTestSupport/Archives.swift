@@ -14,7 +14,8 @@ public enum Archives {
     public static let packedFormats = ["tar", "tar.gz", "tar.bz2", "tar.xz", "tar.zst", "zip"]
 
     /// Packs `names` (entries of `folder`, with everything under them) into `output` as `format` (one of
-    /// `packedFormats`); symlinks are stored as symlinks. The archive's bytes.
+    /// `packedFormats`, or `7z`: p7zip, which not every machine has); symlinks are stored as symlinks. The archive's
+    /// bytes.
     @discardableResult
     public static func pack(_ names: [String], in folder: String, format: String, to output: String) throws -> [UInt8] {
         let script: String
@@ -25,6 +26,7 @@ public enum Archives {
         case "tar.xz": script = "tar -cJf \"$OUT\" \"$@\""
         case "tar.zst": script = "tar -cf - \"$@\" | zstd -q -c > \"$OUT\""
         case "zip": script = "zip -q -X -r -y \"$OUT\" \"$@\""
+        case "7z": script = "rm -f \"$OUT\"; 7z a -bd -bso0 -snl \"$OUT\" \"$@\""
         default: throw Failure("no way to pack \(format)")
         }
         try run("/bin/sh", ["-c", "set -e; " + script, "pack"] + names, in: folder, environment: ["OUT": output])
