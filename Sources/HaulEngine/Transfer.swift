@@ -183,8 +183,11 @@ final class Transfer {
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
         if attempt.trailingHasher == nil, let file {
-            attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm, startsWriteback: startsWriteback,
-                                                    reader: state.request.bodyReading?.makeReader(expectedSize: attempt.expectedTotal))
+            // A body that is read as well (an archive) is not what is put in place: writing it to disk early is work
+            // for nothing (it doubled what a journaled ext4 wrote for an archive unpacked as it arrived).
+            let reader = state.request.bodyReading?.makeReader(expectedSize: attempt.expectedTotal)
+            attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm,
+                                                    startsWriteback: startsWriteback && state.request.bodyReading == nil, reader: reader)
         }
         return attempt.trailingHasher
     }
