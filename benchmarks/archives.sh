@@ -13,27 +13,33 @@
 # folder made after an untimed `rm -rf` and `sync`:
 #   pipe       curl -sS --fail URL | tar -x --zstd (or -z), under pipefail: verifies nothing, not atomic
 #   careful    curl -o ARCHIVE URL && sha256sum -c ARCHIVE.sha256 && tar -xf ARCHIVE -C tree: what careful scripts do
-#   haul       haul sync of a manifest of one entry {url, dest: tree, sha256: <the archive's>, extract: true}
-#   haul-tree  the same with the tree's digest pinned too (extract: {tree: sha256-...}), computed by nix-hash
-#   noop       haul sync again, the tree unchanged (a run that rewrites a file fails)
+#   haul       haul sync of a manifest of one entry {url, dest: tree, sha256: <the archive's>, extract: ...} with the
+#              tree's digest pinned too (extract: {tree: sha256-...}, computed by nix-hash); without nix-hash,
+#              extract: true (the row says which). This is the row the targets judge.
+#   unpinned   with UNPINNED=1 and a pinned haul row: the same with extract: true, what checking the tree costs
+#   noop       haul sync of the same manifest again, the tree unchanged (a run that rewrites a file fails)
 #   find       find TREE -printf '%s %T@\n' >/dev/null: the floor the no-op is judged by, on haul's tree (on
 #              pipe's when haul is not measured)
-# haul's rows need HAUL naming a binary that knows `extract:` (`haul schema` mentions it, or `haul plan` of the
-# manifest exits 0 or 2 rather than 3: invalid); the pinned row also needs nix-hash (Debian's nix-bin). A row left
-# out is said so under the table. Every tree is checked once per row, untimed: each corpus file's SHA-256 (the
+# haul's rows need a haul that knows `extract:` (`haul schema` mentions it, or `haul plan` of the manifest exits 0
+# or 2 rather than 3: invalid): HAUL names one, else the script builds this checkout's (swift build -c release);
+# HAUL=none measures the peers only. Pinning the tree needs nix-hash (Debian's nix-bin). A row left out is said so
+# under the table. Every tree is checked once per row, untimed: each corpus file's SHA-256 (the
 # corpus's SHA256SUMS) and no other file in it.
 # File systems (FS, some of "tmpfs ext4 root"): tmpfs (/dev/shm, else one the script mounts as root), a journaled
-# ext4 on a loop device (mkfs.ext4 -I 256, made, mounted and removed by the script as root), and the root file
+# ext4 on a loop device (mkfs.ext4 -I 256 in EXT4_IMAGE, mounted at EXT4_MOUNT, made, mounted and removed by the
+# script as root; one already mounted there is used and left as it is), and the root file
 # system (BENCH_WORK, default /var/tmp/haul-archives: /var/tmp is disk-backed where /tmp may be tmpfs).
 # Prints, and writes to summary.md, per file system and corpus each row's wall s / CPU s and the ratios the targets
-# are judged by: haul / (curl | tar) <= 1.1, haul / (curl -o + sha256sum -c + tar -xf) <= 0.6, no-op / find <= 1.5.
+# are judged by (of wall time, with the CPU ratio beside): haul / (curl | tar) <= 1.1, haul / (curl -o + sha256sum
+# -c + tar -xf) <= 0.6, no-op / find <= 1.5.
 #
-# Env: FS ("tmpfs ext4 root"), RUNS (3), PORT (18580), HAUL (a haul binary; none: the peers only), BENCH
+# Env: FS ("tmpfs ext4 root"), RUNS (3), PORT (18580), HAUL (a haul binary; none: the peers only), UNPINNED (0), BENCH
 # (benchmarks/harness), BENCH_DATA (corpora; ${TMPDIR:-/tmp}/bench-data), BENCH_WORK, RESULTS (default
 # benchmarks/results/archives-<timestamp>, git-ignored: results.jsonl, report.md, summary.md, commands.log, env.txt,
 # the haul manifests),
-# TIMEOUT (300 s per run), QUIET_WAIT (30), NOISY_RETRIES (4), EXT4_SIZE (12G). As root with apt, installs what is
-# missing (nginx, curl, zstd, GNU time, e2fsprogs, and nix-bin when HAUL is set; BENCH_INSTALL=0 turns that off).
+# TIMEOUT (300 s per run), QUIET_WAIT (30), NOISY_RETRIES (4), EXT4_SIZE (12G), EXT4_IMAGE
+# (/var/tmp/haul-archives-ext4.img), EXT4_MOUNT (/mnt/haul-archives-ext4). As root with apt, installs what is
+# missing (nginx, curl, zstd, GNU time, e2fsprogs, and nix-bin unless HAUL=none; BENCH_INSTALL=0 turns that off).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$(cd "${BENCH:-$HERE/benchmarks/harness}" && pwd)
@@ -44,11 +50,13 @@ for corpus in "$@"; do
 done
 
 FS=${FS:-tmpfs ext4 root} RUNS=${RUNS:-3} PORT=${PORT:-18580} TIMEOUT=${TIMEOUT:-300} EXT4_SIZE=${EXT4_SIZE:-12G}
+UNPINNED=${UNPINNED:-0}
 export QUIET_WAIT=${QUIET_WAIT:-30} NOISY_RETRIES=${NOISY_RETRIES:-4}
 export BENCH_DATA=${BENCH_DATA:-${TMPDIR:-/tmp}/bench-data} TLS_PORT=0
 export BENCH_STATE=${TMPDIR:-/tmp}/haul-archives-nginx-$PORT
 ROOT_WORK=${BENCH_WORK:-/var/tmp/haul-archives}
-TMPFS_MOUNT=/mnt/haul-archives-tmpfs EXT4_MOUNT=/mnt/haul-archives-ext4 EXT4_IMAGE=/var/tmp/haul-archives-ext4.img
+TMPFS_MOUNT=/mnt/haul-archives-tmpfs
+EXT4_MOUNT=${EXT4_MOUNT:-/mnt/haul-archives-ext4} EXT4_IMAGE=${EXT4_IMAGE:-/var/tmp/haul-archives-ext4.img}
 CORPUS=$BENCH_DATA/corpus
 RESULTS=${RESULTS:-$HERE/benchmarks/results/archives-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$RESULTS"
@@ -61,7 +69,11 @@ root() { [ "$(id -u)" = 0 ]; }
 
 . "$BENCH/tools.sh"
 bench_tools nginx curl python3 sha256sum tar zstd gzip find $([[ " $FS " == *" ext4 "* ]] && root && echo mkfs.ext4) \
-  -- time $([ -n "${HAUL:-}" ] && echo nix-hash)
+  -- time $([ "${HAUL:-}" != none ] && echo nix-hash)
+if [ -z "${HAUL:-}" ]; then
+  (cd "$HERE" && swift build -c release --product haul >/dev/null)
+  HAUL=$HERE/.build/release/haul
+fi
 
 # The file systems measured: "name:folder" pairs. What this script mounts it unmounts (and removes) at the end.
 MOUNTED=() MADE_IMAGE=0 TARGETS=()
@@ -124,7 +136,7 @@ python3 "$BENCH/corpus.py" "$CORPUS" "$@"
 
 # haul is measured when it knows extract: (its schema says so, or plan takes such a manifest: 0 or 2, not 3).
 HAUL_BIN=""
-if [ -n "${HAUL:-}" ]; then
+if [ "$HAUL" != none ]; then
   HAUL_BIN=$(command -v "$HAUL" || true)
   [ -x "$HAUL_BIN" ] || { echo "archives.sh: HAUL=$HAUL is not an executable" >&2; exit 1; }
   HAUL_BIN=$(realpath "$HAUL_BIN")
@@ -138,10 +150,10 @@ if [ -n "${HAUL:-}" ]; then
     HAUL_BIN=""
   fi
 else
-  note "haul left out: HAUL names no binary (HAUL=path/to/haul measures it)"
+  note "haul left out: HAUL=none"
 fi
 if [ -n "$HAUL_BIN" ] && ! command -v nix-hash >/dev/null; then
-  note "haul sync with tree: pinned left out: no nix-hash (Debian's nix-bin) to compute the tree's digest"
+  note "haul syncs with extract: true: no nix-hash (Debian's nix-bin) to compute the tree's digest for tree:"
 fi
 
 {
@@ -175,10 +187,9 @@ for corpus in "$@"; do
     fs=${target%%:*} W=${target#*:}/$corpus
     rm -rf "$W" && mkdir -p "$W"
     cp "$C/SHA256SUMS" "$C/$SUMS" "$W/"
-    write_manifest "$W/haul.yaml" ./haul "$URL" "$DIGEST"
-    [ -z "$TREE" ] || write_manifest "$W/haul-tree.yaml" ./haul-tree "$URL" "$DIGEST" "$TREE"
+    write_manifest "$W/haul.yaml" ./haul "$URL" "$DIGEST" "$TREE"
+    [ -z "$TREE" ] || write_manifest "$W/haul-unpinned.yaml" ./haul-unpinned "$URL" "$DIGEST"
     cp "$W/haul.yaml" "$RESULTS/haul-$corpus.yaml"
-    [ -z "$TREE" ] || cp "$W/haul-tree.yaml" "$RESULTS/haul-tree-$corpus.yaml"
     echo "== $fs $corpus: $ARCHIVE, $NF files, $NB bytes; in $W"
 
     m() {  # measure.py with this configuration's settings; a failed measurement is reported and the rest goes on
@@ -197,14 +208,15 @@ for corpus in "$@"; do
     rm -rf "$W/careful"
     FLOOR_TREE=pipe
     if [ -n "$HAUL_BIN" ]; then
-      m --field peer=haul --label "haul sync (extract: true)" "${CHECK[@]}" \
-        --prepare 'rm -rf haul && mkdir haul && sync' --check-dir haul/tree -- "$HAUL_BIN" sync haul.yaml
-      if [ -n "$TREE" ]; then
-        m --field peer=haul-tree --label "haul sync (extract: tree: pinned)" "${CHECK[@]}" \
-          --prepare 'rm -rf haul-tree && mkdir haul-tree && sync' --check-dir haul-tree/tree \
-          -- "$HAUL_BIN" sync haul-tree.yaml
-        rm -rf "$W/haul-tree"
+      if [ -n "$TREE" ] && [ "$UNPINNED" = 1 ]; then
+        m --field peer=unpinned --label "haul sync (extract: true)" "${CHECK[@]}" \
+          --prepare 'rm -rf haul-unpinned && mkdir haul-unpinned && sync' --check-dir haul-unpinned/tree \
+          -- "$HAUL_BIN" sync haul-unpinned.yaml
+        rm -rf "$W/haul-unpinned"
       fi
+      m --field peer=haul --field pinned=$([ -n "$TREE" ] && echo yes || echo no) \
+        --label "haul sync (extract: $([ -n "$TREE" ] && echo 'tree: pinned' || echo true))" "${CHECK[@]}" \
+        --prepare 'rm -rf haul && mkdir haul && sync' --check-dir haul/tree -- "$HAUL_BIN" sync haul.yaml
       # The setup brings haul's tree to the manifest's state (after the row above, itself a no-op).
       m --field peer=noop --kind noop --label "haul no-op: sync again" "${CHECK[@]}" --noop \
         --setup "$(quote "$HAUL_BIN") sync haul.yaml" --prepare sync --check-dir haul/tree \

@@ -5,18 +5,20 @@ medians) and the ratios the targets are judged by.
 usage: archives_report.py RESULTS.jsonl
 
 Reads the measure.py records archives.sh writes, told apart by their `fs` and `peer` fields (peer: pipe, careful,
-haul, haul-tree, noop, find). Ratios are of wall-time medians: haul / (curl | tar) (target <= 1.1),
-haul / (curl -o, sha256sum -c, tar -xf) (target <= 0.6), haul's no-op / find -printf of the same tree (<= 1.5).
+unpinned, haul, noop, find; haul's record says with `pinned` whether the tree's digest was pinned). The targets
+judge wall-time medians: haul / (curl | tar) (target <= 1.1), haul / (curl -o, sha256sum -c, tar -xf) (target
+<= 0.6), haul's no-op / find -printf of the same tree (<= 1.5); the same ratio of CPU medians is shown beside it.
 A ratio whose parts are missing (haul not measured, a failed measurement) is shown as "–".
 """
 import json
 import sys
 
-PEERS = ["pipe", "careful", "haul", "haul-tree", "noop", "find"]
-HEADERS = ["curl \\| tar -x", "curl -o, sha256sum -c, tar -xf", "haul sync", "haul sync, tree pinned",
+PEERS = ["pipe", "careful", "unpinned", "haul", "noop", "find"]
+HEADERS = ["curl \\| tar -x", "curl -o, sha256sum -c, tar -xf", "haul sync, extract: true", "haul sync",
            "haul no-op", "find -printf"]
 TARGETS = [("haul", "pipe", 1.1), ("haul", "careful", 0.6), ("noop", "find", 1.5)]
 RATIO_HEADERS = ["haul / curl \\| tar (≤ 1.1)", "haul / careful (≤ 0.6)", "no-op / find (≤ 1.5)"]
+PINNED = {"yes": "tree: pinned", "no": "extract: true"}
 CORPORA = ["archive-large", "archive-small"]
 
 
@@ -29,7 +31,9 @@ def main():
     file_systems = list(dict.fromkeys(fs for fs, _ in table))
     keys = sorted(table, key=lambda k: (file_systems.index(k[0]), CORPORA.index(k[1]) if k[1] in CORPORA else 99))
 
-    print("Wall s / CPU s (user + system of the client and its children), medians; ratios of wall time.")
+    print("Wall s / CPU s (user + system of the command and its children), medians; ratios of wall time, CPU ratio")
+    pinned = sorted({PINNED.get(r.get("pinned"), "?") for r in records if r.get("peer") == "haul"})
+    print("in brackets." + (f" haul sync: {', '.join(pinned)}." if pinned else ""))
     print()
     print("| file system | corpus | " + " | ".join(HEADERS + RATIO_HEADERS) + " |")
     print("|---|---|" + "---|" * (len(HEADERS) + len(RATIO_HEADERS)))
@@ -53,9 +57,8 @@ def main():
             if not top or not bottom:
                 return "–"
             value = top / bottom
-            text = f"{value:.2f} {'met' if value <= target else 'missed'}"
-            pinned = wall("haul-tree") if numerator == "haul" else None
-            return text + (f" (pinned {pinned / bottom:.2f})" if pinned else "")
+            cpu = row[numerator]["cpu_median"] / max(row[denominator]["cpu_median"], 1e-6)
+            return f"{value:.2f} {'met' if value <= target else 'missed'} [{cpu:.2f}]"
 
         cells = [cell(peer) for peer in PEERS] + [ratio(*target) for target in TARGETS]
         print(f"| {fs} | {corpus} | " + " | ".join(cells) + " |")
