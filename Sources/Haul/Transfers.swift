@@ -58,7 +58,7 @@ extension Sync {
             let cache = options.cacheDirectory.flatMap { CacheSession.open($0, descriptors: options.descriptors, observer: observer) }
             let unpackings = Self.unpackings(plan, fetches: fetches, staging: staging.temporary)
             let execution = Execution(plan: plan, staging: staging, cache: cache, unpackings: unpackings, trees: observation.trees,
-                                      root: manifest.root,
+                                      root: manifest.root, flushesEarly: options.durability == .full,
                                       committer: Committer(root: manifest.root, staging: staging.temporary,
                                                            journal: OwnershipJournal(area: area, lock: observation.lock),
                                                            durability: options.durability,
@@ -207,6 +207,8 @@ private final class Execution: TransferDelegate, Sendable {
     private let unpackings: [Int: ArchiveUnpacking]
     private let trees: [Int: ObservedTree]
     private let root: String
+    /// The commit makes trees durable: their flush may start before a tree's digest is read (`StagingArea.startFlush`).
+    private let flushesEarly: Bool
     private let authorship: Authorship
     private let observer: SyncObserver?
     /// Verified files on their way to a commit: the first of a batch waits `batchWindow` for company.
@@ -221,8 +223,9 @@ private final class Execution: TransferDelegate, Sendable {
 
     /// `expectedCount`: how many outcomes to make room for (grown one by one, 100,000 would rehash many times).
     init(plan: Plan, staging: StagingArea, cache: CacheSession?, unpackings: [Int: ArchiveUnpacking],
-         trees: [Int: ObservedTree], root: String, committer: Committer, authorship: Authorship,
+         trees: [Int: ObservedTree], root: String, flushesEarly: Bool, committer: Committer, authorship: Authorship,
          observer: SyncObserver?, expectedCount: Int) {
+        self.flushesEarly = flushesEarly
         self.plan = plan
         self.staging = staging
         self.cache = cache
@@ -333,6 +336,7 @@ private final class Execution: TransferDelegate, Sendable {
         }
         var tree: Digest?
         if let pinned = rule.tree {
+            if flushesEarly { staging.startFlush() }
             let computed: Result<Digest, StoreError> = switch staging.temporary.subdirectory(staged.folderName) {
             case .success(let folder): TreeDigest.of(folder: folder, shownAs: entry.destination.description)
             case .failure(let failure): .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
