@@ -1,8 +1,9 @@
 import HaulDigest
 
 /// A second reader of a body as it arrives, beside its hash: what the body is for, when it is more than a file to
-/// put in place (an archive unpacked while it downloads). The engine knows nothing of what it does; it only feeds
-/// it, on the thread that trails the writer (`TrailingHasher`), the bytes that thread reads back for the hash.
+/// put in place (an archive unpacked while it downloads). The engine knows nothing of what it does; it only lets
+/// it read, on a thread of its own beside the one that trails the writer (`TrailingHasher`), the bytes already
+/// hashed.
 package protocol BodyReader: AnyObject, Sendable {
     /// `next` gives the body's bytes in order from byte 0, each chunk valid until the next call; nil at the body's
     /// end, or when the attempt is abandoned (its bytes dropped, the transfer stopped). Returns when it wants no
