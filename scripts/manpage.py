@@ -172,6 +172,8 @@ def main():
     out += [".SH FILES", ".TP", bold("ROOT/.haul/"),
             roff("haul's own folder in each root: the record of what haul wrote there (what --prune may delete), "
                  "the run lock, and staged and partial downloads. Keep it out of version control."),
+            ".SH COPYRIGHT", roff("Copyright 2026 the haul authors. Licensed under the Apache License, Version 2.0 "
+                                  "(SPDX: Apache-2.0); see /usr/share/doc/haul/copyright."),
             ".SH SEE ALSO", "curl(1), sha256sum(1), rsync(1)"]
     print("\n".join(out))
 

@@ -27,10 +27,15 @@ architecture=$(dpkg --print-architecture)
 gzip -9n "$root/usr/share/man/man1/haul.1"
 install -d "$root/usr/share/doc/haul"
 cat > "$root/usr/share/doc/haul/copyright" <<'EOF'
-haul: a declarative manifest sync tool.
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: haul
+Comment: a declarative manifest sync tool.
 
-Copyright 2026 the haul authors.
-No license has been granted yet: the authors keep all rights.
+Files: *
+Copyright: 2026 the haul authors
+License: Apache-2.0
+ On Debian systems, the full text of the Apache License, Version 2.0 is in
+ /usr/share/common-licenses/Apache-2.0; it is also the file LICENSE of haul's source.
 EOF
 changed=$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
 printf 'haul (%s) unstable; urgency=medium\n\n  * Release %s.\n\n -- %s  %s\n' "$version" "$version" "$MAINTAINER" "$changed" \

@@ -27,6 +27,8 @@ unshare -m bash -euo pipefail -c '
   if ldd /usr/bin/haul | grep -E "not found|$1"; then echo "test-package: the binary needs the toolchain" >&2; exit 1; fi
   echo "test-package: $(/usr/bin/haul --version | head -1) runs without $1"
   MANPAGER=cat man haul 2>/dev/null | grep -q "EXIT STATUS" || { echo "test-package: man haul shows no manual" >&2; exit 1; }
+  MANWIDTH=400 MANPAGER=cat man haul 2>/dev/null | grep -q "Apache License, Version 2.0" || { echo "test-package: the manual names no licence" >&2; exit 1; }
+  grep -qx "License: Apache-2.0" /usr/share/doc/haul/copyright || { echo "test-package: the copyright file names no licence" >&2; exit 1; }
   HAUL=/usr/bin/haul bash examples/run.sh >"$2/example.txt" 2>&1 || { cat "$2/example.txt" >&2; exit 1; }
   grep -q "Nothing to do\|nothing to do\|up to date" "$2/example.txt"
   echo "test-package: the bundled example passes with the installed package"

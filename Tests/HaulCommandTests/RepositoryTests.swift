@@ -21,4 +21,16 @@ final class RepositoryTests: XCTestCase {
         let leftovers = tracked.stdout.split(separator: "\n").filter { $0 == "haul.yaml" || $0.hasPrefix(".haul/") }
         XCTAssertEqual(leftovers, [], "tracked leftovers of a run")
     }
+
+    /// The licence is Apache-2.0, word for word (Debian's copy of it is the reference where the machine has one).
+    func testTheLicenceIsTheApacheLicenceWordForWord() throws {
+        let licence = try String(contentsOfFile: Self.top + "/LICENSE", encoding: .utf8)
+        XCTAssertTrue(licence.contains("Apache License\n                           Version 2.0, January 2004"), "LICENSE is not Apache-2.0")
+        XCTAssertTrue(licence.contains("END OF TERMS AND CONDITIONS"), "LICENSE is cut short")
+        if let reference = try? String(contentsOfFile: "/usr/share/common-licenses/Apache-2.0", encoding: .utf8) {
+            XCTAssertEqual(licence, reference)
+        }
+        let readme = try String(contentsOfFile: Self.top + "/README.md", encoding: .utf8)
+        XCTAssertTrue(readme.contains("[Apache License, Version 2.0](LICENSE)"), "README names the licence")
+    }
 }
