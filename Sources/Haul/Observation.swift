@@ -422,7 +422,7 @@ struct PrunedTrees {
                 if cache.records[key] == nil { usersFiles.append(folder + "/" + node.path) }
             }
             guard !usersFiles.isEmpty else { continue }
-            let named = usersFiles.prefix(3).map(Quoted.text).joined(separator: ", ") + (usersFiles.count > 3 ? " and \(usersFiles.count - 3) more" : "")
+            let named = Quoted.firstFew(usersFiles) { Quoted.text($0) }
             let files = usersFiles.count == 1 ? "1 file" : "\(usersFiles.count) files"
             keptFolders.append(PruneCandidate(destination: path, written: anyDigest,
                                               local: .obstructed("it holds \(files) the archive did not put there (\(named)), kept with the folder")))

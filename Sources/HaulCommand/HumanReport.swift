@@ -123,8 +123,7 @@ package enum HumanReport {
             case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
             case .fetch(.treeChanged(.membersChanged(let changes))):
                 return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
-                    + changes.prefix(3).map { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" }.joined(separator: ", ")
-                    + (changes.count > 3 ? " and \(changes.count - 3) more)" : ")")
+                    + Quoted.firstFew(changes) { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" } + ")"
             case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
             case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
             case .refuse(let why): return "unreadable \(destination) (\(why))"
@@ -251,9 +250,8 @@ package enum HumanReport {
 
     /// The user's own files a replaced tree kept, named (the first few) so that they can be found.
     package static func keptFilesWarning(folder: String, _ files: [String]) -> String {
-        let shown = files.prefix(3).map { Quoted.text(folder + "/" + $0) }.joined(separator: ", ")
-        let more = files.count > 3 ? " and \(files.count - 3) more" : ""
-        return "\(folder)/: kept \(count(files.count, "file")) the archive did not put there (\(shown)\(more)); "
+        let shown = Quoted.firstFew(files) { Quoted.text(folder + "/" + $0) }
+        return "\(folder)/: kept \(count(files.count, "file")) the archive did not put there (\(shown)); "
             + "haul does not manage \(files.count == 1 ? "it" : "them")"
     }
 

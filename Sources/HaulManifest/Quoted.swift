@@ -7,6 +7,12 @@ package enum Quoted {
         render(value, escapingNonASCII: false)
     }
 
+    /// The first few of `items` (each rendered by `render`), then how many more: `"a", "b", "c" and 2 more`. A
+    /// message names enough to find them, whatever their number.
+    package static func firstFew<Item>(_ items: some Collection<Item>, _ render: (Item) -> String) -> String {
+        items.prefix(3).map(render).joined(separator: ", ") + (items.count > 3 ? " and \(items.count - 3) more" : "")
+    }
+
     /// Every non-ASCII scalar escaped (`"cafe\u{301}"`): two spellings that a terminal draws alike, such as
     /// the Unicode normalization forms of one name, are told apart.
     package static func scalars(_ value: some StringProtocol) -> String {
