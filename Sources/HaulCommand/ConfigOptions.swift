@@ -67,7 +67,7 @@ struct RequestOptions: ParsableArguments {
     var timeout: RunDuration?
 
     @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
-        "(sync, add) Bytes per second for the whole run, all transfers together (e.g. 500K, 10M; K = 1024).",
+        "(sync, add) Bytes per second for the whole run, all transfers together (e.g. 500K, 2.5M; K = 1024).",
         valueName: "rate"),
         transform: ByteSize.init(parsing:))
     var limitRate: ByteSize?

@@ -520,7 +520,8 @@ struct RunDuration {
     }
 }
 
-/// `1048576`, `512K`, `500M`, `2G`, `1T` (binary units), as `ByteSizeText` reads a manifest's sizes.
+/// `1048576`, `512K`, `2.5M`, `2G`, `1T` (binary units), as `ByteSizeText` reads a manifest's sizes, and decimals as curl
+/// takes them.
 struct ByteSize: CustomStringConvertible {
     var bytes: Int64
 
@@ -536,7 +537,7 @@ struct ByteSize: CustomStringConvertible {
     /// The argument parser prints what is thrown after "The value '…' is invalid for '--option <size>': ".
     init(parsing argument: String) throws(OptionValueError) {
         do {
-            bytes = try ByteSizeText.parse(argument)
+            bytes = try ByteSizeText.parse(argument, fractions: true)
         } catch {
             throw OptionValueError(error.description)
         }

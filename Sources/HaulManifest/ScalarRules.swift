@@ -104,9 +104,10 @@ enum ScalarRules {
 
 /// A number of bytes as people write one: `1048576`, `512K`, `500M`, `2G`, `1T`. Units are binary (K = 1024), in
 /// any case, with or without `B` or `iB` (`2GiB`, `2gb`). The command line's sizes (`--max-file-size`, `--limit-rate`)
-/// and a manifest's `max_unpacked` are read by this one reader, so that both take the same spellings.
+/// and a manifest's `max_unpacked` are read by this one reader, so that both take the same spellings; the command
+/// line also takes a decimal (`2.5M` = 2.5 × 1024², rounded down to whole bytes), as curl does.
 package enum ByteSizeText {
-    package static func parse(_ text: String) throws(RuleFailure) -> Int64 {
+    package static func parse(_ text: String, fractions: Bool = false) throws(RuleFailure) -> Int64 {
         let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
         var digits = text.uppercased()
         if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B") { digits.removeLast() }
@@ -115,14 +116,25 @@ package enum ByteSizeText {
             multiplier = unit
             digits.removeLast()
         }
-        // `Int64(_:)` alone would take a leading "+".
-        guard !digits.hasPrefix("+"), let value = Int64(digits) else {
-            throw RuleFailure("expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), "
-                              + "such as 500K or 2G")
+        let parts = digits.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let fraction = parts.count == 2 && fractions ? parts[1] : ""
+        // `Int64(_:)` alone would take a leading "+"; a fraction is digits only, at least one.
+        guard !digits.hasPrefix("+"), let whole = Int64(parts[0]), parts.count == 1 || !fraction.isEmpty,
+              fraction.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw RuleFailure(fractions
+                ? "expected a number of bytes, optionally followed by K, M, G or T (K = 1024), such as 500K, 2.5M or 2G"
+                : "expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), such as 500K or 2G")
         }
-        guard value > 0 else { throw RuleFailure("must be greater than zero") }
-        let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
+        let (product, overflow) = whole.multipliedReportingOverflow(by: multiplier)
         guard !overflow else { throw RuleFailure("too large: at most 8 exabytes") }
-        return product
+        var total = product
+        if !fraction.isEmpty, let exact = Double(parts[0] + "." + fraction) {
+            // In floating point: whole bytes are what counts, and 53 bits hold any size a fraction is written for.
+            let bytes = (exact * Double(multiplier)).rounded(.down)
+            guard bytes < Double(Int64.max) else { throw RuleFailure("too large: at most 8 exabytes") }
+            total = Int64(bytes)
+        }
+        guard total > 0 else { throw RuleFailure("must be greater than zero") }
+        return total
     }
 }

@@ -57,4 +57,29 @@ final class LimitRateTests: XCTestCase {
         XCTAssertTrue(bad.stderr.hasPrefix("error: "), bad.stderr)
         XCTAssertTrue(bad.stderr.contains("--limit-rate"), bad.stderr)
     }
+
+    /// A decimal size is taken as curl takes it: `--limit-rate 2.5M` runs, and `--max-file-size 1.5K` is 1536 bytes
+    /// (a body of 1536 passes, one of 1537 is over it).
+    func testADecimalSizeIsThatManyUnits() throws {
+        let fits = [UInt8](repeating: 1, count: 1536)
+        let over = [UInt8](repeating: 2, count: 1537)
+        let server = try LoopbackHTTPServer(files: ["/fits.bin": fits, "/over.bin": over])
+        defer { server.stop() }
+        try directory.write("haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(server.url("/fits.bin"))
+                dest: fits.bin
+                retries: 0
+              - url: \(server.url("/over.bin"))
+                dest: over.bin
+                retries: 0
+            """)
+        let sync = try directory.haul(["sync", "--limit-rate", "2.5M", "--max-file-size", "1.5K"])
+        XCTAssertEqual(sync.exitCode, 1, sync.stderr)
+        XCTAssertEqual(directory.read("out/fits.bin"), fits)
+        XCTAssertTrue(sync.stderr.contains("error: over.bin: \(server.url("/over.bin")): more than 1.5 KiB, the --max-file-size limit"),
+                      sync.stderr)
+    }
 }

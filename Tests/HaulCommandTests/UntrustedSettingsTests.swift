@@ -189,8 +189,8 @@ final class UntrustedSettingsTests: XCTestCase {
             (["--retries", "101"], "The value '101' is invalid for '--retries <n>': must be from 0 to 100"),
             (["--timeout", "5q"], "The value '5q' is invalid for '--timeout <duration>': expected a duration such as "
                 + "\"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, found \"5q\""),
-            (["--limit-rate", "2.5M"], "The value '2.5M' is invalid for '--limit-rate <rate>': expected a whole number of "
-                + "bytes, optionally followed by K, M, G or T (K = 1024), such as 500K or 2G"),
+            (["--limit-rate", "2.5.1M"], "The value '2.5.1M' is invalid for '--limit-rate <rate>': expected a number of "
+                + "bytes, optionally followed by K, M, G or T (K = 1024), such as 500K, 2.5M or 2G"),
             (["--max-file-size", "0"], "The value '0' is invalid for '--max-file-size <size>': must be greater than zero"),
             (["--max-time", "0s"], "The value '0s' is invalid for '--max-time <duration>': must be greater than zero, found \"0s\""),
         ]
