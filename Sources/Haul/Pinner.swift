@@ -123,7 +123,7 @@ package enum Pinner {
         let engine = TransferEngine(configuration: EngineConfiguration(
             temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
             caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,
-            maxBytesPerSecond: options.maxBytesPerSecond))
+            maxBytesPerSecond: options.maxBytesPerSecond, connection: options.connection))
         var request = TransferRequest(
             id: 0,
             sources: options.rewrites.sources(of: [url]).map {
@@ -136,6 +136,7 @@ package enum Pinner {
             retries: options.retries ?? BuiltInDefaults.retries,
             stallTimeout: options.stallTimeout ?? BuiltInDefaults.timeout.value)
         request.headOnly = headOnly
+        request.transientStatuses = options.transientStatuses
         request.unpinnedAlgorithm = algorithm
         let collector = Collector(attemptFailed: attemptFailed)
         engine.run([request], delegate: collector, cancellation: cancellation)

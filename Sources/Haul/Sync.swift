@@ -34,6 +34,10 @@ package struct SyncOptions: Sendable {
     package var stallTimeout: Double?
     /// `--limit-rate`: bytes per second for the whole run, all transfers together.
     package var maxBytesPerSecond: Int64?
+    /// `--proxy`, `--noproxy`, `--connect-timeout`, `--cert`, `--key`: how every request reaches its server.
+    package var connection = ConnectionSettings()
+    /// `--retry-on-http`: statuses retried with backoff besides those that always are.
+    package var transientStatuses: Set<Int> = []
     /// Ask the server about every unpinned file, even one it said is still fresh (`--refresh`).
     package var revalidatesFreshFiles = false
     /// `--adopt`: manifests (named relative to root, as `plan --prune` names them) whose files become this

@@ -71,7 +71,8 @@ extension Sync {
                 maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
                 userAgent: options.userAgent ?? HaulVersion.userAgent, partialDirectory: staging.partial,
                 maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
-                startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond))
+                startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond,
+                connection: options.connection))
             // Hits first, committed as they are copied; the engine gets what the cache could not serve.
             let downloads = cache?.fill(plan, fetches: fetches, staging: staging, startsWriteback: options.durability == .full,
                                         maxFileSize: options.maxFileSize, cancellation: cancellation) {
@@ -189,6 +190,7 @@ extension Sync {
                                       expectedSize: entry.size, retries: options.retries ?? entry.retries,
                                       stallTimeout: options.stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
         request.alternativeDigests = entry.checksum?.alternatives ?? []
+        request.transientStatuses = options.transientStatuses
         return request
     }
 }

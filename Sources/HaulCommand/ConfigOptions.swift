@@ -1,5 +1,6 @@
 import ArgumentParser
 import Haul
+import HaulEngine
 import HaulManifest
 
 /// `--config`: haul's config file, which holds URL rewrites (mirrors, pull-through proxies; see `RewriteConfig`).
@@ -72,7 +73,43 @@ struct RequestOptions: ParsableArguments {
         transform: ByteSize.init(parsing:))
     var limitRate: ByteSize?
 
+    @Option(help: ArgumentHelp(
+        "(sync, add) Send every request through this proxy (http://[user:pass@]host:port), instead of the one "
+            + "https_proxy, http_proxy or all_proxy names; \"\" for none.", valueName: "url"))
+    var proxy: String?
+
+    @Option(help: ArgumentHelp(
+        "(sync, add) Hosts reached without the proxy, comma-separated (a name covers its subdomains; * for all), "
+            + "instead of no_proxy.", valueName: "hosts"))
+    var noproxy: String?
+
+    @Option(name: .customLong("connect-timeout"), help: ArgumentHelp(
+        "(sync, add) Time to connect (name lookup, TCP, TLS handshake) before an attempt fails (e.g. 5, 10s); the "
+            + "transfer after that is bound by --timeout. (default: the stall window)", valueName: "duration"),
+            transform: RunDuration.init(parsing:))
+    var connectTimeout: RunDuration?
+
+    @Option(name: .customLong("retry-on-http"), help: ArgumentHelp(
+        "(sync, add) HTTP statuses to retry with backoff besides 408, 429 and 5xx (e.g. 403,404 or 400-404).",
+        valueName: "codes"), transform: HTTPStatusList.init(parsing:))
+    var retryOnHTTP: HTTPStatusList?
+
+    @Option(help: ArgumentHelp(
+        "(sync, add) A client certificate (PEM) for servers that ask for one (mutual TLS); its key in it or in --key.",
+        valueName: "file"))
+    var cert: String?
+
+    @Option(help: ArgumentHelp("(sync, add) The private key (PEM) of --cert's certificate.", valueName: "file"))
+    var key: String?
+
     func validate() throws {
+        if key != nil, cert == nil { throw ValidationError("--key needs --cert: the key of which certificate?") }
+        for (what, option, path) in [("client certificate", "--cert", cert), ("private key", "--key", key)] {
+            guard let path, let problem = CABundle.readProblem(path) else { continue }
+            Output.errors(["error: \(what) \(String(reflecting: path)) (from \(option)) cannot be used: \(problem); "
+                           + "give a readable PEM file"])
+            throw ExitCode(ExitStatus.usage.rawValue)
+        }
         if let userAgent, userAgent.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }) {
             throw ValidationError("--user-agent must be one line")
         }
@@ -94,5 +131,28 @@ struct RequestOptions: ParsableArguments {
         options.retries = retries
         options.stallTimeout = timeout?.seconds
         options.maxBytesPerSecond = limitRate?.bytes
+        options.connection = ConnectionSettings(proxy: proxy, noProxy: noproxy, connectTimeout: connectTimeout?.seconds,
+                                                clientCertificate: cert.map { ClientCertificate(certificate: $0, key: key) })
+        options.transientStatuses = retryOnHTTP?.statuses ?? []
+    }
+}
+
+/// `--retry-on-http 403,404` or `400-404`: HTTP statuses (100-599), one by one or as ranges.
+struct HTTPStatusList {
+    var statuses: Set<Int>
+
+    /// The argument parser prints what is thrown after "The value '…' is invalid for '--retry-on-http <codes>': ".
+    init(parsing argument: String) throws(OptionValueError) {
+        statuses = []
+        for item in argument.split(separator: ",", omittingEmptySubsequences: false) {
+            let bounds = item.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let low: Int = OptionValueError.wholeNumber(String(bounds[0])),
+                  let high: Int = bounds.count == 2 ? OptionValueError.wholeNumber(String(bounds[1])) : low,
+                  (100...599).contains(low), (100...599).contains(high), low <= high else {
+                throw OptionValueError("expected HTTP statuses from 100 to 599, comma-separated, each alone or as a range "
+                                       + "such as 500-504, found \"\(item)\"")
+            }
+            statuses.formUnion(low...high)
+        }
     }
 }

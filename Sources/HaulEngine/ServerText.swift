@@ -21,11 +21,16 @@ enum ServerText {
     }
 }
 
-/// The proxy libcurl takes from the environment for a URL, found the way libcurl looks for it, so that a proxy's
-/// 407 can name the variable to fix. Only for messages: libcurl itself reads the environment for the transfer.
+/// The proxy a request goes through, found the way libcurl finds it (`--proxy`, else the environment), so that a
+/// proxy's refusal or 407 can name the proxy and where it was set. Only for messages: libcurl itself applies the
+/// settings and reads the environment for the transfer.
 enum ProxySettings {
-    /// The variable libcurl reads for `url` and its value with any userinfo shown as `***`; nil when none is set.
-    static func proxy(for url: String) -> (variable: String, redactedURL: String)? {
+    /// Where the proxy for `url` was set (`--proxy`, or the variable libcurl reads) and its URL with any userinfo
+    /// shown as `***`; nil when the request goes direct (no proxy, or the host is in `--noproxy`/`no_proxy`).
+    static func proxy(for url: String, settings: ConnectionSettings = ConnectionSettings()) -> (variable: String, redactedURL: String)? {
+        let noProxy = settings.noProxy ?? environment("no_proxy") ?? environment("NO_PROXY")
+        if let noProxy, let host = URLOrigin(url)?.host, bypasses(host: host, noProxy: noProxy) { return nil }
+        if let proxy = settings.proxy { return proxy.isEmpty ? nil : ("--proxy", redactingUserinfo(proxy)) }
         let scheme = url.prefix { $0 != ":" }.lowercased()
         // libcurl reads `http_proxy` only in lower case (an upper-case one could come from a CGI request header);
         // other schemes in both cases, then `all_proxy`.
@@ -33,11 +38,28 @@ enum ProxySettings {
         if scheme != "http" { names.append("\(scheme.uppercased())_PROXY") }
         names += ["all_proxy", "ALL_PROXY"]
         for name in names {
-            guard let pointer = getenv(name) else { continue }
-            let value = String(cString: pointer)
-            if !value.isEmpty { return (name, redactingUserinfo(value)) }
+            if let value = environment(name) { return (name, redactingUserinfo(value)) }
         }
         return nil
+    }
+
+    /// Whether `host` is reached directly under a `no_proxy` list as libcurl reads one: `*`, or a name equal to the
+    /// host or one of its parent domains (a leading dot changes nothing), compared without case.
+    static func bypasses(host: String, noProxy: String) -> Bool {
+        let host = host.lowercased().trimmingBrackets
+        return noProxy.split(separator: ",").contains { item in
+            var name = String(item).trimmingWhitespace.lowercased()
+            if name == "*" { return true }
+            while name.hasPrefix(".") { name.removeFirst() }
+            name = name.trimmingBrackets
+            return !name.isEmpty && (host == name || host.hasSuffix("." + name))
+        }
+    }
+
+    private static func environment(_ name: String) -> String? {
+        guard let pointer = getenv(name) else { return nil }
+        let value = String(cString: pointer)
+        return value.isEmpty ? nil : value
     }
 
     /// `http://user:secret@proxy:3128` → `http://***@proxy:3128`.
@@ -63,5 +85,12 @@ enum ProxySettings {
             return (String(proxy[..<end]), proxy[end...])
         }
         return ("", proxy[...])
+    }
+}
+
+extension String {
+    /// `[::1]` → `::1`: an IPv6 host as a URL writes it and as `no_proxy` may.
+    fileprivate var trimmingBrackets: String {
+        hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self
     }
 }

@@ -416,7 +416,17 @@ package final class TransferEngine: Sendable {
             easy.preferReceiveBuffer(bytes: 256 * 1024)
             // Stalls (no byte for the whole window) and the low-speed floor (less than `lowSpeedLimit` bytes/s
             // averaged over the window) are caught by the transfer-info callback (`Transfer.checkProgress`).
-            easy.set(CURLOPT_CONNECTTIMEOUT, transfer.state.request.stallWindowSeconds)
+            if let connectTimeout = configuration.connection.connectTimeout {
+                easy.set(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int((connectTimeout * 1000).rounded(.up))))
+            } else {
+                easy.set(CURLOPT_CONNECTTIMEOUT, transfer.state.request.stallWindowSeconds)
+            }
+            if let proxy = configuration.connection.proxy { easy.set(CURLOPT_PROXY, proxy) }
+            if let noProxy = configuration.connection.noProxy { easy.set(CURLOPT_NOPROXY, noProxy) }
+            if let client = configuration.connection.clientCertificate {
+                easy.set(CURLOPT_SSLCERT, client.certificate)
+                if let key = client.key { easy.set(CURLOPT_SSLKEY, key) }
+            }
             if request.url.lowercased().hasPrefix("https:") { easy.set(CURLOPT_PIPEWAIT, true) }
             if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
             // No Accept-Encoding: the bytes hashed are the bytes stored.
@@ -450,13 +460,14 @@ package final class TransferEngine: Sendable {
             let url = transfer.state.currentURL
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
-            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy)
+            let connection = engine.configuration.connection
+            let error = result == CURLE_OK ? nil : Self.failure(of: transfer, result, easy, connection)
             let redirect = (300..<400).contains(status)
                 ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
             let action = transfer.state.attemptEnded(
                 bytesWritten: transfer.takeBytesWritten(), error: error, writeRefused: result == CURLE_WRITE_ERROR,
                 outOfDescriptors: DescriptorShortage.means(transfer.socketError), redirectTarget: redirect,
-                proxyAuthentication: status == 407 ? Self.proxyAuthentication(for: url) : nil, now: clock.now,
+                proxyAuthentication: status == 407 ? Self.proxyAuthentication(for: url, connection) : nil, now: clock.now,
                 badHosts: badHostFlags(transfer))
             if case .retry(let failure?, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
             if case .giveUp(let failure?, _, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
@@ -477,11 +488,15 @@ package final class TransferEngine: Sendable {
         }
 
         /// libcurl's error, in haul's terms: answers libcurl itself found malformed are protocol violations (not
-        /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants.
-        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle) -> FailureReason {
+        /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants, and a proxy that failed is named
+        /// as the proxy, not the origin.
+        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle,
+                                    _ settings: ConnectionSettings) -> FailureReason {
             let detail = easy.errorMessage
             let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets)
-            if easy.connectCode == 407 { return proxyAuthentication(for: transfer.state.currentURL) }
+            let url = transfer.state.currentURL
+            if easy.connectCode == 407 { return proxyAuthentication(for: url, settings) }
+            if let refusal = proxyFailure(for: url, result, connectCode: easy.connectCode, settings) { return refusal }
             switch result {
             case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
                 // Invalid Content-Length, a status line libcurl cannot read, an unsupported status code.
@@ -489,17 +504,37 @@ package final class TransferEngine: Sendable {
             case CURLE_OUT_OF_MEMORY where transfer.state.headers.headerBytes > 0 && transfer.bytesWritten == 0:
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
                 return .protocolViolation("a response header line over 100 KiB")
-            case CURLE_OPERATION_TIMEDOUT where detail.hasPrefix("Connection timed out") || detail.hasPrefix("Resolving timed out"):
-                // The connect timeout is the stall window (see `attach`).
-                return .network(code: CurlCode(result), message: "could not connect within \(transfer.state.request.stallWindowSeconds) s")
+            case CURLE_OPERATION_TIMEDOUT where ["Connection timed out", "Resolving timed out", "SSL connection timeout"]
+                    .contains(where: detail.hasPrefix):
+                // The connect timeout is `--connect-timeout`, else the stall window (see `attach`).
+                let within = settings.connectTimeoutShown ?? "\(transfer.state.request.stallWindowSeconds) s"
+                return .network(code: CurlCode(result), message: "could not connect within \(within)")
             default:
                 return .network(code: CurlCode(result), message: message)
             }
         }
 
-        /// A proxy's 407 names the proxy and the variable it came from, for the user to fix.
-        private static func proxyAuthentication(for url: String) -> FailureReason {
-            let proxy = ProxySettings.proxy(for: url)
+        /// A request through a proxy that the proxy itself failed: it could not be found or reached (libcurl then
+        /// connects to nothing else), or it answered a tunnel's CONNECT with an error. nil for a direct request.
+        private static func proxyFailure(for url: String, _ result: CURLcode, connectCode: Int,
+                                         _ settings: ConnectionSettings) -> FailureReason? {
+            guard let proxy = ProxySettings.proxy(for: url, settings: settings) else { return nil }
+            let failed = { (what: String, transient: Bool) in
+                FailureReason.proxyFailed(variable: proxy.variable, proxy: proxy.redactedURL, what: what, transient: transient)
+            }
+            if connectCode >= 300 {
+                return failed("answered \(connectCode) to CONNECT", connectCode >= 500 || connectCode == 429)
+            }
+            switch result {
+            case CURLE_COULDNT_RESOLVE_PROXY: return failed("could not be resolved", true)
+            case CURLE_COULDNT_CONNECT: return failed("could not be reached (refused, or no route to it)", true)
+            default: return nil
+            }
+        }
+
+        /// A proxy's 407 names the proxy and where it was set, for the user to fix.
+        private static func proxyAuthentication(for url: String, _ settings: ConnectionSettings) -> FailureReason {
+            let proxy = ProxySettings.proxy(for: url, settings: settings)
             return .proxyAuthenticationRequired(variable: proxy?.variable, proxy: proxy?.redactedURL)
         }
 

@@ -24,6 +24,10 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
     /// A proxy answered 407: it wants credentials. `variable` is the environment variable the proxy came from
     /// and `proxy` its URL with any userinfo shown as `***` (nil when haul cannot tell which proxy answered).
     case proxyAuthenticationRequired(variable: String?, proxy: String?)
+    /// The proxy (`proxy`, shown redacted, set by `variable`: `--proxy` or an environment variable) failed the
+    /// request before any origin was reached: `what` says how ("refused the connection", "answered 403 to
+    /// CONNECT"). `transient`: whether asking again may help (a 502, a proxy restarting), not for a 403.
+    case proxyFailed(variable: String, proxy: String, what: String, transient: Bool)
     /// The local side: the temporary file could not be created or written.
     case local(operation: String, path: String, errno: Int32)
     /// The run was interrupted (SIGINT, SIGTERM) before this transfer finished.
@@ -45,12 +49,17 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
         case .protocolViolation(let what): "protocol error: \(what)"
         case .proxyAuthenticationRequired(let variable, let proxy):
             if let variable, let proxy {
-                "the proxy \(proxy) (from \(variable)) answered 407: it wants credentials; give them in the "
-                    + "variable as curl reads it: \(variable)=\(ProxySettings.credentialsExample(for: proxy))"
+                // Credentials in the proxy's URL show as `***@`: a 407 to them is a refusal, not a request for some.
+                "the proxy \(proxy) (from \(variable)) answered 407: "
+                    + (proxy.contains("***@") ? "it refused the credentials given in \(variable); correct them there: "
+                        : variable == "--proxy" ? "it wants credentials; give them in the proxy's URL: "
+                        : "it wants credentials; give them in the variable as curl reads it: ")
+                    + (variable == "--proxy" ? "--proxy " : variable + "=") + ProxySettings.credentialsExample(for: proxy)
             } else {
                 "HTTP 407: a proxy wants credentials; give them in the proxy variable as curl reads it: "
                     + "https_proxy=http://user:pass@host:port (http_proxy for http URLs)"
             }
+        case .proxyFailed(let variable, let proxy, let what, _): "the proxy \(proxy) (from \(variable)) \(what)"
         case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .interrupted: "interrupted"
         case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
@@ -71,6 +80,8 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
             return !Self.permanentNetworkCodes.contains(code)
         case .httpStatus(let status):
             return status == 408 || status == 429 || (status >= 500 && status != 501 && status != 505)
+        case .proxyFailed(_, _, _, let transient):
+            return transient
         case .resumeRejected:
             // The retry starts from byte 0 (the bytes are dropped), which is likely to work.
             return true
@@ -111,6 +122,7 @@ package struct CurlCode: Sendable, Hashable, CustomStringConvertible {
     package static let unsupportedProtocol = CurlCode(rawValue: 1)
     package static let malformedURL = CurlCode(rawValue: 3)
     package static let notBuiltIn = CurlCode(rawValue: 4)
+    package static let couldNotResolveProxy = CurlCode(rawValue: 5)
     package static let couldNotResolveHost = CurlCode(rawValue: 6)
     package static let couldNotConnect = CurlCode(rawValue: 7)
     package static let partialFile = CurlCode(rawValue: 18)

@@ -86,6 +86,9 @@ package struct TransferRequest: Sendable, Equatable {
     package var expectedSize: Int64?
     /// Retries of one source after its first attempt, for transient failures only.
     package var retries: Int
+    /// HTTP statuses retried with backoff besides those that always are (408, 429, 5xx but 501 and 505):
+    /// `--retry-on-http`, for a server that answers 403 or 404 while a file is being published.
+    package var transientStatuses: Set<Int> = []
     /// An attempt that moves less than `EngineConfiguration.lowSpeedLimit` bytes/s over this window fails.
     package var stallTimeout: Double
     /// `stallTimeout` in whole seconds, at least one: what libcurl's connect timeout and low-speed window take, and
@@ -122,7 +125,7 @@ package struct TransferRequest: Sendable, Equatable {
     package static func == (a: TransferRequest, b: TransferRequest) -> Bool {
         a.id == b.id && a.sources == b.sources && a.expectedDigest == b.expectedDigest
             && a.alternativeDigests == b.alternativeDigests && a.expectedSize == b.expectedSize && a.retries == b.retries
-            && a.stallTimeout == b.stallTimeout && a.fileMode == b.fileMode && a.sharers == b.sharers
+            && a.transientStatuses == b.transientStatuses && a.stallTimeout == b.stallTimeout && a.fileMode == b.fileMode && a.sharers == b.sharers
             && a.headOnly == b.headOnly && a.unpinnedAlgorithm == b.unpinnedAlgorithm
             && (a.bodyReading == nil) == (b.bodyReading == nil)
     }
@@ -171,12 +174,15 @@ package struct EngineConfiguration: Sendable {
     package var startsWriteback: Bool
     /// `--limit-rate`: bytes per second for the whole run, all transfers together (`RateLimiter`); nil: no limit.
     package var maxBytesPerSecond: Int64?
+    /// `--proxy`, `--noproxy`, `--connect-timeout`, `--cert`: how requests reach their servers.
+    package var connection: ConnectionSettings
 
     package init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
                 maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
                 retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
                 maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1, startsWriteback: Bool = false,
-                maxBytesPerSecond: Int64? = nil) {
+                maxBytesPerSecond: Int64? = nil, connection: ConnectionSettings = ConnectionSettings()) {
+        self.connection = connection
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
         self.maxConnectionsPerHost = maxConnectionsPerHost

@@ -242,6 +242,12 @@ struct TransferStateMachine: Sendable {
         }
     }
 
+    /// Whether asking the same URL again may help: by the failure's kind, or a status the request names as transient.
+    private func isTransient(_ reason: FailureReason) -> Bool {
+        if case .httpStatus(let status) = reason, request.transientStatuses.contains(status) { return true }
+        return reason.isTransient
+    }
+
     /// A failed attempt: the next source at once, the same or another after a backoff (see `SourceRotation`), or
     /// the end. Sharers count the attempt as theirs when they have the same source.
     mutating func failed(_ reason: FailureReason, now: Double, badHosts: [Bool]) -> Action {
@@ -250,7 +256,7 @@ struct TransferStateMachine: Sendable {
         guard !reason.isLocal, !reason.stopsTheRun else { return giveUp(after: failure) }
         var notBefore: Double?
         if case .httpStatus = reason, let retryAfter = headers.retryAfter { notBefore = now + rules.retryPolicy.floor(for: retryAfter) }
-        let outcome: SourceRotation.Outcome = reason.isTransient ? .transient(notBefore: notBefore) : .permanent
+        let outcome: SourceRotation.Outcome = isTransient(reason) ? .transient(notBefore: notBefore) : .permanent
         rotation.record(outcome, at: sourceIndex)
         // What the URL did is the group's; wrong bytes are judged for each sharer on its own (`serveSharers`).
         for index in sharers.indices where !reason.isAboutTheBytes {

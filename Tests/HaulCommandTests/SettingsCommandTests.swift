@@ -29,8 +29,8 @@ final class SettingsCommandTests: XCTestCase {
 
     // MARK: Proxy
 
-    /// A loopback "proxy" that answers 407: not retried, and the error says what the proxy wants and how to give
-    /// it, with the credentials that were given redacted.
+    /// A loopback "proxy" that answers 407 to the credentials given: not retried, and the error says they were
+    /// refused and how to give them, with the credentials that were given redacted.
     func testAProxyAskingForCredentialsSaysHowToGiveThem() throws {
         let proxy = try LoopbackHTTPServer { _ in
             .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"corp\"")])
@@ -42,8 +42,8 @@ final class SettingsCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(proxy.requests.count, 1, "a 407 is not retried")
         XCTAssertEqual(proxy.requests.first?.target, "http://assets.invalid/f.bin", "it went through the proxy")
-        XCTAssertTrue(sync.stderr.contains("the proxy http://***@127.0.0.1:\(proxy.port) (from http_proxy) answered 407: it wants credentials"),
-                      sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("the proxy http://***@127.0.0.1:\(proxy.port) (from http_proxy) answered 407: it refused "
+                                           + "the credentials given in http_proxy; correct them there:"), sync.stderr)
         XCTAssertTrue(sync.stderr.contains("http_proxy=http://user:pass@127.0.0.1:\(proxy.port)"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("wrong-secret"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("alice"), sync.stderr)

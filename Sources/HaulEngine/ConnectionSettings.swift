@@ -1,0 +1,40 @@
+/// How a request reaches its server, from the command line (`--proxy`, `--noproxy`, `--connect-timeout`, `--cert`,
+/// `--key`), each as curl's option of the same name means it; nil: libcurl's own way (the environment's proxy
+/// variables, the stall window for connecting, no client certificate).
+package struct ConnectionSettings: Sendable, Equatable {
+    /// The proxy every request goes through instead of the environment's; "" (as `curl --proxy ""`): none at all.
+    /// May hold credentials: shown only through `ProxySettings.redactingUserinfo`.
+    package var proxy: String?
+    /// Hosts reached without the proxy, curl's syntax: comma-separated names (a name also covers its subdomains),
+    /// `*` for all. Over the environment's `no_proxy`.
+    package var noProxy: String?
+    /// Seconds the connection phase (name lookup, TCP, TLS handshake) may take; nil: the entry's stall window.
+    package var connectTimeout: Double?
+    /// A client certificate for servers that ask for one (mutual TLS): PEM files, read by libcurl at each handshake.
+    package var clientCertificate: ClientCertificate?
+
+    package init(proxy: String? = nil, noProxy: String? = nil, connectTimeout: Double? = nil,
+                 clientCertificate: ClientCertificate? = nil) {
+        self.proxy = proxy
+        self.noProxy = noProxy
+        self.connectTimeout = connectTimeout
+        self.clientCertificate = clientCertificate
+    }
+
+    /// `--connect-timeout` as messages say it: `5 s`, `0.5 s`.
+    var connectTimeoutShown: String? {
+        connectTimeout.map { $0 == $0.rounded() && $0 < 1e9 ? "\(Int($0)) s" : "\($0) s" }
+    }
+}
+
+/// A certificate and its private key (`--cert`, `--key`); without `key`, the key is in the certificate's file, as
+/// curl takes it.
+package struct ClientCertificate: Sendable, Equatable {
+    package var certificate: String
+    package var key: String?
+
+    package init(certificate: String, key: String? = nil) {
+        self.certificate = certificate
+        self.key = key
+    }
+}
