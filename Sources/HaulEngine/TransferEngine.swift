@@ -497,6 +497,13 @@ package final class TransferEngine: Sendable {
             let url = transfer.state.currentURL
             if easy.connectCode == 407 { return proxyAuthentication(for: url, settings) }
             if let refusal = proxyFailure(for: url, result, connectCode: easy.connectCode, settings) { return refusal }
+            // OpenSSL's words for the TLS alert a server sends when it wants a client certificate, or refuses one.
+            if detail.contains("alert certificate required") { return .clientCertificateRefused(given: settings.clientCertificate != nil) }
+            if settings.clientCertificate != nil,
+               ["alert bad certificate", "alert unknown ca", "alert certificate unknown", "alert certificate expired",
+                "alert certificate revoked"].contains(where: detail.contains) {
+                return .clientCertificateRefused(given: true)
+            }
             switch result {
             case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
                 // Invalid Content-Length, a status line libcurl cannot read, an unsupported status code.

@@ -28,6 +28,9 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
     /// request before any origin was reached: `what` says how ("refused the connection", "answered 403 to
     /// CONNECT"). `transient`: whether asking again may help (a 502, a proxy restarting), not for a 403.
     case proxyFailed(variable: String, proxy: String, what: String, transient: Bool)
+    /// The server ended the TLS handshake for want of a client certificate (`given`: false), or refused the one
+    /// `--cert` gave (`given`: true): asking again with the same settings cannot help.
+    case clientCertificateRefused(given: Bool)
     /// The local side: the temporary file could not be created or written.
     case local(operation: String, path: String, errno: Int32)
     /// The run was interrupted (SIGINT, SIGTERM) before this transfer finished.
@@ -60,6 +63,9 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
                     + "https_proxy=http://user:pass@host:port (http_proxy for http URLs)"
             }
         case .proxyFailed(let variable, let proxy, let what, _): "the proxy \(proxy) (from \(variable)) \(what)"
+        case .clientCertificateRefused(let given):
+            given ? "the server refused the client certificate given with --cert"
+                : "the server wants a client certificate (mutual TLS); give one with --cert (and --key)"
         case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .interrupted: "interrupted"
         case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
@@ -86,7 +92,7 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
             // The retry starts from byte 0 (the bytes are dropped), which is likely to work.
             return true
         case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .protocolViolation, .proxyAuthenticationRequired,
-             .local, .interrupted, .timeLimitReached:
+             .clientCertificateRefused, .local, .interrupted, .timeLimitReached:
             return false
         }
     }

@@ -1,3 +1,4 @@
+import Glibc
 import HaulTestSupport
 import XCTest
 
@@ -152,5 +153,85 @@ final class ConnectionOptionsTests: XCTestCase {
         XCTAssertTrue(key.stderr.hasPrefix("error: private key \"nowhere/client.key\" (from --key) cannot be used: no such file"),
                       key.stderr)
         XCTAssertTrue(server.requests.isEmpty)
+    }
+
+    /// Against an nginx that verifies clients (`ssl_verify_client on`): with --cert and --key the sync succeeds;
+    /// without, it fails naming the URL.
+    func testAClientCertificateOpensAServerThatVerifiesClients() throws {
+        let authority = try TestCertificateAuthority()
+        let client = try authority.issueClientCertificate()
+        let served = try TemporaryDirectory(prefix: "haul-test-served")
+        chmod(served.path, 0o755)
+        let bytes = Array("for clients with a certificate\n".utf8)
+        try served.write("a.bin", bytes)
+        let nginx = try ConfiguredNginx { port, folder in
+            """
+            \(geteuid() == 0 ? "user root;" : "")
+            master_process on;
+            worker_processes 1;
+            pid "\(folder)/nginx.pid";
+            error_log "\(folder)/error.log" notice;
+            events { worker_connections 64; }
+            http {
+                access_log off;
+                client_body_temp_path "\(folder)/body";
+                proxy_temp_path "\(folder)/proxy";
+                fastcgi_temp_path "\(folder)/fastcgi";
+                uwsgi_temp_path "\(folder)/uwsgi";
+                scgi_temp_path "\(folder)/scgi";
+                server {
+                    listen 127.0.0.1:\(port) ssl;
+                    ssl_certificate "\(authority.serverCertificatePath)";
+                    ssl_certificate_key "\(authority.serverKeyPath)";
+                    ssl_client_certificate "\(authority.caCertificatePath)";
+                    ssl_verify_client on;
+                    root "\(served.path)";
+                    location / { }
+                }
+            }
+
+            """
+        }
+        defer { nginx.stop() }
+        let url = "https://127.0.0.1:\(nginx.port)/a.bin"
+        try manifest(url)
+
+        let without = try directory.haul(["sync", "--ca-file", authority.caCertificatePath])
+        XCTAssertEqual(without.exitCode, 1, without.stderr)
+        // nginx finishes the handshake and answers 400 ("No required SSL certificate was sent").
+        XCTAssertTrue(without.stderr.contains("error: a.bin: \(url): HTTP 400"), without.stderr)
+        XCTAssertFalse(directory.exists("out/a.bin"))
+
+        let with = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
+                                       "--key", client.key])
+        XCTAssertEqual(with.exitCode, 0, with.stderr)
+        XCTAssertEqual(directory.read("out/a.bin"), bytes)
+    }
+
+    /// A server that ends the TLS handshake for want of a client certificate (OpenSSL's `s_server -Verify`, as Go
+    /// and Envoy do) is said to want one; with one it signed, the same server serves.
+    func testAServerThatEndsTheHandshakeForACertificateSaysItWantsOne() throws {
+        let authority = try TestCertificateAuthority()
+        let client = try authority.issueClientCertificate()
+        let openssl = try ExternalTool.locate("openssl", package: "openssl")
+        let port = try RefusingPort().port  // released at once, for s_server to bind
+        let server = try BackgroundProcess(openssl, [
+            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", authority.serverCertificatePath, "-key", authority.serverKeyPath,
+            "-CAfile", authority.caCertificatePath, "-Verify", "1", "-tls1_3", "-www",
+        ], currentDirectory: directory.path, outputPath: directory.path("s_server.log"))
+        defer { server.send(SIGKILL); _ = server.waitForExit() }
+        XCTAssertEqual(server.wait(until: { server.output.contains("ACCEPT") }), .conditionMet, server.output)
+        let url = "https://127.0.0.1:\(port)/a.bin"
+        try manifest(url)
+
+        let without = try directory.haul(["sync", "--ca-file", authority.caCertificatePath])
+        XCTAssertEqual(without.exitCode, 1, without.stderr)
+        XCTAssertTrue(without.stderr.contains("error: a.bin: \(url): the server wants a client certificate (mutual TLS); give one "
+                                              + "with --cert (and --key)"), without.stderr)
+
+        let with = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
+                                       "--key", client.key])
+        XCTAssertEqual(with.exitCode, 0, with.stderr)
+        XCTAssertTrue(directory.exists("out/a.bin"))
     }
 }

@@ -63,6 +63,26 @@ public final class TestCertificateAuthority: Sendable {
             "-days", "2", "-extfile", extensions, "-out", serverCertificatePath,
         ])
     }
+
+    /// A client certificate this CA signed, for a server that verifies clients (mutual TLS): the certificate and its
+    /// key, each in its own PEM file beside the CA's.
+    public func issueClientCertificate() throws -> (certificate: String, key: String) {
+        let openssl = try ExternalTool.locate("openssl", package: "openssl")
+        let (certificate, key, request) = (directory.path("client.pem"), directory.path("client.key"), directory.path("client.csr"))
+        try directory.write("client.ext", """
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = clientAuth
+
+            """)
+        try ExternalTool.run(openssl, ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                       "-keyout", key, "-out", request, "-subj", "/CN=haul test client"])
+        try ExternalTool.run(openssl, [
+            "x509", "-req", "-in", request, "-CA", caCertificatePath, "-CAkey", directory.path("ca.key"), "-set_serial", "3",
+            "-days", "2", "-extfile", directory.path("client.ext"), "-out", certificate,
+        ])
+        return (certificate, key)
+    }
 }
 
 /// One line of nginx's access log, i.e. one request as the server saw it after TLS and HTTP/2 framing.
@@ -409,8 +429,8 @@ public final class NginxServer: Sendable {
 }
 
 /// Finds the external programs the fixtures drive.
-enum ExternalTool {
-    static func locate(_ name: String, package: String) throws -> String {
+public enum ExternalTool {
+    public static func locate(_ name: String, package: String) throws -> String {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
         // Debian keeps nginx in /usr/sbin, which is not on every user's PATH.
         let directories = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/usr/local/sbin", "/usr/bin"]
