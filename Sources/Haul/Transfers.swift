@@ -190,7 +190,7 @@ extension Sync {
                                       expectedSize: entry.size, retries: options.retries ?? entry.retries,
                                       stallTimeout: options.stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
         request.alternativeDigests = entry.checksum?.alternatives ?? []
-        request.transientStatuses = options.transientStatuses
+        request.transientStatuses = options.transientStatuses.union(entry.retryOn)
         return request
     }
 }

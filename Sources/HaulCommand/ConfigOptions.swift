@@ -137,22 +137,17 @@ struct RequestOptions: ParsableArguments {
     }
 }
 
-/// `--retry-on-http 403,404` or `400-404`: HTTP statuses (100-599), one by one or as ranges.
+/// `--retry-on-http 403,404` or `400-404`: HTTP statuses (100-599), one by one or as ranges, read as the manifest's
+/// `retry_on:` is.
 struct HTTPStatusList {
     var statuses: Set<Int>
 
     /// The argument parser prints what is thrown after "The value '…' is invalid for '--retry-on-http <codes>': ".
     init(parsing argument: String) throws(OptionValueError) {
-        statuses = []
-        for item in argument.split(separator: ",", omittingEmptySubsequences: false) {
-            let bounds = item.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let low: Int = OptionValueError.wholeNumber(String(bounds[0])),
-                  let high: Int = bounds.count == 2 ? OptionValueError.wholeNumber(String(bounds[1])) : low,
-                  (100...599).contains(low), (100...599).contains(high), low <= high else {
-                throw OptionValueError("expected HTTP statuses from 100 to 599, comma-separated, each alone or as a range "
-                                       + "such as 500-504, found \"\(item)\"")
-            }
-            statuses.formUnion(low...high)
+        do {
+            statuses = Set(try ScalarRules.httpStatuses(argument))
+        } catch {
+            throw OptionValueError(error.description)
         }
     }
 }

@@ -57,6 +57,9 @@ package struct FileEntry: Sendable {
     package var retries: Int
     /// Stall window: no progress for this long fails the attempt.
     package var timeout: Seconds
+    /// `retry_on:`: HTTP statuses retried with backoff besides those that always are (a server that answers 404
+    /// while a release is being published).
+    package var retryOn: [Int] = []
     /// For an unpinned entry: once its server has confirmed the copy, no request for this long (instead of the
     /// freshness the server grants with `Cache-Control: max-age` or `Expires`). nil: the server's.
     package var refresh: Seconds?

@@ -38,12 +38,14 @@ enum TopLevelKey: String, ManifestKey {
 
 enum DefaultsKey: String, ManifestKey {
     case retries, timeout, mode, headers
+    case retryOn = "retry_on"
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }
 
 enum FileKey: String, ManifestKey {
     case url, dest, sha256, sha384, sha512, checksum, integrity, size, mirrors, mode, retries, timeout, refresh, headers
     case extract
+    case retryOn = "retry_on"
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }
 

@@ -69,6 +69,10 @@ package enum ManifestSchema {
           "$ref": "#/$defs/timeout",
           "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; at least 1ms. Default: 30s."
         },
+        "retry_on": {
+          "$ref": "#/$defs/retry_on",
+          "description": "HTTP statuses retried with backoff besides 408, 429 and 5xx (but 501, 505), such as 404 or \"403,404,500-504\". Default: none."
+        },
         "mode": {
           "$ref": "#/$defs/mode",
           "description": "Permission bits in octal such as \"0644\". Default: 0644."
@@ -168,6 +172,10 @@ package enum ManifestSchema {
         "timeout": {
           "$ref": "#/$defs/timeout",
           "description": "Stall window such as 30s, 250ms, 5m, 1h or a number of seconds; at least 1ms. Default: 30s."
+        },
+        "retry_on": {
+          "$ref": "#/$defs/retry_on",
+          "description": "HTTP statuses retried with backoff besides 408, 429 and 5xx (but 501, 505), such as 404 or \"403,404,500-504\". Default: none."
         },
         "refresh": {
           "$ref": "#/$defs/timeout",
@@ -341,6 +349,20 @@ package enum ManifestSchema {
       "type": "integer",
       "minimum": 0,
       "maximum": 100
+    },
+    "retry_on": {
+      "description": "HTTP statuses from 100 to 599 that count as transient: one, or several comma-separated without spaces, each alone or as a range.",
+      "oneOf": [
+        {
+          "type": "integer",
+          "minimum": 100,
+          "maximum": 599
+        },
+        {
+          "type": "string",
+          "pattern": "^[1-5][0-9]{2}(?:-[1-5][0-9]{2})?(?:,[1-5][0-9]{2}(?:-[1-5][0-9]{2})?)*$"
+        }
+      ]
     },
     "timeout": {
       "description": "Stall window: an attempt that makes no progress for this long fails. 250ms, 1.5s, 60s, 5m, 1h or a bare number of seconds; at least 1ms, at most 24h (for m and h, the schema checks only that the value is not zero). Default: 30s.",

@@ -45,6 +45,7 @@ struct ManifestValidator: YAMLEntrySink {
         var timeout: Seconds?
         var mode: FileMode?
         var headers: [HeaderField] = []
+        var retryOn: [Int]?
     }
 
     /// Which settings an entry made itself. Entries are validated before `defaults:` may have been read (it can
@@ -54,6 +55,7 @@ struct ManifestValidator: YAMLEntrySink {
         static let mode = ExplicitSettings(rawValue: 1)
         static let retries = ExplicitSettings(rawValue: 2)
         static let timeout = ExplicitSettings(rawValue: 4)
+        static let retryOn = ExplicitSettings(rawValue: 8)
     }
 
     /// The document being looked at: the whole top level in `validate`, or the arena holding one streamed entry
@@ -163,7 +165,8 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// In place: copying 100,000 entries into new values costs more than validating them.
     private mutating func applyDefaults(_ defaults: Defaults) {
-        guard defaults.mode != nil || defaults.retries != nil || defaults.timeout != nil || !defaults.headers.isEmpty else {
+        guard defaults.mode != nil || defaults.retries != nil || defaults.timeout != nil || !defaults.headers.isEmpty
+                || defaults.retryOn != nil else {
             return
         }
         for index in entries.indices {
@@ -171,6 +174,7 @@ struct ManifestValidator: YAMLEntrySink {
             if let mode = defaults.mode, !explicit.contains(.mode) { entries[index].mode = mode }
             if let retries = defaults.retries, !explicit.contains(.retries) { entries[index].retries = retries }
             if let timeout = defaults.timeout, !explicit.contains(.timeout) { entries[index].timeout = timeout }
+            if let retryOn = defaults.retryOn, !explicit.contains(.retryOn) { entries[index].retryOn = retryOn }
             entries[index].defaultHeaders = defaults.headers
         }
     }
@@ -222,6 +226,7 @@ struct ManifestValidator: YAMLEntrySink {
             case .timeout: defaults.timeout = duration(value, path: Scope.defaults.path(key.rawValue))
             case .mode: defaults.mode = mode(value, path: Scope.defaults.path(key.rawValue))
             case .headers: defaults.headers = headers(value, scope: .defaults)
+            case .retryOn: defaults.retryOn = httpStatuses(value, path: Scope.defaults.path(key.rawValue))
             }
         }
         return defaults
@@ -273,7 +278,7 @@ struct ManifestValidator: YAMLEntrySink {
 
         var url: TemplatedString?, checksum: Checksum?, size: Int64?
         var mirrors: [TemplatedString] = [], mirrorHeaders: [[HeaderField]] = [], headers: [HeaderField] = []
-        var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?
+        var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?, retryOn: [Int]?
         var sawURL = false
         var firstChecksumKey: (key: FileKey, line: Int)?
         // Read after the other keys: whether `dest` names a file or a folder, and whether `mode` applies, depend on
@@ -320,6 +325,8 @@ struct ManifestValidator: YAMLEntrySink {
                 retries = self.retries(value, path: scope.path(key.rawValue))
             case .timeout:
                 timeout = duration(value, path: scope.path(key.rawValue))
+            case .retryOn:
+                retryOn = httpStatuses(value, path: scope.path(key.rawValue))
             case .refresh:
                 refresh = duration(value, path: scope.path(key.rawValue))
             case .headers:
@@ -347,10 +354,12 @@ struct ManifestValidator: YAMLEntrySink {
         if mode != nil { explicit.insert(.mode) }
         if retries != nil { explicit.insert(.retries) }
         if timeout != nil { explicit.insert(.timeout) }
+        if retryOn != nil { explicit.insert(.retryOn) }
         var entry = FileEntry(index: index, url: url, mirrors: mirrors, destination: destination, checksum: checksum,
                               size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
                               timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
         entry.refresh = refresh
+        entry.retryOn = retryOn ?? []
         entry.extract = extract.rule
         if mirrorHeaders.contains(where: { !$0.isEmpty }) { entry.mirrorHeaders = mirrorHeaders }
         return (entry, explicit)
@@ -610,6 +619,10 @@ struct ManifestValidator: YAMLEntrySink {
         integer(id, path: path(), expected: "an integer from 0 to 100", range: 0...100).map { Int($0) }
     }
 
+    private mutating func httpStatuses(_ id: NodeID, path: @autoclosure () -> String) -> [Int]? {
+        checked(id, path: path(), expected: "HTTP statuses such as 429,503 or 500-504", ScalarRules.httpStatuses)
+    }
+
     private mutating func duration(_ id: NodeID, path: @autoclosure () -> String) -> Seconds? {
         checked(id, path: path(), expected: "a duration", ScalarRules.duration)
     }
@@ -718,7 +731,7 @@ struct ManifestValidator: YAMLEntrySink {
             return base + "; did you mean \(Quoted.text(suggestion))?"
         }
         if case .defaults = scope, FileKey.named(name) != nil {
-            return base + "; defaults can set only retries, timeout, mode and headers"
+            return base + "; defaults can set only retries, timeout, retry_on, mode and headers"
         }
         return base
     }

@@ -1,6 +1,6 @@
 /// Readers for the typed scalars of a manifest. They take the scalar's text, not a YAML-resolved value, so that
 /// `mode: 0644` means octal 644 whatever YAML 1.1 or 1.2 would make of it.
-enum ScalarRules {
+package enum ScalarRules {
     /// Plain decimal digits only: `retries: "5"` or `retries: 5.0` are mistakes worth pointing out.
     static func integer(_ text: String) -> Int64? {
         text.withUTF8Buffer { bytes -> Int64? in
@@ -32,6 +32,25 @@ enum ScalarRules {
         case "false", "False", "FALSE": false
         default: nil
         }
+    }
+
+    /// `403,404` or `500-504`: HTTP statuses (100-599), one by one or as ranges, comma-separated without spaces, as
+    /// `retry_on:` and `--retry-on-http` take them; in ascending order, each once.
+    package static func httpStatuses(_ text: String) throws(RuleFailure) -> [Int] {
+        var statuses: Set<Int> = []
+        for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let bounds = item.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            let number = { (text: Substring) -> Int? in
+                text.utf8.count == 3 && text.utf8.allSatisfy { (0x30...0x39).contains($0) } ? Int(text) : nil
+            }
+            guard let low = number(bounds[0]), let high = bounds.count == 2 ? number(bounds[1]) : low,
+                  (100...599).contains(low), (100...599).contains(high), low <= high else {
+                throw RuleFailure("expected HTTP statuses from 100 to 599, comma-separated, each alone or as a range such "
+                                  + "as 500-504, found \(Quoted.text(String(item)))")
+            }
+            statuses.formUnion(low...high)
+        }
+        return statuses.sorted()
     }
 
     /// `60s`, `5m`, `1h`, `250ms`, `1.5s` or bare seconds; at least 1 ms: a shorter stall window fails every

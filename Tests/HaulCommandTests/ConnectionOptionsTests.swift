@@ -131,6 +131,18 @@ final class ConnectionOptionsTests: XCTestCase {
         XCTAssertEqual(once.exitCode, 1, once.stderr)
         XCTAssertEqual(plain.requests.count, 1)
 
+        // The manifest's retry_on: does as much for its entries.
+        let manifestScript = ScriptedResponses { _ in .ok(bytes) }
+        manifestScript.enqueue([.status(404)])
+        let fromManifest = try LoopbackHTTPServer(handler: manifestScript.respond)
+        defer { fromManifest.stop() }
+        try directory.write("haul.yaml", "version: 1\nroot: out\ndefaults: {retry_on: 404}\nfiles:\n"
+                            + "  - {url: \(fromManifest.url("/c.bin")), dest: c.bin, retries: 2}\n")
+        let retried = try directory.haul(["sync"])
+        XCTAssertEqual(retried.exitCode, 0, retried.stderr)
+        XCTAssertEqual(directory.read("out/c.bin"), bytes)
+        XCTAssertEqual(fromManifest.requests.count, 2)
+
         let bad = try directory.haul(["sync", "--retry-on-http", "404,6000"])
         XCTAssertEqual(bad.exitCode, 64, bad.stderr)
         XCTAssertTrue(bad.stderr.hasPrefix("error: The value '404,6000' is invalid for '--retry-on-http <codes>': expected HTTP "

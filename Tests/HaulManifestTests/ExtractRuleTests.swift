@@ -271,7 +271,7 @@ final class ExtractRuleTests: XCTestCase {
     /// Each archive entry says `extract:` itself: a default would turn every other entry into a folder.
     func testExtractIsNotADefault() {
         XCTAssertEqual(Fixture.diagnostics("version: 1\ndefaults: {extract: true}\nfiles: []\n"), [
-            "haul.yaml:2:12: error: defaults.extract: unknown key \"extract\"; defaults can set only retries, timeout, mode and headers",
+            "haul.yaml:2:12: error: defaults.extract: unknown key \"extract\"; defaults can set only retries, timeout, retry_on, mode and headers",
         ])
     }
 }

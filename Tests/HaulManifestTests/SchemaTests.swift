@@ -44,10 +44,10 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(try propertyNames(resolve(extractForms[1])), ManifestSchema.extractKeys)
 
         XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files"])
-        XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers"])
+        XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers", "retry_on"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
                                                  "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
-                                                 "extract"])
+                                                 "extract", "retry_on"])
         XCTAssertEqual(ManifestSchema.extractKeys, ["format", "strip", "include", "exclude", "tree", "max_unpacked"])
         XCTAssertEqual(schema["$schema"] as? String, "https://json-schema.org/draft/2020-12/schema")
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")

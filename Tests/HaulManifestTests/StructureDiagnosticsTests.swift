@@ -19,7 +19,7 @@ final class StructureDiagnosticsTests: XCTestCase {
         XCTAssertEqual(Fixture.diagnostics(yaml), [
             "haul.yaml:2:1: error: file: unknown key \"file\"; did you mean \"files\"?",
             "haul.yaml:3:12: error: defaults.retires: unknown key \"retires\"; did you mean \"retries\"?",
-            "haul.yaml:3:24: error: defaults.dest: unknown key \"dest\"; defaults can set only retries, timeout, mode and headers",
+            "haul.yaml:3:24: error: defaults.dest: unknown key \"dest\"; defaults can set only retries, timeout, retry_on, mode and headers",
             "haul.yaml:3:33: error: defaults.colour: unknown key \"colour\"",
             "haul.yaml:7:5: error: files[0].sah256: unknown key \"sah256\"; did you mean \"sha256\"?",
             "haul.yaml:8:5: error: files[0].URL: unknown key \"URL\"; did you mean \"url\"?",
