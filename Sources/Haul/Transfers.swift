@@ -181,6 +181,9 @@ extension Sync {
                 : (mirrorFields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }, mirrorFields.flatMap(\.value.environmentValues))
             var source = TransferSource(url: place.url, displayURL: place.displayURL, headers: placeHeaders,
                                         secrets: place.secrets + placeSecrets)
+            if place.sendsHeaders, let files = entry.clientCertificate {
+                source.clientCertificate = ClientCertificate(certificate: files.certificate, key: files.key)
+            }
             if let origin, origin.sourceKey == source.key {
                 source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
             }

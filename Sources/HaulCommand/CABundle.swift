@@ -60,21 +60,6 @@ struct CABundle {
         return nil
     }
 
-    /// Why a file haul hands to libcurl by name (a client certificate or key) cannot be read, or nil: libcurl would
-    /// say only "could not load client certificate" at the first handshake, naming no file.
-    static func readProblem(_ path: String) -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return describe(errno) }
-        defer { close(descriptor) }
-        var byte: UInt8 = 0
-        while true {
-            let count = read(descriptor, &byte, 1)
-            if count < 0, errno == EINTR { continue }
-            if count < 0 { return describe(errno) }
-            return count == 0 ? "the file is empty" : nil
-        }
-    }
-
     private static func describe(_ code: Int32) -> String {
         code == ENOENT ? "no such file" : String(cString: strerror(code))
     }

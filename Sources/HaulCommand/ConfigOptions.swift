@@ -105,7 +105,7 @@ struct RequestOptions: ParsableArguments {
     func validate() throws {
         if key != nil, cert == nil { throw ValidationError("--key needs --cert: the key of which certificate?") }
         for (what, option, path) in [("client certificate", "--cert", cert), ("private key", "--key", key)] {
-            guard let path, let problem = CABundle.readProblem(path) else { continue }
+            guard let path, let problem = ReadableFile.problem(path) else { continue }
             Output.errors(["error: \(what) \(String(reflecting: path)) (from \(option)) cannot be used: \(problem); "
                            + "give a readable PEM file"])
             throw ExitCode(ExitStatus.usage.rawValue)

@@ -423,7 +423,7 @@ package final class TransferEngine: Sendable {
             }
             if let proxy = configuration.connection.proxy { easy.set(CURLOPT_PROXY, proxy) }
             if let noProxy = configuration.connection.noProxy { easy.set(CURLOPT_NOPROXY, noProxy) }
-            if let client = configuration.connection.clientCertificate {
+            if let client = transfer.state.source.clientCertificate ?? configuration.connection.clientCertificate {
                 easy.set(CURLOPT_SSLCERT, client.certificate)
                 if let key = client.key { easy.set(CURLOPT_SSLKEY, key) }
             }

@@ -21,6 +21,8 @@ package struct TransferSource: Sendable, Equatable, CustomStringConvertible, Cus
     /// (`If-None-Match`, `If-Modified-Since`) and a 304 ends the transfer as `.notModified`, writing nothing.
     /// A validator describes one resource, so it is never sent to another source.
     package var conditional: HTTPValidators?
+    /// Presented to this source's server when it asks for one (the manifest's `cert:`), over `--cert`.
+    package var clientCertificate: ClientCertificate?
 
     package init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = [],
                 conditional: HTTPValidators? = nil) {

@@ -60,6 +60,9 @@ package struct FileEntry: Sendable {
     /// `retry_on:`: HTTP statuses retried with backoff besides those that always are (a server that answers 404
     /// while a release is being published).
     package var retryOn: [Int] = []
+    /// `cert:` and `key:`: a client certificate for the origin of `url` (mutual TLS), as absolute paths; like the
+    /// entry's headers, never presented to a mirror. nil: none, or `--cert`'s.
+    package var clientCertificate: CertificateFiles?
     /// For an unpinned entry: once its server has confirmed the copy, no request for this long (instead of the
     /// freshness the server grants with `Cache-Control: max-age` or `Expires`). nil: the server's.
     package var refresh: Seconds?
@@ -104,6 +107,17 @@ package struct FileEntry: Sendable {
     /// Whether what the entry puts on disk is pinned: its bytes (`checksum`) or, for an archive, the tree it
     /// unpacks to (`extract: {tree: …}`).
     package var isPinned: Bool { checksum != nil || extract?.tree != nil }
+}
+
+/// A client certificate and its private key (nil: in the certificate's file), as PEM files haul hands to libcurl.
+package struct CertificateFiles: Sendable, Hashable {
+    package var certificate: String
+    package var key: String?
+
+    package init(certificate: String, key: String?) {
+        self.certificate = certificate
+        self.key = key
+    }
 }
 
 /// Built-in values for keys that neither the entry nor `defaults:` sets.

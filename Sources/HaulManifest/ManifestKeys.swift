@@ -44,7 +44,7 @@ enum DefaultsKey: String, ManifestKey {
 
 enum FileKey: String, ManifestKey {
     case url, dest, sha256, sha384, sha512, checksum, integrity, size, mirrors, mode, retries, timeout, refresh, headers
-    case extract
+    case extract, cert, key
     case retryOn = "retry_on"
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }

@@ -177,6 +177,16 @@ package enum ManifestSchema {
           "$ref": "#/$defs/retry_on",
           "description": "HTTP statuses retried with backoff besides 408, 429 and 5xx (but 501, 505), such as 404 or \"403,404,500-504\". Default: none."
         },
+        "cert": {
+          "type": "string",
+          "minLength": 1,
+          "description": "A client certificate (PEM) for the origin of url, for a server that asks for one (mutual TLS); relative to the manifest's folder. Never presented to a mirror. Over --cert."
+        },
+        "key": {
+          "type": "string",
+          "minLength": 1,
+          "description": "The private key (PEM) of cert, when it is not in cert's file; relative to the manifest's folder."
+        },
         "refresh": {
           "$ref": "#/$defs/timeout",
           "description": "For an unpinned entry: after its server confirmed the copy, make no request for this long, instead of the freshness the server grants (Cache-Control max-age, Expires). Same form as timeout, at most 24h. --refresh asks at once. Default: the server's."

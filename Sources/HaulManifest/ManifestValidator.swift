@@ -279,6 +279,7 @@ struct ManifestValidator: YAMLEntrySink {
         var url: TemplatedString?, checksum: Checksum?, size: Int64?
         var mirrors: [TemplatedString] = [], mirrorHeaders: [[HeaderField]] = [], headers: [HeaderField] = []
         var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?, retryOn: [Int]?
+        var certificate: String?, certificateKey: (path: String, node: NodeID)?, sawCertificate = false
         var sawURL = false
         var firstChecksumKey: (key: FileKey, line: Int)?
         // Read after the other keys: whether `dest` names a file or a folder, and whether `mode` applies, depend on
@@ -327,6 +328,11 @@ struct ManifestValidator: YAMLEntrySink {
                 timeout = duration(value, path: scope.path(key.rawValue))
             case .retryOn:
                 retryOn = httpStatuses(value, path: scope.path(key.rawValue))
+            case .cert:
+                sawCertificate = true
+                certificate = readableFile(value, path: scope.path(key.rawValue))
+            case .key:
+                if let path = readableFile(value, path: scope.path(key.rawValue)) { certificateKey = (path, keyNode) }
             case .refresh:
                 refresh = duration(value, path: scope.path(key.rawValue))
             case .headers:
@@ -336,6 +342,10 @@ struct ManifestValidator: YAMLEntrySink {
             }
         }
         if !sawURL { diagnostics.error("missing required key \"url\"", at: location, keyPath: scope.mappingPath) }
+        if let certificateKey, !sawCertificate {
+            diagnostics.error("a key needs its certificate: give cert as well", at: document.location(of: certificateKey.node),
+                              keyPath: scope.path(FileKey.key.rawValue))
+        }
         var destination: DestinationPath?
         if let destinationNode {
             destination = parseDestination(destinationNode, index: index, path: scope.path(FileKey.dest.rawValue),
@@ -360,6 +370,7 @@ struct ManifestValidator: YAMLEntrySink {
                               timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
         entry.refresh = refresh
         entry.retryOn = retryOn ?? []
+        entry.clientCertificate = certificate.map { CertificateFiles(certificate: $0, key: certificateKey?.path) }
         entry.extract = extract.rule
         if mirrorHeaders.contains(where: { !$0.isEmpty }) { entry.mirrorHeaders = mirrorHeaders }
         return (entry, explicit)
@@ -617,6 +628,21 @@ struct ManifestValidator: YAMLEntrySink {
 
     private mutating func retries(_ id: NodeID, path: @autoclosure () -> String) -> Int? {
         integer(id, path: path(), expected: "an integer from 0 to 100", range: 0...100).map { Int($0) }
+    }
+
+    /// A file haul hands to libcurl by name (a client certificate, its key), relative to the manifest's folder, read
+    /// now: libcurl would find out only at the first handshake, naming no file.
+    private mutating func readableFile(_ id: NodeID, path: @autoclosure () -> String) -> String? {
+        guard let text = text(id, path: path(), expected: "a file path"), !text.isEmpty else {
+            if document.kind(of: id) == .scalar { diagnostics.error("expected a file path, found an empty string", at: document.location(of: id), keyPath: path()) }
+            return nil
+        }
+        let resolved = PathRules.resolve(text, against: manifestDirectory)
+        if let problem = ReadableFile.problem(resolved) {
+            diagnostics.error("cannot read \(Quoted.text(resolved)): \(problem)", at: document.location(of: id), keyPath: path())
+            return nil
+        }
+        return resolved
     }
 
     private mutating func httpStatuses(_ id: NodeID, path: @autoclosure () -> String) -> [Int]? {

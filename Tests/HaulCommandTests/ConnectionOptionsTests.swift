@@ -245,5 +245,47 @@ final class ConnectionOptionsTests: XCTestCase {
                                        "--key", client.key])
         XCTAssertEqual(with.exitCode, 0, with.stderr)
         XCTAssertTrue(directory.exists("out/a.bin"))
+
+        // The manifest's cert: and key:, relative to its folder, for the entry's url.
+        try directory.makeDirectory("m/certs")
+        try directory.write("m/certs/client.pem", [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: client.certificate))))
+        try directory.write("m/certs/client.key", [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: client.key))))
+        try directory.write("m/haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(url)
+                dest: a.bin
+                retries: 0
+                cert: certs/client.pem
+                key: certs/client.key
+
+            """)
+        let fromManifest = try directory.haul(["sync", "m/haul.yaml", "--ca-file", authority.caCertificatePath])
+        XCTAssertEqual(fromManifest.exitCode, 0, fromManifest.stderr)
+        XCTAssertTrue(directory.exists("m/out/a.bin"))
+    }
+
+    /// A manifest's cert or key that cannot be read refuses the manifest (exit 3) at its place, naming the file.
+    func testAManifestsUnreadableCertificateIsRefusedWhereItStands() throws {
+        try directory.write("haul.yaml", """
+            version: 1
+            files:
+              - url: https://127.0.0.1:1/a.bin
+                dest: a.bin
+                cert: certs/missing.pem
+              - url: https://127.0.0.1:1/b.bin
+                dest: b.bin
+                key: b.key
+
+            """)
+        try directory.write("b.key", "-----BEGIN PRIVATE KEY-----\n")
+        let sync = try directory.haul(["sync"])
+        XCTAssertEqual(sync.exitCode, 3, sync.stderr)
+        XCTAssertEqual(sync.stderr, """
+            haul.yaml:5:11: error: files[0].cert: cannot read "\(directory.path("certs/missing.pem"))": no such file
+            haul.yaml:8:5: error: files[1].key: a key needs its certificate: give cert as well
+
+            """)
     }
 }

@@ -47,7 +47,7 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers", "retry_on"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
                                                  "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
-                                                 "extract", "retry_on"])
+                                                 "extract", "cert", "key", "retry_on"])
         XCTAssertEqual(ManifestSchema.extractKeys, ["format", "strip", "include", "exclude", "tree", "max_unpacked"])
         XCTAssertEqual(schema["$schema"] as? String, "https://json-schema.org/draft/2020-12/schema")
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")
