@@ -90,12 +90,14 @@ struct RequestOptions: ParsableArguments {
     var connectTimeout: RunDuration?
 
     @Option(name: .customLong("retry-on-http"), help: ArgumentHelp(
-        "(sync, add) HTTP statuses to retry with backoff besides 408, 429 and 5xx (e.g. 403,404 or 400-404).",
+        "(sync, add) HTTP statuses to retry with backoff besides 408, 429 and 5xx (e.g. 403,404 or 400-404), with "
+            + "each entry's retry_on.",
         valueName: "codes"), transform: HTTPStatusList.init(parsing:))
     var retryOnHTTP: HTTPStatusList?
 
     @Option(help: ArgumentHelp(
-        "(sync, add) A client certificate (PEM) for servers that ask for one (mutual TLS); its key in it or in --key.",
+        "(sync, add) A client certificate (PEM) for servers that ask for one (mutual TLS); its key in it or in --key. "
+            + "An entry's cert: wins for its url.",
         valueName: "file"))
     var cert: String?
 
