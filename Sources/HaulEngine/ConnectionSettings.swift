@@ -38,3 +38,19 @@ package struct ClientCertificate: Sendable, Equatable {
         self.key = key
     }
 }
+
+/// nginx asks for a client certificate during the handshake but checks it only after, and answers a request that
+/// came without one (or with one it does not trust) with a 400 whose page says so; the status alone would read as
+/// a malformed request. Only the page's first bytes are looked at.
+enum ClientCertificatePage {
+    static let sniffedBytes = 512
+
+    /// The refusal the 400's page states, or nil for any other answer.
+    static func refusal(status: Int, body: [UInt8], certificateGiven: Bool) -> FailureReason? {
+        guard status == 400, !body.isEmpty else { return nil }
+        let text = String(decoding: body, as: UTF8.self)
+        if text.contains("No required SSL certificate was sent") { return .clientCertificateRefused(given: false) }
+        if text.contains("The SSL certificate error") { return .clientCertificateRefused(given: true) }
+        return nil
+    }
+}

@@ -49,6 +49,8 @@ final class Transfer {
         var bodyOffset: Int64 = 0
         var bytesWritten: Int64 = 0
         var discardedBytes = 0
+        /// The first bytes of an error body (`ClientCertificatePage.sniffedBytes`), which may say why.
+        var discardedStart: [UInt8] = []
         /// Hashes in the callback what no `TrailingHasher` (large or resumed bodies, on another core) hashes.
         var hasher: StreamingHasher?
         var trailingHasher: TrailingHasher?
@@ -88,6 +90,7 @@ final class Transfer {
     /// For messages.
     var temporaryPath: String { file?.path ?? "" }
     var bytesWritten: Int64 { attempt.bytesWritten }
+    var discardedStart: [UInt8] { attempt.discardedStart }
     var trailingHasher: TrailingHasher? { attempt.trailingHasher }
 
     /// Opens the file again after a wait (`closeFile`); the errno on failure.
@@ -256,6 +259,9 @@ final class Transfer {
         if attempt.body == .discarded {
             attempt.lastActivityAt = clock.now
             // Redirect and error bodies are read so the connection can be reused, but only a little of them.
+            if attempt.discardedStart.count < ClientCertificatePage.sniffedBytes {
+                attempt.discardedStart += bytes.prefix(ClientCertificatePage.sniffedBytes - attempt.discardedStart.count)
+            }
             attempt.discardedBytes += bytes.count
             return attempt.discardedBytes > 1 << 16 ? 0 : bytes.count
         }

@@ -168,7 +168,7 @@ final class ConnectionOptionsTests: XCTestCase {
     }
 
     /// Against an nginx that verifies clients (`ssl_verify_client on`): with --cert and --key the sync succeeds;
-    /// without, it fails naming the URL.
+    /// without, it fails naming the URL and saying that the server wants a client certificate.
     func testAClientCertificateOpensAServerThatVerifiesClients() throws {
         let authority = try TestCertificateAuthority()
         let client = try authority.issueClientCertificate()
@@ -210,9 +210,18 @@ final class ConnectionOptionsTests: XCTestCase {
 
         let without = try directory.haul(["sync", "--ca-file", authority.caCertificatePath])
         XCTAssertEqual(without.exitCode, 1, without.stderr)
-        // nginx finishes the handshake and answers 400 ("No required SSL certificate was sent").
-        XCTAssertTrue(without.stderr.contains("error: a.bin: \(url): HTTP 400"), without.stderr)
+        // nginx finishes the handshake and answers 400 ("No required SSL certificate was sent"): said in haul's words.
+        XCTAssertTrue(without.stderr.contains("error: a.bin: \(url): the server wants a client certificate (mutual TLS); give "
+                                              + "one with --cert (and --key)"), without.stderr)
         XCTAssertFalse(directory.exists("out/a.bin"))
+
+        let strangers = try TestCertificateAuthority()
+        let stranger = try strangers.issueClientCertificate()
+        let untrusted = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", stranger.certificate,
+                                            "--key", stranger.key])
+        XCTAssertEqual(untrusted.exitCode, 1, untrusted.stderr)
+        XCTAssertTrue(untrusted.stderr.contains("error: a.bin: \(url): the server refused the client certificate given with --cert"),
+                      untrusted.stderr)
 
         let with = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
                                        "--key", client.key])
