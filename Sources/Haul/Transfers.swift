@@ -181,7 +181,10 @@ extension Sync {
                 : (mirrorFields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }, mirrorFields.flatMap(\.value.environmentValues))
             var source = TransferSource(url: place.url, displayURL: place.displayURL, headers: placeHeaders,
                                         secrets: place.secrets + placeSecrets)
-            if place.sendsHeaders, let files = entry.clientCertificate {
+            // Likewise a client certificate: the entry's for its url, a mirror's own for that mirror as written.
+            let mirrorCertificate = place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorCertificates.count
+                ? entry.mirrorCertificates[place.original - 1] : nil
+            if let files = place.sendsHeaders ? entry.clientCertificate : mirrorCertificate {
                 source.clientCertificate = ClientCertificate(certificate: files.certificate, key: files.key)
             }
             if let origin, origin.sourceKey == source.key {

@@ -63,6 +63,8 @@ package struct FileEntry: Sendable {
     /// `cert:` and `key:`: a client certificate for the origin of `url` (mutual TLS), as absolute paths; like the
     /// entry's headers, never presented to a mirror. nil: none, or `--cert`'s.
     package var clientCertificate: CertificateFiles?
+    /// A mirror's own `cert:`/`key:`, by position in `mirrors` (empty when no mirror has one).
+    package var mirrorCertificates: [CertificateFiles?] = []
     /// For an unpinned entry: once its server has confirmed the copy, no request for this long (instead of the
     /// freshness the server grants with `Cache-Control: max-age` or `Expires`). nil: the server's.
     package var refresh: Seconds?

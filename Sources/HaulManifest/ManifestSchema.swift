@@ -155,6 +155,16 @@ package enum ManifestSchema {
                   "headers": {
                     "$ref": "#/$defs/headers",
                     "description": "Sent to this mirror only (its origin), never to the url or another mirror."
+                  },
+                  "cert": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "A client certificate (PEM) for this mirror's server (mutual TLS), relative to the manifest's folder; presented to it alone."
+                  },
+                  "key": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The private key (PEM) of this mirror's cert, when it is not in cert's file."
                   }
                 }
               }

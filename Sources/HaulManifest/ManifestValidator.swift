@@ -278,6 +278,7 @@ struct ManifestValidator: YAMLEntrySink {
 
         var url: TemplatedString?, checksum: Checksum?, size: Int64?
         var mirrors: [TemplatedString] = [], mirrorHeaders: [[HeaderField]] = [], headers: [HeaderField] = []
+        var mirrorCertificates: [CertificateFiles?] = []
         var mode: FileMode?, retries: Int?, timeout: Seconds?, refresh: Seconds?, retryOn: [Int]?
         var certificate: String?, certificateKey: (path: String, node: NodeID)?, sawCertificate = false
         var sawURL = false
@@ -293,7 +294,7 @@ struct ManifestValidator: YAMLEntrySink {
                 sawURL = true
                 url = sourceURL(value, path: scope.path(key.rawValue))
             case .mirrors:
-                (mirrors, mirrorHeaders) = parseMirrors(value, scope: scope)
+                (mirrors, mirrorHeaders, mirrorCertificates) = parseMirrors(value, scope: scope)
             case .dest:
                 destinationNode = value
             case .sha256, .sha384, .sha512, .checksum, .integrity:
@@ -373,6 +374,7 @@ struct ManifestValidator: YAMLEntrySink {
         entry.clientCertificate = certificate.map { CertificateFiles(certificate: $0, key: certificateKey?.path) }
         entry.extract = extract.rule
         if mirrorHeaders.contains(where: { !$0.isEmpty }) { entry.mirrorHeaders = mirrorHeaders }
+        if mirrorCertificates.contains(where: { $0 != nil }) { entry.mirrorCertificates = mirrorCertificates }
         return (entry, explicit)
     }
 
@@ -483,20 +485,24 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// Each mirror is a URL, or `{url: …, headers: {…}}` for one that needs headers of its own (a token): those go
     /// to that mirror alone, as the entry's go to its `url` alone.
-    private mutating func parseMirrors(_ id: NodeID, scope: Scope) -> (urls: [TemplatedString], headers: [[HeaderField]]) {
-        guard requireKind(.sequence, id, path: scope.path("mirrors")) else { return ([], []) }
+    private mutating func parseMirrors(_ id: NodeID, scope: Scope)
+        -> (urls: [TemplatedString], headers: [[HeaderField]], certificates: [CertificateFiles?]) {
+        guard requireKind(.sequence, id, path: scope.path("mirrors")) else { return ([], [], []) }
         var urls: [TemplatedString] = []
         var headers: [[HeaderField]] = []
+        var certificates: [CertificateFiles?] = []
         for (position, item) in document.childIDs(of: id).enumerated() {
             guard document.kind(of: item) == .mapping, case .file(let index) = scope else {
                 if let url = sourceURL(item, path: scope.path("mirrors[\(position)]")) {
                     urls.append(url)
                     headers.append([])
+                    certificates.append(nil)
                 }
                 continue
             }
             let mirror = Scope.mirror(index, position)
             var url: TemplatedString?, fields: [HeaderField] = [], sawURL = false
+            var certificate: String?, sawCertificate = false, certificateKey: (path: String, node: NodeID)?
             for (keyID, valueID) in document.pairs(of: item) {
                 guard let name = keyName(keyID, mappingPath: mirror.mappingPath) else { continue }
                 switch name {
@@ -505,20 +511,30 @@ struct ManifestValidator: YAMLEntrySink {
                     url = sourceURL(valueID, path: mirror.path("url"))
                 case "headers":
                     fields = self.headers(valueID, scope: mirror)
+                case "cert":
+                    sawCertificate = true
+                    certificate = readableFile(valueID, path: mirror.path("cert"))
+                case "key":
+                    if let path = readableFile(valueID, path: mirror.path("key")) { certificateKey = (path, keyID) }
                 default:
-                    diagnostics.error("unknown key \(Quoted.text(name)) (a mirror has url and headers)",
+                    diagnostics.error("unknown key \(Quoted.text(name)) (a mirror has url, headers, cert and key)",
                                       at: document.location(of: keyID), keyPath: mirror.path(name))
                 }
             }
             if !sawURL {
                 diagnostics.error("missing required key \"url\"", at: document.location(of: item), keyPath: mirror.mappingPath)
             }
+            if let certificateKey, !sawCertificate {
+                diagnostics.error("a key needs its certificate: give cert as well", at: document.location(of: certificateKey.node),
+                                  keyPath: mirror.path("key"))
+            }
             if let url {
                 urls.append(url)
                 headers.append(fields)
+                certificates.append(certificate.map { CertificateFiles(certificate: $0, key: certificateKey?.path) })
             }
         }
-        return (urls, headers)
+        return (urls, headers, certificates)
     }
 
     /// `unpacks`: the entry unpacks an archive, so `dest` names a folder.

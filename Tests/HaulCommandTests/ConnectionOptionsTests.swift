@@ -273,6 +273,25 @@ final class ConnectionOptionsTests: XCTestCase {
         let fromManifest = try directory.haul(["sync", "m/haul.yaml", "--ca-file", authority.caCertificatePath])
         XCTAssertEqual(fromManifest.exitCode, 0, fromManifest.stderr)
         XCTAssertTrue(directory.exists("m/out/a.bin"))
+
+        // A mirror's own cert: and key:, for that mirror alone: the url (refusing) has none, the mirror serves.
+        let dead = try RefusingPort()
+        try directory.write("m/haul.yaml", """
+            version: 1
+            root: out
+            files:
+              - url: \(dead.url("/a.bin"))
+                dest: b.bin
+                retries: 0
+                mirrors:
+                  - url: \(url)
+                    cert: certs/client.pem
+                    key: certs/client.key
+
+            """)
+        let fromMirror = try directory.haul(["sync", "m/haul.yaml", "--ca-file", authority.caCertificatePath])
+        XCTAssertEqual(fromMirror.exitCode, 0, fromMirror.stderr)
+        XCTAssertTrue(directory.exists("m/out/b.bin"))
     }
 
     /// A manifest's cert or key that cannot be read refuses the manifest (exit 3) at its place, naming the file.

@@ -84,7 +84,7 @@ final class SourceScopeCommandTests: XCTestCase {
             """)
         let invalid = try directory.haul(["plan"])
         XCTAssertEqual(invalid.exitCode, 3, invalid.stderr)
-        XCTAssertTrue(invalid.stderr.contains("files[0].mirrors[0].header: unknown key \"header\" (a mirror has url and headers)"),
+        XCTAssertTrue(invalid.stderr.contains("files[0].mirrors[0].header: unknown key \"header\" (a mirror has url, headers, cert and key)"),
                       invalid.stderr)
         XCTAssertTrue(invalid.stderr.contains("files[0].mirrors[1]: missing required key \"url\""), invalid.stderr)
     }
