@@ -461,7 +461,7 @@ package final class TransferEngine: Sendable {
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
             let connection = engine.configuration.connection
-            let certificateGiven = transfer.state.source.clientCertificate ?? connection.clientCertificate != nil
+            let certificateGiven = transfer.state.source.clientCertificate != nil || connection.clientCertificate != nil
             let error = result == CURLE_OK
                 ? ClientCertificatePage.refusal(status: status, body: transfer.discardedStart, certificateGiven: certificateGiven)
                 : Self.failure(of: transfer, result, easy, connection)
@@ -501,8 +501,9 @@ package final class TransferEngine: Sendable {
             if easy.connectCode == 407 { return proxyAuthentication(for: url, settings) }
             if let refusal = proxyFailure(for: url, result, connectCode: easy.connectCode, settings) { return refusal }
             // OpenSSL's words for the TLS alert a server sends when it wants a client certificate, or refuses one.
-            if detail.contains("alert certificate required") { return .clientCertificateRefused(given: settings.clientCertificate != nil) }
-            if settings.clientCertificate != nil,
+            let certificateGiven = transfer.state.source.clientCertificate != nil || settings.clientCertificate != nil
+            if detail.contains("alert certificate required") { return .clientCertificateRefused(given: certificateGiven) }
+            if certificateGiven,
                ["alert bad certificate", "alert unknown ca", "alert certificate unknown", "alert certificate expired",
                 "alert certificate revoked"].contains(where: detail.contains) {
                 return .clientCertificateRefused(given: true)

@@ -64,7 +64,7 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
             }
         case .proxyFailed(let variable, let proxy, let what, _): "the proxy \(proxy) (from \(variable)) \(what)"
         case .clientCertificateRefused(let given):
-            given ? "the server refused the client certificate given with --cert"
+            given ? "the server refused the client certificate it was given (--cert, or the manifest's cert:)"
                 : "the server wants a client certificate (mutual TLS); give one with --cert (and --key)"
         case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .interrupted: "interrupted"

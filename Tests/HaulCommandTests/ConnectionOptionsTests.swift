@@ -220,7 +220,7 @@ final class ConnectionOptionsTests: XCTestCase {
         let untrusted = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", stranger.certificate,
                                             "--key", stranger.key])
         XCTAssertEqual(untrusted.exitCode, 1, untrusted.stderr)
-        XCTAssertTrue(untrusted.stderr.contains("error: a.bin: \(url): the server refused the client certificate given with --cert"),
+        XCTAssertTrue(untrusted.stderr.contains("error: a.bin: \(url): the server refused the client certificate it was given (--cert, or the manifest's cert:)"),
                       untrusted.stderr)
 
         let with = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
