@@ -1,4 +1,5 @@
 import Haul
+import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulPlanner
@@ -87,6 +88,33 @@ package enum JSONValue: Sendable, Equatable {
 /// display form (`${VAR}` kept, userinfo redacted) and error texts are the same scrubbed texts people see.
 package enum JSONEvents {
     package static let schemaVersion: Int64 = 1
+
+    /// One of `haul add`'s message lines: `warning` when it is one (its prefix dropped), else `error` (`error: `
+    /// dropped; a line that follows an error, such as `hint: …` or `haul.yaml was not modified`, is kept whole).
+    package static func diagnostic(line: String) -> JSONValue {
+        let warningPrefix = "warning: "
+        guard !line.hasPrefix(warningPrefix) else { return warning(dest: nil, message: String(line.dropFirst(warningPrefix.count))) }
+        let errorPrefix = "error: "
+        let message = line.hasPrefix(errorPrefix) ? String(line.dropFirst(errorPrefix.count)) : line
+        return .object([("event", .string("error")), ("message", .string(message))])
+    }
+
+    /// `haul add`: an entry pinned (`added`), pinned anew (`updated`), or found pinned to what its URL serves
+    /// (`unchanged`). `sha256` is null for an entry pinned with another algorithm; `digest` names it.
+    package static func pinned(dest: String, url: String, digest: Digest, size: Int64?, result: String) -> JSONValue {
+        .object([("event", .string("pinned")), ("dest", .string(dest)), ("url", .string(url)),
+                 ("sha256", .string(digest.algorithm == .sha256 ? digest.hex : nil)),
+                 ("digest", .string("\(digest.algorithm.rawValue):\(digest.hex)")), ("size", .int(size)),
+                 ("result", .string(result))])
+    }
+
+    /// `haul add`'s last event, also when it fails: how many entries each way, and the files put in place.
+    package static func addSummary(manifest: String, added: Int, updated: Int, unchanged: Int, placed: Int,
+                                   exitStatus: Int32) -> JSONValue {
+        .object([("event", .string("summary")), ("manifest", .string(manifest)), ("added", .int(Int64(added))),
+                 ("updated", .int(Int64(updated))), ("unchanged", .int(Int64(unchanged))), ("placed", .int(Int64(placed))),
+                 ("exit_status", .int(Int64(exitStatus)))])
+    }
 
     package static func plan(_ plan: Plan) -> JSONValue {
         var changes: [JSONValue] = []
