@@ -404,6 +404,17 @@ struct AddCommand: ParsableCommand {
                               + "to pin \(changed.count == 1 ? "it" : "them") anew; \(manifest) was not modified")])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
+        // A list gives no size: one the entry pins would stay beside the new digest and fail every sync.
+        let sized = changed.filter { loaded.files[$0.index].size != nil }
+        guard sized.isEmpty else {
+            Output.errors(sized.map { changed in
+                let file = loaded.files[changed.index]
+                return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
+                                    + "(\(file.destination)) pins a size, which the list does not give; run \"haul add --update "
+                                    + "\(Self.shellWord(file.destination.description))\(manifestArgument)\" to download it and pin both")
+            } + [TerminalText("\(manifest) was not modified")])
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
         return (new, same, changed)
     }
 

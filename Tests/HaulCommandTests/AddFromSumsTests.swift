@@ -166,6 +166,20 @@ final class AddFromSumsTests: XCTestCase {
             """)
         XCTAssertTrue(manifestText.hasPrefix(first.replacingOccurrences(of: hex(tool), with: hex(rebuilt))), manifestText)
         XCTAssertTrue(manifestText.contains("dest: docs.zip"), manifestText)
+
+        // An entry that pins a size (added from its URL) cannot take a digest alone: the old size would stay.
+        let sized = manifestText.replacingOccurrences(of: "dest: NOTES.txt\n", with: "dest: NOTES.txt\n    size: 14\n")
+        try directory.write("haul.yaml", sized)
+        server.files?.set("/v2/SHA256SUMS", Array("\(hex(tool))  NOTES.txt\n".utf8))
+        let withSize = try directory.haul(["add", "--from-sums", list, "--update-all"])
+        XCTAssertEqual(withSize.exitCode, 3, withSize.stderr)
+        XCTAssertEqual(withSize.stderr, """
+            error: haul.yaml:6:5: files[1] (NOTES.txt) pins a size, which the list does not give; run \
+            "haul add --update NOTES.txt" to download it and pin both
+            haul.yaml was not modified
+
+            """)
+        XCTAssertEqual(manifestText, sized)
     }
 
     func testADestFolderTakesEveryFileOfTheList() throws {
