@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulManifest
 import Synchronization
 
 /// What `haul add` tells: lines for a person, nothing but warnings and errors with `--quiet`, or with `--json`
@@ -32,6 +33,7 @@ final class AddReport: Sendable {
 
     enum Result: String { case added, updated, unchanged }
 
+    /// `url` as written in the manifest: its userinfo is redacted here, as every URL haul shows.
     func pinned(dest: String, url: String, digest: Digest, size: Int64?, _ result: Result) {
         tally.withLock { tally in
             switch result {
@@ -41,7 +43,7 @@ final class AddReport: Sendable {
             }
         }
         guard style == .json else { return }
-        Output.lines([TerminalText(JSONEvents.pinned(dest: dest, url: url, digest: digest, size: size, result: result.rawValue).encoded())])
+        Output.lines([TerminalText(JSONEvents.pinned(dest: dest, url: Redaction.redactingUserinfo(url), digest: digest, size: size, result: result.rawValue).encoded())])
     }
 
     func placed(_ count: Int) { tally.withLock { $0.placed += count } }

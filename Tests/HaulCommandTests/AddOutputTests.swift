@@ -40,6 +40,15 @@ final class AddOutputTests: XCTestCase {
 
             """)
 
+        let secret = server.url("/a.bin").replacingOccurrences(of: "http://", with: "http://user:s3cret@")
+        let withPassword = try directory.haul(["add", secret, "--dest", "b.bin", "--json"])
+        XCTAssertEqual(withPassword.exitCode, 0, withPassword.stdout)
+        XCTAssertTrue(withPassword.stdout.hasPrefix("{\"event\":\"pinned\",\"dest\":\"b.bin\",\"url\":\"http://***@127.0.0.1:"),
+                      withPassword.stdout)
+        XCTAssertFalse(withPassword.stdout.contains("s3cret"), withPassword.stdout)
+        let manifest = directory.read("haul.yaml").map { String(decoding: $0, as: UTF8.self) } ?? ""
+        try directory.write("haul.yaml", manifest.components(separatedBy: "\n  - url: http://user").first ?? manifest)
+
         let update = try directory.haul(["add", "--update-all", "--json"])
         XCTAssertEqual(update.exitCode, 0, update.stderr)
         XCTAssertEqual(update.stdout, """
