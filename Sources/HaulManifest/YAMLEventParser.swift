@@ -60,6 +60,13 @@ struct YAMLEventParser: ~Copyable {
             // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
             return (YAMLSyntaxAdvice.message(problem: problem, context: nil, lineIndentedWithTab: false),
                     Self.location(ofByte: state.problem_offset, in: input))
+        case YAML_SCANNER_ERROR where Self.unclosedQuoteProblems.contains(problem)
+                && state.context.map({ String(cString: $0) }) == "while scanning a quoted scalar":
+            // libyaml gives up where the quote should have closed, the end of the file or of the document, far from
+            // the mistake: the place to fix is the quote that opens the value.
+            return (YAMLSyntaxAdvice.message(problem: problem, context: "while scanning a quoted scalar",
+                                             lineIndentedWithTab: false),
+                    Self.location(state.context_mark))
         default:
             let location = Self.location(state.problem_mark)
             let context = state.context.map { String(cString: $0) }.map { context in
@@ -71,6 +78,10 @@ struct YAMLEventParser: ~Copyable {
                     location)
         }
     }
+
+    /// libyaml's problems for a quoted value that runs to the end of the input.
+    private static let unclosedQuoteProblems: Set<String> = ["found unexpected end of stream",
+                                                             "found unexpected document indicator"]
 
     /// Whether line `line` (1-based) starts with blanks that include a tab.
     private static func indentationHasTab(line: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {

@@ -39,8 +39,10 @@ enum YAMLSyntaxAdvice {
         case "did not find expected node content":
             return "a value is missing here (a [ or { left open, or a stray \",\")"
         case "found unexpected end of stream":
-            return context.contains("quoted scalar") ? "a quoted value is never closed: add its closing quote"
+            return context.contains("quoted scalar") ? "the quote that opens this value is never closed: add its closing quote"
                                                      : "the file ends in the middle of a value"
+        case "found unexpected document indicator" where context.contains("quoted scalar"):
+            return "the quote that opens this value is never closed: add its closing quote"
         case "found character that cannot start any token":
             return "a value cannot start with this character (@ or `): put the value in quotes"
         case "found undefined tag handle", "found unknown escape character", "found unexpected ':'":
