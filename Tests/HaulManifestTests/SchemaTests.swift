@@ -43,7 +43,7 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(extractForms.count, 2, "a boolean or a mapping")
         XCTAssertEqual(try propertyNames(resolve(extractForms[1])), ManifestSchema.extractKeys)
 
-        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files"])
+        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files", "$schema"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
                                                  "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
