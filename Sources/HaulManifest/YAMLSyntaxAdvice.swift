@@ -13,6 +13,13 @@ enum YAMLSyntaxAdvice {
         return "\(advice) (YAML: \(problem)\(context.map { " \($0)" } ?? ""))"
     }
 
+    /// For a syntax error on the line where a quoted value that opened on an earlier line closed: most likely its
+    /// own closing quote is missing, and the quote meant to open a later value closed it instead.
+    static func quoteRunningOn(to problemLocation: SourceLocation, problem: String, context: String?) -> String {
+        "this quoted value runs on to line \(problemLocation.line), where the YAML goes wrong at column "
+            + "\(problemLocation.column): if its closing quote is missing, add it (YAML: \(problem)\(context.map { " \($0)" } ?? ""))"
+    }
+
     private static func advice(problem: String, context: String, tab: Bool) -> String? {
         if tab || problem.contains("tab character") {
             return "this line is indented with a tab; YAML indents with spaces only"

@@ -48,6 +48,40 @@ final class YAMLReaderTests: XCTestCase {
                         + "found unexpected document indicator while scanning a quoted scalar)"])
     }
 
+    /// A quote left open mid-file runs on to the next quote, which closes it, and YAML goes wrong just after: the
+    /// error is reported at the quote that opened the value, naming where YAML went wrong.
+    func testQuoteClosedOnlyByALaterValuesQuoteIsReportedWhereItOpens() {
+        let block = """
+            version: 1
+            files:
+              - url: "https://example.com/a
+                dest: a
+              - url: "https://example.com/b"
+                dest: b
+
+            """
+        XCTAssertEqual(Fixture.diagnostics(block),
+                       ["haul.yaml:3:10: error: this quoted value runs on to line 5, where the YAML goes wrong at column 11: if "
+                        + "its closing quote is missing, add it (YAML: did not find expected key while parsing a block mapping "
+                        + "at line 3, column 5)"])
+        let singleQuoted = Fixture.diagnostics(block.replacingOccurrences(of: "\"", with: "'"))
+        XCTAssertTrue(singleQuoted.first?.hasPrefix("haul.yaml:3:10: error: this quoted value runs on to line 5,") ?? false,
+                      "\(singleQuoted)")
+        let flow = "version: 1\nfiles:\n  - {url: \"https://example.com/a, dest: a}\n  - {url: \"https://example.com/b\", dest: b}\n"
+        XCTAssertEqual(Fixture.diagnostics(flow),
+                       ["haul.yaml:3:11: error: this quoted value runs on to line 4, where the YAML goes wrong at column 12: if "
+                        + "its closing quote is missing, add it (YAML: did not find expected ',' or '}' while parsing a flow "
+                        + "mapping at line 3, column 5)"])
+    }
+
+    /// A quoted value may run over lines; it changes nothing for a valid manifest, nor for a mistake on another line.
+    func testQuotedValueOverLinesIsNotTakenForAnUnclosedQuote() throws {
+        let manifest = try XCTUnwrap(Fixture.manifest("version: 1\nroot: \"/srv/out\n  dir\"\nfiles: []\n"))
+        XCTAssertEqual(manifest.root, "/srv/out dir")
+        let elsewhere = Fixture.diagnostics("version: 1\nroot: \"/srv/out\n  dir\"\nfiles: []\n  extra: 1\n")
+        XCTAssertTrue(elsewhere.first?.hasPrefix("haul.yaml:5:3: error: this line does not line up") ?? false, "\(elsewhere)")
+    }
+
     /// A mistake inside a closed quoted value is still reported where it is.
     func testProblemInsideAQuotedValueKeepsItsPlace() {
         XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - url: \"https://h/\\qa\"\n    dest: a\n"),
