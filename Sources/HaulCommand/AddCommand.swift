@@ -98,7 +98,7 @@ struct AddCommand: ParsableCommand {
     var format: ArchiveFormat?
 
     @Option(help: ArgumentHelp("The manifest to add the entries to: a regular file, created when missing (not standard input).",
-                               valueName: "file"))
+                               valueName: "file"), completion: .file())
     var manifest: String = "haul.yaml"
 
     @Flag(name: .customLong("print"), help: "Print the entries instead of adding them; no manifest is read or written.")
@@ -160,7 +160,7 @@ struct AddCommand: ParsableCommand {
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or SSL_CERT_FILE).",
-        valueName: "file"))
+        valueName: "file"), completion: .file())
     var caFile: String?
 
     /// The download goes where the config's rewrites send it; the manifest gets the URL as given.

@@ -6,7 +6,7 @@ import HaulManifest
 struct ConfigOptions: ParsableArguments {
     @Option(name: .customLong("config"), help: ArgumentHelp(
         "haul's config file (URL rewrites). Default: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config.yaml or "
-            + "~/.config/haul/config.yaml when it exists.", valueName: "file"))
+            + "~/.config/haul/config.yaml when it exists.", valueName: "file"), completion: .file())
     var config: String?
 
     /// The config's rewrites. A config that cannot be read or is invalid is printed, every problem with its line

@@ -75,11 +75,11 @@ struct HaulCLI: ParsableCommand {
 
 /// Options every subcommand that reads a manifest shares.
 struct ManifestOptions: ParsableArguments {
-    @Argument(help: "The manifest to read (- for standard input).")
+    @Argument(help: "The manifest to read (- for standard input).", completion: .file())
     var manifest: String = "haul.yaml"
 
     @Option(help: ArgumentHelp("Put the files under this folder (relative to the current directory) instead of the "
-                               + "manifest's root.", valueName: "dir"))
+                               + "manifest's root.", valueName: "dir"), completion: .directory)
     var root: String?
 
 }
@@ -121,7 +121,7 @@ struct PolicyOptions: ParsableArguments {
     @Option(help: ArgumentHelp("(sync, plan) Make this manifest the owner of the files a manifest that is gone wrote "
                                + "(named as plan --prune names it, relative to root), so that pruning covers them; naming "
                                + "this manifest vouches for the files a state without haul's proof says it wrote. May be "
-                               + "given more than once.", valueName: "manifest"))
+                               + "given more than once.", valueName: "manifest"), completion: .file())
     var adopt: [String] = []
 
     @Flag(help: ArgumentHelp("(sync, plan) Ask the server about every unpinned file, even one it said is still fresh (max-age, "
@@ -153,7 +153,7 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "(sync) Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or "
             + "SSL_CERT_FILE).",
-        valueName: "file"))
+        valueName: "file"), completion: .file())
     var caFile: String?
 
     @Option(name: .customLong("per-host"),

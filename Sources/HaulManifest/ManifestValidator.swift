@@ -129,7 +129,7 @@ struct ManifestValidator: YAMLEntrySink {
         var filesUsed = false
         for (key, _, value) in pairs {
             switch key {
-            case .version:
+            case .version, .schema:
                 break
             case .root:
                 if let resolved = resolveRoot(value) { root = resolved }
