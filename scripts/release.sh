@@ -15,7 +15,7 @@
 # without a name or time. The binary is built once: package-deb.sh's own install.sh run finds it built.
 #
 # Env: RELEASE_URL, the folder the release's files will be published at, which the manifest's url names (default,
-# when `git remote get-url origin` is a github.com remote: https://github.com/OWNER/REPO/releases/download/v<version>).
+# when the remote origin is on github.com: https://github.com/OWNER/REPO/releases/download/v<version>).
 # Nothing is requested from it: the manifest's pins are computed from the archive served on 127.0.0.1 (a config
 # rewrite of RELEASE_URL, as users' mirrors are). MAINTAINER as for package-deb.sh.
 set -euo pipefail
@@ -26,7 +26,8 @@ output=${1:-dist}
 release_url=${RELEASE_URL:-}
 github_repository=""
 if [ -z "$release_url" ]; then
-  origin=$(git remote get-url origin 2>/dev/null || true)
+  # As configured: a local url.*.insteadOf (a mirror of github.com) does not change where the release is published.
+  origin=$(git config --get remote.origin.url 2>/dev/null || true)
   github_repository=$(printf '%s\n' "$origin" \
     | sed -nE 's#^(https://([^/@]+@)?github\.com/|ssh://git@github\.com/|git@github\.com:)([^/]+/[^/]+)/?$#\3#p' \
     | sed 's/\.git$//')

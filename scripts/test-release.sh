@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The release test (run by scripts/test.sh, after test-package.sh): builds a release with scripts/release.sh into a
-# temporary folder served on 127.0.0.1 (RELEASE_URL), checks SHA256SUMS and the archive's members, then, in a private
-# mount namespace with the Swift toolchain's libraries hidden (an empty tmpfs over them), unpacks the archive and
-# runs the bundled example (examples/run.sh) with the unpacked haul, and has that haul install haul with the
-# release's manifest: the installed haul runs, a second sync makes no request and changes nothing, and an archive
-# tampered with on the server is refused (exit 1) with the installed haul left as it was.
+# temporary folder served on 127.0.0.1 (RELEASE_URL), checks SHA256SUMS and the archive's members, builds it again for
+# a github.com remote without RELEASE_URL (the manifest names the release asset; the archive is the same bytes) and
+# checks the refusal without either; then, in a private mount namespace with the Swift toolchain's libraries hidden
+# (an empty tmpfs over them), unpacks the archive and runs the bundled example (examples/run.sh) with the unpacked
+# haul, and has that haul install haul with the release's manifest: the installed haul runs, a second sync makes no
+# request and changes nothing, and an archive tampered with on the server is refused (exit 1) with the installed haul
+# left as it was.
 # Needs root (mount). Without it the test fails, unless HAUL_REQUIRE_ALL_TESTS=0 lets it skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,19 @@ fail() { echo "test-release: $*" >&2; exit 1; }
 work=$(mktemp -d)
 server=""
 trap '[ -z "$server" ] || kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# Without RELEASE_URL, a remote that is not on github.com gives no default: refused before anything is built, and
+# the remote's token is not shown.
+git init -q --bare "$work/elsewhere.git"
+git --git-dir="$work/elsewhere.git" remote add origin https://user:s3cret@gitlab.example.com/team/haul.git
+status=0
+env -u RELEASE_URL GIT_DIR="$work/elsewhere.git" bash scripts/release.sh "$work/refused" >"$work/refused.txt" 2>&1 || status=$?
+[ "$status" = 1 ] || { cat "$work/refused.txt" >&2; fail "release.sh without RELEASE_URL exited $status, not 1"; }
+grep -q "set RELEASE_URL" "$work/refused.txt" && grep -qF "https://***@gitlab.example.com/team/haul.git" "$work/refused.txt" \
+  || { cat "$work/refused.txt" >&2; fail "release.sh without RELEASE_URL does not say to set it, naming the remote"; }
+! grep -q s3cret "$work/refused.txt" || fail "release.sh printed the remote's password"
+[ ! -e "$work/refused" ] || fail "release.sh without RELEASE_URL made its output folder"
+echo "test-release: without RELEASE_URL and a github.com remote, release.sh refuses: $(cat "$work/refused.txt")"
 
 # The server runs first, so the release can name its port; its log counts the requests each sync makes.
 install -d "$work/www/download"
@@ -57,6 +72,18 @@ grep -qx "    sha256: $(sha256sum "$release/$archive" | cut -d' ' -f1)" "$releas
   && grep -qx "      strip: 1" "$release/$manifest" && grep -qE "^      tree: sha256-[A-Za-z0-9+/]{43}=$" "$release/$manifest" \
   || fail "$manifest does not pin the archive's sha256, strip: 1 and the tree: $(cat "$release/$manifest")"
 echo "test-release: $archive holds the binary, the manual, three completions, LICENSE and README.md"
+
+# Without RELEASE_URL, a github.com remote names the release's assets; the same commit gives the same archive.
+git init -q --bare "$work/github.git"
+git --git-dir="$work/github.git" remote add origin git@github.com:example/haul.git
+env -u RELEASE_URL GIT_DIR="$work/github.git" SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" \
+  bash scripts/release.sh "$work/github" >"$work/github.txt" 2>&1 || { cat "$work/github.txt" >&2; fail "the release for a github.com remote failed"; }
+grep -qx "  - url: https://github.com/example/haul/releases/download/v$version/$archive" "$work/github/$manifest" \
+  || fail "the manifest for a github.com remote does not download its release asset: $(cat "$work/github/$manifest")"
+cmp -s "$work/github/$archive" "$release/$archive" || fail "two builds of one commit gave two different archives"
+[ "$(grep tree: "$work/github/$manifest")" = "$(grep tree: "$release/$manifest")" ] || fail "two builds pinned two trees"
+rm -rf "$work/github"
+echo "test-release: with a github.com remote the manifest names its release asset, and the archive is reproducible"
 
 # A tampered archive: README.md cut short, and the gzip header's file name padded so that the archive has exactly
 # the pinned size, which leaves only the digests to tell it from the release's.
