@@ -83,8 +83,8 @@ printf 'rewrites:\n  - prefix: %s\n    to: %s\n' "$(yaml_quoted "$release_url/")
 manifest=haul-$version.haul.yaml
 {
   printf '# haul %s for Linux %s. `haul sync %s` installs it into haul/ beside this file\n' "$version" "$arch" "$manifest"
-  printf '# (haul/bin/haul, haul/share/man/man1/haul.1, completions in haul/share), once the archive'"'"'s sha256 and\n'
-  printf '# the unpacked tree'"'"'s digest both match; a later sync makes no request while they still do.\n'
+  echo "# (haul/bin/haul, haul/share/man/man1/haul.1, completions in haul/share), once the archive's sha256 and"
+  echo "# the unpacked tree's digest both match; a later sync makes no request while they still do."
   printf 'version: 1\nfiles:\n'
   env -u HAUL_CACHE "$work/stage/$name/bin/haul" add --config "$work/config.yaml" --extract --strip 1 --dest haul \
     --print "$release_url/$archive" | sed 's/^/  /'
