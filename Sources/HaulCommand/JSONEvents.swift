@@ -150,7 +150,7 @@ package enum JSONEvents {
         guard let next else { return nil }
         return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
                         ("url", .string(failure.sourceDisplayURL)),
-                        ("error", .string(HumanReport.describe(failure.reason, for: entry))),
+                        ("error", .string(HumanReport.describe(failure, for: entry))),
                         ("retry_in", next.delay > 0 ? .double(next.delay) : .null),
                         ("next_url", .string(next.sourceDisplayURL))])
     }
@@ -200,7 +200,7 @@ package enum JSONEvents {
             if case .transfer(let transfer) = failure {
                 sources = transfer.lastFailurePerSource.map {
                     .object([("url", .string($0.sourceDisplayURL)),
-                             ("error", .string(HumanReport.describe($0.reason, for: entry)))])
+                             ("error", .string(HumanReport.describe($0, for: entry)))])
                 }
             }
             let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
@@ -213,7 +213,8 @@ package enum JSONEvents {
         .object([("event", .string("done")), dest, ("result", .string(result)),
                  ("url", file.fromCache ? .null : .string(file.sourceDisplayURL)),
                  ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error)),
-                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion))]
+                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion)),
+                 ("resumed_at", .int(file.resumedAt))]
                 + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? [])
                 + (file.unpacked.map { unpacked in
                     [("files", .int(Int64(unpacked.files))), ("unpacked_bytes", .int(unpacked.bytes)),

@@ -9,6 +9,8 @@ final class JSONReporter: RunReporter, Sendable {
     /// Progress of one transfer at most this often: enough for a dashboard, not a flood in a log.
     static let progressInterval = 0.5
     private let lastProgress = Mutex<[Int: Double]>([:])
+    /// Per entry (by index), the sources that served wrong bytes.
+    private let wrongBytes = Mutex<[Int: [String]]>([:])
     /// The config's URL rewrites: `start` and `done` events of a rewritten URL say where it came from.
     private let rewrites: URLRewriter
 
@@ -48,13 +50,18 @@ final class JSONReporter: RunReporter, Sendable {
     }
 
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?) {
+        // Said once the entry is done, and only if it succeeds: a `failed` event's sources name them otherwise.
         if let message = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
-            emit(JSONEvents.warning(dest: entry.destination.description, message: message))
+            wrongBytes.withLock { $0[entry.index, default: []].append(message) }
         }
         emit(JSONEvents.retry(entry, failure, next: next))
     }
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
+        let warnings = wrongBytes.withLock { $0.removeValue(forKey: entry.index) } ?? []
+        if case .failed = outcome {} else {
+            for message in warnings { emit(JSONEvents.warning(dest: entry.destination.description, message: message)) }
+        }
         if let file = outcome.fetchedFile, let encoding = file.contentEncoding {
             emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
         }
