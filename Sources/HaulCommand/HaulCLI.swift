@@ -305,7 +305,7 @@ extension SyncFlags {
 
     /// The reporter `--json`, `--quiet`, `--verbose` and `--progress` ask for, annotating for GitHub when that is on.
     func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
-        let reporter = reporting.makeReporter(rewrites: rewrites)
+        let reporter = reporting.makeReporter(rewrites: rewrites, manifest: manifestOptions.manifest)
         guard let gitHub = reporting.gitHub else { return reporter }
         return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifestOptions.manifest == "-" ? ManifestLoader.standardInputName : manifestOptions.manifest)
     }

@@ -139,20 +139,23 @@ package enum HumanReport {
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
     /// `failureLines` as a JSON event or an annotation carries them, beside the destination rather than in the text:
-    /// `https://h/a.csv: HTTP 404`; or `all 2 sources failed`, then a message per source.
-    package static func failureMessages(entry: FileEntry, failure: EntryFailure) -> [String] {
-        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: false)
+    /// `https://h/a.csv: HTTP 404`; or `all 2 sources failed`, then a message per source. `manifest`: the path the
+    /// command was given, for the commands a message names.
+    package static func failureMessages(entry: FileEntry, failure: EntryFailure, manifest: String = "haul.yaml") -> [String] {
+        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: false, manifest: manifest)
         return [summary] + sources
     }
 
     /// `verbose`: libcurl's own message follows haul's (`FailureReason.libcurlDetail`).
-    package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false) -> [String] {
-        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose)
+    package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false,
+                                     manifest: String = "haul.yaml") -> [String] {
+        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose, manifest: manifest)
         return ["error: \(entry.destination): \(summary)\(sources.isEmpty ? "" : ":")"] + sources.map { "  " + $0 }
     }
 
     /// What went wrong, and with several URLs tried, one message per URL (the last failure of each).
-    private static func failureParts(entry: FileEntry, failure: EntryFailure, verbose: Bool) -> (summary: String, sources: [String]) {
+    private static func failureParts(entry: FileEntry, failure: EntryFailure, verbose: Bool,
+                                     manifest: String) -> (summary: String, sources: [String]) {
         switch failure {
         case .refused(let why):
             return (why, [])
@@ -160,7 +163,7 @@ package enum HumanReport {
             return (error.description(about: entry.destination.description), [])
         case .transfer(let transfer):
             let last = transfer.lastFailurePerSource
-            if let changed = changedUpstream(entry: entry, last) { return changed }
+            if let changed = changedUpstream(entry: entry, last, manifest: manifest) { return changed }
             let attempts = last.map { "\($0.sourceDisplayURL): \(describe($0, for: entry))\(detail($0.reason, verbose))" }
             if attempts.count == 1, let only = attempts.first { return (only, []) }
             return ("all \(attempts.count) sources failed", attempts)
@@ -170,9 +173,10 @@ package enum HumanReport {
     /// Every source served other bytes than the pinned ones: most likely the file changed upstream, said once, with
     /// the command that pins it anew (`nil` when any source failed otherwise, or compressed a body nobody asked it to
     /// compress: that is the server's doing, not a new version).
-    private static func changedUpstream(entry: FileEntry, _ last: [AttemptFailure]) -> (summary: String, sources: [String])? {
+    private static func changedUpstream(entry: FileEntry, _ last: [AttemptFailure],
+                                        manifest: String) -> (summary: String, sources: [String])? {
         guard !last.isEmpty, last.allSatisfy({ $0.reason.isWrongBytes && !$0.reason.isEncoded }) else { return nil }
-        let repin = "if the change upstream is intended, `\(CommandHint.update(entry.destination.description))` pins it anew"
+        let repin = "if the change upstream is intended, `\(CommandHint.update(entry.destination.description, manifest: manifest))` pins it anew"
         if last.count == 1, let only = last.first {
             return ("\(only.sourceDisplayURL): the server's bytes differ from the pinned checksum: "
                     + "\(differences(only.reason, entry: entry)) (\(repin))", [])

@@ -30,6 +30,8 @@ final class HumanReporter: RunReporter, Sendable {
     let verbose: Bool
     /// The config's URL rewrites, for `--verbose`: which URL a rewritten one came from.
     let rewrites: URLRewriter
+    /// The manifest's path as given, for the commands a failure names.
+    let manifest: String
     /// Colour on stderr (`Colour.enabled` was asked about stderr).
     let colour: Bool
     /// Colour on stdout too: it may be a pipe (`haul sync | tee log`) while stderr is the terminal.
@@ -45,8 +47,10 @@ final class HumanReporter: RunReporter, Sendable {
         case bar(TerminalView)
     }
 
-    init(style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, colour: Bool) {
+    init(style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, manifest: String = "haul.yaml",
+         colour: Bool) {
         self.style = style
+        self.manifest = manifest
         self.quiet = quiet
         self.verbose = verbose
         self.rewrites = rewrites
@@ -163,7 +167,7 @@ final class HumanReporter: RunReporter, Sendable {
             // one line for the whole interruption, not one per entry
         case .failed(let failure):
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
-            Output.errors(HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose).map(paintDiagnostic))
+            Output.errors(HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose, manifest: manifest).map(paintDiagnostic))
         }
     }
 

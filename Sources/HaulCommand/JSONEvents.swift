@@ -174,8 +174,9 @@ package enum JSONEvents {
     /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
     /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
     /// `rewrittenFrom`: for a file fetched from a rewritten URL, the manifest's URL it came from (a `done` event
-    /// then ends with `rewritten_from`).
-    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil) -> JSONValue? {
+    /// then ends with `rewritten_from`). `manifest`: its path as given, for the commands a failure names.
+    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil,
+                                 manifest: String = "haul.yaml") -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
         case .upToDate:
@@ -203,7 +204,7 @@ package enum JSONEvents {
                              ("error", .string(HumanReport.describe($0, for: entry)))])
                 }
             }
-            let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
+            let message = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "; ")
             return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
         }
     }

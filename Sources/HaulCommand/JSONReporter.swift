@@ -13,9 +13,12 @@ final class JSONReporter: RunReporter, Sendable {
     private let wrongBytes = Mutex<[Int: [String]]>([:])
     /// The config's URL rewrites: `start` and `done` events of a rewritten URL say where it came from.
     private let rewrites: URLRewriter
+    /// The manifest's path as given, for the commands a failure names.
+    private let manifest: String
 
-    init(rewrites: URLRewriter = .none) {
+    init(rewrites: URLRewriter = .none, manifest: String = "haul.yaml") {
         self.rewrites = rewrites
+        self.manifest = manifest
     }
 
     var wantsProgress: Bool { true }
@@ -70,7 +73,7 @@ final class JSONReporter: RunReporter, Sendable {
             let sources = rewrites.sources(of: entry)
             from = sources.indices.contains(file.sourceIndex) ? sources[file.sourceIndex].rewrittenFrom : nil
         }
-        emit(JSONEvents.finished(entry, outcome, rewrittenFrom: from))
+        emit(JSONEvents.finished(entry, outcome, rewrittenFrom: from, manifest: manifest))
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) { emit(JSONEvents.pruned(destination, outcome)) }

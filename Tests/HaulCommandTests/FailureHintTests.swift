@@ -53,6 +53,25 @@ final class FailureHintTests: XCTestCase {
         XCTAssertEqual(said.first?["error"] as? String, String(result.stderr.dropFirst("error: a.bin: ".count).dropLast()))
     }
 
+    /// The command named is the one that works: with another manifest than `haul.yaml`, it names it, and running it
+    /// pins the new bytes, after which the sync succeeds.
+    func testTheCommandNamedForAChangedFilePinsItAnewInAnotherManifest() throws {
+        let old: [UInt8] = Array("old\n".utf8), new: [UInt8] = Array("new\n".utf8)
+        let server = try LoopbackHTTPServer(files: ["/a.bin": new])
+        defer { server.stop() }
+        try writeManifest([(server.url("/a.bin"), [], "a.bin", old)])
+        try FileManager.default.moveItem(atPath: directory.path("haul.yaml"), toPath: directory.path("assets.yaml"))
+        let failed = try directory.haul(["sync", "assets.yaml"])
+        XCTAssertEqual(failed.exitCode, 1)
+        let command = "haul add --update a.bin --manifest assets.yaml"
+        XCTAssertTrue(failed.stderr.hasSuffix("(if the change upstream is intended, `\(command)` pins it anew)\n"), failed.stderr)
+        let repinned = try directory.haul(Array(command.split(separator: " ").dropFirst().map(String.init)))
+        XCTAssertEqual(repinned.exitCode, 0, repinned.stderr)
+        let synced = try directory.haul(["sync", "assets.yaml"])
+        XCTAssertEqual(synced.exitCode, 0, synced.stderr)
+        XCTAssertEqual(directory.read("out/a.bin"), new)
+    }
+
     /// With mirrors, which URL served which bytes is said once, in the error, not also as a warning per source.
     func testEveryMirrorServingOtherBytesIsSaidOnceInTheError() throws {
         let old: [UInt8] = Array("old\n".utf8), new: [UInt8] = Array("new\n".utf8), other: [UInt8] = Array("other\n".utf8)
