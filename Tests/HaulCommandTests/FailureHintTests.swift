@@ -174,6 +174,11 @@ final class FailureHintTests: XCTestCase {
         XCTAssertEqual(refused.stderr, "haul.yaml:5:20: error: defaults.headers.Authorization: environment variable "
                        + "HAUL_TEST_UNSET_TOKEN is not set (set it, or give the header on the command line: "
                        + "-H 'Authorization: …')\n")
+        let json = try directory.haul(["sync", "--json"])
+        XCTAssertEqual(json.exitCode, 3)
+        let diagnostic = try XCTUnwrap(events(json.stdout).first { $0["event"] as? String == "diagnostic" })
+        XCTAssertEqual(diagnostic["message"] as? String, "environment variable HAUL_TEST_UNSET_TOKEN is not set (set it, or "
+                       + "give the header on the command line: -H 'Authorization: …')")
         XCTAssertEqual(server.requests.count, 0)
 
         let given = try directory.haul(["sync", "-H", "authorization: Bearer cli"])
