@@ -47,8 +47,9 @@ struct NetrcOptions: ParsableArguments {
 /// curl's options are over a config file's.
 struct RequestOptions: ParsableArguments {
     @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
-        "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name; like defaults.headers, "
-            + "never sent to a mirror or across a redirect to another origin. May be given more than once.",
+        "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name (whose ${VAR} may "
+            + "then be unset); like defaults.headers, never sent to a mirror or across a redirect to another origin. May be "
+            + "given more than once.",
         valueName: "header"))
     var headers: [String] = []
 

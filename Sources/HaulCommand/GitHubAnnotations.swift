@@ -39,7 +39,7 @@ struct GitHubAnnotations: Sendable {
     /// A failed entry, at its place in `manifest`. The message names the destination: an annotation is shown on its
     /// own, by its line, where the entry's `dest` may be lines away.
     func failed(_ entry: FileEntry, _ failure: EntryFailure, manifest: String) {
-        let message = "\(entry.destination): " + HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "\n")
+        let message = "\(entry.destination): " + HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "\n")
         emit([Self.command("error", file: manifest, line: entry.location.line, column: entry.location.column, message: message)])
     }
 
@@ -59,7 +59,7 @@ struct GitHubAnnotations: Sendable {
         if !failures.isEmpty {
             text += "\n| failed | line | why |\n|---|---|---|\n"
             for (entry, failure) in failures.prefix(100) {
-                let why = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
+                let why = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "; ")
                 text += "| \(Self.markdownCell(entry.destination.description)) | \(entry.location.line) | \(Self.markdownCell(why)) |\n"
             }
             if failures.count > 100 { text += "\n… and \(failures.count - 100) more\n" }

@@ -282,8 +282,11 @@ extension SyncFlags {
 
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest {
+        // Validated with the other options already: a malformed `-H` never reaches this.
+        let standIns = Set((try? requestOptions.commandLineHeaders())?.map(\.name) ?? [])
         do {
-            let manifest = try ManifestLoader.load(path: manifestOptions.manifest, environment: Environment.current, root: manifestOptions.root)
+            let manifest = try ManifestLoader.load(path: manifestOptions.manifest, environment: Environment.current,
+                                                   root: manifestOptions.root, commandLineHeaders: standIns)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest
@@ -302,7 +305,7 @@ extension SyncFlags {
 
     /// The reporter `--json`, `--quiet`, `--verbose` and `--progress` ask for, annotating for GitHub when that is on.
     func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
-        let reporter = reporting.makeReporter(rewrites: rewrites)
+        let reporter = reporting.makeReporter(rewrites: rewrites, manifest: manifestOptions.manifest)
         guard let gitHub = reporting.gitHub else { return reporter }
         return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifestOptions.manifest == "-" ? ManifestLoader.standardInputName : manifestOptions.manifest)
     }

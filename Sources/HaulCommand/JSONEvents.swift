@@ -178,7 +178,7 @@ package enum JSONEvents {
         guard let next else { return nil }
         return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
                         ("url", .string(failure.sourceDisplayURL)),
-                        ("error", .string(HumanReport.describe(failure.reason, for: entry))),
+                        ("error", .string(HumanReport.describe(failure, for: entry))),
                         ("retry_in", next.delay > 0 ? .double(next.delay) : .null),
                         ("next_url", .string(next.sourceDisplayURL))])
     }
@@ -202,8 +202,9 @@ package enum JSONEvents {
     /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
     /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
     /// `rewrittenFrom`: for a file fetched from a rewritten URL, the manifest's URL it came from (a `done` event
-    /// then ends with `rewritten_from`).
-    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil) -> JSONValue? {
+    /// then ends with `rewritten_from`). `manifest`: its path as given, for the commands a failure names.
+    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil,
+                                 manifest: String = "haul.yaml") -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
         case .upToDate:
@@ -228,10 +229,10 @@ package enum JSONEvents {
             if case .transfer(let transfer) = failure {
                 sources = transfer.lastFailurePerSource.map {
                     .object([("url", .string($0.sourceDisplayURL)),
-                             ("error", .string(HumanReport.describe($0.reason, for: entry)))])
+                             ("error", .string(HumanReport.describe($0, for: entry)))])
                 }
             }
-            let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
+            let message = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "; ")
             return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
         }
     }
@@ -241,7 +242,8 @@ package enum JSONEvents {
         .object([("event", .string("done")), dest, ("result", .string(result)),
                  ("url", file.fromCache ? .null : .string(file.sourceDisplayURL)),
                  ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error)),
-                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion))]
+                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion)),
+                 ("resumed_at", .int(file.resumedAt))]
                 + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? [])
                 + (file.unpacked.map { unpacked in
                     [("files", .int(Int64(unpacked.files))), ("unpacked_bytes", .int(unpacked.bytes)),
