@@ -802,7 +802,8 @@ struct AddCommand: ParsableCommand {
 
     /// The manifest's text read as sync reads the file, in this environment.
     func parseManifest(_ bytes: [UInt8]) throws(ManifestError) -> Manifest {
-        try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current)
+        try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current,
+                                 commandLineHeaders: requestOptions.standInHeaderNames)
     }
 
     /// The folder `root` is relative to: the manifest's, as the loader takes it.

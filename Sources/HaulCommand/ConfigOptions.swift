@@ -89,6 +89,13 @@ struct RequestOptions: ParsableArguments {
         }
     }
 
+    /// The names of the `-H` headers, which stand in for the manifest's of the same name when the manifest is read
+    /// (one whose `${VAR}` is unset is then no error). Validated with the other options already: a malformed `-H`
+    /// never reaches this.
+    var standInHeaderNames: Set<String> {
+        Set((try? commandLineHeaders())?.map(\.name) ?? [])
+    }
+
     func apply(to options: inout SyncOptions) throws {
         options.commandLineHeaders = try commandLineHeaders()
         options.userAgent = userAgent

@@ -282,11 +282,9 @@ extension SyncFlags {
 
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest {
-        // Validated with the other options already: a malformed `-H` never reaches this.
-        let standIns = Set((try? requestOptions.commandLineHeaders())?.map(\.name) ?? [])
         do {
             let manifest = try ManifestLoader.load(path: manifestOptions.manifest, environment: Environment.current,
-                                                   root: manifestOptions.root, commandLineHeaders: standIns)
+                                                   root: manifestOptions.root, commandLineHeaders: requestOptions.standInHeaderNames)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest

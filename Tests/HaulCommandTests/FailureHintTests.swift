@@ -186,6 +186,16 @@ final class FailureHintTests: XCTestCase {
         XCTAssertEqual(given.stderr, "")
         XCTAssertEqual(directory.read("out/a.bin"), bytes)
         XCTAssertEqual(server.requests.map { $0.header("Authorization") }, ["Bearer cli"])
+
+        // `add` reads the same manifest the same way: the -H header stands in there too.
+        server.resetLog()
+        let added = try directory.haul(["add", server.url("/b.bin"), "-H", "Authorization: Bearer cli"])
+        XCTAssertEqual(added.exitCode, 0, added.stderr)
+        XCTAssertEqual(directory.read("out/b.bin"), bytes)
+        XCTAssertEqual(server.requests.map { $0.header("Authorization") }, ["Bearer cli"])
+        let refusedAdd = try directory.haul(["add", server.url("/c.bin")])
+        XCTAssertEqual(refusedAdd.exitCode, 3)
+        XCTAssertTrue(refusedAdd.stderr.contains("HAUL_TEST_UNSET_TOKEN is not set"), refusedAdd.stderr)
     }
 
     // MARK: From the cache, resumed
