@@ -3,7 +3,15 @@
 # or a build of the action's checkout (skipped when actions/cache restored it). Adds haul's folder to PATH.
 # Outputs: haul-path, version, cache (the folder haul's content cache is kept in).
 set -euo pipefail
-fail() { echo "::error title=haul action::$*"; exit 1; }
+# The message as workflow-command data: a line break in an input cannot start a command of its own.
+fail() {
+  local message="$*"
+  message=${message//%/%25}
+  message=${message//$'\r'/%0D}
+  message=${message//$'\n'/%0A}
+  echo "::error title=haul action::$message"
+  exit 1
+}
 
 case $HAUL_FROM in
   archive)

@@ -3,11 +3,21 @@
 # action's own repository) or a build of the action's checkout, and for a build the cache key it is kept under.
 # Outputs: from (archive or checkout), archive (URL or absolute path), prefix and build-key (checkout only).
 set -euo pipefail
-fail() { echo "::error title=haul action::$*"; exit 1; }
+# The message as workflow-command data: a line break in an input cannot start a command of its own.
+fail() {
+  local message="$*"
+  message=${message//%/%25}
+  message=${message//$'\r'/%0D}
+  message=${message//$'\n'/%0A}
+  echo "::error title=haul action::$message"
+  exit 1
+}
 [ "${RUNNER_OS:-Linux}" = Linux ] || fail "haul runs on Linux runners only, not ${RUNNER_OS}"
 arch=$(uname -m)
 
 if [ -n "${HAUL_SOURCE:-}" ]; then
+  # One line: it becomes a line of GITHUB_OUTPUT.
+  case $HAUL_SOURCE in *$'\n'*|*$'\r'*) fail "source must be one line" ;; esac
   case $HAUL_SOURCE in
     http://*|https://*|file://*) archive=$HAUL_SOURCE ;;
     *://*) fail "source must be an http, https or file URL or a path, not $HAUL_SOURCE" ;;
