@@ -157,6 +157,15 @@ final class ActionTests: XCTestCase {
         XCTAssertEqual(fileRequests, [])
     }
 
+    func testAnArchiveOfAnotherVersionThanAskedIsRefused() throws {
+        let run = try runAction("other-version", manifest: manifest(),
+                                inputs: ["version": "9.9.9", "source": server.url(releasePath(archiveName))])
+        XCTAssertEqual(run.result.exitCode, 1, run.result.stderr)
+        XCTAssertTrue(run.result.stdout.contains("::error title=haul action::the archive holds haul \(version), "
+                                                 + "not the version asked for, 9.9.9\n"), run.result.stdout)
+        XCTAssertEqual(fileRequests, [], "haul never synced")
+    }
+
     func testTheRunnerRefusesAnExpressionItDoesNotKnow() throws {
         try directory.write("odd/action.yml", """
             runs:

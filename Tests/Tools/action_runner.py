@@ -257,7 +257,7 @@ def main():
     failed = False
 
     for number, step in enumerate(action["runs"]["steps"]):
-        known = {"id", "name", "if", "shell", "env", "run", "uses", "with", "working-directory"}
+        known = {"id", "name", "if", "shell", "env", "run", "uses", "with"}
         if set(step) - known:
             raise Unsupported(f"step {number}: unsupported keys {sorted(set(step) - known)}")
         if failed or not evaluator.condition(step.get("if")):
