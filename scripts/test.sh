@@ -12,3 +12,5 @@ HAUL_REQUIRE_ALL_TESTS="${HAUL_REQUIRE_ALL_TESTS:-1}" swift test --skip-build
 bash scripts/test-package.sh
 # The release: archive, .deb, SHA256SUMS and the manifest that installs haul, run with the toolchain's libraries hidden.
 bash scripts/test-release.sh
+# The GitHub Action building haul from its checkout (incremental after the package test's build), and its cache.
+bash scripts/test-action.sh

@@ -291,6 +291,7 @@ extension SyncFlags {
         } catch {
             Output.errors(error.lines.map { TerminalText($0) })
             report(error.diagnostics)
+            if let problem = reporting.gitHub?.invalidManifest(error.diagnostics, manifest: manifestName) { warn(problem) }
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }
@@ -305,7 +306,22 @@ extension SyncFlags {
     func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
         let reporter = reporting.makeReporter(rewrites: rewrites, manifest: manifestOptions.manifest)
         guard let gitHub = reporting.gitHub else { return reporter }
-        return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifestOptions.manifest == "-" ? ManifestLoader.standardInputName : manifestOptions.manifest)
+        return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifestName)
+    }
+
+    /// The manifest as annotations and the step summary name it.
+    var manifestName: String {
+        manifestOptions.manifest == "-" ? ManifestLoader.standardInputName : manifestOptions.manifest
+    }
+
+    /// A problem that does not change the exit status, said as the run's reporter would say it (a JSON event under
+    /// `--json`, nothing under `--quiet`), for commands that have no reporter at that point.
+    func warn(_ text: String) {
+        if reporting.json {
+            Output.lines([TerminalText(JSONEvents.warning(dest: nil, message: text).encoded())])
+        } else if !quiet {
+            Output.errors([TerminalText("warning: " + text)])
+        }
     }
 }
 
@@ -457,6 +473,7 @@ struct Verify: ManifestCommand {
             throw ExitCode(error.exitStatus.rawValue)
         }
         let lines = HumanReport.verifyLines(result)
+        if let problem = flags.reporting.gitHub?.verified(result, manifest: flags.manifestName) { flags.warn(problem) }
         if flags.reporting.json {
             Output.lines([TerminalText(JSONEvents.verify(result).encoded())])
         } else {

@@ -115,26 +115,29 @@ package enum HumanReport {
 
     /// `haul verify`: one line per problem, then what was verified.
     package static func verifyLines(_ result: VerificationResult) -> [String] {
-        var lines = result.problems.map { planned -> String in
-            let destination = shown(planned.entry)
-            switch planned.action {
-            case .keep, .fresh, .revalidate: return "ok \(destination)"
-            case .fetch(.missing): return "missing \(destination)"
-            case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
-            case .fetch(.treeChanged(.membersChanged(let changes))):
-                return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
-                    + Quoted.firstFew(changes) { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" } + ")"
-            case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
-            case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
-            case .refuse(let why): return "unreadable \(destination) (\(why))"
-            }
-        }
+        var lines = result.problems.map(verifyProblem)
         let unpinned = result.plan.revalidations.count
         var summary = "Verified \(count(result.plan.upToDateCount, "file"))\(shardNote(result.plan))"
         if unpinned > 0 { summary += ", \(unpinned) unpinned present" }
         if !result.problems.isEmpty { summary += ", \(result.problems.count) with problems" }
         lines.append(summary + ".")
         return lines
+    }
+
+    /// One file `haul verify` found wrong: `missing a.bin`, `differs b.bin (…)`, `unreadable c.bin (…)`.
+    package static func verifyProblem(_ planned: PlannedEntry) -> String {
+        let destination = shown(planned.entry)
+        switch planned.action {
+        case .keep, .fresh, .revalidate: return "ok \(destination)"
+        case .fetch(.missing): return "missing \(destination)"
+        case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
+        case .fetch(.treeChanged(.membersChanged(let changes))):
+            return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
+                + Quoted.firstFew(changes) { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" } + ")"
+        case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
+        case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
+        case .refuse(let why): return "unreadable \(destination) (\(why))"
+        }
     }
 
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
