@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes haul(1), the manual page, from what the binary says of itself.
+"""Writes haul(1), the manual page, from what the binary says of itself, the manifest's schema and README.
 
     haul --experimental-dump-help | python3 scripts/manpage.py VERSION > haul.1
 
@@ -7,10 +7,20 @@ Every command, argument and option comes from the argument parser's own descript
 JSON of `--experimental-dump-help`), so the manual lists exactly what `--help` lists. The EXIT STATUS and
 ENVIRONMENT sections are the two blocks of the root command's help ("Exit status:", "Environment:", one aligned
 item a line; see Sources/HaulCommand/ManualFacts.swift). Nothing here knows an option by name.
+
+The MANIFEST section is the JSON Schema's (schema/haul-manifest.schema.json, which `haul schema` prints): each key
+with its type and the schema's description of it. CONFIG FILE and JSON EVENTS are README.md's own text, the parts
+between `<!-- manual: TITLE -->` and `<!-- /manual -->`, so the user's guide and the manual say the same words.
 """
 import json
 import re
 import sys
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+SCHEMA = REPOSITORY / "schema" / "haul-manifest.schema.json"
+README = REPOSITORY / "README.md"
+README_SECTIONS = ["CONFIG FILE", "JSON EVENTS"]
 
 FACT_BLOCKS = {"Exit status": "EXIT STATUS", "Environment": "ENVIRONMENT"}
 
@@ -27,6 +37,98 @@ def bold(text):
 
 def italic(text):
     return "\\fI" + roff(text) + "\\fR"
+
+
+def inline(text):
+    """Markdown's inline forms as roff: `code` and **strong** in bold, a link as its text; the rest literal."""
+    out = []
+    for match in re.finditer(r"`([^`]+)`|\*\*(.+?)\*\*|\[([^\]]+)\]\([^)]*\)|([^`*\[]+|.)", text):
+        code, strong, link, plain = match.groups()
+        if code is not None:
+            out.append(bold(code))
+        elif strong is not None:
+            out.append(bold(strong.replace("`", "")))
+        elif link is not None:
+            out.append(inline(link))
+        else:
+            out.append(roff(plain))
+    return "".join(out)
+
+
+def markdown(text):
+    """The few block forms README uses, as roff: paragraphs, fenced code, and tables (a row: its first cell as the
+    term, the others after their column's name)."""
+    out = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = block.split("\n")
+        if lines[0].startswith("```"):
+            out += [".RS 2", ".nf"] + [roff(line) for line in lines[1:-1]] + [".fi", ".RE"]
+        elif lines[0].startswith("|"):
+            rows = [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines]
+            header, body = rows[0], rows[2:]
+            for row in body:
+                rest = "; ".join(f"{name}: {cell}" for name, cell in zip(header[1:], row[1:]))
+                out += [".TP", inline(row[0]), inline(rest)]
+        else:
+            out += [".PP", inline(" ".join(line.strip() for line in lines))]
+    return out
+
+
+def readme_section(readme, title):
+    """README's text between `<!-- manual: TITLE -->` and the next `<!-- /manual -->`, as roff."""
+    match = re.search(r"<!-- manual: " + re.escape(title) + r" -->\n(.*?)<!-- /manual -->", readme, re.S)
+    if not match:
+        sys.exit(f"manpage.py: README.md marks no part for the manual's {title} section")
+    return markdown(match.group(1))
+
+
+def schema_type(node, defs):
+    """A schema node's type in a reader's words: "string", "integer or string", "list of mappings"."""
+    if "$ref" in node:
+        return schema_type(defs[node["$ref"].rsplit("/", 1)[1]], defs)
+    if "const" in node:
+        return json.dumps(node["const"])
+    if "enum" in node:
+        return "one of " + ", ".join(json.dumps(value) for value in node["enum"])
+    if "oneOf" in node or "anyOf" in node:
+        kinds = []
+        for kind in (schema_type(option, defs) for option in node.get("oneOf", node.get("anyOf"))):
+            if kind not in kinds:
+                kinds.append(kind)
+        return " or ".join(kinds)
+    kind = node.get("type")
+    if kind == "array":
+        return "list of " + schema_type(node.get("items", {}), defs)
+    if kind == "object":
+        keys = list(node.get("properties", {}))
+        return "mapping (" + ", ".join(keys) + ")" if keys else "mapping"
+    return {"number": "number", None: "any value"}.get(kind, kind)
+
+
+def schema_keys(title, node, defs):
+    """One subsection: each key of `node` (a schema object), its type, whether it is required, and what it is."""
+    out = [".SS " + json.dumps(title)]
+    required = set(node.get("required", []))
+    for key, property_node in node.get("properties", {}).items():
+        target = defs[property_node["$ref"].rsplit("/", 1)[1]] if "$ref" in property_node else property_node
+        kind = schema_type(property_node, defs)
+        description = property_node.get("description") or target.get("description", "")
+        term = bold(key) + " " + italic(kind) + (" (required)" if key in required else "")
+        out += [".TP", term, roff(description)]
+    return out
+
+
+def manifest_section(schema):
+    """MANIFEST: what the schema says of every key, at the top level, under defaults:, in an entry, under extract:."""
+    defs = schema["$defs"]
+    out = [".SH MANIFEST", ".PP", roff("A manifest is a YAML file (version 1; the JSON Schema that editors and CI can check it against "
+                       "is what haul schema prints). Unknown keys are errors. ${VAR} and ${VAR:-default} expand from "
+                       "the environment in root, url, mirrors and header values, nowhere else.")]
+    out += schema_keys("Top level", schema, defs)
+    out += schema_keys("defaults:", defs["defaults"], defs)
+    out += schema_keys("files: (each entry)", defs["file"], defs)
+    out += schema_keys("extract: (an entry's archive)", defs["extract"], defs)
+    return out
 
 
 def split_discussion(discussion):
@@ -169,6 +271,10 @@ def main():
         out += [f".SH {section}"]
         for term, meaning in facts[title]:
             out += [".TP", bold(term), roff(meaning)]
+    out += manifest_section(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    readme = README.read_text(encoding="utf-8")
+    for section in README_SECTIONS:
+        out += [f".SH {section}"] + readme_section(readme, section)
     out += [".SH FILES", ".TP", bold("ROOT/.haul/"),
             roff("haul's own folder in each root: the record of what haul wrote there (what --prune may delete), "
                  "the run lock, and staged and partial downloads. Keep it out of version control."),

@@ -10,3 +10,7 @@ swift build --build-tests
 HAUL_REQUIRE_ALL_TESTS="${HAUL_REQUIRE_ALL_TESTS:-1}" swift test --skip-build
 # The .deb: built, checked by lintian, installed, and run with the toolchain's libraries hidden.
 bash scripts/test-package.sh
+# The release: archive, .deb, SHA256SUMS and the manifest that installs haul, run with the toolchain's libraries hidden.
+bash scripts/test-release.sh
+# The GitHub Action building haul from its checkout (incremental after the package test's build), and its cache.
+bash scripts/test-action.sh

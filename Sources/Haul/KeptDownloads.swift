@@ -39,10 +39,10 @@ package final class KeptDownloads: Sendable {
     }
 
     /// Puts in place the entries of `manifest` whose destinations are `destinations`, from what was kept: a sync of
-    /// only those (never pruning), holding root's lock without waiting for another run. The other entries are
-    /// neither looked at nor touched, and their records are kept.
-    package func place(_ destinations: Set<String>, of manifest: Manifest, options: SyncOptions, holder: String,
-                       cancellation: Cancellation?) throws(ObservationFailure) -> SyncResult {
+    /// only those (never pruning), holding root's lock (waiting for another run as `wait` says). The other entries
+    /// are neither looked at nor touched, and their records are kept.
+    package func place(_ destinations: Set<String>, of manifest: Manifest, options: SyncOptions, wait: RunLock.Waiting = .no,
+                       holder: String, cancellation: Cancellation?) throws(ObservationFailure) -> SyncResult {
         var options = options
         options.cacheDirectory = folder.path + "/" + Self.cacheName
         options.prune = false
@@ -50,7 +50,7 @@ package final class KeptDownloads: Sendable {
         subset.prune = false
         subset.files = manifest.files.filter { destinations.contains($0.destination.description) }
         let sync = Sync(manifest: subset, options: options)
-        let observation = try sync.observe(.exclusive(wait: .no, holder: holder))
+        let observation = try sync.observe(.exclusive(wait: wait, holder: holder))
         return sync.apply(sync.plan(observation), observed: observation, observer: nil, cancellation: cancellation)
     }
 

@@ -8,9 +8,10 @@ package enum RunPolicy {
         if requireChecksums {
             // CI's guard: an unpinned entry is whatever its server sends today.
             for entry in manifest.files where !entry.isPinned {
-                let advice = entry.extract == nil
-                    ? "pin it with sha256: or run `haul add URL --print`"
-                    : "pin the archive with sha256: or the tree it unpacks to with extract: {tree: …}"
+                // `add --update` pins an unpinned entry too (an archive's checksum and its tree), in place.
+                let what = entry.extract == nil ? "its checksum" : "the archive's checksum and its tree"
+                let advice = "`\(CommandHint.update(entry.destination.description, manifest: manifest.sourcePath))` "
+                    + "fetches it and writes \(what) into the manifest"
                 found.append(Diagnostic(severity: .error, file: manifest.sourcePath, location: entry.location,
                                         keyPath: "files[\(entry.index)]",
                                         message: "\(entry.destination) has no checksum, and --require-checksums is set "

@@ -22,14 +22,25 @@ struct AddCommand: ParsableCommand {
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
             + "haul add --extract <url>... [--strip <n>] [--format <format>] [<options>]\n"
             + "haul add --from-sums <url> [--match <glob>]... [<options>]\n"
-            + "haul add --update <dest> [<options>]",
+            + "haul add --update <dest>... [<options>]\n"
+            + "haul add --update-all [<options>]",
         discussion: """
         Each file is fetched once through the same engine as sync and measured; once the manifest is written, the \
         files are put in place as sync would (the root's lock, an atomic commit, the state recorded), so the next \
         sync makes no request for them. The entries go after the last entry of files:, in the manifest's own \
         indentation; comments and formatting are left as they are. A missing manifest is created. The manifest \
         is replaced atomically, once, and only if it still validates. A destination already in the manifest is \
-        refused (exit 3); a URL already listed under another destination is added with a warning.
+        refused (exit 3), with the haul add --update command that pins it anew; a URL already listed under another \
+        destination is added with a warning. If another haul holds the root, the files are left for the next sync \
+        (exit 4), unless --wait or --wait-timeout waits for it as sync does. --quiet prints only warnings and \
+        errors; --json writes a pinned event per entry (dest, url, sha256, digest, size, result), error and \
+        warning events for its messages, and a summary event last, whatever the exit.
+
+        --update DEST (repeatable) pins the entries of those destinations anew; --update-all pins every entry \
+        that has a checksum anew, as terraform init -upgrade does. Each is downloaded first; the changed ones get \
+        their new checksum and size where they stand, identical ones are left alone, and the manifest is rewritten \
+        once, only if every download succeeded (a failure exits 1 naming the entry and the URL, the manifest \
+        untouched).
 
         --extract pins an archive and the tree it unpacks to: the archive is downloaded and hashed, unpacked once \
         into a private temporary folder (never the destination) by the rules sync will apply (--strip, --format), \
@@ -41,8 +52,10 @@ struct AddCommand: ParsableCommand {
 
         --from-sums reads a checksum list published beside a release's files (sha256sum or sha512sum output, or \
         the BSD form "SHA256 (name) = hex") and pins each file it names, by its listed digest, at the list's \
-        folder + name, without downloading the files. A line that is not a checksum stops it (exit 3, its line \
-        named), the manifest untouched.
+        folder + name, without downloading the files; --dest DIR/ puts them in that folder instead. A line that \
+        is not a checksum stops it (exit 3, its line named), the manifest untouched. Run again, it adds only what \
+        the manifest lacks ("2 already pinned"); an entry whose digest the list now gives differently is refused \
+        (exit 3) unless --update-all is given, which pins it anew.
 
         Examples:
           haul add https://example.com/v1.2/tool.tar.gz --dest bin/tool.tar.gz
@@ -53,6 +66,8 @@ struct AddCommand: ParsableCommand {
           haul add https://example.com/v1.2/tool.tar.gz --sha256 9f86d0…  (no download)
           haul add --update bin/tool.tar.gz      (upstream changed: pin it anew)
           haul add --update sdk-1.2              (an archive: its checksum and its tree anew)
+          haul add --update-all                  (every pinned entry, rewritten once)
+          haul add --from-sums https://example.com/v1.3/SHA256SUMS --dest vendor/
         """)
 
     @Argument(help: ArgumentHelp("The http or https URLs to pin; ${VAR} expands from the environment, as in a manifest.",
@@ -60,7 +75,8 @@ struct AddCommand: ParsableCommand {
     var urls: [String] = []
 
     @Option(help: ArgumentHelp("Where sync will put the file (with --extract, the folder), relative to the manifest's "
-                               + "root (default: the URL's file name, less its archive suffix with --extract; one URL only).",
+                               + "root (default: the URL's file name, less its archive suffix with --extract; one URL only); with --from-sums, "
+                               + "a folder (DIR/) for every file of the list.",
                                valueName: "path"))
     var dest: String?
 
@@ -82,7 +98,7 @@ struct AddCommand: ParsableCommand {
     var format: ArchiveFormat?
 
     @Option(help: ArgumentHelp("The manifest to add the entries to: a regular file, created when missing (not standard input).",
-                               valueName: "file"))
+                               valueName: "file"), completion: .file())
     var manifest: String = "haul.yaml"
 
     @Flag(name: .customLong("print"), help: "Print the entries instead of adding them; no manifest is read or written.")
@@ -100,9 +116,30 @@ struct AddCommand: ParsableCommand {
 
     @Option(name: .customLong("update"), help: ArgumentHelp(
         "Pin the manifest's entry for this destination anew, after its file changed upstream: its own url is "
-            + "downloaded (or --sha256 … is taken) and its checksum and size are rewritten where they stand.",
+            + "downloaded (or --sha256 … is taken) and its checksum and size are rewritten where they stand; may be "
+            + "given more than once.",
         valueName: "dest"))
-    var update: String?
+    var updates: [String] = []
+
+    @Flag(name: .customLong("update-all"), help: ArgumentHelp(
+        "Pin every pinned entry of the manifest anew (with --from-sums: the list's entries whose digest changed); "
+            + "the manifest is rewritten once, only if every download succeeded."))
+    var updateAll = false
+
+    @Flag(name: [.customShort("q"), .customLong("quiet")], help: "Print nothing but warnings and errors.")
+    var quiet = false
+
+    @Flag(name: .customLong("json"), help: ArgumentHelp(
+        "Write newline-delimited JSON events to stdout instead of text (see README, JSON events)."))
+    var json = false
+
+    @Flag(help: "If another haul is syncing the same root when the files are put in place, wait for it instead of exiting with status 4.")
+    var wait = false
+
+    @Option(name: .customLong("wait-timeout"), help: ArgumentHelp(
+        "Wait as --wait does, for at most this long (e.g. 30s, 10m); then exit with status 4.", valueName: "duration"),
+            transform: RunDuration.init(parsing:))
+    var waitTimeout: RunDuration?
 
     @Option(name: .customLong("sha256"), help: ArgumentHelp(
         "Pin with this SHA-256 (hex) instead of downloading the file; one URL. Its size is --size, else what a HEAD "
@@ -123,7 +160,7 @@ struct AddCommand: ParsableCommand {
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or SSL_CERT_FILE).",
-        valueName: "file"))
+        valueName: "file"), completion: .file())
     var caFile: String?
 
     /// The download goes where the config's rewrites send it; the manifest gets the URL as given.
@@ -138,6 +175,20 @@ struct AddCommand: ParsableCommand {
             transform: ByteSize.init(parsing:))
     var maxFileSize: ByteSize = TransferOptions.defaultMaxFileSize
 
+    /// `--update` or `--update-all` (without `--from-sums`, which re-pins from its list instead).
+    var isUpdating: Bool { !updates.isEmpty || (updateAll && fromSums == nil) }
+
+    /// `--wait`, `--wait-timeout`: as sync waits for another run holding root, announced unless quiet or JSON.
+    func waiting(root: String) -> RunLock.Waiting {
+        let quietly = quiet || json
+        let notice: @Sendable (String) -> Void = { holder in
+            guard !quietly else { return }
+            Output.errors([TerminalText("haul: waiting for another haul syncing \"\(root)\" (\(holder))")])
+        }
+        if let waitTimeout { return .upTo(waitTimeout.seconds, notice: notice) }
+        return wait ? .forever(notice: notice) : .no
+    }
+
     /// Same resolution and check as `sync`'s `--ca-file`.
     private var resolvedCAFile: String? { CABundle.resolve(option: caFile)?.path }
 
@@ -151,24 +202,30 @@ struct AddCommand: ParsableCommand {
             throw ValidationError("--manifest \(String(reflecting: manifest)): haul add edits a manifest file in place; give the file's own path "
                                   + "(standard input cannot be edited; --print shows the entries without a manifest)")
         }
-        if update != nil {
+        guard !(json && quiet) else { throw ValidationError("--json and --quiet: give one of them") }
+        guard !(printOnly && (json || quiet)) else { throw ValidationError("--print prints the entries: give no --json or --quiet") }
+        if isUpdating {
+            guard updates.isEmpty || !updateAll else { throw ValidationError("--update-all pins every entry anew: give no --update") }
             guard urls.isEmpty else { throw ValidationError("--update fetches the entry's own url: give no URL") }
             guard fromSums == nil, dest == nil, !printOnly else {
                 throw ValidationError("--update goes without --from-sums, --dest and --print")
+            }
+            guard givenDigests.isEmpty || updates.count == 1 else {
+                throw ValidationError("--\(givenDigests.first?.0 ?? "sha256") pins one file: give one --update with it")
             }
         }
         if !extract {
             guard strip == nil, format == nil else { throw ValidationError("--strip and --format go with --extract") }
         } else {
             guard fromSums == nil else { throw ValidationError("--extract unpacks the URLs given: --from-sums pins files without downloading them") }
-            guard update == nil else {
+            guard !isUpdating else {
                 throw ValidationError("--update unpacks an archive entry by its own extract: settings: give no --extract")
             }
         }
         guard givenDigests.count <= 1 else { throw ValidationError("give one of --sha256, --sha512 and --integrity") }
         if !givenDigests.isEmpty {
             guard fromSums == nil else { throw ValidationError("--from-sums takes each digest from its list: give no --\(givenDigests[0].0)") }
-            guard urls.count == 1 || update != nil else {
+            guard urls.count == 1 || isUpdating else {
                 throw ValidationError("--\(givenDigests[0].0) pins one file: give one URL with it")
             }
         }
@@ -177,10 +234,12 @@ struct AddCommand: ParsableCommand {
         }
         if fromSums != nil {
             guard urls.isEmpty else { throw ValidationError("--from-sums pins the files its list names: give no other URL") }
-            guard dest == nil else { throw ValidationError("--dest names one file: --from-sums takes each name from its list") }
+            guard dest.map({ $0.hasSuffix("/") }) ?? true else {
+                throw ValidationError("--dest with --from-sums names the folder the list's files go to: end it with / (--dest \(dest ?? "")/)")
+            }
         } else {
-            guard !urls.isEmpty || update != nil else {
-                throw ValidationError("give a URL to pin, --from-sums with a checksum list's URL, or --update with a destination")
+            guard !urls.isEmpty || isUpdating else {
+                throw ValidationError("give a URL to pin, --from-sums with a checksum list's URL, --update with a destination, or --update-all")
             }
             guard matches.isEmpty else { throw ValidationError("--match selects files of a --from-sums list") }
             guard dest == nil || urls.count == 1 else { throw ValidationError("--dest names one file: give one URL with it") }
@@ -188,8 +247,22 @@ struct AddCommand: ParsableCommand {
     }
 
     func run() throws {
+        let report = AddReport(style: json ? .json : quiet ? .quiet : .text, manifest: manifest)
+        do {
+            try add(reportingTo: report)
+        } catch let exit as ExitCode {
+            report.finish(exitStatus: exit.rawValue)
+            throw exit
+        } catch {
+            report.finish(exitStatus: error is ValidationError ? ExitStatus.usage.rawValue : ExitStatus.entryFailed.rawValue)
+            throw error
+        }
+        report.finish(exitStatus: ExitStatus.success.rawValue)
+    }
+
+    private func add(reportingTo report: AddReport) throws {
         let rewrites = try configOptions.rewrites()
-        if let update { return try self.update(update, rewrites: rewrites) }
+        if isUpdating { return try update(updateAll ? nil : updates, rewrites: rewrites, report: report) }
         let drafts: [EntryDraft]
         do {
             drafts = try (urls.isEmpty ? [fromSums ?? ""] : urls).map { url throws(EntryDraftError) in
@@ -204,7 +277,7 @@ struct AddCommand: ParsableCommand {
         let pinning = try self.pinning()
         if printOnly {
             let netrc = try netrcOptions.credentials(manifestWants: false)
-            let entries = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc).entries
+            let entries = try inFolder(pin(drafts, pinning, rewrites: rewrites, netrc: netrc).entries)
             Output.lines(entries.flatMap { $0.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false) }
                 .map { TerminalText(String($0)) })
             return
@@ -233,26 +306,144 @@ struct AddCommand: ParsableCommand {
         // The downloads are kept until they are in place: the next sync then makes no request for them.
         let kept = pinning == .download ? try keptDownloads() : nil
         defer { kept?.remove() }
-        let (entries, interrupts) = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders,
-                                            keepingIn: kept)
-        guard !entries.isEmpty else { return }
-        let (edit, loaded) = try editManifest(original, adding: entries)
-        try replaceManifest(original, with: edit.bytes, interrupts: interrupts)
+        let (pinned, interrupts) = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders,
+                                           keepingIn: kept)
+        // A checksum list added again: what the manifest already pins is left alone, or pinned anew when asked.
+        let listed = try alreadyListed(inFolder(pinned), in: original)
+        var base = original
+        for changed in listed.changed {
+            base = try repinned(changed.index, to: changed.entry.digest, in: base ?? [])
+        }
+        let entries = listed.new
         var lines: [TerminalText] = []
+        if !listed.same.isEmpty {
+            for same in listed.same {
+                report.pinned(dest: same.destination, url: same.url, digest: same.digest, size: same.size, .unchanged)
+            }
+            lines.append(TerminalText("\(listed.same.count) already pinned: "
+                                      + Quoted.firstFew(listed.same) { $0.destination } + "."))
+        }
+        guard !entries.isEmpty || !listed.changed.isEmpty else {
+            return report.say(lines + ["\(manifest) was not modified."])
+        }
+        let (bytes, firstIndex, loaded) = try entries.isEmpty ? reloaded(base ?? []) : edited(base, adding: entries)
+        try replaceManifest(original, with: bytes, interrupts: interrupts)
+        for changed in listed.changed {
+            let line = loaded.files[changed.index].location.line
+            lines.append(TerminalText("Updated files[\(changed.index)] (\(changed.entry.destination)) in \(manifest), line \(line): "
+                                      + "\(Self.shortPin(changed.was, tree: nil)) → \(Self.shortPin(changed.entry.digest, tree: nil))."))
+            report.pinned(dest: changed.entry.destination, url: changed.entry.url, digest: changed.entry.digest,
+                          size: changed.entry.size, .updated)
+        }
         for (number, entry) in entries.enumerated() {
-            let index = edit.firstIndex + number
+            let index = firstIndex + number
             let line = loaded.files[index].location.line
             let size = entry.size.map { "\(ByteCount.format($0)), " } ?? ""
             let what = "\(entry.destination) (\(size)\(Self.shortPin(entry.digest, tree: entry.extract?.tree)))"
             lines.append(original == nil && number == 0
                 ? "Created \(manifest) with \(what) as files[0], line \(line)."
                 : "Added \(what) to \(manifest) as files[\(index)], line \(line).")
+            report.pinned(dest: entry.destination, url: entry.url, digest: entry.digest, size: entry.size, .added)
         }
+        let placing = entries.count + listed.changed.count
         guard let kept else {
-            return Output.lines(lines + ["Run \"\(syncCommand)\" to put \(entries.count == 1 ? "it" : "them") in place."])
+            return report.say(lines + ["Run \"\(syncCommand)\" to put \(placing == 1 ? "it" : "them") in place."])
         }
-        Output.lines(lines)
-        try place(entries.map(\.destination), of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts)
+        report.say(lines)
+        try place(entries.map(\.destination), of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts,
+                  report: report)
+    }
+
+    /// `--from-sums` with `--dest DIR/`: each of the list's files goes to DIR/<its name>. Exits 64 when one would
+    /// not be a destination.
+    private func inFolder(_ entries: [PinnedEntry]) throws -> [PinnedEntry] {
+        guard fromSums != nil, let folder = dest else { return entries }
+        return try entries.map { entry in
+            guard let destination = DestinationPath.commandLine(folder + entry.destination) else {
+                Output.errors([TerminalText("error: --dest \(Quoted.text(folder)): \(Quoted.text(folder + entry.destination)) "
+                                            + "cannot be a destination; \(manifest) was not modified")])
+                throw ExitCode(ExitStatus.usage.rawValue)
+            }
+            return PinnedEntry(url: entry.url, destination: destination, digest: entry.digest, size: entry.size, extract: entry.extract)
+        }
+    }
+
+    /// A checksum list's entries sorted against the manifest's: new ones, those it already pins to the same digest,
+    /// and those whose digest changed (refused, exit 3, unless `--update-all`). A manifest that does not load is
+    /// left for the edit to report.
+    private func alreadyListed(_ entries: [PinnedEntry], in original: [UInt8]?) throws
+        -> (new: [PinnedEntry], same: [PinnedEntry], changed: [(index: Int, entry: PinnedEntry, was: Digest)]) {
+        guard fromSums != nil, let original, let loaded = try? parseManifest(original) else { return (entries, [], []) }
+        var listed: [DestinationKey: Int] = [:]
+        for (index, file) in loaded.files.enumerated() { listed[DestinationKey(file.destination)] = index }
+        var new: [PinnedEntry] = []
+        var same: [PinnedEntry] = []
+        var changed: [(index: Int, entry: PinnedEntry, was: Digest)] = []
+        for entry in entries {
+            guard let index = listed[DestinationKey(entry.destination)] else {
+                new.append(entry)
+                continue
+            }
+            let was = loaded.files[index].checksum?.digest
+            if was == entry.digest {
+                same.append(entry)
+            } else if let was, was.algorithm == entry.digest.algorithm {
+                changed.append((index, entry, was))
+            } else {
+                // Unpinned, or pinned another way: the edit refuses the destination as taken, and says what to do.
+                new.append(entry)
+            }
+        }
+        guard changed.isEmpty || updateAll else {
+            Output.errors(changed.map { changed in
+                let file = loaded.files[changed.index]
+                return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
+                                    + "(\(file.destination)) is pinned to \(Self.shortPin(changed.was, tree: nil)); the list now "
+                                    + "says \(Self.shortPin(changed.entry.digest, tree: nil))")
+            } + [TerminalText("hint: run \"haul add --from-sums \(Self.shellWord(fromSums ?? ""))\(manifestArgument) --update-all\" "
+                              + "to pin \(changed.count == 1 ? "it" : "them") anew; \(manifest) was not modified")])
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
+        // A list gives no size: one the entry pins would stay beside the new digest and fail every sync.
+        let sized = changed.filter { loaded.files[$0.index].size != nil }
+        guard sized.isEmpty else {
+            Output.errors(sized.map { changed in
+                let file = loaded.files[changed.index]
+                return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
+                                    + "(\(file.destination)) pins a size, which the list does not give; run \"haul add --update "
+                                    + "\(Self.shellWord(file.destination.description))\(manifestArgument)\" to download it and pin both")
+            } + [TerminalText("\(manifest) was not modified")])
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
+        return (new, same, changed)
+    }
+
+    /// `files[index]` pinned to `digest` in `bytes` (a checksum list's entry whose digest changed); exits 3 when the
+    /// entry's notation cannot take it.
+    private func repinned(_ index: Int, to digest: Digest, in bytes: [UInt8]) throws -> [UInt8] {
+        do {
+            return try ManifestEditor.repinning(index, digest: digest, size: nil, in: bytes, fileName: manifest)
+        } catch {
+            Output.errors([TerminalText(error.description), "\(manifest) was not modified"])
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
+    }
+
+    /// `editManifest`'s text, where the new entries begin, and the text loaded back.
+    private func edited(_ original: [UInt8]?, adding entries: [PinnedEntry]) throws -> ([UInt8], Int, Manifest) {
+        let (edit, loaded) = try editManifest(original, adding: entries)
+        return (edit.bytes, edit.firstIndex, loaded)
+    }
+
+    /// Edited text with no entry added, loaded back as `editManifest` loads what it edits.
+    private func reloaded(_ bytes: [UInt8]) throws -> ([UInt8], Int, Manifest) {
+        do {
+            let loaded = try parseManifest(bytes)
+            return (bytes, loaded.files.count, loaded)
+        } catch {
+            Output.errors((Self.withoutPositions(error).map { "error: \($0)" } + ["\(manifest) was not modified"]).map { TerminalText($0) })
+            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        }
     }
 
     /// What `--extract`, `--strip` and `--format` ask, without the tree (pinned once the archive is unpacked); nil
@@ -385,7 +576,7 @@ struct AddCommand: ParsableCommand {
     /// written: whatever happens here, it stays). Exits 1 when an entry could not be put in place, 4 when another
     /// haul holds root; either way the next sync does the rest.
     func place(_ destinations: [String], of loaded: Manifest, from kept: KeptDownloads, netrc: Netrc?,
-               rewrites: URLRewriter, interrupts: InterruptWatcher) throws {
+               rewrites: URLRewriter, interrupts: InterruptWatcher, report: AddReport) throws {
         var options = SyncOptions(caFile: resolvedCAFile, maxFileSize: maxFileSize.bytes,
                                   durability: try DurabilityOptions.fromEnvironment(), rewrites: rewrites)
         options.netrc = netrc
@@ -395,7 +586,7 @@ struct AddCommand: ParsableCommand {
         let pending = "run \"\(syncCommand)\" to put \(destinations.count == 1 ? "it" : "them") in place"
         let result: SyncResult
         do {
-            result = try kept.place(Set(destinations), of: loaded, options: options,
+            result = try kept.place(Set(destinations), of: loaded, options: options, wait: waiting(root: loaded.root),
                                     holder: "pid \(getpid()), haul add", cancellation: interrupts.cancellation)
         } catch {
             Output.errors(["warning: \(error); \(pending)"])
@@ -417,7 +608,8 @@ struct AddCommand: ParsableCommand {
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
         let placed = destinations.map { Self.shown(loaded.root + "/" + $0) }.joined(separator: ", ")
-        Output.lines([TerminalText("Placed \(placed); the next sync makes no request for \(destinations.count == 1 ? "it" : "them").")])
+        report.placed(destinations.count)
+        report.say([TerminalText("Placed \(placed); the next sync makes no request for \(destinations.count == 1 ? "it" : "them").")])
     }
 
     /// An absolute path as the user would type it here: relative to the current directory when under it.
@@ -449,9 +641,18 @@ struct AddCommand: ParsableCommand {
             edit = try ManifestEditor.appending(entries, to: original, fileName: manifest)
         } catch {
             switch error.reason {
-            case .destinationTaken:
-                Output.errors([TerminalText(error.description)]
-                              + (fromSums == nil ? ["hint: choose another destination with --dest"] : []))
+            case .destinationTaken(let index):
+                let taken = original.flatMap { try? parseManifest($0) }.flatMap { loaded in
+                    loaded.files.indices.contains(index) ? loaded.files[index].destination.description : nil
+                }
+                let update = taken.map { "\"haul add --update \(Self.shellWord($0))\(manifestArgument)\"" }
+                let hint = switch (update, fromSums == nil) {
+                case (let update?, true): "hint: to pin it anew from its own url, run \(update); or choose another destination with --dest"
+                case (let update?, false): "hint: to pin it anew from its own url, run \(update)"
+                case (nil, true): "hint: choose another destination with --dest"
+                case (nil, false): nil as String?
+                }
+                Output.errors([TerminalText(error.description)] + (hint.map { [TerminalText($0)] } ?? []))
             case .destinationRepeated(let first, let second):
                 // A checksum list's repeated names are refused with their lines before this; these are URLs.
                 let shown = { (index: Int) in drafts.indices.contains(index) ? "\(drafts[index].url)" : "URL \(index + 1)" }
@@ -601,7 +802,8 @@ struct AddCommand: ParsableCommand {
 
     /// The manifest's text read as sync reads the file, in this environment.
     func parseManifest(_ bytes: [UInt8]) throws(ManifestError) -> Manifest {
-        try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current)
+        try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current,
+                                 commandLineHeaders: requestOptions.standInHeaderNames)
     }
 
     /// The folder `root` is relative to: the manifest's, as the loader takes it.
@@ -613,7 +815,17 @@ struct AddCommand: ParsableCommand {
     /// What to run next, copy-pastable: the manifest argument only when it is not the default.
     var syncCommand: String {
         guard manifest != "haul.yaml" else { return "haul sync" }
-        let safe = manifest.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+".contains($0)) }
-        return "haul sync " + (safe ? manifest : "'" + manifest.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'")
+        return "haul sync " + Self.shellWord(manifest)
+    }
+
+    /// ` --manifest FILE` for a command to run next, when the manifest is not the default.
+    var manifestArgument: String {
+        manifest == "haul.yaml" ? "" : " --manifest " + Self.shellWord(manifest)
+    }
+
+    /// `text` as one word of a shell command: as it is when that is safe, else single-quoted.
+    static func shellWord(_ text: String) -> String {
+        let safe = !text.isEmpty && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+:=@%,".contains($0)) }
+        return safe ? text : "'" + text.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'"
     }
 }

@@ -9,7 +9,7 @@ struct CacheOptions: ParsableArguments {
     @Option(name: .customLong("cache"), help: ArgumentHelp(
         "(sync, plan) Put pinned files in place from this content cache without a request, and add every verified pinned "
             + "download to it (or set HAUL_CACHE). The cache is untrusted: each file is verified as it is copied.",
-        valueName: "dir"))
+        valueName: "dir"), completion: .directory)
     var cache: String?
 
     @Flag(name: .customLong("no-cache"), help: "(sync, plan) Use no content cache, even if HAUL_CACHE is set.")
@@ -44,7 +44,8 @@ struct CacheCommand: ParsableCommand {
 /// Where `haul cache …` looks: `--cache`, else the default directory (`ContentCache.defaultDirectory`).
 struct CacheLocation: ParsableArguments {
     @Option(name: .customLong("cache"), help: ArgumentHelp(
-        "The cache folder (default: $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul).", valueName: "dir"))
+        "The cache folder (default: $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul).", valueName: "dir"),
+            completion: .directory)
     var cache: String?
 
     /// The folder, or exits 64 saying why there is none.

@@ -7,7 +7,7 @@ import HaulManifest
 struct ConfigOptions: ParsableArguments {
     @Option(name: .customLong("config"), help: ArgumentHelp(
         "haul's config file (URL rewrites). Default: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config.yaml or "
-            + "~/.config/haul/config.yaml when it exists.", valueName: "file"))
+            + "~/.config/haul/config.yaml when it exists.", valueName: "file"), completion: .file())
     var config: String?
 
     /// The config's rewrites. A config that cannot be read or is invalid is printed, every problem with its line
@@ -48,8 +48,9 @@ struct NetrcOptions: ParsableArguments {
 /// curl's options are over a config file's.
 struct RequestOptions: ParsableArguments {
     @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
-        "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name; like defaults.headers, "
-            + "never sent to a mirror or across a redirect to another origin. May be given more than once.",
+        "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name (whose ${VAR} may "
+            + "then be unset); like defaults.headers, never sent to a mirror or across a redirect to another origin. May be "
+            + "given more than once.",
         valueName: "header"))
     var headers: [String] = []
 
@@ -125,6 +126,13 @@ struct RequestOptions: ParsableArguments {
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    /// The names of the `-H` headers, which stand in for the manifest's of the same name when the manifest is read
+    /// (one whose `${VAR}` is unset is then no error). Validated with the other options already: a malformed `-H`
+    /// never reaches this.
+    var standInHeaderNames: Set<String> {
+        Set((try? commandLineHeaders())?.map(\.name) ?? [])
     }
 
     func apply(to options: inout SyncOptions) throws {

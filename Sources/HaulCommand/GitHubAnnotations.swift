@@ -15,6 +15,8 @@ struct GitHubAnnotations: Sendable {
     let toStandardError: Bool
     /// `$GITHUB_STEP_SUMMARY`: the file a step's summary is appended to; nil when the runner gave none.
     let summaryFile: String?
+    /// `$GITHUB_WORKSPACE`: GitHub resolves an annotation's `file=` against it, not against the step's folder.
+    var workspace: String? = nil
 
     /// nil when annotations are off.
     static func resolve(_ choice: AnnotationStyle?, json: Bool, environment: [String: String] = Environment.current) -> GitHubAnnotations? {
@@ -24,13 +26,53 @@ struct GitHubAnnotations: Sendable {
         case nil: guard environment["GITHUB_ACTIONS"] == "true" else { return nil }
         }
         return GitHubAnnotations(toStandardError: json,
-                                 summaryFile: environment["GITHUB_STEP_SUMMARY"].flatMap { $0.isEmpty ? nil : $0 })
+                                 summaryFile: environment["GITHUB_STEP_SUMMARY"].flatMap { $0.isEmpty ? nil : $0 },
+                                 workspace: environment["GITHUB_WORKSPACE"].flatMap { $0.isEmpty ? nil : $0 })
+    }
+
+    /// `path` as GitHub finds it: relative to the workspace when inside it, else absolute (a relative `file=` would be
+    /// read against the workspace and name another file). As given when there is no workspace (a local run), and for
+    /// standard input, which is no file.
+    func fileProperty(_ path: String) -> String {
+        guard let workspace, path != ManifestLoader.standardInputName else { return path }
+        let absolute = Self.absolute(path)
+        for root in Set([Self.absolute(workspace), Self.resolved(workspace)]) {
+            let prefix = root.hasSuffix("/") ? root : root + "/"
+            if absolute.hasPrefix(prefix) { return String(absolute.dropFirst(prefix.count)) }
+        }
+        return absolute
+    }
+
+    /// `path` from `/`, without `.` or `..` parts; the current folder is the physical one `getcwd` gives, and so is
+    /// the path's own folder when it exists, so that a workspace reached through a symlink still matches.
+    private static func absolute(_ path: String) -> String {
+        var joined = path
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            guard getcwd(&buffer, buffer.count) != nil else { return path }
+            joined = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + path
+        }
+        var parts: [Substring] = []
+        for part in joined.split(separator: "/") where part != "." {
+            if part == ".." { _ = parts.popLast() } else { parts.append(part) }
+        }
+        let lexical = "/" + parts.joined(separator: "/")
+        guard let name = parts.last else { return lexical }
+        let folder = resolved("/" + parts.dropLast().joined(separator: "/"))
+        return (folder.hasSuffix("/") ? folder : folder + "/") + name
+    }
+
+    /// `path` with its symlinks resolved, or as given when it cannot be.
+    private static func resolved(_ path: String) -> String {
+        guard let real = realpath(path, nil) else { return path }
+        defer { free(real) }
+        return String(cString: real)
     }
 
     /// One per diagnostic, at its place in the manifest.
     func diagnostics(_ diagnostics: [Diagnostic]) {
         emit(diagnostics.map { diagnostic in
-            Self.command(diagnostic.severity == .error ? "error" : "warning", file: diagnostic.file,
+            Self.command(diagnostic.severity == .error ? "error" : "warning", file: fileProperty(diagnostic.file),
                          line: diagnostic.location?.line, column: diagnostic.location?.column,
                          message: (diagnostic.keyPath.map { $0 + ": " } ?? "") + diagnostic.message)
         })
@@ -39,14 +81,15 @@ struct GitHubAnnotations: Sendable {
     /// A failed entry, at its place in `manifest`. The message names the destination: an annotation is shown on its
     /// own, by its line, where the entry's `dest` may be lines away.
     func failed(_ entry: FileEntry, _ failure: EntryFailure, manifest: String) {
-        let message = "\(entry.destination): " + HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "\n")
-        emit([Self.command("error", file: manifest, line: entry.location.line, column: entry.location.column, message: message)])
+        let message = "\(entry.destination): " + HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "\n")
+        emit([Self.command("error", file: fileProperty(manifest), line: entry.location.line, column: entry.location.column,
+                           message: message)])
     }
 
     /// The run, as a Markdown table, appended to the step's summary; a warning when it could not be (naming the
     /// file and why), nil otherwise. The run's exit status does not depend on it.
     func summary(_ result: SyncResult, manifest: String, exitStatus: Int32) -> String? {
-        guard let summaryFile else { return nil }
+        guard summaryFile != nil else { return nil }
         let counts = result.counts
         var text = "### haul sync \(Self.markdownCell(manifest))\n\n"
             + "| fetched | from cache | confirmed (304) | up to date | failed | exit |\n|---|---|---|---|---|---|\n"
@@ -59,12 +102,53 @@ struct GitHubAnnotations: Sendable {
         if !failures.isEmpty {
             text += "\n| failed | line | why |\n|---|---|---|\n"
             for (entry, failure) in failures.prefix(100) {
-                let why = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
+                let why = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "; ")
                 text += "| \(Self.markdownCell(entry.destination.description)) | \(entry.location.line) | \(Self.markdownCell(why)) |\n"
             }
             if failures.count > 100 { text += "\n… and \(failures.count - 100) more\n" }
         }
-        guard let problem = Self.append(text + "\n", to: summaryFile) else { return nil }
+        return appendSummary(text)
+    }
+
+    /// A manifest that could not be read (exit 3): its errors as a table in the step summary, so that the job's page
+    /// says why nothing was synced. A warning when the summary could not be appended.
+    func invalidManifest(_ diagnostics: [Diagnostic], manifest: String) -> String? {
+        guard summaryFile != nil else { return nil }
+        let errors = diagnostics.filter { $0.severity == .error }
+        var text = "### haul: \(Self.markdownCell(manifest)) is invalid\n\n| file | line | error |\n|---|---|---|\n"
+        for diagnostic in errors.prefix(100) {
+            let line = diagnostic.location.map { "\($0.line)" } ?? ""
+            let message = (diagnostic.keyPath.map { $0 + ": " } ?? "") + diagnostic.message
+            text += "| \(Self.markdownCell(diagnostic.file)) | \(line) | \(Self.markdownCell(message)) |\n"
+        }
+        if errors.count > 100 { text += "\n… and \(errors.count - 100) more\n" }
+        return appendSummary(text + "\nexit \(ExitStatus.invalidManifest.rawValue)\n")
+    }
+
+    /// `haul verify`: an annotation per file that is missing, differs or cannot be read, at its entry, and a table in
+    /// the step summary. A warning when the summary could not be appended.
+    func verified(_ result: VerificationResult, manifest: String) -> String? {
+        emit(result.problems.map { planned in
+            Self.command("error", file: fileProperty(manifest), line: planned.entry.location.line,
+                         column: planned.entry.location.column, message: HumanReport.verifyProblem(planned))
+        })
+        guard summaryFile != nil else { return nil }
+        var text = "### haul verify \(Self.markdownCell(manifest))\n\n| verified | unpinned present | problems | exit |\n"
+            + "|---|---|---|---|\n| \(result.plan.upToDateCount) | \(result.plan.revalidations.count) | \(result.problems.count) "
+            + "| \(result.exitStatus.rawValue) |\n"
+        if !result.problems.isEmpty {
+            text += "\n| problem | line |\n|---|---|\n"
+            for planned in result.problems.prefix(100) {
+                text += "| \(Self.markdownCell(HumanReport.verifyProblem(planned))) | \(planned.entry.location.line) |\n"
+            }
+            if result.problems.count > 100 { text += "\n… and \(result.problems.count - 100) more\n" }
+        }
+        return appendSummary(text)
+    }
+
+    /// Appends a section to the step summary; nil when done, else the warning that says it could not be.
+    private func appendSummary(_ text: String) -> String? {
+        guard let summaryFile, let problem = Self.append(text + "\n", to: summaryFile) else { return nil }
         return "the step summary could not be appended to GITHUB_STEP_SUMMARY (\(summaryFile)): \(problem)"
     }
 

@@ -75,11 +75,11 @@ struct HaulCLI: ParsableCommand {
 
 /// Options every subcommand that reads a manifest shares.
 struct ManifestOptions: ParsableArguments {
-    @Argument(help: "The manifest to read (- for standard input).")
+    @Argument(help: "The manifest to read (- for standard input).", completion: .file())
     var manifest: String = "haul.yaml"
 
     @Option(help: ArgumentHelp("Put the files under this folder (relative to the current directory) instead of the "
-                               + "manifest's root.", valueName: "dir"))
+                               + "manifest's root.", valueName: "dir"), completion: .directory)
     var root: String?
 
 }
@@ -121,7 +121,7 @@ struct PolicyOptions: ParsableArguments {
     @Option(help: ArgumentHelp("(sync, plan) Make this manifest the owner of the files a manifest that is gone wrote "
                                + "(named as plan --prune names it, relative to root), so that pruning covers them; naming "
                                + "this manifest vouches for the files a state without haul's proof says it wrote. May be "
-                               + "given more than once.", valueName: "manifest"))
+                               + "given more than once.", valueName: "manifest"), completion: .file())
     var adopt: [String] = []
 
     @Flag(help: ArgumentHelp("(sync, plan) Ask the server about every unpinned file, even one it said is still fresh (max-age, "
@@ -153,7 +153,7 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("ca-file"), help: ArgumentHelp(
         "(sync) Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or "
             + "SSL_CERT_FILE).",
-        valueName: "file"))
+        valueName: "file"), completion: .file())
     var caFile: String?
 
     @Option(name: .customLong("per-host"),
@@ -283,13 +283,15 @@ extension SyncFlags {
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest {
         do {
-            let manifest = try ManifestLoader.load(path: manifestOptions.manifest, environment: Environment.current, root: manifestOptions.root)
+            let manifest = try ManifestLoader.load(path: manifestOptions.manifest, environment: Environment.current,
+                                                   root: manifestOptions.root, commandLineHeaders: requestOptions.standInHeaderNames)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest
         } catch {
             Output.errors(error.lines.map { TerminalText($0) })
             report(error.diagnostics)
+            if let problem = reporting.gitHub?.invalidManifest(error.diagnostics, manifest: manifestName) { warn(problem) }
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }
@@ -302,9 +304,24 @@ extension SyncFlags {
 
     /// The reporter `--json`, `--quiet`, `--verbose` and `--progress` ask for, annotating for GitHub when that is on.
     func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
-        let reporter = reporting.makeReporter(rewrites: rewrites)
+        let reporter = reporting.makeReporter(rewrites: rewrites, manifest: manifestOptions.manifest)
         guard let gitHub = reporting.gitHub else { return reporter }
-        return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifestOptions.manifest == "-" ? ManifestLoader.standardInputName : manifestOptions.manifest)
+        return AnnotatingReporter(reporter, annotations: gitHub, manifest: manifestName)
+    }
+
+    /// The manifest as annotations and the step summary name it.
+    var manifestName: String {
+        manifestOptions.manifest == "-" ? ManifestLoader.standardInputName : manifestOptions.manifest
+    }
+
+    /// A problem that does not change the exit status, said as the run's reporter would say it (a JSON event under
+    /// `--json`, nothing under `--quiet`), for commands that have no reporter at that point.
+    func warn(_ text: String) {
+        if reporting.json {
+            Output.lines([TerminalText(JSONEvents.warning(dest: nil, message: text).encoded())])
+        } else if !quiet {
+            Output.errors([TerminalText("warning: " + text)])
+        }
     }
 }
 
@@ -456,6 +473,7 @@ struct Verify: ManifestCommand {
             throw ExitCode(error.exitStatus.rawValue)
         }
         let lines = HumanReport.verifyLines(result)
+        if let problem = flags.reporting.gitHub?.verified(result, manifest: flags.manifestName) { flags.warn(problem) }
         if flags.reporting.json {
             Output.lines([TerminalText(JSONEvents.verify(result).encoded())])
         } else {

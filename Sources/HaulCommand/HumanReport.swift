@@ -115,20 +115,7 @@ package enum HumanReport {
 
     /// `haul verify`: one line per problem, then what was verified.
     package static func verifyLines(_ result: VerificationResult) -> [String] {
-        var lines = result.problems.map { planned -> String in
-            let destination = shown(planned.entry)
-            switch planned.action {
-            case .keep, .fresh, .revalidate: return "ok \(destination)"
-            case .fetch(.missing): return "missing \(destination)"
-            case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
-            case .fetch(.treeChanged(.membersChanged(let changes))):
-                return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
-                    + Quoted.firstFew(changes) { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" } + ")"
-            case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
-            case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
-            case .refuse(let why): return "unreadable \(destination) (\(why))"
-            }
-        }
+        var lines = result.problems.map(verifyProblem)
         let unpinned = result.plan.revalidations.count
         var summary = "Verified \(count(result.plan.upToDateCount, "file"))\(shardNote(result.plan))"
         if unpinned > 0 { summary += ", \(unpinned) unpinned present" }
@@ -137,34 +124,88 @@ package enum HumanReport {
         return lines
     }
 
+    /// One file `haul verify` found wrong: `missing a.bin`, `differs b.bin (…)`, `unreadable c.bin (…)`.
+    package static func verifyProblem(_ planned: PlannedEntry) -> String {
+        let destination = shown(planned.entry)
+        switch planned.action {
+        case .keep, .fresh, .revalidate: return "ok \(destination)"
+        case .fetch(.missing): return "missing \(destination)"
+        case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
+        case .fetch(.treeChanged(.membersChanged(let changes))):
+            return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
+                + Quoted.firstFew(changes) { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" } + ")"
+        case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
+        case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
+        case .refuse(let why): return "unreadable \(destination) (\(why))"
+        }
+    }
+
     /// `error: data/a.csv: https://h/a.csv: HTTP 404` — one line per URL tried, the last failure of each.
     /// `failureLines` as a JSON event or an annotation carries them, beside the destination rather than in the text:
-    /// `https://h/a.csv: HTTP 404`; or `all 2 sources failed`, then a message per source.
-    package static func failureMessages(entry: FileEntry, failure: EntryFailure) -> [String] {
-        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: false)
+    /// `https://h/a.csv: HTTP 404`; or `all 2 sources failed`, then a message per source. `manifest`: the path the
+    /// command was given, for the commands a message names.
+    package static func failureMessages(entry: FileEntry, failure: EntryFailure, manifest: String = "haul.yaml") -> [String] {
+        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: false, manifest: manifest)
         return [summary] + sources
     }
 
     /// `verbose`: libcurl's own message follows haul's (`FailureReason.libcurlDetail`).
-    package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false) -> [String] {
-        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose)
+    package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false,
+                                     manifest: String = "haul.yaml") -> [String] {
+        let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose, manifest: manifest)
         return ["error: \(entry.destination): \(summary)\(sources.isEmpty ? "" : ":")"] + sources.map { "  " + $0 }
     }
 
     /// What went wrong, and with several URLs tried, one message per URL (the last failure of each).
-    private static func failureParts(entry: FileEntry, failure: EntryFailure, verbose: Bool) -> (summary: String, sources: [String]) {
+    private static func failureParts(entry: FileEntry, failure: EntryFailure, verbose: Bool,
+                                     manifest: String) -> (summary: String, sources: [String]) {
         switch failure {
         case .refused(let why):
             return (why, [])
         case .commit(let error):
             return (error.description(about: entry.destination.description), [])
         case .transfer(let transfer):
-            let attempts = transfer.lastFailurePerSource.map {
-                "\($0.sourceDisplayURL): \(describe($0.reason, for: entry))\(detail($0.reason, verbose))"
-            }
+            let last = transfer.lastFailurePerSource
+            if let changed = changedUpstream(entry: entry, last, manifest: manifest) { return changed }
+            let attempts = last.map { "\($0.sourceDisplayURL): \(describe($0, for: entry))\(detail($0.reason, verbose))" }
             if attempts.count == 1, let only = attempts.first { return (only, []) }
             return ("all \(attempts.count) sources failed", attempts)
         }
+    }
+
+    /// Every source served other bytes than the pinned ones: most likely the file changed upstream, said once, with
+    /// the command that pins it anew (`nil` when any source failed otherwise, or compressed a body nobody asked it to
+    /// compress: that is the server's doing, not a new version).
+    private static func changedUpstream(entry: FileEntry, _ last: [AttemptFailure],
+                                        manifest: String) -> (summary: String, sources: [String])? {
+        guard !last.isEmpty, last.allSatisfy({ $0.reason.isWrongBytes && !$0.reason.isEncoded }) else { return nil }
+        let repin = "if the change upstream is intended, `\(CommandHint.update(entry.destination.description, manifest: manifest))` pins it anew"
+        if last.count == 1, let only = last.first {
+            return ("\(only.sourceDisplayURL): the server's bytes differ from the pinned checksum: "
+                    + "\(differences(only.reason, entry: entry)) (\(repin))", [])
+        }
+        return ("every source served bytes that differ from the pinned checksum (\(repin))",
+                last.map { "\($0.sourceDisplayURL): \(differences($0.reason, entry: entry))" })
+    }
+
+    /// `expected sha256:…, got sha256:…` (or the sizes), in the manifest's notation.
+    private static func differences(_ reason: FailureReason, entry: FileEntry) -> String {
+        let text = describe(reason, for: entry)
+        for prefix in ["checksum mismatch: ", "size mismatch: "] where text.hasPrefix(prefix) {
+            return (prefix == "size mismatch: " ? "size " : "") + text.dropFirst(prefix.count)
+        }
+        return text
+    }
+
+    /// One attempt's failure for `entry`: a 401 or 403 names the ways to send credentials, and says when a redirect
+    /// to another origin kept the entry's headers from the server that refused.
+    package static func describe(_ failure: AttemptFailure, for entry: FileEntry) -> String {
+        let text = describe(failure.reason, for: entry)
+        guard case .httpStatus(let status) = failure.reason, status == 401 || status == 403 else { return text }
+        if let elsewhere = failure.headersWithheldAt {
+            return text + " (the redirect to \(elsewhere) went to another origin, so the entry's headers were not sent there)"
+        }
+        return text + " (to send credentials: -H 'Authorization: …', the manifest's headers:, or --netrc)"
     }
 
     /// ` (libcurl: Recv failure: Connection reset by peer)` under `--verbose`, else nothing.
@@ -212,16 +253,12 @@ package enum HumanReport {
         .peerFailedVerificationBefore762, .peerFailedVerification, .sslCACertificateBadFile, .sslIssuerError,
     ]
 
-    /// `https://m/a.csv: checksum mismatch: …`: a source that served the wrong bytes, worth a warning whatever
-    /// happens next (the next mirror may well serve the right ones: the bad one must not go unnoticed). nil for
-    /// other failures.
+    /// `https://m/a.csv: checksum mismatch: …`: a source that served the wrong bytes, worth a warning when the entry
+    /// then succeeds (the next mirror may well serve the right ones: the bad one must not go unnoticed); when the entry
+    /// fails, its error names it instead. nil for other failures.
     package static func wrongBytesWarning(entry: FileEntry, failure: AttemptFailure) -> String? {
-        switch failure.reason {
-        case .digestMismatch, .sizeMismatch:
-            return "\(failure.sourceDisplayURL): \(describe(failure.reason, for: entry))"
-        default:
-            return nil
-        }
+        guard failure.reason.isWrongBytes else { return nil }
+        return "\(failure.sourceDisplayURL): \(describe(failure.reason, for: entry))"
     }
 
     /// `    edited bin/tool`: a member of a tree found changed, under its plan line.
@@ -244,8 +281,23 @@ package enum HumanReport {
 
     /// What a fetch put in place: `sdk.bin (1.2 MiB)`, or for an archive `sdk/ (1,234 files from a 1.2 MiB archive)`.
     package static func fetchedWhat(destination: String, _ file: DownloadedFile) -> String {
-        guard let unpacked = file.unpacked else { return "\(destination) (\(ByteCount.format(file.size)))" }
-        return "\(destination)/ (\(count(unpacked.files, "file")) from a \(ByteCount.format(file.size)) archive)"
+        guard let unpacked = file.unpacked else {
+            let size = ByteCount.format(file.size)
+            return "\(destination) (" + (file.resumedAt.map { "resumed at \(ByteCount.format($0)) of \(size)" } ?? size) + ")"
+        }
+        return "\(destination)/ (\(count(unpacked.files, "file")) from a \(ByteCount.format(file.size)) archive\(resumed(file)))"
+    }
+
+    /// A file's line as a log shows it once it is in place: `fetched a.bin (4.0 MiB)`, `fetched a.bin (resumed at 1.2
+    /// MiB of 4.0 MiB)`, or `from the cache a.bin (4.0 MiB)` for one no request was made for.
+    package static func doneLine(destination: String, _ file: DownloadedFile) -> String {
+        (file.fromCache ? "from the cache " : "fetched ") + fetchedWhat(destination: destination, file)
+    }
+
+    /// `, resumed at 1.2 MiB`: where a download that went on from kept bytes started.
+    private static func resumed(_ file: DownloadedFile) -> String {
+        guard let offset = file.resumedAt else { return "" }
+        return ", resumed at \(ByteCount.format(offset))"
     }
 
     /// The user's own files a replaced tree kept, named (the first few) so that they can be found.

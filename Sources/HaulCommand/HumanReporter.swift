@@ -3,6 +3,7 @@ import Haul
 import HaulEngine
 import HaulManifest
 import HaulPlanner
+import Synchronization
 
 /// Text for people: the plan on stdout, failures and warnings on stderr as they happen, progress on stderr in
 /// the chosen style, the summary on stdout.
@@ -14,12 +15,12 @@ import HaulPlanner
 /// | a file done      |      | `fetched a (1.2 MiB)`   | (the view)               | the line in every style, with its URL |
 /// | a retry          |      | `retry a: HTTP 503; …`  | above the view           | the line in every style, with the URL |
 /// | a rewritten URL  |      |                         |                          | `fetch a ← URL (rewritten from URL)`; under the plan's entries, every URL tried |
-/// | wrong bytes      | yes  | `warning: a: URL: …`    | above the view           |                           |
+/// | wrong bytes      | yes  | `warning: a: URL: …`    | above the view           | (once the entry is done)  |
 /// | a backoff        |      | in the heartbeat        | in the transfer's row    |                           |
 /// | a long transfer  |      | a heartbeat every 5 s   | (the view)               |                           |
 ///
-/// Wrong bytes from a source are said even when a mirror then serves the right ones; a transfer waiting out a
-/// backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary
+/// Wrong bytes from a source are said even when a mirror then serves the right ones (and only in the error when none
+/// does); a transfer waiting out a backoff says what it waits for (`retry 2 of 3 for URL in 4 s`). `--quiet` prints errors only. Plan and summary
 /// text are exactly `HumanReport`'s, with what a manifest or a server chose escaped (`TerminalText`); colour, when
 /// enabled, only paints the plan's markers and the `error:`/`warning:`/`retry` prefixes, so the words stay the same.
 /// A file in place but not yet durable is fetched (its line, its bytes in the view) and an `error:` line.
@@ -29,12 +30,16 @@ final class HumanReporter: RunReporter, Sendable {
     let verbose: Bool
     /// The config's URL rewrites, for `--verbose`: which URL a rewritten one came from.
     let rewrites: URLRewriter
+    /// The manifest's path as given, for the commands a failure names.
+    let manifest: String
     /// Colour on stderr (`Colour.enabled` was asked about stderr).
     let colour: Bool
     /// Colour on stdout too: it may be a pipe (`haul sync | tee log`) while stderr is the terminal.
     private let colourStdout: Bool
     private let tracker: ProgressTracker?
     private let display: Display
+    /// Per entry (by index), the warnings for sources that served wrong bytes, said once the entry is done.
+    private let wrongBytes = Mutex<[Int: [String]]>([:])
 
     private enum Display: Sendable {
         case none
@@ -42,8 +47,10 @@ final class HumanReporter: RunReporter, Sendable {
         case bar(TerminalView)
     }
 
-    init(style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, colour: Bool) {
+    init(style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, manifest: String = "haul.yaml",
+         colour: Bool) {
         self.style = style
+        self.manifest = manifest
         self.quiet = quiet
         self.verbose = verbose
         self.rewrites = rewrites
@@ -120,9 +127,10 @@ final class HumanReporter: RunReporter, Sendable {
         // An interruption is said once, in the summary, not once per transfer it stopped.
         guard !quiet, failure.reason != .interrupted else { return }
         let destination = entry.destination.description
-        // Wrong bytes from a source are a warning in every style, even when a mirror then serves the right ones.
+        // Wrong bytes from a source are a warning in every style when a mirror then serves the right ones; when the
+        // entry fails, its error names every source and what it served, once.
         if let warning = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
-            return Output.errors([paintDiagnostic("warning: \(destination): \(warning)")])
+            return wrongBytes.withLock { $0[entry.index, default: []].append("warning: \(destination): \(warning)") }
         }
         // The URL that failed, and the one tried next when it is another: with mirrors, which one is flaky is
         // what the reader of a log wants to know.
@@ -139,6 +147,8 @@ final class HumanReporter: RunReporter, Sendable {
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
         let destination = entry.destination.description
+        let warnings = wrongBytes.withLock { $0.removeValue(forKey: entry.index) } ?? []
+        if case .failed = outcome {} else if !warnings.isEmpty { Output.errors(warnings.map(paintDiagnostic)) }
         switch outcome {
         case .upToDate:
             break
@@ -157,7 +167,7 @@ final class HumanReporter: RunReporter, Sendable {
             // one line for the whole interruption, not one per entry
         case .failed(let failure):
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
-            Output.errors(HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose).map(paintDiagnostic))
+            Output.errors(HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose, manifest: manifest).map(paintDiagnostic))
         }
     }
 
@@ -172,9 +182,8 @@ final class HumanReporter: RunReporter, Sendable {
             Output.errors([paintDiagnostic("warning: " + HumanReport.keptFilesWarning(folder: destination, unpacked.keptFiles))])
         }
         guard !quiet, verbose || linePerFile else { return }
-        let line = "fetched " + HumanReport.fetchedWhat(destination: destination, file)
-        guard verbose else { return log(line) }
-        guard !file.fromCache else { return log(line + " from cache") }
+        let line = HumanReport.doneLine(destination: destination, file)
+        guard verbose, !file.fromCache else { return log(line) }
         let redirected = file.servedBy.isEmpty || file.servedBy == file.sourceDisplayURL ? "" : ", served by \(file.servedBy)"
         let version = file.httpVersion.map { " over HTTP/\($0)" } ?? ""
         log(line + " from " + file.sourceDisplayURL + rewrittenSuffix(entry, source: file.sourceIndex) + redirected + version)

@@ -1,4 +1,5 @@
 import Haul
+import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulPlanner
@@ -88,6 +89,33 @@ package enum JSONValue: Sendable, Equatable {
 package enum JSONEvents {
     package static let schemaVersion: Int64 = 1
 
+    /// One of `haul add`'s message lines: `warning` when it is one (its prefix dropped), else `error` (`error: `
+    /// dropped; a line that follows an error, such as `hint: …` or `haul.yaml was not modified`, is kept whole).
+    package static func diagnostic(line: String) -> JSONValue {
+        let warningPrefix = "warning: "
+        guard !line.hasPrefix(warningPrefix) else { return warning(dest: nil, message: String(line.dropFirst(warningPrefix.count))) }
+        let errorPrefix = "error: "
+        let message = line.hasPrefix(errorPrefix) ? String(line.dropFirst(errorPrefix.count)) : line
+        return .object([("event", .string("error")), ("message", .string(message))])
+    }
+
+    /// `haul add`: an entry pinned (`added`), pinned anew (`updated`), or found pinned to what its URL serves
+    /// (`unchanged`). `sha256` is null for an entry pinned with another algorithm; `digest` names it.
+    package static func pinned(dest: String, url: String, digest: Digest, size: Int64?, result: String) -> JSONValue {
+        .object([("event", .string("pinned")), ("dest", .string(dest)), ("url", .string(url)),
+                 ("sha256", .string(digest.algorithm == .sha256 ? digest.hex : nil)),
+                 ("digest", .string("\(digest.algorithm.rawValue):\(digest.hex)")), ("size", .int(size)),
+                 ("result", .string(result))])
+    }
+
+    /// `haul add`'s last event, also when it fails: how many entries each way, and the files put in place.
+    package static func addSummary(manifest: String, added: Int, updated: Int, unchanged: Int, placed: Int,
+                                   exitStatus: Int32) -> JSONValue {
+        .object([("event", .string("summary")), ("manifest", .string(manifest)), ("added", .int(Int64(added))),
+                 ("updated", .int(Int64(updated))), ("unchanged", .int(Int64(unchanged))), ("placed", .int(Int64(placed))),
+                 ("exit_status", .int(Int64(exitStatus)))])
+    }
+
     package static func plan(_ plan: Plan) -> JSONValue {
         var changes: [JSONValue] = []
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
@@ -150,7 +178,7 @@ package enum JSONEvents {
         guard let next else { return nil }
         return .object([("event", .string("retry")), ("dest", .string(entry.destination.description)),
                         ("url", .string(failure.sourceDisplayURL)),
-                        ("error", .string(HumanReport.describe(failure.reason, for: entry))),
+                        ("error", .string(HumanReport.describe(failure, for: entry))),
                         ("retry_in", next.delay > 0 ? .double(next.delay) : .null),
                         ("next_url", .string(next.sourceDisplayURL))])
     }
@@ -174,8 +202,9 @@ package enum JSONEvents {
     /// `done` for a file in place (fetched, confirmed unchanged by its server, or fetched but not yet durable, with
     /// the error), `failed` otherwise; nil for an entry that was already up to date (the plan counted it).
     /// `rewrittenFrom`: for a file fetched from a rewritten URL, the manifest's URL it came from (a `done` event
-    /// then ends with `rewritten_from`).
-    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil) -> JSONValue? {
+    /// then ends with `rewritten_from`). `manifest`: its path as given, for the commands a failure names.
+    package static func finished(_ entry: FileEntry, _ outcome: EntryOutcome, rewrittenFrom: String? = nil,
+                                 manifest: String = "haul.yaml") -> JSONValue? {
         let dest = ("dest", JSONValue.string(entry.destination.description))
         switch outcome {
         case .upToDate:
@@ -200,10 +229,10 @@ package enum JSONEvents {
             if case .transfer(let transfer) = failure {
                 sources = transfer.lastFailurePerSource.map {
                     .object([("url", .string($0.sourceDisplayURL)),
-                             ("error", .string(HumanReport.describe($0.reason, for: entry)))])
+                             ("error", .string(HumanReport.describe($0, for: entry)))])
                 }
             }
-            let message = HumanReport.failureMessages(entry: entry, failure: failure).joined(separator: "; ")
+            let message = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "; ")
             return .object([("event", .string("failed")), dest, ("error", .string(message)), ("sources", .array(sources))])
         }
     }
@@ -213,7 +242,8 @@ package enum JSONEvents {
         .object([("event", .string("done")), dest, ("result", .string(result)),
                  ("url", file.fromCache ? .null : .string(file.sourceDisplayURL)),
                  ("bytes", .int(file.size)), ("digest", .string(file.digest.description)), ("error", .string(error)),
-                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion))]
+                 ("served_by", file.fromCache ? .null : .string(file.servedBy)), ("http_version", .string(file.httpVersion)),
+                 ("resumed_at", .int(file.resumedAt))]
                 + (rewrittenFrom.map { [("rewritten_from", .string($0))] } ?? [])
                 + (file.unpacked.map { unpacked in
                     [("files", .int(Int64(unpacked.files))), ("unpacked_bytes", .int(unpacked.bytes)),

@@ -9,11 +9,16 @@ final class JSONReporter: RunReporter, Sendable {
     /// Progress of one transfer at most this often: enough for a dashboard, not a flood in a log.
     static let progressInterval = 0.5
     private let lastProgress = Mutex<[Int: Double]>([:])
+    /// Per entry (by index), the sources that served wrong bytes.
+    private let wrongBytes = Mutex<[Int: [String]]>([:])
     /// The config's URL rewrites: `start` and `done` events of a rewritten URL say where it came from.
     private let rewrites: URLRewriter
+    /// The manifest's path as given, for the commands a failure names.
+    private let manifest: String
 
-    init(rewrites: URLRewriter = .none) {
+    init(rewrites: URLRewriter = .none, manifest: String = "haul.yaml") {
         self.rewrites = rewrites
+        self.manifest = manifest
     }
 
     var wantsProgress: Bool { true }
@@ -48,13 +53,18 @@ final class JSONReporter: RunReporter, Sendable {
     }
 
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?) {
+        // Said once the entry is done, and only if it succeeds: a `failed` event's sources name them otherwise.
         if let message = HumanReport.wrongBytesWarning(entry: entry, failure: failure) {
-            emit(JSONEvents.warning(dest: entry.destination.description, message: message))
+            wrongBytes.withLock { $0[entry.index, default: []].append(message) }
         }
         emit(JSONEvents.retry(entry, failure, next: next))
     }
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
+        let warnings = wrongBytes.withLock { $0.removeValue(forKey: entry.index) } ?? []
+        if case .failed = outcome {} else {
+            for message in warnings { emit(JSONEvents.warning(dest: entry.destination.description, message: message)) }
+        }
         if let file = outcome.fetchedFile, let encoding = file.contentEncoding {
             emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
         }
@@ -63,7 +73,7 @@ final class JSONReporter: RunReporter, Sendable {
             let sources = rewrites.sources(of: entry)
             from = sources.indices.contains(file.sourceIndex) ? sources[file.sourceIndex].rewrittenFrom : nil
         }
-        emit(JSONEvents.finished(entry, outcome, rewrittenFrom: from))
+        emit(JSONEvents.finished(entry, outcome, rewrittenFrom: from, manifest: manifest))
     }
 
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome) { emit(JSONEvents.pruned(destination, outcome)) }

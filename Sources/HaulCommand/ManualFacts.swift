@@ -42,6 +42,7 @@ enum ManualFacts {
         Item(term: "TERM", meaning: "dumb: no colour; dumb or unset: no progress bar"),
         Item(term: "GITHUB_ACTIONS", meaning: "true: GitHub annotations (see --annotations)"),
         Item(term: "GITHUB_STEP_SUMMARY", meaning: "the file the run's summary table is appended to"),
+        Item(term: "GITHUB_WORKSPACE", meaning: "annotations name the manifest from this folder"),
     ]
 
     /// A titled block of `items`, the terms aligned, as `--help` prints it (one item a line, within 80 columns).

@@ -42,7 +42,17 @@ enum Output {
     private static let readerGraceAfterStop = 0.25
 
     static func lines(_ lines: [TerminalText]) { write(lines, to: STDOUT_FILENO) }
-    static func errors(_ lines: [TerminalText]) { write(lines, to: STDERR_FILENO) }
+    static func errors(_ lines: [TerminalText]) {
+        guard diagnosticsAsEvents.load(ordering: .relaxed) else { return write(lines, to: STDERR_FILENO) }
+        write(lines.map { TerminalText(JSONEvents.diagnostic(line: $0.rendered).encoded()) }, to: STDOUT_FILENO)
+    }
+
+    /// `haul add --json`: its messages are written deep in the download, edit and placing steps, each as a line for
+    /// a person; a program reading stdout gets every one of them as an event instead, in the order they came.
+    private static let diagnosticsAsEvents = Atomic<Bool>(false)
+
+    /// From now on, `errors` writes each line to stdout as a `warning` or `error` event.
+    static func writeDiagnosticsAsEvents() { diagnosticsAsEvents.store(true, ordering: .relaxed) }
 
     /// From now on (give or take `readerGraceAfterStop`) no write waits for a reader that does not read: what a
     /// stream does not take by then is dropped, and that stream is written no more. For a signal and the time limit,

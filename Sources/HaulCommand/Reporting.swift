@@ -58,12 +58,13 @@ struct ReportingOptions: ParsableArguments {
 
     var gitHub: GitHubAnnotations? { GitHubAnnotations.resolve(annotations, json: json) }
 
-    /// `rewrites`: the config's, so that `--verbose` can say where a URL was rewritten from.
-    func makeReporter(rewrites: URLRewriter = .none) -> RunReporter {
-        if json { return JSONReporter(rewrites: rewrites) }
+    /// `rewrites`: the config's, so that `--verbose` can say where a URL was rewritten from; `manifest`: its path as
+    /// given, for the commands a failure names.
+    func makeReporter(rewrites: URLRewriter = .none, manifest: String = "haul.yaml") -> RunReporter {
+        if json { return JSONReporter(rewrites: rewrites, manifest: manifest) }
         let environment = Environment.current
         let style = quiet ? .none : progress.resolved(environment: environment, stderrIsTerminal: isatty(STDERR_FILENO) == 1)
-        return HumanReporter(style: style, quiet: quiet, verbose: verbose, rewrites: rewrites,
+        return HumanReporter(style: style, quiet: quiet, verbose: verbose, rewrites: rewrites, manifest: manifest,
                              colour: Colour.enabled(environment: environment, isTerminal: isatty(STDERR_FILENO) == 1))
     }
 }

@@ -97,6 +97,22 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
+    /// The bytes arrived, but are not the pinned ones: a checksum or size that differs.
+    package var isWrongBytes: Bool {
+        switch self {
+        case .digestMismatch, .sizeMismatch: true
+        default: false
+        }
+    }
+
+    /// Wrong bytes that arrived with a `Content-Encoding` haul did not ask for.
+    package var isEncoded: Bool {
+        switch self {
+        case .digestMismatch(_, _, let encoding?), .sizeMismatch(_, _, let encoding?): !encoding.isEmpty
+        default: false
+        }
+    }
+
     /// ` (served with Content-Encoding: gzip)`, or nothing.
     private static func servedWith(_ encoding: String?) -> String {
         encoding.map { " (served with Content-Encoding: \($0))" } ?? ""
@@ -187,9 +203,14 @@ package struct CurlCode: Sendable, Hashable, CustomStringConvertible {
 package struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
     package var sourceDisplayURL: String
     package var reason: FailureReason
-    package init(sourceDisplayURL: String, reason: FailureReason) {
+    /// Where a redirect to another origin led, when the answer came from there without the source's headers (haul
+    /// sends them to their own origin only): shown safely (`RedirectedURL`). Set for a 401 or 403 only, where it
+    /// explains the refusal.
+    package var headersWithheldAt: String?
+    package init(sourceDisplayURL: String, reason: FailureReason, headersWithheldAt: String? = nil) {
         self.sourceDisplayURL = sourceDisplayURL
         self.reason = reason
+        self.headersWithheldAt = headersWithheldAt
     }
     package var description: String { "\(sourceDisplayURL): \(reason)" }
 }

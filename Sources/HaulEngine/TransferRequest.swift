@@ -273,6 +273,9 @@ package struct DownloadedFile: Sendable, Equatable {
     package var announcedLength: Int64?
     /// For an archive unpacked on the way in: what it became (set by whoever unpacked it; the engine does not).
     package var unpacked: UnpackSummary?
+    /// The byte the final download started from when it went on from bytes kept by an earlier attempt or run; nil
+    /// when it came whole (people ask why a large file arrived so fast, or so slow).
+    package var resumedAt: Int64?
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,

@@ -339,7 +339,8 @@ struct TransferStateMachine: Sendable {
                               contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? headers.freshness : nil,
                               servedBy: currentURL == request.sources[index].url
                                   ? request.sources[index].displayURL : RedirectedURL.display(currentURL),
-                              announcedLength: request.headOnly ? headers.contentLength : nil)
+                              announcedLength: request.headOnly ? headers.contentLength : nil,
+                              resumedAt: resumeOffset > 0 ? resumeOffset : nil)
     }
 
     /// The end, in failure. A resumable partial stays for the next run when what ended it left bytes worth resuming
@@ -387,7 +388,12 @@ struct TransferStateMachine: Sendable {
     }
 
     private mutating func record(_ reason: FailureReason) -> AttemptFailure {
-        let failure = AttemptFailure(sourceDisplayURL: source.displayURL, reason: reason)
+        var failure = AttemptFailure(sourceDisplayURL: source.displayURL, reason: reason)
+        // A refusal by a server the entry's headers (its credentials, most likely) were kept from: the reader must
+        // learn that they were never sent there, or they would look refused.
+        if case .httpStatus(let status) = reason, status == 401 || status == 403, !sendsHeaders, !source.headers.isEmpty {
+            failure.headersWithheldAt = RedirectedURL.display(currentURL)
+        }
         failures.append(failure)
         return failure
     }

@@ -33,6 +33,9 @@ struct KeyTable<Key: Sendable>: Sendable {
 
 enum TopLevelKey: String, ManifestKey {
     case version, root, defaults, prune, netrc, files
+    /// The schema an editor validates the manifest against (as `yaml-language-server` and JSON tools read it):
+    /// accepted so that a manifest can name its schema, and otherwise ignored.
+    case schema = "$schema"
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }
 

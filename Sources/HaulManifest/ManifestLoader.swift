@@ -24,7 +24,11 @@ package enum ManifestLoader {
     /// the shell redirected a file there) takes the current directory instead: the lexical folder of `/dev/fd/63`
     /// is no place to write files. `root` (the command line's `--root`) replaces the manifest's, and is relative to
     /// the current directory, as any path on a command line.
-    package static func load(path: String, environment: [String: String], root: String? = nil) throws(ManifestError) -> Manifest {
+    ///
+    /// `commandLineHeaders`: the names of the `-H` headers, which stand in for the manifest's of the same name: one
+    /// of those whose `${VAR}` is unset is no error, since its value would never be sent.
+    package static func load(path: String, environment: [String: String], root: String? = nil,
+                             commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
         let failure = { (message: String) in
@@ -42,21 +46,21 @@ package enum ManifestLoader {
             throw failure(error.message)
         }
         var manifest = try parse(bytes: source.bytes, fileName: fileName, manifestDirectory: source.directory,
-                                 environment: environment)
+                                 environment: environment, commandLineHeaders: commandLineHeaders)
         if let overridingRoot { manifest.root = overridingRoot }
         return manifest
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
     package static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
-                             environment: [String: String]) throws(ManifestError) -> Manifest {
+                             environment: [String: String], commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
         try parse(bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,
-                  pipelined: bytes.count >= ReadingPipeline.minimumBytes)
+                  pipelined: bytes.count >= ReadingPipeline.minimumBytes, commandLineHeaders: commandLineHeaders)
     }
 
     /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
     static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
-                      pipelined: Bool) throws(ManifestError) -> Manifest {
+                      pipelined: Bool, commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
         guard bytes.count <= maximumBytes else {
             throw ManifestError(diagnostics: [
                 Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: tooLarge),
@@ -69,7 +73,8 @@ package enum ManifestLoader {
         // Entries run 100 to 300 bytes; overestimating only reserves address space.
         var validator = ManifestValidator(fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
                                           environment: environment, expectedEntries: bytes.count / 100,
-                                          expansionBudget: maximumBytes - bytes.count)
+                                          expansionBudget: maximumBytes - bytes.count,
+                                          commandLineHeaders: Set(commandLineHeaders.map(HeaderRules.canonicalName)))
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
         let document = pipelined

@@ -25,6 +25,10 @@ package enum ManifestSchema {
     "files"
   ],
   "properties": {
+    "$schema": {
+      "description": "The schema an editor validates this manifest against (a URL or a path to haul-manifest.schema.json); haul ignores it.",
+      "type": "string"
+    },
     "version": {
       "description": "Manifest format version. This schema describes version 1.",
       "const": 1

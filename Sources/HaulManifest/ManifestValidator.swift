@@ -76,12 +76,16 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// What `${VAR}` expansions may still add to the manifest's size.
     private var expansionBudget: ExpansionBudget
+    /// Canonical names of the `-H` headers: the command line's value is sent instead of the manifest's, so a manifest
+    /// value of that name whose variable is unset is dropped rather than an error.
+    private let commandLineHeaders: Set<String>
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused. `expansionBudget`: the bytes expansions may add.
     init(fileName: String, manifestDirectory: String, environment: [String: String], expectedEntries: Int = 0,
-         expansionBudget: Int = ManifestLoader.maximumBytes) {
+         expansionBudget: Int = ManifestLoader.maximumBytes, commandLineHeaders: Set<String> = []) {
         self.fileName = fileName
+        self.commandLineHeaders = commandLineHeaders
         self.manifestDirectory = manifestDirectory
         self.environment = environment
         self.expansionBudget = ExpansionBudget(remaining: expansionBudget)
@@ -131,7 +135,7 @@ struct ManifestValidator: YAMLEntrySink {
         var filesUsed = false
         for (key, _, value) in pairs {
             switch key {
-            case .version:
+            case .version, .schema:
                 break
             case .root:
                 if let resolved = resolveRoot(value) { root = resolved }
@@ -609,14 +613,18 @@ struct ManifestValidator: YAMLEntrySink {
                 continue
             }
             seen[canonical] = (name, keyLocation.line)
-            if let value = headerValue(valueID, path: scope.path("headers." + name)) {
+            if let value = headerValue(valueID, name: name, givenOnCommandLine: commandLineHeaders.contains(canonical),
+                                       path: scope.path("headers." + name)) {
                 fields.append(HeaderField(name: name, value: value))
             }
         }
         return fields
     }
 
-    private mutating func headerValue(_ id: NodeID, path: @autoclosure () -> String) -> TemplatedString? {
+    /// `givenOnCommandLine`: `-H` gives this header, so a value whose variable is unset is dropped, not an error (it
+    /// would never be sent); otherwise the error names `-H` as the other way to give the header.
+    private mutating func headerValue(_ id: NodeID, name: String, givenOnCommandLine: Bool,
+                                      path: @autoclosure () -> String) -> TemplatedString? {
         guard let template = text(id, path: path(), expected: "a string") else { return nil }
         let location = document.location(of: id)
         if HeaderRules.hasForbiddenValueByte(template) {
@@ -627,10 +635,16 @@ struct ManifestValidator: YAMLEntrySink {
         do {
             value = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget)
         } catch {
-            for message in error.messages { diagnostics.error(message, at: location, keyPath: path()) }
+            for message in error.messages {
+                let unset = message.hasSuffix(" is not set")
+                if unset && givenOnCommandLine { continue }
+                let hint = unset ? " (set it, or give the header on the command line: -H '\(name): …')" : ""
+                diagnostics.error(message + hint, at: location, keyPath: path())
+            }
             return nil
         }
         guard HeaderRules.hasForbiddenValueByte(value.expanded) else { return value }
+        guard !givenOnCommandLine else { return nil }
         // Blame the variable by name; its value may be a secret.
         for name in EnvironmentExpansion.referencedNames(in: template)
         where HeaderRules.hasForbiddenValueByte(environment[name] ?? "") {

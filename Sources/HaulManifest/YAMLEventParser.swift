@@ -9,6 +9,10 @@ struct YAMLEventParser: ~Copyable {
     /// The event `next()` returned last, freed by the next call or at the end.
     private let current = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
     private var holdsEvent = false
+    /// The last quoted value that ran over more than one line: where it opened, and the line it closed on. A quote
+    /// left open in a manifest runs on to the next quote in the file, and YAML fails just after that one, on the
+    /// line it closed on: the place to fix is where it opened.
+    private var lastQuoteOverLines: (opening: yaml_mark_t, closingLine: Int)?
 
     /// Runs `body` with a parser over `bytes`; nil when libyaml cannot make one (out of memory).
     static func parse<Result>(_ bytes: [UInt8], _ body: (inout YAMLEventParser) -> Result) -> Result? {
@@ -45,7 +49,13 @@ struct YAMLEventParser: ~Copyable {
     mutating func next() -> yaml_event_t? {
         if holdsEvent { yaml_event_delete(current) }
         holdsEvent = yaml_parser_parse(parser, current) == 1
-        return holdsEvent ? current.pointee : nil
+        guard holdsEvent else { return nil }
+        let event = current.pointee
+        if event.type == YAML_SCALAR_EVENT, event.start_mark.line != event.end_mark.line,
+           event.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE || event.data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE {
+            lastQuoteOverLines = (event.start_mark, Int(event.end_mark.line))
+        }
+        return event
     }
 
     /// Why `next()` returned nil: libyaml's problem, in a manifest editor's words (`YAMLSyntaxAdvice`), at the place
@@ -60,17 +70,31 @@ struct YAMLEventParser: ~Copyable {
             // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
             return (YAMLSyntaxAdvice.message(problem: problem, context: nil, lineIndentedWithTab: false),
                     Self.location(ofByte: state.problem_offset, in: input))
+        case YAML_SCANNER_ERROR where Self.unclosedQuoteProblems.contains(problem)
+                && state.context.map({ String(cString: $0) }) == "while scanning a quoted scalar":
+            // libyaml gives up where the quote should have closed, the end of the file or of the document, far from
+            // the mistake: the place to fix is the quote that opens the value.
+            return (YAMLSyntaxAdvice.message(problem: problem, context: "while scanning a quoted scalar",
+                                             lineIndentedWithTab: false),
+                    Self.location(state.context_mark))
         default:
             let location = Self.location(state.problem_mark)
             let context = state.context.map { String(cString: $0) }.map { context in
                 let mark = Self.location(state.context_mark)
                 return "\(context) at line \(mark.line), column \(mark.column)"
             }
-            return (YAMLSyntaxAdvice.message(problem: problem, context: context,
-                                             lineIndentedWithTab: Self.indentationHasTab(line: location.line, in: input)),
-                    location)
+            let tab = Self.indentationHasTab(line: location.line, in: input)
+            if !tab, let quote = lastQuoteOverLines, quote.closingLine == Int(state.problem_mark.line) {
+                return (YAMLSyntaxAdvice.quoteRunningOn(to: location, problem: problem, context: context),
+                        Self.location(quote.opening))
+            }
+            return (YAMLSyntaxAdvice.message(problem: problem, context: context, lineIndentedWithTab: tab), location)
         }
     }
+
+    /// libyaml's problems for a quoted value that runs to the end of the input.
+    private static let unclosedQuoteProblems: Set<String> = ["found unexpected end of stream",
+                                                             "found unexpected document indicator"]
 
     /// Whether line `line` (1-based) starts with blanks that include a tab.
     private static func indentationHasTab(line: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {

@@ -13,6 +13,13 @@ enum YAMLSyntaxAdvice {
         return "\(advice) (YAML: \(problem)\(context.map { " \($0)" } ?? ""))"
     }
 
+    /// For a syntax error on the line where a quoted value that opened on an earlier line closed: most likely its
+    /// own closing quote is missing, and the quote meant to open a later value closed it instead.
+    static func quoteRunningOn(to problemLocation: SourceLocation, problem: String, context: String?) -> String {
+        "this quoted value runs on to line \(problemLocation.line), where the YAML goes wrong at column "
+            + "\(problemLocation.column): if its closing quote is missing, add it (YAML: \(problem)\(context.map { " \($0)" } ?? ""))"
+    }
+
     private static func advice(problem: String, context: String, tab: Bool) -> String? {
         if tab || problem.contains("tab character") {
             return "this line is indented with a tab; YAML indents with spaces only"
@@ -39,8 +46,10 @@ enum YAMLSyntaxAdvice {
         case "did not find expected node content":
             return "a value is missing here (a [ or { left open, or a stray \",\")"
         case "found unexpected end of stream":
-            return context.contains("quoted scalar") ? "a quoted value is never closed: add its closing quote"
+            return context.contains("quoted scalar") ? "the quote that opens this value is never closed: add its closing quote"
                                                      : "the file ends in the middle of a value"
+        case "found unexpected document indicator" where context.contains("quoted scalar"):
+            return "the quote that opens this value is never closed: add its closing quote"
         case "found character that cannot start any token":
             return "a value cannot start with this character (@ or `): put the value in quotes"
         case "found undefined tag handle", "found unknown escape character", "found unexpected ':'":

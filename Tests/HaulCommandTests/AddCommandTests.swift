@@ -219,7 +219,7 @@ final class AddCommandTests: XCTestCase {
         XCTAssertEqual(add.exitCode, 3)
         XCTAssertEqual(add.stderr, """
             haul.yaml:8:11: error: files[0].dest: "old.txt" is already the destination of files[0]
-            hint: choose another destination with --dest
+            hint: to pin it anew from its own url, run "haul add --update old.txt"; or choose another destination with --dest
 
             """)
         XCTAssertEqual(manifestText(), original)

@@ -128,6 +128,81 @@ final class AddFromSumsTests: XCTestCase {
         XCTAssertEqual(usage.exitCode, 64, usage.stderr)
         XCTAssertTrue(usage.stderr.contains("--dest names one file"), usage.stderr)
     }
+
+    func testAListAddedAgainSkipsWhatIsPinnedAndRefusesAChangedDigestUnlessUpdateAll() throws {
+        let sums = "\(hex(tool))  tool-linux.tar.gz\n\(hex(notes))  NOTES.txt\n"
+        let server = try release(lists: ["SHA256SUMS": sums])
+        defer { server.stop() }
+        let list = server.url("/v2/SHA256SUMS")
+        XCTAssertEqual(try directory.haul(["add", "--from-sums", list]).exitCode, 0)
+        let first = manifestText
+
+        let again = try directory.haul(["add", "--from-sums", list])
+        XCTAssertEqual(again.exitCode, 0, again.stderr)
+        XCTAssertEqual(again.stdout, "2 already pinned: tool-linux.tar.gz, NOTES.txt.\nhaul.yaml was not modified.\n")
+        XCTAssertEqual(manifestText, first)
+
+        // The release is rebuilt: the tool's digest changes, and a new file is listed.
+        let rebuilt: [UInt8] = Array("tool binary, rebuilt\n".utf8)
+        server.files?.set("/v2/SHA256SUMS", Array("\(hex(rebuilt))  tool-linux.tar.gz\n\(hex(notes))  NOTES.txt\n\(hex(docs))  docs.zip\n".utf8))
+        let refused = try directory.haul(["add", "--from-sums", list])
+        XCTAssertEqual(refused.exitCode, 3, refused.stderr)
+        XCTAssertEqual(refused.stderr, """
+            error: haul.yaml:3:5: files[0] (tool-linux.tar.gz) is pinned to sha256 \(hex(tool).prefix(12))…; the list now says \
+            sha256 \(hex(rebuilt).prefix(12))…
+            hint: run "haul add --from-sums \(list) --update-all" to pin it anew; haul.yaml was not modified
+
+            """)
+        XCTAssertEqual(manifestText, first)
+
+        let updated = try directory.haul(["add", "--from-sums", list, "--update-all"])
+        XCTAssertEqual(updated.exitCode, 0, updated.stderr)
+        XCTAssertEqual(updated.stdout, """
+            1 already pinned: NOTES.txt.
+            Updated files[0] (tool-linux.tar.gz) in haul.yaml, line 3: sha256 \(hex(tool).prefix(12))… → sha256 \(hex(rebuilt).prefix(12))….
+            Added docs.zip (sha256 \(hex(docs).prefix(12))…) to haul.yaml as files[2], line 9.
+            Run "haul sync" to put them in place.
+
+            """)
+        XCTAssertTrue(manifestText.hasPrefix(first.replacingOccurrences(of: hex(tool), with: hex(rebuilt))), manifestText)
+        XCTAssertTrue(manifestText.contains("dest: docs.zip"), manifestText)
+
+        // An entry that pins a size (added from its URL) cannot take a digest alone: the old size would stay.
+        let sized = manifestText.replacingOccurrences(of: "dest: NOTES.txt\n", with: "dest: NOTES.txt\n    size: 14\n")
+        try directory.write("haul.yaml", sized)
+        server.files?.set("/v2/SHA256SUMS", Array("\(hex(tool))  NOTES.txt\n".utf8))
+        let withSize = try directory.haul(["add", "--from-sums", list, "--update-all"])
+        XCTAssertEqual(withSize.exitCode, 3, withSize.stderr)
+        XCTAssertEqual(withSize.stderr, """
+            error: haul.yaml:6:5: files[1] (NOTES.txt) pins a size, which the list does not give; run \
+            "haul add --update NOTES.txt" to download it and pin both
+            haul.yaml was not modified
+
+            """)
+        XCTAssertEqual(manifestText, sized)
+    }
+
+    func testADestFolderTakesEveryFileOfTheList() throws {
+        let sums = "\(hex(tool))  tool-linux.tar.gz\n\(hex(notes))  NOTES.txt\n"
+        let server = try release(lists: ["SHA256SUMS": sums])
+        defer { server.stop() }
+        let list = server.url("/v2/SHA256SUMS")
+        let noSlash = try directory.haul(["add", "--from-sums", list, "--dest", "vendor"])
+        XCTAssertEqual(noSlash.exitCode, 64, noSlash.stderr)
+        XCTAssertTrue(noSlash.stderr.contains("end it with / (--dest vendor/)"), noSlash.stderr)
+
+        let add = try directory.haul(["add", "--from-sums", list, "--dest", "vendor/v2/"])
+        XCTAssertEqual(add.exitCode, 0, add.stderr)
+        XCTAssertTrue(manifestText.contains("dest: vendor/v2/tool-linux.tar.gz"), manifestText)
+        XCTAssertTrue(manifestText.contains("dest: vendor/v2/NOTES.txt"), manifestText)
+        let again = try directory.haul(["add", "--from-sums", list, "--dest", "vendor/v2/"])
+        XCTAssertEqual(again.exitCode, 0, again.stderr)
+        XCTAssertTrue(again.stdout.hasPrefix("2 already pinned: vendor/v2/tool-linux.tar.gz, vendor/v2/NOTES.txt."), again.stdout)
+
+        XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
+        XCTAssertEqual(directory.read("vendor/v2/tool-linux.tar.gz"), tool)
+        XCTAssertEqual(directory.read("vendor/v2/NOTES.txt"), notes)
+    }
 }
 
 /// `haul add` sends what `sync` would: the manifest's `defaults.headers`, and `-H` over them.

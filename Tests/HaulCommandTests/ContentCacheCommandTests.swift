@@ -125,7 +125,7 @@ final class ContentCacheCommandTests: XCTestCase {
         let third = try directory.haul(["sync", "third.yaml", "--cache", cache, "--verbose"])
         XCTAssertEqual(third.exitCode, 0, third.stderr)
         XCTAssertTrue(third.stdout.contains("3 from the cache"), third.stdout)
-        XCTAssertTrue(third.stdout.contains("fetched a/b/deep.bin (39.1 KiB) from cache"), third.stdout)
+        XCTAssertTrue(third.stdout.contains("from the cache a/b/deep.bin (39.1 KiB)\n"), third.stdout)
         assertRootHoldsEveryFile(directory.path("third"))
     }
 

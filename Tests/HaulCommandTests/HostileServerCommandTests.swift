@@ -211,7 +211,8 @@ final class HostileServerCommandTests: XCTestCase {
         XCTAssertEqual(directory.read("out/b.txt"), bytes)
         XCTAssertEqual(directory.read("out/old-with-mirror.txt"), old)
         XCTAssertNil(directory.read("out/old.txt"))
-        XCTAssertTrue(sync.stderr.contains("error: old.txt: \(server.url("/shared")): checksum mismatch"), sync.stderr)
+        XCTAssertTrue(sync.stderr.contains("error: old.txt: \(server.url("/shared")): the server's bytes differ from the pinned checksum"),
+                      sync.stderr)
         XCTAssertEqual(server.requests.map(\.path), ["/shared", "/archive"])
     }
 }

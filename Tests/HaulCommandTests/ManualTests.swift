@@ -1,9 +1,11 @@
 import Foundation
+@testable import HaulManifest
 import HaulTestSupport
 import XCTest
 
 /// The manual page (scripts/manpage.py over `--experimental-dump-help`) says what `--help` says: every command and
-/// option, every exit status the code defines, every environment variable the code reads.
+/// option, every exit status the code defines, every environment variable the code reads; and the manifest's keys as
+/// the schema gives them, the config file's keys and every JSON event the code writes.
 final class ManualTests: XCTestCase {
     private static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
@@ -102,5 +104,53 @@ final class ManualTests: XCTestCase {
                           "ENVIRONMENT does not name \(name):\n\(section)")
         }
         XCTAssertTrue(section.contains("http_proxy"), "ENVIRONMENT does not say that proxies come from the environment")
+    }
+
+    /// Every key a manifest may hold, under the heading of the mapping that holds it, with its type and the
+    /// schema's own description of it.
+    func testTheManualDescribesEveryManifestKeyAsTheSchemaDoes() throws {
+        let manual = try manual()
+        let schemaText = try Data(contentsOf: Self.repository.appendingPathComponent("schema/haul-manifest.schema.json"))
+        let schema = try XCTUnwrap(try JSONSerialization.jsonObject(with: schemaText) as? [String: Any])
+        let definitions = try XCTUnwrap(schema["$defs"] as? [String: Any])
+        let mappings: [(heading: String, keys: Set<String>, node: Any?)] = [
+            ("Top level", ManifestSchema.topLevelKeys, schema),
+            ("defaults:", ManifestSchema.defaultsKeys, definitions["defaults"]),
+            ("files: (each entry)", ManifestSchema.fileKeys, definitions["file"]),
+            ("extract: (an entry's archive)", ManifestSchema.extractKeys, definitions["extract"]),
+        ]
+        let whole = try XCTUnwrap(section(manual, ".SH MANIFEST"), "no MANIFEST section")
+        for (heading, keys, node) in mappings {
+            let own = try XCTUnwrap(section(whole, ".SS \"\(heading)\""), "MANIFEST has no \(heading) part")
+            let properties = try XCTUnwrap((node as? [String: Any])?["properties"] as? [String: [String: Any]])
+            let lines = own.split(separator: "\n").map(String.init)
+            for key in keys {
+                let term = try XCTUnwrap(lines.firstIndex { $0.hasPrefix(key + " ") }, "MANIFEST does not list \(heading) \(key)")
+                let reference = (properties[key]?["$ref"] as? String).flatMap { definitions[String($0.split(separator: "/").last ?? "")] }
+                let description = properties[key]?["description"] as? String ?? (reference as? [String: Any])?["description"] as? String
+                XCTAssertEqual(lines[term + 1], description, "\(heading) \(key): the schema's description")
+            }
+        }
+        XCTAssertTrue(whole.contains("\nversion 1 (required)\n"), whole)
+        XCTAssertTrue(whole.contains("\nretries integer\n"), whole)
+        XCTAssertTrue(whole.contains("\nextract boolean or mapping (format, strip, include, exclude, tree, max_unpacked)\n"), whole)
+        XCTAssertTrue(whole.contains("\nmirrors list of string or mapping (url, headers, cert, key)\n"), whole)
+    }
+
+    /// The config file's keys, and every event `--json` writes, each as an item of its own.
+    func testTheManualDescribesTheConfigFileAndEveryJSONEvent() throws {
+        let manual = try manual()
+        let config = try XCTUnwrap(section(manual, ".SH CONFIG FILE"), "no CONFIG FILE section")
+        for key in RewriteConfig.topLevelKeys + RewriteConfig.ruleKeys {
+            XCTAssertNotNil(config.range(of: "(?m)^[ -]*\(key):", options: .regularExpression), "CONFIG FILE does not show \(key):")
+        }
+        XCTAssertTrue(config.contains("--config FILE"), config)
+        let events = try XCTUnwrap(section(manual, ".SH JSON EVENTS"), "no JSON EVENTS section")
+        let code = try String(contentsOf: Self.repository.appendingPathComponent("Sources/HaulCommand/JSONEvents.swift"), encoding: .utf8)
+        let written = Set(code.matches(of: /\("event", \.string\("([a-z]+)"\)\)/).map { String($0.output.1) })
+        XCTAssertGreaterThanOrEqual(written.count, 10, "\(written.sorted())")
+        for event in written.sorted() {
+            XCTAssertTrue(events.contains(".TP\n\(event)\nwhen: "), "JSON EVENTS does not describe \(event)")
+        }
     }
 }

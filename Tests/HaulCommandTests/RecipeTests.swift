@@ -98,34 +98,35 @@ final class RecipeTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 0)
     }
 
-    /// `${{ matrix.shard }}` and `${{ github.workspace }}`, the two expressions the recipe uses.
-    private func githubExpression(_ text: String, shard: String, workspace: String) -> String {
+    /// `${{ matrix.shard }}`, the one expression the recipe gives the action.
+    private func githubExpression(_ text: String, shard: String) -> String {
         text.replacingOccurrences(of: "${{ matrix.shard }}", with: shard)
-            .replacingOccurrences(of: "${{ github.workspace }}", with: workspace)
     }
 
+    /// The workflow's haul action step is what the action runs (`haul sync MANIFEST ARGS`, with the content cache in
+    /// the runner's temporary folder; `ActionTests` runs the action itself): one job per shard, then again on fresh
+    /// runners with each shard's cache restored.
     func testTheGitHubActionsMatrixSyncsEveryShardAndTheRestoredCachesServeTheRerun() throws {
         let workflow = try recipe("github-actions/assets.yml")
         let job = try XCTUnwrap(workflow["jobs"]?["sync"])
         let shards = try XCTUnwrap(job["strategy"]?["matrix"]?["shard"]?.items.compactMap(\.text))
         XCTAssertEqual(shards, (1...shards.count).map(String.init), "1-based, one job per shard")
         let steps = try XCTUnwrap(job["steps"]?.items)
-        let run = try XCTUnwrap(steps.compactMap { $0["run"]?.text }.first { $0.contains("haul sync") })
-        XCTAssertTrue(run.contains("--shard ${{ matrix.shard }}/\(shards.count)"), run)
-        let cache = try XCTUnwrap(steps.first { $0["uses"]?.text?.hasPrefix("actions/cache@") == true })
-        let cacheEnvironment = try XCTUnwrap(job["env"]?["HAUL_CACHE"]?.text)
-        XCTAssertEqual(cacheEnvironment, "${{ github.workspace }}/" + (cache["with"]?["path"]?.text ?? "?"),
-                       "actions/cache keeps the folder haul caches in")
-        XCTAssertTrue(cache["with"]?["key"]?.text?.contains("hashFiles('assets/haul.yaml')") == true, "keyed by the manifest")
-        XCTAssertTrue(run.contains("assets/haul.yaml"))
+        let action = try XCTUnwrap(steps.first { $0["uses"]?.text?.hasSuffix("/haul@v0.1.0") == true })
+        let settings = try XCTUnwrap(action["with"])
+        let arguments = try XCTUnwrap(settings["args"]?.text)
+        XCTAssertTrue(arguments.contains("--shard ${{ matrix.shard }}/\(shards.count)"), arguments)
+        XCTAssertEqual(settings["manifest"]?.text, "assets/haul.yaml")
+        XCTAssertEqual(settings["cache-key"]?.text, "shard-${{ matrix.shard }}", "each shard keeps its own cache")
+        XCTAssertNotNil(settings["version"]?.text, "a released version, not a build")
 
-        // Each job on a runner of its own: its own workspace (and cache).
+        // Each job on a runner of its own: its own workspace and temporary folder (where the action keeps the cache).
         func jobs(_ round: String) throws -> [(script: String, environment: [String: String], folder: String)] {
             try shards.map { shard in
                 let workspace = directory.path("\(round)-runner-\(shard)")
                 try directory.write("\(round)-runner-\(shard)/assets/haul.yaml", manifest(root: "."))
-                return (githubExpression(run, shard: shard, workspace: workspace),
-                        ["HAUL_CACHE": githubExpression(cacheEnvironment, shard: shard, workspace: workspace)], workspace)
+                return ("haul sync assets/haul.yaml " + githubExpression(arguments, shard: shard),
+                        ["HAUL_CACHE": workspace + "/temp/haul-cache"], workspace)
             }
         }
         try runAtOnce(try jobs("first"))
@@ -135,22 +136,26 @@ final class RecipeTests: XCTestCase {
         // A re-run on fresh runners with each job's cache restored: files in place, every byte verified, no request.
         server.resetLog()
         for shard in shards {
-            try copyTree(directory.path("first-runner-\(shard)/.haul-cache"), to: directory.path("second-runner-\(shard)/.haul-cache"))
+            try copyTree(directory.path("first-runner-\(shard)/temp/haul-cache"), to: directory.path("second-runner-\(shard)/temp/haul-cache"))
         }
         try runAtOnce(try jobs("second"))
         XCTAssertEqual(server.requests.count, 0, "served from the restored caches")
         assertHoldsEveryFile(shards.map { "second-runner-\($0)/assets" })
     }
 
+    /// The pipeline includes the haul component (`templates/haul.yml`; `ActionTests` runs its job) and extends its
+    /// `.haul-sync` job, whose script is `haul sync MANIFEST ARGS` with the cache in the project folder.
     func testTheGitLabParallelJobsSyncEveryShardAndTheirCachesServeTheNextPipeline() throws {
         let pipeline = try recipe("gitlab-ci/.gitlab-ci.yml")
         let job = try XCTUnwrap(pipeline["sync-assets"])
+        XCTAssertEqual(job["extends"]?.text, ".haul-sync")
         let total = try XCTUnwrap(job["parallel"]?.text.flatMap { Int($0) })
-        let script = try XCTUnwrap(job["script"]?.items.compactMap(\.text))
-        XCTAssertTrue(script.contains { $0.contains("--shard \"$CI_NODE_INDEX/$CI_NODE_TOTAL\"") }, "\(script)")
-        let cacheVariable = try XCTUnwrap(job["variables"]?["HAUL_CACHE"]?.text)
-        XCTAssertEqual(job["cache"]?["paths"]?.items.first?.text, ".haul-cache/")
-        XCTAssertEqual(job["cache"]?["key"]?["files"]?.items.first?.text, "assets/haul.yaml")
+        let inputs = try XCTUnwrap(pipeline["include"]?.items.first?["inputs"])
+        let arguments = try XCTUnwrap(inputs["args"]?.text)
+        XCTAssertTrue(arguments.contains("--shard $CI_NODE_INDEX/$CI_NODE_TOTAL"), arguments)
+        XCTAssertEqual(inputs["manifest"]?.text, "assets/haul.yaml")
+        let script = ["haul sync assets/haul.yaml " + arguments]
+        let cacheVariable = "$CI_PROJECT_DIR/.haul-cache"
 
         // GitLab numbers the jobs of `parallel: N` 1…N; each gets a project folder of its own.
         func jobs(_ round: String) throws -> [(script: String, environment: [String: String], folder: String)] {

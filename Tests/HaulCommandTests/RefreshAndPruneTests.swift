@@ -102,7 +102,7 @@ final class RefreshAndPruneTests: XCTestCase {
             let result = try directory.haul(command)
             XCTAssertEqual(result.exitCode, 3, command.joined(separator: " "))
             XCTAssertEqual(result.stderr, "haul.yaml:7:5: error: files[1]: b.bin has no checksum, and --require-checksums is set "
-                           + "(pin it with sha256: or run `haul add URL --print`)\n")
+                           + "(`haul add --update b.bin` fetches it and writes its checksum into the manifest)\n")
         }
         XCTAssertEqual(server.requests.count, 0)
         XCTAssertFalse(directory.exists("out/a.bin"))

@@ -100,6 +100,18 @@ final class StepSummaryFileTests: XCTestCase {
                        "the step summary could not be appended to GITHUB_STEP_SUMMARY (\(missing)): No such file or directory")
     }
 
+    func testASummaryOnAReadOnlyFileSystemIsAWarningNotAFailure() throws {
+        try directory.write("readonly/summary.md", "earlier step\n")
+        let mount = try Capability.required { try TestMount.readOnlyBind(at: directory.path("readonly")) }
+        defer { mount.unmount() }
+        let summary = directory.path("readonly/summary.md")
+        let result = try sync(summary: summary)
+        XCTAssertEqual(result.exitCode, 0, result.stderr)
+        XCTAssertEqual(warnings(result.stderr), [warning(summary, "Read-only file system")])
+        XCTAssertEqual(directory.read("out/f.bin"), bytes)
+        XCTAssertEqual(directory.read("readonly/summary.md"), Array("earlier step\n".utf8))
+    }
+
     func testADeviceIsRefusedAndAFullDiskIsSaid() throws {
         let device = try sync(summary: "/dev/full")
         XCTAssertEqual(device.exitCode, 0, device.stderr)

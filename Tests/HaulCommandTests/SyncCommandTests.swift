@@ -107,7 +107,8 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(outFile("x.txt"), old)
         let actual = StreamingHasher.digest(served, algorithm: .sha512).hex
-        XCTAssertTrue(sync.stderr.contains("error: x.txt: \(server.url("/x.txt")): checksum mismatch: expected sha512:\(sha512), got sha512:\(actual)"),
+        XCTAssertTrue(sync.stderr.contains("error: x.txt: \(server.url("/x.txt")): the server's bytes differ from the pinned checksum: "
+                                           + "expected sha512:\(sha512), got sha512:\(actual)"),
                       sync.stderr)
     }
 

@@ -53,7 +53,8 @@ final class EnvironmentTests: XCTestCase {
     func testMissingVariableInHeaderIsNamed() {
         let yaml = Fixture.entry("url: https://example.com/a", "dest: a", "headers: {Authorization: \"Bearer ${ASSETS_TOKEN}\"}")
         XCTAssertEqual(Fixture.diagnostics(yaml),
-                       ["haul.yaml:5:30: error: files[0].headers.Authorization: environment variable ASSETS_TOKEN is not set"])
+                       ["haul.yaml:5:30: error: files[0].headers.Authorization: environment variable ASSETS_TOKEN is not set "
+                        + "(set it, or give the header on the command line: -H 'Authorization: …')"])
     }
 
     func testEmptyButSetVariableIsFineInAHeader() throws {

@@ -43,7 +43,7 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(extractForms.count, 2, "a boolean or a mapping")
         XCTAssertEqual(try propertyNames(resolve(extractForms[1])), ManifestSchema.extractKeys)
 
-        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files"])
+        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files", "$schema"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers", "retry_on"])
         XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
                                                  "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
@@ -75,6 +75,9 @@ final class SchemaTests: XCTestCase {
         }
         let full = try write("full", ValidManifestTests.yaml)
         let minimal = try write("minimal", "version: 1\nfiles: []\n")
+        // As README sets a manifest up for an editor: the language server's comment, and the schema named by key.
+        let named = try write("named-schema", "# yaml-language-server: $schema=./haul-manifest.schema.json\n"
+                                  + "$schema: ./haul-manifest.schema.json\nversion: 1\nfiles: []\n")
         let forms = try write("forms", """
             version: 1
             files:
@@ -108,6 +111,7 @@ final class SchemaTests: XCTestCase {
         let invalid: [(path: String, schemaPath: String)] = [
             (try write("two-checksums", entry("sha256: \(Fixture.sha256), integrity: \"sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=\"")), "files/0"),
             (try write("unknown-key", entry("sah256: x")), "files/0"),
+            (try write("entry-schema", entry("$schema: x")), "files/0"),
             (try write("short-digest", entry("sha256: \(Fixture.sha256.dropLast())")), "files/0/sha256"),
             (try write("ftp", "version: 1\nfiles:\n  - {url: \"ftp://e.com/a\", dest: a}\n"), "files/0/url"),
             (try write("absolute-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: /a")), "files/0/dest"),
@@ -140,7 +144,7 @@ final class SchemaTests: XCTestCase {
             (try write("extract-max-unpacked", entry("extract: {max_unpacked: 2X}")), "files/0/extract"),
             (try write("extract-zero", entry("extract: {max_unpacked: 0}")), "files/0/extract"),
         ]
-        try checkAgreement(valid: [full, minimal, forms], invalid: invalid)
+        try checkAgreement(valid: [full, minimal, named, forms], invalid: invalid)
     }
 
     // MARK: Helpers

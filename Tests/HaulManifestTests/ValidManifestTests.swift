@@ -168,6 +168,22 @@ final class ValidManifestTests: XCTestCase {
         XCTAssertEqual(manifest.warnings, [])
     }
 
+    /// A manifest may name the schema editors validate it against; haul reads nothing from it, and only the top
+    /// level holds it.
+    func testSchemaKeyIsAcceptedAndIgnored() throws {
+        let manifest = try XCTUnwrap(Fixture.manifest("""
+            $schema: https://haul.dev/schema/manifest-v1.json
+            version: 1
+            files:
+              - {url: "https://example.com/a", dest: a}
+
+            """))
+        XCTAssertEqual(manifest.files.map(\.destination.description), ["a"])
+        XCTAssertEqual(manifest.warnings, [])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - {url: \"https://example.com/a\", dest: a, $schema: x}\n"),
+                       ["haul.yaml:3:45: error: files[0].$schema: unknown key \"$schema\""])
+    }
+
     func testRootForms() throws {
         func root(_ value: String) throws -> String {
             try XCTUnwrap(Fixture.manifest("version: 1\nroot: \(value)\nfiles: []\n")).root

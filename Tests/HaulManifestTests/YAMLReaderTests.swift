@@ -23,8 +23,70 @@ final class YAMLReaderTests: XCTestCase {
                         + "the same column, and an item's keys line up under its first key (YAML: did not find expected '-' "
                         + "indicator while parsing a block collection at line 3, column 3)"])
         XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - {url: \"https://h/a, dest: a}\n"),
-                       ["haul.yaml:4:1: error: a quoted value is never closed: add its closing quote (YAML: found unexpected "
-                        + "end of stream while scanning a quoted scalar at line 3, column 11)"])
+                       ["haul.yaml:3:11: error: the quote that opens this value is never closed: add its closing quote (YAML: "
+                        + "found unexpected end of stream while scanning a quoted scalar)"])
+    }
+
+    /// libyaml gives up on an unclosed quote at the end of the file; the place to fix is the quote itself.
+    func testUnclosedQuoteIsReportedWhereItOpens() {
+        let message = "the quote that opens this value is never closed: add its closing quote (YAML: found unexpected "
+            + "end of stream while scanning a quoted scalar)"
+        let yaml = """
+            version: 1
+            files:
+              - url: "https://example.com/a
+                dest: a
+              - url: https://example.com/b
+                dest: b
+
+            """
+        XCTAssertEqual(Fixture.diagnostics(yaml), ["haul.yaml:3:10: error: " + message])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - url: https://example.com/a\n    dest: 'a\n"),
+                       ["haul.yaml:4:11: error: " + message])
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nroot: \"out\nfiles: []\n---\nversion: 1\n"),
+                       ["haul.yaml:2:7: error: the quote that opens this value is never closed: add its closing quote (YAML: "
+                        + "found unexpected document indicator while scanning a quoted scalar)"])
+    }
+
+    /// A quote left open mid-file runs on to the next quote, which closes it, and YAML goes wrong just after: the
+    /// error is reported at the quote that opened the value, naming where YAML went wrong.
+    func testQuoteClosedOnlyByALaterValuesQuoteIsReportedWhereItOpens() {
+        let block = """
+            version: 1
+            files:
+              - url: "https://example.com/a
+                dest: a
+              - url: "https://example.com/b"
+                dest: b
+
+            """
+        XCTAssertEqual(Fixture.diagnostics(block),
+                       ["haul.yaml:3:10: error: this quoted value runs on to line 5, where the YAML goes wrong at column 11: if "
+                        + "its closing quote is missing, add it (YAML: did not find expected key while parsing a block mapping "
+                        + "at line 3, column 5)"])
+        let singleQuoted = Fixture.diagnostics(block.replacingOccurrences(of: "\"", with: "'"))
+        XCTAssertTrue(singleQuoted.first?.hasPrefix("haul.yaml:3:10: error: this quoted value runs on to line 5,") ?? false,
+                      "\(singleQuoted)")
+        let flow = "version: 1\nfiles:\n  - {url: \"https://example.com/a, dest: a}\n  - {url: \"https://example.com/b\", dest: b}\n"
+        XCTAssertEqual(Fixture.diagnostics(flow),
+                       ["haul.yaml:3:11: error: this quoted value runs on to line 4, where the YAML goes wrong at column 12: if "
+                        + "its closing quote is missing, add it (YAML: did not find expected ',' or '}' while parsing a flow "
+                        + "mapping at line 3, column 5)"])
+    }
+
+    /// A quoted value may run over lines; it changes nothing for a valid manifest, nor for a mistake on another line.
+    func testQuotedValueOverLinesIsNotTakenForAnUnclosedQuote() throws {
+        let manifest = try XCTUnwrap(Fixture.manifest("version: 1\nroot: \"/srv/out\n  dir\"\nfiles: []\n"))
+        XCTAssertEqual(manifest.root, "/srv/out dir")
+        let elsewhere = Fixture.diagnostics("version: 1\nroot: \"/srv/out\n  dir\"\nfiles: []\n  extra: 1\n")
+        XCTAssertTrue(elsewhere.first?.hasPrefix("haul.yaml:5:3: error: this line does not line up") ?? false, "\(elsewhere)")
+    }
+
+    /// A mistake inside a closed quoted value is still reported where it is.
+    func testProblemInsideAQuotedValueKeepsItsPlace() {
+        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - url: \"https://h/\\qa\"\n    dest: a\n"),
+                       ["haul.yaml:3:21: error: a value holds characters YAML reads specially: put it in quotes (YAML: "
+                        + "found unknown escape character while parsing a quoted scalar at line 3, column 10)"])
     }
 
     func testSyntaxErrorHidesEntryFindings() {

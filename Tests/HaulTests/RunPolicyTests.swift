@@ -42,8 +42,9 @@ final class RunPolicyTests: XCTestCase {
         let found = RunPolicy.violations(manifest([treeOnly, archiveOnly, neither]), requireChecksums: true, prune: false,
                                          force: false)
         XCTAssertEqual(found.map(\.keyPath), ["files[2]"])
-        XCTAssertEqual(found.map(\.message), ["data has no checksum, and --require-checksums is set (pin the archive with "
-                                              + "sha256: or the tree it unpacks to with extract: {tree: …})"])
+        XCTAssertEqual(found.map(\.message), ["data has no checksum, and --require-checksums is set (`haul add --update data "
+                                              + "--manifest assets.yaml` fetches it and writes the archive's checksum and "
+                                              + "its tree into the manifest)"])
     }
 
     func testPruningWithAnEmptyListIsRefusedUnlessForced() {
