@@ -21,6 +21,14 @@ package struct ConnectionSettings: Sendable, Equatable {
         self.clientCertificate = clientCertificate
     }
 
+    /// The userinfo of `proxy` (`user:secret`, and the password alone), which libcurl's own messages must not carry
+    /// into haul's: scrubbed as a source's secrets are.
+    var proxySecrets: [String] {
+        guard let proxy, let userinfo = ProxySettings.userinfo(of: proxy) else { return [] }
+        let password = userinfo.split(separator: ":", maxSplits: 1).dropFirst().first.map(String.init)
+        return [userinfo] + (password.map { [$0] } ?? [])
+    }
+
     /// `--connect-timeout` as messages say it: `5 s`, `0.5 s`.
     var connectTimeoutShown: String? {
         connectTimeout.map { $0 == $0.rounded() && $0 < 1e9 ? "\(Int($0)) s" : "\($0) s" }

@@ -62,6 +62,14 @@ enum ProxySettings {
         return value.isEmpty ? nil : value
     }
 
+    /// `http://user:secret@proxy:3128` → `user:secret`; nil without userinfo.
+    static func userinfo(of proxy: String) -> String? {
+        let (_, rest) = split(proxy)
+        let authority = rest.prefix(while: { $0 != "/" })
+        guard let at = authority.lastIndex(of: "@") else { return nil }
+        return String(authority[..<at])
+    }
+
     /// `http://user:secret@proxy:3128` → `http://***@proxy:3128`.
     static func redactingUserinfo(_ proxy: String) -> String {
         let (scheme, rest) = split(proxy)

@@ -496,7 +496,7 @@ package final class TransferEngine: Sendable {
         private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle,
                                     _ settings: ConnectionSettings) -> FailureReason {
             let detail = easy.errorMessage
-            let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets)
+            let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets + settings.proxySecrets)
             let url = transfer.state.currentURL
             if easy.connectCode == 407 { return proxyAuthentication(for: url, settings) }
             if let refusal = proxyFailure(for: url, result, connectCode: easy.connectCode, settings) { return refusal }
