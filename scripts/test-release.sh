@@ -151,7 +151,7 @@ unshare -m bash -euo pipefail -c '
   "$haul" sync "$work/home/$manifest" >"$work/sync3.txt" 2>&1 || status=$?
   [ "$status" = 1 ] || { cat "$work/sync3.txt" >&2; fail "a tampered archive made sync exit $status, not 1"; }
   [ "$(requests)" -gt "$count" ] || fail "the sync after a member was removed made no request"
-  grep -qF "$release_url/$archive: checksum mismatch" "$work/sync3.txt" || { cat "$work/sync3.txt" >&2; fail "the refusal does not name the archive'"'"'s URL and its checksum"; }
+  grep -qF "$release_url/$archive: the server'"'"'s bytes differ from the pinned checksum" "$work/sync3.txt" || { cat "$work/sync3.txt" >&2; fail "the refusal does not name the archive'"'"'s URL and its checksum"; }
   [ "$(snapshot "$work/home/haul")" = "$before" ] || fail "a refused archive changed the install"
   [ "$("$installed" --version | head -1)" = "haul $version" ] || fail "the installed haul no longer runs"
   echo "test-release: a tampered archive is refused (exit 1), the installed haul left as it was: $(grep -m1 error "$work/sync3.txt")"
