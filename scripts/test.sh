@@ -10,3 +10,5 @@ swift build --build-tests
 HAUL_REQUIRE_ALL_TESTS="${HAUL_REQUIRE_ALL_TESTS:-1}" swift test --skip-build
 # The .deb: built, checked by lintian, installed, and run with the toolchain's libraries hidden.
 bash scripts/test-package.sh
+# The container image: built from Debian's packages and the .deb, run against a loopback server (podman, or chroot).
+bash scripts/test-image.sh
