@@ -15,12 +15,14 @@ set -euo pipefail
 # terminal, faketime runs haul with its clock moved (freshness when the clock was wrong), nix-bin's nix-hash and nix
 # hash path give the NAR digests a tree's digest is checked against, dpkg-dev, fakeroot and lintian build and check
 # the .deb that the package test installs, bzip2, xz-utils, zstd, zip and p7zip-full make the archives the
-# unpacking tests read, and zsh and fish (with bash) load the completion scripts the completion tests try.
+# unpacking tests read, zsh and fish (with bash) load the completion scripts the completion tests try, and
+# mmdebstrap and umoci build the container image that podman (with runc: crun refuses hybrid cgroups) runs in the
+# image test.
 packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev libarchive-dev python3)
 if [ "${1:-test}" != build ]; then
   packages+=(python3-jsonschema python3-yaml ca-certificates openssl nginx-light gcc libc6-dev e2fsprogs util-linux mount
              tmux faketime fuse python3-fusepy nix-bin dpkg-dev fakeroot lintian man-db bzip2 xz-utils zstd zip p7zip-full
-             zsh fish)
+             zsh fish mmdebstrap umoci podman runc)
 fi
 
 missing=()

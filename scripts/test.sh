@@ -14,3 +14,5 @@ bash scripts/test-package.sh
 bash scripts/test-release.sh
 # The GitHub Action building haul from its checkout (incremental after the package test's build), and its cache.
 bash scripts/test-action.sh
+# The container image: built from Debian's packages and the .deb, run against a loopback server (podman, or chroot).
+bash scripts/test-image.sh
