@@ -3,15 +3,7 @@
 # or a build of the action's checkout (skipped when actions/cache restored it). Adds haul's folder to PATH.
 # Outputs: haul-path, version, cache (the folder haul's content cache is kept in).
 set -euo pipefail
-# The message as workflow-command data: a line break in an input cannot start a command of its own.
-fail() {
-  local message="$*"
-  message=${message//%/%25}
-  message=${message//$'\r'/%0D}
-  message=${message//$'\n'/%0A}
-  echo "::error title=haul action::$message"
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/workflow.sh"
 
 case $HAUL_FROM in
   archive)

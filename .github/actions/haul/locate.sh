@@ -3,15 +3,7 @@
 # action's own repository) or a build of the action's checkout, and for a build the cache key it is kept under.
 # Outputs: from (archive or checkout), archive (URL or absolute path), prefix and build-key (checkout only).
 set -euo pipefail
-# The message as workflow-command data: a line break in an input cannot start a command of its own.
-fail() {
-  local message="$*"
-  message=${message//%/%25}
-  message=${message//$'\r'/%0D}
-  message=${message//$'\n'/%0A}
-  echo "::error title=haul action::$message"
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/workflow.sh"
 [ "${RUNNER_OS:-Linux}" = Linux ] || fail "haul runs on Linux runners only, not ${RUNNER_OS}"
 arch=$(uname -m)
 
