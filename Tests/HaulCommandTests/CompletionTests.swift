@@ -113,6 +113,8 @@ final class CompletionTests: XCTestCase {
             let candidates = result.stdout.split(separator: "\n").map { $0.split(separator: "\t", maxSplits: 1).first ?? "" }
             XCTAssertEqual(Self.names(candidates), expected, line)
         }
+        // fish made its folders in the setting's home, not where every other test's haul looks for a config.
+        XCTAssertFalse(FileManager.default.fileExists(atPath: ProcessRunner.minimalEnvironment["XDG_CONFIG_HOME"] ?? ""))
     }
 
     /// A temporary folder with the generated script, a home for the shell, and `work/`, where completion runs.
@@ -131,9 +133,14 @@ final class CompletionTests: XCTestCase {
             for name in CompletionTests.files { try directory.write("work/" + name, "") }
         }
 
+        /// The shell's home and XDG folders are the setting's own: fish makes its config and data folders where
+        /// they point, and the suite's unreachable defaults (`ProcessRunner.minimalEnvironment`) must stay unmade.
         func run(_ shell: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-            try ProcessRunner.run(shell, arguments, environment: environment.merging(["HOME": directory.path("home")]) { a, _ in a },
-                                  currentDirectory: directory.path("work"), timeout: 60)
+            let home = directory.path("home")
+            let own = ["HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_DATA_HOME": home + "/.local/share",
+                       "XDG_CACHE_HOME": home + "/.cache"]
+            return try ProcessRunner.run(shell, arguments, environment: environment.merging(own) { a, _ in a },
+                                         currentDirectory: directory.path("work"), timeout: 60)
         }
     }
 
