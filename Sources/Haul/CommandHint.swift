@@ -8,7 +8,7 @@ package enum CommandHint {
 
     /// The text as it is when a shell reads it so, else in single quotes.
     package static func shellWord(_ text: String) -> String {
-        let safe = !text.isEmpty && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+=:@".contains($0)) }
+        let safe = !text.isEmpty && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+=:@%,".contains($0)) }
         return safe ? text : "'" + text.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'"
     }
 }

@@ -400,7 +400,7 @@ struct AddCommand: ParsableCommand {
                 return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
                                     + "(\(file.destination)) is pinned to \(Self.shortPin(changed.was, tree: nil)); the list now "
                                     + "says \(Self.shortPin(changed.entry.digest, tree: nil))")
-            } + [TerminalText("hint: run \"haul add --from-sums \(Self.shellWord(fromSums ?? ""))\(manifestArgument) --update-all\" "
+            } + [TerminalText("hint: run \"haul add --from-sums \(CommandHint.shellWord(fromSums ?? ""))\(manifestArgument) --update-all\" "
                               + "to pin \(changed.count == 1 ? "it" : "them") anew; \(manifest) was not modified")])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
@@ -410,8 +410,8 @@ struct AddCommand: ParsableCommand {
             Output.errors(sized.map { changed in
                 let file = loaded.files[changed.index]
                 return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
-                                    + "(\(file.destination)) pins a size, which the list does not give; run \"haul add --update "
-                                    + "\(Self.shellWord(file.destination.description))\(manifestArgument)\" to download it and pin both")
+                                    + "(\(file.destination)) pins a size, which the list does not give; run "
+                                    + "\"\(CommandHint.update(file.destination.description, manifest: manifest))\" to download it and pin both")
             } + [TerminalText("\(manifest) was not modified")])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
@@ -645,7 +645,7 @@ struct AddCommand: ParsableCommand {
                 let taken = original.flatMap { try? parseManifest($0) }.flatMap { loaded in
                     loaded.files.indices.contains(index) ? loaded.files[index].destination.description : nil
                 }
-                let update = taken.map { "\"haul add --update \(Self.shellWord($0))\(manifestArgument)\"" }
+                let update = taken.map { "\"\(CommandHint.update($0, manifest: manifest))\"" }
                 let hint = switch (update, fromSums == nil) {
                 case (let update?, true): "hint: to pin it anew from its own url, run \(update); or choose another destination with --dest"
                 case (let update?, false): "hint: to pin it anew from its own url, run \(update)"
@@ -815,17 +815,11 @@ struct AddCommand: ParsableCommand {
     /// What to run next, copy-pastable: the manifest argument only when it is not the default.
     var syncCommand: String {
         guard manifest != "haul.yaml" else { return "haul sync" }
-        return "haul sync " + Self.shellWord(manifest)
+        return "haul sync " + CommandHint.shellWord(manifest)
     }
 
     /// ` --manifest FILE` for a command to run next, when the manifest is not the default.
     var manifestArgument: String {
-        manifest == "haul.yaml" ? "" : " --manifest " + Self.shellWord(manifest)
-    }
-
-    /// `text` as one word of a shell command: as it is when that is safe, else single-quoted.
-    static func shellWord(_ text: String) -> String {
-        let safe = !text.isEmpty && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+:=@%,".contains($0)) }
-        return safe ? text : "'" + text.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'"
+        manifest == "haul.yaml" ? "" : " --manifest " + CommandHint.shellWord(manifest)
     }
 }

@@ -53,8 +53,9 @@ package struct ClientCertificate: Sendable, Equatable {
 enum ClientCertificatePage {
     static let sniffedBytes = 512
 
-    /// The refusal the 400's page states, or nil for any other answer.
-    static func refusal(status: Int, body: [UInt8], certificateGiven: Bool) -> FailureReason? {
+    /// The refusal the 400's page states (whether a certificate was given is what the page says), or nil for any
+    /// other answer.
+    static func refusal(status: Int, body: [UInt8]) -> FailureReason? {
         guard status == 400, !body.isEmpty else { return nil }
         let text = String(decoding: body, as: UTF8.self)
         if text.contains("No required SSL certificate was sent") { return .clientCertificateRefused(given: false) }

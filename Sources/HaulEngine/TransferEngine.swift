@@ -461,9 +461,8 @@ package final class TransferEngine: Sendable {
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
             let connection = engine.configuration.connection
-            let certificateGiven = transfer.state.source.clientCertificate != nil || connection.clientCertificate != nil
             let error = result == CURLE_OK
-                ? ClientCertificatePage.refusal(status: status, body: transfer.discardedStart, certificateGiven: certificateGiven)
+                ? ClientCertificatePage.refusal(status: status, body: transfer.discardedStart)
                 : Self.failure(of: transfer, result, easy, connection)
             let redirect = (300..<400).contains(status)
                 ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
