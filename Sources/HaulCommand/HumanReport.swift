@@ -178,7 +178,7 @@ package enum HumanReport {
     /// compress: that is the server's doing, not a new version).
     private static func changedUpstream(entry: FileEntry, _ last: [AttemptFailure],
                                         manifest: String) -> (summary: String, sources: [String])? {
-        guard !last.isEmpty, last.allSatisfy({ $0.reason.isWrongBytes && !$0.reason.isEncoded }) else { return nil }
+        guard !last.isEmpty, last.allSatisfy({ $0.reason.isAboutTheBytes && !$0.reason.isEncoded }) else { return nil }
         let repin = "if the change upstream is intended, `\(CommandHint.update(entry.destination.description, manifest: manifest))` pins it anew"
         if last.count == 1, let only = last.first {
             return ("\(only.sourceDisplayURL): the server's bytes differ from the pinned checksum: "
@@ -188,13 +188,20 @@ package enum HumanReport {
                 last.map { "\($0.sourceDisplayURL): \(differences($0.reason, entry: entry))" })
     }
 
-    /// `expected sha256:…, got sha256:…` (or the sizes), in the manifest's notation.
+    /// What a source that served other bytes than pinned served: `expected sha256:…, got sha256:…` (in the
+    /// manifest's notation) or `size expected 10 bytes, got 12`.
     private static func differences(_ reason: FailureReason, entry: FileEntry) -> String {
-        let text = describe(reason, for: entry)
-        for prefix in ["checksum mismatch: ", "size mismatch: "] where text.hasPrefix(prefix) {
-            return (prefix == "size mismatch: " ? "size " : "") + text.dropFirst(prefix.count)
+        switch reason {
+        case .digestMismatch(let expected, let actual, _): expectedAndGot(expected, actual, checksum: entry.checksum)
+        case .sizeMismatch(let expected, let actual, _): "size expected \(expected) bytes, got \(actual)"
+        default: describe(reason, for: entry)
         }
-        return text
+    }
+
+    /// `expected …, got …` of a checksum mismatch, in the notation the manifest used for the checksum when it has one.
+    private static func expectedAndGot(_ expected: Digest, _ actual: Digest, checksum: Checksum?) -> String {
+        guard let checksum else { return "expected \(expected), got \(actual)" }
+        return "expected \(checksum.render(expected)), got \(checksum.render(actual))"
     }
 
     /// One attempt's failure for `entry`: a 401 or 403 names the ways to send credentials, and says when a redirect
@@ -238,8 +245,7 @@ package enum HumanReport {
         case .tooLarge(let limit):
             return SizeLimit.exceeded(limit, pinned: pinnedSize != nil)
         case .digestMismatch(let expected, let actual, let encoding):
-            guard let checksum else { return reason.description }
-            return "checksum mismatch: expected \(checksum.render(expected)), got \(checksum.render(actual))"
+            return "checksum mismatch: " + expectedAndGot(expected, actual, checksum: checksum)
                 + (encoding.map { " (served with Content-Encoding: \($0))" } ?? "")
         case .network(let code, _) where tlsVerificationCodes.contains(code):
             return reason.description + "; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"
@@ -257,7 +263,7 @@ package enum HumanReport {
     /// then succeeds (the next mirror may well serve the right ones: the bad one must not go unnoticed); when the entry
     /// fails, its error names it instead. nil for other failures.
     package static func wrongBytesWarning(entry: FileEntry, failure: AttemptFailure) -> String? {
-        guard failure.reason.isWrongBytes else { return nil }
+        guard failure.reason.isAboutTheBytes else { return nil }
         return "\(failure.sourceDisplayURL): \(describe(failure.reason, for: entry))"
     }
 

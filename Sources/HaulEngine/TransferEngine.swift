@@ -748,14 +748,6 @@ extension FailureReason {
     /// A local failure (disk full, permission) is the same whichever source is tried.
     var isLocal: Bool { if case .local = self { true } else { false } }
 
-    /// The bytes arrived and are not the file pinned: a verdict on one request's pin, not on the URL.
-    var isAboutTheBytes: Bool {
-        switch self {
-        case .digestMismatch, .sizeMismatch: true
-        default: false
-        }
-    }
-
     /// Only a transfer cut short (by the network, an interruption or the run's time limit) leaves bytes worth resuming.
     var keepsPartial: Bool {
         switch self {

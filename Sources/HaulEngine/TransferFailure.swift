@@ -97,8 +97,9 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    /// The bytes arrived, but are not the pinned ones: a checksum or size that differs.
-    package var isWrongBytes: Bool {
+    /// The bytes arrived and are not the file pinned (a checksum or size that differs): a verdict on one request's
+    /// pin, not on the URL.
+    package var isAboutTheBytes: Bool {
         switch self {
         case .digestMismatch, .sizeMismatch: true
         default: false
