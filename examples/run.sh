@@ -14,11 +14,9 @@ else
   haul=.build/release/haul
 fi
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-python3 -m http.server --bind 127.0.0.1 --directory examples/basic/served "$port" >/dev/null 2>&1 &
-server=$!
+source scripts/serve-folder.sh
+serve_folder examples/basic/served
 trap 'kill $server 2>/dev/null || true' EXIT
-for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 export HAUL_EXAMPLE_BASE="http://127.0.0.1:$port"
 
 rm -rf examples/basic/downloaded

@@ -73,10 +73,8 @@ deb=$(bash scripts/package-deb.sh "$work" | tail -1)
 # haul add pins the archive as sync will check it; the config rewrite sends its request to the archive on loopback.
 install -d "$work/served"
 ln "$work/$archive" "$work/served/$archive"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-python3 -m http.server --bind 127.0.0.1 --directory "$work/served" "$port" >/dev/null 2>&1 &
-server=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+source scripts/serve-folder.sh
+serve_folder "$work/served"
 yaml_quoted() { printf "'%s'" "${1//\'/\'\'}"; }
 printf 'rewrites:\n  - prefix: %s\n    to: %s\n' "$(yaml_quoted "$release_url/")" "$(yaml_quoted "http://127.0.0.1:$port/")" \
   > "$work/config.yaml"

@@ -13,10 +13,8 @@ trap '[ -z "$server" ] || kill "$server" 2>/dev/null || true; rm -rf "$work"' EX
 
 install -d "$work/served" "$work/store"
 printf 'built from the checkout\n' > "$work/served/asset.txt"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-python3 -m http.server --bind 127.0.0.1 --directory "$work/served" "$port" >/dev/null 2>&1 &
-server=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+source scripts/serve-folder.sh
+serve_folder "$work/served"
 
 # A runner with a Swift toolchain and no haul.
 path=$(dirname "$(command -v swift)"):/usr/bin:/bin

@@ -35,10 +35,8 @@ echo "test-release: without RELEASE_URL and a github.com remote, release.sh refu
 
 # The server runs first, so the release can name its port; its log counts the requests each sync makes.
 install -d "$work/www/download"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-python3 -m http.server --bind 127.0.0.1 --directory "$work/www" "$port" >/dev/null 2>"$work/requests.log" &
-server=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+source scripts/serve-folder.sh
+serve_folder "$work/www" "$work/requests.log"
 release=$work/www/download
 release_url=http://127.0.0.1:$port/download
 RELEASE_URL=$release_url bash scripts/release.sh "$release" >"$work/release.txt" 2>&1 \
