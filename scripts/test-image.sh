@@ -43,15 +43,8 @@ echo "test-image: built $tag ($(du -h "$image" | cut -f1)) in $((SECONDS - start
 mkdir -p "$work/served" "$work/data"
 head -c 100000 /dev/urandom > "$work/served/payload.bin"
 digest=$(sha256sum "$work/served/payload.bin" | cut -d' ' -f1)
-python3 -u -m http.server --bind 127.0.0.1 --directory "$work/served" 0 >"$work/server.txt" 2>&1 &
-server=$!
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's/^Serving HTTP on [^ ]* port \([0-9]*\).*/\1/p' "$work/server.txt")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || fail "the loopback server did not start: $(cat "$work/server.txt")"
+source scripts/serve-folder.sh
+serve_folder "$work/served" "$work/server.txt" || fail "the loopback server did not start"
 manifest() {
   printf 'version: 1\nroot: ./assets\nfiles:\n  - url: http://127.0.0.1:%s/payload.bin\n    dest: %s\n    sha256: %s\n' "$port" "$1" "$2"
 }
@@ -61,10 +54,10 @@ manifest wrong.bin "$(printf '%064d' 0)" > "$work/data/wrong.yaml"
 route=${HAUL_IMAGE_ROUTE:-}
 if [ -z "$route" ] || [ "$route" = podman ]; then
   # Lowered limits: crun and runc set them, and raising one needs a capability this machine may not grant.
-  run_podman=("${podman[@]}" run --rm --network=host --ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+  run_podman=("${podman[@]}" run --network=host --ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
   if command -v podman >/dev/null && command -v runc >/dev/null \
      && "${podman[@]}" load --quiet --input "$image" >"$work/podman.txt" 2>&1 \
-     && "${run_podman[@]}" "$tag" --version >>"$work/podman.txt" 2>&1; then
+     && "${run_podman[@]}" --rm "$tag" --version >>"$work/podman.txt" 2>&1; then
     route=podman
   elif [ "$route" = podman ]; then
     fail "podman cannot start the image here: $(cat "$work/podman.txt")"
@@ -77,7 +70,14 @@ fi
 
 if [ "$route" = podman ]; then
   user=$("${podman[@]}" image inspect --format '{{.Config.User}}' "$tag")
-  container() { "${run_podman[@]}" --volume "$work/data:/work" "$tag" "$@"; }
+  # The run's status is haul's; the container is removed apart, since podman's own removal can fail on a busy
+  # mount and then stand in for haul's status (seen: a sync that exited 1 reported as 0).
+  container() {
+    local name=haul-test-$RANDOM$RANDOM status=0
+    "${run_podman[@]}" --name "$name" --volume "$work/data:/work" "$tag" "$@" || status=$?
+    "${podman[@]}" rm --force "$name" >/dev/null 2>&1 || true
+    return $status
+  }
 else
   [ "$route" = chroot ] || fail "HAUL_IMAGE_ROUTE is podman or chroot, not $route"
   umoci unpack --image "$work/oci:$tag" "$work/bundle" >/dev/null
