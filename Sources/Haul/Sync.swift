@@ -151,6 +151,7 @@ package struct Sync: Sendable {
     package func apply(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
                        cancellation: Cancellation? = nil) -> SyncResult {
         let started = MonotonicClock.seconds()
+        SettledRun.forgetIfChanging(plan, manifest, observation)
         var result = transfer(plan, observed: observation, observer: observer, cancellation: cancellation)
         if cancellation?.isCancelled != true {
             closeDurabilityGaps(observation, &result, observer: observer)
@@ -159,6 +160,7 @@ package struct Sync: Sendable {
         // The whole of what the run did, pruning included.
         result.seconds = MonotonicClock.seconds() - started
         saveState(observation, result, observer: observer)
+        if cancellation?.isCancelled != true { SettledRun.record(self, plan, observation, result) }
         return result
     }
 

@@ -281,19 +281,51 @@ extension SyncFlags {
     }
 
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
-    func load() throws -> Manifest {
+    func load() throws -> Manifest { try load(read()) }
+
+    /// Reads the manifest's bytes; on failure prints why and exits 3.
+    func read() throws -> ManifestInput {
         do {
-            let manifest = try ManifestLoader.load(path: manifestOptions.manifest, environment: Environment.current,
-                                                   root: manifestOptions.root, commandLineHeaders: requestOptions.standInHeaderNames)
+            return try ManifestLoader.read(path: manifestOptions.manifest, root: manifestOptions.root)
+        } catch {
+            throw refuse(error)
+        }
+    }
+
+    /// Validates what `read` read; on failure prints every diagnostic and exits 3.
+    func load(_ input: ManifestInput) throws -> Manifest {
+        do {
+            let manifest = try ManifestLoader.load(input, environment: Environment.current,
+                                                   commandLineHeaders: requestOptions.standInHeaderNames)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest
         } catch {
-            Output.errors(error.lines.map { TerminalText($0) })
-            report(error.diagnostics)
-            if let problem = reporting.gitHub?.invalidManifest(error.diagnostics, manifest: manifestName) { warn(problem) }
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+            throw refuse(error)
         }
+    }
+
+    /// An invalid manifest said every way the run reports, and its exit status.
+    private func refuse(_ error: ManifestError) -> ExitCode {
+        Output.errors(error.lines.map { TerminalText($0) })
+        report(error.diagnostics)
+        if let problem = reporting.gitHub?.invalidManifest(error.diagnostics, manifest: manifestName) { warn(problem) }
+        return ExitCode(ExitStatus.invalidManifest.rawValue)
+    }
+
+    /// The settled fast path (`SettledRun`): the plan of a run with nothing to do when a snapshot shows it without
+    /// validating the manifest; nil when the manifest must be read. Never waits for another run: the whole way
+    /// does, and says so.
+    func settled(_ input: ManifestInput, holder: String?) throws -> SettledRun.Verdict? {
+        let started = MonotonicClock.seconds()
+        guard var verdict = SettledRun.check(input, environment: Environment.current,
+                                             commandLineHeaders: requestOptions.standInHeaderNames,
+                                             shard: try sharding.resolved(), prunes: policy.prune, adopts: !policy.adopt.isEmpty,
+                                             rehash: run.rehash,
+                                             access: holder.map { .exclusive(wait: .no, holder: $0) } ?? .lookingOnly)
+        else { return nil }
+        verdict.seconds = MonotonicClock.seconds() - started
+        return verdict
     }
 
     /// Diagnostics as `--json` and `--annotations` want them, besides the human lines on standard error.
@@ -358,7 +390,17 @@ struct SyncCommand: ManifestCommand {
         let (flags, manifestOptions) = (flags, manifestOptions)
         let dryRun = flags.run.dryRun
         let rewrites = try flags.configOptions.rewrites()
-        let manifest = try flags.load()
+        let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
+        let input = try flags.read()
+        if let verdict = try flags.settled(input, holder: dryRun ? nil : holder) {
+            let reporter = flags.makeReporter(rewrites: rewrites)
+            reporter.plan(verdict.plan, acting: !dryRun)
+            guard !dryRun else { return }
+            reporter.summary(SyncResult(plan: verdict.plan, outcomes: [], seconds: verdict.seconds), exitStatus: 0,
+                             interruptedBy: nil)
+            return withExtendedLifetime(verdict) {}
+        }
+        let manifest = try flags.load(input)
         try flags.policy.enforce(on: manifest)
         let reporter = flags.makeReporter(rewrites: rewrites)
         var options = try flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites,
@@ -373,7 +415,6 @@ struct SyncCommand: ManifestCommand {
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: flags.run.maxTime.map { ($0.seconds, $0.written) })
-        let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
         // A dry run changes nothing, so it need not hold the lock to look.
         let observation = try flags.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
                                                       rehash: flags.run.rehash)
@@ -418,7 +459,11 @@ struct PlanCommand: ManifestCommand {
     func run() throws {
         let flags = flags
         let rewrites = try flags.configOptions.rewrites()
-        let manifest = try flags.load()
+        let input = try flags.read()
+        if let verdict = try flags.settled(input, holder: nil) {
+            return flags.makeReporter(rewrites: rewrites).plan(verdict.plan, acting: false)
+        }
+        let manifest = try flags.load(input)
         try flags.policy.enforce(on: manifest)
         var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
                                   cacheDirectory: flags.cacheOptions.directory())

@@ -18,6 +18,11 @@ package struct Manifest: Sendable {
     package var omittedWarnings: Int
     /// Set when this is one shard's part of the manifest (`restricted(to:)`).
     package var shardScope: ShardScope?
+    /// The environment variables the manifest's `${VAR}`s name, sorted: what validation read of the environment.
+    package var environmentNames: [String] = []
+    /// What validation depended on, as one digest (`ManifestFingerprint`); nil for a manifest read from standard
+    /// input, which no later run can be sure to read again.
+    package var fingerprint: ManifestFingerprint?
 
     package init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
                 omittedWarnings: Int = 0) {
@@ -190,9 +195,12 @@ package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConv
             if part.elementsEqual([dot, dot]) || part.count > Self.maximumNameBytes { return nil }
             parts.append(String(decoding: part, as: UTF8.self))
         }
-        guard !parts.isEmpty, parts.reduce(parts.count - 1, { $0 + $1.utf8.count }) <= Self.maximumBytes else { return nil }
+        let length = parts.reduce(parts.count - 1, { $0 + $1.utf8.count })
+        guard !parts.isEmpty, length <= Self.maximumBytes else { return nil }
         self.components = parts
-        self.description = parts.joined(separator: "/")
+        // Normalizing only drops bytes: a path as long as its parts joined is already normal (as nearly every one
+        // is), and is kept rather than joined again.
+        self.description = length == text.utf8.count ? text : parts.joined(separator: "/")
     }
 
     /// Identity is the UTF-8 bytes, as the kernel names files: `String`'s `==` is Unicode canonical equivalence,

@@ -29,25 +29,38 @@ package enum ManifestLoader {
     /// of those whose `${VAR}` is unset is no error, since its value would never be sent.
     package static func load(path: String, environment: [String: String], root: String? = nil,
                              commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
+        try load(read(path: path, root: root), environment: environment, commandLineHeaders: commandLineHeaders)
+    }
+
+    /// The manifest's bytes and where they came from, not yet validated: a run that settled this manifest before
+    /// looks no further (`ManifestFingerprint`); `load(_:environment:commandLineHeaders:)` validates them.
+    package static func read(path: String, root: String? = nil) throws(ManifestError) -> ManifestInput {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
         let failure = { (message: String) in
             ManifestError(diagnostics: [Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: message)])
         }
         if let root, root.isEmpty || root.utf8.contains(0) { throw failure("--root: expected a folder path") }
-        let source: ManifestSource
-        var overridingRoot: String?
         do throws(ReadFailure) {
-            source = try ManifestSource.read(isStandardInput ? nil : path)
-            overridingRoot = try root.map { root throws(ReadFailure) in
+            let source = try ManifestSource.read(isStandardInput ? nil : path)
+            let overridingRoot = try root.map { root throws(ReadFailure) in
                 PathRules.resolve(root, against: root.hasPrefix("/") ? "/" : try currentDirectory())
             }
+            return ManifestInput(bytes: source.bytes, fileName: fileName, directory: source.directory,
+                                 path: source.isOwnFile ? source.absolutePath : nil, overridingRoot: overridingRoot)
         } catch {
             throw failure(error.message)
         }
-        var manifest = try parse(bytes: source.bytes, fileName: fileName, manifestDirectory: source.directory,
+    }
+
+    /// Validates what `read` read. A manifest read from its own file gets its `fingerprint`.
+    package static func load(_ input: ManifestInput, environment: [String: String],
+                             commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
+        var manifest = try parse(bytes: input.bytes, fileName: input.fileName, manifestDirectory: input.directory,
                                  environment: environment, commandLineHeaders: commandLineHeaders)
-        if let overridingRoot { manifest.root = overridingRoot }
+        if let overridingRoot = input.overridingRoot { manifest.root = overridingRoot }
+        manifest.fingerprint = ManifestFingerprint.of(input, variables: manifest.environmentNames, environment: environment,
+                                                      commandLineHeaders: commandLineHeaders)
         return manifest
     }
 
@@ -104,6 +117,11 @@ package enum ManifestLoader {
     private struct ManifestSource {
         var bytes: [UInt8]
         var directory: String
+        /// The file's absolute path, lexically normalized (nil: standard input).
+        var absolutePath: String?
+        /// A regular file named by its own name, not standard input or a descriptor's name: a later run reads the
+        /// same file by the same name.
+        var isOwnFile = false
 
         /// `path` nil: standard input.
         static func read(_ path: String?) throws(ReadFailure) -> ManifestSource {
@@ -119,9 +137,9 @@ package enum ManifestLoader {
             let bytes = try readAll(descriptor, sizeHint: isRegular ? Int(status.st_size) : 0)
             let absolute = PathRules.normalizeAbsolute(path.hasPrefix("/") ? path : try currentDirectory() + "/" + path)
             guard isRegular, !namesADescriptor(absolute) else {
-                return ManifestSource(bytes: bytes, directory: try currentDirectory())
+                return ManifestSource(bytes: bytes, directory: try currentDirectory(), absolutePath: absolute)
             }
-            return ManifestSource(bytes: bytes, directory: parentDirectory(of: absolute))
+            return ManifestSource(bytes: bytes, directory: parentDirectory(of: absolute), absolutePath: absolute, isOwnFile: true)
         }
     }
 

@@ -79,6 +79,9 @@ struct ManifestValidator: YAMLEntrySink {
     /// Canonical names of the `-H` headers: the command line's value is sent instead of the manifest's, so a manifest
     /// value of that name whose variable is unset is dropped rather than an error.
     private let commandLineHeaders: Set<String>
+    /// The variables a `${VAR}` named, set or not: with the manifest's bytes, all that validation read of the
+    /// environment (`ManifestFingerprint`).
+    private var consultedVariables: Set<String> = []
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused. `expansionBudget`: the bytes expansions may add.
@@ -164,7 +167,16 @@ struct ManifestValidator: YAMLEntrySink {
         var manifest = Manifest(sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
                                 warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
         manifest.netrc = netrc
+        manifest.environmentNames = consultedVariables.sorted()
         return manifest
+    }
+
+    /// Every expansion goes through here, so that the variables it consults are known.
+    private mutating func expand(_ template: String) throws(RuleFailure) -> TemplatedString {
+        if EnvironmentExpansion.containsReference(template) {
+            consultedVariables.formUnion(EnvironmentExpansion.referencedNames(in: template))
+        }
+        return try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget)
     }
 
     /// In place: copying 100,000 entries into new values costs more than validating them.
@@ -209,7 +221,7 @@ struct ManifestValidator: YAMLEntrySink {
     private mutating func resolveRoot(_ id: NodeID) -> String? {
         guard let template = text(id, path: "root", expected: "a folder path") else { return nil }
         do throws(RuleFailure) {
-            let text = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget).expanded
+            let text = try expand(template).expanded
             if text.isEmpty { throw RuleFailure("expected a folder path, found an empty string") }
             if text.utf8.contains(0) { throw RuleFailure("root must not contain a NUL character") }
             return PathRules.resolve(text, against: manifestDirectory)
@@ -477,7 +489,7 @@ struct ManifestValidator: YAMLEntrySink {
         guard let template = text(id, path: path(), expected: "a URL") else { return nil }
         let location = document.location(of: id)
         do {
-            let url = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget)
+            let url = try expand(template)
             try URLRules.check(url)
             return url
         } catch {
@@ -633,7 +645,7 @@ struct ManifestValidator: YAMLEntrySink {
         }
         let value: TemplatedString
         do {
-            value = try EnvironmentExpansion.expand(template, environment: environment, budget: &expansionBudget)
+            value = try expand(template)
         } catch {
             for message in error.messages {
                 let unset = message.hasSuffix(" is not set")

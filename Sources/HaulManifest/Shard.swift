@@ -73,6 +73,11 @@ package struct Shard: Sendable, Hashable, CustomStringConvertible {
 package struct ShardScope: Sendable {
     package let shard: Shard
     package let manifestEntries: Int
+
+    package init(shard: Shard, manifestEntries: Int) {
+        self.shard = shard
+        self.manifestEntries = manifestEntries
+    }
 }
 
 extension Manifest {

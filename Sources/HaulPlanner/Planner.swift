@@ -183,6 +183,9 @@ package struct Plan: Sendable {
     /// until the cache was looked at (`Sync.cacheHits`); not a decision of the planner's, and the transfer step
     /// tries exactly these rather than looking again.
     package var fromCache: Set<Int>?
+    /// Entries a settled snapshot showed up to date without reading the manifest (`SettledRun`): counted as
+    /// kept, listed nowhere (`files` and `actions` are then empty).
+    package var settledCount = 0
 
     package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = []) {
         precondition(files.count == actions.count, "one action per entry")
@@ -214,7 +217,7 @@ package struct Plan: Sendable {
     package var revalidations: [PlannedEntry] { entries.filter { $0.action == .revalidate } }
     package var refusals: [PlannedEntry] { entries.filter { if case .refuse = $0.action { true } else { false } } }
     package var deletions: [PlannedPrune] { prunes.filter { $0.action == .delete } }
-    package var upToDateCount: Int { actions.count { !$0.isChange } }
+    package var upToDateCount: Int { settledCount + actions.count { !$0.isChange } }
     /// Bytes to fetch, counting only entries whose size the manifest pins.
     package var knownBytesToFetch: Int64 { tally.knownBytesToFetch }
     /// Whether applying it may change anything on disk (a revalidation may).
@@ -223,6 +226,7 @@ package struct Plan: Sendable {
     /// The totals a summary shows, in one pass: each of the filters above copies its share of 100,000 entries.
     package var tally: Tally {
         var tally = Tally()
+        tally.upToDate = settledCount
         for index in actions.indices {
             switch actions[index] {
             case .keep, .fresh: tally.upToDate += 1

@@ -30,12 +30,13 @@ package final class PrivateArea: Sendable {
         case lock = "lock"
         case journal = "journal"
         case key = "key"
+        case settled = "settled"
 
-        var isDirectory: Bool { self == .temporary || self == .partial }
+        var isDirectory: Bool { self == .temporary || self == .partial || self == .settled }
 
         var role: String {
             switch self {
-            case .temporary, .partial: "haul's folder must be a real directory inside root"
+            case .temporary, .partial, .settled: "haul's folder must be a real directory inside root"
             case .state: "haul's state must be a regular file"
             case .lock: "haul's lock must be a regular file"
             case .journal: "haul's journal must be a regular file"

@@ -267,7 +267,7 @@ enum StateFile {
     }
 
     /// A tab, then `seconds.nanoseconds` with nine digits after the point.
-    private static func appendTime(_ time: FileTime, to out: inout [UInt8]) {
+    static func appendTime(_ time: FileTime, to out: inout [UInt8]) {
         appendDecimal(time.seconds, to: &out)
         out.append(UInt8(ascii: "."))
         var fraction = UInt32(clamping: time.nanoseconds)
@@ -281,7 +281,7 @@ enum StateFile {
     }
 
     /// A tab, then the number in decimal, without making a String of it.
-    private static func appendDecimal<T: BinaryInteger>(_ value: T, to out: inout [UInt8]) {
+    static func appendDecimal<T: BinaryInteger>(_ value: T, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\t"))
         if value < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = UInt64(value.magnitude)
@@ -322,7 +322,7 @@ enum StateFile {
     }
 
     /// Tabs, newlines and `%` in a name would break the line format: percent-encoded.
-    private static func appendEscaped(_ text: String, to out: inout [UInt8]) {
+    static func appendEscaped(_ text: String, to out: inout [UInt8]) {
         // The usual case, every name of a 100,000-file state: checked and copied whole, over the contiguous bytes
         // (iterating `String.UTF8View` generically cost several times as much).
         var text = text
@@ -344,7 +344,7 @@ enum StateFile {
         }
     }
 
-    private static func unescape(_ field: UnsafeBufferPointer<UInt8>) -> String? {
+    static func unescape(_ field: UnsafeBufferPointer<UInt8>) -> String? {
         if !field.contains(UInt8(ascii: "%")) { return String(decoding: field, as: UTF8.self) }
         var out: [UInt8] = []
         var index = field.startIndex

@@ -59,7 +59,8 @@ final class IOErrorTests: XCTestCase {
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try faults?.inject(["read .haul/state"])
         server.resetLog()
-        let sync = try directory.haul(["sync"])
+        // --rehash: a plain sync would find nothing changed from its settled snapshot, and not read the state at all.
+        let sync = try directory.haul(["sync", "--rehash"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertTrue(sync.stderr.contains("warning: cannot read \(directory.path("out"))/.haul/state: Input/output error; hashing every file"),
                       sync.stderr)

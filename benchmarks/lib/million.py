@@ -7,7 +7,8 @@
    resident set (the child's ru_maxrss), and that set as a multiple of the manifest's bytes, so the curve from 10k
    to 1M shows whether memory and time grow linearly.
 2. The no-op `haul sync` of NOOP_FILES files already in place and recorded, against the stat floor
-   `find ROOT -printf '%s %T@ %C@ %i\\n'` on the same tree, alternating, medians of RUNS.
+   `find ROOT -printf '%s %T@ %C@ %i\\n'` on the same tree, alternating, medians of RUNS; then the no-op of each of
+   four shards (`--shard K/4`) of the same root, against a quarter of the whole no-op plus 0.1 s.
 No request is made: the URLs name a closed port on 127.0.0.1, and every file is already what its entry pins.
 """
 import hashlib
@@ -88,6 +89,16 @@ def noop():
     print(f"  haul sync (no-op):             {haul_wall:.3f} s wall, {statistics.median(s[1] for s in haul_runs):.3f} s CPU, "
           f"{statistics.median(s[2] for s in haul_runs) / 1e6:.0f} MB RSS")
     print(f"  ratio haul / floor:            {haul_wall / find_wall:.2f}")
+    shards = [f"{k}/4" for k in range(1, 5)]
+    for _ in range(3):  # each shard's first runs prove what the others saved; then each is settled
+        for shard in shards:
+            run([haul, "sync", "haul.yaml", "--progress", "none", "--shard", shard], root)
+    shard_walls = []
+    for shard in shards:
+        samples = [run([haul, "sync", "haul.yaml", "--progress", "none", "--shard", shard], root) for _ in range(runs)]
+        shard_walls.append(statistics.median(s[0] for s in samples))
+    print(f"  one shard of four (no-op):     {statistics.mean(shard_walls):.3f} s wall on average "
+          f"(slowest {max(shard_walls):.3f} s), bound no-op / 4 + 0.1 s = {haul_wall / 4 + 0.1:.3f} s")
 
 
 plan_curve()

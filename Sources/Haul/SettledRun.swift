@@ -1,0 +1,98 @@
+import HaulDigest
+import HaulManifest
+import HaulPlanner
+import HaulStore
+import HaulThreads
+
+/// The settled fast path: a run of a manifest that an earlier run left wholly in place, found so again without
+/// validating the manifest or reading the state (see ARCHITECTURE, "The settled fast path").
+///
+/// The earlier run (`record`) writes a `SettledSnapshot` when it ended with every entry pinned, verified and
+/// durable, and nothing else to say; the next run (`check`) believes it when the key matches (the manifest's
+/// fingerprint, haul's version, the shard) and every file still has the identity recorded. Anything else, and the
+/// run goes the whole way: read, validate, observe, plan.
+package enum SettledRun {
+    /// The plan of a run with nothing to do: every entry up to date, counted, none listed.
+    package struct Verdict: Sendable {
+        package var plan: Plan
+        /// How long finding it took, for the summary.
+        package var seconds = 0.0
+        /// Held until the run ends, as an observation holds it.
+        let lock: RunLock?
+    }
+
+    /// What the snapshot's key covers besides the manifest: the haul that wrote it (another version may read or
+    /// decide otherwise) and the shard.
+    static func key(_ fingerprint: ManifestFingerprint, shard: Shard?, version: String) -> Digest {
+        let text = "haul settled\t\(version)\t\(shard?.description ?? "all")\t\(fingerprint.digest.hex)"
+        return StreamingHasher.digest(Array(text.utf8), algorithm: .sha256)
+    }
+
+    /// Before validation: the verdict when a snapshot shows there is nothing to do, nil when the manifest must be
+    /// read (no snapshot, another key, a file changed, another run holds root; `prunes`, `adopts` and `rehash`,
+    /// which ask for what only the whole way does: pruning, new owners in the state, hashing).
+    ///
+    /// `access` as the observation would take it: a sync holds the run lock while it looks at the files, as the
+    /// whole way does. Nothing is made: a root without a snapshot of this manifest is left as found.
+    package static func check(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String>,
+                              shard: Shard?, prunes: Bool, adopts: Bool, rehash: Bool, access: Observation.Access,
+                              concurrency: Int = ProcessorCount.online,
+                              version: String = HaulVersion.current) -> Verdict? {
+        guard !prunes, !adopts, !rehash, let path = input.path,
+              let root = ManifestFingerprint.declaredRoot(input, environment: environment),
+              let area = try? PrivateArea.existing(root: root),
+              case let (snapshot, writtenAt)? = SettledSnapshot.read(named: SettledSnapshot.name(manifestPath: path, shard: shard),
+                                                                     in: area),
+              snapshot.isFor(root: root),
+              let fingerprint = ManifestFingerprint.of(input, variables: snapshot.variables, environment: environment,
+                                                       commandLineHeaders: commandLineHeaders),
+              key(fingerprint, shard: shard, version: version) == snapshot.key
+        else { return nil }
+        var lock: RunLock?
+        if case .exclusive(let wait, let holder) = access {
+            guard let taken = try? RunLock(area: area, shard: shard, wait: wait, holder: holder) else { return nil }
+            lock = taken
+        }
+        guard snapshot.stillHolds(writtenAt: writtenAt, concurrency: concurrency) else { return nil }
+        var plan = Plan(files: [], actions: [])
+        plan.settledCount = snapshot.files.count
+        plan.shardScope = shard.map { ShardScope(shard: $0, manifestEntries: snapshot.manifestEntries) }
+        plan.fromCache = []
+        return Verdict(plan: plan, lock: lock)
+    }
+
+    /// Before a sync changes anything: what it changes may change what another run of the manifest (another
+    /// shard's, or one of an earlier version of it) would decide, so every snapshot of the manifest goes first.
+    static func forgetIfChanging(_ plan: Plan, _ manifest: Manifest, _ observation: Observation) {
+        guard plan.hasChanges, let path = manifest.fingerprint?.path, let area = observation.area else { return }
+        SettledSnapshot.forget(manifestPath: path, in: area)
+    }
+
+    /// After a sync: writes its snapshot when it left every entry pinned, verified, durable and in place. A run
+    /// that cannot be told by counts alone (warnings, notes, files it no longer lists, pruning) writes none.
+    static func record(_ sync: Sync, _ plan: Plan, _ observation: Observation, _ result: SyncResult,
+                       version: String = HaulVersion.current) {
+        let manifest = sync.manifest
+        guard let fingerprint = manifest.fingerprint, let area = observation.area, result.exitStatus == .success,
+              !sync.prunes, manifest.warnings.isEmpty, manifest.omittedWarnings == 0, observation.cacheWarning == nil,
+              plan.unlistedCount == 0, plan.orphans.isEmpty, plan.unproven.isEmpty, result.prunes.isEmpty
+        else { return }
+        var files: [(destination: String, identity: FileIdentity)] = []
+        files.reserveCapacity(plan.files.count)
+        for index in plan.files.indices {
+            let entry = plan.files[index]
+            guard let checksum = entry.checksum, entry.extract == nil, result.outcomes[index].leftInPlace
+                    || result.outcomes[index].fetchedFile != nil,
+                  let record = result.outcomes[index].fetchedFile != nil ? result.committedRecords[index]
+                                                                          : observation.record(at: index, of: plan.files),
+                  !record.unsynced, checksum.accepts(record.digest) else { return }
+            files.append((entry.destination.description, record.identity))
+        }
+        let snapshot = SettledSnapshot(key: key(fingerprint, shard: manifest.shardScope?.shard, version: version),
+                                       variables: manifest.environmentNames, root: manifest.root,
+                                       manifestEntries: manifest.shardScope?.manifestEntries ?? manifest.files.count,
+                                       files: files)
+        _ = snapshot.write(named: SettledSnapshot.name(manifestPath: fingerprint.path, shard: manifest.shardScope?.shard),
+                           in: area)
+    }
+}

@@ -1,0 +1,111 @@
+import CLibYAML
+import HaulDigest
+
+/// A manifest's bytes as read, before validation, and what else its reading depends on.
+package struct ManifestInput: Sendable {
+    package var bytes: [UInt8]
+    /// As messages name it.
+    package var fileName: String
+    /// The absolute folder `root` is relative to.
+    package var directory: String
+    /// The file's absolute path, lexically normalized; nil for standard input or a descriptor's name (`/dev/fd/63`),
+    /// which a later run cannot read again.
+    package var path: String?
+    /// `--root`, resolved: replaces the manifest's `root`.
+    package var overridingRoot: String?
+
+    package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?) {
+        self.bytes = bytes
+        self.fileName = fileName
+        self.directory = directory
+        self.path = path
+        self.overridingRoot = overridingRoot
+    }
+}
+
+/// Everything validating a manifest depends on, as one SHA-256: its bytes, its path and folder, `--root`, the
+/// names of the `-H` headers, and the values of the environment variables its `${VAR}`s name. Validation is a
+/// function of these alone, so two reads with the same fingerprint give the same verdict and the same model: a
+/// run that finds the fingerprint a settled run recorded (`SettledSnapshot`) need not validate again to know the
+/// manifest is valid and what it lists.
+package struct ManifestFingerprint: Sendable, Hashable {
+    /// The manifest file's absolute path: names the manifest across edits.
+    package let path: String
+    package let digest: Digest
+
+    /// `variables`: the names validation consulted (`Manifest.environmentNames`); nil when the input has no file
+    /// of its own to be read again.
+    package static func of(_ input: ManifestInput, variables: [String], environment: [String: String],
+                           commandLineHeaders: Set<String>) -> ManifestFingerprint? {
+        guard let path = input.path, let hasher = StreamingHasher(.sha256) else { return nil }
+        // Fields are length-prefixed, so that no two different inputs write the same stream.
+        func field(_ text: String) {
+            hasher.update(Array("\(text.utf8.count):".utf8))
+            hasher.update(Array(text.utf8))
+        }
+        field("haul manifest fingerprint 1")
+        field(path)
+        field(input.fileName)
+        field(input.directory)
+        field(input.overridingRoot.map { "=" + $0 } ?? "")
+        for name in commandLineHeaders.sorted() { field("H:" + name) }
+        for name in variables {
+            field("$" + name)
+            field(environment[name].map { "=" + $0 } ?? "")
+        }
+        field(String(input.bytes.count))
+        hasher.update(input.bytes)
+        return ManifestFingerprint(path: path, digest: hasher.finalize())
+    }
+
+    /// The folder `root` would resolve to, found without validating: `--root`, else a top-level `root:` written
+    /// before `files:` (reading stops at `files:`), else the manifest's folder. nil when `root:` cannot be
+    /// expanded. A guess, never a verdict: a settled snapshot found in that folder's `.haul` is believed only when
+    /// it names the same root and the same fingerprint, which a validation of the same input resolved to.
+    package static func declaredRoot(_ input: ManifestInput, environment: [String: String]) -> String? {
+        if let overridingRoot = input.overridingRoot { return overridingRoot }
+        let directory = PathRules.normalizeAbsolute(input.directory)
+        guard case .some(.some(let template)) = YAMLEventParser.parse(input.bytes, rootBeforeFiles) else { return directory }
+        var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
+        guard let text = try? EnvironmentExpansion.expand(template, environment: environment, budget: &budget).expanded,
+              !text.isEmpty, !text.utf8.contains(0) else { return nil }
+        return PathRules.resolve(text, against: directory)
+    }
+
+    /// The text of a top-level `root:` scalar met before `files:`; nil when there is none (or the YAML ends, or
+    /// breaks, first).
+    private static func rootBeforeFiles(_ parser: inout YAMLEventParser) -> String? {
+        // Stream, document, then the top-level mapping.
+        for expected in [YAML_STREAM_START_EVENT, YAML_DOCUMENT_START_EVENT, YAML_MAPPING_START_EVENT] {
+            guard parser.next()?.type == expected else { return nil }
+        }
+        while let key = parser.next(), key.type == YAML_SCALAR_EVENT {
+            let name = scalarText(key)
+            if name == "files" { return nil }
+            guard let value = parser.next() else { return nil }
+            if name == "root" { return value.type == YAML_SCALAR_EVENT ? scalarText(value) : nil }
+            guard skip(value, &parser) else { return nil }
+        }
+        return nil
+    }
+
+    /// Skips the rest of the node `first` starts; false at a syntax error.
+    private static func skip(_ first: yaml_event_t, _ parser: inout YAMLEventParser) -> Bool {
+        var depth = first.type == YAML_SEQUENCE_START_EVENT || first.type == YAML_MAPPING_START_EVENT ? 1 : 0
+        while depth > 0 {
+            guard let event = parser.next() else { return false }
+            switch event.type {
+            case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT: depth += 1
+            case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT: depth -= 1
+            default: break
+            }
+        }
+        return true
+    }
+
+    private static func scalarText(_ event: yaml_event_t) -> String {
+        let scalar = event.data.scalar
+        return String(decoding: UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length),
+                      as: UTF8.self)
+    }
+}
