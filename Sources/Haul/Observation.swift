@@ -24,6 +24,10 @@ package struct Observation: Sendable {
     let vouched: [Bool]
     /// For entries the state did not vouch for, what it should record now (absent: nothing), by entry index.
     let found: [Int: StateRecord]
+    /// For a sync (`.exclusive`), per entry: the identity of the regular file found there, as seen before it was
+    /// judged (nil: none, or not a regular file); empty when only looking. What a settled snapshot records of a
+    /// file kept as it is, without looking its record up by name again.
+    let identities: [FileIdentity?]
     /// Entries whose record says an earlier run could not sync the file into place (`StateRecord.unsynced`): the
     /// sync closes that gap. Found while the records are looked up anyway: a no-op pays nothing for it.
     let unsyncedEntries: [Int]
@@ -88,7 +92,10 @@ package struct Observation: Sendable {
         }
         self.cache = cache
         cacheWarning = warning
-        var judged = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer, concurrency: concurrency)
+        var keepsIdentities = false
+        if case .exclusive = access { keepsIdentities = true }
+        var judged = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer, concurrency: concurrency,
+                                keepingIdentities: keepsIdentities)
         trees = Self.observeTrees(files, cache: cache, root: manifest.root, rehash: rehash, observer: observer,
                                   concurrency: concurrency)
         for (index, tree) in trees {
@@ -96,7 +103,7 @@ package struct Observation: Sendable {
             judged.vouched[index] = false
             judged.found[index] = nil
         }
-        (states, vouched, found, unsyncedEntries) = judged
+        (states, vouched, found, unsyncedEntries, identities) = judged
         let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys,
                                           listedMembers: Set(trees.values.flatMap(\.memberKeys)))
         let (ownerKey, vouchedKeys) = (self.ownerKey, self.vouchedKeys)
@@ -141,13 +148,16 @@ package struct Observation: Sendable {
 
     /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
     /// the rest is read and hashed.
+    /// `keepingIdentities`: also say, per entry, the identity of the regular file found.
     private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
-                              observer: LocalObserver, concurrency: Int)
-        -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int]) {
+                              observer: LocalObserver, concurrency: Int, keepingIdentities: Bool)
+        -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int], identities: [FileIdentity?]) {
         var states: [LocalState] = []
         var vouched: [Bool] = []
         var found: [Int: StateRecord] = [:]
         var unsynced: [Int] = []
+        var identities: [FileIdentity?] = []
+        if keepingIdentities { identities.reserveCapacity(files.count) }
         states.reserveCapacity(files.count)
         vouched.reserveCapacity(files.count)
         var unsettled: [(index: Int, request: ObservationRequest)] = []
@@ -159,6 +169,9 @@ package struct Observation: Sendable {
             if known?.unsynced == true { unsynced.append(index) }
             let request = ObservationRequest(destination: files[index].destination, algorithm: files[index].checksum?.algorithm,
                                              expectedSize: files[index].size, known: known, knownAsOf: cache.writtenAt)
+            if keepingIdentities {
+                if case .regularFile(let identity) = looks?[index] { identities.append(identity) } else { identities.append(nil) }
+            }
             guard let settled = looks.flatMap({ request.settle($0[index]) }) else {
                 unsettled.append((index, request))
                 states.append(.missing)  // a placeholder, replaced below
@@ -171,6 +184,7 @@ package struct Observation: Sendable {
         let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: concurrency)
         for ((index, request), (file, record)) in zip(unsettled, read) {
             states[index] = localState(file, at: request.destination)
+            if keepingIdentities { identities[index] = record?.identity }
             guard let record else { continue }
             // A record too recent to be proof is kept, but the state is rewritten so that it can be next time.
             if request.known == record && request.knownRecordIsProof(for: record.identity) {
@@ -179,7 +193,7 @@ package struct Observation: Sendable {
                 found[index] = record
             }
         }
-        return (states, vouched, found, unsynced)
+        return (states, vouched, found, unsynced, identities)
     }
 
     /// Whether a file whose origin is `origin` is this manifest's.

@@ -41,8 +41,7 @@ package enum SettledRun {
         guard !prunes, !adopts, !rehash, let path = input.path,
               let root = ManifestFingerprint.declaredRoot(input, environment: environment),
               let area = try? PrivateArea.existing(root: root),
-              case let (snapshot, writtenAt)? = SettledSnapshot.read(named: SettledSnapshot.name(manifestPath: path, shard: shard),
-                                                                     in: area),
+              let snapshot = SettledSnapshot.read(named: SettledSnapshot.name(manifestPath: path, shard: shard), in: area),
               snapshot.isFor(root: root),
               let fingerprint = ManifestFingerprint.of(input, variables: snapshot.variables, environment: environment,
                                                        commandLineHeaders: commandLineHeaders),
@@ -53,9 +52,9 @@ package enum SettledRun {
             guard let taken = try? RunLock(area: area, shard: shard, wait: wait, holder: holder) else { return nil }
             lock = taken
         }
-        guard snapshot.stillHolds(writtenAt: writtenAt, concurrency: concurrency) else { return nil }
+        guard let count = snapshot.stillHolds(concurrency: concurrency) else { return nil }
         var plan = Plan(files: [], actions: [])
-        plan.settledCount = snapshot.files.count
+        plan.settledCount = count
         plan.shardScope = shard.map { ShardScope(shard: $0, manifestEntries: snapshot.manifestEntries) }
         plan.fromCache = []
         return Verdict(plan: plan, lock: lock)
@@ -77,16 +76,26 @@ package enum SettledRun {
               !sync.prunes, manifest.warnings.isEmpty, manifest.omittedWarnings == 0, observation.cacheWarning == nil,
               plan.unlistedCount == 0, plan.orphans.isEmpty, plan.unproven.isEmpty, result.prunes.isEmpty
         else { return }
+        // What the state now records of each file, without looking records up by name: a file this run committed
+        // by what the commit recorded, a file kept as it was (planned `keep`: its digest is the pinned one) by the
+        // identity it was judged by. Fields are read in place: a copy of an entry retains a dozen strings.
+        let entries = plan.files
+        guard observation.unsyncedEntries.isEmpty, observation.identities.count == entries.count else { return }
         var files: [(destination: String, identity: FileIdentity)] = []
-        files.reserveCapacity(plan.files.count)
-        for index in plan.files.indices {
-            let entry = plan.files[index]
-            guard let checksum = entry.checksum, entry.extract == nil, result.outcomes[index].leftInPlace
-                    || result.outcomes[index].fetchedFile != nil,
-                  let record = result.outcomes[index].fetchedFile != nil ? result.committedRecords[index]
-                                                                          : observation.record(at: index, of: plan.files),
-                  !record.unsynced, checksum.accepts(record.digest) else { return }
-            files.append((entry.destination.description, record.identity))
+        files.reserveCapacity(entries.count)
+        for index in entries.indices {
+            guard let checksum = entries[index].checksum, entries[index].extract == nil else { return }
+            let identity: FileIdentity
+            if result.outcomes[index].fetchedFile != nil {
+                guard let record = result.committedRecords[index], !record.unsynced, checksum.accepts(record.digest)
+                else { return }
+                identity = record.identity
+            } else {
+                guard plan.actions[index] == .keep, result.outcomes[index].leftInPlace,
+                      let seen = observation.identities[index] else { return }
+                identity = seen
+            }
+            files.append((entries[index].destination.description, identity))
         }
         let snapshot = SettledSnapshot(key: key(fingerprint, shard: manifest.shardScope?.shard, version: version),
                                        variables: manifest.environmentNames, root: manifest.root,

@@ -3,16 +3,19 @@ import HaulDigest
 
 /// A manifest's bytes as read, before validation, and what else its reading depends on.
 package struct ManifestInput: Sendable {
-    package var bytes: [UInt8]
+    package let bytes: [UInt8]
     /// As messages name it.
-    package var fileName: String
+    package let fileName: String
     /// The absolute folder `root` is relative to.
-    package var directory: String
+    package let directory: String
     /// The file's absolute path, lexically normalized; nil for standard input or a descriptor's name (`/dev/fd/63`),
     /// which a later run cannot read again.
-    package var path: String?
+    package let path: String?
     /// `--root`, resolved: replaces the manifest's `root`.
-    package var overridingRoot: String?
+    package let overridingRoot: String?
+    /// SHA-256 of `bytes` when there is a `path` (nil otherwise): hashed once, for the fingerprint that both the
+    /// settled fast path and the load compute.
+    let bytesDigest: Digest?
 
     package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?) {
         self.bytes = bytes
@@ -20,6 +23,7 @@ package struct ManifestInput: Sendable {
         self.directory = directory
         self.path = path
         self.overridingRoot = overridingRoot
+        bytesDigest = path == nil ? nil : StreamingHasher.digest(bytes, algorithm: .sha256)
     }
 }
 
@@ -37,7 +41,7 @@ package struct ManifestFingerprint: Sendable, Hashable {
     /// of its own to be read again.
     package static func of(_ input: ManifestInput, variables: [String], environment: [String: String],
                            commandLineHeaders: Set<String>) -> ManifestFingerprint? {
-        guard let path = input.path, let hasher = StreamingHasher(.sha256) else { return nil }
+        guard let path = input.path, let bytesDigest = input.bytesDigest, let hasher = StreamingHasher(.sha256) else { return nil }
         // Fields are length-prefixed, so that no two different inputs write the same stream.
         func field(_ text: String) {
             hasher.update(Array("\(text.utf8.count):".utf8))
@@ -53,8 +57,7 @@ package struct ManifestFingerprint: Sendable, Hashable {
             field("$" + name)
             field(environment[name].map { "=" + $0 } ?? "")
         }
-        field(String(input.bytes.count))
-        hasher.update(input.bytes)
+        field(bytesDigest.hex)
         return ManifestFingerprint(path: path, digest: hasher.finalize())
     }
 

@@ -35,9 +35,6 @@ package struct SettledSnapshot: Sendable {
         self.files = files
     }
 
-    /// Whether it was written for `root` (as a manifest or `--root` resolves it).
-    package func isFor(root: String) -> Bool { self.root == FileSystem.normalizedRoot(root) }
-
     static let header = "haul-settled\t1"
     /// The last line: a file cut short by a crash has none, and is no snapshot.
     static let trailer = "end"
@@ -54,15 +51,15 @@ package struct SettledSnapshot: Sendable {
 
     // MARK: Reading
 
-    /// The snapshot under `name`, and when it was written (its mtime: the files' identities must be older); nil
-    /// when there is none, it is not one this haul wrote whole, or the state is no longer the one it was written
-    /// beside.
-    package static func read(named name: String, in area: PrivateArea) -> (snapshot: SettledSnapshot, writtenAt: FileTime)? {
+    /// The snapshot under `name`, its header read; nil when there is none, it is not one this haul wrote, or the
+    /// state is no longer the one it was written beside. Its files are read only when asked (`stillHolds`): a run
+    /// of another key reads no further than the header.
+    package static func read(named name: String, in area: PrivateArea) -> Found? {
         guard case .success(let folder) = area.folder.subdirectory(PrivateArea.Member.settled.rawValue),
               case .bytes(let bytes, let identity?) = PrivateFile.read(name, in: folder, limit: maximumBytes),
-              let (snapshot, state) = bytes.withUnsafeBufferPointer(parse),
-              let current = StateMark.now(in: area), current == state else { return nil }
-        return (snapshot, identity.modified)
+              let found = Found(bytes, writtenAt: identity.modified),
+              let current = StateMark.now(in: area), current == found.state else { return nil }
+        return found
     }
 
     /// The state file as a snapshot was written beside it.
@@ -82,62 +79,109 @@ package struct SettledSnapshot: Sendable {
         }
     }
 
-    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> (SettledSnapshot, StateMark)? {
-        var lines = Lines(buffer)
-        let tab = UInt8(ascii: "\t")
-        guard let header = lines.next(), header.elementsEqual(Self.header.utf8),
-              let key = lines.next()?.split(separator: tab, omittingEmptySubsequences: false),
-              key.count == 2, key[0].elementsEqual("key".utf8),
-              let digest = Digest(algorithm: .sha256, hexUTF8: UnsafeBufferPointer(rebasing: key[1])),
-              let variables = lines.next()?.split(separator: tab, omittingEmptySubsequences: false),
-              variables.first?.elementsEqual("variables".utf8) == true,
-              let rootLine = lines.next()?.split(separator: tab, omittingEmptySubsequences: false),
-              rootLine.count == 3, rootLine[0].elementsEqual("root".utf8),
-              let root = StateFile.unescape(UnsafeBufferPointer(rebasing: rootLine[1])),
-              let manifestEntries = Int(decimal: UnsafeBufferPointer(rebasing: rootLine[2])),
-              let stateLine = lines.next()?.split(separator: tab, omittingEmptySubsequences: false),
-              stateLine.first?.elementsEqual("state".utf8) == true else { return nil }
+    /// A snapshot as read: what a run checks before it looks at any file, and the rest of the bytes.
+    package struct Found: Sendable {
+        package let key: Digest
+        package let variables: [String]
+        package let root: String
+        package let manifestEntries: Int
         let state: StateMark
-        switch stateLine.count {
-        case 1: state = .absent
-        case 6:
-            let field = { (number: Int) in UnsafeBufferPointer(rebasing: stateLine[number]) }
-            guard let identity = identity(field) else { return nil }
-            state = .file(identity)
-        default: return nil
-        }
-        var names: [String] = []
-        for name in variables.dropFirst() {
-            guard let text = StateFile.unescape(UnsafeBufferPointer(rebasing: name)) else { return nil }
-            names.append(text)
-        }
-        var files: [(destination: String, identity: FileIdentity)] = []
-        var fields: [Range<Int>] = []
-        fields.reserveCapacity(6)
-        while let line = lines.next() {
-            if line.elementsEqual(trailer.utf8) {
-                // Only a file written whole ends so, with nothing after.
-                guard lines.next() == nil, lines.endedWithNewline else { return nil }
-                return (SettledSnapshot(key: digest, variables: names, root: root, manifestEntries: manifestEntries, files: files),
-                        state)
+        /// Its mtime: every file's identity must be older.
+        let writtenAt: FileTime
+        private let bytes: [UInt8]
+        /// Where the files' lines begin.
+        private let filesStart: Int
+
+        init?(_ bytes: [UInt8], writtenAt: FileTime) {
+            let tab = UInt8(ascii: "\t")
+            let header = bytes.withUnsafeBufferPointer { buffer -> (Digest, [String], String, Int, StateMark, Int)? in
+                var lines = Lines(buffer)
+                let fields = { (line: Slice<UnsafeBufferPointer<UInt8>>) in
+                    line.split(separator: tab, omittingEmptySubsequences: false).map { UnsafeBufferPointer(rebasing: $0) }
+                }
+                guard lines.next()?.elementsEqual(SettledSnapshot.header.utf8) == true,
+                      let key = lines.next().map(fields), key.count == 2, key[0].elementsEqual("key".utf8),
+                      let digest = Digest(algorithm: .sha256, hexUTF8: key[1]),
+                      let variables = lines.next().map(fields), variables.first?.elementsEqual("variables".utf8) == true,
+                      let rootLine = lines.next().map(fields), rootLine.count == 3, rootLine[0].elementsEqual("root".utf8),
+                      let root = StateFile.unescape(rootLine[1]), let manifestEntries = Int(decimal: rootLine[2]),
+                      let stateLine = lines.next().map(fields), stateLine.first?.elementsEqual("state".utf8) == true
+                else { return nil }
+                let state: StateMark
+                switch stateLine.count {
+                case 1: state = .absent
+                case 6:
+                    guard let identity = identity({ stateLine[$0] }) else { return nil }
+                    state = .file(identity)
+                default: return nil
+                }
+                var names: [String] = []
+                for name in variables.dropFirst() {
+                    guard let text = StateFile.unescape(name) else { return nil }
+                    names.append(text)
+                }
+                return (digest, names, root, manifestEntries, state, lines.position)
             }
-            fields.removeAll(keepingCapacity: true)
-            var start = line.startIndex
-            for index in line.indices where buffer[index] == tab {
-                fields.append(start..<index)
-                start = index + 1
-            }
-            fields.append(start..<line.endIndex)
-            let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
-            guard fields.count == 6, files.count < manifestEntries, let destination = StateFile.unescape(field(0)),
-                  let identity = identity(field) else { return nil }
-            files.append((destination, identity))
+            guard let (key, variables, root, manifestEntries, state, filesStart) = header else { return nil }
+            self.key = key
+            self.variables = variables
+            self.root = FileSystem.normalizedRoot(root)
+            self.manifestEntries = manifestEntries
+            self.state = state
+            self.writtenAt = writtenAt
+            self.bytes = bytes
+            self.filesStart = filesStart
         }
-        return nil
+
+        /// Whether it was written for `root` (as a manifest or `--root` resolves it).
+        package func isFor(root: String) -> Bool { self.root == FileSystem.normalizedRoot(root) }
+
+        /// How many files it lists when every one is still the one recorded (a regular file with the recorded
+        /// identity, older than the snapshot: a file changed within the clock's resolution of the snapshot's
+        /// writing could otherwise keep its identity; its parents checked as the observer checks them, so that no
+        /// symlink leads out of root); nil when one is not, or the snapshot was not written whole.
+        package func stillHolds(concurrency: Int) -> Int? {
+            guard let files = self.files() else { return nil }
+            let looks = LocalObserver(root: root).look(at: files.map(\.destination), concurrency: concurrency)
+            let holds = zip(looks, files).allSatisfy { look, file in
+                guard case .regularFile(let identity) = look else { return false }
+                return identity == file.identity && identity.isOlder(than: writtenAt)
+            }
+            return holds ? files.count : nil
+        }
+
+        /// The files' lines, up to the trailer that only a snapshot written whole has.
+        private func files() -> [(destination: DestinationPath, identity: FileIdentity)]? {
+            bytes.withUnsafeBufferPointer { buffer in
+                var lines = Lines(buffer, from: filesStart)
+                var files: [(destination: DestinationPath, identity: FileIdentity)] = []
+                var fields: [Range<Int>] = []
+                fields.reserveCapacity(6)
+                while let line = lines.next() {
+                    if line.elementsEqual(trailer.utf8) {
+                        // Only a file written whole ends so, with nothing after.
+                        guard lines.next() == nil, lines.endedWithNewline else { return nil }
+                        return files
+                    }
+                    fields.removeAll(keepingCapacity: true)
+                    var start = line.startIndex
+                    for index in line.indices where buffer[index] == UInt8(ascii: "\t") {
+                        fields.append(start..<index)
+                        start = index + 1
+                    }
+                    fields.append(start..<line.endIndex)
+                    let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
+                    guard fields.count == 6, files.count < manifestEntries, let text = StateFile.unescape(field(0)),
+                          let destination = DestinationPath(text), let identity = identity(field) else { return nil }
+                    files.append((destination, identity))
+                }
+                return nil
+            }
+        }
     }
 
     /// Fields 1 to 5 of a line: `dev ino size mtime ctime`, as the state writes them.
-    private static func identity(_ field: (Int) -> UnsafeBufferPointer<UInt8>) -> FileIdentity? {
+    fileprivate static func identity(_ field: (Int) -> UnsafeBufferPointer<UInt8>) -> FileIdentity? {
         guard let device = UInt64(decimal: field(1)), let inode = UInt64(decimal: field(2)),
               let size = Int64(decimal: field(3)), let modified = FileTime(field: field(4)),
               let changed = FileTime(field: field(5)) else { return nil }
@@ -153,13 +197,16 @@ package struct SettledSnapshot: Sendable {
     }
 
     /// The lines of a buffer, without their newlines.
-    private struct Lines {
+    fileprivate struct Lines {
         let buffer: UnsafeBufferPointer<UInt8>
-        var position = 0
+        var position: Int
         /// Whether the last line read had its newline.
         var endedWithNewline = false
 
-        init(_ buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
+        init(_ buffer: UnsafeBufferPointer<UInt8>, from position: Int = 0) {
+            self.buffer = buffer
+            self.position = position
+        }
 
         mutating func next() -> Slice<UnsafeBufferPointer<UInt8>>? {
             guard position < buffer.count else { return nil }
@@ -167,23 +214,6 @@ package struct SettledSnapshot: Sendable {
             defer { position = (end ?? buffer.count) + 1 }
             endedWithNewline = end != nil
             return buffer[position..<(end ?? buffer.count)]
-        }
-    }
-
-    /// Whether every file is still the one recorded: a regular file with the recorded identity, older than the
-    /// snapshot (a file changed within the clock's resolution of the snapshot's writing could otherwise keep its
-    /// identity), its parents checked as the observer checks them (no symlink leading out of root).
-    package func stillHolds(writtenAt: FileTime, concurrency: Int) -> Bool {
-        var destinations: [DestinationPath] = []
-        destinations.reserveCapacity(files.count)
-        for file in files {
-            guard let destination = DestinationPath(file.destination) else { return false }
-            destinations.append(destination)
-        }
-        let looks = LocalObserver(root: root).look(at: destinations, concurrency: concurrency)
-        return zip(looks, files).allSatisfy { look, file in
-            guard case .regularFile(let identity) = look else { return false }
-            return identity == file.identity && identity.isOlder(than: writtenAt)
         }
     }
 

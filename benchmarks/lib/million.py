@@ -9,10 +9,16 @@
 2. The no-op `haul sync` of NOOP_FILES files already in place and recorded, against the stat floor
    `find ROOT -printf '%s %T@ %C@ %i\\n'` on the same tree, alternating, medians of RUNS; then the no-op of each of
    four shards (`--shard K/4`) of the same root, against a quarter of the whole no-op plus 0.1 s.
-No request is made: the URLs name a closed port on 127.0.0.1, and every file is already what its entry pins.
+3. The time to the first request of a first sync of the largest of SIZES (nothing on disk): a loopback server
+   notes when the first request arrives, and the run is then stopped (SIGTERM).
+Apart from 3, no request is made: the URLs name a closed port on 127.0.0.1, and every file is already what its entry
+pins.
 """
 import hashlib
+import http.server
 import os
+import signal
+import threading
 import statistics
 import subprocess
 import sys
@@ -64,6 +70,42 @@ def plan_curve():
         os.unlink(path)
 
 
+def first_request(n):
+    """Seconds from starting `haul sync` of n entries (none on disk) to its first request reaching the server."""
+    arrived = threading.Event()
+    times = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            times.setdefault("first", time.perf_counter())
+            arrived.set()
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    folder = os.path.join(work, "first")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "haul.yaml"), "w") as manifest:
+        manifest.write("version: 1\nroot: out\nfiles:\n")
+        for index in range(n):
+            manifest.write(entry(index, hashlib.sha256(str(index).encode()).hexdigest(), 16384).replace(DEAD, base))
+    start = time.perf_counter()
+    process = subprocess.Popen([haul, "sync", "haul.yaml", "--progress", "none", "--quiet"], cwd=folder,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    arrived.wait(600)
+    process.send_signal(signal.SIGTERM)
+    process.wait()
+    server.shutdown()
+    subprocess.run(["rm", "-rf", folder], check=True)
+    print(f"\nfirst sync of {n} entries: first request after {times['first'] - start:.2f} s")
+
+
 def noop():
     root = os.path.join(work, "noop")
     lines = ["version: 1\nroot: out\nfiles:\n"]
@@ -102,5 +144,7 @@ def noop():
 
 
 plan_curve()
+if sizes:
+    first_request(max(sizes))
 if noop_files:
     noop()
