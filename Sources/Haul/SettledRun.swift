@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulEngine
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -34,8 +35,14 @@ package enum SettledRun {
     ///
     /// `access` as the observation would take it: a sync holds the run lock while it looks at the files, as the
     /// whole way does. Nothing is made: a root without a snapshot of this manifest is left as found.
+    ///
+    /// A snapshot that keeps unpinned entries because their servers said they stay fresh is believed only until the
+    /// first of them is due (by `now`), only when the run would ask the same sources the same way (`freshnessDiffers`:
+    /// `--refresh`, or URL rewrites), and only by a run that lists no plan (`listsPlan`: `plan` and `--dry-run` show a
+    /// line for each such entry, which takes the manifest).
     package static func check(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String>,
                               shard: Shard?, prunes: Bool, adopts: Bool, rehash: Bool, access: Observation.Access,
+                              listsPlan: Bool, freshnessDiffers: Bool, now: Double = RetryPolicy.systemWallClock(),
                               concurrency: Int = ProcessorCount.online,
                               version: String = HaulVersion.current) -> Verdict? {
         guard !prunes, !adopts, !rehash, let path = input.path,
@@ -45,7 +52,8 @@ package enum SettledRun {
               snapshot.isFor(root: root),
               let fingerprint = ManifestFingerprint.of(input, variables: snapshot.variables, environment: environment,
                                                        commandLineHeaders: commandLineHeaders),
-              key(fingerprint, shard: shard, version: version) == snapshot.key
+              key(fingerprint, shard: shard, version: version) == snapshot.key,
+              snapshot.freshness.map({ stillFresh($0, now: now) && !listsPlan && !freshnessDiffers }) ?? true
         else { return nil }
         var lock: RunLock?
         if case .exclusive(let wait, let holder) = access {
@@ -60,6 +68,12 @@ package enum SettledRun {
         return Verdict(plan: plan, lock: lock)
     }
 
+    /// Whether unpinned entries judged fresh are still: before the first is due, on a clock not set back past when
+    /// they were judged (by more than the planner tolerates for a confirmation).
+    static func stillFresh(_ freshness: SettledSnapshot.Freshness, now: Double) -> Bool {
+        now < freshness.until && freshness.judgedAt <= now + Planner.clockSkewTolerance
+    }
+
     /// Before a sync changes anything: what it changes may change what another run of the manifest (another
     /// shard's, or one of an earlier version of it) would decide, so every snapshot of the manifest goes first.
     static func forgetIfChanging(_ plan: Plan, _ manifest: Manifest, _ observation: Observation) {
@@ -67,8 +81,9 @@ package enum SettledRun {
         SettledSnapshot.forget(manifestPath: path, in: area)
     }
 
-    /// After a sync: writes its snapshot when it left every entry pinned, verified, durable and in place. A run
-    /// that cannot be told by counts alone (warnings, notes, files it no longer lists, pruning) writes none.
+    /// After a sync: writes its snapshot when it left every entry verified, durable and in place (pinned), or kept
+    /// fresh (unpinned, without rewrites). A run that cannot be told by counts alone (warnings, notes, files it no
+    /// longer lists, pruning, archives) writes none.
     static func record(_ sync: Sync, _ plan: Plan, _ observation: Observation, _ result: SyncResult,
                        version: String = HaulVersion.current) {
         let manifest = sync.manifest
@@ -84,7 +99,14 @@ package enum SettledRun {
         var files: [(destination: String, identity: FileIdentity)] = []
         files.reserveCapacity(entries.count)
         for index in entries.indices {
-            guard let checksum = entries[index].checksum, entries[index].extract == nil else { return }
+            guard entries[index].extract == nil else { return }
+            guard let checksum = entries[index].checksum else {
+                // Unpinned: settled only while its server's word keeps it fresh, asked of the sources it has now.
+                guard case .fresh = plan.actions[index], result.outcomes[index].leftInPlace,
+                      sync.options.rewrites.isEmpty, let seen = observation.identities[index] else { return }
+                files.append((entries[index].destination.description, seen))
+                continue
+            }
             let identity: FileIdentity
             if result.outcomes[index].fetchedFile != nil {
                 guard let record = result.committedRecords[index], !record.unsynced, checksum.accepts(record.digest)
@@ -100,6 +122,9 @@ package enum SettledRun {
         let snapshot = SettledSnapshot(key: key(fingerprint, shard: manifest.shardScope?.shard, version: version),
                                        variables: manifest.environmentNames, root: manifest.root,
                                        manifestEntries: manifest.shardScope?.manifestEntries ?? manifest.files.count,
+                                       freshness: plan.freshUntil.flatMap { until in
+                                           plan.decidedAt.map { SettledSnapshot.Freshness(judgedAt: $0, until: until) }
+                                       },
                                        files: files)
         _ = snapshot.write(named: SettledSnapshot.name(manifestPath: fingerprint.path, shard: manifest.shardScope?.shard),
                            in: area)

@@ -316,13 +316,15 @@ extension SyncFlags {
     /// The settled fast path (`SettledRun`): the plan of a run with nothing to do when a snapshot shows it without
     /// validating the manifest; nil when the manifest must be read. Never waits for another run: the whole way
     /// does, and says so.
-    func settled(_ input: ManifestInput, holder: String?) throws -> SettledRun.Verdict? {
+    /// `listsPlan`: the command prints the plan (`plan`, `--dry-run`); `rewrites`: the config's.
+    func settled(_ input: ManifestInput, holder: String?, listsPlan: Bool, rewrites: URLRewriter) throws -> SettledRun.Verdict? {
         let started = MonotonicClock.seconds()
         guard var verdict = SettledRun.check(input, environment: Environment.current,
                                              commandLineHeaders: requestOptions.standInHeaderNames,
                                              shard: try sharding.resolved(), prunes: policy.prune, adopts: !policy.adopt.isEmpty,
                                              rehash: run.rehash,
-                                             access: holder.map { .exclusive(wait: .no, holder: $0) } ?? .lookingOnly)
+                                             access: holder.map { .exclusive(wait: .no, holder: $0) } ?? .lookingOnly,
+                                             listsPlan: listsPlan, freshnessDiffers: policy.refresh || !rewrites.isEmpty)
         else { return nil }
         verdict.seconds = MonotonicClock.seconds() - started
         return verdict
@@ -392,7 +394,7 @@ struct SyncCommand: ManifestCommand {
         let rewrites = try flags.configOptions.rewrites()
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
         let input = try flags.read()
-        if let verdict = try flags.settled(input, holder: dryRun ? nil : holder) {
+        if let verdict = try flags.settled(input, holder: dryRun ? nil : holder, listsPlan: dryRun, rewrites: rewrites) {
             let reporter = flags.makeReporter(rewrites: rewrites)
             reporter.plan(verdict.plan, acting: !dryRun)
             guard !dryRun else { return }
@@ -460,7 +462,7 @@ struct PlanCommand: ManifestCommand {
         let flags = flags
         let rewrites = try flags.configOptions.rewrites()
         let input = try flags.read()
-        if let verdict = try flags.settled(input, holder: nil) {
+        if let verdict = try flags.settled(input, holder: nil, listsPlan: true, rewrites: rewrites) {
             return flags.makeReporter(rewrites: rewrites).plan(verdict.plan, acting: false)
         }
         let manifest = try flags.load(input)

@@ -186,6 +186,18 @@ package struct Plan: Sendable {
     /// Entries a settled snapshot showed up to date without reading the manifest (`SettledRun`): counted as
     /// kept, listed nowhere (`files` and `actions` are then empty).
     package var settledCount = 0
+    /// The time the freshness of unpinned entries was judged at (`Revalidation.now`); nil when it was not.
+    package var decidedAt: Double?
+
+    /// Until when every entry kept fresh (`.fresh`) stays so: the earliest end of their freshness; nil when none is.
+    package var freshUntil: Double? {
+        guard let decidedAt else { return nil }
+        var earliest: Double?
+        for action in actions {
+            if case .fresh(let remaining) = action { earliest = min(earliest ?? remaining, remaining) }
+        }
+        return earliest.map { decidedAt + $0 }
+    }
 
     package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = []) {
         precondition(files.count == actions.count, "one action per entry")
@@ -278,7 +290,7 @@ package enum Planner {
                              revalidation: Revalidation? = nil) -> Plan {
         precondition(files.count == observed.count, "one observation per entry")
         precondition(revalidation.map { $0.confirmations.count == files.count } ?? true, "one confirmation per entry")
-        return Plan(files: files, actions: files.indices.map { index in
+        var plan = Plan(files: files, actions: files.indices.map { index in
                         let action = decide(files[index], observed[index])
                         guard action == .revalidate, let revalidation else { return action }
                         if revalidation.written?[index] == false { return .fetch(.notWrittenByHaul) }
@@ -288,6 +300,8 @@ package enum Planner {
                         return .fresh(for: remaining)
                     },
                     prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) })
+        plan.decidedAt = revalidation?.now
+        return plan
     }
 
     /// Seconds the copy stays fresh from `now`: until the entry's `refresh` interval after the last confirmation

@@ -23,15 +23,29 @@ package struct SettledSnapshot: Sendable {
     package var root: String
     /// Entries in the whole manifest (a shard's snapshot lists only its own files).
     package var manifestEntries: Int
+    /// For unpinned entries kept because their server said they stay fresh: when that was judged, and until when
+    /// all of them stay fresh (seconds since the epoch); nil when every entry is pinned.
+    package var freshness: Freshness?
     /// Each entry's destination and the identity of its verified file, in manifest order.
     package var files: [(destination: String, identity: FileIdentity)]
 
-    package init(key: Digest, variables: [String], root: String, manifestEntries: Int,
+    package struct Freshness: Sendable, Equatable {
+        package var judgedAt: Double
+        package var until: Double
+
+        package init(judgedAt: Double, until: Double) {
+            self.judgedAt = judgedAt
+            self.until = until
+        }
+    }
+
+    package init(key: Digest, variables: [String], root: String, manifestEntries: Int, freshness: Freshness? = nil,
                  files: [(destination: String, identity: FileIdentity)]) {
         self.key = key
         self.variables = variables
         self.root = FileSystem.normalizedRoot(root)
         self.manifestEntries = manifestEntries
+        self.freshness = freshness
         self.files = files
     }
 
@@ -85,6 +99,7 @@ package struct SettledSnapshot: Sendable {
         package let variables: [String]
         package let root: String
         package let manifestEntries: Int
+        package let freshness: Freshness?
         let state: StateMark
         /// Its mtime: every file's identity must be older.
         let writtenAt: FileTime
@@ -94,7 +109,7 @@ package struct SettledSnapshot: Sendable {
 
         init?(_ bytes: [UInt8], writtenAt: FileTime) {
             let tab = UInt8(ascii: "\t")
-            let header = bytes.withUnsafeBufferPointer { buffer -> (Digest, [String], String, Int, StateMark, Int)? in
+            let header = bytes.withUnsafeBufferPointer { buffer -> (Digest, [String], String, Int, Freshness?, StateMark, Int)? in
                 var lines = Lines(buffer)
                 let fields = { (line: Slice<UnsafeBufferPointer<UInt8>>) in
                     line.split(separator: tab, omittingEmptySubsequences: false).map { UnsafeBufferPointer(rebasing: $0) }
@@ -105,6 +120,7 @@ package struct SettledSnapshot: Sendable {
                       let variables = lines.next().map(fields), variables.first?.elementsEqual("variables".utf8) == true,
                       let rootLine = lines.next().map(fields), rootLine.count == 3, rootLine[0].elementsEqual("root".utf8),
                       let root = StateFile.unescape(rootLine[1]), let manifestEntries = Int(decimal: rootLine[2]),
+                      let freshLine = lines.next().map(fields), freshLine.first?.elementsEqual("fresh".utf8) == true,
                       let stateLine = lines.next().map(fields), stateLine.first?.elementsEqual("state".utf8) == true
                 else { return nil }
                 let state: StateMark
@@ -115,18 +131,28 @@ package struct SettledSnapshot: Sendable {
                     state = .file(identity)
                 default: return nil
                 }
+                var freshness: Freshness?
+                switch freshLine.count {
+                case 1: break
+                case 3:
+                    let number = { (field: UnsafeBufferPointer<UInt8>) in Double(String(decoding: field, as: UTF8.self)) }
+                    guard let judgedAt = number(freshLine[1]), let until = number(freshLine[2]) else { return nil }
+                    freshness = Freshness(judgedAt: judgedAt, until: until)
+                default: return nil
+                }
                 var names: [String] = []
                 for name in variables.dropFirst() {
                     guard let text = StateFile.unescape(name) else { return nil }
                     names.append(text)
                 }
-                return (digest, names, root, manifestEntries, state, lines.position)
+                return (digest, names, root, manifestEntries, freshness, state, lines.position)
             }
-            guard let (key, variables, root, manifestEntries, state, filesStart) = header else { return nil }
+            guard let (key, variables, root, manifestEntries, freshness, state, filesStart) = header else { return nil }
             self.key = key
             self.variables = variables
             self.root = FileSystem.normalizedRoot(root)
             self.manifestEntries = manifestEntries
+            self.freshness = freshness
             self.state = state
             self.writtenAt = writtenAt
             self.bytes = bytes
@@ -254,6 +280,8 @@ package struct SettledSnapshot: Sendable {
         out.append(contentsOf: "\nroot\t".utf8)
         StateFile.appendEscaped(root, to: &out)
         StateFile.appendDecimal(manifestEntries, to: &out)
+        out.append(contentsOf: "\nfresh".utf8)
+        if let freshness { out.append(contentsOf: "\t\(freshness.judgedAt)\t\(freshness.until)".utf8) }
         out.append(contentsOf: "\nstate".utf8)
         if case .file(let identity) = state { Self.appendIdentity(identity, to: &out) }
         out.append(UInt8(ascii: "\n"))

@@ -149,6 +149,28 @@ final class SettledRunCommandTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 8, "nothing fetched through the symlink")
     }
 
+    /// An unpinned entry kept fresh by its server's `max-age`: a sync finds nothing to do, and `plan` still lists
+    /// it with its freshness (which only the whole way can say).
+    func testAPlanStillListsAnUnpinnedEntryKeptFresh() throws {
+        let files = StaticFiles(["/feed.json": Array("{\"v\":1}".utf8)])
+        let fresh = try LoopbackHTTPServer { request in
+            var response = files.respond(to: request)
+            response.setHeader("Cache-Control", "max-age=600")
+            return response
+        }
+        defer { fresh.stop() }
+        try directory.write("haul.yaml", manifest() + "  - {url: \"\(fresh.url("/feed.json"))\", dest: feed.json}\n")
+        try settle()
+        let sync = try haul(["sync", "haul.yaml", "--progress", "none"])
+        XCTAssertEqual(sync.exitCode, 0, sync.stderr)
+        XCTAssertTrue(sync.stdout.hasPrefix("Nothing to do: 9 files up to date"), sync.stdout)
+        let plan = try haul(["plan", "haul.yaml"])
+        XCTAssertEqual(plan.exitCode, 0, plan.stderr)
+        XCTAssertTrue(plan.stdout.hasPrefix("= feed.json (unpinned; fresh for "), plan.stdout)
+        XCTAssertTrue(plan.stdout.hasSuffix("No changes: 9 files up to date.\n"), plan.stdout)
+        XCTAssertEqual(fresh.requests.count, 1, "fetched once, then kept fresh")
+    }
+
     /// What shows the fast path reads nothing but the files' identities: the state, made unreadable under it, is not
     /// read by a settled no-op (no warning), and is read again (and said unreadable) once a variable changes.
     func testASettledNoOpLeavesTheStateUnreadAndAChangedVariableReadsItAgain() throws {

@@ -224,6 +224,35 @@ final class FreshnessPlanTests: XCTestCase {
         XCTAssertEqual(plan.upToDateCount, 1)
         XCTAssertEqual(plan.tally.upToDate, 1)
     }
+
+    /// The earliest end of the entries kept fresh, from the time they were judged at: what a settled snapshot is
+    /// believed until. None without a fresh entry, or without a time.
+    func testTheEarliestFreshEntryBoundsThePlan() {
+        var second = unpinned(refresh: 60)
+        second.index = 1
+        let plan = Planner.plan([unpinned(), second], observed: [.file(size: 10, digest: nil), .file(size: 10, digest: nil)],
+                                revalidation: Revalidation(confirmations: [Confirmation(checkedAt: 1000, freshUntil: 1600),
+                                                                           Confirmation(checkedAt: 1000, freshUntil: nil)],
+                                                           now: 1030))
+        XCTAssertEqual(plan.actions, [.fresh(for: 570), .fresh(for: 30)])
+        XCTAssertEqual(plan.decidedAt, 1030)
+        XCTAssertEqual(plan.freshUntil, 1060)
+        let asked = Planner.plan([unpinned()], observed: [.file(size: 10, digest: nil)],
+                                 revalidation: Revalidation(confirmations: [nil], now: 1030))
+        XCTAssertEqual(asked.actions, [.revalidate])
+        XCTAssertNil(asked.freshUntil)
+        XCTAssertNil(Planner.plan([unpinned()], observed: [.file(size: 10, digest: nil)]).freshUntil, "no time, no bound")
+    }
+
+    /// A plan from a settled snapshot counts its entries as up to date, lists none and changes nothing.
+    func testSettledEntriesAreCountedUpToDate() {
+        var plan = Plan(files: [], actions: [])
+        plan.settledCount = 5
+        XCTAssertEqual(plan.upToDateCount, 5)
+        XCTAssertEqual(plan.tally.upToDate, 5)
+        XCTAssertFalse(plan.hasChanges)
+        XCTAssertFalse(plan.tally.hasChanges)
+    }
 }
 
 /// An unpinned entry over a file haul has no record of writing: no validators to ask with, so it is a replacement,

@@ -5,6 +5,7 @@ import HaulDigest
 import HaulManifest
 import HaulPlanner
 import HaulTestSupport
+import Synchronization
 import XCTest
 
 /// The settled fast path through the API, on real files and a loopback server: a snapshot is believed for its key
@@ -51,7 +52,8 @@ final class SettledRunTests: XCTestCase {
     private func check(shard: Shard? = nil, prunes: Bool = false, adopts: Bool = false, rehash: Bool = false,
                        version: String = HaulVersion.current) throws -> SettledRun.Verdict? {
         SettledRun.check(try ManifestLoader.read(path: manifestPath), environment: [:], commandLineHeaders: [], shard: shard,
-                         prunes: prunes, adopts: adopts, rehash: rehash, access: .lookingOnly, version: version)
+                         prunes: prunes, adopts: adopts, rehash: rehash, access: .lookingOnly, listsPlan: false,
+                         freshnessDiffers: false, version: version)
     }
 
     /// Until the clock moves on, a file written just now is not older than a snapshot written just after it.
@@ -150,9 +152,9 @@ final class SettledRunTests: XCTestCase {
         for shard in shards { XCTAssertNil(try check(shard: shard), "\(shard): forgotten") }
     }
 
-    /// Only what counts alone can tell is settled: an unpinned entry (asked about again when its freshness ends) or
-    /// a manifest with warnings (said on every run) leave no snapshot.
-    func testUnpinnedEntriesAndWarningsLeaveNoSnapshot() throws {
+    /// Only what counts alone can tell is settled: an unpinned entry its server gave no freshness (asked about on
+    /// every run) or a manifest with warnings (said on every run) leave no snapshot.
+    func testUnpinnedEntriesWithoutFreshnessAndWarningsLeaveNoSnapshot() throws {
         for extra in ["  - {url: \(server.url("/f0")), dest: unpinned}\n",
                       "  - {url: \(server.url("/f0")), dest: weak, checksum: \"md5:\(StreamingHasher.digest(bodies[0], algorithm: .md5).hex)\"}\n"] {
             try? FileManager.default.removeItem(atPath: directory.path("out"))
@@ -162,5 +164,47 @@ final class SettledRunTests: XCTestCase {
             try sync()
             XCTAssertNil(try check(), extra)
         }
+    }
+
+    /// An unpinned entry kept because its server said it stays fresh (`max-age`) is settled until the first such
+    /// entry is due, on a clock not set back, for a run that would ask the same way and lists no plan.
+    func testAnUnpinnedEntryKeptFreshIsSettledUntilItIsDue() throws {
+        let feed = Array("{\"v\":1}".utf8)
+        let files = StaticFiles(["/feed.json": feed])
+        let fresh = try LoopbackHTTPServer { request in
+            var response = files.respond(to: request)
+            response.setHeader("Cache-Control", "max-age=600")
+            return response
+        }
+        defer { fresh.stop() }
+        try writeManifest("  - {url: \(fresh.url("/feed.json")), dest: feed.json}\n")
+        let start = 1_800_000_000.0
+        let clock = Mutex(start)
+        func sync() throws {
+            let manifest = try ManifestLoader.load(ManifestLoader.read(path: manifestPath), environment: [:])
+            var options = SyncOptions()
+            options.wallClock = { clock.withLock { $0 } }
+            let sync = Sync(manifest: manifest, options: options)
+            let observation = try sync.observe(.exclusive(wait: .no, holder: "SettledRunTests"))
+            XCTAssertEqual(sync.apply(sync.plan(observation), observed: observation, observer: nil).exitStatus, .success)
+        }
+        func check(at now: Double, listsPlan: Bool = false, freshnessDiffers: Bool = false) throws -> SettledRun.Verdict? {
+            SettledRun.check(try ManifestLoader.read(path: manifestPath), environment: [:], commandLineHeaders: [], shard: nil,
+                             prunes: false, adopts: false, rehash: false, access: .lookingOnly, listsPlan: listsPlan,
+                             freshnessDiffers: freshnessDiffers, now: now)
+        }
+        try sync()
+        XCTAssertNil(try check(at: start + 1), "fetched this run: its freshness is the next run's to judge")
+        clock.withLock { $0 = start + 100 }
+        waitForTheClock()
+        try sync()
+        XCTAssertEqual(fresh.requests.count, 1, "kept fresh, not asked")
+        let verdict = try XCTUnwrap(try check(at: start + 101))
+        XCTAssertEqual(verdict.plan.upToDateCount, 4)
+        XCTAssertNotNil(try check(at: start + 599))
+        XCTAssertNil(try check(at: start + 600), "due: its server is asked again")
+        XCTAssertNil(try check(at: start - 3600), "a clock set back before the freshness was judged")
+        XCTAssertNil(try check(at: start + 101, listsPlan: true), "plan shows a line for it")
+        XCTAssertNil(try check(at: start + 101, freshnessDiffers: true), "--refresh, or rewritten sources")
     }
 }
