@@ -26,6 +26,8 @@ final class CacheSession: Sendable {
     /// interrupted run leaves is swept like its downloads (`TransferEngine.isStagingName`). The prefix is a random
     /// number of its own: the engine's counter runs in the same folder.
     private let namePrefix = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    /// The process's umask, read once: copies are created with their entry's mode, as the engine creates downloads.
+    private let umask = ProcessUmask.read()
 
     /// Bytes each filling thread reads at a time: a small file is one read, and a large one few enough syscalls
     /// that hashing dominates.
@@ -87,12 +89,12 @@ final class CacheSession: Sendable {
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
             let hit = buffer.map { buffer in
                 cache.copyVerified(digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
-                                   buffer: buffer, startsWriteback: startsWriteback)
+                                   mode: plan.files[index].mode.bits, umask: umask, buffer: buffer, startsWriteback: startsWriteback)
             } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
             switch hit {
-            case .copied(let size):
+            case .copied(let size, let hasMode):
                 deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
-                                          size: size, digest: digest, cachePath: cache.path))
+                                          size: size, digest: digest, cachePath: cache.path, hasFileMode: hasMode))
                 return true
             case .missing:
                 return false

@@ -14,22 +14,13 @@ enum FileClone {
         init(_ code: Int32) { self.code = code }
     }
 
-    /// A new file `file` (which must not exist) with `mode` exactly, or 0600 without one. The staging folder
-    /// is private, so the file may carry its final mode from the start: moving it into place needs no chmod.
-    /// `hasFileMode`: the mode was set exactly (it is set by descriptor when the umask, or special bits, would
-    /// narrow what `open` gives).
+    /// A new file `file` (which must not exist) with `mode` exactly, or 0600 without one
+    /// (`DirectoryHandle.createFile`). `hasFileMode`: the mode was set exactly.
     static func create(_ file: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasFileMode: Bool), Errno> {
-        let bits = mode ?? 0o600
-        let descriptor: Int32
-        switch file.open(O_RDWR | O_CREAT | O_EXCL, mode: mode_t(bits & 0o777)) {
-        case .success(let opened): descriptor = opened
-        case .failure(let failure): return .failure(Errno(failure.errno))
+        switch file.folder.createFile(file.name, mode: mode, umask: umask) {
+        case .success(let created): .success((created.descriptor, created.hasMode))
+        case .failure(let failure): .failure(Errno(failure.errno))
         }
-        var hasFileMode = mode != nil
-        if hasFileMode, bits & ~0o777 != 0 || umask.map({ bits & $0 != 0 }) ?? true {
-            hasFileMode = fchmod(descriptor, mode_t(bits & 0o7777)) == 0
-        }
-        return .success((descriptor, hasFileMode))
     }
 
     /// A copy of `source` as `target` (new, with `mode` as `create` gives it): a reflink where the file system

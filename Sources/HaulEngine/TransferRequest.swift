@@ -278,10 +278,13 @@ package struct DownloadedFile: Sendable, Equatable {
     package var resumedAt: Int64?
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
+    /// `hasFileMode`: it was created with its entry's mode exactly.
     package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,
-                                  cachePath: String) -> DownloadedFile {
-        DownloadedFile(temporaryPath: temporaryPath, temporaryName: temporaryName, size: size, digest: digest,
-                       sourceDisplayURL: cachePath, sourceIndex: 0, fromCache: true)
+                                  cachePath: String, hasFileMode: Bool = false) -> DownloadedFile {
+        var file = DownloadedFile(temporaryPath: temporaryPath, temporaryName: temporaryName, size: size, digest: digest,
+                                  sourceDisplayURL: cachePath, sourceIndex: 0, fromCache: true)
+        file.hasFileMode = hasFileMode
+        return file
     }
 }
 

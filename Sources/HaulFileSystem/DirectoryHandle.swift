@@ -72,6 +72,24 @@ package final class DirectoryHandle: Sendable {
         }
     }
 
+    /// A new file `name` (which must not exist), open for reading and writing, with `mode` exactly, or 0600 without
+    /// one. In haul's private folders a file may carry its final mode from the start, so that moving it into place
+    /// needs no chmod. `hasMode`: the mode is exactly `mode` (`open` gives it narrowed by the umask and without the
+    /// special bits: it is then set by descriptor). `umask`: the process's (`ProcessUmask`), nil when unknown.
+    package func createFile(_ name: String, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasMode: Bool), SystemError> {
+        let bits = mode ?? 0o600
+        let descriptor: Int32
+        switch openFile(name, flags: O_RDWR | O_CREAT | O_EXCL, mode: mode_t(bits & 0o777)) {
+        case .success(let opened): descriptor = opened
+        case .failure(let failure): return .failure(failure)
+        }
+        var hasMode = mode != nil
+        if hasMode, bits & ~0o777 != 0 || umask.map({ bits & $0 != 0 }) ?? true {
+            hasMode = fchmod(descriptor, mode_t(bits & 0o7777)) == 0
+        }
+        return .success((descriptor, hasMode))
+    }
+
     /// Opens the regular file `name` for reading, or says what else is there: `O_NONBLOCK` so that a FIFO
     /// planted under the name cannot make the open wait forever.
     package func openRegularFileForReading(_ name: String) -> Result<Int32, SystemError> {

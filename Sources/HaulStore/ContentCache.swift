@@ -198,8 +198,9 @@ package final class ContentCache: Sendable {
 
     /// What came of putting a cached copy of a digest in a staging folder.
     package enum Hit: Sendable {
-        /// The staged file holds exactly the bytes of the digest, `size` of them.
-        case copied(size: Int64)
+        /// The staged file holds exactly the bytes of the digest, `size` of them; `hasMode`: it has the mode asked
+        /// for exactly (else 0600 or narrower, for the committer to set).
+        case copied(size: Int64, hasMode: Bool)
         /// Nothing under that digest (or an algorithm the cache does not hold).
         case missing
         /// An entry was there but its bytes were not the digest's (or of the wrong size): it was removed.
@@ -219,7 +220,8 @@ package final class ContentCache: Sendable {
         return info.st_mode & S_IFMT == S_IFREG
     }
 
-    /// Copies the entry of `digest` as the new file `name` in `target` (mode 0600, for the committer to set),
+    /// Copies the entry of `digest` as the new file `name` in `target` (created with `mode` when given, as
+    /// `DirectoryHandle.createFile` makes it under `umask`; else 0600, for the committer to set),
     /// verifying it on the way: a reflink where the file systems can share blocks (then the copy is read back
     /// and hashed: the cache is untrusted), else a copy hashed as it is read, one pass (read a chunk, hash it,
     /// write it). `size`: the size the manifest pins, if any; without one, `maxSize` (`--max-file-size`) is the
@@ -229,7 +231,8 @@ package final class ContentCache: Sendable {
     /// On anything but `.copied`, nothing is left in `target`. A hit sets the entry's mtime to now (what
     /// `collect` evicts by).
     package func copyVerified(_ digest: Digest, size expectedSize: Int64?, maxSize: Int64 = .max, to target: DirectoryHandle,
-                              name: String, buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool = false) -> Hit {
+                              name: String, mode: UInt32? = nil, umask: UInt32? = nil, buffer: UnsafeMutableRawBufferPointer,
+                              startsWriteback: Bool = false) -> Hit {
         guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return .missing }
         let hex = digest.hex
         let input: Int32
@@ -251,9 +254,9 @@ package final class ContentCache: Sendable {
             return removeCorrupt(digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
         }
         if expectedSize == nil, Int64(info.st_size) > maxSize { return .tooLarge(path: displayPath(of: digest), limit: maxSize) }
-        let output: Int32
-        switch target.openFile(name, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) {
-        case .success(let opened): output = opened
+        let output: Int32, hasMode: Bool
+        switch target.createFile(name, mode: mode, umask: umask) {
+        case .success(let created): (output, hasMode) = created
         case .failure(let failure):
             return .unusable(StoreError(operation: "create", path: failure.path, errno: failure.errno))
         }
@@ -281,7 +284,7 @@ package final class ContentCache: Sendable {
             // syscall and an inode update per hit when many roots fill at once). A read-only cache cannot be
             // touched; it is still used.
             if ContentCache.now().tv_sec - info.st_mtim.tv_sec > Self.touchGranularitySeconds { _ = futimens(input, nil) }
-            return .copied(size: count)
+            return .copied(size: count, hasMode: hasMode)
         }
     }
 

@@ -50,11 +50,30 @@ final class ContentCacheTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("cache/nested/tmp")), [])
         XCTAssertTrue(cache.contains(digest))
 
-        guard case .copied(let size) = cache.copyVerified(digest, size: 10_000, to: staging, name: "hit.part", buffer: buffer) else {
+        guard case .copied(let size, let hasMode) = cache.copyVerified(digest, size: 10_000, to: staging, name: "hit.part",
+                                                                       buffer: buffer) else {
             return XCTFail("expected a hit")
         }
         XCTAssertEqual(size, 10_000)
+        XCTAssertFalse(hasMode, "no mode asked: 0600, for the committer to set")
         XCTAssertEqual(scratch.read("staging/hit.part"), content)
+        var staged = stat()
+        XCTAssertEqual(stat(scratch.at("staging/hit.part"), &staged), 0)
+        XCTAssertEqual(staged.st_mode & 0o7777, 0o600)
+
+        // Created with the entry's mode exactly, whatever the umask would leave of it.
+        for (mode, umask) in [(UInt32(0o644), UInt32(0o022)), (0o644, 0o077), (0o4755, 0o022)] {
+            let name = "mode-\(String(mode, radix: 8))-\(String(umask, radix: 8)).part"
+            let previous = Glibc.umask(mode_t(umask))
+            defer { Glibc.umask(previous) }
+            guard case .copied(_, let exact) = cache.copyVerified(digest, size: 10_000, to: staging, name: name, mode: mode,
+                                                                  umask: umask, buffer: buffer) else {
+                return XCTFail("expected a hit")
+            }
+            XCTAssertTrue(exact, name)
+            XCTAssertEqual(stat(scratch.at("staging/" + name), &staged), 0)
+            XCTAssertEqual(staged.st_mode & 0o7777, mode_t(mode), name)
+        }
         // Inserting it again only touches it.
         XCTAssertNil(cache.insert(digest, size: 10_000, from: staging, name: "verified.part"))
         XCTAssertEqual(cache.entries().count, 1)
