@@ -8,10 +8,11 @@ import HaulThreads
 /// The settled fast path: a run of a manifest that an earlier run left wholly in place, found so again without
 /// validating the manifest or reading the state (see ARCHITECTURE, "The settled fast path").
 ///
-/// The earlier run (`record`) writes a `SettledSnapshot` when it ended with every entry pinned, verified and
-/// durable, and nothing else to say; the next run (`check`) believes it when the key matches (the manifest's
-/// fingerprint, haul's version, the shard) and every file still has the identity recorded. Anything else, and the
-/// run goes the whole way: read, validate, observe, plan.
+/// The earlier run (`record`) writes a `SettledSnapshot` when it ended with every entry in place (pinned ones
+/// verified and durable, unpinned ones kept fresh) and nothing else to say; the next run (`check`) believes it when
+/// the key matches (the manifest's fingerprint, haul's version, the shard), every file still has the identity
+/// recorded, and no unpinned entry is due. Anything else, and the run goes the whole way: read, validate, observe,
+/// plan.
 package enum SettledRun {
     /// The plan of a run with nothing to do: every entry up to date, counted, none listed.
     package struct Verdict: Sendable {
