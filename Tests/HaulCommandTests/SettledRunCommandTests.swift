@@ -152,12 +152,7 @@ final class SettledRunCommandTests: XCTestCase {
     /// An unpinned entry kept fresh by its server's `max-age`: a sync finds nothing to do, and `plan` still lists
     /// it with its freshness (which only the whole way can say).
     func testAPlanStillListsAnUnpinnedEntryKeptFresh() throws {
-        let files = StaticFiles(["/feed.json": Array("{\"v\":1}".utf8)])
-        let fresh = try LoopbackHTTPServer { request in
-            var response = files.respond(to: request)
-            response.setHeader("Cache-Control", "max-age=600")
-            return response
-        }
+        let fresh = try LoopbackHTTPServer(files: StaticFiles(["/feed.json": Array("{\"v\":1}".utf8)]), maxAge: 600)
         defer { fresh.stop() }
         try directory.write("haul.yaml", manifest() + "  - {url: \"\(fresh.url("/feed.json"))\", dest: feed.json}\n")
         try settle()

@@ -27,6 +27,16 @@ public final class LoopbackHTTPServer: Sendable {
         try self.init(handler: { files.respond(to: $0) }, files: files)
     }
 
+    /// Serves `files` as `init(files:)` does, every answer saying they stay fresh for `maxAge` seconds
+    /// (`Cache-Control: max-age`).
+    public convenience init(files: StaticFiles, maxAge: Int) throws {
+        try self.init(handler: { request in
+            var response = files.respond(to: request)
+            response.setHeader("Cache-Control", "max-age=\(maxAge)")
+            return response
+        }, files: files)
+    }
+
     private init(handler: @escaping @Sendable (RecordedRequest) -> ServerResponse, files: StaticFiles?) throws {
         let core = try ServerCore(handler: handler)
         self.core = core

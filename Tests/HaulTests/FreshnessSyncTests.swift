@@ -41,12 +41,7 @@ final class FreshnessSyncTests: XCTestCase {
     }
 
     func testMaxAgeSkipsTheRequestWhileFreshAndTheAnswerAfterGrantsItAgain() throws {
-        let files = StaticFiles(["/feed.json": Array("{\"v\":1}".utf8)])
-        let server = try LoopbackHTTPServer { request in
-            var response = files.respond(to: request)
-            response.setHeader("Cache-Control", "max-age=600")
-            return response
-        }
+        let server = try LoopbackHTTPServer(files: StaticFiles(["/feed.json": Array("{\"v\":1}".utf8)]), maxAge: 600)
         defer { server.stop() }
         let directory = try TemporaryDirectory()
         let manifest = try manifest(url: server.url("/feed.json"), root: directory.path)

@@ -170,12 +170,7 @@ final class SettledRunTests: XCTestCase {
     /// entry is due, on a clock not set back, for a run that would ask the same way and lists no plan.
     func testAnUnpinnedEntryKeptFreshIsSettledUntilItIsDue() throws {
         let feed = Array("{\"v\":1}".utf8)
-        let files = StaticFiles(["/feed.json": feed])
-        let fresh = try LoopbackHTTPServer { request in
-            var response = files.respond(to: request)
-            response.setHeader("Cache-Control", "max-age=600")
-            return response
-        }
+        let fresh = try LoopbackHTTPServer(files: StaticFiles(["/feed.json": feed]), maxAge: 600)
         defer { fresh.stop() }
         try writeManifest("  - {url: \(fresh.url("/feed.json")), dest: feed.json}\n")
         let start = 1_800_000_000.0
