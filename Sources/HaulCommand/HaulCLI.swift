@@ -281,7 +281,7 @@ extension SyncFlags {
     }
 
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
-    func load() throws -> Manifest { try load(read()) }
+    func load() throws -> Manifest { try load(read(), fingerprinting: false) }
 
     /// Reads the manifest's bytes; on failure prints why and exits 3.
     func read() throws -> ManifestInput {
@@ -292,11 +292,13 @@ extension SyncFlags {
         }
     }
 
-    /// Validates what `read` read; on failure prints every diagnostic and exits 3.
-    func load(_ input: ManifestInput) throws -> Manifest {
+    /// Validates what `read` read; on failure prints every diagnostic and exits 3. `fingerprinting`: for a sync that
+    /// may record a settled snapshot (`ManifestLoader.load`).
+    func load(_ input: ManifestInput, fingerprinting: Bool) throws -> Manifest {
         do {
             let manifest = try ManifestLoader.load(input, environment: Environment.current,
-                                                   commandLineHeaders: requestOptions.standInHeaderNames)
+                                                   commandLineHeaders: requestOptions.standInHeaderNames,
+                                                   fingerprinting: fingerprinting)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest
@@ -402,7 +404,7 @@ struct SyncCommand: ManifestCommand {
                              interruptedBy: nil)
             return withExtendedLifetime(verdict) {}
         }
-        let manifest = try flags.load(input)
+        let manifest = try flags.load(input, fingerprinting: !dryRun)
         try flags.policy.enforce(on: manifest)
         let reporter = flags.makeReporter(rewrites: rewrites)
         var options = try flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites,
@@ -465,7 +467,7 @@ struct PlanCommand: ManifestCommand {
         if let verdict = try flags.settled(input, holder: nil, listsPlan: true, rewrites: rewrites) {
             return flags.makeReporter(rewrites: rewrites).plan(verdict.plan, acting: false)
         }
-        let manifest = try flags.load(input)
+        let manifest = try flags.load(input, fingerprinting: false)
         try flags.policy.enforce(on: manifest)
         var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
                                   cacheDirectory: flags.cacheOptions.directory())

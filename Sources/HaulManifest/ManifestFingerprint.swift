@@ -13,9 +13,6 @@ package struct ManifestInput: Sendable {
     package let path: String?
     /// `--root`, resolved: replaces the manifest's `root`.
     package let overridingRoot: String?
-    /// SHA-256 of `bytes` when there is a `path` (nil otherwise): hashed once, for the fingerprint that both the
-    /// settled fast path and the load compute.
-    let bytesDigest: Digest?
 
     package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?) {
         self.bytes = bytes
@@ -23,8 +20,11 @@ package struct ManifestInput: Sendable {
         self.directory = directory
         self.path = path
         self.overridingRoot = overridingRoot
-        bytesDigest = path == nil ? nil : StreamingHasher.digest(bytes, algorithm: .sha256)
     }
+
+    /// SHA-256 of `bytes`, hashed when asked for (a `plan` of a root with no snapshot never asks); nil without a
+    /// `path`: no later run reads such input again.
+    var bytesDigest: Digest? { path == nil ? nil : StreamingHasher.digest(bytes, algorithm: .sha256) }
 }
 
 /// Everything validating a manifest depends on, as one SHA-256: its bytes, its path and folder, `--root`, the

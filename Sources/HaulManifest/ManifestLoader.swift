@@ -53,14 +53,17 @@ package enum ManifestLoader {
         }
     }
 
-    /// Validates what `read` read. A manifest read from its own file gets its `fingerprint`.
-    package static func load(_ input: ManifestInput, environment: [String: String],
-                             commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
+    /// Validates what `read` read. With `fingerprinting`, a manifest read from its own file gets its `fingerprint`
+    /// (what a sync records a settled snapshot under; a command that records none need not hash the bytes).
+    package static func load(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String> = [],
+                             fingerprinting: Bool = true) throws(ManifestError) -> Manifest {
         var manifest = try parse(bytes: input.bytes, fileName: input.fileName, manifestDirectory: input.directory,
                                  environment: environment, commandLineHeaders: commandLineHeaders)
         if let overridingRoot = input.overridingRoot { manifest.root = overridingRoot }
-        manifest.fingerprint = ManifestFingerprint.of(input, variables: manifest.environmentNames, environment: environment,
-                                                      commandLineHeaders: commandLineHeaders)
+        if fingerprinting {
+            manifest.fingerprint = ManifestFingerprint.of(input, variables: manifest.environmentNames, environment: environment,
+                                                          commandLineHeaders: commandLineHeaders)
+        }
         return manifest
     }
 
