@@ -50,11 +50,11 @@ package enum SettledRun {
               let root = ManifestFingerprint.declaredRoot(input, environment: environment),
               let area = try? PrivateArea.existing(root: root),
               let snapshot = SettledSnapshot.read(named: SettledSnapshot.name(manifestPath: path, shard: shard), in: area),
-              snapshot.isFor(root: root),
-              let fingerprint = ManifestFingerprint.of(input, variables: snapshot.variables, environment: environment,
+              snapshot.header.isFor(root: root),
+              let fingerprint = ManifestFingerprint.of(input, variables: snapshot.header.variables, environment: environment,
                                                        commandLineHeaders: commandLineHeaders),
-              key(fingerprint, shard: shard, version: version) == snapshot.key,
-              snapshot.freshness.map({ stillFresh($0, now: now) && !listsPlan && !freshnessDiffers }) ?? true
+              key(fingerprint, shard: shard, version: version) == snapshot.header.key,
+              snapshot.header.freshness.map({ stillFresh($0, now: now) && !listsPlan && !freshnessDiffers }) ?? true
         else { return nil }
         var lock: RunLock?
         if case .exclusive(let wait, let holder) = access {
@@ -64,8 +64,7 @@ package enum SettledRun {
         guard let count = snapshot.stillHolds(concurrency: concurrency) else { return nil }
         var plan = Plan(files: [], actions: [])
         plan.settledCount = count
-        plan.shardScope = shard.map { ShardScope(shard: $0, manifestEntries: snapshot.manifestEntries) }
-        plan.fromCache = []
+        plan.shardScope = shard.map { ShardScope(shard: $0, manifestEntries: snapshot.header.manifestEntries) }
         return Verdict(plan: plan, lock: lock)
     }
 

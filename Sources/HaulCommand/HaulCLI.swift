@@ -283,10 +283,11 @@ extension SyncFlags {
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest { try load(read(), fingerprinting: false) }
 
-    /// Reads the manifest's bytes; on failure prints why and exits 3.
-    func read() throws -> ManifestInput {
+    /// Reads the manifest's bytes; on failure prints why and exits 3. `hashing`: for a sync, whose check and load
+    /// both need the bytes' digest (`ManifestInput.init`).
+    func read(hashing: Bool = false) throws -> ManifestInput {
         do {
-            return try ManifestLoader.read(path: manifestOptions.manifest, root: manifestOptions.root)
+            return try ManifestLoader.read(path: manifestOptions.manifest, root: manifestOptions.root, hashing: hashing)
         } catch {
             throw refuse(error)
         }
@@ -395,7 +396,7 @@ struct SyncCommand: ManifestCommand {
         let dryRun = flags.run.dryRun
         let rewrites = try flags.configOptions.rewrites()
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
-        let input = try flags.read()
+        let input = try flags.read(hashing: !dryRun)
         if let verdict = try flags.settled(input, holder: dryRun ? nil : holder, listsPlan: dryRun, rewrites: rewrites) {
             let reporter = flags.makeReporter(rewrites: rewrites)
             reporter.plan(verdict.plan, acting: !dryRun)

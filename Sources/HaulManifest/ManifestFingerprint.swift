@@ -13,18 +13,27 @@ package struct ManifestInput: Sendable {
     package let path: String?
     /// `--root`, resolved: replaces the manifest's `root`.
     package let overridingRoot: String?
+    /// SHA-256 of `bytes` when it was hashed at once (`hashing`).
+    private let hashed: Digest?
 
-    package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?) {
+    /// `hashing`: hash the bytes now, for a run that will need their digest twice (a sync: the settled fast path's
+    /// check, then the load's fingerprint); other runs hash only when asked (a `plan` of a root with no snapshot
+    /// never asks).
+    package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?,
+                 hashing: Bool = false) {
         self.bytes = bytes
         self.fileName = fileName
         self.directory = directory
         self.path = path
         self.overridingRoot = overridingRoot
+        hashed = hashing && path != nil ? StreamingHasher.digest(bytes, algorithm: .sha256) : nil
     }
 
-    /// SHA-256 of `bytes`, hashed when asked for (a `plan` of a root with no snapshot never asks); nil without a
-    /// `path`: no later run reads such input again.
-    var bytesDigest: Digest? { path == nil ? nil : StreamingHasher.digest(bytes, algorithm: .sha256) }
+    /// SHA-256 of `bytes`; nil without a `path`: no later run reads such input again.
+    var bytesDigest: Digest? {
+        guard path != nil else { return nil }
+        return hashed ?? StreamingHasher.digest(bytes, algorithm: .sha256)
+    }
 }
 
 /// Everything validating a manifest depends on, as one SHA-256: its bytes, its path and folder, `--root`, the

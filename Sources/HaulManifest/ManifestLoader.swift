@@ -34,7 +34,8 @@ package enum ManifestLoader {
 
     /// The manifest's bytes and where they came from, not yet validated: a run that settled this manifest before
     /// looks no further (`ManifestFingerprint`); `load(_:environment:commandLineHeaders:)` validates them.
-    package static func read(path: String, root: String? = nil) throws(ManifestError) -> ManifestInput {
+    /// `hashing`: see `ManifestInput.init`.
+    package static func read(path: String, root: String? = nil, hashing: Bool = false) throws(ManifestError) -> ManifestInput {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
         let failure = { (message: String) in
@@ -47,7 +48,8 @@ package enum ManifestLoader {
                 PathRules.resolve(root, against: root.hasPrefix("/") ? "/" : try currentDirectory())
             }
             return ManifestInput(bytes: source.bytes, fileName: fileName, directory: source.directory,
-                                 path: source.isOwnFile ? source.absolutePath : nil, overridingRoot: overridingRoot)
+                                 path: source.isOwnFile ? source.absolutePath : nil, overridingRoot: overridingRoot,
+                                 hashing: hashing)
         } catch {
             throw failure(error.message)
         }

@@ -14,20 +14,37 @@ import HaulManifest
 /// still has the identity recorded here, by the rule the state's records follow (`FileIdentity.isOlder(than:)`).
 /// A run that changes anything forgets the manifest's snapshots first; a torn or foreign file reads as none.
 package struct SettledSnapshot: Sendable {
-    /// What the verdict depended on (the manifest's fingerprint, haul's version, the shard).
-    package var key: Digest
-    /// The environment variables the manifest names, whose values the fingerprint covers: known before the
-    /// manifest is read again.
-    package var variables: [String]
-    /// Root as the run resolved it.
-    package var root: String
-    /// Entries in the whole manifest (a shard's snapshot lists only its own files).
-    package var manifestEntries: Int
-    /// For unpinned entries kept because their server said they stay fresh: when that was judged, and until when
-    /// all of them stay fresh (seconds since the epoch); nil when every entry is pinned.
-    package var freshness: Freshness?
+    /// What is checked before any file is looked at.
+    package var header: Header
     /// Each entry's destination and the identity of its verified file, in manifest order.
     package var files: [(destination: String, identity: FileIdentity)]
+
+    /// A snapshot's first lines: what a run checks before it looks at any file.
+    package struct Header: Sendable {
+        /// What the verdict depended on (the manifest's fingerprint, haul's version, the shard).
+        package let key: Digest
+        /// The environment variables the manifest names, whose values the fingerprint covers: known before the
+        /// manifest is read again.
+        package let variables: [String]
+        /// Root as the run resolved it, normalized.
+        package let root: String
+        /// Entries in the whole manifest (a shard's snapshot lists only its own files).
+        package let manifestEntries: Int
+        /// For unpinned entries kept because their server said they stay fresh: when that was judged, and until when
+        /// all of them stay fresh (seconds since the epoch); nil when every entry is pinned.
+        package let freshness: Freshness?
+
+        init(key: Digest, variables: [String], root: String, manifestEntries: Int, freshness: Freshness?) {
+            self.key = key
+            self.variables = variables
+            self.root = FileSystem.normalizedRoot(root)
+            self.manifestEntries = manifestEntries
+            self.freshness = freshness
+        }
+
+        /// Whether it was written for `root` (as a manifest or `--root` resolves it).
+        package func isFor(root: String) -> Bool { self.root == FileSystem.normalizedRoot(root) }
+    }
 
     package struct Freshness: Sendable, Equatable {
         package var judgedAt: Double
@@ -41,15 +58,11 @@ package struct SettledSnapshot: Sendable {
 
     package init(key: Digest, variables: [String], root: String, manifestEntries: Int, freshness: Freshness? = nil,
                  files: [(destination: String, identity: FileIdentity)]) {
-        self.key = key
-        self.variables = variables
-        self.root = FileSystem.normalizedRoot(root)
-        self.manifestEntries = manifestEntries
-        self.freshness = freshness
+        header = Header(key: key, variables: variables, root: root, manifestEntries: manifestEntries, freshness: freshness)
         self.files = files
     }
 
-    static let header = "haul-settled\t1"
+    static let firstLine = "haul-settled\t1"
     /// The last line: a file cut short by a crash has none, and is no snapshot.
     static let trailer = "end"
     /// A snapshot lists at most as many files as the largest manifest can (one line each is longer than 60 bytes).
@@ -95,11 +108,7 @@ package struct SettledSnapshot: Sendable {
 
     /// A snapshot as read: what a run checks before it looks at any file, and the rest of the bytes.
     package struct Found: Sendable {
-        package let key: Digest
-        package let variables: [String]
-        package let root: String
-        package let manifestEntries: Int
-        package let freshness: Freshness?
+        package let header: Header
         let state: StateMark
         /// Its mtime: every file's identity must be older.
         let writtenAt: FileTime
@@ -109,12 +118,12 @@ package struct SettledSnapshot: Sendable {
 
         init?(_ bytes: [UInt8], writtenAt: FileTime) {
             let tab = UInt8(ascii: "\t")
-            let header = bytes.withUnsafeBufferPointer { buffer -> (Digest, [String], String, Int, Freshness?, StateMark, Int)? in
+            let read = bytes.withUnsafeBufferPointer { buffer -> (Header, StateMark, Int)? in
                 var lines = Lines(buffer)
                 let fields = { (line: Slice<UnsafeBufferPointer<UInt8>>) in
                     line.split(separator: tab, omittingEmptySubsequences: false).map { UnsafeBufferPointer(rebasing: $0) }
                 }
-                guard lines.next()?.elementsEqual(SettledSnapshot.header.utf8) == true,
+                guard lines.next()?.elementsEqual(SettledSnapshot.firstLine.utf8) == true,
                       let key = lines.next().map(fields), key.count == 2, key[0].elementsEqual("key".utf8),
                       let digest = Digest(algorithm: .sha256, hexUTF8: key[1]),
                       let variables = lines.next().map(fields), variables.first?.elementsEqual("variables".utf8) == true,
@@ -145,22 +154,17 @@ package struct SettledSnapshot: Sendable {
                     guard let text = StateFile.unescape(name) else { return nil }
                     names.append(text)
                 }
-                return (digest, names, root, manifestEntries, freshness, state, lines.position)
+                let header = Header(key: digest, variables: names, root: root, manifestEntries: manifestEntries,
+                                    freshness: freshness)
+                return (header, state, lines.position)
             }
-            guard let (key, variables, root, manifestEntries, freshness, state, filesStart) = header else { return nil }
-            self.key = key
-            self.variables = variables
-            self.root = FileSystem.normalizedRoot(root)
-            self.manifestEntries = manifestEntries
-            self.freshness = freshness
+            guard let (header, state, filesStart) = read else { return nil }
+            self.header = header
             self.state = state
             self.writtenAt = writtenAt
             self.bytes = bytes
             self.filesStart = filesStart
         }
-
-        /// Whether it was written for `root` (as a manifest or `--root` resolves it).
-        package func isFor(root: String) -> Bool { self.root == FileSystem.normalizedRoot(root) }
 
         /// How many files it lists when every one is still the one recorded (a regular file with the recorded
         /// identity, older than the snapshot: a file changed within the clock's resolution of the snapshot's
@@ -168,7 +172,7 @@ package struct SettledSnapshot: Sendable {
         /// symlink leads out of root); nil when one is not, or the snapshot was not written whole.
         package func stillHolds(concurrency: Int) -> Int? {
             guard let files = self.files() else { return nil }
-            let looks = LocalObserver(root: root).look(at: files.map(\.destination), concurrency: concurrency)
+            let looks = LocalObserver(root: header.root).look(at: files.map(\.destination), concurrency: concurrency)
             let holds = zip(looks, files).allSatisfy { look, file in
                 guard case .regularFile(let identity) = look else { return false }
                 return identity == file.identity && identity.isOlder(than: writtenAt)
@@ -197,7 +201,7 @@ package struct SettledSnapshot: Sendable {
                     }
                     fields.append(start..<line.endIndex)
                     let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
-                    guard fields.count == 6, files.count < manifestEntries, let text = StateFile.unescape(field(0)),
+                    guard fields.count == 6, files.count < header.manifestEntries, let text = StateFile.unescape(field(0)),
                           let destination = DestinationPath(text), let identity = identity(field) else { return nil }
                     files.append((destination, identity))
                 }
@@ -272,16 +276,16 @@ package struct SettledSnapshot: Sendable {
     }
 
     func serialized(beside state: StateMark) -> [UInt8] {
-        var out = Array((Self.header + "\nkey\t" + key.hex + "\nvariables").utf8)
-        for name in variables {
+        var out = Array((Self.firstLine + "\nkey\t" + header.key.hex + "\nvariables").utf8)
+        for name in header.variables {
             out.append(UInt8(ascii: "\t"))
             StateFile.appendEscaped(name, to: &out)
         }
         out.append(contentsOf: "\nroot\t".utf8)
-        StateFile.appendEscaped(root, to: &out)
-        StateFile.appendDecimal(manifestEntries, to: &out)
+        StateFile.appendEscaped(header.root, to: &out)
+        StateFile.appendDecimal(header.manifestEntries, to: &out)
         out.append(contentsOf: "\nfresh".utf8)
-        if let freshness { out.append(contentsOf: "\t\(freshness.judgedAt)\t\(freshness.until)".utf8) }
+        if let freshness = header.freshness { out.append(contentsOf: "\t\(freshness.judgedAt)\t\(freshness.until)".utf8) }
         out.append(contentsOf: "\nstate".utf8)
         if case .file(let identity) = state { Self.appendIdentity(identity, to: &out) }
         out.append(UInt8(ascii: "\n"))
