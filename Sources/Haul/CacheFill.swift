@@ -164,8 +164,10 @@ extension Sync {
         guard let directory = options.cacheDirectory,
               case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: options.descriptors.cacheFolders)
         else { return nil }
-        return Set(plan.actions.indices.filter { index in
-            CacheSession.mayServe(plan, index) && plan.files[index].checksum.map { cache.contains($0.digest) } == true
-        })
+        let candidates = plan.actions.indices.compactMap { index in
+            CacheSession.mayServe(plan, index) ? plan.files[index].checksum.map { (index, $0.digest) } : nil
+        }
+        let held = cache.containing(candidates.map(\.1))
+        return Set(zip(candidates, held).lazy.filter(\.1).map(\.0.0))
     }
 }

@@ -226,6 +226,17 @@ package final class DirectoryHandle: Sendable {
     /// `forEachName` of any open folder (one a walk holds by its descriptor alone).
     package static func forEachName(inFolder descriptor: Int32, shownAs path: String,
                                     _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> SystemError? {
+        forEachEntry(inFolder: descriptor, shownAs: path) { name, _ in body(name) }
+    }
+
+    /// `forEachName`, with each entry's type as the listing gives it (`DT_REG`, `DT_DIR`, …; `DT_UNKNOWN` where the
+    /// file system does not say, and then only an `lstat` tells).
+    package func forEachEntry(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8) -> Void) -> SystemError? {
+        Self.forEachEntry(inFolder: descriptor, shownAs: path, body)
+    }
+
+    private static func forEachEntry(inFolder descriptor: Int32, shownAs path: String,
+                                     _ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8) -> Void) -> SystemError? {
         // fdopendir takes the descriptor over: give it a copy, positioned at the start.
         let copy = dup(descriptor)
         guard copy >= 0 else { return SystemError(errno: errno, path: path) }
@@ -239,10 +250,11 @@ package final class DirectoryHandle: Sendable {
         while true {
             errno = 0
             guard let entry = readdir(stream) else { return errno == 0 ? nil : SystemError(errno: errno, path: path) }
+            let type = entry.pointee.d_type
             withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 let name = UnsafeBufferPointer(rebasing: raw.assumingMemoryBound(to: UInt8.self).prefix { $0 != 0 })
                 let dots = name.count <= 2 && name.allSatisfy { $0 == UInt8(ascii: ".") }
-                if !dots { body(name) }
+                if !dots { body(name, type) }
             }
         }
     }

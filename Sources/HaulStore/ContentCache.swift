@@ -220,6 +220,53 @@ package final class ContentCache: Sendable {
         return info.st_mode & S_IFMT == S_IFREG
     }
 
+    /// `contains` of each of `digests`, in order. A folder asked about for many digests is listed once instead of
+    /// looked up name by name (`listingPays`). Why: before a sync fills 100,000 files from a cache, this look (the
+    /// plan says how many come from it) took 0.20 s of the 2.8 s run name by name, 0.11 s listed (tmpfs).
+    package func containing(_ digests: [Digest]) -> [Bool] {
+        var found = [Bool](repeating: false, count: digests.count)
+        var bySlot: [Int: [Int]] = [:]
+        for (index, digest) in digests.enumerated() where Self.holds(digest.algorithm) {
+            bySlot[Self.slot(of: digest), default: []].append(index)
+        }
+        for indices in bySlot.values {
+            guard let folder = folder(of: digests[indices[0]], create: false) else { continue }
+            let algorithm = digests[indices[0]].algorithm
+            guard let listing = Self.listing(folder, of: algorithm, worthFor: indices.count) else {
+                for index in indices { found[index] = contains(digests[index]) }
+                continue
+            }
+            for index in indices {
+                let digest = digests[index]
+                found[index] = listing.regular.contains(digest) || listing.unknown.contains(digest) && contains(digest)
+            }
+        }
+        return found
+    }
+
+    /// Whether listing a folder of `folderBytes` (its `st_size`) costs less than `lookups` lookups of single names.
+    /// A listed name costs about a quarter of an `lstat`. The folder's entries are estimated as its size over 20
+    /// bytes: exact on tmpfs, above the truth on ext4 and btrfs, so an error lists too seldom, never too often.
+    package static func listingPays(folderBytes: Int, lookups: Int) -> Bool {
+        folderBytes / 20 <= lookups * 4
+    }
+
+    /// The entries of `algorithm` in its `folder`, split by what the listing says of their type, when listing it
+    /// pays for `lookups` (and it can be listed); else nil. Only names the cache makes count (lowercase hex).
+    private static func listing(_ folder: DirectoryHandle, of algorithm: DigestAlgorithm, worthFor lookups: Int)
+        -> (regular: Set<Digest>, unknown: Set<Digest>)? {
+        var info = stat()
+        guard fstat(folder.descriptor, &info) == 0, listingPays(folderBytes: Int(info.st_size), lookups: lookups) else { return nil }
+        var regular = Set<Digest>(minimumCapacity: lookups), unknown = Set<Digest>()
+        let failure = folder.forEachEntry { name, type in
+            guard type == UInt8(DT_REG) || type == UInt8(DT_UNKNOWN),
+                  !name.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }),
+                  let digest = Digest(algorithm: algorithm, hexUTF8: name) else { return }
+            if type == UInt8(DT_REG) { regular.insert(digest) } else { unknown.insert(digest) }
+        }
+        return failure == nil ? (regular, unknown) : nil
+    }
+
     /// Copies the entry of `digest` as the new file `name` in `target` (created with `mode` when given, as
     /// `DirectoryHandle.createFile` makes it under `umask`; else 0600, for the committer to set),
     /// verifying it on the way: a reflink where the file systems can share blocks (then the copy is read back
@@ -460,8 +507,7 @@ package final class ContentCache: Sendable {
     }
 
     private func reach(_ digest: Digest, create: Bool) -> Result<DirectoryHandle, SystemError> {
-        let first = digest.withUnsafeBytes { Int($0.first ?? 0) }
-        let key = (DigestAlgorithm.allCases.firstIndex(of: digest.algorithm) ?? 0) * 256 + first
+        let key = Self.slot(of: digest)
         if let held = folders.withLock({ $0.table[key] }) { return .success(held) }
         let algorithm = digest.algorithm.rawValue
         let prefix = String(digest.hex.prefix(2))
@@ -477,6 +523,12 @@ package final class ContentCache: Sendable {
                     return folder
                 }
             }
+    }
+
+    /// The index of the folder of `digest` in `folders.table`.
+    private static func slot(of digest: Digest) -> Int {
+        let first = digest.withUnsafeBytes { Int($0.first ?? 0) }
+        return (DigestAlgorithm.allCases.firstIndex(of: digest.algorithm) ?? 0) * 256 + first
     }
 
     private func displayPath(of digest: Digest) -> String {

@@ -87,6 +87,36 @@ final class ContentCacheTests: XCTestCase {
         XCTAssertFalse(cache.contains(digest([1, 2, 3])))
     }
 
+    /// `containing` answers as `contains` does, whether it lists a folder (most of its entries asked about) or looks
+    /// names up one by one (a few asked about): entries, misses, a folder, a symlink and a name in capitals where
+    /// an entry would be, entries of another algorithm and of a weak one.
+    func testContainingAnswersAsContainsDoes() throws {
+        // Digests all in `sha256/ab/`, the files made by hand: the cache trusts no content it only looks at.
+        func crafted(_ number: Int) -> Digest {
+            Digest(algorithm: .sha256, bytes: [0xab] + (0..<31).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ number) })
+        }
+        let folder = "cache/nested/sha256/ab"
+        for number in 0..<30 { try scratch.write("\(folder)/\(crafted(number).hex)", [1]) }
+        try scratch.mkdir("\(folder)/\(crafted(30).hex)")
+        try scratch.symlink("\(folder)/\(crafted(31).hex)", to: crafted(0).hex)
+        try scratch.write("\(folder)/\(crafted(32).hex.uppercased())", [1])
+        let other = try insert(bytes(100, seed: 9))
+        let sha512 = digest([4, 5, 6], .sha512)
+        try scratch.write("cache/nested/sha512/\(sha512.hex.prefix(2))/\(sha512.hex)", [1])
+        let weak = digest([7], .md5)
+        try scratch.write("cache/nested/md5/\(weak.hex.prefix(2))/\(weak.hex)", [1])
+
+        let many = (0..<100).map(crafted) + [other, sha512, weak]
+        let folderBytes = Int(try XCTUnwrap(scratch.linkStatus(folder)).st_size)
+        XCTAssertTrue(ContentCache.listingPays(folderBytes: folderBytes, lookups: 100), "the folder must be listed")
+        XCTAssertFalse(ContentCache.listingPays(folderBytes: folderBytes, lookups: 3), "the few must be looked up")
+        let expected = (0..<100).map { $0 < 30 } + [true, true, false]
+        XCTAssertEqual(cache.containing(many), expected)
+        XCTAssertEqual(many.map(cache.contains), expected)
+        let few = [crafted(2), crafted(30), crafted(32)]
+        XCTAssertEqual(cache.containing(few), [true, false, false])
+    }
+
     /// Bytes that are not the digest's (same size), or a size other than the pinned one: removed, nothing staged.
     func testACorruptEntryIsRemovedAndNothingIsStaged() throws {
         let content = bytes(9000, seed: 2)
