@@ -32,6 +32,15 @@ package enum EntryOutcome: Sendable {
         }
     }
 
+    /// This run put the file in place, durably or not. (Asked without `fetchedFile`: binding the file copies it,
+    /// which a save of 100,000 outcomes pays for in milliseconds.)
+    var putInPlace: Bool {
+        switch self {
+        case .fetched, .fetchedNotDurable: true
+        case .upToDate, .stillNotDurable, .notModified, .failed: false
+        }
+    }
+
     /// The file this run put in place, durably or not.
     package var fetchedFile: DownloadedFile? {
         switch self {

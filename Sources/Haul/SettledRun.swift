@@ -108,7 +108,7 @@ package enum SettledRun {
                 continue
             }
             let identity: FileIdentity
-            if result.outcomes[index].fetchedFile != nil {
+            if result.outcomes[index].putInPlace {
                 guard let record = result.committedRecords[index], !record.unsynced, checksum.accepts(record.digest)
                 else { return }
                 identity = record.identity

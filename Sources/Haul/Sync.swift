@@ -258,7 +258,7 @@ package struct Sync: Sendable {
                 record?.origin = authorship.confirmed(origin, freshFor: freshFor)
             }
             // Durable or not, the file is in place: the state says what is on disk.
-            if result.outcomes[index].fetchedFile != nil {
+            if result.outcomes[index].putInPlace {
                 if let written = result.committedRecords[index] {
                     // A new file: recorded without looking up the old record first (a rename gives it a new
                     // identity anyway), one hash-table operation per fetched file, at the save.

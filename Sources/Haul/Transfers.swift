@@ -443,7 +443,7 @@ private final class Execution: TransferDelegate, Sendable {
     private func record(_ id: Int, _ outcome: EntryOutcome) {
         // A tree that is not put in place goes now, not when its pass is released: the thread that holds the pass
         // last may outlive the process.
-        if outcome.fetchedFile == nil { unpackings[id]?.abandon() }
+        if !outcome.putInPlace { unpackings[id]?.abandon() }
         outcomes.withLock { $0[id] = outcome }
         observer?.entry(plan.files[id], finished: outcome)
     }
