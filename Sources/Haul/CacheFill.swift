@@ -131,7 +131,7 @@ final class CacheSession: Sendable {
     /// destination reopened after its rename may already have been edited by someone; and the copy is a reflink or
     /// an in-kernel copy from the page cache, cheap next to the download it follows. Only pinned entries, under the
     /// digest the manifest pins (the one the engine verified), never a file from the cache itself.
-    func insert(_ batch: [(Int, DownloadedFile)], plan: Plan, from folder: StagingArea) {
+    func insert(_ batch: some Sequence<(Int, DownloadedFile)>, plan: Plan, from folder: StagingArea) {
         guard !insertionStopped.load(ordering: .relaxed) else { return }
         let wanted = batch.filter { id, file in
             !file.fromCache && plan.files[id].checksum?.digest == file.digest && ContentCache.holds(file.digest.algorithm)

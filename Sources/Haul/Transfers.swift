@@ -278,8 +278,8 @@ private final class Execution: TransferDelegate, Sendable {
         }
     }
 
-    /// Waits for the last batch and returns every outcome the engine produced, and the records of the files
-    /// committed.
+    /// Waits for the last batch and returns every entry's outcome (in plan order, the engine's in place of the
+    /// fetched entries'), and the records of the files committed.
     func finish() -> (outcomes: [EntryOutcome], records: [Int: StateRecord], trees: [Int: [(DestinationKey, StateRecord)]]) {
         batches.withLock { $0.take() }?.finish()
         return (outcomes.withLock { outcomes in
@@ -290,7 +290,7 @@ private final class Execution: TransferDelegate, Sendable {
 
     private func commit(_ batch: [Verified]) {
         // Before the renames, from the staged files: see `CacheSession.insert`. (An archive goes in as it came.)
-        cache?.insert(batch.map { ($0.id, $0.file) }, plan: plan, from: staging)
+        cache?.insert(batch.lazy.map { ($0.id, $0.file) }, plan: plan, from: staging)
         var ready: [(id: Int, file: DownloadedFile, tree: StagedUnpack?)] = []
         var requests: [CommitRequest] = []
         ready.reserveCapacity(batch.count)
