@@ -265,7 +265,7 @@ package struct Observation: Sendable {
             // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
             // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.
             .compactMap { key, record -> (DestinationPath, StateRecord)? in
-                guard let path = DestinationPath(key.text), DestinationKey(path) == key, path.components.first != ".haul",
+                guard let path = DestinationPath(key.text), DestinationKey(path) == key, path.firstComponent != DestinationPath.privateFolder,
                       shard?.contains(path) ?? true
                 else { return nil }
                 return (path, record)

@@ -13,6 +13,14 @@ package enum HumanReport {
     /// `members`: under a tree unpacked again, a line per member found changed (`plan --verbose`).
     package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false) -> [String] {
         var lines: [String] = []
+        planLines(plan, sources: sources, members: members) { lines.append($0) }
+        return lines
+    }
+
+    /// The same lines, handed to `emit` one at a time: a plan of a million changes is written as it is worded,
+    /// not first held as a million strings and then as one text.
+    package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false,
+                                  emit: (String) -> Void) {
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let destination = shown(planned.entry)
             let archive = planned.entry.extract == nil ? "" : "archive, "
@@ -21,38 +29,37 @@ package enum HumanReport {
             case .keep:
                 continue
             case .fetch(.missing):
-                lines.append("+ \(destination) (\(archive)missing\(cached))")
-                if let sources { lines += sources(planned.entry) }
+                emit("+ \(destination) (\(archive)missing\(cached))")
+                if let sources { sources(planned.entry).forEach(emit) }
             case .fetch(let reason):
-                lines.append("~ \(destination) (\(archive)\(describe(reason, checksum: planned.entry.checksum))\(cached))")
-                if members, case .treeChanged(.membersChanged(let changes)) = reason { lines += changes.map(memberLine) }
-                if let sources { lines += sources(planned.entry) }
+                emit("~ \(destination) (\(archive)\(describe(reason, checksum: planned.entry.checksum))\(cached))")
+                if members, case .treeChanged(.membersChanged(let changes)) = reason { changes.map(memberLine).forEach(emit) }
+                if let sources { sources(planned.entry).forEach(emit) }
             case .revalidate:
-                lines.append("↻ \(destination) (unpinned; ask the server whether it changed)")
-                if let sources { lines += sources(planned.entry) }
+                emit("↻ \(destination) (unpinned; ask the server whether it changed)")
+                if let sources { sources(planned.entry).forEach(emit) }
             case .fresh(let remaining):
-                lines.append("= \(destination) (unpinned; fresh for \(ProgressFormatting.duration(remaining)), no request; --refresh asks now)")
+                emit("= \(destination) (unpinned; fresh for \(ProgressFormatting.duration(remaining)), no request; --refresh asks now)")
             case .refuse(let why):
-                lines.append("! \(destination) (\(why))")
+                emit("! \(destination) (\(why))")
             }
         }
         for orphan in plan.orphans {
-            lines.append("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
-                         + "(--adopt \(orphan.manifest) makes this manifest their owner)")
+            emit("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
+                 + "(--adopt \(orphan.manifest) makes this manifest their owner)")
         }
-        lines += plan.unproven.map { "! " + Sync.unprovenNote($0) }
+        for record in plan.unproven { emit("! " + Sync.unprovenNote(record)) }
         for prune in plan.prunes {
             switch prune.action {
-            case .delete: lines.append("- \(prune.destination) (no longer in the manifest)")
-            case .keep(let why): lines.append("! \(prune.destination) (not pruned: \(why))")
+            case .delete: emit("- \(prune.destination) (no longer in the manifest)")
+            case .keep(let why): emit("! \(prune.destination) (not pruned: \(why))")
             case .forget: continue
             }
         }
-        lines.append(planSummary(plan))
+        emit(planSummary(plan))
         if plan.unlistedCount > 0 {
-            lines.append("\(count(plan.unlistedCount, "file")) no longer listed (--prune deletes them).")
+            emit("\(count(plan.unlistedCount, "file")) no longer listed (--prune deletes them).")
         }
-        return lines
     }
 
     package static func planSummary(_ plan: Plan) -> String {

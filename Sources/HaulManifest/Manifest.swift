@@ -50,8 +50,11 @@ package struct FileEntry: Sendable {
     /// Tried in order after `url` fails.
     package var mirrors: [TemplatedString]
     /// Headers of each mirror written as `{url: …, headers: …}`, sent to that mirror alone: one list per mirror,
-    /// or empty when no mirror has any (the usual case, stored as nothing).
-    package var mirrorHeaders: [[HeaderField]] = []
+    /// or empty when no mirror has any (the usual case).
+    package var mirrorHeaders: [[HeaderField]] {
+        get { rare.values.mirrorHeaders }
+        set { rare.values.mirrorHeaders = newValue }
+    }
     package var destination: DestinationPath
     /// nil: the entry is unpinned (fetched when missing; refreshed later by revalidation).
     package var checksum: Checksum?
@@ -64,15 +67,27 @@ package struct FileEntry: Sendable {
     package var timeout: Seconds
     /// `retry_on:`: HTTP statuses retried with backoff besides those that always are (a server that answers 404
     /// while a release is being published).
-    package var retryOn: [Int] = []
+    package var retryOn: [Int] {
+        get { rare.values.retryOn }
+        set { rare.values.retryOn = newValue }
+    }
     /// `cert:` and `key:`: a client certificate for the origin of `url` (mutual TLS), as absolute paths; like the
     /// entry's headers, never presented to a mirror. nil: none, or `--cert`'s.
-    package var clientCertificate: CertificateFiles?
+    package var clientCertificate: CertificateFiles? {
+        get { rare.values.clientCertificate }
+        set { rare.values.clientCertificate = newValue }
+    }
     /// A mirror's own `cert:`/`key:`, by position in `mirrors` (empty when no mirror has one).
-    package var mirrorCertificates: [CertificateFiles?] = []
+    package var mirrorCertificates: [CertificateFiles?] {
+        get { rare.values.mirrorCertificates }
+        set { rare.values.mirrorCertificates = newValue }
+    }
     /// For an unpinned entry: once its server has confirmed the copy, no request for this long (instead of the
     /// freshness the server grants with `Cache-Control: max-age` or `Expires`). nil: the server's.
-    package var refresh: Seconds?
+    package var refresh: Seconds? {
+        get { rare.values.refresh }
+        set { rare.values.refresh = newValue }
+    }
     /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect): the entry's own, over
     /// those of `defaults:` with the same name.
     ///
@@ -90,7 +105,9 @@ package struct FileEntry: Sendable {
     /// Where the entry starts in the manifest file.
     package var location: SourceLocation
     /// `extract:`: `destination` names a folder that becomes the archive's contents; nil for a plain file.
+    /// Stored here, not with the rare settings: it is one reference wide, and loops over every entry ask for it.
     package var extract: ExtractRule?
+    private var rare = RareSettings()
 
     package init(index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
                 checksum: Checksum?, size: Int64?, mode: FileMode, retries: Int, timeout: Seconds,
@@ -148,6 +165,37 @@ package struct Seconds: Sendable, Hashable, Comparable {
     }
 }
 
+/// The settings of an entry that most entries leave unset, held behind one reference that is nil when all are:
+/// inline, they made each entry 64 bytes larger (`FileEntry` is 208 bytes with them here), 64 MB of a
+/// million-entry manifest's model that nearly every manifest leaves empty.
+private struct RareSettings: Sendable {
+    struct Values: Sendable {
+        var mirrorHeaders: [[HeaderField]] = []
+        var retryOn: [Int] = []
+        var clientCertificate: CertificateFiles?
+        var mirrorCertificates: [CertificateFiles?] = []
+        var refresh: Seconds?
+
+        var areDefaults: Bool {
+            mirrorHeaders.isEmpty && retryOn.isEmpty && clientCertificate == nil && mirrorCertificates.isEmpty
+                && refresh == nil
+        }
+    }
+
+    private final class Box: Sendable {
+        let values: Values
+        init(_ values: Values) { self.values = values }
+    }
+
+    /// nil while every value is its default; replaced whole on a change, so copies of an entry never share a change.
+    private var box: Box?
+
+    var values: Values {
+        get { box?.values ?? Values() }
+        set { box = newValue.areDefaults ? nil : Box(newValue) }
+    }
+}
+
 /// POSIX permission bits (0...0o7777).
 package struct FileMode: Sendable, Hashable, CustomStringConvertible {
     package var bits: UInt32
@@ -169,9 +217,12 @@ package struct HeaderField: Sendable, Hashable {
 }
 
 /// A destination relative to `root`: non-empty components, none `.` or `..`, no NUL, never absolute.
+///
+/// Only the normalized text is kept; components, the file name and the parent folder are cut from it when asked
+/// for. An array of component strings per path held more memory than the path's own text (about 130 bytes an
+/// entry, a seventh of a million-entry plan's memory), and the walks that use them need one folder at a time.
 package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConvertible {
-    package let components: [String]
-    /// The normalized path, `a/b/c`: built once, since it keys the state cache and every message.
+    /// The normalized path, `a/b/c`: it keys the state cache and every message.
     package let description: String
     /// haul's own folder under root, where no destination may be.
     package static let privateFolder = PathRules.privateFolder
@@ -189,30 +240,80 @@ package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConv
     package init?(_ text: String) {
         let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
         guard !text.isEmpty, text.utf8.first != slash, !text.utf8.contains(0) else { return nil }
-        var parts: [String] = []
+        var parts: [Substring.UTF8View] = []
         for part in text.utf8.split(separator: slash, omittingEmptySubsequences: true) {
             if part.elementsEqual([dot]) { continue }
             if part.elementsEqual([dot, dot]) || part.count > Self.maximumNameBytes { return nil }
-            parts.append(String(decoding: part, as: UTF8.self))
+            parts.append(part)
         }
-        let length = parts.reduce(parts.count - 1, { $0 + $1.utf8.count })
+        let length = parts.reduce(parts.count - 1, { $0 + $1.count })
         guard !parts.isEmpty, length <= Self.maximumBytes else { return nil }
-        self.components = parts
         // Normalizing only drops bytes: a path as long as its parts joined is already normal (as nearly every one
         // is), and is kept rather than joined again.
-        self.description = length == text.utf8.count ? text : parts.joined(separator: "/")
+        self.description = length == text.utf8.count
+            ? text : parts.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+    }
+
+    /// For text already normalized and checked (by `PathRules`, or cut from a valid path).
+    init(normalized: String) {
+        self.description = normalized
     }
 
     /// Identity is the UTF-8 bytes, as the kernel names files: `String`'s `==` is Unicode canonical equivalence,
-    /// which would make "caf\u{e9}" and "cafe\u{301}", two files on Linux, one path. `description` follows from
-    /// the components, so comparing it compares them.
+    /// which would make "caf\u{e9}" and "cafe\u{301}", two files on Linux, one path.
     package static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description.hasSameBytes(as: b.description) }
     package func hash(into hasher: inout Hasher) { description.hashBytes(into: &hasher) }
-
-    package var fileName: String { components[components.count - 1] }
-    package var parentComponents: ArraySlice<String> { components.dropLast() }
     /// Byte order, consistent with `==` (String's `<` would order canonically equivalent paths as equal).
     package static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description.bytesPrecede(b.description) }
+
+    /// The offset of the last `/` in `description`'s UTF-8; nil for a name directly under root.
+    private var lastSlash: String.Index? {
+        guard let offset = description.withUTF8Buffer({ $0.lastIndex(of: UInt8(ascii: "/")) }) else { return nil }
+        return description.utf8.index(description.utf8.startIndex, offsetBy: offset)
+    }
+
+    // The parts below are cut on the UTF-8 view: a `/` may begin or end a Character (`/\u{301}` is one), and a
+    // cut by Characters would move the mark to the wrong side.
+
+    /// The last component.
+    package var fileName: String {
+        guard let slash = lastSlash else { return description }
+        return String(Substring(description.utf8[description.utf8.index(after: slash)...]))
+    }
+
+    /// The folder the path is in, `a/b` for `a/b/c`; empty for a name directly under root.
+    package var parent: Substring {
+        Substring(description.utf8[..<(lastSlash ?? description.utf8.startIndex)])
+    }
+
+    /// The first component: `a` for `a/b/c`.
+    package var firstComponent: Substring {
+        let utf8 = description.utf8
+        guard let offset = description.withUTF8Buffer({ $0.firstIndex(of: UInt8(ascii: "/")) }) else { return description[...] }
+        return Substring(utf8[..<utf8.index(utf8.startIndex, offsetBy: offset)])
+    }
+
+    /// Every component.
+    package var components: [String] { Self.components(of: description) }
+
+    /// The components of a normalized path or of part of one (a `parent`), cut at the byte `/`.
+    package static func components(of path: some StringProtocol) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    package var parentComponents: ArraySlice<String> { components.dropLast() }
+
+    /// The folders above the path, nearest first: `a/b`, then `a`, for `a/b/c`.
+    package var ancestors: [DestinationPath] {
+        var folders: [DestinationPath] = []
+        var folder = parent
+        while !folder.isEmpty {
+            let path = DestinationPath(normalized: String(folder))
+            folders.append(path)
+            folder = path.parent
+        }
+        return folders
+    }
 }
 
 /// A pinned digest and the notation the manifest used, so that messages show digests the way the user wrote them.

@@ -33,13 +33,7 @@ package enum PathRules {
                             folder: Bool = false) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
         var shown: String { Quoted.text(text) }
         // Components are cut at the byte "/" for every path, ASCII or not, exactly as the kernel will cut them.
-        let scan = text.withUTF8Buffer { bytes in
-            var scan = scanDestination(bytes)
-            if scan.withinLimits {
-                scan.parts = scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
-            }
-            return scan
-        }
+        let scan = text.withUTF8Buffer(scanDestination)
         if scan.isEmpty { throw RuleFailure("expected a file path relative to root, found an empty string") }
         if scan.hasNUL { throw RuleFailure("destination must not contain a NUL character") }
         if scan.isAbsolute { throw RuleFailure("destination \(shown) is absolute; destinations are relative to root") }
@@ -55,25 +49,27 @@ package enum PathRules {
                               + "\(DestinationPath.maximumBytes) bytes")
         }
 
-        let parts = scan.parts
-        guard !parts.isEmpty else {
+        guard let first = scan.components.first else {
             throw RuleFailure("destination \(shown) names root itself, not a \(folder ? "folder under it" : "file")")
         }
         if scan.hasTrailingSlash && !folder {
             throw RuleFailure("destination \(shown) ends with \"/\"; a destination names a file (a folder only with extract:)")
         }
-        if parts[0] == privateFolder {
-            throw RuleFailure(parts.count == 1
+        let firstName = text.withUTF8Buffer { String(decoding: UnsafeBufferPointer(rebasing: $0[first]), as: UTF8.self) }
+        if firstName == privateFolder {
+            throw RuleFailure(scan.components.count == 1
                 ? "\".haul\" is haul's private folder under root"
                 : "\(shown) is inside \".haul\", haul's private folder under root")
         }
-        if parts[0].utf8.count == privateFolder.utf8.count, parts[0].lowercased() == privateFolder {
-            throw RuleFailure("\(shown) is inside \(Quoted.text(parts[0])), which on a case-insensitive file system is "
+        if firstName.utf8.count == privateFolder.utf8.count, firstName.lowercased() == privateFolder {
+            throw RuleFailure("\(shown) is inside \(Quoted.text(firstName)), which on a case-insensitive file system is "
                               + "\".haul\", haul's private folder under root")
         }
         let isNormalized = scan.isNormalized && !scan.hasTrailingSlash
-        let path = DestinationPath(validatedComponents: parts, description: isNormalized ? text : parts.joined(separator: "/"))
-        return (path, path.description)
+        let normalized = isNormalized ? text : text.withUTF8Buffer { bytes in
+            scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }.joined(separator: "/")
+        }
+        return (DestinationPath(normalized: normalized), normalized)
     }
 
     /// One pass over a destination's bytes collecting everything the rules ask about.
@@ -84,17 +80,10 @@ package enum PathRules {
         var isNormalized = true
         /// Byte ranges of the kept components.
         var components: [Range<Int>] = []
-        /// The kept components as strings; left empty for a path over the limits.
-        var parts: [String] = []
         /// Bytes of the path as `DestinationPath.description` spells it.
         var normalizedLength = 0
         /// The first of the longest components.
         var longestComponent: Range<Int>?
-
-        var withinLimits: Bool {
-            normalizedLength <= DestinationPath.maximumBytes
-                && (longestComponent?.count ?? 0) <= DestinationPath.maximumNameBytes
-        }
     }
 
     private static func scanDestination(_ bytes: UnsafeBufferPointer<UInt8>) -> DestinationScan {
@@ -125,15 +114,6 @@ package enum PathRules {
             start = index + 1
         }
         return result
-    }
-}
-
-extension DestinationPath {
-    /// For components already checked by `PathRules` (non-empty, not `.` or `..`, no `/` or NUL): skips the
-    /// second, Character-level split `init?(_:)` would do, which dominated loading large manifests.
-    fileprivate init(validatedComponents: [String], description: String) {
-        self.components = validatedComponents
-        self.description = description
     }
 }
 

@@ -150,7 +150,7 @@ package final class Committer: Sendable {
         // is reached and synced once a batch.
         for group in Self.byFolder(ready, of: batch) {
             let folder: DirectoryHandle
-            switch walk.folder(batch[group[0]].destination.parentComponents, create: false) {
+            switch walk.folder(batch[group[0]].destination.parent, create: false) {
             case .folder(let reached): folder = reached
             case let other:
                 for index in group {
@@ -295,7 +295,7 @@ package final class Committer: Sendable {
         var groupOf: [DestinationKey: Int] = [:]
         var groups: [[Int]] = []
         for index in indices {
-            let folder = DestinationKey(destination(index).parentComponents.joined(separator: "/"))
+            let folder = DestinationKey(String(destination(index).parent))
             if let group = groupOf[folder] {
                 groups[group].append(index)
             } else {
@@ -316,7 +316,7 @@ package final class Committer: Sendable {
         let trees = Set(batch.lazy.filter { $0.tree != nil }.map(\.destination))
         for (index, request) in batch.enumerated() {
             let destination = request.destination
-            if destination.components.first == PrivateArea.name {
+            if destination.firstComponent == PrivateArea.name {
                 results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
                                                      detail: "\".haul\" under root is haul's own area"))
                 continue
@@ -329,7 +329,7 @@ package final class Committer: Sendable {
                 continue
             }
             let parent: DirectoryHandle
-            switch walk.folder(destination.parentComponents, create: true) {
+            switch walk.folder(destination.parent, create: true) {
             case .folder(let reached):
                 parent = reached
             case let other:
@@ -363,12 +363,7 @@ package final class Committer: Sendable {
 
     /// The destination among `trees` that `destination` lies strictly inside, if any.
     private static func enclosingTree(of destination: DestinationPath, among trees: Set<DestinationPath>) -> DestinationPath? {
-        for count in stride(from: destination.components.count - 1, to: 0, by: -1) {
-            if let folder = DestinationPath(destination.components.prefix(count).joined(separator: "/")), trees.contains(folder) {
-                return folder
-            }
-        }
-        return nil
+        destination.ancestors.first(where: trees.contains)
     }
 
     /// A tree's checks before anything is visible: its members lie under its destination, its staged folder is
@@ -444,7 +439,7 @@ package final class Committer: Sendable {
         case .failure(let failure): return results.map { _ in failure }
         }
         for group in byFolder(Array(destinations.indices), destination: { destinations[$0] }) {
-            guard case .folder(let folder) = walk.folder(destinations[group[0]].parentComponents, create: false) else {
+            guard case .folder(let folder) = walk.folder(destinations[group[0]].parent, create: false) else {
                 for index in group {
                     results[index] = StoreError(operation: "sync", path: destinations[index].description, errno: ENOENT,
                                                 detail: "its folder cannot be reached")

@@ -65,12 +65,14 @@ struct ContainedWalk {
         }
     }
 
-    /// The folder `components` name under root; with `create`, missing ones are made (0755, narrowed by the
-    /// umask as `mkdir -p` does). Components reached through a symlink are never created: a dangling link blocks.
-    mutating func folder(_ components: ArraySlice<String>, create: Bool) -> Reach {
-        if components.isEmpty { return .folder(root) }
-        let key = DestinationKey(components.joined(separator: "/"))
+    /// The folder `relative` (a destination's `parent`, `a/b`) names under root; with `create`, missing ones are
+    /// made (0755, narrowed by the umask as `mkdir -p` does). Components reached through a symlink are never
+    /// created: a dangling link blocks.
+    mutating func folder(_ relative: Substring, create: Bool) -> Reach {
+        if relative.isEmpty { return .folder(root) }
+        let key = DestinationKey(String(relative))
         if let known = recent[key] { return .folder(known) }
+        let components = DestinationPath.components(of: relative)
         var reach = walk(components, create: create)
         if reach.isOutOfDescriptors {
             // Out of descriptors: the folders held for later are worth less than this one, and then another part of
@@ -90,7 +92,7 @@ struct ContainedWalk {
 
     /// One folder at a time is held (the one reached so far, and the next while it is opened): a walk costs two
     /// descriptors beside root's however deep it goes. A `..` in a symlink's target walks again from root.
-    private func walk(_ components: ArraySlice<String>, create: Bool) -> Reach {
+    private func walk(_ components: [String], create: Bool) -> Reach {
         /// Components still to walk, last first; `fromLink` names the link whose target they came from.
         var pending: [(name: String, fromLink: String?)] = components.reversed().map { ($0, nil) }
         var here = root

@@ -239,7 +239,7 @@ private struct Worker {
 /// The observer's parent checks for a stream of destinations: root resolved once, each folder once.
 private struct ParentWalker {
     private var resolver: ParentResolver
-    private var previous: (components: ArraySlice<String>, state: ParentState)?
+    private var previous: (parent: Substring, state: ParentState)?
 
     private init(resolver: ParentResolver) { self.resolver = resolver }
 
@@ -275,11 +275,11 @@ private struct ParentWalker {
     }
 
     mutating func parent(of destination: DestinationPath) -> ParentState {
-        let components = destination.parentComponents
-        // Manifests list files folder by folder, so the previous parent is usually this one: skip the join.
-        if let previous, previous.components == components { return previous.state }
-        let state = resolver.resolve(components)
-        previous = (components, state)
+        let parent = destination.parent
+        // Manifests list files folder by folder, so the previous parent is usually this one: skip the lookup.
+        if let previous, previous.parent.hasSameBytes(as: parent) { return previous.state }
+        let state = resolver.resolve(parent)
+        previous = (parent, state)
         return state
     }
 }

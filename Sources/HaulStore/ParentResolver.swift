@@ -30,11 +30,12 @@ struct ParentResolver {
         self.walk = walk
     }
 
-    mutating func resolve(_ components: ArraySlice<String>) -> ParentState {
-        if components.isEmpty { return .directory(root) }
-        let relative = components.joined(separator: "/")
+    /// `parent`: a destination's `parent`, `a/b`.
+    mutating func resolve(_ parent: Substring) -> ParentState {
+        if parent.isEmpty { return .directory(root) }
+        let relative = String(parent)
         if let state = known[DestinationKey(relative)] { return state }
-        let state: ParentState = switch walk.folder(components, create: false) {
+        let state: ParentState = switch walk.folder(parent, create: false) {
         case .folder: .directory(FileSystem.join(root, relative))
         case .missing: .missing
         case .escapes(let message): .escapes(message)

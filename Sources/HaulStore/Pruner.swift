@@ -21,7 +21,7 @@ package struct Pruner: Sendable {
         case .success(let started): walk = started
         case .failure(let failure): return .failure(failure)
         }
-        guard case .folder(let folder) = walk.folder(destination.parentComponents, create: false) else {
+        guard case .folder(let folder) = walk.folder(destination.parent, create: false) else {
             return .failure(StoreError(operation: "delete", path: destination.description, errno: 0,
                                        detail: "its parent directory changed since it was observed"))
         }
@@ -35,12 +35,9 @@ package struct Pruner: Sendable {
         if let failure = folder.remove(destination.fileName) {
             return .failure(StoreError(operation: "delete", path: destination.description, errno: failure.errno))
         }
-        var components = destination.parentComponents
-        while let last = components.last, components.first != PrivateArea.name {
-            let above = components.dropLast()
-            guard case .folder(let parent) = walk.folder(above, create: false),
-                  last.withCString({ unlinkat(parent.descriptor, $0, AT_REMOVEDIR) }) == 0 else { break }
-            components = above
+        for emptied in destination.ancestors where emptied.firstComponent != PrivateArea.name {
+            guard case .folder(let parent) = walk.folder(emptied.parent, create: false),
+                  emptied.fileName.withCString({ unlinkat(parent.descriptor, $0, AT_REMOVEDIR) }) == 0 else { break }
         }
         if let failure = folder.synchronize(), failure.errno != ENOENT {
             return .failure(StoreError(operation: "sync the directory of", path: destination.description, errno: failure.errno))

@@ -167,7 +167,7 @@ extension TreeWalk {
         case .failure(let failure): return .inaccessible(failure)
         }
         let parent: DirectoryHandle
-        switch walk.folder(destination.parentComponents, create: false) {
+        switch walk.folder(destination.parent, create: false) {
         case .folder(let reached): parent = reached
         case .missing: return .missing
         case .escapes(let message):

@@ -11,6 +11,25 @@ final class SafetyLimitsTests: XCTestCase {
                        ["haul.yaml:4:11: error: files[0].dest: \".haul/\u{301}x\" is inside \".haul\", haul's private folder under root"])
     }
 
+    /// The parts a walk uses are cut from the normalized text at the byte `/`, however the path was written.
+    func testTheFileNameParentAndAncestorsAreCutAtTheSlashByte() throws {
+        let path = try XCTUnwrap(DestinationPath("a//link/./\u{301}x/file-0000000.bin"))
+        XCTAssertEqual(path.description, "a/link/\u{301}x/file-0000000.bin")
+        XCTAssertEqual(path.fileName, "file-0000000.bin")
+        XCTAssertEqual(String(path.parent), "a/link/\u{301}x")
+        XCTAssertEqual(String(path.firstComponent), "a")
+        XCTAssertEqual(path.ancestors.map(\.description), ["a/link/\u{301}x", "a/link", "a"])
+        XCTAssertEqual(path.parentComponents, ["a", "link", "\u{301}x"])
+        let top = try XCTUnwrap(DestinationPath("\u{301}top"))
+        XCTAssertEqual(top.fileName, "\u{301}top")
+        XCTAssertEqual(top.parent, "")
+        XCTAssertEqual(String(top.firstComponent), "\u{301}top")
+        XCTAssertEqual(top.ancestors, [])
+        // A mark after a slash, or a prepended character before one, stays on its own side of the slash.
+        XCTAssertEqual(try XCTUnwrap(DestinationPath("\u{600}/x")).parent.unicodeScalars.map(\.value), [0x600])
+        XCTAssertEqual(try XCTUnwrap(DestinationPath("d/\u{301}")).fileName.unicodeScalars.first, "\u{301}")
+    }
+
     func testHeadersHaulSetsItselfAreRefused() {
         for name in ["Range", "if-range", "Accept-Encoding", "Host", "Transfer-Encoding", "If-None-Match"] {
             let diagnostics = Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "headers: { \(name): v }"))
