@@ -548,7 +548,7 @@ struct ManifestLayout {
     static func scan(_ source: SourceText, fileName: String) throws(ManifestEditError) -> ManifestLayout {
         var builder = LayoutBuilder()
         guard !source.bytes.isEmpty else { return builder.layout }  // empty text: nothing to scan
-        let failure: Diagnostic? = YAMLEventParser.parse(source.bytes) { parser -> Diagnostic? in
+        let failure: Diagnostic? = YAMLEventParser.parse(.bytes(source.bytes)) { parser -> Diagnostic? in
             while !builder.finished {
                 guard let event = parser.next() else {
                     let error = parser.error

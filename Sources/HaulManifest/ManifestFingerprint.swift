@@ -1,9 +1,16 @@
 import CLibYAML
 import HaulDigest
 
-/// A manifest's bytes as read, before validation, and what else its reading depends on.
+/// A manifest as read, before validation, and what else its reading depends on.
 package struct ManifestInput: Sendable {
-    package let bytes: [UInt8]
+    /// The manifest's file, which each pass reads again from its start; or its bytes, when it has no file of its own
+    /// (standard input, a descriptor's name) or a caller built the text.
+    enum Content: Sendable {
+        case file(ManifestFile)
+        case bytes([UInt8])
+    }
+
+    let content: Content
     /// As messages name it.
     package let fileName: String
     /// The absolute folder `root` is relative to.
@@ -13,26 +20,55 @@ package struct ManifestInput: Sendable {
     package let path: String?
     /// `--root`, resolved: replaces the manifest's `root`.
     package let overridingRoot: String?
-    /// SHA-256 of `bytes` when it was hashed at once (`hashing`).
+    /// SHA-256 of the text when it was hashed at once (`hashing`).
     private let hashed: Digest?
 
-    /// `hashing`: hash the bytes now, for a run that will need their digest twice (a sync: the settled fast path's
-    /// check, then the load's fingerprint); other runs hash only when asked (a `plan` of a root with no snapshot
-    /// never asks).
+    /// Text already read. `hashing`: hash it now, for a run that will need its digest twice (a sync: the settled
+    /// fast path's check, then the load's fingerprint); other runs hash only when asked (a `plan` of a root with no
+    /// snapshot never asks).
     package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?,
                  hashing: Bool = false) {
-        self.bytes = bytes
+        self.init(content: .bytes(bytes), fileName: fileName, directory: directory, path: path,
+                  overridingRoot: overridingRoot, hashing: hashing)
+    }
+
+    init(content: Content, fileName: String, directory: String, path: String?, overridingRoot: String?, hashing: Bool) {
+        self.content = content
         self.fileName = fileName
         self.directory = directory
         self.path = path
         self.overridingRoot = overridingRoot
-        hashed = hashing && path != nil ? StreamingHasher.digest(bytes, algorithm: .sha256) : nil
+        hashed = hashing && path != nil ? Self.digest(of: content) : nil
     }
 
-    /// SHA-256 of `bytes`; nil without a `path`: no later run reads such input again.
+    /// The text's size in bytes (for a file, as it was when opened).
+    var size: Int {
+        switch content {
+        case .file(let file): file.size
+        case .bytes(let bytes): bytes.count
+        }
+    }
+
+    /// One pass over the text, for libyaml. `hashing`: a file's pass hashes what it reads (`ManifestFile.Reading`).
+    func source(hashing: Bool = false) -> YAMLSource {
+        switch content {
+        case .file(let file): .file(file.reading(hashing: hashing))
+        case .bytes(let bytes): .bytes(bytes)
+        }
+    }
+
+    /// SHA-256 of the text; nil without a `path` (no later run reads such input again), or when the file cannot be
+    /// read to its end.
     var bytesDigest: Digest? {
         guard path != nil else { return nil }
-        return hashed ?? StreamingHasher.digest(bytes, algorithm: .sha256)
+        return hashed ?? Self.digest(of: content)
+    }
+
+    private static func digest(of content: Content) -> Digest? {
+        switch content {
+        case .file(let file): file.reading(hashing: true).digest()
+        case .bytes(let bytes): StreamingHasher.digest(bytes, algorithm: .sha256)
+        }
     }
 }
 
@@ -48,9 +84,10 @@ package struct ManifestFingerprint: Sendable, Hashable {
 
     /// `variables`: the names validation consulted (`Manifest.environmentNames`); nil when the input has no file
     /// of its own to be read again.
-    package static func of(_ input: ManifestInput, variables: [String], environment: [String: String],
-                           commandLineHeaders: Set<String>) -> ManifestFingerprint? {
-        guard let path = input.path, let bytesDigest = input.bytesDigest, let hasher = StreamingHasher(.sha256) else { return nil }
+    /// `bytesDigest`: the digest of the text validated, when the validating pass hashed it as it read.
+    package static func of(_ input: ManifestInput, bytesDigest validated: Digest? = nil, variables: [String],
+                           environment: [String: String], commandLineHeaders: Set<String>) -> ManifestFingerprint? {
+        guard let path = input.path, let bytesDigest = validated ?? input.bytesDigest, let hasher = StreamingHasher(.sha256) else { return nil }
         // Fields are length-prefixed, so that no two different inputs write the same stream.
         func field(_ text: String) {
             hasher.update(Array("\(text.utf8.count):".utf8))
@@ -77,7 +114,7 @@ package struct ManifestFingerprint: Sendable, Hashable {
     package static func declaredRoot(_ input: ManifestInput, environment: [String: String]) -> String? {
         if let overridingRoot = input.overridingRoot { return overridingRoot }
         let directory = PathRules.normalizeAbsolute(input.directory)
-        guard case .some(.some(let template)) = YAMLEventParser.parse(input.bytes, rootBeforeFiles) else { return directory }
+        guard case .some(.some(let template)) = YAMLEventParser.parse(input.source(), rootBeforeFiles) else { return directory }
         var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
         guard let text = try? EnvironmentExpansion.expand(template, environment: environment, budget: &budget).expanded,
               !text.isEmpty, !text.utf8.contains(0) else { return nil }

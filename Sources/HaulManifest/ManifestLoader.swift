@@ -1,3 +1,4 @@
+import HaulDigest
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -32,7 +33,7 @@ package enum ManifestLoader {
         try load(read(path: path, root: root), environment: environment, commandLineHeaders: commandLineHeaders)
     }
 
-    /// The manifest's bytes and where they came from, not yet validated: a run that settled this manifest before
+    /// The manifest and where it came from, not yet validated: a run that settled this manifest before
     /// looks no further (`ManifestFingerprint`); `load(_:environment:commandLineHeaders:)` validates them.
     /// `hashing`: see `ManifestInput.init`.
     package static func read(path: String, root: String? = nil, hashing: Bool = false) throws(ManifestError) -> ManifestInput {
@@ -47,9 +48,8 @@ package enum ManifestLoader {
             let overridingRoot = try root.map { root throws(ReadFailure) in
                 PathRules.resolve(root, against: root.hasPrefix("/") ? "/" : try currentDirectory())
             }
-            return ManifestInput(bytes: source.bytes, fileName: fileName, directory: source.directory,
-                                 path: source.isOwnFile ? source.absolutePath : nil, overridingRoot: overridingRoot,
-                                 hashing: hashing)
+            return ManifestInput(content: source.content, fileName: fileName, directory: source.directory,
+                                 path: source.ownPath, overridingRoot: overridingRoot, hashing: hashing)
         } catch {
             throw failure(error.message)
         }
@@ -59,12 +59,16 @@ package enum ManifestLoader {
     /// (what a sync records a settled snapshot under; a command that records none need not hash the bytes).
     package static func load(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String> = [],
                              fingerprinting: Bool = true) throws(ManifestError) -> Manifest {
-        var manifest = try parse(bytes: input.bytes, fileName: input.fileName, manifestDirectory: input.directory,
-                                 environment: environment, commandLineHeaders: commandLineHeaders)
+        // The pass that validates hashes what it reads: the fingerprint is that of the text validated.
+        let source = input.source(hashing: fingerprinting)
+        var manifest = try parse(source, size: input.size, fileName: input.fileName, manifestDirectory: input.directory,
+                                 environment: environment, pipelined: input.size >= ReadingPipeline.minimumBytes,
+                                 commandLineHeaders: commandLineHeaders)
         if let overridingRoot = input.overridingRoot { manifest.root = overridingRoot }
         if fingerprinting {
-            manifest.fingerprint = ManifestFingerprint.of(input, variables: manifest.environmentNames, environment: environment,
-                                                          commandLineHeaders: commandLineHeaders)
+            let validated: Digest? = if case .file(let reading) = source { reading.digest() } else { nil }
+            manifest.fingerprint = ManifestFingerprint.of(input, bytesDigest: validated, variables: manifest.environmentNames,
+                                                          environment: environment, commandLineHeaders: commandLineHeaders)
         }
         return manifest
     }
@@ -79,7 +83,15 @@ package enum ManifestLoader {
     /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
     static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
                       pipelined: Bool, commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
-        guard bytes.count <= maximumBytes else {
+        try parse(.bytes(bytes), size: bytes.count, fileName: fileName, manifestDirectory: manifestDirectory,
+                  environment: environment, pipelined: pipelined, commandLineHeaders: commandLineHeaders)
+    }
+
+    /// `size`: the text's size in bytes (a file's, as it was opened), which sizes the model's tables.
+    private static func parse(_ source: YAMLSource, size: Int, fileName: String, manifestDirectory: String,
+                              environment: [String: String], pipelined: Bool,
+                              commandLineHeaders: Set<String>) throws(ManifestError) -> Manifest {
+        guard size <= maximumBytes else {
             throw ManifestError(diagnostics: [
                 Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: tooLarge),
             ])
@@ -90,14 +102,14 @@ package enum ManifestLoader {
         }
         // Entries run 100 to 300 bytes; overestimating only reserves address space.
         var validator = ManifestValidator(fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
-                                          environment: environment, expectedEntries: bytes.count / 100,
-                                          expansionBudget: maximumBytes - bytes.count,
+                                          environment: environment, expectedEntries: size / 100,
+                                          expansionBudget: maximumBytes - size,
                                           commandLineHeaders: Set(commandLineHeaders.map(HeaderRules.canonicalName)))
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
         let document = pipelined
-            ? ReadingPipeline.read(bytes, fileName: fileName, diagnostics: &readerDiagnostics, validator: &validator)
-            : YAMLReader.read(bytes, diagnostics: &readerDiagnostics, sink: &validator)
+            ? ReadingPipeline.read(source, fileName: fileName, diagnostics: &readerDiagnostics, validator: &validator)
+            : YAMLReader.read(source, diagnostics: &readerDiagnostics, sink: &validator)
         guard let document else {
             // A syntax error (or no document at all): what the entries said about a half-read file is beside the point.
             throw ManifestError(diagnostics: readerDiagnostics.inFileOrder, omitted: readerDiagnostics.omittedCount)
@@ -118,33 +130,39 @@ package enum ManifestLoader {
         var message: String
     }
 
-    /// A manifest's bytes and the folder its `root` is relative to.
+    /// A manifest and the folder its `root` is relative to.
     private struct ManifestSource {
-        var bytes: [UInt8]
+        var content: ManifestInput.Content
         var directory: String
-        /// The file's absolute path, lexically normalized (nil: standard input).
-        var absolutePath: String?
-        /// A regular file named by its own name, not standard input or a descriptor's name: a later run reads the
-        /// same file by the same name.
-        var isOwnFile = false
+        /// The absolute path, lexically normalized, of a regular file named by its own name (not standard input or
+        /// a descriptor's name): a later run reads the same file by the same name. Such a file is read as it is
+        /// needed (`ManifestFile`); any other input is read whole at once, as it can be read only once.
+        var ownPath: String?
 
         /// `path` nil: standard input.
         static func read(_ path: String?) throws(ReadFailure) -> ManifestSource {
             guard let path else {
-                return ManifestSource(bytes: try readAll(STDIN_FILENO), directory: try currentDirectory())
+                return ManifestSource(content: .bytes(try readAll(STDIN_FILENO)), directory: try currentDirectory())
             }
             let descriptor = open(path, O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else { throw ReadFailure(message: "cannot read manifest: \(errorText(errno))") }
-            defer { close(descriptor) }
             var status = stat()
             let isRegular = fstat(descriptor, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
-            if isRegular, status.st_size > maximumBytes { throw ReadFailure(message: tooLarge) }
-            let bytes = try readAll(descriptor, sizeHint: isRegular ? Int(status.st_size) : 0)
-            let absolute = PathRules.normalizeAbsolute(path.hasPrefix("/") ? path : try currentDirectory() + "/" + path)
-            guard isRegular, !namesADescriptor(absolute) else {
-                return ManifestSource(bytes: bytes, directory: try currentDirectory(), absolutePath: absolute)
+            let absolute: String
+            do throws(ReadFailure) {
+                if isRegular, status.st_size > maximumBytes { throw ReadFailure(message: tooLarge) }
+                absolute = PathRules.normalizeAbsolute(path.hasPrefix("/") ? path : try currentDirectory() + "/" + path)
+            } catch {
+                close(descriptor)
+                throw error
             }
-            return ManifestSource(bytes: bytes, directory: parentDirectory(of: absolute), absolutePath: absolute, isOwnFile: true)
+            guard isRegular, !namesADescriptor(absolute) else {
+                defer { close(descriptor) }
+                let bytes = try readAll(descriptor, sizeHint: isRegular ? Int(status.st_size) : 0)
+                return ManifestSource(content: .bytes(bytes), directory: try currentDirectory())
+            }
+            return ManifestSource(content: .file(ManifestFile(descriptor: descriptor, size: Int(status.st_size))),
+                                  directory: parentDirectory(of: absolute), ownPath: absolute)
         }
     }
 

@@ -27,18 +27,18 @@ enum ReadingPipeline {
         }
     }
 
-    /// What `YAMLReader.read` returns for `bytes`, with `validator` fed the streamed items meanwhile; on this
+    /// What `YAMLReader.read` returns for `source`, with `validator` fed the streamed items meanwhile; on this
     /// thread alone if a second one cannot be started.
-    static func read(_ bytes: [UInt8], fileName: String, diagnostics: inout DiagnosticCollector,
+    static func read(_ source: YAMLSource, fileName: String, diagnostics: inout DiagnosticCollector,
                      validator: inout ManifestValidator) -> YAMLDocument? {
         let handOff = HandOff<Message>(capacity: 4)
         let reader = startThread {
             var forwarder = Forwarder(handOff: handOff)
             var readerDiagnostics = DiagnosticCollector(file: fileName)
-            let document = YAMLReader.read(bytes, diagnostics: &readerDiagnostics, sink: &forwarder)
+            let document = YAMLReader.read(source, diagnostics: &readerDiagnostics, sink: &forwarder)
             handOff.send(.finished(document, readerDiagnostics))
         }
-        guard let reader else { return YAMLReader.read(bytes, diagnostics: &diagnostics, sink: &validator) }
+        guard let reader else { return YAMLReader.read(source, diagnostics: &diagnostics, sink: &validator) }
         defer { pthread_join(reader, nil) }
         while true {
             switch handOff.receive() {

@@ -65,7 +65,7 @@ package struct RewriteConfig: Sendable {
         }
         var diagnostics = DiagnosticCollector(file: fileName)
         var sink = IgnoringSink()
-        guard let document = YAMLReader.read(bytes, diagnostics: &diagnostics, sink: &sink) else {
+        guard let document = YAMLReader.read(.bytes(bytes), diagnostics: &diagnostics, sink: &sink) else {
             // Nothing but comments (or nothing at all): no rules.
             if diagnostics.errorCount == 1, diagnostics.inFileOrder.first?.message == YAMLReader.emptyDocumentMessage {
                 return RewriteConfig(file: fileName)

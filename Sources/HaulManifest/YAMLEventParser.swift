@@ -1,11 +1,12 @@
 import CLibYAML
 
 /// libyaml's event parser: the one place that sets it up, tears it down, frees its events and turns its errors
-/// into a message and a place. libyaml keeps pointers into the input for the parser's whole life, so a parser
-/// exists only inside `parse(_:_:)`, over input that is pinned there.
+/// into a message and a place. libyaml keeps pointers into the input (or to the file's reading) for the parser's
+/// whole life, so a parser exists only inside `parse(_:_:)`, over input that is pinned there.
 struct YAMLEventParser: ~Copyable {
     private let parser: UnsafeMutablePointer<yaml_parser_t>
-    private let input: UnsafeBufferPointer<UInt8>
+    /// For messages that need the text before a place (a tab in an indentation, a byte offset's line).
+    private let input: Input
     /// The event `next()` returned last, freed by the next call or at the end.
     private let current = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
     private var holdsEvent = false
@@ -14,19 +15,54 @@ struct YAMLEventParser: ~Copyable {
     /// line it closed on: the place to fix is where it opened.
     private var lastQuoteOverLines: (opening: yaml_mark_t, closingLine: Int)?
 
-    /// Runs `body` with a parser over `bytes`; nil when libyaml cannot make one (out of memory).
-    static func parse<Result>(_ bytes: [UInt8], _ body: (inout YAMLEventParser) -> Result) -> Result? {
-        // libyaml wants a non-null pointer even for empty input.
-        let pinned = bytes.isEmpty ? [0] : bytes
-        return pinned.withUnsafeBufferPointer { buffer -> Result? in
-            guard let base = buffer.baseAddress,
-                  var parser = YAMLEventParser(base: base, input: UnsafeBufferPointer(rebasing: buffer[..<bytes.count]))
-            else { return nil }
-            return body(&parser)
+    private enum Input {
+        case bytes(UnsafeBufferPointer<UInt8>)
+        case file(ManifestFile.Reading)
+
+        /// The text, read again from the file if need be: only on the way to a message.
+        func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+            switch self {
+            case .bytes(let bytes): body(bytes)
+            case .file(let reading): reading.file.contents().withUnsafeBufferPointer(body)
+            }
         }
     }
 
-    private init?(base: UnsafePointer<UInt8>, input: UnsafeBufferPointer<UInt8>) {
+    /// Runs `body` with a parser over `source`; nil when libyaml cannot make one (out of memory).
+    static func parse<Result>(_ source: YAMLSource, _ body: (inout YAMLEventParser) -> Result) -> Result? {
+        switch source {
+        case .bytes(let bytes):
+            // libyaml wants a non-null pointer even for empty input.
+            let pinned = bytes.isEmpty ? [0] : bytes
+            return pinned.withUnsafeBufferPointer { buffer -> Result? in
+                guard let base = buffer.baseAddress else { return nil }
+                let input = UnsafeBufferPointer(rebasing: buffer[..<bytes.count])
+                guard var parser = YAMLEventParser(input: .bytes(input), start: { yaml_parser_set_input_string($0, base, input.count) })
+                else { return nil }
+                return body(&parser)
+            }
+        case .file(let reading):
+            return withExtendedLifetime(reading) {
+                let data = Unmanaged.passUnretained(reading).toOpaque()
+                guard var parser = YAMLEventParser(input: .file(reading),
+                                                   start: { yaml_parser_set_input($0, readChunk, data) })
+                else { return nil }
+                return body(&parser)
+            }
+        }
+    }
+
+    /// libyaml's read handler for a file: the next bytes of the reading `data` points to.
+    private static let readChunk: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int,
+                                                  UnsafeMutablePointer<Int>?) -> Int32 = { data, buffer, size, sizeRead in
+        guard let data, let buffer, let sizeRead else { return 0 }
+        let reading = Unmanaged<ManifestFile.Reading>.fromOpaque(data).takeUnretainedValue()
+        guard let count = reading.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size)) else { return 0 }
+        sizeRead.pointee = count
+        return 1
+    }
+
+    private init?(input: Input, start: (UnsafeMutablePointer<yaml_parser_t>) -> Void) {
         parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         guard yaml_parser_initialize(parser) == 1 else {
             parser.deallocate()
@@ -34,7 +70,7 @@ struct YAMLEventParser: ~Copyable {
             return nil
         }
         self.input = input
-        yaml_parser_set_input_string(parser, base, input.count)
+        start(parser)
     }
 
     deinit {
@@ -67,9 +103,10 @@ struct YAMLEventParser: ~Copyable {
         case YAML_MEMORY_ERROR:
             return ("cannot parse YAML: out of memory", nil)
         case YAML_READER_ERROR:
+            if case .file(let reading) = input, let failure = reading.failure { return (failure, nil) }
             // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
             return (YAMLSyntaxAdvice.message(problem: problem, context: nil, lineIndentedWithTab: false),
-                    Self.location(ofByte: state.problem_offset, in: input))
+                    input.withBytes { Self.location(ofByte: state.problem_offset, in: $0) })
         case YAML_SCANNER_ERROR where Self.unclosedQuoteProblems.contains(problem)
                 && state.context.map({ String(cString: $0) }) == "while scanning a quoted scalar":
             // libyaml gives up where the quote should have closed, the end of the file or of the document, far from
@@ -83,7 +120,7 @@ struct YAMLEventParser: ~Copyable {
                 let mark = Self.location(state.context_mark)
                 return "\(context) at line \(mark.line), column \(mark.column)"
             }
-            let tab = Self.indentationHasTab(line: location.line, in: input)
+            let tab = input.withBytes { Self.indentationHasTab(line: location.line, in: $0) }
             if !tab, let quote = lastQuoteOverLines, quote.closingLine == Int(state.problem_mark.line) {
                 return (YAMLSyntaxAdvice.quoteRunningOn(to: location, problem: problem, context: context),
                         Self.location(quote.opening))

@@ -58,15 +58,15 @@ struct YAMLReader {
     static let emptyDocumentMessage = "the manifest is empty (expected a mapping with \"version\" and \"files\")"
 
     /// Nil when there is no document to validate (syntax error or empty input); the reason is in `diagnostics`.
-    static func read<Sink: YAMLEntrySink>(_ bytes: [UInt8], diagnostics: inout DiagnosticCollector,
+    static func read<Sink: YAMLEntrySink>(_ source: YAMLSource, diagnostics: inout DiagnosticCollector,
                                           sink: inout Sink) -> YAMLDocument? {
         var reader = YAMLReader()
-        return reader.run(bytes, diagnostics: &diagnostics, sink: &sink)
+        return reader.run(source, diagnostics: &diagnostics, sink: &sink)
     }
 
-    private mutating func run<Sink: YAMLEntrySink>(_ bytes: [UInt8], diagnostics: inout DiagnosticCollector,
+    private mutating func run<Sink: YAMLEntrySink>(_ source: YAMLSource, diagnostics: inout DiagnosticCollector,
                                                    sink: inout Sink) -> YAMLDocument? {
-        let parsed = YAMLEventParser.parse(bytes) { parser in parseEvents(&parser, diagnostics: &diagnostics, sink: &sink) }
+        let parsed = YAMLEventParser.parse(source) { parser in parseEvents(&parser, diagnostics: &diagnostics, sink: &sink) }
         guard let parsed else {
             diagnostics.error("cannot parse YAML: out of memory", at: nil)
             return nil

@@ -218,7 +218,7 @@ indirect enum YAMLValue {
         let bytes = try XCTUnwrap(FileManager.default.contents(atPath: path), path)
         var diagnostics = DiagnosticCollector(file: path)
         var sink = NoEntries()
-        let document = YAMLReader.read(Array(bytes), diagnostics: &diagnostics, sink: &sink)
+        let document = YAMLReader.read(.bytes(Array(bytes)), diagnostics: &diagnostics, sink: &sink)
         XCTAssertEqual(diagnostics.errorCount, 0, "\(path) is valid YAML")
         let parsed = try XCTUnwrap(document, path)
         return value(try XCTUnwrap(parsed.root, path), in: parsed)

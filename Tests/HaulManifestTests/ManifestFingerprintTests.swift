@@ -65,6 +65,31 @@ final class ManifestFingerprintTests: XCTestCase {
                           "the same bytes elsewhere are another manifest")
     }
 
+    /// A manifest file is read again by each pass (the settled check's hash, then validation), from the file
+    /// opened first: the fingerprint is always that of the text validated. Rewritten in place between the passes,
+    /// the new text is validated and fingerprinted; replaced by a rename, the file opened first still is.
+    func testTheFingerprintIsThatOfTheTextValidatedWhenTheFileChangesBetweenPasses() throws {
+        let environment = ["HOST": "example.com"]
+        let edited = manifest.replacingOccurrences(of: "dest: a.bin", with: "dest: b.bin")
+        let path = try write(manifest)
+        let original = try fingerprint(path, environment)
+
+        let hashedFirst = try ManifestLoader.read(path: path, hashing: true)
+        _ = try write(edited)
+        let rewritten = try ManifestLoader.load(hashedFirst, environment: environment)
+        XCTAssertEqual(rewritten.files.map(\.destination.description), ["b.bin"])
+        XCTAssertEqual(rewritten.fingerprint, try fingerprint(path, environment))
+        XCTAssertNotEqual(rewritten.fingerprint, original)
+
+        _ = try write(manifest)
+        let opened = try ManifestLoader.read(path: path, hashing: true)
+        let replacement = try write(edited, to: "project/replacement.yaml")
+        XCTAssertEqual(rename(replacement, path), 0)
+        let kept = try ManifestLoader.load(opened, environment: environment)
+        XCTAssertEqual(kept.files.map(\.destination.description), ["a.bin"])
+        XCTAssertEqual(kept.fingerprint, original)
+    }
+
     /// Standard input cannot be read again by a later run: it has no fingerprint.
     func testAManifestWithoutAFileOfItsOwnHasNoFingerprint() throws {
         let input = ManifestInput(bytes: Array(manifest.utf8), fileName: "<stdin>", directory: directory, path: nil,

@@ -1,3 +1,4 @@
+import Foundation
 import HaulManifest
 import XCTest
 
@@ -105,6 +106,37 @@ final class YAMLReaderTests: XCTestCase {
             XCTFail("expected an error")
         } catch {
             XCTAssertEqual(error.diagnostics.map(\.description), ["haul.yaml:3:6: error: the file is not UTF-8 text here; save it as UTF-8 (YAML: invalid trailing UTF-8 octet)"], "the column of the offending octet")
+        }
+    }
+
+    /// A manifest file is read a chunk at a time, never held whole; the messages that need the text before a
+    /// place (a byte offset's line and column, a tab in an indentation) read it again, and say what they say for
+    /// the same bytes in memory, however deep into a large file the mistake is.
+    func testAManifestFileReadInChunksIsReportedAsTheSameBytesInMemory() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("haul-chunks-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Past libyaml's 16 KiB buffer and the 128 KiB from which a second thread reads.
+        let entries = (0..<2_000).map { "  - url: https://example.com/\($0)\n    dest: f\($0)\n" }.joined()
+        let prefix = Array(("version: 1\nfiles:\n" + entries).utf8)
+        let cases: [[UInt8]] = [
+            prefix + Array("  - url: \"https://example.com/x\n    dest: x\n".utf8),  // a quote never closed
+            prefix + Array("\t- url: https://example.com/t\n".utf8),  // a tab
+            prefix + Array("  - url: \"https://example.com/".utf8) + [0xC3, 0x28] + Array("\"\n    dest: u\n".utf8),
+        ]
+        for bytes in cases {
+            let path = folder + "/haul.yaml"
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+            var fromFile: [String] = [], inMemory: [String] = []
+            do { _ = try ManifestLoader.load(path: path, environment: [:]) } catch { fromFile = error.diagnostics.map(\.description) }
+            do {
+                _ = try ManifestLoader.parse(bytes: bytes, fileName: path, manifestDirectory: folder, environment: [:])
+            } catch {
+                inMemory = error.diagnostics.map(\.description)
+            }
+            XCTAssertEqual(fromFile.count, 1, "\(fromFile)")
+            XCTAssertEqual(fromFile, inMemory)
+            XCTAssertTrue(fromFile.first?.hasPrefix(path + ":4003:") == true, "\(fromFile)")
         }
     }
 
