@@ -33,11 +33,7 @@ package final class ManifestFile: Sendable {
     /// error); empty when it cannot be read.
     func contents() -> [UInt8] {
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        let pass = reading()
-        while let count = chunk.withUnsafeMutableBytes({ pass.read(into: $0) }), count > 0 {
-            bytes += chunk[..<count]
-        }
+        reading().readToEnd { bytes += $0 }
         return bytes
     }
 
@@ -88,12 +84,19 @@ package final class ManifestFile: Sendable {
             }
         }
 
+        /// Reads on to the end of the file (or a failure), handing each chunk to `body`.
+        func readToEnd(_ body: (UnsafeRawBufferPointer) -> Void) {
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            while let count = chunk.withUnsafeMutableBytes({ read(into: $0) }), count > 0 {
+                chunk.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            }
+        }
+
         /// SHA-256 of the whole file: what was read, and then the rest (a parser stops at the end of its document,
         /// which a well-formed manifest's end is). nil after a failure, or for a pass that does not hash.
         func digest() -> Digest? {
             guard state.withLock({ $0.hasher != nil }) else { return nil }
-            var chunk = [UInt8](repeating: 0, count: 1 << 16)
-            while let count = chunk.withUnsafeMutableBytes({ read(into: $0) }), count > 0 {}
+            readToEnd { _ in }
             return state.withLock { state in
                 guard state.failure == nil else { return nil }
                 if state.digest == nil { state.digest = state.hasher?.finalize() }
