@@ -46,7 +46,7 @@ extension Pinner {
         }
         defer { _ = workspace.folder.removeTree(treeName) }
         let archive: Int32
-        switch workspace.folder.openRegularFileForReading(file.temporaryName) {
+        switch file.folder(in: workspace.folder).openRegularFileForReading(file.temporaryName) {
         case .success(let descriptor): archive = descriptor
         case .failure(let failure): return .failure(.workspace(StoreError(operation: "open", path: file.temporaryPath, errno: failure.errno)))
         }

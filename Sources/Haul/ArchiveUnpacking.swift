@@ -59,14 +59,15 @@ final class ArchiveUnpacking: BodyReading {
 
     /// The tree of the newest pass, once (the caller commits its folder, and owns it from then on); for a format
     /// that is not streamed, or an archive that never went through the engine (a hit of the content cache),
-    /// unpacked now from the verified archive `name` in the staging area. nil when a pass read nothing and said
+    /// unpacked now from the verified archive `name` in `folder`. nil when a pass read nothing and said
     /// nothing (it cannot have: the body was verified after its pass ended).
-    func unpackDelivered(archiveNamed name: String, size: Int64) -> Result<StagedUnpack, UnpackFailure>? {
+    func unpackDelivered(archiveNamed name: String, in folder: DirectoryHandle,
+                         size: Int64) -> Result<StagedUnpack, UnpackFailure>? {
         let pass = newest.withLock { pass in defer { pass = nil }; return pass }
             ?? UnpackPass(staging: staging, folderName: names.next(), archive: archive, rules: rules(archiveSize: size),
                           streams: false)
         if pass.wantsFile {
-            switch staging.openRegularFileForReading(name) {
+            switch folder.openRegularFileForReading(name) {
             case .success(let descriptor):
                 defer { close(descriptor) }
                 pass.unpack(file: descriptor, rules: rules(archiveSize: size))

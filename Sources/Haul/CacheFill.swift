@@ -144,7 +144,8 @@ final class CacheSession: Sendable {
                           makeContext: { () }) { [self] _, position -> Bool in
             guard !insertionStopped.load(ordering: .relaxed) else { return false }
             let (_, file) = wanted[position]
-            guard let failure = cache.insert(file.digest, size: file.size, from: folder.temporary, name: file.temporaryName) else {
+            guard let failure = cache.insert(file.digest, size: file.size, from: file.folder(in: folder.temporary),
+                                                  name: file.temporaryName) else {
                 return true
             }
             if !insertionStopped.exchange(true, ordering: .relaxed) {

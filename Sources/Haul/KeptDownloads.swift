@@ -35,7 +35,7 @@ package final class KeptDownloads: Sendable {
 
     /// The verified download, in the folder already, becomes the cache entry of its digest (a rename).
     func keep(_ file: DownloadedFile) -> StoreError? {
-        cache.adopt(file.digest, from: folder.folder, name: file.temporaryName)
+        cache.adopt(file.digest, from: file.folder(in: folder.folder), name: file.temporaryName)
     }
 
     /// Puts in place the entries of `manifest` whose destinations are `destinations`, from what was kept: a sync of

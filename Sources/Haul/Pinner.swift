@@ -90,7 +90,7 @@ package enum Pinner {
                              attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
         throws(PinFailure) -> [UInt8] {
         let read = try download(url, options: options, into: nil, cancellation: cancellation, attemptFailed: attemptFailed) { file, workspace in
-            workspace.folder.openFile(file.temporaryName, flags: O_RDONLY).flatMap { descriptor in
+            file.folder(in: workspace.folder).openFile(file.temporaryName, flags: O_RDONLY).flatMap { descriptor in
                 defer { close(descriptor) }
                 return BoundedRead.all(descriptor, limit: Int(options.maxFileSize)).mapError { failure in
                     SystemError(errno: failure.errno, path: file.temporaryPath)

@@ -40,14 +40,15 @@ extension Sync {
         }
         if fetches.isEmpty {
             // Nothing to fetch, so no partial is wanted: whatever an interrupted or killed run left goes.
-            StagingArea.sweepLeftovers(in: area, shard: observation.shard, isOwnName: TransferEngine.isStagingName)
+            StagingArea.sweepLeftovers(in: area, shard: observation.shard, isOwnName: TransferEngine.isStagingName,
+                                       isLoopFolder: TransferEngine.isLoopFolderName)
         } else {
             let staging: StagingArea
             do {
                 staging = try StagingArea(area: area, shard: observation.shard)
                 staging.sweep(keepingPartials: Set(fetches.compactMap { plan.files[$0].checksum }.map {
                     PartialStore.fileName(for: $0.digest)
-                }), isOwnName: TransferEngine.isStagingName)
+                }), isOwnName: TransferEngine.isStagingName, isLoopFolder: TransferEngine.isLoopFolderName)
             } catch {
                 for index in fetches {
                     outcomes[index] = .failed(.commit(error))
@@ -94,6 +95,7 @@ extension Sync {
                        delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
                        cancellation: cancellation)
             let finished = execution.finish()
+            staging.removeLoopFolders(isLoopFolder: TransferEngine.isLoopFolderName)
             outcomes = finished.outcomes
             committed = finished.records
             committedTrees = finished.trees
@@ -299,8 +301,9 @@ private final class Execution: TransferDelegate, Sendable {
             // Fields read in place: a copy of the entry retains and releases a dozen strings per file.
             guard let rule = plan.files[id].extract else {
                 ready.append((id, file, nil))
-                requests.append(CommitRequest(temporaryName: file.temporaryName, destination: plan.files[id].destination,
-                                              mode: plan.files[id].mode, hasMode: file.hasFileMode, ownership: ownership))
+                requests.append(CommitRequest(temporaryName: file.temporaryName, in: file.temporaryFolder,
+                                              destination: plan.files[id].destination, mode: plan.files[id].mode,
+                                              hasMode: file.hasFileMode, ownership: ownership))
                 continue
             }
             switch stageTree(of: plan.files[id], at: id, rule: rule, delivered: file) {
@@ -308,14 +311,14 @@ private final class Execution: TransferDelegate, Sendable {
                 ready.append((id, file, staged))
                 requests.append(request)
             case .failure(let failure):
-                staging.discard(file.temporaryName)
+                discard(file)
                 record(id, .failed(.refused(failure.message)))
             }
         }
         for ((id, file, tree), (request, result)) in zip(ready, zip(requests, committer.commit(requests))) {
             if let tree {
                 // The archive was only the way in: the tree is what is in place (and the cache keeps the archive).
-                staging.discard(file.temporaryName)
+                discard(file)
                 switch result {
                 case .success(let committed):
                     var delivered = file
@@ -339,10 +342,15 @@ private final class Execution: TransferDelegate, Sendable {
                 }
                 record(id, committed.notDurable.map { .fetchedNotDurable(file, $0) } ?? .fetched(file))
             case .failure(let error):
-                staging.discard(file.temporaryName)
+                discard(file)
                 record(id, .failed(.commit(error)))
             }
         }
+    }
+
+    /// A verified file that will not be committed.
+    private func discard(_ file: DownloadedFile) {
+        file.folder(in: staging.temporary).remove(file.temporaryName)
     }
 
     /// The verified archive's tree, staged and checked (its digest, when the entry pins it): the commit request that
@@ -351,7 +359,8 @@ private final class Execution: TransferDelegate, Sendable {
     /// `entry.index` is its place in the manifest, another number when the plan holds some entries only.
     private func stageTree(of entry: FileEntry, at position: Int, rule: ExtractRule, delivered file: DownloadedFile)
         -> Result<(CommitRequest, StagedUnpack), TreeFailure> {
-        guard let result = unpackings[position]?.unpackDelivered(archiveNamed: file.temporaryName, size: file.size) else {
+        guard let result = unpackings[position]?.unpackDelivered(archiveNamed: file.temporaryName,
+                                                                  in: file.folder(in: staging.temporary), size: file.size) else {
             return .failure(TreeFailure("cannot unpack \(Quoted.text(entry.destination.description)): the archive was not read"))
         }
         let staged: StagedUnpack

@@ -244,7 +244,10 @@ package struct TransferProgress: Sendable, Equatable {
 package struct DownloadedFile: Sendable, Equatable {
     /// Where the file is, for messages and tests.
     package var temporaryPath: String
-    /// Its name in the configuration's `temporaryDirectory`, where its owner reaches it.
+    /// The folder it lies in, held open, where its owner reaches it by `temporaryName`: a loop's own folder in the
+    /// configuration's `temporaryDirectory` (see `TransferEngine.isLoopFolderName`). nil: `temporaryDirectory`
+    /// itself (a copy from a content cache, or the state machine's value before the engine says where it lies).
+    package var temporaryFolder: DirectoryHandle?
     package var temporaryName: String
     package var size: Int64
     package var digest: Digest
@@ -276,6 +279,11 @@ package struct DownloadedFile: Sendable, Equatable {
     /// The byte the final download started from when it went on from bytes kept by an earlier attempt or run; nil
     /// when it came whole (people ask why a large file arrived so fast, or so slow).
     package var resumedAt: Int64?
+
+    /// The folder the file lies in, given the engine's `temporaryDirectory`.
+    package func folder(in temporaryDirectory: DirectoryHandle) -> DirectoryHandle {
+        temporaryFolder ?? temporaryDirectory
+    }
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     /// `hasFileMode`: it was created with its entry's mode exactly.

@@ -117,6 +117,11 @@ package final class DirectoryHandle: Sendable {
         name.withCString { unlinkat(descriptor, $0, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
+    /// `unlinkat(2)` of the directory `name`, which must be empty (`ENOTEMPTY` otherwise); nil on success.
+    package func removeEmptyDirectory(_ name: String) -> SystemError? {
+        name.withCString { unlinkat(descriptor, $0, AT_REMOVEDIR) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+    }
+
     /// `mkdirat(2)`: a new directory `name` (one already there, of any kind, is `EEXIST`), its mode narrowed by
     /// the umask; nil on success.
     package func makeDirectory(_ name: String, mode: mode_t) -> SystemError? {
@@ -258,6 +263,11 @@ package final class DirectoryHandle: Sendable {
             }
         }
     }
+}
+
+/// The same open folder (the same descriptor held), not merely the same path.
+extension DirectoryHandle: Equatable {
+    package static func == (lhs: DirectoryHandle, rhs: DirectoryHandle) -> Bool { lhs === rhs }
 }
 
 /// A failed system call on a path: the errno and the path (as shown to the user), and, when haul rather than

@@ -8,6 +8,8 @@ import Synchronization
 package struct CommitRequest: Sendable {
     /// A verified file in the staging folder (the engine's temporary file, by name), closed.
     package var temporaryName: String
+    /// The folder `temporaryName` lies in (a transfer loop's own, in the staging folder); nil: the staging folder.
+    package var folder: DirectoryHandle?
     /// A verified tree that replaces the destination folder whole (see `StagedTree`); nil for a file. When set,
     /// `temporaryName`, `mode`, `hasMode` and `ownership` are not used.
     package var tree: StagedTree?
@@ -19,9 +21,10 @@ package struct CommitRequest: Sendable {
     /// a crash before the state is saved loses no ownership. nil: nothing to journal.
     package var ownership: Ownership?
 
-    package init(temporaryName: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false,
-                ownership: Ownership? = nil) {
+    package init(temporaryName: String, in folder: DirectoryHandle? = nil, destination: DestinationPath, mode: FileMode,
+                 hasMode: Bool = false, ownership: Ownership? = nil) {
         self.temporaryName = temporaryName
+        self.folder = folder
         self.ownership = ownership
         self.destination = destination
         self.mode = mode
@@ -199,7 +202,7 @@ package final class Committer: Sendable {
 
     private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError> {
         let destination = request.destination
-        guard let failed = staging.rename(request.temporaryName, to: destination.fileName, in: folder) else {
+        guard let failed = (request.folder ?? staging).rename(request.temporaryName, to: destination.fileName, in: folder) else {
             guard case .success(let info) = folder.status(of: destination.fileName) else { return .success(Committed(identity: nil)) }
             return .success(Committed(identity: FileIdentity(info)))
         }
@@ -351,7 +354,8 @@ package final class Committer: Sendable {
             }
             // The mode is set on the temporary file so that the destination never appears with wider permissions,
             // and exactly (not narrowed by the umask). The engine usually created the file with it already.
-            if !request.hasMode, let failure = staging.setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName) {
+            if !request.hasMode,
+               let failure = (request.folder ?? staging).setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName) {
                 results[index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: failure.path,
                                                      errno: failure.errno))
                 continue

@@ -37,7 +37,7 @@ package struct Pruner: Sendable {
         }
         for emptied in destination.ancestors where emptied.firstComponent != PrivateArea.name {
             guard case .folder(let parent) = walk.folder(emptied.parent, create: false),
-                  emptied.fileName.withCString({ unlinkat(parent.descriptor, $0, AT_REMOVEDIR) }) == 0 else { break }
+                  parent.removeEmptyDirectory(emptied.fileName) == nil else { break }
         }
         if let failure = folder.synchronize(), failure.errno != ENOENT {
             return .failure(StoreError(operation: "sync the directory of", path: destination.description, errno: failure.errno))

@@ -67,7 +67,7 @@ package struct ScratchDirectory: Sendable {
             guard case .success(let folder) = parent.subdirectory(name) else { continue }
             LifetimeLock.whenAbandoned(lockName, in: folder, ownedByUs: true) {
                 empty(folder)
-                _ = name.withCString { unlinkat(parent.descriptor, $0, AT_REMOVEDIR) }
+                _ = parent.removeEmptyDirectory(name)
             }
         }
     }
@@ -84,7 +84,7 @@ package struct ScratchDirectory: Sendable {
             if case .success(let info) = folder.status(of: name), info.st_mode & S_IFMT == S_IFDIR,
                case .success(let inner) = folder.subdirectory(name) {
                 empty(inner)
-                _ = name.withCString { unlinkat(folder.descriptor, $0, AT_REMOVEDIR) }
+                _ = folder.removeEmptyDirectory(name)
             } else {
                 folder.remove(name)
             }

@@ -58,14 +58,16 @@ package final class StagingArea: Sendable {
     /// old tree not yet removed: `StagedTree.isLeftover`, removed whole without following a symlink), and every
     /// partial whose name is not in `keptPartials` (partials of files the manifest still wants stay, with their
     /// metadata, to be resumed). Only names that `isOwnName` says haul makes (and tree folders named after them)
-    /// are touched: a file someone else put there stays.
+    /// are touched: a file someone else put there stays. The same goes for each folder a transfer loop writes in
+    /// (`isLoopFolder`), which then goes if nothing else is in it.
     /// Only safe while holding the root's `RunLock`: another run's live files would look the same.
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
     /// An unsharded run (which holds every shard's lock) also clears what shards left in their folders.
-    package func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool) {
-        Self.removeOwnFiles(in: temporary, isOwnName: isOwnName, withShardFolders: shard == nil)
-        if shard == nil { Self.removeShardFolderFiles(in: partial, isOwnName: isOwnName) }
+    package func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool,
+                       isLoopFolder: (String) -> Bool) {
+        Self.removeOwnFiles(in: temporary, isOwnName: isOwnName, isLoopFolder: isLoopFolder, withShardFolders: shard == nil)
+        if shard == nil { Self.removeShardFolderFiles(in: partial, isOwnName: isOwnName, isLoopFolder: isLoopFolder) }
         let partials = (partial.names() ?? []).filter(isOwnName)
         guard !partials.isEmpty else { return }
         let kept = keptPartials()
@@ -73,18 +75,19 @@ package final class StagingArea: Sendable {
     }
 
     /// The same when nothing will be fetched, so no partial is wanted: without making folders that are not there.
-    package static func sweepLeftovers(in area: PrivateArea, shard: Shard? = nil, isOwnName: (String) -> Bool) {
+    package static func sweepLeftovers(in area: PrivateArea, shard: Shard? = nil, isOwnName: (String) -> Bool,
+                                       isLoopFolder: (String) -> Bool) {
         for member in [PrivateArea.Member.temporary, .partial] {
             guard case .success(var folder) = area.folder.subdirectory(member.rawValue) else { continue }
             if let shard {
                 guard case .success(let own) = folder.subdirectory(folderName(shard)) else { continue }
                 folder = own
             }
-            removeOwnFiles(in: folder, isOwnName: isOwnName, withShardFolders: shard == nil)
+            removeOwnFiles(in: folder, isOwnName: isOwnName, isLoopFolder: isLoopFolder, withShardFolders: shard == nil)
         }
     }
 
-    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool,
+    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool, isLoopFolder: (String) -> Bool,
                                        withShardFolders: Bool = false) {
         let names = folder.names() ?? []
         for name in names {
@@ -92,18 +95,23 @@ package final class StagingArea: Sendable {
                 folder.remove(name)
             } else if StagedTree.isLeftover(name, isOwnName: isOwnName) {
                 folder.removeTree(name)
+            } else if isLoopFolder(name), case .success(let loopFolder) = folder.subdirectory(name) {
+                removeOwnFiles(in: loopFolder, isOwnName: isOwnName, isLoopFolder: { _ in false })
+                _ = folder.removeEmptyDirectory(name)
             }
         }
-        if withShardFolders { removeShardFolderFiles(in: folder, names: names, isOwnName: isOwnName) }
+        if withShardFolders {
+            removeShardFolderFiles(in: folder, names: names, isOwnName: isOwnName, isLoopFolder: isLoopFolder)
+        }
     }
 
     /// What shards left in their own folders under `folder` (the folders themselves stay: cheap, and a shard
     /// starting meanwhile could be about to use one).
     private static func removeShardFolderFiles(in folder: DirectoryHandle, names: [String]? = nil,
-                                               isOwnName: (String) -> Bool) {
+                                               isOwnName: (String) -> Bool, isLoopFolder: (String) -> Bool) {
         for name in names ?? folder.names() ?? [] where isShardFolderName(name) {
             guard case .success(let shardFolder) = folder.subdirectory(name) else { continue }
-            removeOwnFiles(in: shardFolder, isOwnName: isOwnName)
+            removeOwnFiles(in: shardFolder, isOwnName: isOwnName, isLoopFolder: isLoopFolder)
         }
     }
 
@@ -113,9 +121,11 @@ package final class StagingArea: Sendable {
         return name
     }
 
-    /// A temporary file that will not be committed.
-    package func discard(_ name: String) {
-        temporary.remove(name)
+    /// At the end of a run, once every file staged in them is committed or discarded: the transfer loops' folders
+    /// (`isLoopFolder`) go, so that a run leaves `tmp/` as it found it. One that is not empty stays for the next
+    /// run's sweep.
+    package func removeLoopFolders(isLoopFolder: (String) -> Bool) {
+        for name in temporary.names() ?? [] where isLoopFolder(name) { _ = temporary.removeEmptyDirectory(name) }
     }
 
     /// A staged tree that will not be committed, whole (with any links to carried files a failed commit made in it:

@@ -63,6 +63,47 @@ final class MultiLoopTests: XCTestCase {
         XCTAssertLessThanOrEqual(server.connectionCount, 4, "--per-host holds for the run, not per loop")
     }
 
+    /// With several loops, each creates its files in a folder of its own in the staging folder (`loop-K`), and
+    /// says which: the owner reaches a file by that folder and its name. One loop writes in the staging folder.
+    func testEachLoopStagesInAFolderOfItsOwnAndSaysWhich() throws {
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<40 { files["/f\(i)"] = Array("file \(i)".utf8) }
+        let server = try LoopbackHTTPServer(files: files)
+        defer { server.stop() }
+        let requests = (0..<40).map { request($0, server.url("/f\($0)"), bytes: files["/f\($0)"]!) }
+        let recorder = Recorder()
+        TransferEngine(configuration: configuration(loops: 2, jobs: 4, perHost: 4)).run(requests, delegate: recorder)
+
+        XCTAssertEqual(recorder.results.count, 40)
+        for (id, result) in recorder.results {
+            let file = try XCTUnwrap(try? result.get(), "transfer \(id)")
+            let folder = try XCTUnwrap(file.temporaryFolder, "transfer \(id) says where it lies")
+            XCTAssertTrue([temporary.path + "/loop-1", temporary.path + "/loop-2"].contains(folder.path), folder.path)
+            XCTAssertEqual(file.temporaryPath, folder.displayPath(of: file.temporaryName))
+            XCTAssertEqual(contents(folder.path + "/" + file.temporaryName), files["/f\(id)"], "transfer \(id)")
+        }
+        let staged = try FileManager.default.contentsOfDirectory(atPath: temporary.path)
+        XCTAssertEqual(staged.filter { $0.hasSuffix(".part") }, [], "nothing in the staging folder itself")
+        XCTAssertTrue(staged.allSatisfy(TransferEngine.isLoopFolderName), "\(staged)")
+
+        let single = try TemporaryDirectory()
+        let alone = Recorder()
+        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(single.path), loops: 1))
+            .run([requests[0]], delegate: alone)
+        let file = try XCTUnwrap(try alone.results[0]?.get())
+        XCTAssertEqual(file.temporaryFolder?.path, single.path)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: single.path), [file.temporaryName])
+    }
+
+    func testLoopFolderNamesAreKnownByTheirGrammarOnly() {
+        XCTAssertEqual(TransferEngine.loopFolderName(2), "loop-2")
+        for name in ["loop-1", "loop-2", "loop-16"] { XCTAssertTrue(TransferEngine.isLoopFolderName(name), name) }
+        for name in ["loop-", "loop-0", "loop-01", "loop-1a", "loop-12345", "loops-1", "shard-1-of-2", "1f-2.part"] {
+            XCTAssertFalse(TransferEngine.isLoopFolderName(name), name)
+            XCTAssertFalse(TransferEngine.isStagingName(TransferEngine.loopFolderName(1)))
+        }
+    }
+
     /// The digest-named partial file is one per content: two loops fetching the same content at once must not
     /// write into the same file.
     func testTheSameContentInSeveralLoopsGetsAFileEach() throws {
@@ -100,6 +141,7 @@ final class MultiLoopTests: XCTestCase {
             XCTAssertEqual(failure.attempts.last?.reason, .interrupted, "transfer \(id)")
         }
         XCTAssertEqual(recorder.started.count, 6, "the six that were running, in both loops; the rest never started")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temporary.path), [], "no temporary file is left")
+        let left = try FileManager.default.subpathsOfDirectory(atPath: temporary.path).filter { !TransferEngine.isLoopFolderName($0) }
+        XCTAssertEqual(left, [], "no temporary file is left (the loops' folders stay, to be used again)")
     }
 }

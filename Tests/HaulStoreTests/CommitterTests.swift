@@ -14,7 +14,7 @@ final class CommitterTests: XCTestCase {
         return path
     }
 
-    func testStagingDirectoriesArePrivateAndDiscardOnlyRemovesStagingFiles() throws {
+    func testStagingDirectoriesArePrivate() throws {
         let scratch = try Scratch()
         let root = scratch.at("not-yet/root")
         let staging = try StagingArea(root: root)
@@ -24,14 +24,6 @@ final class CommitterTests: XCTestCase {
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul/partial")), 0o700)
         XCTAssertEqual(permissions(scratch.linkStatus("not-yet/root/.haul")), 0o700)
 
-        let path = try staging.makeTestFile()
-        staging.discard(FileSystemPath.name(path))
-        staging.discard(FileSystemPath.name(path))  // ENOENT is ignored
-        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
-
-        try scratch.write("keep.txt", "mine")
-        staging.discard("../../../keep.txt")
-        XCTAssertEqual(scratch.read("keep.txt"), Array("mine".utf8), "discard must only remove staging files")
     }
 
     /// Temporary files carry their final mode before they are verified: staging folders found open to others

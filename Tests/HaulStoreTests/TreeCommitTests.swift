@@ -14,6 +14,7 @@ final class TreeCommitTests: XCTestCase {
     private let origin = Origin(manifestKey: "haul.yaml")
     /// The engine's form of a staging name (`<run prefix>-<counter>.part`), enough for the sweep's grammar here.
     private let isOwnName: (String) -> Bool = { $0.hasPrefix("1f-") && $0.hasSuffix(".part") }
+    private let isLoopFolder: (String) -> Bool = { $0.hasPrefix("loop-") }
 
     // MARK: - Helpers
 
@@ -303,17 +304,33 @@ final class TreeCommitTests: XCTestCase {
         }
         for kept in ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside"] { XCTAssertEqual(mkdir(tmp + "/" + kept, 0o755), 0) }
         XCTAssertEqual(symlink(outside.at("sentinel"), tmp + "/1f-5.tree"), 0, "a leftover name that is a symlink")
-        staging.sweep(keepingPartials: [], isOwnName: isOwnName)
-        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)), ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside"])
+        // A transfer loop's folder: its own files go; what someone else put there stays, and the folder with it.
+        try writeFile(tmp + "/loop-1/1f-8.part", "staged")
+        try writeFile(tmp + "/loop-1/notes.txt", "mine")
+        try writeFile(tmp + "/other/1f-9.part", "not a loop's folder")
+        staging.sweep(keepingPartials: [], isOwnName: isOwnName, isLoopFolder: isLoopFolder)
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
+                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "loop-1", "other"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/loop-1"), ["notes.txt"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/other"), ["1f-9.part"])
         XCTAssertEqual(snapshot(outside.path), ["sentinel": "dir", "sentinel/precious.txt": "file precious"])
 
-        // The same when nothing is fetched, in a shard's folder too.
+        // The same when nothing is fetched, in a shard's folder and its loops' folders too.
         try writeFile(tmp + "/shard-1-of-2/1f-6.tree/x/y", "member")
+        try writeFile(tmp + "/shard-1-of-2/loop-2/1f-a.part", "staged")
         try writeFile(tmp + "/1f-7.tree/z", "member")
-        StagingArea.sweepLeftovers(in: try PrivateArea.create(root: root), isOwnName: isOwnName)
+        try writeFile(tmp + "/loop-1/1f-b.part", "staged")
+        StagingArea.sweepLeftovers(in: try PrivateArea.create(root: root), isOwnName: isOwnName, isLoopFolder: isLoopFolder)
         XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
-                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2"])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/shard-1-of-2"), [])
+                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2", "loop-1", "other"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/shard-1-of-2"), [], "an emptied loop folder goes")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/loop-1"), ["notes.txt"])
+
+        // At the end of a run: the loops' folders that are empty go, the others stay for the next sweep.
+        XCTAssertEqual(mkdir(tmp + "/loop-3", 0o700), 0)
+        staging.removeLoopFolders(isLoopFolder: isLoopFolder)
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
+                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2", "loop-1", "other"])
     }
 
     func testATreeFolderIsNamedAfterItsDownloadAndKnownByTheSameGrammar() {

@@ -244,10 +244,12 @@ public enum RootInspection {
         return problems
     }
 
-    /// Regular files in `.haul/tmp` and `.haul/partial` (partials' `.meta` files left out): bytes in flight.
+    /// Regular files in `.haul/tmp` (and its transfer loops' folders, `loop-K`) and `.haul/partial` (partials'
+    /// `.meta` files left out): bytes in flight.
     public static func stagedFiles(root: String) -> [(name: String, size: Int64)] {
         var files: [(name: String, size: Int64)] = []
-        for folder in ["tmp", "partial"] {
+        let loopFolders = entries(of: root + "/.haul/tmp").filter { $0.hasPrefix("loop-") }.map { "tmp/" + $0 }
+        for folder in ["tmp", "partial"] + loopFolders {
             let directory = root + "/.haul/" + folder
             for name in entries(of: directory) where !name.hasSuffix(".meta") && !name.hasSuffix(".meta.new") {
                 var info = stat()
