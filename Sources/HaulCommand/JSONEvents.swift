@@ -27,6 +27,35 @@ package enum JSONValue: Sendable, Equatable {
         return out
     }
 
+    /// The object `members`, the member `key` being the array `items`, encoded exactly as `encoded()` would, but
+    /// handed to `emit` in pieces of about `pieceBytes` as the items are encoded: a plan of a million entries is an
+    /// event of about 100 MB, which is never held whole, nor are its items as values.
+    package static func encodeObject(_ members: [(String, JSONValue)], streamingArray key: String,
+                                     items: some Sequence<JSONValue>, pieceBytes: Int = 64 << 10,
+                                     emit: (String) -> Void) {
+        var out = "{"
+        for (index, (name, value)) in members.enumerated() {
+            if index > 0 { out += "," }
+            quote(name, into: &out)
+            out += ":"
+            guard name == key else {
+                value.encode(into: &out)
+                continue
+            }
+            out += "["
+            for (position, item) in items.enumerated() {
+                if position > 0 { out += "," }
+                item.encode(into: &out)
+                if out.utf8.count >= pieceBytes {
+                    emit(out)
+                    out = ""
+                }
+            }
+            out += "]"
+        }
+        emit(out + "}")
+    }
+
     private func encode(into out: inout String) {
         switch self {
         case .string(let text): Self.quote(text, into: &out)
@@ -116,13 +145,26 @@ package enum JSONEvents {
                  ("exit_status", .int(Int64(exitStatus)))])
     }
 
-    package static func plan(_ plan: Plan) -> JSONValue {
-        var changes: [JSONValue] = []
-        for (index, planned) in zip(plan.actions.indices, plan.entries) {
+    /// The `plan` event, in pieces (`JSONValue.encodeObject`): one line however many entries change.
+    package static func plan(_ plan: Plan, emit: (String) -> Void) {
+        let tally = plan.tally
+        let fields: [(String, JSONValue)] = [
+            ("event", .string("plan")), ("version", .int(schemaVersion)), ("changes", .array([])),
+            ("download", .int(Int64(tally.downloads.count))), ("replace", .int(Int64(tally.replacements.count))),
+            ("revalidate", .int(Int64(tally.revalidations))), ("prune", .int(Int64(tally.deletions))),
+            ("blocked", .int(Int64(tally.refusals))), ("up_to_date", .int(Int64(tally.upToDate))),
+            ("bytes", .int(tally.knownBytesToFetch)),
+        ]
+        JSONValue.encodeObject(fields + shardFields(plan), streamingArray: "changes", items: changes(of: plan), emit: emit)
+    }
+
+    /// What each entry that changes (or could) and each prune candidate becomes in the plan, made as it is read.
+    private static func changes(of plan: Plan) -> some Sequence<JSONValue> {
+        let entries = zip(plan.actions.indices, plan.entries).lazy.compactMap { index, planned -> JSONValue? in
             let action: String
             var reason: String?
             switch planned.action {
-            case .keep, .fresh: continue
+            case .keep, .fresh: return nil
             case .fetch(.missing): action = "download"
             case .fetch(let why):
                 action = "replace"
@@ -136,28 +178,20 @@ package enum JSONEvents {
                                                  ("action", .string(action)), ("reason", .string(reason)),
                                                  ("size", .int(planned.entry.size))]
             if plan.fromCache?.contains(index) == true { fields.append(("from_cache", .bool(true))) }
-            changes.append(.object(fields))
+            return .object(fields)
         }
-        for prune in plan.prunes {
+        let prunes = plan.prunes.lazy.compactMap { prune -> JSONValue? in
             switch prune.action {
             case .delete:
-                changes.append(.object([("dest", .string(prune.destination.description)), ("action", .string("prune")),
-                                        ("reason", .null), ("size", .null)]))
+                .object([("dest", .string(prune.destination.description)), ("action", .string("prune")),
+                         ("reason", .null), ("size", .null)])
             case .keep(let why):
-                changes.append(.object([("dest", .string(prune.destination.description)), ("action", .string("keep")),
-                                        ("reason", .string(why)), ("size", .null)]))
-            case .forget: continue
+                .object([("dest", .string(prune.destination.description)), ("action", .string("keep")),
+                         ("reason", .string(why)), ("size", .null)])
+            case .forget: nil
             }
         }
-        let tally = plan.tally
-        let fields: [(String, JSONValue)] = [
-            ("event", .string("plan")), ("version", .int(schemaVersion)), ("changes", .array(changes)),
-            ("download", .int(Int64(tally.downloads.count))), ("replace", .int(Int64(tally.replacements.count))),
-            ("revalidate", .int(Int64(tally.revalidations))), ("prune", .int(Int64(tally.deletions))),
-            ("blocked", .int(Int64(tally.refusals))), ("up_to_date", .int(Int64(tally.upToDate))),
-            ("bytes", .int(tally.knownBytesToFetch)),
-        ]
-        return .object(fields + shardFields(plan))
+        return [AnySequence(entries), AnySequence(prunes)].joined()
     }
 
     /// `rewrittenFrom`: the manifest's URL (display form) when the config rewrote it into `source`; the event then

@@ -31,7 +31,10 @@ final class JSONReporter: RunReporter, Sendable {
 
     func warning(_ text: String) { emit(JSONEvents.warning(dest: nil, message: text)) }
 
-    func plan(_ plan: Plan, acting: Bool) { emit(JSONEvents.plan(plan)) }
+    /// Written as it is encoded (`Output.line(inPieces:)`): one line, never held whole.
+    func plan(_ plan: Plan, acting: Bool) {
+        Output.line(inPieces: { emit in JSONEvents.plan(plan) { emit(TerminalText($0)) } })
+    }
 
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
         emit(JSONEvents.summary(result, exitStatus: exitStatus, interruptedBy: signal))

@@ -91,17 +91,32 @@ enum Output {
 
     static func flushLog() { write([], to: STDOUT_FILENO) }
 
+    /// One stdout line written in the pieces `produce` hands over, as they come, and no other line between them:
+    /// for a line too large to hold whole (`--json`'s plan of a million entries). A piece must not hold a newline.
+    static func line(inPieces produce: ((TerminalText) -> Void) -> Void) {
+        live.withLock { region in
+            writeHeldLines(above: region)
+            produce { writeAbove(region, $0.rendered, to: STDOUT_FILENO) }
+            writeAbove(region, "\n", to: STDOUT_FILENO)
+        }
+    }
+
     private static let heldLimit = 64 * 1024
 
     private static func write(_ lines: [TerminalText], to descriptor: Int32) {
         live.withLock { region in
-            let pending = held.withLock { held in
-                defer { held = "" }
-                return held
-            }
-            if !pending.isEmpty { writeAbove(region, pending, to: STDOUT_FILENO) }
+            writeHeldLines(above: region)
             if !lines.isEmpty { writeAbove(region, lines.map(\.rendered).joined(separator: "\n") + "\n", to: descriptor) }
         }
+    }
+
+    /// What `logLines` held back, first: the order of everything printed is kept.
+    private static func writeHeldLines(above region: LiveRegion?) {
+        let pending = held.withLock { held in
+            defer { held = "" }
+            return held
+        }
+        if !pending.isEmpty { writeAbove(region, pending, to: STDOUT_FILENO) }
     }
 
     /// Writes `text`, above the live view if one is shown where it goes.

@@ -1,5 +1,6 @@
 import Foundation
 import HaulDigest
+import HaulCommand
 import HaulTestSupport
 import Synchronization
 import XCTest
@@ -130,6 +131,43 @@ final class JSONEventsTests: XCTestCase {
             XCTAssertEqual(events[1]["file"] as? String, "haul.yaml")
             XCTAssertEqual(events[1]["message"] as? String, "expected 64 hex digits, found 3")
         }
+    }
+
+    /// An object with a large array, encoded in pieces as its items come: the pieces joined are exactly the
+    /// object's whole encoding, and none holds much more than the size asked for (one item over it at most).
+    func testAnObjectEncodedInPiecesIsTheSameTextAsWhole() {
+        let items = (0..<500).map { JSONValue.object([("dest", .string("d\($0)/\u{1B}é\"q")), ("size", .int(Int64($0)))]) }
+        let members: [(String, JSONValue)] = [("event", .string("plan")), ("changes", .array(items)), ("bytes", .int(7))]
+        for (pieceBytes, array) in [(256, items), (1 << 20, items), (256, [])] {
+            var pieces: [String] = []
+            JSONValue.encodeObject(members.map { $0.0 == "changes" ? ($0.0, .array([])) : $0 }, streamingArray: "changes",
+                                   items: array, pieceBytes: pieceBytes) { pieces.append($0) }
+            let whole = JSONValue.object(members.map { $0.0 == "changes" ? ($0.0, .array(array)) : $0 }).encoded()
+            XCTAssertEqual(pieces.joined(), whole, "pieces of \(pieceBytes) bytes")
+            XCTAssertTrue(pieces.allSatisfy { $0.utf8.count < pieceBytes + 100 }, "\(pieces.map(\.utf8.count))")
+            if pieceBytes == 256, !array.isEmpty { XCTAssertGreaterThan(pieces.count, 10) }
+        }
+    }
+
+    /// A plan too large to hold whole is still one `plan` event on one line, every change in it.
+    func testALargePlanIsOneEventOnOneLine() throws {
+        let count = 20_000
+        var yaml = "version: 1\nfiles:\n"
+        for index in 0..<count {
+            yaml += "  - {url: \"http://127.0.0.1:9/f\(index)\", dest: \"d/f\(index).bin\", sha256: \(String(repeating: "ab", count: 32))}\n"
+        }
+        try directory.write("haul.yaml", yaml)
+        let plan = try HaulProcess.run(["plan", "--json"], currentDirectory: directory.path)
+        XCTAssertEqual(plan.exitCode, 2, plan.stderr)
+        let lines = plan.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        XCTAssertEqual(lines.count, 2, "one line and its newline")
+        XCTAssertGreaterThan(lines[0].utf8.count, 10 * (64 << 10), "larger than many pieces")
+        let events = try events(plan.stdout)
+        XCTAssertEqual(events.count, 1)
+        let changes = try XCTUnwrap(events[0]["changes"] as? [[String: Any]])
+        XCTAssertEqual(changes.count, count)
+        XCTAssertEqual(changes.map { $0["dest"] as? String }, (0..<count).map { "d/f\($0).bin" })
+        XCTAssertEqual(events[0]["download"] as? Int, count)
     }
 
     func testPlanAndANoOpSyncInJSON() throws {

@@ -41,7 +41,7 @@ final class ManifestLimitsCommandTests: XCTestCase {
         try directory.write("one.yaml", manifest(entries: 1))
         // The kernel's peak for a child this test spawns starts at the test's own (it is spawned with vfork, and
         // the peak carries over exec): plan is forked from a small python instead, which reports its peak.
-        func plan(_ file: String) throws -> (result: ProcessResult, peak: Int) {
+        func plan(_ file: String, _ options: [String] = []) throws -> (result: ProcessResult, peak: Int) {
             let script = """
                 import os, sys
                 pid = os.fork()
@@ -51,7 +51,7 @@ final class ManifestLimitsCommandTests: XCTestCase {
                 sys.stderr.write(f"peak {usage.ru_maxrss}\\n")
                 sys.exit(os.waitstatus_to_exitcode(status))
                 """
-            let result = try ProcessRunner.run("/usr/bin/python3", ["-c", script, HaulProcess.executablePath, "plan", file],
+            let result = try ProcessRunner.run("/usr/bin/python3", ["-c", script, HaulProcess.executablePath, "plan", file] + options,
                                                currentDirectory: directory.path)
             let kibibytes = try XCTUnwrap(result.stderr.split(separator: "\n").last.flatMap { Int($0.dropFirst(5)) },
                                           result.stderr)
@@ -65,6 +65,17 @@ final class ManifestLimitsCommandTests: XCTestCase {
         let perByte = Double(planned.peak - startUp.peak) / Double(large.utf8.count)
         XCTAssertLessThanOrEqual(perByte, 4.0,
                                  "plan of 100,000 entries: \(planned.peak >> 20) MiB, start-up \(startUp.peak >> 20) MiB")
+
+        // `--json`: the plan is one event of 100,000 changes, written as it is encoded, never held whole.
+        let events = try plan("large.yaml", ["--json"])
+        XCTAssertEqual(events.result.exitCode, 2, events.result.stderr)
+        XCTAssertTrue(events.result.stdout.hasPrefix("{\"event\":\"plan\""), String(events.result.stdout.prefix(100)))
+        XCTAssertTrue(events.result.stdout.hasSuffix(",\"download\":100000,\"replace\":0,\"revalidate\":0,\"prune\":0,"
+                                                     + "\"blocked\":0,\"up_to_date\":0,\"bytes\":1638400000}\n"),
+                      String(events.result.stdout.suffix(150)))
+        let jsonPerByte = Double(events.peak - startUp.peak) / Double(large.utf8.count)
+        XCTAssertLessThanOrEqual(jsonPerByte, 4.0,
+                                 "plan --json of 100,000 entries: \(events.peak >> 20) MiB, start-up \(startUp.peak >> 20) MiB")
     }
 
     // MARK: Manifests without a folder of their own
