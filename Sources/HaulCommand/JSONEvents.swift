@@ -92,6 +92,16 @@ package enum JSONValue: Sendable, Equatable {
     private static func quote(_ text: String, into out: inout String) {
         out += "\""
         var commands = TerminalText.readByWorkflowRunner ? WorkflowCommandScan(atLineStart: false) : nil
+        // Nearly every string (a destination, a URL) holds nothing to escape: one pass over its bytes, and it is
+        // appended whole. Scalar by scalar, `plan --json` of a million entries took 6.9 s instead of 5.5.
+        guard text.utf8.contains(where: { byte in
+            byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || TerminalText.mayStartEscapedScalar(byte)
+                || (commands != nil && WorkflowCommandScan.mayStart(byte))
+        }) else {
+            out += text
+            out += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             let completesCommand = commands?.completesCommand(scalar) ?? false
             switch scalar {

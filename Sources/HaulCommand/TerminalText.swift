@@ -105,7 +105,7 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
 
     /// A UTF-8 byte that is such a scalar or may begin one: below 0x20, DEL, 0xC2 (C1 controls), 0xD8 (U+061C),
     /// 0xE2 (the other bidi controls, the separators). A false positive only costs the exact pass.
-    private static func mayStartEscapedScalar(_ byte: UInt8) -> Bool {
+    static func mayStartEscapedScalar(_ byte: UInt8) -> Bool {
         byte < 0x20 || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2
     }
 

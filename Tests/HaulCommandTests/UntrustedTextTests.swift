@@ -177,5 +177,11 @@ final class UntrustedTextTests: XCTestCase {
         XCTAssertEqual(("error: \("a\rb")" as TerminalText).rendered, #"error: a\rb"#)
         // JSON: the same scalars as JSON escapes, everything else (a backslash escaped as JSON wants) as it is.
         XCTAssertEqual(JSONValue.string("a\u{1B}\u{7F}\u{85}\u{202E}é\\").encoded(), #""a\u001b\u007f\u0085\u202eé\\""#)
+        // Each escape alone, without a control beside it to send the string down the scalar-by-scalar path.
+        XCTAssertEqual(JSONValue.string(#"say "hi""#).encoded(), #""say \"hi\"""#)
+        XCTAssertEqual(JSONValue.string(#"C:\dir"#).encoded(), #""C:\\dir""#)
+        XCTAssertEqual(JSONValue.string("data/é/文件.bin?a=1&b=#2").encoded(), #""data/é/文件.bin?a=1&b=#2""#)
+        XCTAssertEqual(JSONValue.string("x\u{2028}y\u{61C}z").encoded(), #""x\u2028y\u061cz""#)
+        XCTAssertEqual(JSONValue.string("").encoded(), #""""#)
     }
 }
