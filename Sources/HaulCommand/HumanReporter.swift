@@ -90,16 +90,13 @@ final class HumanReporter: RunReporter, Sendable {
             var shown = plan
             // A sync says unproven records as a warning, with or without changes (`Sync.unprovenNote`): not twice.
             if acting { shown.unproven = [] }
-            // Written a thousand lines at a time: a million changes are never held as text all at once.
-            var chunk: [TerminalText] = []
-            HumanReport.planLines(shown, sources: sources, members: verbose) { line in
-                chunk.append(colourStdout ? paintPlanLine(line) : TerminalText(line))
-                if chunk.count == 1000 {
-                    Output.lines(chunk)
-                    chunk.removeAll(keepingCapacity: true)
+            // Written as it is worded: a million changes are never held as text all at once.
+            Output.stream { emit in
+                HumanReport.planLines(shown, sources: sources, members: verbose) { line in
+                    emit(colourStdout ? paintPlanLine(line) : TerminalText(line))
+                    emit(.lineEnd)
                 }
             }
-            if !chunk.isEmpty { Output.lines(chunk) }
         }
         guard acting, let tracker else { return }
         let transfers = tracker.update { model, _ in

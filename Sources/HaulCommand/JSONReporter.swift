@@ -31,9 +31,12 @@ final class JSONReporter: RunReporter, Sendable {
 
     func warning(_ text: String) { emit(JSONEvents.warning(dest: nil, message: text)) }
 
-    /// Written as it is encoded (`Output.line(inPieces:)`): one line, never held whole.
+    /// Written as it is encoded (`Output.stream`): one line, never held whole.
     func plan(_ plan: Plan, acting: Bool) {
-        Output.line(inPieces: { emit in JSONEvents.plan(plan) { emit(TerminalText($0)) } })
+        Output.stream { emit in
+            JSONEvents.plan(plan) { emit(TerminalText($0)) }
+            emit(.lineEnd)
+        }
     }
 
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {

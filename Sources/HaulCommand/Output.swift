@@ -91,15 +91,24 @@ enum Output {
 
     static func flushLog() { write([], to: STDOUT_FILENO) }
 
-    /// One stdout line written in the pieces `produce` hands over, as they come, and no other line between them:
-    /// for a line too large to hold whole (`--json`'s plan of a million entries). A piece must not hold a newline.
-    static func line(inPieces produce: ((TerminalText) -> Void) -> Void) {
+    /// Stdout text too large to hold whole (a plan of a million changes, `--json`'s plan event), written as
+    /// `produce` hands it over, in writes of about `streamedWrite` bytes, with no other output between its pieces.
+    /// A piece is part of a line; `TerminalText.lineEnd` ends one.
+    static func stream(_ produce: ((TerminalText) -> Void) -> Void) {
         live.withLock { region in
             writeHeldLines(above: region)
-            produce { writeAbove(region, $0.rendered, to: STDOUT_FILENO) }
-            writeAbove(region, "\n", to: STDOUT_FILENO)
+            var pending = ""
+            produce { piece in
+                pending += piece.rendered
+                guard pending.utf8.count >= streamedWrite else { return }
+                writeAbove(region, pending, to: STDOUT_FILENO)
+                pending = ""
+            }
+            if !pending.isEmpty { writeAbove(region, pending, to: STDOUT_FILENO) }
         }
     }
+
+    private static let streamedWrite = 64 * 1024
 
     private static let heldLimit = 64 * 1024
 

@@ -54,6 +54,9 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
         self.rendered = rendered
     }
 
+    /// The end of a line, for output written in pieces (`Output.stream`).
+    package static let lineEnd = TerminalText(rendered: "\n")
+
     package var description: String { rendered }
 
     /// `text` (escaped) in an SGR colour, reset after it: a colour that leaks past its word would paint the rest of

@@ -202,12 +202,15 @@ package final class Committer: Sendable {
 
     private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError> {
         let destination = request.destination
-        guard let failed = (request.folder ?? staging).rename(request.temporaryName, to: destination.fileName, in: folder) else {
+        guard let failed = stagedIn(request).rename(request.temporaryName, to: destination.fileName, in: folder) else {
             guard case .success(let info) = folder.status(of: destination.fileName) else { return .success(Committed(identity: nil)) }
             return .success(Committed(identity: FileIdentity(info)))
         }
         return .failure(renameFailure(failed.errno, destination))
     }
+
+    /// The folder a request's file was staged in.
+    private func stagedIn(_ request: CommitRequest) -> DirectoryHandle { request.folder ?? staging }
 
     /// `detail`, or the words a few errnos need beyond strerror's.
     private func renameFailure(_ code: Int32, _ destination: DestinationPath, detail: String? = nil) -> StoreError {
@@ -354,8 +357,7 @@ package final class Committer: Sendable {
             }
             // The mode is set on the temporary file so that the destination never appears with wider permissions,
             // and exactly (not narrowed by the umask). The engine usually created the file with it already.
-            if !request.hasMode,
-               let failure = (request.folder ?? staging).setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName) {
+            if !request.hasMode, let failure = stagedIn(request).setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName) {
                 results[index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: failure.path,
                                                      errno: failure.errno))
                 continue
