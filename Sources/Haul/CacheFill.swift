@@ -28,15 +28,26 @@ final class CacheSession: Sendable {
     private let namePrefix = String(UInt64.random(in: 1...UInt64.max), radix: 16)
     /// The process's umask, read once: copies are created with their entry's mode, as the engine creates downloads.
     private let umask = ProcessUmask.read()
+    /// For a head start's cache (`Prefetched`): how each file in it was downloaded by this run. A copy is then
+    /// delivered as that download, not as a cache hit. Empty for a `--cache`.
+    private let downloads: [Digest: DownloadedFile]
 
     /// Bytes each filling thread reads at a time: a small file is one read, and a large one few enough syscalls
     /// that hashing dominates.
     static let bufferSize = 1 << 20
 
-    private init(cache: ContentCache, observer: SyncObserver?, copiers: Int) {
+    private init(cache: ContentCache, observer: SyncObserver?, copiers: Int, downloads: [Digest: DownloadedFile] = [:]) {
         self.cache = cache
         self.observer = observer
         self.copiers = max(1, copiers)
+        self.downloads = downloads
+    }
+
+    /// What a head start downloaded, put in place by `fill` as it would be from a cache, silently (a file that
+    /// fails its check is downloaded again, as if the head start had never had it), and never added to.
+    static func prefetched(_ prefetched: Prefetched, descriptors: DescriptorBudget) -> CacheSession {
+        CacheSession(cache: prefetched.kept.cache, observer: nil, copiers: descriptors.cacheCopiers,
+                     downloads: prefetched.downloads)
     }
 
     /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all, or is a
@@ -69,9 +80,10 @@ final class CacheSession: Sendable {
     /// is not copied; the entry is downloaded, under the same limit).
     func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, maxFileSize: Int64,
               cancellation: Cancellation?, deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
-        // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
-        let candidates = plan.fromCache.map { hits in fetches.filter(hits.contains) }
-            ?? fetches.filter { Self.mayServe(plan, $0) }
+        let candidates = downloads.isEmpty
+            // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
+            ? plan.fromCache.map { hits in fetches.filter(hits.contains) } ?? fetches.filter { Self.mayServe(plan, $0) }
+            : fetches.filter { Self.mayServe(plan, $0) && plan.files[$0].checksum.map { downloads[$0.digest] != nil } == true }
         guard !candidates.isEmpty else { return fetches }
         let unusable = Atomic<Bool>(false)
         // Chunks of 16 keep the shared counter off a 100,000-file fill; a handful of large files must still be
@@ -93,8 +105,15 @@ final class CacheSession: Sendable {
             } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
             switch hit {
             case .copied(let size, let hasMode):
-                deliver(index, .fromCache(temporaryPath: staging.temporary.displayPath(of: name), temporaryName: name,
-                                          size: size, digest: digest, cachePath: cache.path, hasFileMode: hasMode))
+                let path = staging.temporary.displayPath(of: name)
+                guard var download = downloads[digest] else {
+                    deliver(index, .fromCache(temporaryPath: path, temporaryName: name, size: size, digest: digest,
+                                              cachePath: cache.path, hasFileMode: hasMode))
+                    return true
+                }
+                (download.temporaryPath, download.temporaryName, download.temporaryFolder) = (path, name, nil)
+                (download.size, download.hasFileMode) = (size, hasMode)
+                deliver(index, download)
                 return true
             case .missing:
                 return false

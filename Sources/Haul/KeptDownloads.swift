@@ -12,7 +12,7 @@ import HaulStore
 /// the root itself.
 package final class KeptDownloads: Sendable {
     let folder: ScratchDirectory
-    private let cache: ContentCache
+    let cache: ContentCache
     /// The cache inside `folder`: a folder of its own, since a cache holds nothing but what a cache makes.
     private static let cacheName = "cache"
 
@@ -21,8 +21,9 @@ package final class KeptDownloads: Sendable {
         self.cache = cache
     }
 
-    package static func make() throws(StoreError) -> KeptDownloads {
-        let folder = try ScratchDirectory.make(prefix: "haul-add")
+    /// `prefix`: the folder's name before its random part, one per kind of user (`haul add`, a sync's `HeadStart`).
+    package static func make(prefix: String = "haul-add") throws(StoreError) -> KeptDownloads {
+        let folder = try ScratchDirectory.make(prefix: prefix)
         // Made a cache (marked) while it is empty: the sync that places the files uses it as one.
         switch ContentCache.open(folder.path + "/" + cacheName, create: true) {
         case .success(let cache): return KeptDownloads(folder: folder, cache: cache)

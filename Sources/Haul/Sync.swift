@@ -148,11 +148,13 @@ package struct Sync: Sendable {
     /// saves the state. A failed entry leaves its destination as it was; the others go on. `observation` must be
     /// `.exclusive`: the run lock is what makes clearing what earlier, interrupted runs left in haul's private
     /// area safe.
+    /// `prefetched`: what a `HeadStart` downloaded while the manifest was read, put in place before the engine runs.
     package func apply(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
-                       cancellation: Cancellation? = nil) -> SyncResult {
+                       cancellation: Cancellation? = nil, prefetched: Prefetched? = nil) -> SyncResult {
         let started = MonotonicClock.seconds()
         SettledRun.forgetIfChanging(plan, manifest, observation)
-        var result = transfer(plan, observed: observation, observer: observer, cancellation: cancellation)
+        var result = transfer(plan, observed: observation, observer: observer, cancellation: cancellation,
+                              prefetched: prefetched)
         if cancellation?.isCancelled != true {
             closeDurabilityGaps(observation, &result, observer: observer)
             result.prunes = prune(plan, observed: observation, observer: observer)

@@ -13,7 +13,7 @@ import Synchronization
 /// fetching the same thing), and verified files become commits, in batches, off the transfer threads.
 extension Sync {
     func transfer(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
-                  cancellation: Cancellation?) -> SyncResult {
+                  cancellation: Cancellation?, prefetched: Prefetched?) -> SyncResult {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         outcomes.reserveCapacity(plan.actions.count)
@@ -76,11 +76,17 @@ extension Sync {
                 maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
                 startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond,
                 connection: options.connection))
-            // Hits first, committed as they are copied; the engine gets what the cache could not serve.
-            let downloads = cache?.fill(plan, fetches: fetches, staging: staging, startsWriteback: options.durability == .full,
-                                        maxFileSize: options.maxFileSize, cancellation: cancellation) {
-                execution.transfer($0, didProduce: .finished(.success($1)))
-            } ?? fetches
+            // Hits first, committed as they are copied (a head start's downloads, then the cache's); the engine gets
+            // what neither could serve.
+            let startsWriteback = options.durability == .full
+            let fill = { (session: CacheSession, fetches: [Int]) in
+                session.fill(plan, fetches: fetches, staging: staging, startsWriteback: startsWriteback,
+                             maxFileSize: options.maxFileSize, cancellation: cancellation) {
+                    execution.transfer($0, didProduce: .finished(.success($1)))
+                }
+            }
+            let early = prefetched.map { fill(CacheSession.prefetched($0, descriptors: options.descriptors), fetches) } ?? fetches
+            let downloads = cache.map { fill($0, early) } ?? early
             let groups = Self.shareGroups(plan, fetches: downloads)
             engine.run(count: groups.leaders.count, request: { [self, groups] in
                             let index = groups.leaders[$0]
@@ -166,17 +172,22 @@ extension Sync {
         return (leaders, sharers)
     }
 
-    /// Headers go with `url` only: a mirror is another party and gets none of them. A revalidation asks
-    /// conditionally only the source that delivered the copy on disk; its validators mean nothing elsewhere.
-    /// The config's rewrites apply here, to fetched entries only (`URLRewriter` says which source gets headers).
     func transferRequest(for planned: PlannedEntry, id: Int, record: StateRecord?) -> TransferRequest {
-        let entry = planned.entry
-        let fields = HeaderRules.merge(defaults: entry.headers, entry: options.commandLineHeaders)
+        options.request(for: planned.entry, id: id, conditionalOn: planned.action == .revalidate ? record?.origin : nil)
+    }
+}
+
+extension SyncOptions {
+    /// The engine's request for `entry`. Headers go with `url` only: a mirror is another party and gets none of
+    /// them. A revalidation (`origin`: the record of the copy on disk) asks conditionally only the source that
+    /// delivered that copy; its validators mean nothing elsewhere. The config's rewrites apply here, to fetched
+    /// entries only (`URLRewriter` says which source gets headers).
+    func request(for entry: FileEntry, id: Int, conditionalOn origin: Origin?) -> TransferRequest {
+        let fields = HeaderRules.merge(defaults: entry.headers, entry: commandLineHeaders)
         let headers = fields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
         let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
-            + options.commandLineHeaders.map(\.value.expanded).filter { !$0.isEmpty }
-        let origin = planned.action == .revalidate ? record?.origin : nil
-        let sources = options.rewrites.sources(of: entry).map { place in
+            + commandLineHeaders.map(\.value.expanded).filter { !$0.isEmpty }
+        let sources = rewrites.sources(of: entry).map { place in
             // A mirror's own headers go to it as written, not to a rewrite of it (another origin).
             let mirrorFields = place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorHeaders.count
                 ? entry.mirrorHeaders[place.original - 1] : []
@@ -194,13 +205,13 @@ extension Sync {
             if let origin, origin.sourceKey == source.key {
                 source.conditional = HTTPValidators(etag: origin.etag, lastModified: origin.lastModified)
             }
-            return source.authenticated(by: options.netrc)
+            return source.authenticated(by: netrc)
         }
         var request = TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
-                                      expectedSize: entry.size, retries: options.retries ?? entry.retries,
-                                      stallTimeout: options.stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
+                                      expectedSize: entry.size, retries: retries ?? entry.retries,
+                                      stallTimeout: stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
         request.alternativeDigests = entry.checksum?.alternatives ?? []
-        request.transientStatuses = options.transientStatuses.union(entry.retryOn)
+        request.transientStatuses = transientStatuses.union(entry.retryOn)
         return request
     }
 }

@@ -280,14 +280,31 @@ extension SyncFlags {
         }
     }
 
+    /// A `HeadStart` for a sync of `input`, when it is large enough to be worth one, with the options the command
+    /// line alone gives (the manifest's `netrc:` is not known yet); nil when not, or when those options are wrong
+    /// (the sync proper then says why).
+    func headStart(for input: ManifestInput, rewrites: URLRewriter) -> HeadStart? {
+        guard input.size >= HeadStart.minimumManifestBytes else { return nil }
+        do {
+            var options = try transferOptions.syncOptions(prune: false, rewrites: rewrites, cacheDirectory: cacheOptions.directory(),
+                                                          entries: input.size / 100, warning: { _ in })
+            options.shard = try sharding.resolved()
+            options.netrc = try netrcOptions.credentials(manifestWants: false)
+            try requestOptions.apply(to: &options)
+            guard let root = ManifestFingerprint.declaredRoot(input, environment: Environment.current) else { return nil }
+            return HeadStart.begin(options: options, root: root)
+        } catch {
+            return nil
+        }
+    }
+
     /// Reads and validates the manifest; on failure prints every diagnostic and exits 3.
     func load() throws -> Manifest { try load(read(), fingerprinting: false) }
 
-    /// Reads the manifest's bytes; on failure prints why and exits 3. `hashing`: for a sync, whose check and load
-    /// both need the bytes' digest (`ManifestInput.init`).
-    func read(hashing: Bool = false) throws -> ManifestInput {
+    /// Opens the manifest (a file is read by each pass that needs it); on failure prints why and exits 3.
+    func read() throws -> ManifestInput {
         do {
-            return try ManifestLoader.read(path: manifestOptions.manifest, root: manifestOptions.root, hashing: hashing)
+            return try ManifestLoader.read(path: manifestOptions.manifest, root: manifestOptions.root)
         } catch {
             throw refuse(error)
         }
@@ -295,11 +312,11 @@ extension SyncFlags {
 
     /// Validates what `read` read; on failure prints every diagnostic and exits 3. `fingerprinting`: for a sync that
     /// may record a settled snapshot (`ManifestLoader.load`).
-    func load(_ input: ManifestInput, fingerprinting: Bool) throws -> Manifest {
+    func load(_ input: ManifestInput, fingerprinting: Bool, early: EarlyEntries.Handler? = nil) throws -> Manifest {
         do {
             let manifest = try ManifestLoader.load(input, environment: Environment.current,
                                                    commandLineHeaders: requestOptions.standInHeaderNames,
-                                                   fingerprinting: fingerprinting)
+                                                   fingerprinting: fingerprinting, early: early)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest
@@ -396,7 +413,7 @@ struct SyncCommand: ManifestCommand {
         let dryRun = flags.run.dryRun
         let rewrites = try flags.configOptions.rewrites()
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
-        let input = try flags.read(hashing: !dryRun)
+        let input = try flags.read()
         if let verdict = try flags.settled(input, holder: dryRun ? nil : holder, listsPlan: dryRun, rewrites: rewrites) {
             let reporter = flags.makeReporter(rewrites: rewrites)
             reporter.plan(verdict.plan, acting: !dryRun)
@@ -405,7 +422,10 @@ struct SyncCommand: ManifestCommand {
                              interruptedBy: nil)
             return withExtendedLifetime(verdict) {}
         }
-        let manifest = try flags.load(input, fingerprinting: !dryRun)
+        // Downloads begin while a large manifest is read; none is put in place unless the manifest is valid.
+        let headStart = dryRun ? nil : flags.headStart(for: input, rewrites: rewrites)
+        defer { headStart?.abandon() }
+        let manifest = try flags.load(input, fingerprinting: !dryRun, early: headStart.map { headStart in { headStart.offer($0) } })
         try flags.policy.enforce(on: manifest)
         let reporter = flags.makeReporter(rewrites: rewrites)
         var options = try flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites,
@@ -425,11 +445,14 @@ struct SyncCommand: ManifestCommand {
                                                       rehash: flags.run.rehash)
         if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
         var plan = sync.plan(observation)
+        let prefetched = headStart?.finish()
         plan.fromCache = sync.cacheHits(plan)
         reporter.plan(plan, acting: !dryRun)
         guard !dryRun else { return keepUntilExit(observation, plan) }
         interrupts.beginChanging()
-        let result = sync.apply(plan, observed: observation, observer: reporter, cancellation: cancellation)
+        let result = sync.apply(plan, observed: observation, observer: reporter, cancellation: cancellation,
+                                prefetched: prefetched)
+        prefetched?.remove()
         let status = interrupts.exitStatus ?? result.exitStatus.rawValue
         reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
         keepUntilExit(observation, result)

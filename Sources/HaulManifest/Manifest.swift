@@ -42,6 +42,14 @@ package struct Manifest: Sendable {
     package static let supportedVersions: [Int] = [1]
 }
 
+/// Entries of a manifest still being read, each valid on its own, handed out as the reader streams them: a sync of a
+/// large manifest starts downloads for them before the manifest as a whole is known to be valid (`HeadStart`).
+/// Nothing here is final: `defaults:` are not applied yet, and a later entry may clash with one of these.
+/// The handler returns whether it wants more.
+package enum EarlyEntries {
+    package typealias Handler = ([FileEntry]) -> Bool
+}
+
 /// One `files:` entry with the `defaults:` already applied.
 package struct FileEntry: Sendable {
     /// Position in `files:` (0-based), as in `files[3]` of messages.

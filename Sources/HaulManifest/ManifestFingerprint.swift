@@ -20,29 +20,22 @@ package struct ManifestInput: Sendable {
     package let path: String?
     /// `--root`, resolved: replaces the manifest's `root`.
     package let overridingRoot: String?
-    /// SHA-256 of the text when it was hashed at once (`hashing`).
-    private let hashed: Digest?
 
-    /// Text already read. `hashing`: hash it now, for a run that will need its digest twice (a sync: the settled
-    /// fast path's check, then the load's fingerprint); other runs hash only when asked (a `plan` of a root with no
-    /// snapshot never asks).
-    package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?,
-                 hashing: Bool = false) {
-        self.init(content: .bytes(bytes), fileName: fileName, directory: directory, path: path,
-                  overridingRoot: overridingRoot, hashing: hashing)
+    /// Text already read: standard input, or a caller's.
+    package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?) {
+        self.init(content: .bytes(bytes), fileName: fileName, directory: directory, path: path, overridingRoot: overridingRoot)
     }
 
-    init(content: Content, fileName: String, directory: String, path: String?, overridingRoot: String?, hashing: Bool) {
+    init(content: Content, fileName: String, directory: String, path: String?, overridingRoot: String?) {
         self.content = content
         self.fileName = fileName
         self.directory = directory
         self.path = path
         self.overridingRoot = overridingRoot
-        hashed = hashing && path != nil ? Self.digest(of: content) : nil
     }
 
     /// The text's size in bytes (for a file, as it was when opened).
-    var size: Int {
+    package var size: Int {
         switch content {
         case .file(let file): file.size
         case .bytes(let bytes): bytes.count
@@ -57,17 +50,14 @@ package struct ManifestInput: Sendable {
         }
     }
 
-    /// SHA-256 of the text; nil without a `path` (no later run reads such input again), or when the file cannot be
-    /// read to its end.
+    /// SHA-256 of the text, read for it (the settled check's pass: a run that validates hashes the text its
+    /// validation reads instead); nil without a `path` (no later run reads such input again), or when the file
+    /// cannot be read to its end.
     var bytesDigest: Digest? {
         guard path != nil else { return nil }
-        return hashed ?? Self.digest(of: content)
-    }
-
-    private static func digest(of content: Content) -> Digest? {
         switch content {
-        case .file(let file): file.reading(hashing: true).digest()
-        case .bytes(let bytes): StreamingHasher.digest(bytes, algorithm: .sha256)
+        case .file(let file): return file.reading(hashing: true).digest()
+        case .bytes(let bytes): return StreamingHasher.digest(bytes, algorithm: .sha256)
         }
     }
 }

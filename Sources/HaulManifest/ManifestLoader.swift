@@ -35,8 +35,7 @@ package enum ManifestLoader {
 
     /// The manifest and where it came from, not yet validated: a run that settled this manifest before
     /// looks no further (`ManifestFingerprint`); `load(_:environment:commandLineHeaders:)` validates them.
-    /// `hashing`: see `ManifestInput.init`.
-    package static func read(path: String, root: String? = nil, hashing: Bool = false) throws(ManifestError) -> ManifestInput {
+    package static func read(path: String, root: String? = nil) throws(ManifestError) -> ManifestInput {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
         let failure = { (message: String) in
@@ -49,7 +48,7 @@ package enum ManifestLoader {
                 PathRules.resolve(root, against: root.hasPrefix("/") ? "/" : try currentDirectory())
             }
             return ManifestInput(content: source.content, fileName: fileName, directory: source.directory,
-                                 path: source.ownPath, overridingRoot: overridingRoot, hashing: hashing)
+                                 path: source.ownPath, overridingRoot: overridingRoot)
         } catch {
             throw failure(error.message)
         }
@@ -57,13 +56,14 @@ package enum ManifestLoader {
 
     /// Validates what `read` read. With `fingerprinting`, a manifest read from its own file gets its `fingerprint`
     /// (what a sync records a settled snapshot under; a command that records none need not hash the bytes).
+    /// `early`: told the entries as they are read (`EarlyEntries`), on this thread.
     package static func load(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String> = [],
-                             fingerprinting: Bool = true) throws(ManifestError) -> Manifest {
+                             fingerprinting: Bool = true, early: EarlyEntries.Handler? = nil) throws(ManifestError) -> Manifest {
         // The pass that validates hashes what it reads: the fingerprint is that of the text validated.
         let source = input.source(hashing: fingerprinting)
         var manifest = try parse(source, size: input.size, fileName: input.fileName, manifestDirectory: input.directory,
                                  environment: environment, pipelined: input.size >= ReadingPipeline.minimumBytes,
-                                 commandLineHeaders: commandLineHeaders)
+                                 commandLineHeaders: commandLineHeaders, early: early)
         if let overridingRoot = input.overridingRoot { manifest.root = overridingRoot }
         if fingerprinting {
             let validated: Digest? = if case .file(let reading) = source { reading.digest() } else { nil }
@@ -82,15 +82,16 @@ package enum ManifestLoader {
 
     /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
     static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
-                      pipelined: Bool, commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
+                      pipelined: Bool, commandLineHeaders: Set<String> = [],
+                      early: EarlyEntries.Handler? = nil) throws(ManifestError) -> Manifest {
         try parse(.bytes(bytes), size: bytes.count, fileName: fileName, manifestDirectory: manifestDirectory,
-                  environment: environment, pipelined: pipelined, commandLineHeaders: commandLineHeaders)
+                  environment: environment, pipelined: pipelined, commandLineHeaders: commandLineHeaders, early: early)
     }
 
     /// `size`: the text's size in bytes (a file's, as it was opened), which sizes the model's tables.
     private static func parse(_ source: YAMLSource, size: Int, fileName: String, manifestDirectory: String,
-                              environment: [String: String], pipelined: Bool,
-                              commandLineHeaders: Set<String>) throws(ManifestError) -> Manifest {
+                              environment: [String: String], pipelined: Bool, commandLineHeaders: Set<String>,
+                              early: EarlyEntries.Handler? = nil) throws(ManifestError) -> Manifest {
         guard size <= maximumBytes else {
             throw ManifestError(diagnostics: [
                 Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: tooLarge),
@@ -105,6 +106,7 @@ package enum ManifestLoader {
                                           environment: environment, expectedEntries: size / 100,
                                           expansionBudget: maximumBytes - size,
                                           commandLineHeaders: Set(commandLineHeaders.map(HeaderRules.canonicalName)))
+        validator.early = early
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
         let document = pipelined

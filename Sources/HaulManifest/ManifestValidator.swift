@@ -82,6 +82,8 @@ struct ManifestValidator: YAMLEntrySink {
     /// The variables a `${VAR}` named, set or not: with the manifest's bytes, all that validation read of the
     /// environment (`ManifestFingerprint`).
     private var consultedVariables: Set<String> = []
+    /// Told each streamed batch's entries that are valid on their own (see `EarlyEntries`); nil once it declines.
+    var early: EarlyEntries.Handler?
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused. `expansionBudget`: the bytes expansions may add.
@@ -269,7 +271,10 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// Validates `files:` items as the reader streams them.
     mutating func consume(items: [YAMLItem], in document: YAMLDocument) {
+        let first = entries.count
         for item in items { consume(item: item.node, index: item.index, in: document) }
+        // A copy, not a slice: a slice alive on another thread would make the next append copy every entry.
+        if let early, entries.count > first, !early(Array(entries[first...])) { self.early = nil }
     }
 
     /// Validates one `files:` item (from the reader's stream, or from `parseFiles`).

@@ -74,7 +74,9 @@ final class ManifestFingerprintTests: XCTestCase {
         let path = try write(manifest)
         let original = try fingerprint(path, environment)
 
-        let hashedFirst = try ManifestLoader.read(path: path, hashing: true)
+        let hashedFirst = try ManifestLoader.read(path: path)
+        XCTAssertEqual(ManifestFingerprint.of(hashedFirst, variables: ["DATA", "HOST"], environment: environment,
+                                              commandLineHeaders: []), original)
         _ = try write(edited)
         let rewritten = try ManifestLoader.load(hashedFirst, environment: environment)
         XCTAssertEqual(rewritten.files.map(\.destination.description), ["b.bin"])
@@ -82,7 +84,9 @@ final class ManifestFingerprintTests: XCTestCase {
         XCTAssertNotEqual(rewritten.fingerprint, original)
 
         _ = try write(manifest)
-        let opened = try ManifestLoader.read(path: path, hashing: true)
+        let opened = try ManifestLoader.read(path: path)
+        XCTAssertEqual(ManifestFingerprint.of(opened, variables: ["DATA", "HOST"], environment: environment,
+                                              commandLineHeaders: []), original)
         let replacement = try write(edited, to: "project/replacement.yaml")
         XCTAssertEqual(rename(replacement, path), 0)
         let kept = try ManifestLoader.load(opened, environment: environment)

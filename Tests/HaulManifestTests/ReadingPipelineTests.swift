@@ -45,6 +45,34 @@ final class ReadingPipelineTests: XCTestCase {
         XCTAssertEqual(manifest.files.map(\.destination.description), (0..<Self.entryCount).map { "assets/\($0 / 100)/\($0).bin" })
     }
 
+    /// What a sync's head start is told while the manifest is read (`EarlyEntries`): each entry valid on its own,
+    /// once, in order, a batch at a time, before the manifest as a whole is judged (an invalid one included: the
+    /// caller must put nothing in place until it is); and nothing more once the handler declines.
+    func testEarlyEntriesComeInOrderBeforeTheManifestIsJudged() throws {
+        let broken = 5
+        let bytes = Self.manifest { $0 == broken ? "  - {url: \"https://example.com/x\", dest: ../x}\n" : nil }
+        for pipelined in [false, true] {
+            var batches: [[FileEntry]] = []
+            XCTAssertThrowsError(try ManifestLoader.parse(bytes: bytes, fileName: Fixture.fileName, manifestDirectory: Fixture.directory,
+                                                          environment: [:], pipelined: pipelined) {
+                batches.append($0)
+                return true
+            })
+            XCTAssertGreaterThan(batches.count, 1, "\(pipelined)")
+            XCTAssertEqual(batches.joined().map(\.index), (0..<Self.entryCount).filter { $0 != broken })
+            XCTAssertEqual(batches.joined().map(\.destination.description),
+                           (0..<Self.entryCount).filter { $0 != broken }.map { "assets/\($0 / 100)/\($0).bin" })
+
+            var offers = 0
+            _ = try? ManifestLoader.parse(bytes: bytes, fileName: Fixture.fileName, manifestDirectory: Fixture.directory,
+                                          environment: [:], pipelined: pipelined) { _ in
+                offers += 1
+                return false
+            }
+            XCTAssertEqual(offers, 1, "\(pipelined)")
+        }
+    }
+
     func testTopLevelKeysAfterTheEntriesStillCount() throws {
         let bytes = Self.manifest(head: "files:\n", tail: "root: out\nversion: 1\ndefaults: {retries: 7}\n")
         let manifest = try assertSameEitherWay(bytes).result.get()
