@@ -6,7 +6,7 @@
 #
 #   benchmarks/streaming-start.sh HAUL [HAUL ...]        SIZES="100000 1000000" RUNS=5 WORK=/dev/shm
 #
-# A loopback server notes when each run's first request arrives and answers 404; the run is then killed.
+# A loopback server (Python) notes when each run's first request arrives and serves what the entries pin.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || { sed -n '2,9p' "$0" >&2; exit 2; }

@@ -8,7 +8,8 @@
    `curl --parallel -K` of a config file listing the same URLs and outputs (the peer: it also has to read its list).
 2. For the largest size, the same manifest with its last entry broken: the time each build takes to refuse it
    (exit 3), how many requests reached the server first, and whether anything was left in the root or in $TMPDIR.
-The server answers every request 404, and each run is killed once its first request has arrived.
+The server answers each entry's URL with the 256 bytes the entry pins; each run of 1. is killed once its first
+request has arrived.
 """
 import hashlib
 import http.server
@@ -45,9 +46,12 @@ class Server:
                     if outer.first is None:
                         outer.first = time.perf_counter()
                 outer.arrived.set()
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
+                name = self.path.rsplit("/file-", 1)[-1].removesuffix(".bin")
+                body = body_of(int(name)) if name.isdigit() else None
+                self.send_response(200 if body else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
                 self.end_headers()
+                self.wfile.write(body or b"")
 
             def log_message(self, *args):
                 pass
@@ -67,14 +71,19 @@ class Server:
         self.arrived.clear()
 
 
+def body_of(index):
+    """What the server answers for entry `index`: 256 bytes, which its entry pins."""
+    return f"{index:0256d}".encode()
+
+
 def write_inputs(folder, n, base, broken=False):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "haul.yaml"), "w") as manifest, open(os.path.join(folder, "curl.cfg"), "w") as config:
         manifest.write("version: 1\nroot: out\nfiles:\n")
         for index in range(n):
             path = f"data/{index // 1000:04d}/file-{index:07d}.bin"
-            digest = "broken" if broken and index == n - 1 else hashlib.sha256(str(index).encode()).hexdigest()
-            manifest.write(f"  - url: {base}/{path}\n    dest: {path}\n    sha256: {digest}\n    size: 16384\n")
+            digest = "broken" if broken and index == n - 1 else hashlib.sha256(body_of(index)).hexdigest()
+            manifest.write(f"  - url: {base}/{path}\n    dest: {path}\n    sha256: {digest}\n    size: 256\n")
             config.write(f'url = "{base}/{path}"\noutput = "out/{path}"\n')
 
 
