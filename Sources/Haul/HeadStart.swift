@@ -19,10 +19,10 @@ import Synchronization
 /// by the next one if the run is killed.
 ///
 /// It takes only pinned entries with a `size` (the budget counts it) and no `extract`, whose destination is
-/// missing under the root named so far (so an unchanged tree is not downloaded again while its manifest is read),
-/// in this run's shard, and not in the `--cache` (whose hits need no download). Each is tried once, from its own
-/// sources only; at its first failure of any kind (say a 401 for want of `defaults:` headers) the head start stops,
-/// and the sync proper does everything as it would have.
+/// missing under the root as guessed before validation (so an unchanged tree is not downloaded again while its
+/// manifest is read), in this run's shard, and not in the `--cache` (whose hits need no download). Each is tried
+/// once, from its own sources only; at its first failure of any kind (say a 401 for want of `defaults:` headers)
+/// the head start stops, and the sync proper does everything as it would have.
 package final class HeadStart: Sendable {
     /// Smaller manifests are read in under a tenth of a second (about 5,000 entries): nothing to win.
     package static let minimumManifestBytes = 1 << 20
@@ -44,7 +44,7 @@ package final class HeadStart: Sendable {
 
     private let kept: KeptDownloads
     private let options: SyncOptions
-    /// Where destinations are looked for: the root as far as it is known before validation.
+    /// Where destinations are looked for (`ManifestFingerprint.declaredRoot`).
     private let root: String
     private let userCache: ContentCache?
     private let feed = Mutex(Feed())
