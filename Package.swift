@@ -49,7 +49,10 @@ let package = Package(
         .testTarget(name: "HaulArchiveTests", dependencies: ["HaulArchive", "HaulManifest", "HaulDigest", "HaulFileSystem",
                                                              "HaulTestSupport"]),
         .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),
+        // The fast tier is every test target but this one, whose tests run the built `haul` (scripts/test-fast.sh).
         .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest", "HaulManifest"]),
+        .testTarget(name: "HaulCommandValueTests", dependencies: ["HaulCommand", "Haul", "HaulDigest", "HaulEngine", "HaulManifest",
+                                                                  "HaulPlanner"]),
     ],
     swiftLanguageModes: [.v6]
 )

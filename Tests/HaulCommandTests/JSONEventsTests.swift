@@ -133,22 +133,6 @@ final class JSONEventsTests: XCTestCase {
         }
     }
 
-    /// An object with a large array, encoded in pieces as its items come: the pieces joined are exactly the
-    /// object's whole encoding, and none holds much more than the size asked for (one item over it at most).
-    func testAnObjectEncodedInPiecesIsTheSameTextAsWhole() {
-        let items = (0..<500).map { JSONValue.object([("dest", .string("d\($0)/\u{1B}é\"q")), ("size", .int(Int64($0)))]) }
-        let members: [(String, JSONValue)] = [("event", .string("plan")), ("changes", .array(items)), ("bytes", .int(7))]
-        for (pieceBytes, array) in [(256, items), (1 << 20, items), (256, [])] {
-            var pieces: [String] = []
-            JSONValue.encodeObject(members.map { $0.0 == "changes" ? ($0.0, .array([])) : $0 }, streamingArray: "changes",
-                                   items: array, pieceBytes: pieceBytes) { pieces.append($0) }
-            let whole = JSONValue.object(members.map { $0.0 == "changes" ? ($0.0, .array(array)) : $0 }).encoded()
-            XCTAssertEqual(pieces.joined(), whole, "pieces of \(pieceBytes) bytes")
-            XCTAssertTrue(pieces.allSatisfy { $0.utf8.count < pieceBytes + 100 }, "\(pieces.map(\.utf8.count))")
-            if pieceBytes == 256, !array.isEmpty { XCTAssertGreaterThan(pieces.count, 10) }
-        }
-    }
-
     /// A plan too large to hold whole is still one `plan` event on one line, every change in it.
     func testALargePlanIsOneEventOnOneLine() throws {
         let count = 20_000

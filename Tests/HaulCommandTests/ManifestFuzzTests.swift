@@ -4,17 +4,28 @@ import HaulDigest
 import HaulTestSupport
 import XCTest
 
-/// Thousands of mutated manifests through the real binary, from a fixed seed (a failure is reproducible by its
-/// number): haul must answer each with one of the statuses it documents, within a memory ceiling, and leave
-/// everything outside its root exactly as it was, however the manifest tries to reach out (`..`, absolute
-/// paths, symlinked folders, `.haul`, huge or deeply nested values, control bytes).
+/// Hundreds of mutated manifests through the real binary: haul must answer each with one of the statuses it
+/// documents, within a memory ceiling, and leave everything outside its root exactly as it was, however the
+/// manifest tries to reach out (`..`, absolute paths, symlinked folders, `.haul`, huge or deeply nested values,
+/// control bytes).
+///
+/// Two sets each run: a fixed one (the same manifests every time, from one seed) and one from a seed of its own
+/// (`HAUL_FUZZ_SEED`, hexadecimal, else the clock's), so that runs explore different manifests over time. A
+/// failure names the seed and the manifest's number; `HAUL_FUZZ_SEED=<seed>` runs that set again.
 ///
 /// Root is pinned by a quoted `root:` line before the mutated text (a second `root:` is a duplicate key, and
 /// nothing can continue a quoted scalar), so whatever the mutations do, the tree a sync may write is known.
 final class ManifestFuzzTests: XCTestCase {
-    private static let seed: UInt64 = 0x6861_756C_2D66_757A  // "haul-fuz"
-    private static let syncs = 1000
-    private static let plans = 1000
+    private static let fixedSeed: UInt64 = 0x6861_756C_2D66_757A  // "haul-fuz"
+    /// Per set: as many `plan`s again follow the `sync`s.
+    private static let syncs = 150
+    /// The rotating set's seed: `HAUL_FUZZ_SEED`, else the clock's nanoseconds.
+    private static var rotatingSeed: UInt64 {
+        if let text = ProcessInfo.processInfo.environment["HAUL_FUZZ_SEED"], let seed = UInt64(text, radix: 16) { return seed }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_007 &+ UInt64(now.tv_nsec)
+    }
     /// Far above what any of these manifests needs (a few MiB), far below what a runaway would take.
     private static let memoryLimitKiB = 1 << 20
 
@@ -33,9 +44,16 @@ final class ManifestFuzzTests: XCTestCase {
         defer { server.stop() }
         let seeds = Self.seedManifests(server: server, bodies: bodies)
 
-        var generator = SplitMix(seed: Self.seed)
         var outsideRoot = Self.snapshotOutsideRoot(sandbox: sandbox.path)
-        for number in 0..<(Self.syncs + Self.plans) {
+        for seed in [Self.fixedSeed, Self.rotatingSeed] {
+            try fuzz(seed: seed, seeds: seeds, work: work, sandbox: sandbox, outsideRoot: &outsideRoot)
+        }
+    }
+
+    private func fuzz(seed: UInt64, seeds: [String], work: String, sandbox: TemporaryDirectory,
+                      outsideRoot: inout TreeSnapshot) throws {
+        var generator = SplitMix(seed: seed)
+        for number in 0..<(2 * Self.syncs) {
             let command = number < Self.syncs ? "sync" : "plan"
             let seedText = seeds[Int(generator.next() % UInt64(seeds.count))]
             let mutated = Self.mutate(Array(seedText.utf8), rounds: 1 + Int(generator.next() % 4), using: &generator)
@@ -47,7 +65,7 @@ final class ManifestFuzzTests: XCTestCase {
                             command, "haul.yaml", "--progress", "none"] + (command == "sync" ? ["--jobs", "4"] : []),
                 currentDirectory: work, timeout: 60)
             let allowed: Set<Int32> = command == "sync" ? [0, 1, 3] : [0, 2, 3]
-            let description = "manifest #\(number) (\(command)): exit \(result.exitCode)\n\(String(decoding: manifest, as: UTF8.self))\n--- stderr ---\n\(result.stderr.prefix(2000))"
+            let description = "seed \(String(seed, radix: 16)), manifest #\(number) (\(command)): exit \(result.exitCode)\n\(String(decoding: manifest, as: UTF8.self))\n--- stderr ---\n\(result.stderr.prefix(2000))"
             XCTAssertTrue(allowed.contains(result.exitCode), description)
             if result.exitCode == 3 {
                 XCTAssertTrue(result.stderr.contains("error:"), "a refused manifest says why: \(description)")

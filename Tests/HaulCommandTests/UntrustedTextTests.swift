@@ -160,28 +160,4 @@ final class UntrustedTextTests: XCTestCase {
         XCTAssertTrue(shown.contains("error: \(goneName.shown): \(server.url("/gone")): HTTP 404"), history)
         XCTAssertFalse(shown.contains { $0.hasPrefix("error: FAKE") || $0.hasPrefix("error: red") }, history)
     }
-
-    // MARK: The one place names become text
-
-    func testEscapingNotation() {
-        XCTAssertEqual(TerminalText.escaping("plain/name.txt"), "plain/name.txt")
-        XCTAssertEqual(TerminalText.escaping("café/データ.csv"), "café/データ.csv", "printable non-ASCII stays as it is")
-        XCTAssertEqual(TerminalText.escaping("a\u{1B}[31mb\nc\r\td\u{7F}e\u{0}"), #"a\u{1b}[31mb\nc\r\td\u{7f}e\u{0}"#)
-        XCTAssertEqual(TerminalText.escaping("\u{85}\u{9B}\u{202A}\u{202E}\u{2066}\u{2069}\u{200F}\u{61C}"),
-                       #"\u{85}\u{9b}\u{202a}\u{202e}\u{2066}\u{2069}\u{200f}\u{61c}"#)
-        XCTAssertEqual(TerminalText.escaping(#"back\slash"#), #"back\slash"#, "a backslash is shown as itself")
-        XCTAssertEqual(ProgressFormatting.displayName("a\u{1B}[2Jb"), #"a\u{1b}[2Jb"#)
-        XCTAssertEqual(ProgressFormatting.heartbeatLine(name: "bidi-\u{202E}txt.exe", done: 1, total: nil, rate: nil),
-                       #"still fetching bidi-\u{202e}txt.exe: 1 B, 0 B/s"#)
-        XCTAssertEqual(TerminalText("x\ny").rendered, #"x\ny"#)
-        XCTAssertEqual(("error: \("a\rb")" as TerminalText).rendered, #"error: a\rb"#)
-        // JSON: the same scalars as JSON escapes, everything else (a backslash escaped as JSON wants) as it is.
-        XCTAssertEqual(JSONValue.string("a\u{1B}\u{7F}\u{85}\u{202E}é\\").encoded(), #""a\u001b\u007f\u0085\u202eé\\""#)
-        // Each escape alone, without a control beside it to send the string down the scalar-by-scalar path.
-        XCTAssertEqual(JSONValue.string(#"say "hi""#).encoded(), #""say \"hi\"""#)
-        XCTAssertEqual(JSONValue.string(#"C:\dir"#).encoded(), #""C:\\dir""#)
-        XCTAssertEqual(JSONValue.string("data/é/文件.bin?a=1&b=#2").encoded(), #""data/é/文件.bin?a=1&b=#2""#)
-        XCTAssertEqual(JSONValue.string("x\u{2028}y\u{61C}z").encoded(), #""x\u2028y\u061cz""#)
-        XCTAssertEqual(JSONValue.string("").encoded(), #""""#)
-    }
 }
