@@ -196,9 +196,14 @@ final class AddCommandTests: XCTestCase {
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
+        // Until the first bytes are in the temporary file.
+        let landed = {
+            let files = (try? FileManager.default.subpathsOfDirectory(atPath: self.directory.path("tmp"))) ?? []
+            return files.contains { $0.hasSuffix(".part") && (self.directory.read("tmp/" + $0)?.isEmpty == false) }
+        }
         let deadline = Date().addingTimeInterval(10)
-        while server.requests.isEmpty && Date() < deadline { usleep(10_000) }
-        usleep(300_000)  // let the first bytes land in the temporary file
+        while !landed() && Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(landed())
         XCTAssertEqual(directory.list("tmp").count, 1, "the download goes to a private directory under $TMPDIR")
         kill(process.processIdentifier, SIGINT)
         XCTAssertEqual(exited.wait(timeout: .now() + 10), .success, "haul stops promptly")
