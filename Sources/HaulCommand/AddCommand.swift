@@ -684,7 +684,7 @@ struct AddCommand: ParsableCommand {
 
     /// The errors of an edited text that did not load, each with its key path but without its line and column:
     /// those point into a text that was never written, not into the file the user has.
-    static func withoutPositions(_ error: ManifestError) -> [String] {
+    static func withoutPositions(_ error: DiagnosticsError) -> [String] {
         error.diagnostics.filter { $0.severity == .error }.map { "\($0.keyPath.map { "\($0): " } ?? "")\($0.message)" }
     }
 
@@ -801,7 +801,7 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The manifest's text read as sync reads the file, in this environment.
-    func parseManifest(_ bytes: [UInt8]) throws(ManifestError) -> Manifest {
+    func parseManifest(_ bytes: [UInt8]) throws(DiagnosticsError) -> Manifest {
         try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current,
                                  commandLineHeaders: requestOptions.standInHeaderNames)
     }

@@ -326,7 +326,7 @@ extension SyncFlags {
     }
 
     /// An invalid manifest said every way the run reports, and its exit status.
-    private func refuse(_ error: ManifestError) -> ExitCode {
+    private func refuse(_ error: DiagnosticsError) -> ExitCode {
         Output.errors(error.lines.map { TerminalText($0) })
         report(error.diagnostics)
         if let problem = reporting.gitHub?.invalidManifest(error.diagnostics, manifest: manifestName) { warn(problem) }

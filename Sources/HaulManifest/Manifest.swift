@@ -486,15 +486,20 @@ package struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Every error found in a manifest, in file order (the first 50 of them, with how many more). Thrown only when at
-/// least one has severity `.error`.
-package struct ManifestError: Error, Sendable, CustomStringConvertible {
+/// Every error found in a file haul reads, a manifest or a config file, compiler-style and in file order (the first
+/// 50 of them, with how many more). Thrown only when at least one has severity `.error`.
+package struct DiagnosticsError: Error, Sendable, CustomStringConvertible {
     package var diagnostics: [Diagnostic]
     /// Findings beyond those in `diagnostics`, counted but not kept.
     package var omitted: Int
     package init(diagnostics: [Diagnostic], omitted: Int = 0) {
         self.diagnostics = diagnostics
         self.omitted = omitted
+    }
+
+    /// One error about the file as a whole (it cannot be read, it is too large), at no place in it.
+    init(file: String, message: String) {
+        self.init(diagnostics: [Diagnostic(severity: .error, file: file, location: nil, keyPath: nil, message: message)])
     }
 
     /// As printed: one line per diagnostic, then how many more there were.

@@ -29,18 +29,16 @@ package enum ManifestLoader {
     /// `commandLineHeaders`: the names of the `-H` headers, which stand in for the manifest's of the same name: one
     /// of those whose `${VAR}` is unset is no error, since its value would never be sent.
     package static func load(path: String, environment: [String: String], root: String? = nil,
-                             commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
+                             commandLineHeaders: Set<String> = []) throws(DiagnosticsError) -> Manifest {
         try load(read(path: path, root: root), environment: environment, commandLineHeaders: commandLineHeaders)
     }
 
     /// The manifest and where it came from, not yet validated: a run that settled this manifest before
     /// looks no further (`ManifestFingerprint`); `load(_:environment:commandLineHeaders:)` validates them.
-    package static func read(path: String, root: String? = nil) throws(ManifestError) -> ManifestInput {
+    package static func read(path: String, root: String? = nil) throws(DiagnosticsError) -> ManifestInput {
         let isStandardInput = path == standardInputPath
         let fileName = isStandardInput ? standardInputName : path
-        let failure = { (message: String) in
-            ManifestError(diagnostics: [Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: message)])
-        }
+        let failure = { (message: String) in DiagnosticsError(file: fileName, message: message) }
         if let root, root.isEmpty || root.utf8.contains(0) { throw failure("--root: expected a folder path") }
         do throws(ReadFailure) {
             let source = try ManifestSource.read(isStandardInput ? nil : path)
@@ -58,7 +56,7 @@ package enum ManifestLoader {
     /// (what a sync records a settled snapshot under; a command that records none need not hash the bytes).
     /// `early`: told the entries as they are read (`EarlyEntries`), on this thread.
     package static func load(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String> = [],
-                             fingerprinting: Bool = true, early: EarlyEntries.Handler? = nil) throws(ManifestError) -> Manifest {
+                             fingerprinting: Bool = true, early: EarlyEntries.Handler? = nil) throws(DiagnosticsError) -> Manifest {
         // The pass that validates hashes what it reads: the fingerprint is that of the text validated.
         let source = input.source(hashing: fingerprinting)
         var manifest = try parse(source, size: input.size, fileName: input.fileName, manifestDirectory: input.directory,
@@ -75,7 +73,7 @@ package enum ManifestLoader {
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
     package static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
-                             environment: [String: String], commandLineHeaders: Set<String> = []) throws(ManifestError) -> Manifest {
+                             environment: [String: String], commandLineHeaders: Set<String> = []) throws(DiagnosticsError) -> Manifest {
         try parse(bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,
                   pipelined: bytes.count >= ReadingPipeline.minimumBytes, commandLineHeaders: commandLineHeaders)
     }
@@ -83,7 +81,7 @@ package enum ManifestLoader {
     /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
     static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
                       pipelined: Bool, commandLineHeaders: Set<String> = [],
-                      early: EarlyEntries.Handler? = nil) throws(ManifestError) -> Manifest {
+                      early: EarlyEntries.Handler? = nil) throws(DiagnosticsError) -> Manifest {
         try parse(.bytes(bytes), size: bytes.count, fileName: fileName, manifestDirectory: manifestDirectory,
                   environment: environment, pipelined: pipelined, commandLineHeaders: commandLineHeaders, early: early)
     }
@@ -91,12 +89,8 @@ package enum ManifestLoader {
     /// `size`: the text's size in bytes (a file's, as it was opened), which sizes the model's tables.
     private static func parse(_ source: YAMLSource, size: Int, fileName: String, manifestDirectory: String,
                               environment: [String: String], pipelined: Bool, commandLineHeaders: Set<String>,
-                              early: EarlyEntries.Handler? = nil) throws(ManifestError) -> Manifest {
-        guard size <= maximumBytes else {
-            throw ManifestError(diagnostics: [
-                Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: tooLarge),
-            ])
-        }
+                              early: EarlyEntries.Handler? = nil) throws(DiagnosticsError) -> Manifest {
+        guard size <= maximumBytes else { throw DiagnosticsError(file: fileName, message: tooLarge) }
         var directory = manifestDirectory
         if !directory.hasPrefix("/"), let cwd = try? currentDirectory() {
             directory = cwd + "/" + directory
@@ -114,12 +108,12 @@ package enum ManifestLoader {
             : YAMLReader.read(source, diagnostics: &readerDiagnostics, sink: &validator)
         guard let document else {
             // A syntax error (or no document at all): what the entries said about a half-read file is beside the point.
-            throw ManifestError(diagnostics: readerDiagnostics.inFileOrder, omitted: readerDiagnostics.omittedCount)
+            throw DiagnosticsError(diagnostics: readerDiagnostics.inFileOrder, omitted: readerDiagnostics.omittedCount)
         }
         validator.absorb(readerDiagnostics)
         guard let manifest = validator.validate(document) else {
             let findings = validator.allFindings
-            throw ManifestError(diagnostics: findings.inFileOrder, omitted: findings.omittedCount)
+            throw DiagnosticsError(diagnostics: findings.inFileOrder, omitted: findings.omittedCount)
         }
         return manifest
     }

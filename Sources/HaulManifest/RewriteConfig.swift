@@ -46,22 +46,22 @@ package struct RewriteConfig: Sendable {
     static let ruleKeys = ["prefix", "regex", "to", "fallback", "headers"]
 
     /// Reads `location`'s file. A missing file is no config unless the user named it (`--config`, `HAUL_CONFIG`).
-    package static func load(_ location: ConfigLocation) throws(RewriteConfigError) -> RewriteConfig {
+    package static func load(_ location: ConfigLocation) throws(DiagnosticsError) -> RewriteConfig {
         let bytes: [UInt8]
         switch readFile(location.path) {
         case .success(let read):
             bytes = read
         case .failure(let failure):
             if failure.isMissing, !location.required { return .empty }
-            throw RewriteConfigError(file: location.path, message: failure.message)
+            throw DiagnosticsError(file: location.path, message: failure.message)
         }
         return try parse(bytes: bytes, fileName: location.path)
     }
 
     /// Parses and checks every rule; on failure, every problem at once, each with its line and column.
-    package static func parse(bytes: [UInt8], fileName: String) throws(RewriteConfigError) -> RewriteConfig {
+    package static func parse(bytes: [UInt8], fileName: String) throws(DiagnosticsError) -> RewriteConfig {
         guard bytes.count <= maximumBytes else {
-            throw RewriteConfigError(file: fileName, message: "the config file is larger than 1 MiB")
+            throw DiagnosticsError(file: fileName, message: "the config file is larger than 1 MiB")
         }
         var diagnostics = DiagnosticCollector(file: fileName)
         var sink = IgnoringSink()
@@ -70,12 +70,12 @@ package struct RewriteConfig: Sendable {
             if diagnostics.errorCount == 1, diagnostics.inFileOrder.first?.message == YAMLReader.emptyDocumentMessage {
                 return RewriteConfig(file: fileName)
             }
-            throw RewriteConfigError(diagnostics: diagnostics.inFileOrder, omitted: diagnostics.omittedCount)
+            throw DiagnosticsError(diagnostics: diagnostics.inFileOrder, omitted: diagnostics.omittedCount)
         }
         var reader = ConfigReader(document: document, diagnostics: diagnostics)
         let rules = reader.read()
         guard !reader.diagnostics.hasErrors else {
-            throw RewriteConfigError(diagnostics: reader.diagnostics.inFileOrder, omitted: reader.diagnostics.omittedCount)
+            throw DiagnosticsError(diagnostics: reader.diagnostics.inFileOrder, omitted: reader.diagnostics.omittedCount)
         }
         return RewriteConfig(file: fileName, rules: rules)
     }
@@ -118,24 +118,6 @@ package struct ConfigLocation: Sendable, Equatable {
         if let named = environment["HAUL_CONFIG"], !named.isEmpty { return ConfigLocation(path: named, required: true) }
         return BaseDirectory.config.path("haul/config.yaml", environment: environment).map { ConfigLocation(path: $0, required: false) }
     }
-}
-
-/// Every problem found in a config file, compiler-style (`config.yaml:3:9: error: rewrites[0].to: …`).
-package struct RewriteConfigError: Error, Sendable, CustomStringConvertible {
-    package var diagnostics: [Diagnostic]
-    package var omitted: Int
-
-    package init(diagnostics: [Diagnostic], omitted: Int = 0) {
-        self.diagnostics = diagnostics
-        self.omitted = omitted
-    }
-
-    init(file: String, message: String) {
-        self.init(diagnostics: [Diagnostic(severity: .error, file: file, location: nil, keyPath: nil, message: message)])
-    }
-
-    package var lines: [String] { Diagnostic.lines(diagnostics, omitted: omitted) }
-    package var description: String { lines.joined(separator: "\n") }
 }
 
 /// One rule: what it matches, what the URL becomes, and how the original is treated.

@@ -153,7 +153,7 @@ final class ManifestLimitsTests: XCTestCase {
         try handle.truncate(atOffset: 256 << 20 + 1)  // sparse: no disk, and no memory unless read
         try handle.close()
         XCTAssertThrowsError(try ManifestLoader.load(path: path, environment: [:])) { error in
-            XCTAssertEqual((error as? ManifestError)?.lines, ["\(path): error: the manifest is larger than 256 MiB, the most haul reads"])
+            XCTAssertEqual((error as? DiagnosticsError)?.lines, ["\(path): error: the manifest is larger than 256 MiB, the most haul reads"])
         }
     }
 }

@@ -14,7 +14,7 @@ final class RewriteConfigTests: XCTestCase {
             let config = try parse(text)
             XCTFail("expected an error, got \(config.rules.count) rules", file: file, line: line)
             return []
-        } catch let error as RewriteConfigError {
+        } catch let error as DiagnosticsError {
             return error.lines
         } catch {
             XCTFail("unexpected \(error)", file: file, line: line)
@@ -205,7 +205,7 @@ final class RewriteConfigTests: XCTestCase {
         let missing = "/nonexistent-haul-test/config.yaml"
         XCTAssertTrue(try RewriteConfig.load(ConfigLocation(path: missing, required: false)).rules.isEmpty)
         XCTAssertThrowsError(try RewriteConfig.load(ConfigLocation(path: missing, required: true))) { error in
-            XCTAssertEqual((error as? RewriteConfigError)?.lines,
+            XCTAssertEqual((error as? DiagnosticsError)?.lines,
                            ["\(missing): error: cannot read the config file: No such file or directory"])
         }
     }

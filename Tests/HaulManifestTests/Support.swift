@@ -9,7 +9,7 @@ enum Fixture {
     /// Loaded on one thread and again with libyaml on a second one (`ReadingPipeline`): every manifest test also
     /// checks that both ways give the same manifest or the same diagnostics.
     static func load(_ yaml: String, environment: [String: String] = [:],
-                     file: StaticString = #filePath, line: UInt = #line) throws(ManifestError) -> Manifest {
+                     file: StaticString = #filePath, line: UInt = #line) throws(DiagnosticsError) -> Manifest {
         let bytes = Array(yaml.utf8)
         let single = Reading(bytes, environment: environment, pipelined: false)
         let pipelined = Reading(bytes, environment: environment, pipelined: true)
@@ -20,7 +20,7 @@ enum Fixture {
 
     /// One load's manifest or diagnostics.
     struct Reading {
-        var result: Result<Manifest, ManifestError>
+        var result: Result<Manifest, DiagnosticsError>
 
         init(_ bytes: [UInt8], fileName: String = Fixture.fileName, environment: [String: String] = [:],
              pipelined: Bool) {
@@ -56,7 +56,7 @@ enum Fixture {
 
     /// The error of a manifest that must fail; records a failure if it loads.
     static func failure(_ yaml: String, environment: [String: String] = [:],
-                        file: StaticString = #filePath, line: UInt = #line) -> ManifestError? {
+                        file: StaticString = #filePath, line: UInt = #line) -> DiagnosticsError? {
         do {
             _ = try load(yaml, environment: environment, file: file, line: line)
             XCTFail("manifest loaded but was expected to fail", file: file, line: line)

@@ -176,7 +176,7 @@ final class YAMLReaderTests: XCTestCase {
         }
         yaml += "files: [*i, *i, *i]\n"
         let clock = ContinuousClock()
-        var failure: ManifestError?
+        var failure: DiagnosticsError?
         let elapsed = clock.measure { failure = Fixture.failure(yaml) }
         XCTAssertLessThan(elapsed, .seconds(1), "aliases are never expanded")
         let diagnostics = failure?.diagnostics.map(\.description) ?? []
