@@ -81,7 +81,7 @@ final class CacheSession: Sendable {
     func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, maxFileSize: Int64,
               cancellation: Cancellation?, deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
         let candidates = downloads.isEmpty
-            // The plan's own look at the cache when it had one (`Sync.cacheHits`): each entry is looked up once.
+            // The plan's own look at the cache when it had one (`Sync.plan`): each entry is looked up once.
             ? plan.fromCache.map { hits in fetches.filter(hits.contains) } ?? fetches.filter { Self.mayServe(plan, $0) }
             : fetches.filter { Self.mayServe(plan, $0) && plan.files[$0].checksum.map { downloads[$0.digest] != nil } == true }
         guard !candidates.isEmpty else { return fetches }
@@ -176,18 +176,23 @@ final class CacheSession: Sendable {
 }
 
 extension Sync {
-    /// Which of the plan's fetches the content cache holds: a look at the cache (nothing read, nothing made), for
-    /// the plan to say so and for the transfer step to try. nil without `--cache` or when the cache cannot be
-    /// opened (the transfer step then says why). A hit may still fail its check when it is copied, and be
-    /// downloaded after all.
-    package func cacheHits(_ plan: Plan) -> Set<Int>? {
+    /// The content cache's answer to "which of these digests do you hold?" (`ContentCache.containing`: a look,
+    /// nothing read, nothing made), or nil without `--cache` or when the cache cannot be opened (the transfer step
+    /// then says why).
+    func cacheLookup() -> (([Digest]) -> [Bool])? {
         guard let directory = options.cacheDirectory,
               case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: options.descriptors.cacheFolders)
         else { return nil }
+        return cache.containing
+    }
+
+    /// Which of the plan's fetches `held` says the cache holds, for the plan to say so and for the transfer step to
+    /// try: those it may serve (planned `.fetch`, pinned by an algorithm it holds), asked about all at once. A hit
+    /// may still fail its check when it is copied, and be downloaded after all.
+    static func cacheHits(_ plan: Plan, held: ([Digest]) -> [Bool]) -> Set<Int> {
         let candidates = plan.actions.indices.compactMap { index in
             CacheSession.mayServe(plan, index) ? plan.files[index].checksum.map { (index, $0.digest) } : nil
         }
-        let held = cache.containing(candidates.map(\.1))
-        return Set(zip(candidates, held).lazy.filter(\.1).map(\.0.0))
+        return Set(zip(candidates, held(candidates.map(\.1))).lazy.filter(\.1).map(\.0.0))
     }
 }

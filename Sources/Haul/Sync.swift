@@ -114,7 +114,7 @@ package struct Sync: Sendable {
                         concurrency: options.descriptors.observers)
     }
 
-    /// Decides, from values alone.
+    /// Decides, from values alone, and says which fetches the content cache holds (`cacheHits`).
     package func plan(_ observation: Observation) -> Plan {
         var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
                                 revalidation: revalidation(observation))
@@ -122,6 +122,7 @@ package struct Sync: Sendable {
         plan.unlistedCount = observation.unlistedCount
         plan.orphans = observation.orphans
         plan.unproven = observation.unproven
+        plan.fromCache = cacheLookup().map { Self.cacheHits(plan, held: $0) }
         return plan
     }
 

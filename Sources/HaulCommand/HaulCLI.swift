@@ -444,9 +444,8 @@ struct SyncCommand: ManifestCommand {
         let observation = try flags.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
                                                       rehash: flags.run.rehash)
         if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
-        var plan = sync.plan(observation)
+        let plan = sync.plan(observation)
         let prefetched = headStart?.finish()
-        plan.fromCache = sync.cacheHits(plan)
         reporter.plan(plan, acting: !dryRun)
         guard !dryRun else { return keepUntilExit(observation, plan) }
         interrupts.beginChanging()
@@ -499,8 +498,7 @@ struct PlanCommand: ManifestCommand {
         options.revalidatesFreshFiles = flags.policy.refresh
         options.adopts = Set(flags.policy.adopt)
         let sync = Sync(manifest: manifest, options: options)
-        var plan = sync.plan(try flags.observe(sync, .lookingOnly, rehash: flags.run.rehash))
-        plan.fromCache = sync.cacheHits(plan)
+        let plan = sync.plan(try flags.observe(sync, .lookingOnly, rehash: flags.run.rehash))
         flags.makeReporter(rewrites: rewrites).plan(plan, acting: false)
         keepUntilExit(plan)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }

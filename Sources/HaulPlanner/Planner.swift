@@ -184,7 +184,7 @@ package struct Plan: Sendable {
     /// wrote, or lines haul did not write): never pruned unless `--adopt` names the manifest.
     package var unproven: [(manifest: String, files: Int)] = []
     /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. nil
-    /// until the cache was looked at (`Sync.cacheHits`); not a decision of the planner's, and the transfer step
+    /// until the cache was looked at (`Sync.plan`); not a decision of the planner's, and the transfer step
     /// tries exactly these rather than looking again.
     package var fromCache: Set<Int>?
     /// Entries a settled snapshot showed up to date without reading the manifest (`SettledRun`): counted as

@@ -6,10 +6,11 @@ import HaulPlanner
 import HaulStore
 import XCTest
 
-/// What the engine is asked for an entry (`SyncOptions.request`), from values: which source gets which headers and
-/// secrets, which one is asked conditionally, and what the command line overrides. The sync proper and the head start
-/// build requests through it alone.
-final class RequestBuildingTests: XCTestCase {
+/// The sync's rules that are values in, values out, tested as such: what the engine is asked for an entry
+/// (`SyncOptions.request`: which source gets which headers and secrets, which one is asked conditionally, what the
+/// command line overrides; the sync proper and the head start build requests through it alone), who shares a
+/// download (`Sync.shareGroups`), and which fetches the content cache serves (`Sync.cacheHits`).
+final class SyncRulesTests: XCTestCase {
     private let token = TemplatedString(template: "Bearer ${TOKEN}", expanded: "Bearer s3cret", environmentValues: ["s3cret"])
 
     private func entry(headers: [HeaderField] = [], mirrorHeaders: [[HeaderField]] = []) -> FileEntry {
@@ -86,5 +87,29 @@ final class RequestBuildingTests: XCTestCase {
         XCTAssertEqual(groups.leaders, [0, 2, 3, 4, 5])
         XCTAssertEqual(groups.sharers, [0: [1, 7], 2: [6]])
         XCTAssertEqual(Sync.shareGroups(plan, fetches: [1, 5, 7]).sharers, [1: [7]], "only among the fetches given")
+    }
+
+    /// Asked once for every candidate, in plan order: fetches pinned by an algorithm the cache holds. A kept file,
+    /// a revalidation, an unpinned entry and a weak digest are never asked about.
+    func testTheCacheIsAskedOnlyAboutFetchesItCouldServe() {
+        func file(_ index: Int, _ checksum: Checksum?) -> FileEntry {
+            FileEntry(index: index, url: TemplatedString(literal: "https://h/\(index)"), mirrors: [],
+                      destination: DestinationPath("f\(index)")!, checksum: checksum, size: nil, mode: FileMode(0o644),
+                      retries: 0, timeout: Seconds(30), headers: [], location: SourceLocation(line: index + 1, column: 1))
+        }
+        let digests = (0..<6).map { StreamingHasher.digest([UInt8(truncatingIfNeeded: $0)], algorithm: .sha256) }
+        let weak = Digest(algorithm: .md5, bytes: [UInt8](repeating: 1, count: 16))
+        let files = [file(0, Checksum(digest: digests[0], notation: .hexKey)), file(1, Checksum(digest: digests[1], notation: .hexKey)),
+                     file(2, nil), file(3, Checksum(digest: digests[3], notation: .hexKey)),
+                     file(4, Checksum(digest: weak, notation: .prefixedHex)), file(5, Checksum(digest: digests[5], notation: .hexKey))]
+        let plan = Plan(files: files, actions: [.fetch(.missing), .keep, .fetch(.missing), .revalidate, .fetch(.missing),
+                                                .fetch(.sizeMismatch(local: 1, expected: 2))])
+        var asked: [[Digest]] = []
+        let hits = Sync.cacheHits(plan) { asking in
+            asked.append(asking)
+            return asking.map { $0 != asking.first }
+        }
+        XCTAssertEqual(asked, [[digests[0], digests[5]]])
+        XCTAssertEqual(hits, [5])
     }
 }
