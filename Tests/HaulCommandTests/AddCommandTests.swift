@@ -196,14 +196,9 @@ final class AddCommandTests: XCTestCase {
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
-        // Until the first bytes are in the temporary file.
-        let landed = {
-            let files = (try? FileManager.default.subpathsOfDirectory(atPath: self.directory.path("tmp"))) ?? []
-            return files.contains { $0.hasSuffix(".part") && (self.directory.read("tmp/" + $0)?.isEmpty == false) }
-        }
         let deadline = Date().addingTimeInterval(10)
-        while !landed() && Date() < deadline { usleep(10_000) }
-        XCTAssertTrue(landed())
+        while !directory.holdsBytesInFlight(under: "tmp") && Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(directory.holdsBytesInFlight(under: "tmp"), "the first bytes are in the temporary file")
         XCTAssertEqual(directory.list("tmp").count, 1, "the download goes to a private directory under $TMPDIR")
         kill(process.processIdentifier, SIGINT)
         XCTAssertEqual(exited.wait(timeout: .now() + 10), .success, "haul stops promptly")

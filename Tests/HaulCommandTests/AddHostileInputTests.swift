@@ -116,8 +116,7 @@ final class AddHostileInputTests: XCTestCase {
         try directory.makeDirectory("tmp")
         let add = try HaulProcess.start(["add", server.url("/slow.bin")], environment: ["TMPDIR": directory.path("tmp")],
                                         currentDirectory: directory.path, outputPath: directory.path("tmp/../add.out"))
-        XCTAssertEqual(add.wait(until: { !server.requests.isEmpty }), .conditionMet, add.output)
-        usleep(200_000)
+        XCTAssertEqual(add.wait(until: { self.directory.holdsBytesInFlight(under: "tmp") }), .conditionMet, add.output)
         let sent = monotonicSeconds()
         add.send(SIGTERM)
         XCTAssertEqual(add.waitForExit(timeout: 10), 143, add.output)

@@ -46,7 +46,7 @@ final class SettledRunCommandTests: XCTestCase {
         for _ in 0..<3 {
             let result = try haul(["sync", "haul.yaml", "--progress", "none"] + arguments)
             XCTAssertEqual(result.exitCode, 0, result.stderr, file: file, line: line)
-            usleep(20_000)
+            FileClock.waitForATick()
         }
     }
 

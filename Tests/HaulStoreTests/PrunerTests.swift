@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HaulStore
+import HaulTestSupport
 import XCTest
 
 /// The pruner's own last check: it deletes a file only if it is still exactly the one observed, whatever the plan
@@ -11,7 +12,7 @@ final class PrunerTests: XCTestCase {
         try scratch.write("root/old/a.bin", "written by haul")
         let observed = try XCTUnwrap(FileIdentity.of(path: scratch.at("root/old/a.bin")))
         // The user edits it between the observation and the deletion (same size, so only the identity tells).
-        usleep(10_000)
+        FileClock.waitForATick()
         try scratch.write("root/old/a.bin", "edited by user!")
 
         let result = Pruner(root: scratch.at("root")).delete(try dest("old/a.bin"), expected: observed)

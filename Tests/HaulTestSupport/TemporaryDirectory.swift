@@ -57,6 +57,13 @@ public final class TemporaryDirectory: Sendable {
         return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
     }
 
+    /// Whether a download's temporary file (`*.part`) with bytes in it lies anywhere under `relativePath`: what a
+    /// test waits for before it interrupts a download.
+    public func holdsBytesInFlight(under relativePath: String) -> Bool {
+        let files = (try? FileManager.default.subpathsOfDirectory(atPath: path(relativePath))) ?? []
+        return files.contains { $0.hasSuffix(".part") && read(relativePath + "/" + $0)?.isEmpty == false }
+    }
+
     /// `rm -rf`, including trees whose directories a test made read-only (a store under test may do that):
     /// permissions are restored first, then removal is retried.
     private static func removeTree(_ root: String) {

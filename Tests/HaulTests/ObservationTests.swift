@@ -32,7 +32,7 @@ final class ObservationTests: XCTestCase {
             records[DestinationKey(path)] = StateRecord(identity: identity, digest: digest("recorded \(path)"))
         }
         // The state must be written later than the files' times for its records to count (racy-clean rule).
-        usleep(20_000)
+        FileClock.waitForATick()
         try StateCache(records: records).save(in: PrivateArea.create(root: directory.path))
     }
 

@@ -57,7 +57,7 @@ final class SettledRunTests: XCTestCase {
     }
 
     /// Until the clock moves on, a file written just now is not older than a snapshot written just after it.
-    private func waitForTheClock() { usleep(20_000) }
+    private func waitForTheClock() { FileClock.waitForATick() }
 
     func testASnapshotIsBelievedForItsKeyFilesAndStateAlone() throws {
         XCTAssertNil(try check(), "nothing settled yet")
