@@ -1,3 +1,5 @@
+import HaulManifest
+
 /// A line on its way to a person: to a terminal, or to a log someone will `cat` in one. The only thing the CLI's
 /// `Output` writes, so that no text reaches a terminal without passing through `escaping`.
 ///
@@ -96,21 +98,11 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
         return escaped
     }
 
-    /// C0 controls, DEL, C1 controls, bidi controls (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069), and the
-    /// line and paragraph separators (U+2028, U+2029), at which terminals and log viewers may break the line: what a
-    /// terminal may act on. `--json` writes the same set as `\u` escapes (`JSONValue`).
-    package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-        let value = scalar.value
-        // Below U+061C, only the controls; the Unicode property lookup only for what could be a bidi control.
-        return value < 0x20 || (0x7F...0x9F).contains(value)
-            || (value >= 0x61C && (value == 0x2028 || value == 0x2029 || scalar.properties.isBidiControl))
-    }
+    /// What a terminal may act on (`UnsafeScalar`); `--json` writes the same set as `\u` escapes (`JSONValue`).
+    package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool { UnsafeScalar.contains(scalar) }
 
-    /// A UTF-8 byte that is such a scalar or may begin one: below 0x20, DEL, 0xC2 (C1 controls), 0xD8 (U+061C),
-    /// 0xE2 (the other bidi controls, the separators). A false positive only costs the exact pass.
-    static func mayStartEscapedScalar(_ byte: UInt8) -> Bool {
-        byte < 0x20 || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2
-    }
+    /// A UTF-8 byte that is such a scalar or may begin one (`UnsafeScalar.mayStart`).
+    static func mayStartEscapedScalar(_ byte: UInt8) -> Bool { UnsafeScalar.mayStart(byte) }
 
     /// Whether a GitHub Actions runner reads what haul writes for workflow commands: decided once, from the
     /// variable the runner sets for every step.

@@ -1,5 +1,25 @@
-/// Renders user-written text inside a message: quoted, control characters escaped and long values shortened,
-/// so that a stray newline or a 10 kB value cannot garble a terminal.
+/// The scalars no text haul shows may hold raw, whoever chose it (a manifest, a server, the command line): C0
+/// controls, DEL, C1 controls, bidi controls (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069), and the line and
+/// paragraph separators (U+2028, U+2029), at which terminals and log viewers may break the line. What a terminal may
+/// act on, or a reader be misled by. Every escaper asks this one predicate: `Quoted` here, and the CLI's
+/// `TerminalText` and `JSONValue`.
+package enum UnsafeScalar {
+    package static func contains(_ scalar: Unicode.Scalar) -> Bool {
+        let value = scalar.value
+        // Below U+061C, only the controls; the Unicode property lookup only for what could be a bidi control.
+        return value < 0x20 || (0x7F...0x9F).contains(value)
+            || (value >= 0x61C && (value == 0x2028 || value == 0x2029 || scalar.properties.isBidiControl))
+    }
+
+    /// A UTF-8 byte that is such a scalar or may begin one: below 0x20, DEL, 0xC2 (C1 controls), 0xD8 (U+061C),
+    /// 0xE2 (the other bidi controls, the separators). A false positive only costs an exact pass.
+    package static func mayStart(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2
+    }
+}
+
+/// Renders user-written text inside a message: quoted, unsafe scalars escaped (`UnsafeScalar`) and long values
+/// shortened, so that a stray newline, a bidi override or a 10 kB value cannot garble a terminal.
 package enum Quoted {
     static let limit = 80
 
@@ -35,7 +55,7 @@ package enum Quoted {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7f || (escapingNonASCII && scalar.value > 0x7f) {
+                if UnsafeScalar.contains(scalar) || (escapingNonASCII && scalar.value > 0x7f) {
                     out += "\\u{" + String(scalar.value, radix: 16) + "}"
                 } else {
                     out.unicodeScalars.append(scalar)
