@@ -114,7 +114,8 @@ package struct Sync: Sendable {
                         concurrency: options.descriptors.observers)
     }
 
-    /// Decides, from values alone, and says which fetches the content cache holds (`cacheHits`).
+    /// Decides from values (`Planner`), then says which fetches the content cache holds: one look at the cache
+    /// (`cacheLookup`, nothing read or made), judged by `cacheHits`.
     package func plan(_ observation: Observation) -> Plan {
         var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
                                 revalidation: revalidation(observation))

@@ -76,14 +76,14 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
     /// comment); the text is taken as the start of a line.
     package static func escaping(_ text: String, workflowCommands: Bool = readByWorkflowRunner) -> String {
         // Nearly every line is free of them: one pass over the bytes, and the line is returned as it was.
-        guard text.utf8.contains(where: { mayStartEscapedScalar($0) || (workflowCommands && WorkflowCommandScan.mayStart($0)) }) else {
+        guard text.utf8.contains(where: { UnsafeScalar.mayStart($0) || (workflowCommands && WorkflowCommandScan.mayStart($0)) }) else {
             return text
         }
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count + 16)
         var commands = WorkflowCommandScan(atLineStart: true)
         for scalar in text.unicodeScalars {
-            guard needsEscape(scalar) || (workflowCommands && commands.completesCommand(scalar)) else {
+            guard UnsafeScalar.contains(scalar) || (workflowCommands && commands.completesCommand(scalar)) else {
                 escaped.unicodeScalars.append(scalar)
                 continue
             }
@@ -98,11 +98,6 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
         return escaped
     }
 
-    /// What a terminal may act on (`UnsafeScalar`); `--json` writes the same set as `\u` escapes (`JSONValue`).
-    package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool { UnsafeScalar.contains(scalar) }
-
-    /// A UTF-8 byte that is such a scalar or may begin one (`UnsafeScalar.mayStart`).
-    static func mayStartEscapedScalar(_ byte: UInt8) -> Bool { UnsafeScalar.mayStart(byte) }
 
     /// Whether a GitHub Actions runner reads what haul writes for workflow commands: decided once, from the
     /// variable the runner sets for every step.
