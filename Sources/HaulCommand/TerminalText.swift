@@ -76,7 +76,8 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
     /// comment); the text is taken as the start of a line.
     package static func escaping(_ text: String, workflowCommands: Bool = readByWorkflowRunner) -> String {
         // Nearly every line is free of them: one pass over the bytes, and the line is returned as it was.
-        guard text.utf8.contains(where: { UnsafeScalar.mayStart($0) || (workflowCommands && WorkflowCommandScan.mayStart($0)) }) else {
+        let mayStart = UnsafeScalar.mayStartTable
+        guard text.utf8.contains(where: { mayStart[Int($0)] || (workflowCommands && WorkflowCommandScan.mayStart($0)) }) else {
             return text
         }
         var escaped = ""

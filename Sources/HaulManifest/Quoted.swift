@@ -16,6 +16,11 @@ package enum UnsafeScalar {
     package static func mayStart(_ byte: UInt8) -> Bool {
         byte < 0x20 || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2
     }
+
+    /// `mayStart` of every byte value, for the escapers' pass over every byte of what they write: read once per
+    /// text, then indexed in the loop. Another module's function called for each byte (the compiler does not inline
+    /// it across modules here) made `plan --json` of a million entries 4% slower.
+    package static let mayStartTable: [Bool] = (0...255).map { mayStart(UInt8($0)) }
 }
 
 /// Renders user-written text inside a message: quoted, unsafe scalars escaped (`UnsafeScalar`) and long values
