@@ -143,7 +143,9 @@ package final class HeadStart: Sendable {
     }
 
     private func requests(for entries: [FileEntry]) -> [TransferRequest] {
-        let candidates = entries.filter { entry in
+        // A digest already asked for needs no look at the disk: many entries may share one.
+        let new = feed.withLock { feed in entries.filter { $0.checksum.map { !feed.requested.contains($0.digest) } ?? false } }
+        let candidates = new.filter { entry in
             guard let checksum = entry.checksum, entry.size != nil, entry.extract == nil,
                   ContentCache.holds(checksum.digest.algorithm), options.shard?.contains(entry.destination) ?? true
             else { return false }

@@ -126,11 +126,10 @@ final class LocalStateCommandTests: XCTestCase {
 }
 
 extension LocalStateCommandTests {
-    /// Starts `haul sync` as a real process and sends it `signal` once `ready` holds: by default, once the first
-    /// bytes of a body are in a staged file.
-    private func interruptedSync(_ signal: Int32, server: LoopbackHTTPServer, ready: (() -> Bool)? = nil) throws -> Int32 {
+    /// Starts `haul sync` as a real process and sends it `signal` once the first bytes of a body are in a staged
+    /// file and `alsoReady` holds.
+    private func interruptedSync(_ signal: Int32, server: LoopbackHTTPServer, alsoReady: () -> Bool = { true }) throws -> Int32 {
         let root = directory.path + "/out"
-        let isReady: () -> Bool = ready ?? { RootInspection.stagedFiles(root: root).contains { $0.size > 0 } }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: HaulProcess.executablePath)
         process.arguments = ["sync", "--quiet"]
@@ -140,6 +139,7 @@ extension LocalStateCommandTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let deadline = Date().addingTimeInterval(10)
+        func isReady() -> Bool { RootInspection.stagedFiles(root: root).contains { $0.size > 0 } && alsoReady() }
         while !(!server.requests.isEmpty && isReady()) && Date() < deadline { usleep(10_000) }
         kill(process.processIdentifier, signal)
         let exited = DispatchSemaphore(value: 0)
@@ -188,8 +188,7 @@ extension LocalStateCommandTests {
               - {url: "\(server.url("/fast"))", dest: fast.bin, sha256: \(StreamingHasher.digest(fast, algorithm: .sha256).hex)}
               - {url: "\(server.url("/slow"))", dest: slow.bin, sha256: \(StreamingHasher.digest(slow, algorithm: .sha256).hex)}
             """)
-        let slowStarted = { RootInspection.stagedFiles(root: self.directory.path + "/out").contains { $0.size > 0 } }
-        XCTAssertEqual(try interruptedSync(SIGTERM, server: server) { self.directory.exists("out/fast.bin") && slowStarted() }, 143)
+        XCTAssertEqual(try interruptedSync(SIGTERM, server: server) { self.directory.exists("out/fast.bin") }, 143)
         XCTAssertEqual(directory.read("out/fast.bin"), fast)
         let state = String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self)
         XCTAssertTrue(state.contains("\nfast.bin\t"), "the committed file is recorded: \(state)")

@@ -61,7 +61,10 @@ public final class TemporaryDirectory: Sendable {
     /// test waits for before it interrupts a download.
     public func holdsBytesInFlight(under relativePath: String) -> Bool {
         let files = (try? FileManager.default.subpathsOfDirectory(atPath: path(relativePath))) ?? []
-        return files.contains { $0.hasSuffix(".part") && read(relativePath + "/" + $0)?.isEmpty == false }
+        return files.contains { name in
+            var info = stat()
+            return name.hasSuffix(".part") && lstat(path(relativePath + "/" + name), &info) == 0 && info.st_size > 0
+        }
     }
 
     /// `rm -rf`, including trees whose directories a test made read-only (a store under test may do that):
