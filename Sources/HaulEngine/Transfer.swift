@@ -20,8 +20,6 @@ final class Transfer {
     var easy: EasyHandle?
     /// The HTTP version of the last answer, read as the attempt ends (the handle is reused afterwards).
     var httpVersion: String?
-    /// Monotonic time at which a transfer waiting for a retry may start again.
-    var retryAt: Double = 0
     /// Hosts of the sources as `BadHosts` keys, computed the first time a bad host makes them matter.
     var hostKeys: [String]?
     /// The run's `--limit-rate` budget, if any.

@@ -63,13 +63,6 @@ package final class TransferEngine: Sendable {
         }
     }
 
-    /// A loop's poll timeout for a wait of `seconds`: rounded up to the millisecond, at most a second. Rounded down,
-    /// a wait of 0.4 ms is a poll that returns at once, turn after turn: a loop spinning on a core while transfers
-    /// wait for the `--limit-rate` budget.
-    package static func pollMilliseconds(_ seconds: Double) -> Int32 {
-        Int32(max(0, min(1000, (seconds * 1000).rounded(.up))))
-    }
-
     /// A request (and its sharers) that never started ends with `reason` as its only failure.
     fileprivate static func end(_ request: TransferRequest, delegate: TransferDelegate, reason: FailureReason) {
         for one in [request] + request.sharers {
@@ -102,7 +95,7 @@ package final class TransferEngine: Sendable {
             return
         }
         var loop = Loop(engine: self, multi: multi, share: share, stagingFolder: folder, run: run, delegate: delegate,
-                        reportsProgress: reportsProgress)
+                        reportsProgress: reportsProgress, schedule: LoopSchedule(slots: share.transfers))
         let wakeUp = multi.wakeUpHandle
         cancellation?.attach(wakeUp)
         defer { cancellation?.detach(wakeUp) }
@@ -121,9 +114,9 @@ package final class TransferEngine: Sendable {
         let rateLimiter: RateLimiter?
     }
 
-    /// The mutable state of one loop of a `run`: transfers in libcurl, transfers waiting to retry or for a slot,
-    /// and transfers whose body is complete but whose trailing hash is still being computed. Requests come from
-    /// the queue the loops share.
+    /// The mutable state of one loop of a `run`: transfers in libcurl, transfers whose body is complete but whose
+    /// trailing hash is still being computed, and the schedule of those waiting (to retry, for a slot, for
+    /// descriptors), which decides what goes on when. Requests come from the queue the loops share.
     private struct Loop {
         let engine: TransferEngine
         let multi: MultiHandle
@@ -136,19 +129,10 @@ package final class TransferEngine: Sendable {
         let reportsProgress: Bool
         /// Attempts in libcurl: each holds a slot, a handle and its open file.
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
-        /// Waiting out a backoff: no slot, no handle, no open file (any number may wait).
-        var parked: [Transfer] = []
-        /// Due to go on (a wait that is over, a sharer going on alone): they get free slots before new requests.
-        var ready = FIFO<Transfer>()
         /// Bodies complete, hash still running: they hold a slot, a file and a hashing thread.
         var verifying: [ObjectIdentifier: Transfer] = [:]
-        /// Out of descriptors (EMFILE, ENFILE) when they were to open their file or connect: they go on when
-        /// another transfer of this loop has ended and given its descriptors back, not as failures.
-        var waitingForDescriptors: [Transfer] = []
-        /// Since when no transfer of this loop has run while some wait for descriptors: past half a minute, the
-        /// descriptors are not coming back (something else holds them) and the waiting ones fail. Time, not turns:
-        /// a turn can be short when the other loop's transfers are what holds the descriptors.
-        var starvedSince: Double?
+        /// The transfers waiting, and what goes on next.
+        var schedule: LoopSchedule<Transfer>
         let trailingDigests = TrailingDigests()
         let clock = LoopClock()
         var idleHandles: [EasyHandle] = []
@@ -157,36 +141,31 @@ package final class TransferEngine: Sendable {
             return String(generator.next() as UInt64, radix: 16) + "-"
         }()
         var temporaryCount = 0
-        /// Which paused transfer `resumePaused` offers the budget to first: a different one each turn.
-        var resumeTurn = 0
 
         private var hasWork: Bool {
-            !active.isEmpty || !parked.isEmpty || !ready.isEmpty || !verifying.isEmpty || !waitingForDescriptors.isEmpty
+            !active.isEmpty || !verifying.isEmpty || !schedule.isEmpty
         }
 
+        /// Transfers holding a slot: in libcurl, or being hashed (they hold a file and a hashing thread).
+        private var running: Int { active.count + verifying.count }
+
         mutating func run(cancellation: Cancellation?) {
-            let limit = share.transfers
             while run.queue.hasMore || hasWork {
                 if let cancellation, cancellation.isCancelled { return stopAll(cancellation.reason) }
                 // Refill before polling: curl_multi_poll sleeps its whole timeout when it holds no transfers.
                 clock.tick()
                 let now = clock.now
-                if !parked.isEmpty {
-                    let due = parked.filter { $0.retryAt <= now }.sorted { $0.retryAt < $1.retryAt }
-                    parked.removeAll { $0.retryAt <= now }
-                    for transfer in due { ready.append(transfer) }
+                for transfer in schedule.beginTurn(now: now, running: running) {
+                    let reason = FailureReason.local(operation: "open a file or a connection for",
+                                                     path: transfer.state.source.displayURL, errno: EMFILE)
+                    execute(transfer.state.stop(because: reason), for: transfer)
                 }
-                resumeWaitingForDescriptors(now: now)
-                // Transfers still being hashed hold a file and a hashing thread: they count against --jobs. One
-                // waiting for a retry does not; when its wait is over, it goes before requests not yet started.
-                // No new request starts while some wait for descriptors: it would only take theirs.
-                while active.count + verifying.count < limit {
-                    if let transfer = ready.popFirst() {
-                        attach(transfer)
-                    } else if waitingForDescriptors.isEmpty, let request = run.queue.next() {
+                fill: while let next = schedule.next(running: running) {
+                    switch next {
+                    case .resume(let transfer): attach(transfer)
+                    case .newRequest:
+                        guard let request = run.queue.next() else { break fill }
                         start(request)
-                    } else {
-                        break
                     }
                 }
                 if let limiter = run.rateLimiter { resumePaused(limiter, now: now) }
@@ -198,11 +177,12 @@ package final class TransferEngine: Sendable {
                     guard let transfer = verifying.removeValue(forKey: key) else { continue }
                     judge(transfer, digest: digest)
                 }
-                // While some wait for descriptors, a turn always sleeps a little: a retry that finds none again
-                // must not spin.
-                let mayTurnAtOnce = !finished.isEmpty && waitingForDescriptors.isEmpty
-                if !mayTurnAtOnce && digests.isEmpty && hasWork && (ready.isEmpty || active.count + verifying.count >= limit) {
-                    multi.poll(milliseconds: waitingForDescriptors.isEmpty ? pollTimeout(now: now) : 50)
+                let rateWait = run.rateLimiter.flatMap { limiter in
+                    active.values.contains(where: \.isPausedForRate) ? limiter.wait(now: now) : nil
+                }
+                if let milliseconds = schedule.sleep(now: now, running: running, finishedSome: !finished.isEmpty,
+                                                     digestsArrived: !digests.isEmpty, rateWait: rateWait) {
+                    multi.poll(milliseconds: milliseconds)
                 }
             }
         }
@@ -213,59 +193,18 @@ package final class TransferEngine: Sendable {
         private mutating func stopAll(_ reason: FailureReason) {
             // Hashes still running report to nobody, and wake nothing: the multi handle is about to go.
             trailingDigests.close()
-            let inFlight = Array(active.values) + parked + ready.drain() + Array(verifying.values) + waitingForDescriptors
-            waitingForDescriptors = []
+            let inFlight = Array(active.values) + Array(verifying.values) + schedule.drain()
             for transfer in active.values { if let easy = transfer.easy { multi.remove(easy) } }
             active = [:]
-            parked = []
             verifying = [:]
             for transfer in inFlight { execute(transfer.state.stop(because: reason, bytesWritten: transfer.takeBytesWritten()), for: transfer) }
             for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: reason) }
         }
 
-        /// Once a turn, one transfer waiting for descriptors goes on (first in, first out) when a slot is free (the
-        /// loop polls at most 50 ms while some wait); with nothing of this loop's own running for half a minute,
-        /// the descriptors are not coming back, and the waiting ones fail with what they met.
-        private mutating func resumeWaitingForDescriptors(now: Double) {
-            guard !waitingForDescriptors.isEmpty else { return }
-            if active.isEmpty && verifying.isEmpty {
-                let since = starvedSince ?? now
-                starvedSince = since
-                guard now - since <= 30 else {
-                    starvedSince = nil
-                    let stuck = waitingForDescriptors
-                    waitingForDescriptors = []
-                    for transfer in stuck {
-                        let reason = FailureReason.local(operation: "open a file or a connection for",
-                                                         path: transfer.state.source.displayURL, errno: EMFILE)
-                        execute(transfer.state.stop(because: reason), for: transfer)
-                    }
-                    return
-                }
-            } else {
-                starvedSince = nil
-                guard active.count + verifying.count < share.transfers else { return }
-            }
-            ready.append(waitingForDescriptors.removeFirst())
-        }
-
-        /// Until the soonest retry is due, or a transfer paused for the rate budget may go on, or a second.
-        private func pollTimeout(now: Double) -> Int32 {
-            var delay = parked.map { $0.retryAt - now }.min() ?? 1
-            if let limiter = run.rateLimiter, active.values.contains(where: \.isPausedForRate) {
-                delay = min(delay, limiter.wait(now: now))
-            }
-            return TransferEngine.pollMilliseconds(delay)
-        }
-
         /// Transfers paused for the rate budget go on while it allows, a different one first each turn so that none
         /// waits behind the others for ever.
         private mutating func resumePaused(_ limiter: RateLimiter, now: Double) {
-            let paused = active.values.filter(\.isPausedForRate)
-            guard !paused.isEmpty else { return }
-            resumeTurn &+= 1
-            let first = resumeTurn % paused.count
-            for transfer in paused[first...] + paused[..<first] {
+            for transfer in schedule.pausedOrder(active.values.filter(\.isPausedForRate)) {
                 guard limiter.allows(now: now) else { return }
                 transfer.resume()
             }
@@ -303,7 +242,7 @@ package final class TransferEngine: Sendable {
                 verify(transfer, fromDisk: fromDisk)
             case .waitForDescriptors:
                 putDown(transfer)
-                waitingForDescriptors.append(transfer)
+                schedule.waitForDescriptors(transfer)
             case .retry(let failure, let next, let bytes):
                 if let failure { delegate.transfer(id, didProduce: .attemptFailed(failure, next: next)) }
                 if let failure = transfer.prepare(bytes) {
@@ -315,7 +254,7 @@ package final class TransferEngine: Sendable {
                     attach(transfer)
                 } else {
                     // A sharer going on alone holds no slot yet: it waits for one like a request not yet started.
-                    ready.append(transfer)
+                    schedule.makeReady(transfer)
                 }
             case .giveUp(let last, let failures, let keepsPartial, let sharers):
                 if let last { delegate.transfer(id, didProduce: .attemptFailed(last, next: nil)) }
@@ -459,8 +398,7 @@ package final class TransferEngine: Sendable {
         /// the pool) and its open file (reopened when the wait is over) are all given up.
         private mutating func park(_ transfer: Transfer, until time: Double) {
             putDown(transfer)
-            transfer.retryAt = time
-            parked.append(transfer)
+            schedule.park(transfer, until: time)
         }
 
         /// The transfer closes its file and gives its handle back to the pool: it holds no descriptor while it waits.
@@ -516,13 +454,12 @@ package final class TransferEngine: Sendable {
             let url = transfer.state.currentURL
             if easy.connectCode == 407 { return proxyAuthentication(for: url, settings) }
             if let refusal = proxyFailure(for: url, result, connectCode: easy.connectCode, settings) { return refusal }
-            // OpenSSL's words for the TLS alert a server sends when it wants a client certificate, or refuses one.
+            // The alert a server sends when it wants a client certificate, or refuses the one it was given.
             let certificateGiven = transfer.state.source.clientCertificate != nil || settings.clientCertificate != nil
-            if detail.contains("alert certificate required") { return .clientCertificateRefused(given: certificateGiven) }
-            if certificateGiven,
-               ["alert bad certificate", "alert unknown ca", "alert certificate unknown", "alert certificate expired",
-                "alert certificate revoked"].contains(where: detail.contains) {
-                return .clientCertificateRefused(given: true)
+            switch TLSAlert(libcurlMessage: detail) {
+            case .certificateRequired?: return .clientCertificateRefused(given: certificateGiven)
+            case _? where certificateGiven: return .clientCertificateRefused(given: true)
+            default: break
             }
             switch result {
             case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
@@ -531,9 +468,10 @@ package final class TransferEngine: Sendable {
             case CURLE_OUT_OF_MEMORY where transfer.state.headers.headerBytes > 0 && transfer.bytesWritten == 0:
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
                 return .protocolViolation("a response header line over 100 KiB")
-            case CURLE_OPERATION_TIMEDOUT where ["Connection timed out", "Resolving timed out", "SSL connection timeout"]
-                    .contains(where: detail.hasPrefix):
-                // The connect timeout is `--connect-timeout`, else the stall window (see `attach`).
+            case CURLE_OPERATION_TIMEDOUT:
+                // The only timeout libcurl is given is the connect timeout: `--connect-timeout`, else the stall window
+                // (see `attach`). Stalls and the speed floor are judged by the transfer-info callback, which ends
+                // the attempt with its own reason.
                 let within = settings.connectTimeoutShown ?? "\(transfer.state.request.stallWindowSeconds) s"
                 return .network(code: CurlCode(result), message: "could not connect within \(within)")
             default:
@@ -636,32 +574,6 @@ extension DownloadedFile {
         placed.temporaryName = file.name
         placed.hasFileMode = hasFileMode
         return placed
-    }
-}
-
-/// A first-in, first-out queue: appending and taking the first are O(1) (amortized).
-private struct FIFO<Element> {
-    private var items: [Element] = []
-    private var head = 0
-
-    var isEmpty: Bool { head == items.count }
-
-    mutating func append(_ item: Element) { items.append(item) }
-
-    mutating func popFirst() -> Element? {
-        guard head < items.count else { return nil }
-        let item = items[head]
-        head += 1
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
-        }
-        return item
-    }
-
-    mutating func drain() -> [Element] {
-        defer { self = FIFO() }
-        return Array(items[head...])
     }
 }
 

@@ -37,15 +37,4 @@ final class RateLimiterTests: XCTestCase {
         }
         XCTAssertEqual(Double(received), Double(10 << 20), accuracy: Double(256 << 10))
     }
-
-    /// The loop sleeps until the budget allows: a wait under a millisecond is a 1 ms poll, never a poll of 0 that
-    /// returns at once (which had both loops spinning at 100% while rate-limited).
-    func testAWaitUnderAMillisecondPollsForOne() {
-        XCTAssertEqual(TransferEngine.pollMilliseconds(0.0004), 1)
-        XCTAssertEqual(TransferEngine.pollMilliseconds(0.000_999_999), 1)
-        XCTAssertEqual(TransferEngine.pollMilliseconds(0), 0)
-        XCTAssertEqual(TransferEngine.pollMilliseconds(0.0123), 13)
-        XCTAssertEqual(TransferEngine.pollMilliseconds(-1), 0)
-        XCTAssertEqual(TransferEngine.pollMilliseconds(5), 1000)
-    }
 }
