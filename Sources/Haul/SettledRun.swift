@@ -62,9 +62,9 @@ package enum SettledRun {
             lock = taken
         }
         guard let count = snapshot.stillHolds(concurrency: concurrency) else { return nil }
-        var plan = Plan(files: [], actions: [])
+        var plan = Plan(files: [], actions: [], context: PlanContext(
+            shardScope: shard.map { ShardScope(shard: $0, manifestEntries: snapshot.header.manifestEntries) }))
         plan.settledCount = count
-        plan.shardScope = shard.map { ShardScope(shard: $0, manifestEntries: snapshot.header.manifestEntries) }
         return Verdict(plan: plan, lock: lock)
     }
 

@@ -117,12 +117,10 @@ package struct Sync: Sendable {
     /// Decides from values (`Planner`), then says which fetches the content cache holds: one look at the cache
     /// (`cacheLookup`, nothing read or made), judged by `cacheHits`.
     package func plan(_ observation: Observation) -> Plan {
+        let context = PlanContext(shardScope: manifest.shardScope, unlistedCount: observation.unlistedCount,
+                                  orphans: observation.orphans, unproven: observation.unproven)
         var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
-                                revalidation: revalidation(observation))
-        plan.shardScope = manifest.shardScope
-        plan.unlistedCount = observation.unlistedCount
-        plan.orphans = observation.orphans
-        plan.unproven = observation.unproven
+                                revalidation: revalidation(observation), context: context)
         plan.fromCache = cacheLookup().map { Self.cacheHits(plan, held: $0) }
         return plan
     }
@@ -215,24 +213,56 @@ package struct Sync: Sendable {
         }
     }
 
-    /// The cache after this run claims exactly what is on disk: a fetched file with the identity it has now and
-    /// where it came from, an untouched one as observed, nothing for a destination that is missing or not a
-    /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
-    /// found modified, or gone): pruning needs them. Written only when it changed.
+    /// Writes what the run changed in the state (`stateUpdate`), when anything did. Written only when it changed.
     private func saveState(_ observation: Observation, _ result: SyncResult, observer: SyncObserver?) {
-        var changes = StateChanges()
-        /// Only to let too-recent records settle: worth a try, not worth a warning (a read-only root, say).
-        var settles = false
-        let cache = observation.cache
         let authorship = Authorship(manifestKey: observation.manifestKey, key: observation.ownerKey, rewrites: options.rewrites,
                                     wallClock: options.wallClock)
+        let update = Self.stateUpdate(observation, result, authorship: authorship, now: FileTime.now)
+        if result.counts.fetched + result.counts.cached > 0, let failure = observation.ownerKeyFailure {
+            observer?.warning("the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
+                              + "until --adopt \(observation.manifestKey) vouches for them")
+        }
+        // A journal left by an earlier run is retired by a save, even one with nothing new to record.
+        guard !update.changes.records.isEmpty || update.settles || observation.cache.hasJournal,
+              let area = observation.area else { return }
+        do {
+            if case .notDurable(let error) = try observation.saveState(update.changes, in: area) {
+                observer?.warning("the state is saved but not yet durable (\(error)); the journal is kept, and the next "
+                                  + "sync retires it")
+            }
+        } catch {
+            // The files are in place all the same; the next run re-hashes what it cannot find recorded.
+            if !update.changes.records.isEmpty {
+                observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
+            }
+        }
+    }
+
+    /// What the state records after a run, as a value.
+    struct StateUpdate {
+        /// The records that change (nil: forgotten).
+        var changes = StateChanges()
+        /// Whether writing the state now lets too-recent records settle: worth a try, not worth a warning (a
+        /// read-only root, say), so not a change.
+        var settles = false
+    }
+
+    /// The state after this run claims exactly what is on disk: a fetched file with the identity it has now and
+    /// where it came from, an untouched one as observed, nothing for a destination that is missing or not a
+    /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
+    /// found modified, or gone): pruning needs them. `authorship` says who wrote a file and when its server
+    /// confirmed it; `now` is when the state is written (for records too recent to trust, `rewritingSettles`).
+    static func stateUpdate(_ observation: Observation, _ result: SyncResult, authorship: Authorship,
+                            now: FileTime) -> StateUpdate {
+        var update = StateUpdate()
+        let cache = observation.cache
         let counts = result.counts
         let fetched = counts.fetched + counts.cached
-        if fetched > 0 { changes.records.reserveCapacity(fetched) }
+        if fetched > 0 { update.changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
             if let tree = observation.trees[index] {
-                changes.records += Self.treeChanges(tree, outcome: result.outcomes[index], written: result.committedTrees[index],
-                                                    cache: cache, authorship: authorship)
+                update.changes.records += treeChanges(tree, outcome: result.outcomes[index], written: result.committedTrees[index],
+                                                      cache: cache, authorship: authorship)
                 continue
             }
             // Most entries of a no-op: kept, and recorded exactly as the cache has them (unless the run made an
@@ -242,7 +272,7 @@ package struct Sync: Sendable {
                     let destination = DestinationKey(result.plan.files[index].destination)
                     if var record = cache.records[destination] {
                         record.unsynced = false
-                        changes.records.append((destination, record))
+                        update.changes.records.append((destination, record))
                     }
                 }
                 continue
@@ -266,42 +296,28 @@ package struct Sync: Sendable {
                 if let written = result.committedRecords[index] {
                     // A new file: recorded without looking up the old record first (a rename gives it a new
                     // identity anyway), one hash-table operation per fetched file, at the save.
-                    changes.records.append((destination, written))
+                    update.changes.records.append((destination, written))
                     continue
                 }
                 record = nil
             }
             if cache.records[destination] != record {
-                changes.records.append((destination, record))
-            } else if let record, Self.rewritingSettles(record, recordedAt: cache.writtenAt) {
-                settles = true
+                update.changes.records.append((destination, record))
+            } else if let record, rewritingSettles(record, recordedAt: cache.writtenAt, now: now) {
+                update.settles = true
             }
         }
         for (destination, outcome) in result.prunes {
             switch outcome {
             case .deleted, .forgotten, .kept:
-                if cache.records[DestinationKey(destination)] != nil { changes.records.append((DestinationKey(destination), nil)) }
+                if cache.records[DestinationKey(destination)] != nil {
+                    update.changes.records.append((DestinationKey(destination), nil))
+                }
             case .failed: continue
             }
         }
-        changes.records += Self.ownersRenamed(in: cache, by: observation, except: changes.records)
-        if fetched > 0, let failure = observation.ownerKeyFailure {
-            observer?.warning("the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
-                              + "until --adopt \(observation.manifestKey) vouches for them")
-        }
-        // A journal left by an earlier run is retired by a save, even one with nothing new to record.
-        guard !changes.records.isEmpty || settles || cache.hasJournal, let area = observation.area else { return }
-        do {
-            if case .notDurable(let error) = try observation.saveState(changes, in: area) {
-                observer?.warning("the state is saved but not yet durable (\(error)); the journal is kept, and the next "
-                                  + "sync retires it")
-            }
-        } catch {
-            // The files are in place all the same; the next run re-hashes what it cannot find recorded.
-            if !changes.records.isEmpty {
-                observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
-            }
-        }
+        update.changes.records += ownersRenamed(in: cache, by: observation, except: update.changes.records)
+        return update
     }
 
     /// What the state records of an `extract` entry's tree after the run: a new tree's members in place of the old
@@ -360,9 +376,9 @@ package struct Sync: Sendable {
     /// A record whose file is too recent to be trusted from the state alone (see `FileIdentity.isOlder(than:)`)
     /// becomes trustworthy once the state is written again later than the file's times, unless those lie in the
     /// future (a file dated 2300 is hashed on every run, and rewriting the state would not change that).
-    private static func rewritingSettles(_ record: StateRecord, recordedAt: FileTime?) -> Bool {
+    private static func rewritingSettles(_ record: StateRecord, recordedAt: FileTime?, now: FileTime) -> Bool {
         guard let recordedAt, !record.identity.isOlder(than: recordedAt) else { return false }
-        return record.identity.isOlder(than: FileTime.now)
+        return record.identity.isOlder(than: now)
     }
 
 }

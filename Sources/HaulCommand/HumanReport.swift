@@ -19,8 +19,10 @@ package enum HumanReport {
 
     /// The same lines, handed to `emit` one at a time: a plan of a million changes is written as it is worded,
     /// not first held as a million strings and then as one text.
+    /// `unproven`: whether the records without proof get their line; a sync says them as a warning instead
+    /// (`Sync.unprovenNote`), with or without changes.
     package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false,
-                                  emit: (String) -> Void) {
+                                  unproven: Bool = true, emit: (String) -> Void) {
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let destination = shown(planned.entry)
             let archive = planned.entry.extract == nil ? "" : "archive, "
@@ -48,7 +50,7 @@ package enum HumanReport {
             emit("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
                  + "(--adopt \(orphan.manifest) makes this manifest their owner)")
         }
-        for record in plan.unproven { emit("! " + Sync.unprovenNote(record)) }
+        for record in plan.unproven where unproven { emit("! " + Sync.unprovenNote(record)) }
         for prune in plan.prunes {
             switch prune.action {
             case .delete: emit("- \(prune.destination) (no longer in the manifest)")

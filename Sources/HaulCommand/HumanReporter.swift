@@ -87,12 +87,10 @@ final class HumanReporter: RunReporter, Sendable {
     func plan(_ plan: Plan, acting: Bool) {
         if !quiet, plan.hasChanges || !acting {
             let sources: ((FileEntry) -> [String])? = verbose && !rewrites.isEmpty ? { self.rewrittenSourceLines($0) } : nil
-            var shown = plan
-            // A sync says unproven records as a warning, with or without changes (`Sync.unprovenNote`): not twice.
-            if acting { shown.unproven = [] }
-            // Written as it is worded: a million changes are never held as text all at once.
+            // Written as it is worded: a million changes are never held as text all at once. A sync says unproven
+            // records as a warning: not twice.
             Output.stream { emit in
-                HumanReport.planLines(shown, sources: sources, members: verbose) { line in
+                HumanReport.planLines(plan, sources: sources, members: verbose, unproven: !acting) { line in
                     emit(colourStdout ? paintPlanLine(line) : TerminalText(line))
                     emit(.lineEnd)
                 }

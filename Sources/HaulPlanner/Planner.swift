@@ -162,6 +162,23 @@ package struct PlannedPrune: Sendable, Equatable {
     package var action: PruneAction
 }
 
+/// What the observation found around the entries, which the plan reports and decides nothing on: the shard it
+/// covers, and files haul wrote that no entry lists (see `Plan`'s fields of the same names).
+package struct PlanContext: Sendable {
+    package var shardScope: ShardScope?
+    package var unlistedCount: Int
+    package var orphans: [(manifest: String, files: Int)]
+    package var unproven: [(manifest: String, files: Int)]
+
+    package init(shardScope: ShardScope? = nil, unlistedCount: Int = 0, orphans: [(manifest: String, files: Int)] = [],
+                 unproven: [(manifest: String, files: Int)] = []) {
+        self.shardScope = shardScope
+        self.unlistedCount = unlistedCount
+        self.orphans = orphans
+        self.unproven = unproven
+    }
+}
+
 /// The decision for every entry, in manifest order, and for every file to prune, with the totals a summary needs.
 package struct Plan: Sendable {
     /// The manifest's entries: the same storage, not a copy (copying 100,000 entries into planned ones cost a
@@ -172,17 +189,18 @@ package struct Plan: Sendable {
     /// Empty unless pruning is on.
     package var prunes: [PlannedPrune]
     /// Set when the plan covers one shard of the manifest.
-    package var shardScope: ShardScope?
+    package var shardScope: ShardScope? { context.shardScope }
     /// Without pruning: files haul wrote for this manifest that it no longer lists, left alone (`--prune` would
     /// look at them).
-    package var unlistedCount = 0
+    package var unlistedCount: Int { context.unlistedCount }
     /// With pruning: files haul wrote for manifests that are gone (named relative to root), never pruned by this
     /// one unless it adopts them.
-    package var orphans: [(manifest: String, files: Int)] = []
+    package var orphans: [(manifest: String, files: Int)] { context.orphans }
     /// With pruning: by manifest (named relative to root: this one, for files it no longer lists, or one that is
     /// gone), how many files the state says it wrote without the proof that haul wrote them (a state an older haul
     /// wrote, or lines haul did not write): never pruned unless `--adopt` names the manifest.
-    package var unproven: [(manifest: String, files: Int)] = []
+    package var unproven: [(manifest: String, files: Int)] { context.unproven }
+    package let context: PlanContext
     /// Fetches a content cache (`--cache`) holds, by entry index: put in place from it, without a request. nil
     /// until the cache was looked at (`Sync.plan`); not a decision of the planner's, and the transfer step
     /// tries exactly these rather than looking again.
@@ -203,15 +221,16 @@ package struct Plan: Sendable {
         return earliest.map { decidedAt + $0 }
     }
 
-    package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = []) {
+    package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = [], context: PlanContext = PlanContext()) {
         precondition(files.count == actions.count, "one action per entry")
         self.files = files
         self.actions = actions
         self.prunes = prunes
+        self.context = context
     }
 
-    package init(entries: [PlannedEntry], prunes: [PlannedPrune] = []) {
-        self.init(files: entries.map(\.entry), actions: entries.map(\.action), prunes: prunes)
+    package init(entries: [PlannedEntry], prunes: [PlannedPrune] = [], context: PlanContext = PlanContext()) {
+        self.init(files: entries.map(\.entry), actions: entries.map(\.action), prunes: prunes, context: context)
     }
 
     /// Each entry with its action.
@@ -291,7 +310,7 @@ package struct Plan: Sendable {
 /// Desired state + observed state → plan. Pure: no I/O, no clock, no environment (the time is an input).
 package enum Planner {
     package static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = [],
-                             revalidation: Revalidation? = nil) -> Plan {
+                             revalidation: Revalidation? = nil, context: PlanContext = PlanContext()) -> Plan {
         precondition(files.count == observed.count, "one observation per entry")
         precondition(revalidation.map { $0.confirmations.count == files.count } ?? true, "one confirmation per entry")
         var plan = Plan(files: files, actions: files.indices.map { index in
@@ -303,7 +322,8 @@ package enum Planner {
                         else { return action }
                         return .fresh(for: remaining)
                     },
-                    prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) })
+                    prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) },
+                    context: context)
         plan.decidedAt = revalidation?.now
         return plan
     }
