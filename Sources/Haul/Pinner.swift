@@ -25,7 +25,7 @@ package struct Measurement: Sendable {
 }
 
 /// Why a URL could not be measured.
-package enum PinFailure: Error, Sendable, CustomStringConvertible {
+package enum PinFailure: Error, Sendable {
     /// The private temporary directory could not be made, or what was unpacked in it could not be read.
     case workspace(StoreError)
     /// The server did not deliver (every attempt is listed), or the run was interrupted.
@@ -34,15 +34,6 @@ package enum PinFailure: Error, Sendable, CustomStringConvertible {
     case unfinished(String)
     /// The archive downloaded but does not unpack (the archive, the member and the rule it broke).
     case unpack(UnpackFailure)
-
-    package var description: String {
-        switch self {
-        case .unfinished(let url): "\(url): the transfer did not finish"
-        case .workspace(let error): "\(error)"
-        case .transfer(let failure): "\(failure)"
-        case .unpack(let failure): "\(failure)"
-        }
-    }
 }
 
 /// Downloads a URL once to learn its digest and size, for `haul add`.

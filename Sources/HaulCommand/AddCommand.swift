@@ -784,8 +784,9 @@ struct AddCommand: ParsableCommand {
                 throw ExitCode(status)
             }
             switch error {
-            case .workspace, .unfinished, .unpack:
-                Output.errors(["error: \(error)"])
+            case .workspace(let error): Output.errors(["error: \(error)"])
+            case .unpack(let failure): Output.errors(["error: \(failure)"])
+            case .unfinished(let url): Output.errors(["error: \(url): the transfer did not finish"])
             case .transfer(let failure):
                 Output.errors(failure.lastFailurePerSource.map {
                     "error: \($0.sourceDisplayURL): \(describing($0.reason))"
@@ -797,7 +798,7 @@ struct AddCommand: ParsableCommand {
 
     static let retrying: @Sendable (AttemptFailure, NextAttempt?) -> Void = { failure, next in
         guard let next, next.delay > 0 else { return }
-        Output.errors(["warning: \(failure); retrying in \(HumanReport.formatSeconds(next.delay))"])
+        Output.errors(["warning: \(FailureWording.attempt(failure)); retrying in \(HumanReport.formatSeconds(next.delay))"])
     }
 
     /// The manifest's text read as sync reads the file, in this environment.

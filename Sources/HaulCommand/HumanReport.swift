@@ -158,7 +158,7 @@ package enum HumanReport {
         return [summary] + sources
     }
 
-    /// `verbose`: libcurl's own message follows haul's (`FailureReason.libcurlDetail`).
+    /// `verbose`: libcurl's own message follows haul's (`FailureWording.libcurlDetail`).
     package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false,
                                      manifest: String = "haul.yaml") -> [String] {
         let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose, manifest: manifest)
@@ -226,7 +226,7 @@ package enum HumanReport {
 
     /// ` (libcurl: Recv failure: Connection reset by peer)` under `--verbose`, else nothing.
     static func detail(_ reason: FailureReason, _ verbose: Bool) -> String {
-        guard verbose, let detail = reason.libcurlDetail else { return "" }
+        guard verbose, let detail = FailureWording.libcurlDetail(reason) else { return "" }
         return " (libcurl: \(detail))"
     }
 
@@ -255,11 +255,11 @@ package enum HumanReport {
             return SizeLimit.exceeded(limit, pinned: pinnedSize != nil)
         case .digestMismatch(let expected, let actual, let encoding):
             return "checksum mismatch: " + expectedAndGot(expected, actual, checksum: checksum)
-                + (encoding.map { " (served with Content-Encoding: \($0))" } ?? "")
+                + FailureWording.servedWith(encoding)
         case .network(let code, _) where tlsVerificationCodes.contains(code):
-            return reason.description + "; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"
+            return FailureWording.reason(reason) + "; to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"
         default:
-            return reason.description
+            return FailureWording.reason(reason)
         }
     }
 

@@ -137,7 +137,7 @@ final class HumanReporter: RunReporter, Sendable {
         }
         // The URL that failed, and the one tried next when it is another: with mirrors, which one is flaky is
         // what the reader of a log wants to know.
-        let cause = failure.description + HumanReport.detail(failure.reason, verbose)
+        let cause = FailureWording.attempt(failure) + HumanReport.detail(failure.reason, verbose)
         if let next, next.delay > 0, verbose || tracker != nil {
             let elsewhere = next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
             Output.errors([paint("retry", ANSI.yellow, colour)

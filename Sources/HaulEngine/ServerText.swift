@@ -24,7 +24,7 @@ enum ServerText {
 /// The proxy a request goes through, found the way libcurl finds it (`--proxy`, else the environment), so that a
 /// proxy's refusal or 407 can name the proxy and where it was set. Only for messages: libcurl itself applies the
 /// settings and reads the environment for the transfer.
-enum ProxySettings {
+package enum ProxySettings {
     /// Where the proxy for `url` was set (`--proxy`, or the variable libcurl reads) and its URL with any userinfo
     /// shown as `***`; nil when the request goes direct (no proxy, or the host is in `--noproxy`/`no_proxy`).
     static func proxy(for url: String, settings: ConnectionSettings = ConnectionSettings()) -> (variable: String, redactedURL: String)? {
@@ -78,7 +78,7 @@ enum ProxySettings {
     }
 
     /// What the variable should hold: the same proxy with placeholder credentials (`http://user:pass@proxy:3128`).
-    static func credentialsExample(for proxy: String) -> String {
+    package static func credentialsExample(for proxy: String) -> String {
         var (scheme, rest) = split(proxy)
         if let at = rest.prefix(while: { $0 != "/" }).lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
         return (scheme.isEmpty ? "http://" : scheme) + "user:pass@" + rest.prefix { $0 != "/" }

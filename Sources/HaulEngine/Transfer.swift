@@ -125,7 +125,7 @@ final class Transfer {
     /// committed without having been hashed.
     private func emptyFile() -> FailureReason? {
         guard descriptor >= 0, ftruncate(descriptor, 0) != 0 else { return nil }
-        return .local(operation: "truncate", path: temporaryPath, errno: errno)
+        return .local(operation: .truncate, path: temporaryPath, errno: errno)
     }
 
     /// The attempt (or a redirect hop) goes to libcurl: nothing of it received yet.
@@ -179,7 +179,7 @@ final class Transfer {
     }
 
     /// No memory for a hash's state.
-    private var outOfMemory: FailureReason { .local(operation: "hash", path: temporaryPath, errno: ENOMEM) }
+    private var outOfMemory: FailureReason { .local(operation: .hash, path: temporaryPath, errno: ENOMEM) }
 
     /// Starts hashing the whole file from byte 0 on another thread (resumed or large bodies).
     func startTrailingHash() -> TrailingHasher? {
@@ -274,7 +274,7 @@ final class Transfer {
             let written = pwrite(descriptor, base + offset, bytes.count - offset, off_t(end) + off_t(offset))
             if written < 0 {
                 if errno == EINTR { continue }
-                state.abort(.local(operation: "write", path: temporaryPath, errno: errno))
+                state.abort(.local(operation: .write, path: temporaryPath, errno: errno))
                 return 0
             }
             offset += written

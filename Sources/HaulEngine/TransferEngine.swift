@@ -59,7 +59,7 @@ package final class TransferEngine: Sendable {
         for thread in others { pthread_join(thread, nil) }
         // Left only if no loop could start (libcurl out of memory): every request still ends with an event.
         for request in run.queue.takeAll() {
-            Self.end(request, delegate: delegate, reason: .local(operation: "initialize libcurl for", path: "transfers", errno: ENOMEM))
+            Self.end(request, delegate: delegate, reason: .local(operation: .startLibcurl, path: "transfers", errno: ENOMEM))
         }
     }
 
@@ -90,7 +90,7 @@ package final class TransferEngine: Sendable {
                       (CURLMOPT_MAXCONNECTS, share.transfers * 2)]
         guard let multi = MultiHandle(limits: limits) else {
             // No loop of its own: the requests it would have taken end now rather than wait for a loop forever.
-            let reason = FailureReason.local(operation: "initialize libcurl for", path: "a transfer loop", errno: ENOMEM)
+            let reason = FailureReason.local(operation: .startLibcurl, path: "a transfer loop", errno: ENOMEM)
             while let request = run.queue.next() { TransferEngine.end(request, delegate: delegate, reason: reason) }
             return
         }
@@ -156,7 +156,7 @@ package final class TransferEngine: Sendable {
                 clock.tick()
                 let now = clock.now
                 for transfer in schedule.beginTurn(now: now, running: running) {
-                    let reason = FailureReason.local(operation: "open a file or a connection for",
+                    let reason = FailureReason.local(operation: .openFileOrConnection,
                                                      path: transfer.state.source.displayURL, errno: EMFILE)
                     execute(transfer.state.stop(because: reason), for: transfer)
                 }
@@ -270,7 +270,7 @@ package final class TransferEngine: Sendable {
                     switch verified.move(to: owned.name, in: owned.folder) {
                     case .success(let moved): verified = moved
                     case .failure(let failure):
-                        let reason = FailureReason.local(operation: "move verified file to", path: owned.path, errno: failure.errno)
+                        let reason = FailureReason.local(operation: .moveVerifiedFile, path: owned.path, errno: failure.errno)
                         return execute(transfer.state.failed(reason, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
                     }
                     engine.partials?.removeMetadata(forPartial: partial)
@@ -311,7 +311,7 @@ package final class TransferEngine: Sendable {
             switch FileClone.create(fresh, mode: transfer.state.request.fileMode, umask: engine.umask) {
             case .success(let created):
                 execute(transfer.adopt(fresh, descriptor: created.descriptor, hasFileMode: created.hasFileMode), for: transfer)
-            case .failure(let error): couldNotStart(transfer, .local(operation: "create temporary file", path: fresh.path, errno: error.code))
+            case .failure(let error): couldNotStart(transfer, .local(operation: .createTemporaryFile, path: fresh.path, errno: error.code))
             }
         }
 
@@ -321,10 +321,10 @@ package final class TransferEngine: Sendable {
             let descriptor: Int32
             switch partial.open(O_RDWR | O_CREAT) {
             case .success(let opened): descriptor = opened
-            case .failure(let failure): return .failure(.local(operation: "open partial file", path: partial.path, errno: failure.errno))
+            case .failure(let failure): return .failure(.local(operation: .openPartialFile, path: partial.path, errno: failure.errno))
             }
             var info = stat()
-            var failure = FailureReason.local(operation: "use partial file", path: partial.path, errno: EINVAL)
+            var failure = FailureReason.local(operation: .usePartialFile, path: partial.path, errno: EINVAL)
             // A FIFO or a device planted under a partial's name is not a partial.
             if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
                 let resume = state.resumable(partialOf: Int64(info.st_size), metadata: partials.metadata(forPartial: partial))
@@ -335,7 +335,7 @@ package final class TransferEngine: Sendable {
                     partials.removeMetadata(forPartial: partial)
                     return .success((descriptor, nil))
                 }
-                failure = .local(operation: "truncate", path: partial.path, errno: errno)
+                failure = .local(operation: .truncate, path: partial.path, errno: errno)
             }
             close(descriptor)
             return .failure(failure)
@@ -350,10 +350,10 @@ package final class TransferEngine: Sendable {
         private mutating func attach(_ transfer: Transfer) {
             guard transfer.file != nil else { return openFile(for: transfer) }
             if let code = transfer.reopenFile() {
-                return couldNotStart(transfer, .local(operation: "open", path: transfer.temporaryPath, errno: code))
+                return couldNotStart(transfer, .local(operation: .open, path: transfer.temporaryPath, errno: code))
             }
             guard let easy = transfer.easy ?? idleHandles.popLast() ?? EasyHandle() else {
-                return couldNotStart(transfer, .local(operation: "initialize libcurl for", path: transfer.temporaryPath, errno: ENOMEM))
+                return couldNotStart(transfer, .local(operation: .startLibcurl, path: transfer.temporaryPath, errno: ENOMEM))
             }
             transfer.easy = easy
             let request = transfer.state.attemptStarts()
@@ -440,7 +440,7 @@ package final class TransferEngine: Sendable {
             let key = ObjectIdentifier(transfer)
             verifying[key] = transfer
             trailing.finish(at: transfer.state.fileBytes) { [trailingDigests, wakeUp = multi.wakeUpHandle, path = transfer.temporaryPath] result in
-                trailingDigests.add(key, result.mapError { .local(operation: "read back", path: path, errno: $0.errno) }, waking: wakeUp)
+                trailingDigests.add(key, result.mapError { .local(operation: .readBack, path: path, errno: $0.errno) }, waking: wakeUp)
             }
         }
 
@@ -525,7 +525,7 @@ package final class TransferEngine: Sendable {
                         delegate.transfer(id, didProduce: .finished(.success(delivered)))
                     case .failure(let error):
                         let failure = AttemptFailure(sourceDisplayURL: file.sourceDisplayURL,
-                                                     reason: .local(operation: "copy verified file to", path: copy.path, errno: error.code))
+                                                     reason: .local(operation: .copyVerifiedFile, path: copy.path, errno: error.code))
                         delegate.transfer(id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures + [failure]))))
                     }
                 case .goOnAlone(let sharer, let failure):

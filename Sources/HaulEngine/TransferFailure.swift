@@ -1,8 +1,7 @@
-import Glibc
 import HaulDigest
 
 /// Why one attempt at one URL failed.
-package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible {
+package enum FailureReason: Error, Sendable, Equatable {
     /// The client side: no route, refused, reset, timeout, TLS verification, as libcurl reported it.
     case network(code: CurlCode, message: String)
     /// The server answered with a status outside 200..<300.
@@ -32,51 +31,11 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
     /// `--cert` gave (`given`: true): asking again with the same settings cannot help.
     case clientCertificateRefused(given: Bool)
     /// The local side: the temporary file could not be created or written.
-    case local(operation: String, path: String, errno: Int32)
+    case local(operation: LocalOperation, path: String, errno: Int32)
     /// The run was interrupted (SIGINT, SIGTERM) before this transfer finished.
     case interrupted
     /// The run's time limit (`--max-time`, shown as given) was reached before this transfer finished.
     case timeLimitReached(String)
-
-    package var description: String {
-        switch self {
-        case .network(let code, let message): code.plainWords ?? message
-        case .httpStatus(let status): "HTTP \(status)"
-        case .digestMismatch(let expected, let actual, let encoding):
-            "checksum mismatch: expected \(expected), got \(actual)" + Self.servedWith(encoding)
-        case .sizeMismatch(let expected, let actual, let encoding):
-            "size mismatch: expected \(expected) bytes, got \(actual)" + Self.servedWith(encoding)
-        case .tooLarge(let limit): "more than the expected \(limit) bytes"
-        case .redirectRefused(let why): "redirect refused: \(why)"
-        case .resumeRejected(let why): "resume refused: \(why)"
-        case .protocolViolation(let what): "protocol error: \(what)"
-        case .proxyAuthenticationRequired(let variable, let proxy):
-            if let variable, let proxy {
-                // Credentials in the proxy's URL show as `***@`: a 407 to them is a refusal, not a request for some.
-                "the proxy \(proxy) (from \(variable)) answered 407: "
-                    + (proxy.contains("***@") ? "it refused the credentials given in \(variable); correct them there: "
-                        : variable == "--proxy" ? "it wants credentials; give them in the proxy's URL: "
-                        : "it wants credentials; give them in the variable as curl reads it: ")
-                    + (variable == "--proxy" ? "--proxy " : variable + "=") + ProxySettings.credentialsExample(for: proxy)
-            } else {
-                "HTTP 407: a proxy wants credentials; give them in the proxy variable as curl reads it: "
-                    + "https_proxy=http://user:pass@host:port (http_proxy for http URLs)"
-            }
-        case .proxyFailed(let variable, let proxy, let what, _): "the proxy \(proxy) (from \(variable)) \(what)"
-        case .clientCertificateRefused(let given):
-            given ? "the server refused the client certificate it was given (--cert, or the manifest's cert:)"
-                : "the server wants a client certificate (mutual TLS); give one with --cert (and --key)"
-        case .local(let operation, let path, let code): "cannot \(operation) \(path): \(String(cString: strerror(code)))"
-        case .interrupted: "interrupted"
-        case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
-        }
-    }
-
-    /// libcurl's own message, for a network failure `description` says in haul's words: what `--verbose` adds.
-    package var libcurlDetail: String? {
-        guard case .network(let code, let message) = self, code.plainWords != nil, !message.isEmpty else { return nil }
-        return message
-    }
 
     /// Whether trying the same URL again can help. Checksum and size mismatches move on to the next source
     /// instead: the same URL would most likely serve the same bytes.
@@ -114,11 +73,6 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    /// ` (served with Content-Encoding: gzip)`, or nothing.
-    private static func servedWith(_ encoding: String?) -> String {
-        encoding.map { " (served with Content-Encoding: \($0))" } ?? ""
-    }
-
     /// A failure to reach the host at all (no address, connection refused, timeout): other transfers of the run
     /// try that host after the ones that answer.
     var marksHostBad: Bool {
@@ -135,6 +89,16 @@ package enum FailureReason: Error, Sendable, Equatable, CustomStringConvertible 
         .sslCipher, .peerFailedVerification, .useSSLFailed, .sslEngineInitFailed, .sslCACertificateBadFile,
         .sslShutdownFailed, .sslCRLBadFile, .sslIssuerError, .sslPinnedPublicKeyMismatch, .sslInvalidCertificateStatus,
     ]
+}
+
+/// What the engine was doing on the local side when a transfer failed there.
+package enum LocalOperation: Sendable, Equatable {
+    case createTemporaryFile, openPartialFile, usePartialFile, truncate, open, write, hash, readBack
+    case moveVerifiedFile, copyVerifiedFile
+    /// A libcurl handle could not be made (out of memory).
+    case startLibcurl
+    /// No descriptor for the file or the connection came back in time.
+    case openFileOrConnection
 }
 
 /// A libcurl result code (CURLcode), named: code that decides on it reads `.operationTimedOut`, not 28.
@@ -175,33 +139,12 @@ package struct CurlCode: Sendable, Hashable, CustomStringConvertible {
     package static let sendError = CurlCode(rawValue: 55)
     package static let http2StreamError = CurlCode(rawValue: 92)
 
-    /// The failure in a user's words, for the codes whose libcurl message reads as libcurl's internals ("Failed to
-    /// connect to h port 443 after 3 ms: Couldn't connect to server", "Recv failure: Connection reset by peer");
-    /// nil where libcurl's message is the best there is, or where haul writes its own (timeouts).
-    package var plainWords: String? {
-        switch self {
-        case .couldNotResolveHost: "the host name could not be resolved"
-        case .couldNotConnect: "could not connect (refused, or no route to the host)"
-        case .http2FramingError: "the HTTP/2 connection failed"
-        case .partialFile: "the connection closed before the whole body arrived"
-        case .sslConnectError: "the TLS handshake failed"
-        case .gotNothing: "the server closed the connection without answering"
-        case .sendError: "the connection failed while sending the request"
-        case .receiveError: "the connection failed while receiving (reset by the server?)"
-        case .peerFailedVerification, .peerFailedVerificationBefore762, .sslIssuerError:
-            "the server's TLS certificate could not be verified"
-        case .sslCACertificateBadFile: "the CA bundle could not be read"
-        case .http2StreamError: "the server reset the HTTP/2 stream"
-        default: nil
-        }
-    }
-
     /// `curl 28`: the number libcurl's documentation and `curl`'s own exit status use.
     package var description: String { "curl \(rawValue)" }
 }
 
 /// One failed attempt: which URL (display form), why.
-package struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
+package struct AttemptFailure: Sendable, Equatable {
     package var sourceDisplayURL: String
     package var reason: FailureReason
     /// Where a redirect to another origin led, when the answer came from there without the source's headers (haul
@@ -213,14 +156,12 @@ package struct AttemptFailure: Sendable, Equatable, CustomStringConvertible {
         self.reason = reason
         self.headersWithheldAt = headersWithheldAt
     }
-    package var description: String { "\(sourceDisplayURL): \(reason)" }
 }
 
 /// Every source failed. `attempts` lists each URL tried and why it failed, in order.
-package struct TransferFailure: Error, Sendable, CustomStringConvertible {
+package struct TransferFailure: Error, Sendable {
     package var attempts: [AttemptFailure]
     package init(attempts: [AttemptFailure]) { self.attempts = attempts }
-    package var description: String { attempts.map(\.description).joined(separator: "; ") }
     /// The failure that ended each source, one per URL tried.
     package var lastFailurePerSource: [AttemptFailure] {
         var seen: [String: Int] = [:]

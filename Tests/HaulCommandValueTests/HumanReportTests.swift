@@ -71,8 +71,8 @@ final class HumanReportTests: XCTestCase {
                        ["https://a.example/x: the connection failed while receiving (reset by the server?)"],
                        "a JSON event or an annotation carries the destination beside the text, not in it")
         let stalled = FailureReason.network(code: .operationTimedOut, message: "no data for 2 s")
-        XCTAssertEqual(stalled.description, "no data for 2 s")
-        XCTAssertNil(stalled.libcurlDetail)
+        XCTAssertEqual(FailureWording.reason(stalled), "no data for 2 s")
+        XCTAssertNil(FailureWording.libcurlDetail(stalled))
     }
 
     func testEveryURLTriedIsNamedWithItsLastFailure() {

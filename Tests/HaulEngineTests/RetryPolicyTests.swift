@@ -47,7 +47,7 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertTrue(FailureReason.network(code: .partialFile, message: "").isTransient, "partial body")
         XCTAssertFalse(FailureReason.network(code: .peerFailedVerification, message: "").isTransient, "TLS verification")
         XCTAssertTrue(FailureReason.network(code: .sslConnectError, message: "").isTransient, "TLS handshake")
-        XCTAssertFalse(FailureReason.local(operation: "write", path: "/x", errno: ENOSPC).isTransient)
+        XCTAssertFalse(FailureReason.local(operation: .write, path: "/x", errno: ENOSPC).isTransient)
         let digest = StreamingHasher.digest([1], algorithm: .sha256)
         XCTAssertFalse(FailureReason.digestMismatch(expected: digest, actual: digest).isTransient)
     }

@@ -165,7 +165,7 @@ final class TransferStateMachineTests: XCTestCase {
     }
 
     func testALocalFailureEndsTheTransferWithoutTryingAnotherSource() {
-        let full = FailureReason.local(operation: "write", path: "/tmp/x", errno: ENOSPC)
+        let full = FailureReason.local(operation: .write, path: "/tmp/x", errno: ENOSPC)
         var machine = started(request(["http://a/f", "http://b/f"], retries: 3))
         respond(&machine, "HTTP/1.1 200 OK", "Content-Length: 1000")
         guard case .write = machine.bodyBegins() else { return XCTFail("the body is written") }
@@ -403,7 +403,7 @@ final class TransferStateMachineTests: XCTestCase {
     func testRunningOutOfDescriptorsIsAWaitNotAFailedAttempt() {
         var machine = Machine(request: request(["http://a/f", "http://b/f"], retries: 1), rules: rules())
         _ = machine.start(badHosts: [])
-        let noDescriptor = FailureReason.local(operation: "create temporary file", path: "/tmp/x", errno: EMFILE)
+        let noDescriptor = FailureReason.local(operation: .createTemporaryFile, path: "/tmp/x", errno: EMFILE)
         XCTAssertEqual(machine.attemptCouldNotStart(noDescriptor), .waitForDescriptors)
         XCTAssertEqual(machine.fileOpened(isPartial: false, resume: nil), .send)
         _ = machine.attemptStarts()
@@ -412,7 +412,7 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(machine.rotation.failures(at: 0), 0)
         XCTAssertEqual(machine.attemptStarts().url, "http://a/f", "the same URL, when descriptors are back")
 
-        let denied = FailureReason.local(operation: "create temporary file", path: "/tmp/x", errno: EACCES)
+        let denied = FailureReason.local(operation: .createTemporaryFile, path: "/tmp/x", errno: EACCES)
         XCTAssertEqual(machine.attemptCouldNotStart(denied),
                        .giveUp(lastAttempt: nil, failures: [failure("http://a/f", denied)], keepsPartial: false, sharers: []))
     }
