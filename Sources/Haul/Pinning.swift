@@ -263,7 +263,7 @@ package struct Pinning: Sendable {
         for (number, entry) in entries.enumerated() {
             let index = edit.firstIndex + number
             guard loaded.files.indices.contains(index), entry.matches(loaded.files[index]) else {
-                throw .editDoesNotReadBack(pin: false)
+                throw .entryDoesNotReadBack
             }
         }
         return (edit, loaded)

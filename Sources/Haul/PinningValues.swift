@@ -175,8 +175,11 @@ package enum PinningFailure: Error, Sendable {
     /// The edited text does not load: the manifest's own problems when it has any, else the edit's (positions
     /// point into a text never written).
     case editDoesNotLoad(DiagnosticsError, existingProblems: [String]?)
-    /// The edited text loads but does not read back a new entry or pin exactly.
-    case editDoesNotReadBack(pin: Bool)
+    /// The edited text loads but does not read back a new entry exactly: the last guard against quoting that would
+    /// change a value.
+    case entryDoesNotReadBack
+    /// The rewritten text loads but does not read back a new pin exactly.
+    case pinDoesNotReadBack
     /// `--from-sums` with `--dest DIR/`: this list file would not be a destination there.
     case notADestination(folder: String, path: String)
     /// The checksum list does not parse, or a name in it is no destination.
@@ -202,7 +205,7 @@ package enum PinningFailure: Error, Sendable {
 
     package var exitStatus: ExitStatus {
         switch self {
-        case .editDoesNotReadBack: .entryFailed
+        case .entryDoesNotReadBack, .pinDoesNotReadBack: .entryFailed
         case .notADestination, .nothingMatches, .noSuchEntries, .givenDigestForTree: .usage
         case .destinationTaken, .destinationRepeated, .notEditable, .editDoesNotLoad, .checksumList, .listedDigestsChanged,
              .listedEntriesPinSizes, .repinRefused, .repinDoesNotLoad, .noManifest, .invalidManifest: .invalidManifest

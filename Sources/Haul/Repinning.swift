@@ -163,7 +163,7 @@ extension Pinning {
             let entry = reloaded.files.indices.contains(repin.index) ? reloaded.files[repin.index] : nil
             guard let entry, entry.checksum?.digest == repin.digest, repin.size == nil || entry.size == repin.size,
                   repin.tree == nil || entry.extract?.tree == repin.tree else {
-                throw .editDoesNotReadBack(pin: true)
+                throw .pinDoesNotReadBack
             }
         }
         let updated = changed.map { repin in

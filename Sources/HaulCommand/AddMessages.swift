@@ -61,8 +61,10 @@ extension AddCommand {
             return existing ?? [error.description]
         case .editDoesNotLoad(let error, let existing):
             return existing ?? Self.withoutPositions(error).map { "error: \($0)" }
-        case .editDoesNotReadBack(let pin):
-            return ["error: internal error: the edited manifest does not read back the new \(pin ? "pin" : "entry"); \(unmodified)"]
+        case .entryDoesNotReadBack:
+            return ["error: internal error: the edited manifest does not read back the new entry; \(unmodified)"]
+        case .pinDoesNotReadBack:
+            return ["error: internal error: the edited manifest does not read back the new pin; \(unmodified)"]
         case .notADestination(let folder, let path):
             return ["error: --dest \(Quoted.text(folder)): \(Quoted.text(path)) cannot be a destination; \(unmodified)"]
         case .checksumList(let error):
