@@ -15,6 +15,9 @@ import HaulStore
 /// manifest can take the entries and still validate), so that a mistake costs no download. The manifest is
 /// replaced once, atomically, only after the edited text has been loaded back by the real loader and reads back
 /// every new entry exactly. The downloads are then placed by a sync of the new entries alone (`KeptDownloads`).
+///
+/// The decisions are the `Pinning` step's, as values (`PinningRequest` in, `PinningOutcome` out), so that they can
+/// be tested without a process; what stays here is what needs one: the options, signals, the lock's wait, the words.
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
@@ -262,7 +265,7 @@ struct AddCommand: ParsableCommand {
 
     private func add(reportingTo report: AddReport) throws {
         let rewrites = try configOptions.rewrites()
-        if isUpdating { return try update(updateAll ? nil : updates, rewrites: rewrites, report: report) }
+        if isUpdating { return try update(rewrites: rewrites, report: report) }
         let drafts: [EntryDraft]
         do {
             drafts = try (urls.isEmpty ? [fromSums ?? ""] : urls).map { url throws(EntryDraftError) in
@@ -274,204 +277,98 @@ struct AddCommand: ParsableCommand {
             Output.errors(error.messages.map { "error: \($0)" })
             throw ExitCode(ExitStatus.usage.rawValue)
         }
-        let pinning = try self.pinning()
+        let pinning = Pinning(request(drafts, given: try givenDigest()), reading: reading)
         if printOnly {
             let netrc = try netrcOptions.credentials(manifestWants: false)
-            let entries = try inFolder(pin(drafts, pinning, rewrites: rewrites, netrc: netrc).entries)
+            let entries = try measure(pinning, rewrites: rewrites, netrc: netrc).entries
             Output.lines(entries.flatMap { $0.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false) }
                 .map { TerminalText(String($0)) })
             return
         }
 
         let original = try readManifest()
-        var netrc: Netrc?
-        // The manifest's `defaults.headers`, as sync sends them to the new entries' URLs (a token, say).
-        var manifestHeaders: [HeaderField] = []
-        if fromSums == nil {
-            // Stand-in digests and sizes: the manifest must be able to take the entries before anything is fetched.
-            let trial = try editManifest(original, adding: drafts.map { $0.trialEntry(extract: extractRule) }, from: drafts)
-            for (draft, listed) in zip(drafts, trial.edit.sameURL).flatMap({ draft, listed in listed.map { (draft, $0) } }) {
-                let position = "\(manifest):\(listed.location.line):\(listed.location.column)"
-                let destination = listed.destination.map { " (dest \(String(reflecting: $0)))" } ?? ""
-                Output.errors(["warning: \(position): files[\(listed.index)]\(destination) already fetches "
-                               + "\(draft.url); adding another entry for it"])
-            }
-            netrc = try netrcOptions.credentials(manifestWants: trial.loaded.netrc)
-            manifestHeaders = trial.loaded.files[trial.edit.firstIndex].headers
-        } else {
-            let wanted = try? parseManifest(original ?? []).netrc
-            netrc = try netrcOptions.credentials(manifestWants: wanted ?? false)
-        }
+        let preparation: Pinning.Preparation
+        do { preparation = try pinning.prepare(original) } catch { throw fail(error) }
+        preparation.notices.forEach(warnings)
+        let netrc = try netrcOptions.credentials(manifestWants: preparation.wantsNetrc)
 
         // The downloads are kept until they are in place: the next sync then makes no request for them.
-        let kept = pinning == .download ? try keptDownloads() : nil
+        let kept = fromSums == nil && pinning.request.given == nil ? try keptDownloads() : nil
         defer { kept?.remove() }
-        let (pinned, interrupts) = try pin(drafts, pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders,
-                                           keepingIn: kept)
-        // A checksum list added again: what the manifest already pins is left alone, or pinned anew when asked.
-        let listed = try alreadyListed(inFolder(pinned), in: original)
-        var base = original
-        for changed in listed.changed {
-            base = try repinned(changed.index, to: changed.entry.digest, in: base ?? [])
+        let (pinned, interrupts) = try measure(pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: preparation.headers,
+                                               keepingIn: kept)
+        let outcome: PinningOutcome
+        do {
+            let sorting = try pinning.sort(pinned, against: original)
+            sorting.unchanged.forEach(report.pinned)
+            outcome = try pinning.adding(sorting, to: original)
+        } catch {
+            throw fail(error)
         }
-        let entries = listed.new
-        var lines: [TerminalText] = []
-        if !listed.same.isEmpty {
-            for same in listed.same {
-                report.pinned(dest: same.destination, url: same.url, digest: same.digest, size: same.size, .unchanged)
-            }
-            lines.append(TerminalText("\(listed.same.count) already pinned: "
-                                      + Quoted.firstFew(listed.same) { $0.destination } + "."))
+        guard let bytes = outcome.manifest.bytes, let loaded = outcome.manifest.manifest else {
+            return report.say(lines(outcome) + ["\(manifest) was not modified."])
         }
-        guard !entries.isEmpty || !listed.changed.isEmpty else {
-            return report.say(lines + ["\(manifest) was not modified."])
-        }
-        let (bytes, firstIndex, loaded) = try entries.isEmpty ? reloaded(base ?? []) : edited(base, adding: entries)
         try replaceManifest(original, with: bytes, interrupts: interrupts)
-        for changed in listed.changed {
-            let line = loaded.files[changed.index].location.line
-            lines.append(TerminalText("Updated files[\(changed.index)] (\(changed.entry.destination)) in \(manifest), line \(line): "
-                                      + "\(Self.shortPin(changed.was, tree: nil)) → \(Self.shortPin(changed.entry.digest, tree: nil))."))
-            report.pinned(dest: changed.entry.destination, url: changed.entry.url, digest: changed.entry.digest,
-                          size: changed.entry.size, .updated)
-        }
-        for (number, entry) in entries.enumerated() {
-            let index = firstIndex + number
-            let line = loaded.files[index].location.line
-            let size = entry.size.map { "\(ByteCount.format($0)), " } ?? ""
-            let what = "\(entry.destination) (\(size)\(Self.shortPin(entry.digest, tree: entry.extract?.tree)))"
-            lines.append(original == nil && number == 0
-                ? "Created \(manifest) with \(what) as files[0], line \(line)."
-                : "Added \(what) to \(manifest) as files[\(index)], line \(line).")
-            report.pinned(dest: entry.destination, url: entry.url, digest: entry.digest, size: entry.size, .added)
-        }
-        let placing = entries.count + listed.changed.count
+        outcome.files(.updated).forEach(report.pinned)
+        outcome.files(.added).forEach(report.pinned)
+        let placing = outcome.files(.updated).count + outcome.files(.added).count
         guard let kept else {
-            return report.say(lines + ["Run \"\(syncCommand)\" to put \(placing == 1 ? "it" : "them") in place."])
+            return report.say(lines(outcome) + ["Run \"\(syncCommand)\" to put \(placing == 1 ? "it" : "them") in place."])
         }
-        report.say(lines)
-        try place(entries.map(\.destination), of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts,
+        report.say(lines(outcome))
+        try place(outcome.placing, of: loaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts,
                   report: report)
     }
 
-    /// `--from-sums` with `--dest DIR/`: each of the list's files goes to DIR/<its name>. Exits 64 when one would
-    /// not be a destination.
-    private func inFolder(_ entries: [PinnedEntry]) throws -> [PinnedEntry] {
-        guard fromSums != nil, let folder = dest else { return entries }
-        return try entries.map { entry in
-            guard let destination = DestinationPath.commandLine(folder + entry.destination) else {
-                Output.errors([TerminalText("error: --dest \(Quoted.text(folder)): \(Quoted.text(folder + entry.destination)) "
-                                            + "cannot be a destination; \(manifest) was not modified")])
-                throw ExitCode(ExitStatus.usage.rawValue)
-            }
-            return PinnedEntry(url: entry.url, destination: destination, digest: entry.digest, size: entry.size, extract: entry.extract)
+    /// What the options ask the `Pinning` step for.
+    func request(_ drafts: [EntryDraft], given: Digest?) -> PinningRequest {
+        let source: PinningRequest.Source
+        if isUpdating {
+            source = .entries(updateAll ? nil : updates)
+        } else if let list = drafts.first, fromSums != nil {
+            source = .checksumList(list, matching: matches, folder: dest)
+        } else {
+            source = .urls(drafts)
         }
+        return PinningRequest(source: source, extract: extractRule, given: given.map { ($0, size) },
+                              repinsChangedListEntries: updateAll)
     }
 
-    /// A checksum list's entries sorted against the manifest's: new ones, those it already pins to the same digest,
-    /// and those whose digest changed (refused, exit 3, unless `--update-all`). A manifest that does not load is
-    /// left for the edit to report.
-    private func alreadyListed(_ entries: [PinnedEntry], in original: [UInt8]?) throws
-        -> (new: [PinnedEntry], same: [PinnedEntry], changed: [(index: Int, entry: PinnedEntry, was: Digest)]) {
-        guard fromSums != nil, let original, let loaded = try? parseManifest(original) else { return (entries, [], []) }
-        var listed: [DestinationKey: Int] = [:]
-        for (index, file) in loaded.files.enumerated() { listed[DestinationKey(file.destination)] = index }
-        var new: [PinnedEntry] = []
-        var same: [PinnedEntry] = []
-        var changed: [(index: Int, entry: PinnedEntry, was: Digest)] = []
-        for entry in entries {
-            guard let index = listed[DestinationKey(entry.destination)] else {
-                new.append(entry)
-                continue
-            }
-            let was = loaded.files[index].checksum?.digest
-            if was == entry.digest {
-                same.append(entry)
-            } else if let was, was.algorithm == entry.digest.algorithm {
-                changed.append((index, entry, was))
-            } else {
-                // Unpinned, or pinned another way: the edit refuses the destination as taken, and says what to do.
-                new.append(entry)
+    /// The manifest read as sync reads the file, in this environment.
+    var reading: ManifestReading {
+        ManifestReading(fileName: manifest, environment: Environment.current, commandLineHeaders: requestOptions.standInHeaderNames)
+    }
+
+    /// The URLs' entries, measured or pinned by the digest given, or the entries a checksum list names: exits 1
+    /// when a fetch fails (naming each URL tried), 3 when a line of a list is not a checksum or names no destination,
+    /// 64 when `--match` selects nothing or `--dest DIR/` makes a name no destination.
+    private func measure(_ pinning: Pinning, rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
+                         keepingIn kept: KeptDownloads? = nil) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        let warnings = self.warnings
+        guard fromSums != nil else {
+            return try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) {
+                options, cancellation throws(PinFailure) in
+                try pinning.measure(options: options, keepingIn: kept, cancellation: cancellation, notices: warnings)
             }
         }
-        guard changed.isEmpty || updateAll else {
-            Output.errors(changed.map { changed in
-                let file = loaded.files[changed.index]
-                return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
-                                    + "(\(file.destination)) is pinned to \(Self.shortPin(changed.was, tree: nil)); the list now "
-                                    + "says \(Self.shortPin(changed.entry.digest, tree: nil))")
-            } + [TerminalText("hint: run \"haul add --from-sums \(CommandHint.shellWord(fromSums ?? ""))\(manifestArgument) --update-all\" "
-                              + "to pin \(changed.count == 1 ? "it" : "them") anew; \(manifest) was not modified")])
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        // The list's own cap, when it is the lower limit, is the one a message must name.
+        let describe = { (reason: FailureReason) -> String in
+            guard case .tooLarge(let limit) = reason, limit == ChecksumList.maximumBytes, limit < maxFileSize.bytes else {
+                return HumanReport.describe(reason, checksum: nil)
+            }
+            return "more than \(ByteCount.format(limit)), the most haul reads of a checksum list"
         }
-        // A list gives no size: one the entry pins would stay beside the new digest and fail every sync.
-        let sized = changed.filter { loaded.files[$0.index].size != nil }
-        guard sized.isEmpty else {
-            Output.errors(sized.map { changed in
-                let file = loaded.files[changed.index]
-                return TerminalText("error: \(manifest):\(file.location.line):\(file.location.column): files[\(changed.index)] "
-                                    + "(\(file.destination)) pins a size, which the list does not give; run "
-                                    + "\"\(CommandHint.update(file.destination.description, manifest: manifest))\" to download it and pin both")
-            } + [TerminalText("\(manifest) was not modified")])
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
+        let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc, describing: describe) {
+            options, cancellation throws(PinFailure) in
+            try pinning.fetchList(options: options, cancellation: cancellation, notices: warnings)
         }
-        return (new, same, changed)
-    }
-
-    /// `files[index]` pinned to `digest` in `bytes` (a checksum list's entry whose digest changed); exits 3 when the
-    /// entry's notation cannot take it.
-    private func repinned(_ index: Int, to digest: Digest, in bytes: [UInt8]) throws -> [UInt8] {
-        do {
-            return try ManifestEditor.repinning(index, digest: digest, size: nil, in: bytes, fileName: manifest)
-        } catch {
-            Output.errors([TerminalText(error.description), "\(manifest) was not modified"])
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
-        }
-    }
-
-    /// `editManifest`'s text, where the new entries begin, and the text loaded back.
-    private func edited(_ original: [UInt8]?, adding entries: [PinnedEntry]) throws -> ([UInt8], Int, Manifest) {
-        let (edit, loaded) = try editManifest(original, adding: entries)
-        return (edit.bytes, edit.firstIndex, loaded)
-    }
-
-    /// Edited text with no entry added, loaded back as `editManifest` loads what it edits.
-    private func reloaded(_ bytes: [UInt8]) throws -> ([UInt8], Int, Manifest) {
-        do {
-            let loaded = try parseManifest(bytes)
-            return (bytes, loaded.files.count, loaded)
-        } catch {
-            Output.errors((Self.withoutPositions(error).map { "error: \($0)" } + ["\(manifest) was not modified"]).map { TerminalText($0) })
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
-        }
+        do { return (try pinning.listedEntries(bytes), interrupts) } catch { throw fail(error) }
     }
 
     /// What `--extract`, `--strip` and `--format` ask, without the tree (pinned once the archive is unpacked); nil
     /// without `--extract`.
     var extractRule: ExtractRule? {
         extract ? ExtractRule(format: format, strip: strip ?? 0) : nil
-    }
-
-    /// A pin as messages show it: `sha256 9f86d081884c…`, and an archive's tree `tree sha256-n4bQgYhMfWWa…`.
-    static func shortPin(_ digest: Digest, tree: Digest?) -> String {
-        "\(digest.algorithm.rawValue) \(digest.hex.prefix(12))…" + (tree.map { ", tree \($0.subresourceIntegrity.prefix(19))…" } ?? "")
-    }
-
-    /// How the new entries get their digests.
-    private enum Pinning: Equatable {
-        /// Each URL is downloaded once and measured.
-        case download
-        /// `--sha256`, `--sha512` or `--integrity`: as given, with `--size` or what a HEAD request announces.
-        case given(Digest)
-        /// `--from-sums`: as a checksum list says.
-        case checksumList
-    }
-
-    /// The way the options ask for; a digest that is not one exits 64.
-    private func pinning() throws -> Pinning {
-        if fromSums != nil { return .checksumList }
-        guard let digest = try givenDigest() else { return .download }
-        return .given(digest)
     }
 
     /// The digest `--sha256`, `--sha512` or `--integrity` gives, nil without one. A digest that is not one, or
@@ -492,50 +389,9 @@ struct AddCommand: ParsableCommand {
         return digest
     }
 
-    /// The size a HEAD request announces for a file pinned by `digest` alone: nil (with a warning) when the server
-    /// announces none, or a size no file of that digest can have (`Content-Length: 0` beside the digest of
-    /// non-empty content): pinned, it would fail every sync.
-    func announcedSize(_ url: TemplatedString, digest: Digest, options: SyncOptions,
-                       cancellation: Cancellation) throws(PinFailure) -> Int64? {
-        let announced = try Pinner.announcedSize(url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
-        guard let announced else {
-            Output.errors(["warning: \(url) announces no size; the entry has none (add --size to pin it)"])
-            return nil
-        }
-        if let contradiction = PinnedSize.contradiction(announced, digest: digest) {
-            Output.errors([TerminalText("warning: \(url) announces Content-Length: \(announced), which cannot be the "
-                                        + "size of the file pinned: \(contradiction); the entry has no size (add --size to pin it)")])
-            return nil
-        }
-        return announced
-    }
-
     /// The digest options given, as (manifest key, value).
     var givenDigests: [(String, String)] {
         [("sha256", sha256), ("sha512", sha512), ("integrity", integrity)].compactMap { key, value in value.map { (key, $0) } }
-    }
-
-    private func pin(_ drafts: [EntryDraft], _ pinning: Pinning, rewrites: URLRewriter, netrc: Netrc?,
-                     manifestHeaders: [HeaderField] = [], keepingIn kept: KeptDownloads? = nil)
-        throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
-        switch pinning {
-        case .download: try download(drafts, rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders, keepingIn: kept)
-        case .given(let digest): try given(digest, for: drafts[0], rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders)
-        case .checksumList: try listed(drafts[0], rewrites: rewrites, netrc: netrc)
-        }
-    }
-
-    /// The entry with the digest given; its size is `--size`, else what a HEAD request announces (none if the server
-    /// announces none). Exits 1 when the HEAD request fails.
-    private func given(_ digest: Digest, for draft: EntryDraft, rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField])
-        throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
-        try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
-            guard let size else {
-                let announced = try announcedSize(draft.url, digest: digest, options: options, cancellation: cancellation)
-                return [draft.pinned(digest: digest, size: announced, extract: extractRule)]
-            }
-            return [draft.pinned(digest: digest, size: size, extract: extractRule)]
-        }
     }
 
     /// Writes the edited manifest over `original`, atomically; exits 1 if the file changed since it was read (the
@@ -631,136 +487,6 @@ struct AddCommand: ParsableCommand {
         }
     }
 
-    /// The edited text, holding every entry, loaded back; exits 3 when the manifest cannot take them. Problems the
-    /// manifest already had are reported as `sync` would report them, at their own lines. `drafts`: the URLs the
-    /// entries come from, to name them.
-    private func editManifest(_ original: [UInt8]?, adding entries: [PinnedEntry],
-                              from drafts: [EntryDraft] = []) throws -> (edit: ManifestEdit, loaded: Manifest) {
-        let edit: ManifestEdit
-        do {
-            edit = try ManifestEditor.appending(entries, to: original, fileName: manifest)
-        } catch {
-            switch error.reason {
-            case .destinationTaken(let index):
-                let taken = original.flatMap { try? parseManifest($0) }.flatMap { loaded in
-                    loaded.files.indices.contains(index) ? loaded.files[index].destination.description : nil
-                }
-                let update = taken.map { "\"\(CommandHint.update($0, manifest: manifest))\"" }
-                let hint = switch (update, fromSums == nil) {
-                case (let update?, true): "hint: to pin it anew from its own url, run \(update); or choose another destination with --dest"
-                case (let update?, false): "hint: to pin it anew from its own url, run \(update)"
-                case (nil, true): "hint: choose another destination with --dest"
-                case (nil, false): nil as String?
-                }
-                Output.errors([TerminalText(error.description)] + (hint.map { [TerminalText($0)] } ?? []))
-            case .destinationRepeated(let first, let second):
-                // A checksum list's repeated names are refused with their lines before this; these are URLs.
-                let shown = { (index: Int) in drafts.indices.contains(index) ? "\(drafts[index].url)" : "URL \(index + 1)" }
-                Output.errors([TerminalText("error: \(shown(first)) and \(shown(second)) would both be saved as "
-                                            + "\(String(reflecting: entries[second].destination)); \(manifest) was not modified"),
-                               "hint: add them one at a time, each with its own --dest"])
-            case .notEditable:
-                Output.errors((existingProblems(original) ?? [error.description]).map { TerminalText($0) })
-            }
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
-        }
-        let loaded: Manifest
-        do {
-            loaded = try parseManifest(edit.bytes)
-        } catch {
-            // The manifest was valid, so the new entries are what breaks it (a folder another entry needs, …).
-            Output.errors((existingProblems(original) ?? Self.withoutPositions(error).map { "error: \($0)" }).map { TerminalText($0) })
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
-        }
-        for (number, entry) in entries.enumerated() {
-            let index = edit.firstIndex + number
-            guard loaded.files.indices.contains(index), entry.matches(loaded.files[index]) else {
-                Output.errors(["error: internal error: the edited manifest does not read back the new entry; \(manifest) was not modified"])
-                throw ExitCode(ExitStatus.entryFailed.rawValue)
-            }
-        }
-        return (edit, loaded)
-    }
-
-    /// The errors of an edited text that did not load, each with its key path but without its line and column:
-    /// those point into a text that was never written, not into the file the user has.
-    static func withoutPositions(_ error: DiagnosticsError) -> [String] {
-        error.diagnostics.filter { $0.severity == .error }.map { "\($0.keyPath.map { "\($0): " } ?? "")\($0.message)" }
-    }
-
-    /// The manifest's own errors, if it has any.
-    private func existingProblems(_ original: [UInt8]?) -> [String]? {
-        guard let original else { return nil }
-        do {
-            _ = try parseManifest(original)
-            return nil
-        } catch {
-            return error.diagnostics.map(\.description)
-        }
-    }
-
-    /// Fetches each once, hashing as the bytes arrive; exits 1 (naming each URL tried) when one fails. The
-    /// watcher is returned because SIGINT and SIGTERM stay blocked from here on: the caller must look at it.
-    private func download(_ drafts: [EntryDraft], rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
-                          keepingIn kept: KeptDownloads? = nil) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
-        try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) { options, cancellation throws(PinFailure) in
-            try drafts.map { draft throws(PinFailure) in
-                guard let rule = extractRule else {
-                    let measured = try Pinner.measure(draft.url, options: options, keepingIn: kept, cancellation: cancellation,
-                                                      attemptFailed: Self.retrying)
-                    Self.warnIfEncoded(measured)
-                    return draft.pinned(digest: measured.digest, size: measured.size)
-                }
-                let measured = try Pinner.measureArchive(draft.url, rule: rule, options: options, keepingIn: kept,
-                                                         cancellation: cancellation, attemptFailed: Self.retrying)
-                Self.warnIfEncoded(measured.archive)
-                return draft.pinned(digest: measured.archive.digest, size: measured.archive.size, extract: rule.pinning(tree: measured.tree))
-            }
-        }
-    }
-
-    /// The server applied a `Content-Encoding` unasked: the pin is of the encoded bytes, which the user should know.
-    static func warnIfEncoded(_ measured: Measurement) {
-        if let encoding = measured.contentEncoding {
-            Output.errors(["warning: \(measured.sourceDisplayURL): \(HumanReport.encodingWarning(encoding: encoding)); "
-                           + "the pin is of those bytes"])
-        }
-    }
-
-    /// The entries a checksum list names (those `--match` selects): exits 1 when the list cannot be fetched, 3 when
-    /// a line of it is not a checksum or names no destination, 64 when `--match` selects nothing.
-    private func listed(_ list: EntryDraft, rewrites: URLRewriter, netrc: Netrc?) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
-        // The list's own cap, when it is the lower limit, is the one a message must name.
-        let describe = { (reason: FailureReason) -> String in
-            guard case .tooLarge(let limit) = reason, limit == ChecksumList.maximumBytes, limit < maxFileSize.bytes else {
-                return HumanReport.describe(reason, checksum: nil)
-            }
-            return "more than \(ByteCount.format(limit)), the most haul reads of a checksum list"
-        }
-        let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc, describing: describe) {
-            options, cancellation throws(PinFailure) in
-            // Read into memory whole: a list is kilobytes, and a server must not make haul hold gigabytes.
-            var options = options
-            options.maxFileSize = min(options.maxFileSize, ChecksumList.maximumBytes)
-            return try Pinner.fetch(list.url, options: options, cancellation: cancellation, attemptFailed: Self.retrying)
-        }
-        let entries: [PinnedEntry]
-        do {
-            let parsed = try ChecksumList.parse(bytes, file: list.url.description)
-            entries = try ChecksumList(items: parsed.items.filter { item in
-                matches.isEmpty || matches.contains { fnmatch($0, item.name, 0) == 0 }
-            }).entries(listURL: list.url, file: list.url.description)
-        } catch {
-            Output.errors(["\(error)", "\(manifest) was not modified"])
-            throw ExitCode(ExitStatus.invalidManifest.rawValue)
-        }
-        guard !entries.isEmpty else {
-            Output.errors(["error: no file of \(list.url) matches \(matches.map { "'\($0)'" }.joined(separator: " or "))"])
-            throw ExitCode(ExitStatus.usage.rawValue)
-        }
-        return (entries, interrupts)
-    }
-
     /// Runs `body` with the transfer settings, SIGINT and SIGTERM turned into a cancellation; exits 1 (naming each
     /// URL tried, and why, in `describing`'s words) when it fails.
     func transferring<Result>(rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
@@ -794,23 +520,6 @@ struct AddCommand: ParsableCommand {
             }
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
-    }
-
-    static let retrying: @Sendable (AttemptFailure, NextAttempt?) -> Void = { failure, next in
-        guard let next, next.delay > 0 else { return }
-        Output.errors(["warning: \(FailureWording.attempt(failure)); retrying in \(HumanReport.formatSeconds(next.delay))"])
-    }
-
-    /// The manifest's text read as sync reads the file, in this environment.
-    func parseManifest(_ bytes: [UInt8]) throws(DiagnosticsError) -> Manifest {
-        try ManifestLoader.parse(bytes: bytes, fileName: manifest, manifestDirectory: manifestDirectory, environment: Environment.current,
-                                 commandLineHeaders: requestOptions.standInHeaderNames)
-    }
-
-    /// The folder `root` is relative to: the manifest's, as the loader takes it.
-    private var manifestDirectory: String {
-        guard let slash = manifest.lastIndex(of: "/") else { return "." }
-        return slash == manifest.startIndex ? "/" : String(manifest[..<slash])
     }
 
     /// What to run next, copy-pastable: the manifest argument only when it is not the default.

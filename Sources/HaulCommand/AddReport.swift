@@ -1,4 +1,4 @@
-import HaulDigest
+import Haul
 import HaulManifest
 import Synchronization
 
@@ -31,19 +31,18 @@ final class AddReport: Sendable {
         Output.lines(lines)
     }
 
-    enum Result: String { case added, updated, unchanged }
-
-    /// `url` as written in the manifest: its userinfo is redacted here, as every URL haul shows.
-    func pinned(dest: String, url: String, digest: Digest, size: Int64?, _ result: Result) {
+    /// The file's `url` as written in the manifest: its userinfo is redacted here, as every URL haul shows.
+    func pinned(_ file: PinnedFile) {
         tally.withLock { tally in
-            switch result {
+            switch file.result {
             case .added: tally.added += 1
             case .updated: tally.updated += 1
             case .unchanged: tally.unchanged += 1
             }
         }
         guard style == .json else { return }
-        Output.lines([TerminalText(JSONEvents.pinned(dest: dest, url: Redaction.redactingUserinfo(url), digest: digest, size: size, result: result.rawValue).encoded())])
+        Output.lines([TerminalText(JSONEvents.pinned(dest: file.destination, url: Redaction.redactingUserinfo(file.url), digest: file.digest,
+                                                     size: file.size, result: file.result.rawValue).encoded())])
     }
 
     func placed(_ count: Int) { tally.withLock { $0.placed += count } }
