@@ -24,30 +24,12 @@ struct TransferStateMachine: Sendable {
     /// Every failed attempt, for the final error.
     private(set) var failures: [AttemptFailure]
     private(set) var sourceIndex = 0
-    /// The URL of the current hop, whether the source's headers go with it, and the URLs this attempt requested
-    /// (a repeat is a loop).
-    private(set) var currentURL: String
-    private var sendsHeaders = true
-    private var visited: Set<String> = []
-
-    /// Whether bytes may be kept across attempts and runs: the file is the partial named by the pinned digest,
-    /// which judges the splice.
-    private(set) var isResumable = false
-    /// Bytes already in the file when the attempt started, from an earlier attempt or run (it asks for the rest, and
-    /// a digest mismatch then earns one full refetch), and what it wrote after them.
-    private(set) var resumeOffset: Int64 = 0
-    private var received: Int64 = 0
-    /// What the server said identifies the bytes we have (from the response, or the partial's metadata).
-    private(set) var validator: ResumeValidator?
-    private var didFullRefetch = false
-    /// Set by `start` until its file is open: a partial found already whole then needs only its hash checked.
-    private var checksWholePartial = false
-
-    /// The headers of the current response that haul acts on.
-    private(set) var headers = ResponseHeaders()
-    private var discardsBody = false
-    /// Why the attempt was cut short, by a judgement of the machine's or a callback of the engine's.
-    private(set) var abortReason: FailureReason?
+    /// Where the transfer stands: what the last action left it waiting for.
+    private(set) var phase = Phase.new
+    /// What the file holds, across attempts (and runs, for a partial).
+    private var bytes = FileBytes()
+    /// The attempt at the current source: its hops and the response to the last one.
+    private var attempt: Attempt
 
     /// `rotation` and `failures`: where a sharer going on alone starts from (see `goOnAlone`).
     init(request: TransferRequest, rules: Rules, rotation: SourceRotation? = nil, failures: [AttemptFailure] = []) {
@@ -56,16 +38,25 @@ struct TransferStateMachine: Sendable {
         self.failures = failures
         self.rules = rules
         bodyLimit = request.sharers.reduce(request.expectedSize ?? rules.maxBodyBytes) { max($0, $1.expectedSize ?? rules.maxBodyBytes) }
-        currentURL = request.sources.first?.url ?? ""
+        attempt = Attempt(url: request.sources.first?.url ?? "")
         sharers = request.sharers.map { Sharer($0, leader: request) }
     }
 
     var source: TransferSource { request.sources[sourceIndex] }
     /// Everything in the file: resumed bytes plus the last attempt's body.
-    var fileBytes: Int64 { resumeOffset + received }
-    private var requestsRange: Bool { resumeOffset > 0 && validator != nil }
+    var fileBytes: Int64 { bytes.resumeOffset + bytes.received }
+    /// Whether bytes may be kept across attempts and runs: the file is the partial named by the pinned digest,
+    /// which judges the splice.
+    var isResumable: Bool { bytes.isResumable }
+    /// The URL of the current hop.
+    var currentURL: String { attempt.url }
+    /// The headers of the current response that haul acts on.
+    var headers: ResponseHeaders { attempt.headers }
+    /// Why the attempt was cut short, by a judgement of the machine's or a callback of the engine's.
+    var abortReason: FailureReason? { attempt.abortReason }
+    private var requestsRange: Bool { bytes.resumeOffset > 0 && bytes.validator != nil }
     /// The `Content-Encoding` of the response whose body is in the file, shown safely; nil when there is none.
-    private var servedEncoding: String? { headers.contentEncoding.map { ServerText.quoted($0) } }
+    private var servedEncoding: String? { attempt.headers.contentEncoding.map { ServerText.quoted($0) } }
 
     /// Bodies at least this long (by Content-Length or pinned size) are hashed by a `TrailingHasher`: below it,
     /// handing work to another thread costs more than hashing in place.
@@ -89,80 +80,81 @@ struct TransferStateMachine: Sendable {
     /// for source i) and a file for it.
     mutating func start(badHosts: [Bool]) -> Action {
         guard !request.sources.isEmpty else {
-            return .giveUp(lastAttempt: nil, failures: [], keepsPartial: false, sharers: sharers.map { .end(id: $0.request.id, failures: []) })
+            return leaving(.giveUp(lastAttempt: nil, failures: [], keepsPartial: false,
+                                   sharers: sharers.map { .end(id: $0.request.id, failures: []) }))
         }
         _ = prepareAttempt(at: rotation.first(avoiding: badHosts), keepingBytes: false)
-        checksWholePartial = true
-        return .openFile(started: [Started(id: request.id, sourceDisplayURL: source.displayURL)] + sharers.map {
+        return leaving(.openFile(started: [Started(id: request.id, sourceDisplayURL: source.displayURL)] + sharers.map {
             Started(id: $0.request.id, sourceDisplayURL: $0.request.sources[$0.sourceMap[sourceIndex] ?? 0].displayURL)
-        })
+        }))
     }
 
     /// The file is open; `resume`: what of the partial it is may be resumed (`resumable`).
     mutating func fileOpened(isPartial: Bool, resume: (offset: Int64, validator: ResumeValidator)?) -> Action {
-        defer { checksWholePartial = false }
-        isResumable = isPartial
-        resumeOffset = resume?.offset ?? 0
-        validator = resume?.validator
+        let isFirstFile = phase == .openingFile
+        bytes.isResumable = isPartial
+        bytes.resumeOffset = resume?.offset ?? 0
+        bytes.validator = resume?.validator
         // Everything is already here (a run ended between download and commit): only the hash is left.
-        if checksWholePartial && requestsRange && request.expectedSize == resumeOffset { return .verify(fromDisk: true) }
-        return .send
+        if isFirstFile && requestsRange && request.expectedSize == bytes.resumeOffset { return leaving(.verify(fromDisk: true)) }
+        return leaving(.send)
     }
 
     /// The attempt could not start: no file, no handle, libcurl refused it. Out of descriptors is a matter of
     /// waiting, not of the source; anything else ends the transfer.
     mutating func attemptCouldNotStart(_ reason: FailureReason) -> Action {
-        checksWholePartial = false
-        return reason.isOutOfDescriptors ? .waitForDescriptors : stop(because: reason)
+        leaving(reason.isOutOfDescriptors ? .waitForDescriptors : stop(because: reason))
     }
 
     /// The attempt (or a redirect hop) goes to libcurl: the URL and the header lines it sends.
     mutating func attemptStarts() -> (url: String, headers: [String]) {
-        visited.insert(currentURL)
-        headers = ResponseHeaders()
-        discardsBody = false
-        abortReason = nil
-        received = 0
-        var lines = sendsHeaders ? source.headers.map { "\($0.name): \($0.value)" } : []
+        attempt.visited.insert(attempt.url)
+        attempt.headers = ResponseHeaders()
+        attempt.discardsBody = false
+        attempt.abortReason = nil
+        bytes.received = 0
+        var lines = attempt.sendsHeaders ? source.headers.map { "\($0.name): \($0.value)" } : []
         if let conditional = source.conditional { lines += conditional.requestHeaders }
-        if requestsRange, let validator { lines += ["Range: bytes=\(resumeOffset)-", "If-Range: \(validator.ifRangeValue)"] }
-        return (currentURL, lines)
+        if requestsRange, let validator = bytes.validator {
+            lines += ["Range: bytes=\(bytes.resumeOffset)-", "If-Range: \(validator.ifRangeValue)"]
+        }
+        return (attempt.url, lines)
     }
 
     /// One header line of the response, the status line too. False cuts the attempt short (`abortReason` says why):
     /// a response is believed only when it is consistent, judged as its header block ends, before any body byte.
     mutating func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
-        headers.consume(line)
-        if let refusal = headers.refusal(afterLineOf: line.count, resumeOffset: resumeOffset, bodyLimit: bodyLimit) { abort(refusal) }
-        return abortReason == nil
+        attempt.headers.consume(line)
+        if let refusal = attempt.headers.refusal(afterLineOf: line.count, resumeOffset: bytes.resumeOffset, bodyLimit: bodyLimit) { abort(refusal) }
+        return attempt.abortReason == nil
     }
 
     /// The first body byte of the response: a body to keep (whole, or the rest of a partial), or one to discard.
     mutating func bodyBegins() -> BodyPlan {
-        guard (200..<300).contains(headers.status) else {
-            discardsBody = true
+        guard (200..<300).contains(attempt.headers.status) else {
+            attempt.discardsBody = true
             return .discard
         }
         let start: Int64
-        do { start = try headers.bodyStart(resumeOffset: requestsRange ? resumeOffset : nil, bodyLimit: bodyLimit) } catch {
+        do { start = try attempt.headers.bodyStart(resumeOffset: requestsRange ? bytes.resumeOffset : nil, bodyLimit: bodyLimit) } catch {
             abort(error)
             return .refuse
         }
         // A 200 to a resume request is the whole body from byte 0: the partial is dropped.
-        let truncates = start != resumeOffset
-        resumeOffset = start
+        let truncates = start != bytes.resumeOffset
+        bytes.resumeOffset = start
         var metadata = MetadataChange.unchanged
-        if let fresh = ResumeValidator(headers) {
+        if let fresh = ResumeValidator(attempt.headers) {
             // Before the first byte lands: the metadata never describes bytes it does not cover. A resume answered
             // with the validator already on disk has nothing new to write (a new source or a full refetch clears
             // `validator` first).
-            if fresh != validator && isResumable { metadata = .save(PartialMetadata(sourceKey: source.key, validator: fresh)) }
-            validator = fresh
-        } else if isResumable {
+            if fresh != bytes.validator && bytes.isResumable { metadata = .save(PartialMetadata(sourceKey: source.key, validator: fresh)) }
+            bytes.validator = fresh
+        } else if bytes.isResumable {
             // Bytes without a validator cannot be resumed safely; whatever metadata there was no longer applies.
             metadata = .remove
         }
-        let length = headers.contentLength
+        let length = attempt.headers.contentLength
         return .write(offset: start, truncates: truncates, metadata: metadata,
                       hashesTrailing: start > 0 || request.bodyReading != nil
                           || max(length ?? -1, request.expectedSize ?? -1) >= Self.trailingHashThreshold,
@@ -171,7 +163,7 @@ struct TransferStateMachine: Sendable {
 
     /// A callback of the engine cut the attempt short (a write that failed, a stall, too many bytes). The first
     /// reason is the one kept: libcurl's generic write error is not what the user sees.
-    mutating func abort(_ reason: FailureReason) { if abortReason == nil { abortReason = reason } }
+    mutating func abort(_ reason: FailureReason) { if attempt.abortReason == nil { attempt.abortReason = reason } }
 
     /// libcurl is done with the attempt: a body to verify, a redirect to follow, a 304, or a failure. `error`: libcurl's
     /// (nil: completed), which `writeRefused` says is the write callback refusing bytes; `outOfDescriptors`: a socket
@@ -179,39 +171,39 @@ struct TransferStateMachine: Sendable {
     mutating func attemptEnded(bytesWritten: Int64 = 0, error: FailureReason? = nil, writeRefused: Bool = false,
                                outOfDescriptors: Bool = false, redirectTarget: String? = nil,
                                proxyAuthentication: FailureReason? = nil, now: Double, badHosts: [Bool]) -> Action {
-        received = bytesWritten
-        let status = headers.status
+        bytes.received = bytesWritten
+        let status = attempt.headers.status
         let reason: FailureReason
-        if let abortReason {
+        if let abortReason = attempt.abortReason {
             // Not a retry: the server answered, with a range a resume cannot use. The same source, from byte 0, at
             // once (as if it had answered 200).
             if case .resumeRejected = abortReason { return restartFromZero(after: abortReason) }
             reason = abortReason
-        } else if let error, !(discardsBody && writeRefused) {
+        } else if let error, !(attempt.discardsBody && writeRefused) {
             // An error body is read only so far; cutting it short is not a network failure.
             reason = error
         } else if status == 407 {
             reason = proxyAuthentication ?? .proxyAuthenticationRequired(variable: nil, proxy: nil)
         } else if (300..<400).contains(status), let target = redirectTarget {
-            switch rules.redirects.decide(current: currentURL, target: target, source: source.url, visited: visited) {
+            switch rules.redirects.decide(current: attempt.url, target: target, source: source.url, visited: attempt.visited) {
             case .refuse(let why): reason = .redirectRefused(why)
             case .follow(let url, let sendHeaders):
                 // Redirects are hops of one attempt: bytes already resumed stay, the new hop asks for the same range.
-                visited.insert(currentURL)
-                currentURL = url
-                sendsHeaders = sendHeaders && sendsHeaders
-                return .send
+                attempt.visited.insert(attempt.url)
+                attempt.url = url
+                attempt.sendsHeaders = sendHeaders && attempt.sendsHeaders
+                return leaving(.send)
             }
         } else if status == 304 && source.conditional != nil {
-            return .notModified(sourceDisplayURL: source.displayURL, freshFor: headers.freshness, removesFile: !isResumable,
-                                sharers: split(stoppedBy: nil))
+            return leaving(.notModified(sourceDisplayURL: source.displayURL, freshFor: attempt.headers.freshness,
+                                        removesFile: !bytes.isResumable, sharers: split(stoppedBy: nil)))
         } else if (200..<300).contains(status) {
-            return .verify(fromDisk: resumeOffset > 0)
+            return leaving(.verify(fromDisk: bytes.resumeOffset > 0))
         } else {
             reason = .httpStatus(status)
         }
         // No descriptor for a socket: not the server's fault, and not an attempt.
-        return outOfDescriptors ? .waitForDescriptors : failed(reason, now: now, badHosts: badHosts)
+        return outOfDescriptors ? leaving(.waitForDescriptors) : failed(reason, now: now, badHosts: badHosts)
     }
 
     /// The bytes are all in and hashed: they are a file only if size and digest are what was pinned. Whatever they
@@ -221,7 +213,7 @@ struct TransferStateMachine: Sendable {
         let judged = digest.flatMap { digest -> Result<Digest, FailureReason> in
             mismatch(request, digest).map { .failure($0) } ?? .success(digest)
         }
-        let spliced = resumeOffset > 0 && !didFullRefetch
+        let spliced = bytes.resumeOffset > 0 && !bytes.didFullRefetch
         var served: [SharerOutcome] = []
         if case .success(let digest) = digest, !spliced || (try? judged.get()) != nil {
             // Bytes spliced onto a partial that fail their own hash are not offered: the splice may be what is
@@ -232,10 +224,10 @@ struct TransferStateMachine: Sendable {
         case .success(let digest):
             // The sharers stay listed until the file is handed over: if it cannot leave the partial's name
             // (`failed`), they go on from there.
-            return (served, .deliver(file(of: request, from: sourceIndex, digest: digest), sharers: split(stoppedBy: nil)))
+            return (served, leaving(.deliver(file(of: request, from: sourceIndex, digest: digest), sharers: split(stoppedBy: nil))))
         case .failure(let reason) where spliced && !reason.isLocal:
             // The splice may be what went wrong: the final hash is the judge, so fetch once in full.
-            didFullRefetch = true
+            bytes.didFullRefetch = true
             return (served, restartFromZero(after: reason))
         case .failure(let reason):
             return (served, failed(reason, now: now, badHosts: badHosts))
@@ -255,7 +247,7 @@ struct TransferStateMachine: Sendable {
         // A local failure (disk full, permission) is the same whichever source is tried.
         guard !reason.isLocal, !reason.stopsTheRun else { return giveUp(after: failure) }
         var notBefore: Double?
-        if case .httpStatus = reason, let retryAfter = headers.retryAfter { notBefore = now + rules.retryPolicy.floor(for: retryAfter) }
+        if case .httpStatus = reason, let retryAfter = attempt.headers.retryAfter { notBefore = now + rules.retryPolicy.floor(for: retryAfter) }
         let outcome: SourceRotation.Outcome = isTransient(reason) ? .transient(notBefore: notBefore) : .permanent
         rotation.record(outcome, at: sourceIndex)
         // What the URL did is the group's; wrong bytes are judged for each sharer on its own (`serveSharers`).
@@ -278,7 +270,7 @@ struct TransferStateMachine: Sendable {
     /// The transfer ends from outside its attempts: the run stops, its file or handle cannot be had, or the descriptors
     /// it waits for are not coming back. `bytesWritten`: what the attempt in flight, if any, wrote.
     mutating func stop(because reason: FailureReason, bytesWritten: Int64 = 0) -> Action {
-        received += bytesWritten
+        bytes.received += bytesWritten
         _ = record(reason)
         return giveUp(after: nil)
     }
@@ -335,21 +327,21 @@ struct TransferStateMachine: Sendable {
         let unpinned = request.expectedDigest == nil
         return DownloadedFile(temporaryPath: "", temporaryName: "", size: fileBytes, digest: digest,
                               sourceDisplayURL: request.sources[index].displayURL, sourceIndex: index,
-                              validators: unpinned ? HTTPValidators(etag: headers.etag, lastModified: headers.lastModified) : nil,
-                              contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? headers.freshness : nil,
-                              servedBy: currentURL == request.sources[index].url
-                                  ? request.sources[index].displayURL : RedirectedURL.display(currentURL),
-                              announcedLength: request.headOnly ? headers.contentLength : nil,
-                              resumedAt: resumeOffset > 0 ? resumeOffset : nil)
+                              validators: unpinned ? HTTPValidators(etag: attempt.headers.etag, lastModified: attempt.headers.lastModified) : nil,
+                              contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? attempt.headers.freshness : nil,
+                              servedBy: attempt.url == request.sources[index].url
+                                  ? request.sources[index].displayURL : RedirectedURL.display(attempt.url),
+                              announcedLength: request.headOnly ? attempt.headers.contentLength : nil,
+                              resumedAt: bytes.resumeOffset > 0 ? bytes.resumeOffset : nil)
     }
 
     /// The end, in failure. A resumable partial stays for the next run when what ended it left bytes worth resuming
     /// and a validator to resume them with: its metadata, written as the response was accepted, stays with it.
-    private func giveUp(after last: AttemptFailure?) -> Action {
+    private mutating func giveUp(after last: AttemptFailure?) -> Action {
         let reason = failures.last?.reason ?? .interrupted
-        return .giveUp(lastAttempt: last, failures: failures,
-                       keepsPartial: isResumable && fileBytes > 0 && reason.keepsPartial && validator != nil,
-                       sharers: split(stoppedBy: reason.stopsTheRun ? reason : nil))
+        return leaving(.giveUp(lastAttempt: last, failures: failures,
+                               keepsPartial: bytes.isResumable && fileBytes > 0 && reason.keepsPartial && bytes.validator != nil,
+                               sharers: split(stoppedBy: reason.stopsTheRun ? reason : nil)))
     }
 
     /// `step` after its wait: the backoff of its round, at least until the server's `Retry-After`, to the microsecond
@@ -359,7 +351,7 @@ struct TransferStateMachine: Sendable {
         let delay = (rotation.delay(before: step, now: now) { policy.delay(beforeRetry: $0, retryAfter: nil) } * 1e6).rounded() / 1e6
         let next = NextAttempt(sourceDisplayURL: request.sources[step.source].displayURL, sourceIndex: step.source, delay: delay,
                                retry: step.retry, retries: rotation.retries)
-        return .retry(failure: failure, next: next, bytes: prepareAttempt(at: step.source, keepingBytes: keepingBytes))
+        return leaving(.retry(failure: failure, next: next, bytes: prepareAttempt(at: step.source, keepingBytes: keepingBytes)))
     }
 
     /// The same source again, at once, from byte 0, without a retry spent: the server answered, in a way a fresh full
@@ -368,31 +360,35 @@ struct TransferStateMachine: Sendable {
         let next = NextAttempt(sourceDisplayURL: source.displayURL, sourceIndex: sourceIndex, delay: 0,
                                retry: rotation.failures(at: sourceIndex), retries: rotation.retries)
         let failure = record(reason)
-        validator = nil
+        bytes.validator = nil
         _ = prepareAttempt(at: sourceIndex, keepingBytes: false)
-        return .retry(failure: failure, next: next, bytes: .dropWithMetadata)
+        return leaving(.retry(failure: failure, next: next, bytes: .dropWithMetadata))
     }
 
     /// The next attempt, at `next`. The same source resumes what arrived if the failure left bytes worth keeping and a
     /// validator to ask for the rest safely; another starts from byte 0 (a partial is never resumed from another URL).
     private mutating func prepareAttempt(at next: Int, keepingBytes: Bool) -> Bytes {
-        let keeps = next == sourceIndex && keepingBytes && isResumable && validator != nil && fileBytes > 0
-        if !keeps && next != sourceIndex { validator = nil }
-        resumeOffset = keeps ? fileBytes : 0
-        received = 0
+        let keeps = next == sourceIndex && keepingBytes && bytes.isResumable && bytes.validator != nil && fileBytes > 0
+        if !keeps && next != sourceIndex { bytes.validator = nil }
+        bytes.resumeOffset = keeps ? fileBytes : 0
+        bytes.received = 0
         sourceIndex = next
-        currentURL = source.url
-        sendsHeaders = true
-        visited = []
-        return keeps ? .resume(from: resumeOffset) : .drop
+        attempt = Attempt(url: source.url)
+        return keeps ? .resume(from: bytes.resumeOffset) : .drop
+    }
+
+    /// `action`, with the phase it leaves the transfer in.
+    private mutating func leaving(_ action: Action) -> Action {
+        phase = Phase(after: action)
+        return action
     }
 
     private mutating func record(_ reason: FailureReason) -> AttemptFailure {
         var failure = AttemptFailure(sourceDisplayURL: source.displayURL, reason: reason)
         // A refusal by a server the entry's headers (its credentials, most likely) were kept from: the reader must
         // learn that they were never sent there, or they would look refused.
-        if case .httpStatus(let status) = reason, status == 401 || status == 403, !sendsHeaders, !source.headers.isEmpty {
-            failure.headersWithheldAt = RedirectedURL.display(currentURL)
+        if case .httpStatus(let status) = reason, status == 401 || status == 403, !attempt.sendsHeaders, !source.headers.isEmpty {
+            failure.headersWithheldAt = RedirectedURL.display(attempt.url)
         }
         failures.append(failure)
         return failure
@@ -400,6 +396,62 @@ struct TransferStateMachine: Sendable {
 }
 
 extension TransferStateMachine {
+    /// Where a transfer stands between events: what the last action it returned leaves it waiting for.
+    enum Phase: Equatable {
+        /// Not taken up yet (`start`).
+        case new
+        /// Its first file is being opened (`fileOpened`): a partial found already whole then needs only its hash.
+        case openingFile
+        /// A request is with libcurl (`attemptStarts`, the response, `attemptEnded`).
+        case requesting
+        /// Every byte is in; the hash decides (`digestComputed`).
+        case verifying
+        /// Between attempts: a backoff, a free slot, descriptors given back.
+        case waiting
+        /// Delivered, not modified, or given up.
+        case finished
+
+        init(after action: Action) {
+            switch action {
+            case .openFile: self = .openingFile
+            case .send: self = .requesting
+            case .verify: self = .verifying
+            case .waitForDescriptors, .retry: self = .waiting
+            case .giveUp, .deliver, .notModified: self = .finished
+            }
+        }
+    }
+
+    /// What the file holds, across attempts (and runs, for a partial).
+    struct FileBytes: Sendable {
+        /// Whether bytes may be kept across attempts and runs: the file is the partial named by the pinned digest,
+        /// which judges the splice.
+        var isResumable = false
+        /// Bytes already in the file when the attempt started, from an earlier attempt or run (it asks for the rest,
+        /// and a digest mismatch then earns one full refetch), and what it wrote after them.
+        var resumeOffset: Int64 = 0
+        var received: Int64 = 0
+        /// What the server said identifies the bytes we have (from the response, or the partial's metadata).
+        var validator: ResumeValidator?
+        var didFullRefetch = false
+    }
+
+    /// One attempt at a source: a request, and the redirect hops it follows.
+    struct Attempt: Sendable {
+        /// The URL of the current hop.
+        var url: String
+        /// Whether the source's headers go with this hop (not to another origin).
+        var sendsHeaders = true
+        /// The URLs this attempt requested: a repeat is a loop.
+        var visited: Set<String> = []
+        /// The headers of the current hop's response that haul acts on.
+        var headers = ResponseHeaders()
+        /// The response is not the file (an error's or a redirect's body).
+        var discardsBody = false
+        /// Why the hop was cut short, by a judgement of the machine's or a callback of the engine's.
+        var abortReason: FailureReason?
+    }
+
     enum Action: Equatable {
         /// Open the first attempt's file (a pinned file's partial), then `fileOpened`; `started`: the requests whose
         /// first request this is.

@@ -81,25 +81,6 @@ final class MirrorOrderTests: XCTestCase {
         XCTAssertEqual(order.withLock { $0 }, ["/gone", "/busy", "/busy", "/busy"])
     }
 
-    /// While one transfer waits for its retry, the slot it would hold serves the others (--jobs 1 here).
-    func testAWaitHoldsNoTransferSlot() throws {
-        let order = Mutex<[String]>([])
-        let flaky = Mutex(0)
-        let server = try LoopbackHTTPServer { [body] request in
-            order.withLock { $0.append(request.path) }
-            if request.path == "/flaky", flaky.withLock({ n in n += 1; return n }) == 1 { return .status(503) }
-            return .ok(body)
-        }
-        defer { server.stop() }
-        let recorder = Recorder()
-        // The backoff (0.5 s) is far longer than three loopback requests.
-        engine(jobs: 1, baseDelay: 0.5).run([request(0, [server.url("/flaky")], retries: 1)]
-                                            + (1...3).map { request($0, [server.url("/f\($0)")], retries: 0) },
-                                            delegate: recorder)
-        XCTAssertEqual(recorder.results.values.filter { (try? $0.get()) != nil }.count, 4)
-        XCTAssertEqual(order.withLock { $0 }, ["/flaky", "/f1", "/f2", "/f3", "/flaky"])
-    }
-
     /// Within a run, a host that refused is tried after hosts that did not: the first transfer pays one connect,
     /// the others go to the mirror first.
     func testAHostThatRefusedIsTriedLastForTheRestOfTheRun() throws {

@@ -239,6 +239,36 @@ final class TransferStateMachineTests: XCTestCase {
                        "a run ended between download and commit: only the hash is left")
     }
 
+    /// The phase is what the last action leaves the transfer waiting for; only the first file of a transfer may be a
+    /// whole partial: a file opened again after a wait for descriptors is sent for.
+    func testThePhaseFollowsTheActionsAndOnlyTheFirstFileMayBeWhole() {
+        var machine = Machine(request: request(["http://a/f", "http://b/f"], pinned: digest, size: 1000, retries: 1), rules: rules())
+        XCTAssertEqual(machine.phase, .new)
+        _ = machine.start(badHosts: [])
+        XCTAssertEqual(machine.phase, .openingFile)
+        XCTAssertEqual(machine.attemptCouldNotStart(.local(operation: .createTemporaryFile, path: "t", errno: EMFILE)),
+                       .waitForDescriptors)
+        XCTAssertEqual(machine.phase, .waiting)
+        XCTAssertEqual(machine.fileOpened(isPartial: true, resume: (1000, .etag("\"v1\""))), .send,
+                       "not the first file: what it holds is asked for, not taken as whole")
+        XCTAssertEqual(machine.phase, .requesting)
+        _ = machine.attemptStarts()
+        respond(&machine, "HTTP/1.1 503 Service Unavailable")
+        guard case .retry = machine.attemptEnded(now: 0, badHosts: []) else { return XCTFail("a 503 is retried") }
+        XCTAssertEqual(machine.phase, .waiting)
+        _ = machine.attemptStarts()
+        XCTAssertEqual(machine.currentURL, "http://b/f")
+        XCTAssertEqual(machine.headers.status, ResponseHeaders().status, "the next attempt starts with no response")
+        respond(&machine, "HTTP/1.1 200 OK", "Content-Length: 1000")
+        _ = machine.bodyBegins()
+        XCTAssertEqual(machine.attemptEnded(bytesWritten: 1000, now: 0, badHosts: []), .verify(fromDisk: false))
+        XCTAssertEqual(machine.phase, .verifying)
+        guard case .deliver = machine.digestComputed(.success(digest), now: 0, badHosts: []).action else {
+            return XCTFail("the pinned bytes are delivered")
+        }
+        XCTAssertEqual(machine.phase, .finished)
+    }
+
     func testACutBodyOfAResumableFileKeepsItsBytesForTheSameURL() {
         var machine = started(request(["http://a/f"], pinned: digest, size: 1000, retries: 1), isPartial: true)
         respond(&machine, "HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\"")
