@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "HaulThreads"),
         .target(name: "HaulFileSystem", dependencies: ["CLinuxShims"]),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
-        .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "CLibYAML"]),
+        .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
         .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),

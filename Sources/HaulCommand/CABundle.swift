@@ -40,7 +40,7 @@ struct CABundle {
     /// Why the file is no CA bundle, or nil.
     func problem() -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return Self.describe(errno) }
+        guard descriptor >= 0 else { return ReadableFile.describe(errno) }
         defer { close(descriptor) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
@@ -48,7 +48,7 @@ struct CABundle {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                return Self.describe(errno)
+                return ReadableFile.describe(errno)
             }
             if count == 0 { break }
             bytes += chunk[..<count]
@@ -58,10 +58,6 @@ struct CABundle {
             return "no PEM certificate in it (no \"-----BEGIN CERTIFICATE-----\" line)"
         }
         return nil
-    }
-
-    private static func describe(_ code: Int32) -> String {
-        code == ENOENT ? "no such file" : String(cString: strerror(code))
     }
 
     private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {

@@ -1,5 +1,5 @@
-import Glibc
 import HaulEngine
+import HaulFileSystem
 
 /// A failed attempt in a user's words: the engine says what happened as values (`FailureReason`, `CurlCode`), and
 /// only the command knows the options and variables that fix it.
@@ -42,7 +42,7 @@ enum FailureWording {
         case .clientCertificateRefused(let given):
             given ? "the server refused the client certificate it was given (--cert, or the manifest's cert:)"
                 : "the server wants a client certificate (mutual TLS); give one with --cert (and --key)"
-        case .local(let operation, let path, let code): "cannot \(words(operation)) \(path): \(String(cString: strerror(code)))"
+        case .local(let operation, let path, let code): "cannot \(words(operation)) \(path): \(Errno(code).description)"
         case .interrupted: "interrupted"
         case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
         }

@@ -162,14 +162,14 @@ struct GitHubAnnotations: Sendable {
             let code = errno
             // A FIFO nobody reads refuses a non-blocking open with ENXIO: say what is there rather than that.
             if code == ENXIO, stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG { return notRegularFile(info) }
-            return SystemError.message(for: code)
+            return Errno(code).description
         }
         defer { close(descriptor) }
-        guard fstat(descriptor, &info) == 0 else { return SystemError.message(for: errno) }
+        guard fstat(descriptor, &info) == 0 else { return Errno(errno).description }
         guard info.st_mode & S_IFMT == S_IFREG else { return notRegularFile(info) }
         let file = OutputDescriptor(descriptor)
         file.write(text, waitingUntil: 0)
-        return file.failure.map { SystemError.message(for: $0) }
+        return file.failure.map { Errno($0).description }
     }
 
     private static func notRegularFile(_ info: stat) -> String { "it is \(FileKindName.of(info)), not a regular file" }

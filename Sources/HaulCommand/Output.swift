@@ -70,7 +70,7 @@ enum Output {
     static func exitStatus(after status: Int32) -> Int32 {
         flushLog()
         guard let code = standardOutput.failure else { return status }
-        errors(["error: cannot write to standard output: \(SystemError.message(for: code))"])
+        errors(["error: cannot write to standard output: \(Errno(code).description)"])
         return status == ExitStatus.success.rawValue ? ExitStatus.outputFailed.rawValue : status
     }
 

@@ -8,12 +8,6 @@ import HaulFileSystem
 /// xfs): no bytes move and nothing more is stored. Elsewhere (ext4, tmpfs) the kernel copies them (`sendfile`),
 /// which for the files listed twice in a manifest is far cheaper than a second download.
 enum FileClone {
-    /// A failed system call's errno.
-    struct Errno: Error {
-        let code: Int32
-        init(_ code: Int32) { self.code = code }
-    }
-
     /// A new file `file` (which must not exist) with `mode` exactly, or 0600 without one
     /// (`DirectoryHandle.createFile`). `hasFileMode`: the mode was set exactly.
     static func create(_ file: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasFileMode: Bool), Errno> {

@@ -46,14 +46,12 @@ final class TrailingHasher {
 
     /// Hashes whatever remains up to `end` and hands the digest (or the read error's errno) to `completion`, on
     /// the hasher's thread.
-    func finish(at end: Int64, completion: @escaping @Sendable (Result<Digest, ReadFailure>) -> Void) {
+    func finish(at end: Int64, completion: @escaping @Sendable (Result<Digest, Errno>) -> Void) {
         shared.update { state in
             state.end = end
             state.completion = completion
         }
     }
-
-    struct ReadFailure: Error { var errno: Int32 }
 
     /// What the writer and the hashing thread share.
     private final class Shared: Sendable {
@@ -89,7 +87,7 @@ final class TrailingHasher {
             defer { close(descriptor) }
             let buffer = ReadBuffer.allocate(TrailingHasher.chunk)
             defer { ReadBuffer.free(buffer) }
-            guard let buffer, let hasher = StreamingHasher(algorithm) else { return fail(ReadFailure(errno: ENOMEM)) }
+            guard let buffer, let hasher = StreamingHasher(algorithm) else { return fail(Errno(ENOMEM)) }
             var pass = Pass(descriptor: descriptor, buffer: buffer, hasher: hasher,
                             writeback: startsWriteback ? WritebackHint() : nil)
             let followed = reader.map { startFollowing($0, descriptor: descriptor) } ?? false
@@ -169,7 +167,7 @@ final class TrailingHasher {
             var hashed: Int64 = 0
             var outcome = Outcome.reading
 
-            enum Outcome { case reading, finished, abandoned, failed(ReadFailure) }
+            enum Outcome { case reading, finished, abandoned, failed(Errno) }
         }
 
         /// The next chunk the writer has put in the file, hashed; nil at the end of the body (the pass's `outcome`
@@ -195,7 +193,7 @@ final class TrailingHasher {
                 if count < 0 && errno == EINTR { continue }
                 // A file shorter than what was written to it is not one whose digest means anything.
                 guard count > 0 else {
-                    pass.outcome = .failed(ReadFailure(errno: count < 0 ? errno : EIO))
+                    pass.outcome = .failed(Errno(count < 0 ? errno : EIO))
                     return nil
                 }
                 let chunk = UnsafeRawBufferPointer(rebasing: pass.buffer[..<count])
@@ -207,7 +205,7 @@ final class TrailingHasher {
         }
 
         /// A failure met before the writer is done is told once it is: only then is there a completion to tell it to.
-        private func fail(_ failure: ReadFailure) {
+        private func fail(_ failure: Errno) {
             while true {
                 let (ended, abandoned) = state.withLock { ($0.end != nil, $0.abandoned) }
                 if abandoned { return }
@@ -216,7 +214,7 @@ final class TrailingHasher {
             }
         }
 
-        private func finish(_ result: Result<Digest, ReadFailure>) {
+        private func finish(_ result: Result<Digest, Errno>) {
             state.withLock { $0.completion }?(result)
         }
     }
@@ -228,7 +226,7 @@ final class TrailingHasher {
         /// Bytes the writer has put in the file, as far as it has said.
         var written: Int64 = 0
         var end: Int64?
-        var completion: (@Sendable (Result<Digest, ReadFailure>) -> Void)?
+        var completion: (@Sendable (Result<Digest, Errno>) -> Void)?
         var abandoned = false
         /// For a reader on a thread of its own: how far the body is hashed (what it may read), and how the hash
         /// ended (read to the end, or stopped), nil while it goes on.

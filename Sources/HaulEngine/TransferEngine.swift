@@ -440,7 +440,7 @@ package final class TransferEngine: Sendable {
             let key = ObjectIdentifier(transfer)
             verifying[key] = transfer
             trailing.finish(at: transfer.state.fileBytes) { [trailingDigests, wakeUp = multi.wakeUpHandle, path = transfer.temporaryPath] result in
-                trailingDigests.add(key, result.mapError { .local(operation: .readBack, path: path, errno: $0.errno) }, waking: wakeUp)
+                trailingDigests.add(key, result.mapError { .local(operation: .readBack, path: path, errno: $0.code) }, waking: wakeUp)
             }
         }
 

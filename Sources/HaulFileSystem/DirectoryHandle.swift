@@ -286,13 +286,7 @@ package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible 
     package var description: String { "\(path): \(reason)" }
 
     /// `detail`, or the system's text for `errno`.
-    package var reason: String { detail ?? Self.message(for: errno) }
-
-    /// glibc's strerror returns static text for every errno it knows, so it is safe from any thread.
-    package static func message(for code: Int32) -> String {
-        guard let text = strerror(code) else { return "error \(code)" }
-        return String(cString: text)
-    }
+    package var reason: String { detail ?? Errno(errno).description }
 }
 
 /// What kind of file a `stat` describes, in words for messages ("a symlink", "a FIFO").

@@ -54,10 +54,4 @@ package enum BoundedRead {
         defer { close(descriptor) }
         return all(descriptor, limit: limit)
     }
-
-    /// `strerror`'s text for `code`.
-    package static func errorText(_ code: Int32) -> String {
-        guard let text = strerror(code) else { return "error \(code)" }
-        return String(cString: text)
-    }
 }

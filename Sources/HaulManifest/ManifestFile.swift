@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulFileSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -70,7 +71,7 @@ package final class ManifestFile: Sendable {
                     count = pread(file.descriptor, buffer.baseAddress, buffer.count, off_t(state.offset))
                 } while count < 0 && errno == EINTR
                 guard count >= 0 else {
-                    state.failure = "cannot read manifest: \(BoundedRead.errorText(errno))"
+                    state.failure = "cannot read manifest: \(Errno(errno))"
                     return nil
                 }
                 guard state.offset + count <= ManifestLoader.maximumBytes else {

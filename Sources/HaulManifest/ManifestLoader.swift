@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HaulFileSystem
 
 /// Entry point for reading manifests: bytes → YAML events → validated `Manifest`, or every problem at once.
 package enum ManifestLoader {
@@ -141,7 +142,7 @@ package enum ManifestLoader {
                 return ManifestSource(content: .bytes(try readAll(STDIN_FILENO)), directory: try currentDirectory())
             }
             let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { throw ReadFailure(message: "cannot read manifest: \(errorText(errno))") }
+            guard descriptor >= 0 else { throw ReadFailure(message: "cannot read manifest: \(Errno(errno))") }
             var status = stat()
             let isRegular = fstat(descriptor, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
             let absolute: String
@@ -186,7 +187,7 @@ package enum ManifestLoader {
 
     private static func currentDirectory() throws(ReadFailure) -> String {
         guard let buffer = getcwd(nil, 0) else {
-            throw ReadFailure(message: "cannot determine the current directory: \(errorText(errno))")
+            throw ReadFailure(message: "cannot determine the current directory: \(Errno(errno))")
         }
         defer { free(buffer) }
         return String(cString: buffer)
@@ -197,9 +198,8 @@ package enum ManifestLoader {
         switch BoundedRead.all(descriptor, limit: maximumBytes, sizeHint: sizeHint) {
         case .success(let bytes): return bytes
         case .failure(.tooLarge): throw ReadFailure(message: tooLarge)
-        case .failure(.system(let code)): throw ReadFailure(message: "cannot read manifest: \(errorText(code))")
+        case .failure(.system(let code)): throw ReadFailure(message: "cannot read manifest: \(Errno(code))")
         }
     }
 
-    private static func errorText(_ code: Int32) -> String { BoundedRead.errorText(code) }
 }

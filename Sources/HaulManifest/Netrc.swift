@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HaulFileSystem
 
 /// A `.netrc` file: a login and password per host, as curl, wget and ftp read it.
 ///
@@ -58,7 +59,7 @@ package struct Netrc: Sendable {
             if failure.isMissing, named == nil { return Netrc(file: path, machines: [:], fallback: nil) }
             let reason = switch failure {
             case .tooLarge: "larger than 1 MiB"
-            case .system(let code): BoundedRead.errorText(code)
+            case .system(let code): Errno(code).description
             }
             throw NetrcError(file: path, location: nil, message: "cannot read the .netrc file\(named == nil ? "" : " (NETRC)"): \(reason)")
         }

@@ -1,4 +1,5 @@
 import Glibc
+import HaulFileSystem
 
 /// Whether a file haul hands to libcurl by name (a client certificate or key, from the manifest or the command
 /// line) can be read, checked before any request: libcurl would say only "could not load client certificate" at
@@ -18,7 +19,8 @@ package enum ReadableFile {
         }
     }
 
-    private static func describe(_ code: Int32) -> String {
-        code == ENOENT ? "no such file" : BoundedRead.errorText(code)
+    /// Why a file could not be opened or read: "no such file", or the system's words.
+    package static func describe(_ code: Int32) -> String {
+        code == ENOENT ? "no such file" : Errno(code).description
     }
 }

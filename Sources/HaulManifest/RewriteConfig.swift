@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HaulFileSystem
 
 /// haul's config file: settings of a machine rather than of a manifest. Today it holds URL rewrites only,
 /// which send a manifest's requests to a mirror or a pull-through proxy without editing the manifest:
@@ -92,7 +93,7 @@ package struct RewriteConfig: Sendable {
             switch failure {
             case .tooLarge: ReadFailure(message: "the config file is larger than 1 MiB", isMissing: false)
             case .system(let code):
-                ReadFailure(message: "cannot read the config file: \(BoundedRead.errorText(code))", isMissing: failure.isMissing)
+                ReadFailure(message: "cannot read the config file: \(Errno(code))", isMissing: failure.isMissing)
             }
         }
     }

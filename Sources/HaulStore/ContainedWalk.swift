@@ -35,7 +35,7 @@ struct ContainedWalk {
         }
         switch FileSystem.realPath(root) {
         case .success(let real): return .success(ContainedWalk(root: handle, realRoot: real, keeping: recentLimit))
-        case .failure(let code): return .failure(StoreError(operation: "resolve root", path: root, errno: code))
+        case .failure(let failure): return .failure(StoreError(operation: "resolve root", path: root, errno: failure.code))
         }
     }
 

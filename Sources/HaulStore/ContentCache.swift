@@ -88,7 +88,7 @@ package final class ContentCache: Sendable {
 
         package var description: String {
             switch self {
-            case .missing(let path): "cannot open the cache \"\(path)\": \(StoreError.systemMessage(ENOENT))"
+            case .missing(let path): "cannot open the cache \"\(path)\": \(Errno(ENOENT).description)"
             case .notACache(let path, let stranger):
                 "\"\(path)\" is not a haul content cache: it has no \(ContentCache.markerName) file and holds "
                     + "\"\(stranger)\", which a cache does not"

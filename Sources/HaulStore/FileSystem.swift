@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulFileSystem
 
 /// The few file kinds the store distinguishes; everything that is not a file, directory or symlink is
 /// something haul never reads or replaces.
@@ -16,33 +17,26 @@ enum FileKind {
     }
 }
 
-/// A system call's value or its errno. Not `Result`, whose failure must be an `Error`: a bare errno lets
-/// callers match `.failure(ENOENT)` directly.
-enum Outcome<Value> {
-    case success(Value)
-    case failure(Int32)
-}
-
 /// Thin, allocation-light wrappers over the system calls the store uses. They exist so that errno is read
 /// right after the call that set it, before any Swift code that might allocate and clobber it.
 enum FileSystem {
     /// `lstat`: never follows a final symlink.
-    static func linkStatus(_ path: String) -> Outcome<stat> {
+    static func linkStatus(_ path: String) -> Result<stat, Errno> {
         var info = stat()
         let rc = path.withCString { lstat($0, &info) }
-        return rc == 0 ? .success(info) : .failure(errno)
+        return rc == 0 ? .success(info) : .failure(Errno(errno))
     }
 
     /// `stat`: follows symlinks (used only on paths already proven to stay inside root).
-    static func status(_ path: String) -> Outcome<stat> {
+    static func status(_ path: String) -> Result<stat, Errno> {
         var info = stat()
         let rc = path.withCString { stat($0, &info) }
-        return rc == 0 ? .success(info) : .failure(errno)
+        return rc == 0 ? .success(info) : .failure(Errno(errno))
     }
 
-    static func realPath(_ path: String) -> Outcome<String> {
+    static func realPath(_ path: String) -> Result<String, Errno> {
         let resolved: UnsafeMutablePointer<CChar>? = path.withCString { realpath($0, nil) }
-        guard let resolved else { return .failure(errno) }
+        guard let resolved else { return .failure(Errno(errno)) }
         defer { free(resolved) }
         return .success(String(cString: resolved))
     }
@@ -166,11 +160,11 @@ struct HeldDirectory {
     }
 
     /// `lstat` of `name` in `directory` (an absolute path inside root, already resolved).
-    mutating func linkStatus(_ name: String, in directory: String) -> Outcome<stat> {
+    mutating func linkStatus(_ name: String, in directory: String) -> Result<stat, Errno> {
         let (folder, name) = locate(name, in: directory)
         var info = stat()
         let rc = name.withCString { fstatat(folder, $0, &info, AT_SYMLINK_NOFOLLOW) }
-        return rc == 0 ? .success(info) : .failure(errno)
+        return rc == 0 ? .success(info) : .failure(Errno(errno))
     }
 
     mutating func close() {

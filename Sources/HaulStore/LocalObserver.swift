@@ -223,9 +223,9 @@ private struct Worker {
         let info: stat
         switch folder.linkStatus(destination.fileName, in: directory) {
         case .success(let found): info = found
-        case .failure(ENOENT), .failure(ENOTDIR): return (.settled(.missing), nil)
-        case .failure(let code):
-            return (.settled(.unreadable(StoreError(operation: "inspect", path: destination.description, errno: code))), nil)
+        case .failure(Errno(ENOENT)), .failure(Errno(ENOTDIR)): return (.settled(.missing), nil)
+        case .failure(let failure):
+            return (.settled(.unreadable(StoreError(operation: "inspect", path: destination.description, errno: failure.code))), nil)
         }
         switch FileKind(mode: info.st_mode) {
         case .directory: return (.settled(.directory), nil)
@@ -267,10 +267,10 @@ private struct ParentWalker {
             case .failure(let failure):
                 return .everything(.unreadable(StoreError(operation: "open", path: root, errno: failure.errno)))
             }
-        case .failure(ENOENT), .failure(ENOTDIR):
+        case .failure(Errno(ENOENT)), .failure(Errno(ENOTDIR)):
             return .everything(.missing)
-        case .failure(let code):
-            return .everything(.unreadable(StoreError(operation: "resolve root", path: root, errno: code)))
+        case .failure(let failure):
+            return .everything(.unreadable(StoreError(operation: "resolve root", path: root, errno: failure.code)))
         }
     }
 

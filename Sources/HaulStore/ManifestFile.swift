@@ -14,8 +14,8 @@ package enum ManifestFile {
     package static func read(_ path: String) throws(StoreError) -> [UInt8]? {
         switch FileSystem.status(path) {
         case .success(let info): try requireRegular(info, path: path)
-        case .failure(ENOENT): return nil
-        case .failure(let code): throw StoreError(operation: "read", path: path, errno: code)
+        case .failure(Errno(ENOENT)): return nil
+        case .failure(let failure): throw StoreError(operation: "read", path: path, errno: failure.code)
         }
         let descriptor = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         guard descriptor >= 0 else {
@@ -51,14 +51,14 @@ package enum ManifestFile {
         if case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .symlink {
             switch FileSystem.realPath(path) {
             case .success(let resolved): target = resolved
-            case .failure(let code): throw StoreError(operation: "resolve the symlink", path: path, errno: code)
+            case .failure(let failure): throw StoreError(operation: "resolve the symlink", path: path, errno: failure.code)
             }
         }
         var existing: stat?
         switch FileSystem.status(target) {
         case .success(let info): existing = info
-        case .failure(ENOENT): existing = nil
-        case .failure(let code): throw StoreError(operation: "inspect", path: path, errno: code)
+        case .failure(Errno(ENOENT)): existing = nil
+        case .failure(let failure): throw StoreError(operation: "inspect", path: path, errno: failure.code)
         }
         if let existing { try requireRegular(existing, path: path) }
 

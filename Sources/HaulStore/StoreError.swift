@@ -1,4 +1,5 @@
 import Glibc
+import HaulFileSystem
 
 /// A failure of a local file operation, naming the path and the cause, e.g.
 /// `cannot rename into "data/a.csv": Permission denied`.
@@ -32,12 +33,5 @@ package struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
         path == destination ? "cannot \(operation) it: \(cause)" : description
     }
 
-    private var cause: String { detail ?? StoreError.systemMessage(errno) }
-
-    /// glibc's strerror returns static text for every errno it knows and a thread-local buffer otherwise,
-    /// so it is safe from the observer's worker threads.
-    static func systemMessage(_ code: Int32) -> String {
-        guard let text = strerror(code) else { return "error \(code)" }
-        return String(cString: text)
-    }
+    private var cause: String { detail ?? Errno(errno).description }
 }

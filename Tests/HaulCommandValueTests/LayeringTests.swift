@@ -15,7 +15,7 @@ final class LayeringTests: XCTestCase {
         "HaulDigest": ["CLibCrypto"],
         "HaulThreads": ["Glibc", "Dispatch", "Synchronization"],
         "HaulFileSystem": ["CLinuxShims", "Glibc"],
-        "HaulManifest": ["CLibYAML", "HaulDigest", "HaulThreads", "Glibc", "Darwin", "Synchronization"],
+        "HaulManifest": ["CLibYAML", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Darwin", "Synchronization"],
         "HaulPlanner": ["HaulManifest", "HaulDigest"],
         "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization"],
         "HaulArchive": ["CLibArchive", "HaulDigest", "HaulFileSystem", "HaulManifest", "Glibc"],

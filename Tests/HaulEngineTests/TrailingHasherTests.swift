@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import HaulDigest
+import HaulFileSystem
 @testable import HaulEngine
 import HaulTestSupport
 import Synchronization
@@ -10,7 +11,7 @@ import XCTest
 /// when it starts (a resumed partial's) and those written meanwhile make the file's digest.
 final class TrailingHasherTests: XCTestCase {
     private func digest(of hasher: TrailingHasher, at end: Int64) throws -> Digest {
-        let result = Mutex<Result<Digest, TrailingHasher.ReadFailure>?>(nil)
+        let result = Mutex<Result<Digest, Errno>?>(nil)
         let done = DispatchSemaphore(value: 0)
         hasher.finish(at: end) { digest in
             result.withLock { $0 = digest }
@@ -79,7 +80,7 @@ final class TrailingHasherTests: XCTestCase {
         write([UInt8](repeating: 1, count: 1000), to: descriptor, from: 0, chunk: 1000, hasher: nil)
         let hasher = try XCTUnwrap(TrailingHasher(file: file, algorithm: .sha256))
         XCTAssertThrowsError(try digest(of: hasher, at: 2000)) { error in
-            XCTAssertEqual((error as? TrailingHasher.ReadFailure)?.errno, EIO)
+            XCTAssertEqual((error as? Errno)?.code, EIO)
         }
         withExtendedLifetime(directory) {}
     }
