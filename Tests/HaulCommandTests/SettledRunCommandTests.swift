@@ -174,7 +174,7 @@ final class SettledRunCommandTests: XCTestCase {
         try directory.write("haul.yaml", manifest())
         for _ in 0..<3 {
             try settle()
-            sleep(1)  // a FUSE mount may keep coarse times
+            FileClock.waitForANewSecond()  // the FUSE mount may keep whole seconds
         }
         try faults.inject(["read .haul/state"])
         let settled = try haul(["sync", "haul.yaml", "--progress", "none"])

@@ -20,4 +20,12 @@ public enum FileClock {
             usleep(500)
         }
     }
+
+    /// The same for a file system that keeps whole seconds (FAT, many FUSE mounts): returns once the clock's second
+    /// is later than at the call, so that everything stamped before the call is older, in whole seconds, than
+    /// anything stamped after the return.
+    public static func waitForANewSecond() {
+        let start = now.tv_sec
+        while now.tv_sec == start { usleep(5_000) }
+    }
 }
