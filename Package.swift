@@ -7,10 +7,10 @@ import PackageDescription
 let package = Package(
     name: "haul",
     products: [
-        .executable(name: "haul", targets: ["HaulCommand"]),
+        .executable(name: "haul", targets: ["HaulCommand"])
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
     ],
     targets: [
         // System libraries (apt providers named so SwiftPM can say what to install).
@@ -26,15 +26,24 @@ let package = Package(
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
-        .target(name: "HaulStore", dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
+        .target(
+            name: "HaulStore",
+            dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
         .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),
         .target(name: "HaulArchive", dependencies: ["HaulManifest", "HaulFileSystem", "HaulDigest", "CLibArchive"]),
-        .target(name: "Haul", dependencies: ["HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulDigest",
-                                     "HaulThreads", "HaulFileSystem"]),
-        .executableTarget(name: "HaulCommand", dependencies: [
-            "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulFileSystem", "HaulDigest", "HaulThreads",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
+        .target(
+            name: "Haul",
+            dependencies: [
+                "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulDigest",
+                "HaulThreads", "HaulFileSystem",
+            ]),
+        .executableTarget(
+            name: "HaulCommand",
+            dependencies: [
+                "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulFileSystem", "HaulDigest",
+                "HaulThreads",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
 
         // Tests. `HaulTestSupport` is real code too: a loopback HTTP server the tests start and stop.
         .target(name: "CPageCacheProbe", path: "Tests/CPageCacheProbe"),
@@ -42,17 +51,35 @@ let package = Package(
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest", "HaulTestSupport"]),
         .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
-        .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest", "HaulStore",
-                                                     "HaulTestSupport"]),
-        .testTarget(name: "HaulStoreTests", dependencies: ["HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
-                                                           "HaulTestSupport"]),
-        .testTarget(name: "HaulArchiveTests", dependencies: ["HaulArchive", "HaulManifest", "HaulDigest", "HaulFileSystem",
-                                                             "HaulTestSupport"]),
-        .testTarget(name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),
+        .testTarget(
+            name: "HaulTests",
+            dependencies: [
+                "Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest", "HaulStore",
+                "HaulTestSupport",
+            ]),
+        .testTarget(
+            name: "HaulStoreTests",
+            dependencies: [
+                "HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
+                "HaulTestSupport",
+            ]),
+        .testTarget(
+            name: "HaulArchiveTests",
+            dependencies: [
+                "HaulArchive", "HaulManifest", "HaulDigest", "HaulFileSystem",
+                "HaulTestSupport",
+            ]),
+        .testTarget(
+            name: "HaulEngineTests", dependencies: ["HaulEngine", "HaulDigest", "HaulFileSystem", "HaulTestSupport"]),
         // The fast tier is every test target but this one, whose tests run the built `haul` (scripts/test-fast.sh).
-        .testTarget(name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest", "HaulManifest"]),
-        .testTarget(name: "HaulCommandValueTests", dependencies: ["HaulCommand", "Haul", "HaulDigest", "HaulEngine", "HaulManifest",
-                                                                  "HaulPlanner"]),
+        .testTarget(
+            name: "HaulCommandTests", dependencies: ["HaulCommand", "HaulTestSupport", "HaulDigest", "HaulManifest"]),
+        .testTarget(
+            name: "HaulCommandValueTests",
+            dependencies: [
+                "HaulCommand", "Haul", "HaulDigest", "HaulEngine", "HaulManifest",
+                "HaulPlanner",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -6,5 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-debian.sh test
+# The sources keep the one format `.swift-format` gives them (swift-format ships with the toolchain): run
+# `swift format format --in-place --recursive Sources Tests Package.swift` after an edit.
+swift format lint --strict --parallel --recursive Sources Tests Package.swift
 swift build --build-tests
 HAUL_REQUIRE_ALL_TESTS="${HAUL_REQUIRE_ALL_TESTS:-0}" swift test --skip-build --parallel --num-workers 2 --skip '^HaulCommandTests\.'

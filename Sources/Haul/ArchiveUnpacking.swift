@@ -26,8 +26,10 @@ final class ArchiveUnpacking: BodyReading {
     private let namedFormat: ArchiveFormat?
 
     /// `urlFormat`: the format the URL's file name names, if any.
-    init(archive: String, rule: ExtractRule, urlFormat: ArchiveFormat?, selects: @escaping @Sendable (String) -> Bool,
-         staging: DirectoryHandle, names: TreeFolderNames) {
+    init(
+        archive: String, rule: ExtractRule, urlFormat: ArchiveFormat?, selects: @escaping @Sendable (String) -> Bool,
+        staging: DirectoryHandle, names: TreeFolderNames
+    ) {
         self.staging = staging
         self.archive = archive
         self.rule = rule
@@ -37,16 +39,18 @@ final class ArchiveUnpacking: BodyReading {
     }
 
     func makeReader(expectedSize: Int64?) -> (any BodyReader)? {
-        let pass = UnpackPass(staging: staging, folderName: names.next(), archive: archive,
-                              rules: rules(archiveSize: expectedSize), streams: namedFormat.map(Self.streams) ?? true)
+        let pass = UnpackPass(
+            staging: staging, folderName: names.next(), archive: archive,
+            rules: rules(archiveSize: expectedSize), streams: namedFormat.map(Self.streams) ?? true)
         newest.withLock { $0 = pass }
         return pass
     }
 
     private func rules(archiveSize: Int64?) -> UnpackRules {
-        UnpackRules(format: rule.format, strip: rule.strip, selects: selects,
-                    maxBytes: rule.maxUnpackedBytes ?? ExtractRule.defaultUnpackedBytes(archiveSize: archiveSize ?? 0),
-                    maxMembers: ExtractRule.maximumMembers)
+        UnpackRules(
+            format: rule.format, strip: rule.strip, selects: selects,
+            maxBytes: rule.maxUnpackedBytes ?? ExtractRule.defaultUnpackedBytes(archiveSize: archiveSize ?? 0),
+            maxMembers: ExtractRule.maximumMembers)
     }
 
     /// Whether libarchive reads the format as it arrives, losing nothing.
@@ -61,11 +65,17 @@ final class ArchiveUnpacking: BodyReading {
     /// that is not streamed, or an archive that never went through the engine (a hit of the content cache),
     /// unpacked now from the verified archive `name` in `folder`. nil when a pass read nothing and said
     /// nothing (it cannot have: the body was verified after its pass ended).
-    func unpackDelivered(archiveNamed name: String, in folder: DirectoryHandle,
-                         size: Int64) -> Result<StagedUnpack, UnpackFailure>? {
-        let pass = newest.withLock { pass in defer { pass = nil }; return pass }
-            ?? UnpackPass(staging: staging, folderName: names.next(), archive: archive, rules: rules(archiveSize: size),
-                          streams: false)
+    func unpackDelivered(
+        archiveNamed name: String, in folder: DirectoryHandle,
+        size: Int64
+    ) -> Result<StagedUnpack, UnpackFailure>? {
+        let pass =
+            newest.withLock { pass in
+                defer { pass = nil }; return pass
+            }
+            ?? UnpackPass(
+                staging: staging, folderName: names.next(), archive: archive, rules: rules(archiveSize: size),
+                streams: false)
         if pass.wantsFile {
             switch folder.openRegularFileForReading(name) {
             case .success(let descriptor):
@@ -84,7 +94,9 @@ extension ArchiveUnpacking {
     /// still writing (its attempt just stopped) finds its folder gone and fails; its release removes what it wrote
     /// meanwhile, and the next run's sweep anything a process exit left.
     func abandon() {
-        newest.withLock { pass in defer { pass = nil }; return pass }?.removeFolder()
+        newest.withLock { pass in
+            defer { pass = nil }; return pass
+        }?.removeFolder()
     }
 }
 
@@ -169,11 +181,14 @@ final class UnpackPass: BodyReader {
     }
 
     /// Runs `body` in a fresh, empty folder of the pass's own (one a crashed pass left is removed first).
-    private func withFolder(_ body: (DirectoryHandle) -> Result<UnpackedTree, UnpackFailure>) -> Result<UnpackedTree, UnpackFailure> {
+    private func withFolder(
+        _ body: (DirectoryHandle) -> Result<UnpackedTree, UnpackFailure>
+    ) -> Result<UnpackedTree, UnpackFailure> {
         _ = staging.removeTree(folderName)
         switch staging.subdirectory(folderName, creatingWithMode: 0o700) {
         case .success(let folder): return body(folder)
-        case .failure(let failure): return .failure(UnpackFailure(archive: archive, member: nil, rule: .writeFailed(failure)))
+        case .failure(let failure):
+            return .failure(UnpackFailure(archive: archive, member: nil, rule: .writeFailed(failure)))
         }
     }
 

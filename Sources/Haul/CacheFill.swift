@@ -36,7 +36,8 @@ final class CacheSession: Sendable {
     /// that hashing dominates.
     static let bufferSize = 1 << 20
 
-    private init(cache: ContentCache, observer: SyncObserver?, copiers: Int, downloads: [Digest: DownloadedFile] = [:]) {
+    private init(cache: ContentCache, observer: SyncObserver?, copiers: Int, downloads: [Digest: DownloadedFile] = [:])
+    {
         self.cache = cache
         self.observer = observer
         self.copiers = max(1, copiers)
@@ -46,8 +47,9 @@ final class CacheSession: Sendable {
     /// What a head start downloaded, put in place by `fill` as it would be from a cache, silently (a file that
     /// fails its check is downloaded again, as if the head start had never had it), and never added to.
     static func prefetched(_ prefetched: Prefetched, descriptors: DescriptorBudget) -> CacheSession {
-        CacheSession(cache: prefetched.kept.cache, observer: nil, copiers: descriptors.cacheCopiers,
-                     downloads: prefetched.downloads)
+        CacheSession(
+            cache: prefetched.kept.cache, observer: nil, copiers: descriptors.cacheCopiers,
+            downloads: prefetched.downloads)
     }
 
     /// The cache at `directory` (made if missing), or nil with a warning when it cannot be opened at all, or is a
@@ -55,10 +57,13 @@ final class CacheSession: Sendable {
     static func open(_ directory: String, descriptors: DescriptorBudget, observer: SyncObserver?) -> CacheSession? {
         let folders = descriptors.cacheFolders
         switch ContentCache.open(directory, create: true, holdingFolders: folders) {
-        case .success(let cache): return CacheSession(cache: cache, observer: observer, copiers: descriptors.cacheCopiers)
+        case .success(let cache):
+            return CacheSession(cache: cache, observer: observer, copiers: descriptors.cacheCopiers)
         case .failure(let error):
             // A cache that cannot even be made may still exist, read-only: it is used for hits all the same.
-            if case .failed = error, case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: folders) {
+            if case .failed = error,
+                case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: folders)
+            {
                 return CacheSession(cache: cache, observer: observer, copiers: descriptors.cacheCopiers)
             }
             observer?.warning("the cache cannot be used (\(error)); syncing without it")
@@ -78,12 +83,17 @@ final class CacheSession: Sendable {
     /// `startsWriteback`: copies are written to disk as they are made, for a commit that flushes them.
     /// `maxFileSize`: the most an entry without `size` may take, from the cache as from a download (a larger entry
     /// is not copied; the entry is downloaded, under the same limit).
-    func fill(_ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, maxFileSize: Int64,
-              cancellation: Cancellation?, deliver: @escaping @Sendable (Int, DownloadedFile) -> Void) -> [Int] {
-        let candidates = downloads.isEmpty
+    func fill(
+        _ plan: Plan, fetches: [Int], staging: StagingArea, startsWriteback: Bool, maxFileSize: Int64,
+        cancellation: Cancellation?, deliver: @escaping @Sendable (Int, DownloadedFile) -> Void
+    ) -> [Int] {
+        let candidates =
+            downloads.isEmpty
             // The plan's own look at the cache when it had one (`Sync.plan`): each entry is looked up once.
             ? plan.fromCache.map { hits in fetches.filter(hits.contains) } ?? fetches.filter { Self.mayServe(plan, $0) }
-            : fetches.filter { Self.mayServe(plan, $0) && plan.files[$0].checksum.map { downloads[$0.digest] != nil } == true }
+            : fetches.filter {
+                Self.mayServe(plan, $0) && plan.files[$0].checksum.map { downloads[$0.digest] != nil } == true
+            }
         guard !candidates.isEmpty else { return fetches }
         let unusable = Atomic<Bool>(false)
         // Chunks of 16 keep the shared counter off a 100,000-file fill; a handful of large files must still be
@@ -99,16 +109,22 @@ final class CacheSession: Sendable {
             // Fields read in place: a copy of an entry retains and releases a dozen strings, 100,000 times.
             guard let digest = plan.files[index].checksum?.digest else { return false }
             let name = "\(namePrefix)-\(String(position, radix: 16)).part"
-            let hit = buffer.map { buffer in
-                cache.copyVerified(digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
-                                   mode: plan.files[index].mode.bits, umask: umask, buffer: buffer, startsWriteback: startsWriteback)
-            } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
+            let hit =
+                buffer.map { buffer in
+                    cache.copyVerified(
+                        digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
+                        mode: plan.files[index].mode.bits, umask: umask, buffer: buffer,
+                        startsWriteback: startsWriteback)
+                } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
             switch hit {
             case .copied(let size, let hasMode):
                 let path = staging.temporary.displayPath(of: name)
                 guard var download = downloads[digest] else {
-                    deliver(index, .fromCache(temporaryPath: path, temporaryName: name, size: size, digest: digest,
-                                              cachePath: cache.path, hasFileMode: hasMode))
+                    deliver(
+                        index,
+                        .fromCache(
+                            temporaryPath: path, temporaryName: name, size: size, digest: digest,
+                            cachePath: cache.path, hasFileMode: hasMode))
                     return true
                 }
                 (download.temporaryPath, download.temporaryName, download.temporaryFolder) = (path, name, nil)
@@ -121,14 +137,16 @@ final class CacheSession: Sendable {
                 observer?.warning("\(why); \(plan.files[index].destination) is downloaded")
                 return false
             case .tooLarge(let path, let limit):
-                observer?.warning("the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); "
-                                  + "\(plan.files[index].destination) is downloaded")
+                observer?.warning(
+                    "the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); "
+                        + "\(plan.files[index].destination) is downloaded")
                 return false
             case .unusable(let error):
                 // Said once: a cache that cannot be read fails every entry the same way.
                 if !unusable.exchange(true, ordering: .relaxed) {
-                    observer?.warning("the cache could not serve \(plan.files[index].destination) (\(error)); "
-                                      + "such entries are downloaded")
+                    observer?.warning(
+                        "the cache could not serve \(plan.files[index].destination) (\(error)); "
+                            + "such entries are downloaded")
                 }
                 return false
             }
@@ -153,18 +171,24 @@ final class CacheSession: Sendable {
     func insert(_ batch: some Sequence<(Int, DownloadedFile)>, plan: Plan, from folder: StagingArea) {
         guard !insertionStopped.load(ordering: .relaxed) else { return }
         let wanted = batch.filter { id, file in
-            !file.fromCache && plan.files[id].checksum?.digest == file.digest && ContentCache.holds(file.digest.algorithm)
+            !file.fromCache && plan.files[id].checksum?.digest == file.digest
+                && ContentCache.holds(file.digest.algorithm)
         }
         guard !wanted.isEmpty else { return }
         // Large files on a file system without reflinks are copied by the kernel at memory speed: two threads
         // halve a batch of them; small ones cost a few syscalls each, which two threads also share.
         let threads = min(2, copiers)
-        _ = concurrentMap(count: wanted.count, threads: threads, chunk: max(1, min(8, wanted.count / (4 * threads))),
-                          makeContext: { () }) { [self] _, position -> Bool in
+        _ = concurrentMap(
+            count: wanted.count, threads: threads, chunk: max(1, min(8, wanted.count / (4 * threads))),
+            makeContext: { () }
+        ) { [self] _, position -> Bool in
             guard !insertionStopped.load(ordering: .relaxed) else { return false }
             let (_, file) = wanted[position]
-            guard let failure = cache.insert(file.digest, size: file.size, from: file.folder(in: folder.temporary),
-                                                  name: file.temporaryName) else {
+            guard
+                let failure = cache.insert(
+                    file.digest, size: file.size, from: file.folder(in: folder.temporary),
+                    name: file.temporaryName)
+            else {
                 return true
             }
             if !insertionStopped.exchange(true, ordering: .relaxed) {
@@ -181,7 +205,8 @@ extension Sync {
     /// then says why).
     func cacheLookup() -> (([Digest]) -> [Bool])? {
         guard let directory = options.cacheDirectory,
-              case .success(let cache) = ContentCache.open(directory, create: false, holdingFolders: options.descriptors.cacheFolders)
+            case .success(let cache) = ContentCache.open(
+                directory, create: false, holdingFolders: options.descriptors.cacheFolders)
         else { return nil }
         return cache.containing
     }

@@ -42,8 +42,9 @@ package struct DescriptorBudget: Sendable, Equatable {
 
     /// Every part as large as it would be without a limit.
     package static func unlimited(transfers: Int, cores: Int) -> DescriptorBudget {
-        DescriptorBudget(observers: cores, transfers: transfers, cacheCopiers: cores,
-                         commitFolders: Committer.defaultHeldFolders, cacheFolders: ContentCache.allFolders)
+        DescriptorBudget(
+            observers: cores, transfers: transfers, cacheCopiers: cores,
+            commitFolders: Committer.defaultHeldFolders, cacheFolders: ContentCache.allFolders)
     }
 
     /// The fewest descriptors a run needs beyond those open when it starts: one of each part. `transfers`: the run
@@ -69,7 +70,8 @@ extension DescriptorBudget {
             self.transfers = 0
             cacheCopiers = 0
             commitFolders = 0
-            cacheFolders = cache ? min(ContentCache.allFolders, max(0, available - Self.runFiles - Self.cacheFolder)) : 0
+            cacheFolders =
+                cache ? min(ContentCache.allFolders, max(0, available - Self.runFiles - Self.cacheFolder)) : 0
             return
         }
         // One of each, then transfers up to what was asked, then copiers, then folders.

@@ -57,7 +57,9 @@ package final class HeadStart: Sendable {
         self.kept = kept
         self.options = options
         self.root = root
-        userCache = options.cacheDirectory.flatMap { try? ContentCache.open($0, create: false, holdingFolders: 1).get() }
+        userCache = options.cacheDirectory.flatMap {
+            try? ContentCache.open($0, create: false, holdingFolders: 1).get()
+        }
         collector = Collector(kept: kept, stopping: stopping)
     }
 
@@ -109,16 +111,21 @@ package final class HeadStart: Sendable {
         feed.withLock { $0.closed = true }
         stopping.cancel()
         arrived.signal()
-        if let thread = worker.withLock({ thread in defer { thread = nil }; return thread }) { pthread_join(thread, nil) }
+        if let thread = worker.withLock({ thread in
+            defer { thread = nil }; return thread
+        }) {
+            pthread_join(thread, nil)
+        }
     }
 
     /// The head start's thread: rounds of requests as entries arrive, until it is stopped or one fails.
     private func work() {
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: kept.folder.folder, maxConcurrentTransfers: options.jobs,
-            maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
-            userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,
-            maxBytesPerSecond: options.maxBytesPerSecond, connection: options.connection))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: kept.folder.folder, maxConcurrentTransfers: options.jobs,
+                maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
+                userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,
+                maxBytesPerSecond: options.maxBytesPerSecond, connection: options.connection))
         while let requests = nextRound() {
             guard !requests.isEmpty else { continue }
             engine.run(requests, delegate: collector, cancellation: stopping)
@@ -144,21 +151,27 @@ package final class HeadStart: Sendable {
 
     private func requests(for entries: [FileEntry]) -> [TransferRequest] {
         // A digest already asked for needs no look at the disk: many entries may share one.
-        let new = feed.withLock { feed in entries.filter { $0.checksum.map { !feed.requested.contains($0.digest) } ?? false } }
+        let new = feed.withLock { feed in
+            entries.filter { $0.checksum.map { !feed.requested.contains($0.digest) } ?? false }
+        }
         let candidates = new.filter { entry in
             guard let checksum = entry.checksum, entry.size != nil, entry.extract == nil,
-                  ContentCache.holds(checksum.digest.algorithm), options.shard?.contains(entry.destination) ?? true
+                ContentCache.holds(checksum.digest.algorithm), options.shard?.contains(entry.destination) ?? true
             else { return false }
             var info = stat()
             return lstat(root + "/" + entry.destination.description, &info) != 0 && errno == ENOENT
         }
-        let uncached = userCache.map { cache in
-            zip(candidates, cache.containing(candidates.compactMap { $0.checksum?.digest })).filter { !$0.1 }.map(\.0)
-        } ?? candidates
+        let uncached =
+            userCache.map { cache in
+                zip(candidates, cache.containing(candidates.compactMap { $0.checksum?.digest })).filter { !$0.1 }.map(
+                    \.0)
+            } ?? candidates
         return feed.withLock { feed in
             let requests = uncached.compactMap { entry -> TransferRequest? in
-                guard let checksum = entry.checksum, let size = entry.size, max(size, Self.minimumFileCost) <= feed.budget,
-                      feed.requested.insert(checksum.digest).inserted else { return nil }
+                guard let checksum = entry.checksum, let size = entry.size,
+                    max(size, Self.minimumFileCost) <= feed.budget,
+                    feed.requested.insert(checksum.digest).inserted
+                else { return nil }
                 feed.budget -= max(size, Self.minimumFileCost)
                 var request = options.request(for: entry, id: entry.index, conditionalOn: nil)
                 request.retries = 0

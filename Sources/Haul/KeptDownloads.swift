@@ -42,8 +42,10 @@ package final class KeptDownloads: Sendable {
     /// Puts in place the entries of `manifest` whose destinations are `destinations`, from what was kept: a sync of
     /// only those (never pruning), holding root's lock (waiting for another run as `wait` says). The other entries
     /// are neither looked at nor touched, and their records are kept.
-    package func place(_ destinations: Set<String>, of manifest: Manifest, options: SyncOptions, wait: RunLock.Waiting = .no,
-                       holder: String, cancellation: Cancellation?) throws(ObservationFailure) -> SyncResult {
+    package func place(
+        _ destinations: Set<String>, of manifest: Manifest, options: SyncOptions, wait: RunLock.Waiting = .no,
+        holder: String, cancellation: Cancellation?
+    ) throws(ObservationFailure) -> SyncResult {
         var options = options
         options.cacheDirectory = folder.path + "/" + Self.cacheName
         options.prune = false

@@ -53,7 +53,8 @@ package struct MemoryBudget: Sendable, Equatable {
     /// The fewest bytes a run of `entries` needs beyond what is mapped already: one of each part.
     package static func minimum(entries: Int, transfers: Bool, cache: Bool, settings: ProcessSettings) -> Int {
         let stack = thread(settings)
-        var bytes = settings.arenaReservations + runHeap + entries * perEntry + longLivedThreads * stack + stack + readBuffer
+        var bytes =
+            settings.arenaReservations + runHeap + entries * perEntry + longLivedThreads * stack + stack + readBuffer
         if transfers {
             bytes += stack + perHandle + perHandle + stack + readBuffer
             if cache { bytes += stack + readBuffer }
@@ -70,8 +71,10 @@ package struct MemoryBudget: Sendable, Equatable {
 extension MemoryBudget {
     /// The shares of `available` bytes (nil: no limit); nil when that is below `minimum`. Transfers first, then
     /// observing threads, then copying threads.
-    package init?(available: Int?, settings: ProcessSettings, entries: Int, wantedTransfers: Int, cores: Int, transfers: Bool,
-                  cache: Bool) {
+    package init?(
+        available: Int?, settings: ProcessSettings, entries: Int, wantedTransfers: Int, cores: Int, transfers: Bool,
+        cache: Bool
+    ) {
         let cores = max(1, cores)
         guard let available else {
             self = .unlimited(transfers: transfers ? wantedTransfers : 0, cores: cores)

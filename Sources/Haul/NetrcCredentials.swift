@@ -9,12 +9,14 @@ extension TransferSource {
     /// printed.
     func authenticated(by netrc: Netrc?) -> TransferSource {
         guard let netrc, let origin = URLOrigin(url), !origin.hasUserinfo,
-              !headers.contains(where: { $0.name.utf8.count == 13 && $0.name.lowercased() == "authorization" }),
-              let credentials = netrc.credentials(forHost: origin.host) else { return self }
+            !headers.contains(where: { $0.name.utf8.count == 13 && $0.name.lowercased() == "authorization" }),
+            let credentials = netrc.credentials(forHost: origin.host)
+        else { return self }
         var source = self
         let value = "Basic " + Base64.encode(Array("\(credentials.login):\(credentials.password)".utf8))
         source.headers.append(HTTPHeader(name: "Authorization", value: value))
-        source.secrets += [value, String(value.dropFirst(6))] + (credentials.password.isEmpty ? [] : [credentials.password])
+        source.secrets +=
+            [value, String(value.dropFirst(6))] + (credentials.password.isEmpty ? [] : [credentials.password])
         return source
     }
 }

@@ -73,8 +73,10 @@ package struct Observation: Sendable {
     /// (nothing to hash it against, and its validators are what revalidation needs). `prunes`: find what this
     /// manifest wrote and no longer lists.
     /// `concurrency`: threads looking at and hashing files (the run's `DescriptorBudget.observers`).
-    package init(of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false,
-                 adopting adopted: Set<String> = [], concurrency: Int = ProcessorCount.online) throws(ObservationFailure) {
+    package init(
+        of manifest: Manifest, access: Access, rehash: Bool = false, prunes: Bool = false,
+        adopting adopted: Set<String> = [], concurrency: Int = ProcessorCount.online
+    ) throws(ObservationFailure) {
         (area, lock) = try Self.open(root: manifest.root, shard: manifest.shardScope?.shard, access)
         (ownerKey, ownerKeyFailure) = Self.ownerKey(area: area, lock: lock, access)
         manifestKey = StateCache.manifestKey(path: manifest.sourcePath, root: manifest.root)
@@ -94,29 +96,35 @@ package struct Observation: Sendable {
         cacheWarning = warning
         var keepsIdentities = false
         if case .exclusive = access { keepsIdentities = true }
-        var judged = Self.judge(files, looks: looks, cache: cache, rehash: rehash, observer: observer, concurrency: concurrency,
-                                keepingIdentities: keepsIdentities)
-        trees = Self.observeTrees(files, cache: cache, root: manifest.root, rehash: rehash, observer: observer,
-                                  concurrency: concurrency)
+        var judged = Self.judge(
+            files, looks: looks, cache: cache, rehash: rehash, observer: observer, concurrency: concurrency,
+            keepingIdentities: keepsIdentities)
+        trees = Self.observeTrees(
+            files, cache: cache, root: manifest.root, rehash: rehash, observer: observer,
+            concurrency: concurrency)
         for (index, tree) in trees {
             judged.states[index] = tree.state
             judged.vouched[index] = false
             judged.found[index] = nil
         }
         (states, vouched, found, unsyncedEntries, identities) = judged
-        let owned = Self.ownedButUnlisted(manifest, cache: cache, owners: ownedKeys,
-                                          listedMembers: Set(trees.values.flatMap(\.memberKeys)))
+        let owned = Self.ownedButUnlisted(
+            manifest, cache: cache, owners: ownedKeys,
+            listedMembers: Set(trees.values.flatMap(\.memberKeys)))
         let (ownerKey, vouchedKeys) = (self.ownerKey, self.vouchedKeys)
         let proven = owned.filter { destination, record in
             record.origin.map { vouchedKeys.contains($0.manifestKey) } == true
                 || ownerKey?.proves(record, at: DestinationKey(destination)) == true
         }
-        let gone = prunes ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys, key: ownerKey)
-                          : (proven: [], unproven: [])
+        let gone =
+            prunes
+            ? Self.orphans(in: cache, root: manifest.root, owners: ownedKeys, key: ownerKey)
+            : (proven: [], unproven: [])
         let unprovenOwn = owned.count - proven.count
         unproven = prunes && unprovenOwn > 0 ? [(manifestKey, unprovenOwn)] + gone.unproven : gone.unproven
         orphans = gone.proven
-        let candidates = prunes ? Self.pruneCandidates(proven, cache: cache, root: manifest.root, concurrency: concurrency) : []
+        let candidates =
+            prunes ? Self.pruneCandidates(proven, cache: cache, root: manifest.root, concurrency: concurrency) : []
         pruneCandidates = candidates.map(\.candidate)
         pruneIdentities = candidates.map(\.identity)
         unlistedCount = prunes ? 0 : proven.count
@@ -134,24 +142,35 @@ package struct Observation: Sendable {
     }
 
     /// Root's private folder (made, and locked, for a sync).
-    private static func open(root: String, shard: Shard?, _ access: Access) throws(ObservationFailure)
-        -> (PrivateArea?, RunLock?) {
+    private static func open(
+        root: String, shard: Shard?, _ access: Access
+    ) throws(ObservationFailure)
+        -> (PrivateArea?, RunLock?)
+    {
         switch access {
         case .lookingOnly:
             do { return (try PrivateArea.existing(root: root), nil) } catch { throw .privateArea(error) }
         case .exclusive(let wait, let holder):
             let area: PrivateArea
             do { area = try PrivateArea.create(root: root) } catch { throw .privateArea(error) }
-            do { return (area, try RunLock(area: area, shard: shard, wait: wait, holder: holder)) } catch { throw .lock(error) }
+            do { return (area, try RunLock(area: area, shard: shard, wait: wait, holder: holder)) } catch {
+                throw .lock(error)
+            }
         }
     }
 
     /// Each entry's file, from what lstat showed and what the state records of it where that is proof enough;
     /// the rest is read and hashed.
     /// `keepingIdentities`: also say, per entry, the identity of the regular file found.
-    private static func judge(_ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
-                              observer: LocalObserver, concurrency: Int, keepingIdentities: Bool)
-        -> (states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int], identities: [FileIdentity?]) {
+    private static func judge(
+        _ files: [FileEntry], looks: [FileLook]?, cache: StateCache, rehash: Bool,
+        observer: LocalObserver, concurrency: Int, keepingIdentities: Bool
+    )
+        -> (
+            states: [LocalState], vouched: [Bool], found: [Int: StateRecord], unsynced: [Int],
+            identities: [FileIdentity?]
+        )
+    {
         var states: [LocalState] = []
         var vouched: [Bool] = []
         var found: [Int: StateRecord] = [:]
@@ -167,10 +186,15 @@ package struct Observation: Sendable {
             let known = rehash && pinned ? nil : cache.records[DestinationKey(files[index].destination)]
             // (Not looked up for a pinned file under --rehash: its mark is kept for the next run.)
             if known?.unsynced == true { unsynced.append(index) }
-            let request = ObservationRequest(destination: files[index].destination, algorithm: files[index].checksum?.algorithm,
-                                             expectedSize: files[index].size, known: known, knownAsOf: cache.writtenAt)
+            let request = ObservationRequest(
+                destination: files[index].destination, algorithm: files[index].checksum?.algorithm,
+                expectedSize: files[index].size, known: known, knownAsOf: cache.writtenAt)
             if keepingIdentities {
-                if case .regularFile(let identity) = looks?[index] { identities.append(identity) } else { identities.append(nil) }
+                if case .regularFile(let identity) = looks?[index] {
+                    identities.append(identity)
+                } else {
+                    identities.append(nil)
+                }
             }
             guard let settled = looks.flatMap({ request.settle($0[index]) }) else {
                 unsettled.append((index, request))
@@ -203,7 +227,8 @@ package struct Observation: Sendable {
     /// them under another name (an older haul's, or adopted), or `--adopt` names their manifest (this one
     /// included: the user vouches for them). One set lookup or two: asked of every record.
     func mayChangeOwner(_ origin: Origin) -> Bool {
-        (origin.manifestKey != manifestKey && owns(origin)) || (!vouchedKeys.isEmpty && vouchedKeys.contains(origin.manifestKey))
+        (origin.manifestKey != manifestKey && owns(origin))
+            || (!vouchedKeys.isEmpty && vouchedKeys.contains(origin.manifestKey))
     }
 
     /// The owner and tag the state should record for `record` from now on, nil when neither changes: this
@@ -215,10 +240,16 @@ package struct Observation: Sendable {
         let vouched = vouchedKeys.contains(origin.manifestKey)
         let proven = vouched || ownerKey?.proves(record, at: destination) == true
         if origin.manifestKey != manifestKey && owns(origin) {
-            return (manifestKey, proven ? ownerKey?.tag(destination: destination.text, digest: record.digest, manifestKey: manifestKey) : nil)
+            return (
+                manifestKey,
+                proven
+                    ? ownerKey?.tag(destination: destination.text, digest: record.digest, manifestKey: manifestKey)
+                    : nil
+            )
         }
         guard vouched, ownerKey?.proves(record, at: destination) != true,
-              let tag = ownerKey?.tag(destination: destination.text, digest: record.digest, manifestKey: origin.manifestKey)
+            let tag = ownerKey?.tag(
+                destination: destination.text, digest: record.digest, manifestKey: origin.manifestKey)
         else { return nil }
         return (origin.manifestKey, tag)
     }
@@ -226,50 +257,68 @@ package struct Observation: Sendable {
     /// Manifests named in the state, by a path relative to root, that are no longer there: by manifest, how many
     /// of its records `key` proves (`proven`), and how many it does not (`unproven`: a record anyone who can write
     /// `.haul` could have added, which the plan must not call a file that manifest wrote).
-    private static func orphans(in cache: StateCache, root: String, owners: Set<String>, key: OwnerKey?)
-        -> (proven: [(manifest: String, files: Int)], unproven: [(manifest: String, files: Int)]) {
+    private static func orphans(
+        in cache: StateCache, root: String, owners: Set<String>, key: OwnerKey?
+    )
+        -> (proven: [(manifest: String, files: Int)], unproven: [(manifest: String, files: Int)])
+    {
         var counts: [String: Int] = [:]
         for record in cache.records.values {
             guard let name = record.origin?.manifestKey, !owners.contains(name) else { continue }
             counts[name, default: 0] += 1
         }
-        let gone = Set(counts.keys.filter { name in
-            // A hash (an older haul's name) says nothing about where its manifest is: not reported.
-            guard name != "-", !(name.utf8.count == 32 && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
-            else { return false }
-            return Glibc.access(root + "/" + name, F_OK) != 0
-        })
+        let gone = Set(
+            counts.keys.filter { name in
+                // A hash (an older haul's name) says nothing about where its manifest is: not reported.
+                guard name != "-",
+                    !(name.utf8.count == 32
+                        && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+                else { return false }
+                return Glibc.access(root + "/" + name, F_OK) != 0
+            })
         guard !gone.isEmpty else { return ([], []) }
         // Only the records of manifests that are gone (rare) get their tag checked.
         var proven: [String: Int] = [:], unproven: [String: Int] = [:]
         for (destination, record) in cache.records {
             guard let name = record.origin?.manifestKey, gone.contains(name) else { continue }
-            if key?.proves(record, at: destination) == true { proven[name, default: 0] += 1 } else { unproven[name, default: 0] += 1 }
+            if key?.proves(record, at: destination) == true {
+                proven[name, default: 0] += 1
+            } else {
+                unproven[name, default: 0] += 1
+            }
         }
-        let sorted = { (counts: [String: Int]) in counts.map { (manifest: $0.key, files: $0.value) }.sorted { $0.manifest < $1.manifest } }
+        let sorted = { (counts: [String: Int]) in
+            counts.map { (manifest: $0.key, files: $0.value) }.sorted { $0.manifest < $1.manifest }
+        }
         return (sorted(proven), sorted(unproven))
     }
 
     /// What the state says this manifest wrote in earlier runs and no longer lists, by name (`listedMembers`: the
     /// members of trees it still lists, which are listed through their entry).
-    private static func ownedButUnlisted(_ manifest: Manifest, cache: StateCache, owners: Set<String>,
-                                         listedMembers: Set<DestinationKey>) -> [(DestinationPath, StateRecord)] {
+    private static func ownedButUnlisted(
+        _ manifest: Manifest, cache: StateCache, owners: Set<String>,
+        listedMembers: Set<DestinationKey>
+    ) -> [(DestinationPath, StateRecord)] {
         // Most states hold nothing of the kind: no set of 100,000 names is built to find that out.
-        guard cache.records.values.contains(where: { $0.origin.map { owners.contains($0.manifestKey) } ?? false }) else { return [] }
+        guard cache.records.values.contains(where: { $0.origin.map { owners.contains($0.manifestKey) } ?? false })
+        else { return [] }
         // By bytes: a listed "caf\u{e9}" keeps a written "cafe\u{301}" no more than any other name.
         let listed = Set(manifest.files.map { DestinationKey($0.destination) })
         let shard = manifest.shardScope?.shard
-        return cache.records.filter { ($0.value.origin.map { owners.contains($0.manifestKey) } ?? false) && !listed.contains($0.key)
-                                      && !listedMembers.contains($0.key) }
-            .sorted { $0.key < $1.key }
-            // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
-            // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.
-            .compactMap { key, record -> (DestinationPath, StateRecord)? in
-                guard let path = DestinationPath(key.text), DestinationKey(path) == key, path.firstComponent != DestinationPath.privateFolder,
-                      shard?.contains(path) ?? true
-                else { return nil }
-                return (path, record)
-            }
+        return cache.records.filter {
+            ($0.value.origin.map { owners.contains($0.manifestKey) } ?? false) && !listed.contains($0.key)
+                && !listedMembers.contains($0.key)
+        }
+        .sorted { $0.key < $1.key }
+        // The cache is a hint, not an authority: only a path that is a valid destination outside haul's own
+        // folder, spelled as the manifest would spell it, can be pruned; under a shard, only one of its own.
+        .compactMap { key, record -> (DestinationPath, StateRecord)? in
+            guard let path = DestinationPath(key.text), DestinationKey(path) == key,
+                path.firstComponent != DestinationPath.privateFolder,
+                shard?.contains(path) ?? true
+            else { return nil }
+            return (path, record)
+        }
     }
 
     /// The files of `owned` as they are now, with the identity they were observed with. Each is hashed, whatever
@@ -277,22 +326,31 @@ package struct Observation: Sendable {
     /// wrote there (the identity in a record is no part of the proof; anyone who can write the state can set it).
     /// Of a tree whose entry is gone, its symlinks are pruned when they still point where the archive said, and
     /// the user's own files in its folder keep the folder (a candidate kept, so that the user is told).
-    private static func pruneCandidates(_ owned: [(DestinationPath, StateRecord)], cache: StateCache, root: String,
-                                        concurrency: Int) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
+    private static func pruneCandidates(
+        _ owned: [(DestinationPath, StateRecord)], cache: StateCache, root: String,
+        concurrency: Int
+    ) -> [(candidate: PruneCandidate, identity: FileIdentity?)] {
         let trees = PrunedTrees(owned, cache: cache, root: root)
         let requests = owned.map { destination, record in
             // (A record only journaled by a run that crashed knows no size: the file is hashed whatever its size.)
-            ObservationRequest(destination: destination, algorithm: record.digest.algorithm,
-                               expectedSize: record.identity.size >= 0 ? record.identity.size : nil)
+            ObservationRequest(
+                destination: destination, algorithm: record.digest.algorithm,
+                expectedSize: record.identity.size >= 0 ? record.identity.size : nil)
         }
         let observed = LocalObserver(root: root).observeAllRecording(requests, concurrency: concurrency)
         return zip(owned, observed).map { owned, observed in
             if case .symlink = observed.file, let link = trees.links[DestinationKey(owned.0)] {
-                return (PruneCandidate(destination: owned.0, written: owned.1.digest, local: .symlink,
-                                       linkTarget: TreeJudgement.digest(ofTarget: link.target)), link.identity)
+                return (
+                    PruneCandidate(
+                        destination: owned.0, written: owned.1.digest, local: .symlink,
+                        linkTarget: TreeJudgement.digest(ofTarget: link.target)), link.identity
+                )
             }
-            return (PruneCandidate(destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
-                    observed.record?.identity)
+            return (
+                PruneCandidate(
+                    destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
+                observed.record?.identity
+            )
         } + trees.keptFolders.map { (candidate: $0, identity: nil) }
     }
 
@@ -323,8 +381,10 @@ package struct Observation: Sendable {
 
     /// Each `extract` entry's folder: walked (as `find` walks it, no file opened), judged against the records of
     /// its members; the member files a record cannot vouch for unread (or all, with `rehash`) are hashed.
-    private static func observeTrees(_ files: [FileEntry], cache: StateCache, root: String, rehash: Bool,
-                                     observer: LocalObserver, concurrency: Int) -> [Int: ObservedTree] {
+    private static func observeTrees(
+        _ files: [FileEntry], cache: StateCache, root: String, rehash: Bool,
+        observer: LocalObserver, concurrency: Int
+    ) -> [Int: ObservedTree] {
         let members = treeMembers(files, cache: cache)
         var trees: [Int: ObservedTree] = [:]
         for index in files.indices where files[index].extract != nil {
@@ -346,8 +406,11 @@ package struct Observation: Sendable {
                     !rehash && cache.trusts(record, for: identity)
                 }
                 if case .tree(let from, _) = judged.state, !judged.unproven.isEmpty {
-                    judged.state = .tree(from, changed: edited(judged.unproven, under: destination, observer: observer,
-                                                               concurrency: concurrency))
+                    judged.state = .tree(
+                        from,
+                        changed: edited(
+                            judged.unproven, under: destination, observer: observer,
+                            concurrency: concurrency))
                 }
                 state = judged.state
                 usersFiles = judged.usersFiles
@@ -359,15 +422,19 @@ package struct Observation: Sendable {
     }
 
     /// The files of `unproven` that no longer hash to their record's digest.
-    private static func edited(_ unproven: [(path: String, record: StateRecord)], under destination: DestinationPath,
-                               observer: LocalObserver, concurrency: Int) -> [MemberChange] {
+    private static func edited(
+        _ unproven: [(path: String, record: StateRecord)], under destination: DestinationPath,
+        observer: LocalObserver, concurrency: Int
+    ) -> [MemberChange] {
         let requests = unproven.compactMap { member -> ObservationRequest? in
             guard let path = DestinationPath(destination.description + "/" + member.path) else { return nil }
-            return ObservationRequest(destination: path, algorithm: member.record.digest.algorithm,
-                                      expectedSize: member.record.identity.size)
+            return ObservationRequest(
+                destination: path, algorithm: member.record.digest.algorithm,
+                expectedSize: member.record.identity.size)
         }
         guard requests.count == unproven.count else { return unproven.map { MemberChange($0.path, .edited) } }
-        return zip(unproven, observer.observeAllRecording(requests, concurrency: concurrency)).compactMap { member, observed in
+        return zip(unproven, observer.observeAllRecording(requests, concurrency: concurrency)).compactMap {
+            member, observed in
             if case .regularFile(_, let digest?) = observed.file, digest == member.record.digest { return nil }
             return MemberChange(member.path, .edited)
         }
@@ -377,13 +444,18 @@ package struct Observation: Sendable {
     /// state, each unpacked record's folder (which the state keeps) looked up among the entries' destinations.
     private static func treeMembers(_ files: [FileEntry], cache: StateCache) -> [Int: [String: StateRecord]] {
         var entryOf: [DestinationKey: Int] = [:]
-        for index in files.indices where files[index].extract != nil { entryOf[DestinationKey(files[index].destination)] = index }
+        for index in files.indices where files[index].extract != nil {
+            entryOf[DestinationKey(files[index].destination)] = index
+        }
         guard !entryOf.isEmpty else { return [:] }
         var members: [Int: [String: StateRecord]] = [:]
         for (key, record) in cache.records {
-            guard let folder = record.origin?.unpacked?.folder, let index = entryOf[DestinationKey(folder)] else { continue }
+            guard let folder = record.origin?.unpacked?.folder, let index = entryOf[DestinationKey(folder)] else {
+                continue
+            }
             // The state file keeps a member's record only under its folder (`StateFile`): the rest is its path in it.
-            members[index, default: [:]][String(decoding: key.text.utf8.dropFirst(folder.utf8.count + 1), as: UTF8.self)] = record
+            members[index, default: [:]][
+                String(decoding: key.text.utf8.dropFirst(folder.utf8.count + 1), as: UTF8.self)] = record
         }
         return members
     }
@@ -424,7 +496,8 @@ struct PrunedTrees {
         var folders: [String: Digest] = [:]
         for (_, record) in owned { if let folder = record.origin?.unpacked?.folder { folders[folder] = record.digest } }
         for (folder, anyDigest) in folders.sorted(by: { $0.key < $1.key }) {
-            guard let path = DestinationPath(folder), case .folder(let nodes) = TreeWalk.look(at: path, root: root) else { continue }
+            guard let path = DestinationPath(folder), case .folder(let nodes) = TreeWalk.look(at: path, root: root)
+            else { continue }
             var usersFiles: [String] = []
             for node in nodes {
                 let key = DestinationKey(folder + "/" + node.path)
@@ -438,8 +511,11 @@ struct PrunedTrees {
             guard !usersFiles.isEmpty else { continue }
             let named = Quoted.firstFew(usersFiles) { Quoted.text($0) }
             let files = usersFiles.count == 1 ? "1 file" : "\(usersFiles.count) files"
-            keptFolders.append(PruneCandidate(destination: path, written: anyDigest,
-                                              local: .obstructed("it holds \(files) the archive did not put there (\(named)), kept with the folder")))
+            keptFolders.append(
+                PruneCandidate(
+                    destination: path, written: anyDigest,
+                    local: .obstructed(
+                        "it holds \(files) the archive did not put there (\(named)), kept with the folder")))
         }
     }
 }

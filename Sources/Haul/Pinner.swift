@@ -45,12 +45,17 @@ package enum PinFailure: Error, Sendable {
 package enum Pinner {
     /// `attemptFailed` hears about each failed attempt (and what comes next, nil when nothing does), on this thread.
     /// `keepingIn`: the verified file is kept there, for `KeptDownloads.place`, instead of being deleted.
-    package static func measure(_ url: TemplatedString, options: SyncOptions, algorithm: DigestAlgorithm = .sha256,
-                               keepingIn kept: KeptDownloads? = nil, cancellation: Cancellation? = nil,
-                               attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
-        throws(PinFailure) -> Measurement {
-        let measured = try download(url, options: options, into: kept?.folder, algorithm: algorithm, cancellation: cancellation,
-                                    attemptFailed: attemptFailed) { file, _ in
+    package static func measure(
+        _ url: TemplatedString, options: SyncOptions, algorithm: DigestAlgorithm = .sha256,
+        keepingIn kept: KeptDownloads? = nil, cancellation: Cancellation? = nil,
+        attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in }
+    )
+        throws(PinFailure) -> Measurement
+    {
+        let measured = try download(
+            url, options: options, into: kept?.folder, algorithm: algorithm, cancellation: cancellation,
+            attemptFailed: attemptFailed
+        ) { file, _ in
             (Measurement(of: file), kept?.keep(file))
         }
         if let failure = measured.1 { throw .workspace(failure) }
@@ -59,12 +64,17 @@ package enum Pinner {
 
     /// The size a GET of `url` would bring, from a HEAD request's Content-Length: nil when the answer announces none,
     /// or when the server does not take HEAD (405, 501). Any other failure throws, as a download's would.
-    package static func announcedSize(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
-                                      attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
-        throws(PinFailure) -> Int64? {
+    package static func announcedSize(
+        _ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+        attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in }
+    )
+        throws(PinFailure) -> Int64?
+    {
         do {
-            return try download(url, options: options, into: nil, headOnly: true, cancellation: cancellation,
-                                attemptFailed: attemptFailed) { file, _ in file.announcedLength }
+            return try download(
+                url, options: options, into: nil, headOnly: true, cancellation: cancellation,
+                attemptFailed: attemptFailed
+            ) { file, _ in file.announcedLength }
         } catch .transfer(let failure) where failure.lastFailurePerSource.allSatisfy({ Self.refusesHead($0.reason) }) {
             return nil
         }
@@ -77,10 +87,15 @@ package enum Pinner {
 
     /// The bytes of a small file (a checksum list): at most `options.maxFileSize` of them, which the engine
     /// enforces while they arrive.
-    package static func fetch(_ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
-                             attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in })
-        throws(PinFailure) -> [UInt8] {
-        let read = try download(url, options: options, into: nil, cancellation: cancellation, attemptFailed: attemptFailed) { file, workspace in
+    package static func fetch(
+        _ url: TemplatedString, options: SyncOptions, cancellation: Cancellation? = nil,
+        attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in }
+    )
+        throws(PinFailure) -> [UInt8]
+    {
+        let read = try download(
+            url, options: options, into: nil, cancellation: cancellation, attemptFailed: attemptFailed
+        ) { file, workspace in
             file.folder(in: workspace.folder).openFile(file.temporaryName, flags: O_RDONLY).flatMap { descriptor in
                 defer { close(descriptor) }
                 return BoundedRead.all(descriptor, limit: Int(options.maxFileSize)).mapError { failure in
@@ -90,16 +105,19 @@ package enum Pinner {
         }
         switch read {
         case .success(let bytes): return bytes
-        case .failure(let failure): throw .workspace(StoreError(operation: "read", path: failure.path, errno: failure.errno))
+        case .failure(let failure):
+            throw .workspace(StoreError(operation: "read", path: failure.path, errno: failure.errno))
         }
     }
 
     /// One download into `folder`, or into a private folder that is removed afterwards; `use` sees the verified
     /// file first.
-    static func download<Result>(_ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
-                                         algorithm: DigestAlgorithm = .sha256, headOnly: Bool = false, cancellation: Cancellation?,
-                                         attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
-                                         use: (DownloadedFile, ScratchDirectory) -> Result) throws(PinFailure) -> Result {
+    static func download<Result>(
+        _ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
+        algorithm: DigestAlgorithm = .sha256, headOnly: Bool = false, cancellation: Cancellation?,
+        attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
+        use: (DownloadedFile, ScratchDirectory) -> Result
+    ) throws(PinFailure) -> Result {
         let workspace: ScratchDirectory
         if let folder {
             workspace = folder
@@ -111,17 +129,23 @@ package enum Pinner {
             }
         }
         defer { if folder == nil { workspace.remove() } }
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
-            caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent, maxBodyBytes: options.maxFileSize,
-            maxBytesPerSecond: options.maxBytesPerSecond, connection: options.connection))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: workspace.folder, maxConcurrentTransfers: 1, maxConnectionsPerHost: 1,
+                caFile: options.caFile, userAgent: options.userAgent ?? HaulVersion.userAgent,
+                maxBodyBytes: options.maxFileSize,
+                maxBytesPerSecond: options.maxBytesPerSecond, connection: options.connection))
         var request = TransferRequest(
             id: 0,
             sources: options.rewrites.sources(of: [url]).map {
-                let headers = $0.sendsHeaders ? options.commandLineHeaders.map { HTTPHeader(name: $0.name, value: $0.value.expanded) } : []
-                return TransferSource(url: $0.url, displayURL: $0.displayURL, headers: headers,
-                                      secrets: $0.secrets + headers.map(\.value).filter { !$0.isEmpty })
-                    .authenticated(by: options.netrc)
+                let headers =
+                    $0.sendsHeaders
+                    ? options.commandLineHeaders.map { HTTPHeader(name: $0.name, value: $0.value.expanded) } : []
+                return TransferSource(
+                    url: $0.url, displayURL: $0.displayURL, headers: headers,
+                    secrets: $0.secrets + headers.map(\.value).filter { !$0.isEmpty }
+                )
+                .authenticated(by: options.netrc)
             },
             expectedDigest: nil, expectedSize: nil,
             retries: options.retries ?? BuiltInDefaults.retries,
@@ -147,7 +171,9 @@ package enum Pinner {
         private let outcome = Mutex<Result<DownloadedFile, TransferFailure>?>(nil)
         let attemptFailed: @Sendable (AttemptFailure, NextAttempt?) -> Void
 
-        init(attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void) { self.attemptFailed = attemptFailed }
+        init(attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void) {
+            self.attemptFailed = attemptFailed
+        }
 
         var result: Result<DownloadedFile, TransferFailure>? { outcome.withLock { $0 } }
 

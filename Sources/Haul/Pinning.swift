@@ -39,7 +39,9 @@ package struct Pinning: Sendable {
         let notices = zip(drafts, trial.edit.sameURL).flatMap { draft, listed in
             listed.map { PinningNotice.urlAlreadyListed(url: draft.url.description, listed: $0) }
         }
-        return Preparation(notices: notices, wantsNetrc: trial.loaded.netrc, headers: trial.loaded.files[trial.edit.firstIndex].headers)
+        return Preparation(
+            notices: notices, wantsNetrc: trial.loaded.netrc, headers: trial.loaded.files[trial.edit.firstIndex].headers
+        )
     }
 
     // MARK: Measuring
@@ -47,40 +49,50 @@ package struct Pinning: Sendable {
     /// Each URL's entry, downloaded once and measured (an archive also unpacked, its tree pinned), or pinned by the
     /// digest given. `options`: the transfer settings, with the manifest's headers; `kept`: where downloads wait to
     /// be put in place. A checksum list's entries come from `fetchList` and `listedEntries`, an update's from `repin`.
-    package func measure(options: SyncOptions, keepingIn kept: KeptDownloads?, cancellation: Cancellation?,
-                         notices: @escaping @Sendable (PinningNotice) -> Void) throws(PinFailure) -> [PinnedEntry] {
+    package func measure(
+        options: SyncOptions, keepingIn kept: KeptDownloads?, cancellation: Cancellation?,
+        notices: @escaping @Sendable (PinningNotice) -> Void
+    ) throws(PinFailure) -> [PinnedEntry] {
         guard case .urls(let drafts) = request.source else { return [] }
         let attemptFailed = Self.attemptFailed(notices)
         if let given = request.given, let draft = drafts.first {
             guard let size = given.size else {
-                let announced = try Self.announcedSize(draft.url, digest: given.digest, options: options, cancellation: cancellation,
-                                                       notices: notices)
+                let announced = try Self.announcedSize(
+                    draft.url, digest: given.digest, options: options, cancellation: cancellation,
+                    notices: notices)
                 return [draft.pinned(digest: given.digest, size: announced, extract: request.extract)]
             }
             return [draft.pinned(digest: given.digest, size: size, extract: request.extract)]
         }
         return try drafts.map { draft throws(PinFailure) in
             guard let rule = request.extract else {
-                let measured = try Pinner.measure(draft.url, options: options, keepingIn: kept, cancellation: cancellation,
-                                                  attemptFailed: attemptFailed)
+                let measured = try Pinner.measure(
+                    draft.url, options: options, keepingIn: kept, cancellation: cancellation,
+                    attemptFailed: attemptFailed)
                 Self.noticeEncoding(measured, notices)
                 return draft.pinned(digest: measured.digest, size: measured.size)
             }
-            let measured = try Pinner.measureArchive(draft.url, rule: rule, options: options, keepingIn: kept,
-                                                     cancellation: cancellation, attemptFailed: attemptFailed)
+            let measured = try Pinner.measureArchive(
+                draft.url, rule: rule, options: options, keepingIn: kept,
+                cancellation: cancellation, attemptFailed: attemptFailed)
             Self.noticeEncoding(measured.archive, notices)
-            return draft.pinned(digest: measured.archive.digest, size: measured.archive.size, extract: rule.pinning(tree: measured.tree))
+            return draft.pinned(
+                digest: measured.archive.digest, size: measured.archive.size, extract: rule.pinning(tree: measured.tree)
+            )
         }
     }
 
     /// The checksum list's bytes, read into memory whole: a list is kilobytes, and a server must not make haul hold
     /// gigabytes (`ChecksumList.maximumBytes`, when it is the lower limit).
-    package func fetchList(options: SyncOptions, cancellation: Cancellation?,
-                           notices: @escaping @Sendable (PinningNotice) -> Void) throws(PinFailure) -> [UInt8] {
+    package func fetchList(
+        options: SyncOptions, cancellation: Cancellation?,
+        notices: @escaping @Sendable (PinningNotice) -> Void
+    ) throws(PinFailure) -> [UInt8] {
         guard case .checksumList(let list, _, _) = request.source else { return [] }
         var options = options
         options.maxFileSize = min(options.maxFileSize, ChecksumList.maximumBytes)
-        return try Pinner.fetch(list.url, options: options, cancellation: cancellation, attemptFailed: Self.attemptFailed(notices))
+        return try Pinner.fetch(
+            list.url, options: options, cancellation: cancellation, attemptFailed: Self.attemptFailed(notices))
     }
 
     /// The entries the fetched list names, those `matching` selects, at the list's folder or the one asked for.
@@ -89,9 +101,11 @@ package struct Pinning: Sendable {
         let entries: [PinnedEntry]
         do {
             let parsed = try ChecksumList.parse(bytes, file: list.url.description)
-            entries = try ChecksumList(items: parsed.items.filter { item in
-                patterns.isEmpty || patterns.contains { fnmatch($0, item.name, 0) == 0 }
-            }).entries(listURL: list.url, file: list.url.description)
+            entries = try ChecksumList(
+                items: parsed.items.filter { item in
+                    patterns.isEmpty || patterns.contains { fnmatch($0, item.name, 0) == 0 }
+                }
+            ).entries(listURL: list.url, file: list.url.description)
         } catch {
             throw .checksumList(error)
         }
@@ -106,17 +120,22 @@ package struct Pinning: Sendable {
             guard let destination = DestinationPath.commandLine(folder + entry.destination) else {
                 throw .notADestination(folder: folder, path: folder + entry.destination)
             }
-            return PinnedEntry(url: entry.url, destination: destination, digest: entry.digest, size: entry.size, extract: entry.extract)
+            return PinnedEntry(
+                url: entry.url, destination: destination, digest: entry.digest, size: entry.size, extract: entry.extract
+            )
         }
     }
 
     /// The size a HEAD request announces for a file pinned by `digest` alone: nil (noticed) when the server announces
     /// none, or a size no file of that digest can have (`Content-Length: 0` beside the digest of non-empty content):
     /// pinned, it would fail every sync.
-    static func announcedSize(_ url: TemplatedString, digest: Digest, options: SyncOptions, cancellation: Cancellation?,
-                              notices: @escaping @Sendable (PinningNotice) -> Void) throws(PinFailure) -> Int64? {
-        let announced = try Pinner.announcedSize(url, options: options, cancellation: cancellation,
-                                                 attemptFailed: attemptFailed(notices))
+    static func announcedSize(
+        _ url: TemplatedString, digest: Digest, options: SyncOptions, cancellation: Cancellation?,
+        notices: @escaping @Sendable (PinningNotice) -> Void
+    ) throws(PinFailure) -> Int64? {
+        let announced = try Pinner.announcedSize(
+            url, options: options, cancellation: cancellation,
+            attemptFailed: attemptFailed(notices))
         guard let announced else {
             notices(.noAnnouncedSize(url: url.description))
             return nil
@@ -128,12 +147,16 @@ package struct Pinning: Sendable {
         return announced
     }
 
-    static func attemptFailed(_ notices: @escaping @Sendable (PinningNotice) -> Void) -> @Sendable (AttemptFailure, NextAttempt?) -> Void {
+    static func attemptFailed(
+        _ notices: @escaping @Sendable (PinningNotice) -> Void
+    ) -> @Sendable (AttemptFailure, NextAttempt?) -> Void {
         { failure, next in notices(.attemptFailed(failure, next: next)) }
     }
 
     static func noticeEncoding(_ measured: Measurement, _ notices: (PinningNotice) -> Void) {
-        if let encoding = measured.contentEncoding { notices(.contentEncoded(url: measured.sourceDisplayURL, encoding: encoding)) }
+        if let encoding = measured.contentEncoding {
+            notices(.contentEncoded(url: measured.sourceDisplayURL, encoding: encoding))
+        }
     }
 
     // MARK: Editing
@@ -168,9 +191,11 @@ package struct Pinning: Sendable {
             }
             let was = loaded.files[index].checksum?.digest
             if was == entry.digest {
-                unchanged.append(PinnedFile(index: index, destination: entry.destination, url: entry.url, digest: entry.digest,
-                                            size: entry.size, measuredSize: entry.size, tree: nil, result: .unchanged,
-                                            line: nil, previous: nil))
+                unchanged.append(
+                    PinnedFile(
+                        index: index, destination: entry.destination, url: entry.url, digest: entry.digest,
+                        size: entry.size, measuredSize: entry.size, tree: nil, result: .unchanged,
+                        line: nil, previous: nil))
             } else if let was, was.algorithm == entry.digest.algorithm {
                 changed.append((ManifestEntryReference(index, of: loaded), was, entry))
             } else {
@@ -195,8 +220,9 @@ package struct Pinning: Sendable {
         var base = original
         for changed in sorting.changed {
             do {
-                base = try ManifestEditor.repinning(changed.entry.index, digest: changed.now.digest, size: nil, in: base ?? [],
-                                                    fileName: reading.fileName)
+                base = try ManifestEditor.repinning(
+                    changed.entry.index, digest: changed.now.digest, size: nil, in: base ?? [],
+                    fileName: reading.fileName)
             } catch {
                 throw .repinRefused(error)
             }
@@ -217,24 +243,29 @@ package struct Pinning: Sendable {
             (bytes, firstIndex, loaded) = (edited.edit.bytes, edited.edit.firstIndex, edited.loaded)
         }
         let updated = sorting.changed.map { changed in
-            PinnedFile(index: changed.entry.index, destination: changed.now.destination, url: changed.now.url,
-                       digest: changed.now.digest, size: changed.now.size, measuredSize: changed.now.size, tree: nil,
-                       result: .updated, line: loaded.files[changed.entry.index].location.line,
-                       previous: PinnedFile.PreviousPin(digest: changed.was, tree: nil))
+            PinnedFile(
+                index: changed.entry.index, destination: changed.now.destination, url: changed.now.url,
+                digest: changed.now.digest, size: changed.now.size, measuredSize: changed.now.size, tree: nil,
+                result: .updated, line: loaded.files[changed.entry.index].location.line,
+                previous: PinnedFile.PreviousPin(digest: changed.was, tree: nil))
         }
         let added = sorting.new.enumerated().map { number, entry in
-            PinnedFile(index: firstIndex + number, destination: entry.destination, url: entry.url, digest: entry.digest,
-                       size: entry.size, measuredSize: entry.size, tree: entry.extract?.tree, result: .added,
-                       line: loaded.files[firstIndex + number].location.line, previous: nil)
+            PinnedFile(
+                index: firstIndex + number, destination: entry.destination, url: entry.url, digest: entry.digest,
+                size: entry.size, measuredSize: entry.size, tree: entry.extract?.tree, result: .added,
+                line: loaded.files[firstIndex + number].location.line, previous: nil)
         }
-        return PinningOutcome(files: sorting.unchanged + updated + added, manifest: .replaced(bytes: bytes, manifest: loaded),
-                              placing: sorting.new.map(\.destination), created: original == nil)
+        return PinningOutcome(
+            files: sorting.unchanged + updated + added, manifest: .replaced(bytes: bytes, manifest: loaded),
+            placing: sorting.new.map(\.destination), created: original == nil)
     }
 
     /// `entries` appended to `original` and loaded back, every new entry read back exactly. `drafts`: the URLs the
     /// entries come from, to name them.
-    private func edit(_ original: [UInt8]?, adding entries: [PinnedEntry],
-                      from drafts: [EntryDraft] = []) throws(PinningFailure) -> (edit: ManifestEdit, loaded: Manifest) {
+    private func edit(
+        _ original: [UInt8]?, adding entries: [PinnedEntry],
+        from drafts: [EntryDraft] = []
+    ) throws(PinningFailure) -> (edit: ManifestEdit, loaded: Manifest) {
         let edit: ManifestEdit
         do {
             edit = try ManifestEditor.appending(entries, to: original, fileName: reading.fileName)
@@ -247,8 +278,9 @@ package struct Pinning: Sendable {
                 throw .destinationTaken(error, taken: taken)
             case .destinationRepeated(let first, let second):
                 let url = { (index: Int) in drafts.indices.contains(index) ? drafts[index].url.description : nil }
-                throw .destinationRepeated(first: first, second: second, urls: (url(first), url(second)),
-                                           destination: entries[second].destination)
+                throw .destinationRepeated(
+                    first: first, second: second, urls: (url(first), url(second)),
+                    destination: entries[second].destination)
             case .notEditable:
                 throw .notEditable(error, existingProblems: reading.existingProblems(original))
             }

@@ -25,8 +25,10 @@ package struct PinningRequest: Sendable {
     /// With a checksum list: an entry the list now gives another digest is pinned anew rather than refused.
     package var repinsChangedListEntries: Bool
 
-    package init(source: Source, extract: ExtractRule? = nil, given: (digest: Digest, size: Int64?)? = nil,
-                 repinsChangedListEntries: Bool = false) {
+    package init(
+        source: Source, extract: ExtractRule? = nil, given: (digest: Digest, size: Int64?)? = nil,
+        repinsChangedListEntries: Bool = false
+    ) {
         self.source = source
         self.extract = extract
         self.given = given
@@ -50,8 +52,9 @@ package struct ManifestReading: Sendable {
     }
 
     package func load(_ bytes: [UInt8]) throws(DiagnosticsError) -> Manifest {
-        try ManifestLoader.parse(bytes: bytes, fileName: fileName, manifestDirectory: directory, environment: environment,
-                                 commandLineHeaders: commandLineHeaders)
+        try ManifestLoader.parse(
+            bytes: bytes, fileName: fileName, manifestDirectory: directory, environment: environment,
+            commandLineHeaders: commandLineHeaders)
     }
 
     /// The folder `root` is relative to: the manifest's, as the loader takes it.
@@ -207,8 +210,10 @@ package enum PinningFailure: Error, Sendable {
         switch self {
         case .entryDoesNotReadBack, .pinDoesNotReadBack: .entryFailed
         case .notADestination, .nothingMatches, .noSuchEntries, .givenDigestForTree: .usage
-        case .destinationTaken, .destinationRepeated, .notEditable, .editDoesNotLoad, .checksumList, .listedDigestsChanged,
-             .listedEntriesPinSizes, .repinRefused, .repinDoesNotLoad, .noManifest, .invalidManifest: .invalidManifest
+        case .destinationTaken, .destinationRepeated, .notEditable, .editDoesNotLoad, .checksumList,
+            .listedDigestsChanged,
+            .listedEntriesPinSizes, .repinRefused, .repinDoesNotLoad, .noManifest, .invalidManifest:
+            .invalidManifest
         }
     }
 }

@@ -75,12 +75,15 @@ extension Pinning {
     }
 
     /// What each target's url serves now, one after the other; the first that fails stops them all.
-    package func repin(_ targets: UpdateTargets, options: SyncOptions, keepingIn kept: KeptDownloads?, cancellation: Cancellation?,
-                       notices: @escaping @Sendable (PinningNotice) -> Void) throws(RepinFailure) -> [Repin] {
+    package func repin(
+        _ targets: UpdateTargets, options: SyncOptions, keepingIn kept: KeptDownloads?, cancellation: Cancellation?,
+        notices: @escaping @Sendable (PinningNotice) -> Void
+    ) throws(RepinFailure) -> [Repin] {
         try targets.indices.map { index throws(RepinFailure) in
             do throws(PinFailure) {
-                return try repin(index, of: targets.manifest, options: options, keepingIn: kept, cancellation: cancellation,
-                                 notices: notices)
+                return try repin(
+                    index, of: targets.manifest, options: options, keepingIn: kept, cancellation: cancellation,
+                    notices: notices)
             } catch {
                 throw RepinFailure(entry: ManifestEntryReference(index, of: targets.manifest), failure: error)
             }
@@ -89,30 +92,36 @@ extension Pinning {
 
     /// Hashed with the entry's own algorithm (a weak one is replaced by SHA-256, so that its notation can stay), or
     /// the digest given.
-    private func repin(_ index: Int, of loaded: Manifest, options: SyncOptions, keepingIn kept: KeptDownloads?,
-                       cancellation: Cancellation?, notices: @escaping @Sendable (PinningNotice) -> Void) throws(PinFailure) -> Repin {
+    private func repin(
+        _ index: Int, of loaded: Manifest, options: SyncOptions, keepingIn kept: KeptDownloads?,
+        cancellation: Cancellation?, notices: @escaping @Sendable (PinningNotice) -> Void
+    ) throws(PinFailure) -> Repin {
         let entry = loaded.files[index]
         var options = options
         // The entry's headers, as sync sends them; the command line's win, as they do in sync.
         options.commandLineHeaders = HeaderRules.merge(defaults: entry.headers, entry: options.commandLineHeaders)
         if let given = request.given {
             guard let size = given.size else {
-                let announced = try Self.announcedSize(entry.url, digest: given.digest, options: options, cancellation: cancellation,
-                                                       notices: notices)
+                let announced = try Self.announcedSize(
+                    entry.url, digest: given.digest, options: options, cancellation: cancellation,
+                    notices: notices)
                 return Repin(index: index, digest: given.digest, size: announced, tree: nil)
             }
             return Repin(index: index, digest: given.digest, size: size, tree: nil)
         }
-        let algorithm = entry.checksum.map { $0.digest.algorithm.isWeak ? DigestAlgorithm.sha256 : $0.digest.algorithm } ?? .sha256
+        let algorithm =
+            entry.checksum.map { $0.digest.algorithm.isWeak ? DigestAlgorithm.sha256 : $0.digest.algorithm } ?? .sha256
         let attemptFailed = Self.attemptFailed(notices)
         guard let rule = entry.extract else {
-            let measured = try Pinner.measure(entry.url, options: options, algorithm: algorithm, keepingIn: kept,
-                                              cancellation: cancellation, attemptFailed: attemptFailed)
+            let measured = try Pinner.measure(
+                entry.url, options: options, algorithm: algorithm, keepingIn: kept,
+                cancellation: cancellation, attemptFailed: attemptFailed)
             Self.noticeEncoding(measured, notices)
             return Repin(index: index, digest: measured.digest, size: measured.size, tree: nil)
         }
-        let measured = try Pinner.measureArchive(entry.url, rule: rule, options: options, algorithm: algorithm, keepingIn: kept,
-                                                 cancellation: cancellation, attemptFailed: attemptFailed)
+        let measured = try Pinner.measureArchive(
+            entry.url, rule: rule, options: options, algorithm: algorithm, keepingIn: kept,
+            cancellation: cancellation, attemptFailed: attemptFailed)
         Self.noticeEncoding(measured.archive, notices)
         return Repin(index: index, digest: measured.archive.digest, size: measured.archive.size, tree: measured.tree)
     }
@@ -124,12 +133,14 @@ extension Pinning {
         return repins.filter { repin in
             let entry = targets.manifest.files[repin.index]
             let sizeChanged = repin.size != nil && entry.size != repin.size && (named || entry.size != nil)
-            return entry.checksum?.digest == repin.digest && !sizeChanged && (repin.tree == nil || entry.extract?.tree == repin.tree)
+            return entry.checksum?.digest == repin.digest && !sizeChanged
+                && (repin.tree == nil || entry.extract?.tree == repin.tree)
         }.map { repin in
             let entry = targets.manifest.files[repin.index]
-            return PinnedFile(index: repin.index, destination: entry.destination.description, url: entry.url.description,
-                              digest: repin.digest, size: repin.size ?? entry.size, measuredSize: repin.size, tree: repin.tree,
-                              result: .unchanged, line: nil, previous: nil)
+            return PinnedFile(
+                index: repin.index, destination: entry.destination.description, url: entry.url.description,
+                digest: repin.digest, size: repin.size ?? entry.size, measuredSize: repin.size, tree: repin.tree,
+                result: .unchanged, line: nil, previous: nil)
         }
     }
 
@@ -146,8 +157,9 @@ extension Pinning {
         var edited = targets.original
         for repin in changed {
             do {
-                edited = try ManifestEditor.repinning(repin.index, digest: repin.digest, size: repin.size, tree: repin.tree,
-                                                      in: edited, fileName: reading.fileName)
+                edited = try ManifestEditor.repinning(
+                    repin.index, digest: repin.digest, size: repin.size, tree: repin.tree,
+                    in: edited, fileName: reading.fileName)
             } catch {
                 throw .repinRefused(error)
             }
@@ -162,19 +174,23 @@ extension Pinning {
         for repin in changed {
             let entry = reloaded.files.indices.contains(repin.index) ? reloaded.files[repin.index] : nil
             guard let entry, entry.checksum?.digest == repin.digest, repin.size == nil || entry.size == repin.size,
-                  repin.tree == nil || entry.extract?.tree == repin.tree else {
+                repin.tree == nil || entry.extract?.tree == repin.tree
+            else {
                 throw .pinDoesNotReadBack
             }
         }
         let updated = changed.map { repin in
             let entry = loaded.files[repin.index]
-            return PinnedFile(index: repin.index, destination: entry.destination.description, url: entry.url.description,
-                              digest: repin.digest, size: repin.size ?? entry.size, measuredSize: repin.size, tree: repin.tree,
-                              result: .updated, line: reloaded.files[repin.index].location.line,
-                              previous: PinnedFile.PreviousPin(digest: entry.checksum?.digest,
-                                                               tree: repin.tree == nil ? nil : entry.extract?.tree))
+            return PinnedFile(
+                index: repin.index, destination: entry.destination.description, url: entry.url.description,
+                digest: repin.digest, size: repin.size ?? entry.size, measuredSize: repin.size, tree: repin.tree,
+                result: .updated, line: reloaded.files[repin.index].location.line,
+                previous: PinnedFile.PreviousPin(
+                    digest: entry.checksum?.digest,
+                    tree: repin.tree == nil ? nil : entry.extract?.tree))
         }
-        return PinningOutcome(files: unchanged + updated, manifest: .replaced(bytes: edited, manifest: reloaded),
-                              placing: placing, created: false)
+        return PinningOutcome(
+            files: unchanged + updated, manifest: .replaced(bytes: edited, manifest: reloaded),
+            placing: placing, created: false)
     }
 }

@@ -41,20 +41,24 @@ package enum SettledRun {
     /// first of them is due (by `now`), only when the run would ask the same sources the same way (`freshnessDiffers`:
     /// `--refresh`, or URL rewrites), and only by a run that lists no plan (`listsPlan`: `plan` and `--dry-run` show a
     /// line for each such entry, which takes the manifest).
-    package static func check(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String>,
-                              shard: Shard?, prunes: Bool, adopts: Bool, rehash: Bool, access: Observation.Access,
-                              listsPlan: Bool, freshnessDiffers: Bool, now: Double = RetryPolicy.systemWallClock(),
-                              concurrency: Int = ProcessorCount.online,
-                              version: String = HaulVersion.current) -> Verdict? {
+    package static func check(
+        _ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String>,
+        shard: Shard?, prunes: Bool, adopts: Bool, rehash: Bool, access: Observation.Access,
+        listsPlan: Bool, freshnessDiffers: Bool, now: Double = RetryPolicy.systemWallClock(),
+        concurrency: Int = ProcessorCount.online,
+        version: String = HaulVersion.current
+    ) -> Verdict? {
         guard !prunes, !adopts, !rehash, let path = input.path,
-              let root = ManifestFingerprint.declaredRoot(input, environment: environment),
-              let area = try? PrivateArea.existing(root: root),
-              let snapshot = SettledSnapshot.read(named: SettledSnapshot.name(manifestPath: path, shard: shard), in: area),
-              snapshot.header.isFor(root: root),
-              let fingerprint = ManifestFingerprint.of(input, variables: snapshot.header.variables, environment: environment,
-                                                       commandLineHeaders: commandLineHeaders),
-              key(fingerprint, shard: shard, version: version) == snapshot.header.key,
-              snapshot.header.freshness.map({ stillFresh($0, now: now) && !listsPlan && !freshnessDiffers }) ?? true
+            let root = ManifestFingerprint.declaredRoot(input, environment: environment),
+            let area = try? PrivateArea.existing(root: root),
+            let snapshot = SettledSnapshot.read(
+                named: SettledSnapshot.name(manifestPath: path, shard: shard), in: area),
+            snapshot.header.isFor(root: root),
+            let fingerprint = ManifestFingerprint.of(
+                input, variables: snapshot.header.variables, environment: environment,
+                commandLineHeaders: commandLineHeaders),
+            key(fingerprint, shard: shard, version: version) == snapshot.header.key,
+            snapshot.header.freshness.map({ stillFresh($0, now: now) && !listsPlan && !freshnessDiffers }) ?? true
         else { return nil }
         var lock: RunLock?
         if case .exclusive(let wait, let holder) = access {
@@ -62,8 +66,10 @@ package enum SettledRun {
             lock = taken
         }
         guard let count = snapshot.stillHolds(concurrency: concurrency) else { return nil }
-        var plan = Plan(files: [], actions: [], context: PlanContext(
-            shardScope: shard.map { ShardScope(shard: $0, manifestEntries: snapshot.header.manifestEntries) }))
+        var plan = Plan(
+            files: [], actions: [],
+            context: PlanContext(
+                shardScope: shard.map { ShardScope(shard: $0, manifestEntries: snapshot.header.manifestEntries) }))
         plan.settledCount = count
         return Verdict(plan: plan, lock: lock)
     }
@@ -84,12 +90,14 @@ package enum SettledRun {
     /// After a sync: writes its snapshot when it left every entry verified, durable and in place (pinned), or kept
     /// fresh (unpinned, without rewrites). A run that cannot be told by counts alone (warnings, notes, files it no
     /// longer lists, pruning, archives) writes none.
-    static func record(_ sync: Sync, _ plan: Plan, _ observation: Observation, _ result: SyncResult,
-                       version: String = HaulVersion.current) {
+    static func record(
+        _ sync: Sync, _ plan: Plan, _ observation: Observation, _ result: SyncResult,
+        version: String = HaulVersion.current
+    ) {
         let manifest = sync.manifest
         guard let fingerprint = manifest.fingerprint, let area = observation.area, result.exitStatus == .success,
-              !sync.prunes, manifest.warnings.isEmpty, manifest.omittedWarnings == 0, observation.cacheWarning == nil,
-              plan.unlistedCount == 0, plan.orphans.isEmpty, plan.unproven.isEmpty, result.prunes.isEmpty
+            !sync.prunes, manifest.warnings.isEmpty, manifest.omittedWarnings == 0, observation.cacheWarning == nil,
+            plan.unlistedCount == 0, plan.orphans.isEmpty, plan.unproven.isEmpty, result.prunes.isEmpty
         else { return }
         // What the state now records of each file, without looking records up by name: a file this run committed
         // by what the commit recorded, a file kept as it was (planned `keep`: its digest is the pinned one) by the
@@ -103,7 +111,8 @@ package enum SettledRun {
             guard let checksum = entries[index].checksum else {
                 // Unpinned: settled only while its server's word keeps it fresh, asked of the sources it has now.
                 guard case .fresh = plan.actions[index], result.outcomes[index].leftInPlace,
-                      sync.options.rewrites.isEmpty, let seen = observation.identities[index] else { return }
+                    sync.options.rewrites.isEmpty, let seen = observation.identities[index]
+                else { return }
                 files.append((entries[index].destination.description, seen))
                 continue
             }
@@ -114,19 +123,22 @@ package enum SettledRun {
                 identity = record.identity
             } else {
                 guard plan.actions[index] == .keep, result.outcomes[index].leftInPlace,
-                      let seen = observation.identities[index] else { return }
+                    let seen = observation.identities[index]
+                else { return }
                 identity = seen
             }
             files.append((entries[index].destination.description, identity))
         }
-        let snapshot = SettledSnapshot(key: key(fingerprint, shard: manifest.shardScope?.shard, version: version),
-                                       variables: manifest.environmentNames, root: manifest.root,
-                                       manifestEntries: manifest.shardScope?.manifestEntries ?? manifest.files.count,
-                                       freshness: plan.freshUntil.flatMap { until in
-                                           plan.decidedAt.map { SettledSnapshot.Freshness(judgedAt: $0, until: until) }
-                                       },
-                                       files: files)
-        _ = snapshot.write(named: SettledSnapshot.name(manifestPath: fingerprint.path, shard: manifest.shardScope?.shard),
-                           in: area)
+        let snapshot = SettledSnapshot(
+            key: key(fingerprint, shard: manifest.shardScope?.shard, version: version),
+            variables: manifest.environmentNames, root: manifest.root,
+            manifestEntries: manifest.shardScope?.manifestEntries ?? manifest.files.count,
+            freshness: plan.freshUntil.flatMap { until in
+                plan.decidedAt.map { SettledSnapshot.Freshness(judgedAt: $0, until: until) }
+            },
+            files: files)
+        _ = snapshot.write(
+            named: SettledSnapshot.name(manifestPath: fingerprint.path, shard: manifest.shardScope?.shard),
+            in: area)
     }
 }

@@ -50,10 +50,12 @@ package struct SyncOptions: Sendable {
     /// fit the address-space limit (`MemoryBudget`).
     package var descriptors: DescriptorBudget
 
-    package init(jobs: Int = EngineConfiguration.defaultConcurrency,
-                connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
-                maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .full,
-                prune: Bool = false, shard: Shard? = nil, rewrites: URLRewriter = .none, cacheDirectory: String? = nil) {
+    package init(
+        jobs: Int = EngineConfiguration.defaultConcurrency,
+        connectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
+        maxFileSize: Int64 = EngineConfiguration.defaultMaxBodyBytes, durability: Durability = .full,
+        prune: Bool = false, shard: Shard? = nil, rewrites: URLRewriter = .none, cacheDirectory: String? = nil
+    ) {
         self.jobs = jobs
         self.connectionsPerHost = connectionsPerHost
         self.caFile = caFile
@@ -110,17 +112,20 @@ package struct Sync: Sendable {
     /// pinned file whatever the state says (but the state still tells which files haul wrote: pruning and
     /// revalidation need that, and hashing cannot recover it).
     package func observe(_ access: Observation.Access, rehash: Bool = false) throws(ObservationFailure) -> Observation {
-        try Observation(of: manifest, access: access, rehash: rehash, prunes: prunes, adopting: options.adopts,
-                        concurrency: options.descriptors.observers)
+        try Observation(
+            of: manifest, access: access, rehash: rehash, prunes: prunes, adopting: options.adopts,
+            concurrency: options.descriptors.observers)
     }
 
     /// Decides from values (`Planner`), then says which fetches the content cache holds: one look at the cache
     /// (`cacheLookup`, nothing read or made), judged by `cacheHits`.
     package func plan(_ observation: Observation) -> Plan {
-        let context = PlanContext(shardScope: manifest.shardScope, unlistedCount: observation.unlistedCount,
-                                  orphans: observation.orphans, unproven: observation.unproven)
-        var plan = Planner.plan(manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
-                                revalidation: revalidation(observation), context: context)
+        let context = PlanContext(
+            shardScope: manifest.shardScope, unlistedCount: observation.unlistedCount,
+            orphans: observation.orphans, unproven: observation.unproven)
+        var plan = Planner.plan(
+            manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
+            revalidation: revalidation(observation), context: context)
         plan.fromCache = cacheLookup().map { Self.cacheHits(plan, held: $0) }
         return plan
     }
@@ -135,13 +140,17 @@ package struct Sync: Sendable {
             let origin = observation.record(at: index, of: manifest.files)?.origin
             written[index] = origin != nil
             guard let origin,
-                  observation.owns(origin), let checkedAt = origin.checkedAt, let sourceKey = origin.sourceKey,
-                  options.rewrites.sources(of: manifest.files[index]).contains(where: { TransferSource.key($0.url) == sourceKey })
+                observation.owns(origin), let checkedAt = origin.checkedAt, let sourceKey = origin.sourceKey,
+                options.rewrites.sources(of: manifest.files[index]).contains(where: {
+                    TransferSource.key($0.url) == sourceKey
+                })
             else { continue }
-            confirmations[index] = Confirmation(checkedAt: Double(checkedAt), freshUntil: origin.freshUntil.map(Double.init))
+            confirmations[index] = Confirmation(
+                checkedAt: Double(checkedAt), freshUntil: origin.freshUntil.map(Double.init))
         }
-        return Revalidation(confirmations: confirmations, written: written, now: options.wallClock(),
-                            always: options.revalidatesFreshFiles)
+        return Revalidation(
+            confirmations: confirmations, written: written, now: options.wallClock(),
+            always: options.revalidatesFreshFiles)
     }
 
     /// Fetches what the plan needs, verifies it while it streams, and commits it atomically, then prunes and
@@ -149,12 +158,15 @@ package struct Sync: Sendable {
     /// `.exclusive`: the run lock is what makes clearing what earlier, interrupted runs left in haul's private
     /// area safe.
     /// `prefetched`: what a `HeadStart` downloaded while the manifest was read, put in place before the engine runs.
-    package func apply(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
-                       cancellation: Cancellation? = nil, prefetched: Prefetched? = nil) -> SyncResult {
+    package func apply(
+        _ plan: Plan, observed observation: Observation, observer: SyncObserver?,
+        cancellation: Cancellation? = nil, prefetched: Prefetched? = nil
+    ) -> SyncResult {
         let started = MonotonicClock.seconds()
         SettledRun.forgetIfChanging(plan, manifest, observation)
-        var result = transfer(plan, observed: observation, observer: observer, cancellation: cancellation,
-                              prefetched: prefetched)
+        var result = transfer(
+            plan, observed: observation, observer: observer, cancellation: cancellation,
+            prefetched: prefetched)
         if cancellation?.isCancelled != true {
             closeDurabilityGaps(observation, &result, observer: observer)
             result.prunes = prune(plan, observed: observation, observer: observer)
@@ -177,7 +189,9 @@ package struct Sync: Sendable {
             if case .upToDate = result.outcomes[index] { return true }
             return false
         }
-        for (index, failure) in zip(gaps, Committer.makeDurable(gaps.map { files[$0].destination }, root: manifest.root)) {
+        for (index, failure) in zip(
+            gaps, Committer.makeDurable(gaps.map { files[$0].destination }, root: manifest.root))
+        {
             guard let failure else {
                 result.closedGaps.insert(index)
                 continue
@@ -190,24 +204,28 @@ package struct Sync: Sendable {
     /// Deletes only what the plan found unchanged since haul wrote it; the rest is reported and forgotten.
     /// Records without proof are said as a warning: a sync that prunes nothing because of them must say why, even
     /// when it has nothing else to do and prints no plan.
-    private func prune(_ plan: Plan, observed observation: Observation, observer: SyncObserver?)
-        -> [(DestinationPath, PruneOutcome)] {
+    private func prune(
+        _ plan: Plan, observed observation: Observation, observer: SyncObserver?
+    )
+        -> [(DestinationPath, PruneOutcome)]
+    {
         for unproven in plan.unproven { observer?.warning(Self.unprovenNote(unproven)) }
         let pruner = Pruner(root: manifest.root)
         return zip(plan.prunes, observation.pruneIdentities).map { planned, identity in
-            let outcome: PruneOutcome = switch planned.action {
-            case .forget: .forgotten
-            case .keep(let why): .kept(why)
-            case .delete:
-                if let identity {
-                    switch pruner.delete(planned.destination, expected: identity) {
-                    case .success: .deleted
-                    case .failure(let error): .failed(error)
+            let outcome: PruneOutcome =
+                switch planned.action {
+                case .forget: .forgotten
+                case .keep(let why): .kept(why)
+                case .delete:
+                    if let identity {
+                        switch pruner.delete(planned.destination, expected: identity) {
+                        case .success: .deleted
+                        case .failure(let error): .failed(error)
+                        }
+                    } else {
+                        .kept("could not be identified")
                     }
-                } else {
-                    .kept("could not be identified")
                 }
-            }
             observer?.pruned(planned.destination, outcome: outcome)
             return (planned.destination, outcome)
         }
@@ -215,20 +233,24 @@ package struct Sync: Sendable {
 
     /// Writes what the run changed in the state (`stateUpdate`), when anything did. Written only when it changed.
     private func saveState(_ observation: Observation, _ result: SyncResult, observer: SyncObserver?) {
-        let authorship = Authorship(manifestKey: observation.manifestKey, key: observation.ownerKey, rewrites: options.rewrites,
-                                    wallClock: options.wallClock)
+        let authorship = Authorship(
+            manifestKey: observation.manifestKey, key: observation.ownerKey, rewrites: options.rewrites,
+            wallClock: options.wallClock)
         let update = Self.stateUpdate(observation, result, authorship: authorship, now: FileTime.now)
         if result.counts.fetched + result.counts.cached > 0, let failure = observation.ownerKeyFailure {
-            observer?.warning("the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
-                              + "until --adopt \(observation.manifestKey) vouches for them")
+            observer?.warning(
+                "the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
+                    + "until --adopt \(observation.manifestKey) vouches for them")
         }
         // A journal left by an earlier run is retired by a save, even one with nothing new to record.
         guard !update.changes.records.isEmpty || update.settles || observation.cache.hasJournal,
-              let area = observation.area else { return }
+            let area = observation.area
+        else { return }
         do {
             if case .notDurable(let error) = try observation.saveState(update.changes, in: area) {
-                observer?.warning("the state is saved but not yet durable (\(error)); the journal is kept, and the next "
-                                  + "sync retires it")
+                observer?.warning(
+                    "the state is saved but not yet durable (\(error)); the journal is kept, and the next "
+                        + "sync retires it")
             }
         } catch {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
@@ -252,8 +274,10 @@ package struct Sync: Sendable {
     /// regular file. Records of destinations the manifest no longer lists are kept until they are pruned (or
     /// found modified, or gone): pruning needs them. `authorship` says who wrote a file and when its server
     /// confirmed it; `now` is when the state is written (for records too recent to trust, `rewritingSettles`).
-    static func stateUpdate(_ observation: Observation, _ result: SyncResult, authorship: Authorship,
-                            now: FileTime) -> StateUpdate {
+    static func stateUpdate(
+        _ observation: Observation, _ result: SyncResult, authorship: Authorship,
+        now: FileTime
+    ) -> StateUpdate {
         var update = StateUpdate()
         let cache = observation.cache
         let counts = result.counts
@@ -261,8 +285,9 @@ package struct Sync: Sendable {
         if fetched > 0 { update.changes.records.reserveCapacity(fetched) }
         for index in result.plan.actions.indices {
             if let tree = observation.trees[index] {
-                update.changes.records += treeChanges(tree, outcome: result.outcomes[index], written: result.committedTrees[index],
-                                                      cache: cache, authorship: authorship)
+                update.changes.records += treeChanges(
+                    tree, outcome: result.outcomes[index], written: result.committedTrees[index],
+                    cache: cache, authorship: authorship)
                 continue
             }
             // Most entries of a no-op: kept, and recorded exactly as the cache has them (unless the run made an
@@ -281,7 +306,8 @@ package struct Sync: Sendable {
             let destination = DestinationKey(result.plan.files[index].destination)
             var record = observation.vouched[index] ? cache.records[destination] : observation.found[index]
             if let observed = record, observed.origin == nil, let earlier = cache.records[destination],
-               earlier.digest == observed.digest {
+                earlier.digest == observed.digest
+            {
                 // Re-hashed after a touch or with --rehash: still the content haul wrote (and proven as before).
                 record?.origin = earlier.origin
                 record?.ownerTag = earlier.ownerTag
@@ -323,8 +349,10 @@ package struct Sync: Sendable {
     /// What the state records of an `extract` entry's tree after the run: a new tree's members in place of the old
     /// tree's; after a 304, the same members confirmed (they share one origin, and go on sharing it); otherwise
     /// nothing changes (a tree left as it was keeps its records, a failed one too: it is still what is on disk).
-    private static func treeChanges(_ tree: ObservedTree, outcome: EntryOutcome, written: [(DestinationKey, StateRecord)]?,
-                                    cache: StateCache, authorship: Authorship) -> [(DestinationKey, StateRecord?)] {
+    private static func treeChanges(
+        _ tree: ObservedTree, outcome: EntryOutcome, written: [(DestinationKey, StateRecord)]?,
+        cache: StateCache, authorship: Authorship
+    ) -> [(DestinationKey, StateRecord?)] {
         switch outcome {
         case .fetched, .fetchedNotDurable:
             let written = written ?? []
@@ -354,15 +382,20 @@ package struct Sync: Sendable {
     /// as its own from now on, and records of a manifest `--adopt` names that carry no proof, given one (the user
     /// vouches for them); `except`: records already changed. Empty, at the cost of one look at each record, when
     /// there are none.
-    private static func ownersRenamed(in cache: StateCache, by observation: Observation,
-                                      except changed: [(DestinationKey, StateRecord?)]) -> [(DestinationKey, StateRecord?)] {
-        guard cache.records.values.contains(where: { $0.origin.map(observation.mayChangeOwner) ?? false }) else { return [] }
+    private static func ownersRenamed(
+        in cache: StateCache, by observation: Observation,
+        except changed: [(DestinationKey, StateRecord?)]
+    ) -> [(DestinationKey, StateRecord?)] {
+        guard cache.records.values.contains(where: { $0.origin.map(observation.mayChangeOwner) ?? false }) else {
+            return []
+        }
         let done = Set(changed.map(\.0))
         // One new origin per old one: every pinned file of a manifest shares its origin, and keeps sharing it.
         var renamed: [ObjectIdentifier: Origin] = [:]
         return cache.records.compactMap { destination, record in
             guard !done.contains(destination), let origin = record.origin, observation.mayChangeOwner(origin),
-                  let (owner, tag) = observation.newOwner(of: record, at: destination) else { return nil }
+                let (owner, tag) = observation.newOwner(of: record, at: destination)
+            else { return nil }
             var updated = record
             if owner != origin.manifestKey {
                 updated.origin = renamed[ObjectIdentifier(origin), default: origin.owned(by: owner)]

@@ -12,8 +12,10 @@ import Synchronization
 /// The transfer and commit steps of `apply`: planned fetches become engine requests (one per group of entries
 /// fetching the same thing), and verified files become commits, in batches, off the transfer threads.
 extension Sync {
-    func transfer(_ plan: Plan, observed observation: Observation, observer: SyncObserver?,
-                  cancellation: Cancellation?, prefetched: Prefetched?) -> SyncResult {
+    func transfer(
+        _ plan: Plan, observed observation: Observation, observer: SyncObserver?,
+        cancellation: Cancellation?, prefetched: Prefetched?
+    ) -> SyncResult {
         let started = MonotonicClock.seconds()
         var outcomes: [EntryOutcome] = []
         outcomes.reserveCapacity(plan.actions.count)
@@ -40,15 +42,18 @@ extension Sync {
         }
         if fetches.isEmpty {
             // Nothing to fetch, so no partial is wanted: whatever an interrupted or killed run left goes.
-            StagingArea.sweepLeftovers(in: area, shard: observation.shard, isOwnName: TransferEngine.isStagingName,
-                                       isLoopFolder: TransferEngine.isLoopFolderName)
+            StagingArea.sweepLeftovers(
+                in: area, shard: observation.shard, isOwnName: TransferEngine.isStagingName,
+                isLoopFolder: TransferEngine.isLoopFolderName)
         } else {
             let staging: StagingArea
             do {
                 staging = try StagingArea(area: area, shard: observation.shard)
-                staging.sweep(keepingPartials: Set(fetches.compactMap { plan.files[$0].checksum }.map {
-                    PartialStore.fileName(for: $0.digest)
-                }), isOwnName: TransferEngine.isStagingName, isLoopFolder: TransferEngine.isLoopFolderName)
+                staging.sweep(
+                    keepingPartials: Set(
+                        fetches.compactMap { plan.files[$0].checksum }.map {
+                            PartialStore.fileName(for: $0.digest)
+                        }), isOwnName: TransferEngine.isStagingName, isLoopFolder: TransferEngine.isLoopFolderName)
             } catch {
                 for index in fetches {
                     outcomes[index] = .failed(.commit(error))
@@ -56,50 +61,64 @@ extension Sync {
                 }
                 return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
             }
-            let cache = options.cacheDirectory.flatMap { CacheSession.open($0, descriptors: options.descriptors, observer: observer) }
+            let cache = options.cacheDirectory.flatMap {
+                CacheSession.open($0, descriptors: options.descriptors, observer: observer)
+            }
             let unpackings = Self.unpackings(plan, fetches: fetches, staging: staging.temporary)
-            let execution = Execution(plan: plan, outcomes: outcomes, staging: staging, cache: cache, unpackings: unpackings,
-                                      trees: observation.trees,
-                                      root: manifest.root, flushesEarly: options.durability == .full,
-                                      committer: Committer(root: manifest.root, staging: staging.temporary,
-                                                           journal: OwnershipJournal(area: area, lock: observation.lock),
-                                                           durability: options.durability,
-                                                           heldFolders: options.descriptors.commitFolders),
-                                      authorship: Authorship(manifestKey: observation.manifestKey, key: observation.ownerKey,
-                                                             rewrites: options.rewrites, wallClock: options.wallClock),
-                                      observer: observer, expectedCount: fetches.count)
+            let execution = Execution(
+                plan: plan, outcomes: outcomes, staging: staging, cache: cache, unpackings: unpackings,
+                trees: observation.trees,
+                root: manifest.root, flushesEarly: options.durability == .full,
+                committer: Committer(
+                    root: manifest.root, staging: staging.temporary,
+                    journal: OwnershipJournal(area: area, lock: observation.lock),
+                    durability: options.durability,
+                    heldFolders: options.descriptors.commitFolders),
+                authorship: Authorship(
+                    manifestKey: observation.manifestKey, key: observation.ownerKey,
+                    rewrites: options.rewrites, wallClock: options.wallClock),
+                observer: observer, expectedCount: fetches.count)
             outcomes = []
-            let engine = TransferEngine(configuration: EngineConfiguration(
-                temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
-                maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
-                userAgent: options.userAgent ?? HaulVersion.userAgent, partialDirectory: staging.partial,
-                maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
-                startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond,
-                connection: options.connection))
+            let engine = TransferEngine(
+                configuration: EngineConfiguration(
+                    temporaryDirectory: staging.temporary, maxConcurrentTransfers: options.jobs,
+                    maxConnectionsPerHost: options.connectionsPerHost, caFile: options.caFile,
+                    userAgent: options.userAgent ?? HaulVersion.userAgent, partialDirectory: staging.partial,
+                    maxBodyBytes: options.maxFileSize, loops: ProcessorCount.online,
+                    startsWriteback: options.durability == .full, maxBytesPerSecond: options.maxBytesPerSecond,
+                    connection: options.connection))
             // Hits first, committed as they are copied (a head start's downloads, then the cache's); the engine gets
             // what neither could serve.
             let startsWriteback = options.durability == .full
             let fill = { (session: CacheSession, fetches: [Int]) in
-                session.fill(plan, fetches: fetches, staging: staging, startsWriteback: startsWriteback,
-                             maxFileSize: options.maxFileSize, cancellation: cancellation) {
+                session.fill(
+                    plan, fetches: fetches, staging: staging, startsWriteback: startsWriteback,
+                    maxFileSize: options.maxFileSize, cancellation: cancellation
+                ) {
                     execution.transfer($0, didProduce: .finished(.success($1)))
                 }
             }
-            let early = prefetched.map { fill(CacheSession.prefetched($0, descriptors: options.descriptors), fetches) } ?? fetches
+            let early =
+                prefetched.map { fill(CacheSession.prefetched($0, descriptors: options.descriptors), fetches) }
+                ?? fetches
             let downloads = cache.map { fill($0, early) } ?? early
             let groups = Self.shareGroups(plan, fetches: downloads)
-            engine.run(count: groups.leaders.count, request: { [self, groups] in
-                            let index = groups.leaders[$0]
-                            var request = transferRequest(for: plan.entries[index], id: index,
-                                                          record: observation.record(at: index, of: plan.files))
-                            request.bodyReading = unpackings[index]
-                            request.sharers = (groups.sharers[index] ?? []).map {
-                                transferRequest(for: plan.entries[$0], id: $0, record: observation.record(at: $0, of: plan.files))
-                            }
-                            return request
-                       },
-                       delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
-                       cancellation: cancellation)
+            engine.run(
+                count: groups.leaders.count,
+                request: { [self, groups] in
+                    let index = groups.leaders[$0]
+                    var request = transferRequest(
+                        for: plan.entries[index], id: index,
+                        record: observation.record(at: index, of: plan.files))
+                    request.bodyReading = unpackings[index]
+                    request.sharers = (groups.sharers[index] ?? []).map {
+                        transferRequest(
+                            for: plan.entries[$0], id: $0, record: observation.record(at: $0, of: plan.files))
+                    }
+                    return request
+                },
+                delegate: execution, reportsProgress: observer?.wantsProgress ?? false,
+                cancellation: cancellation)
             let finished = execution.finish()
             staging.removeLoopFolders(isLoopFolder: TransferEngine.isLoopFolderName)
             outcomes = finished.outcomes
@@ -114,17 +133,21 @@ extension Sync {
 
     /// An `ArchiveUnpacking` per `extract` entry to fetch: its request's body reader, and what commits its tree.
     private static func unpackings(_ plan: Plan, fetches: [Int], staging: DirectoryHandle) -> [Int: ArchiveUnpacking] {
-        let names = TreeFolderNames(prefix: StreamingHasher.digest(Array("\(getpid())-\(MonotonicClock.seconds())".utf8),
-                                                                    algorithm: .sha256).hex.prefix(12).description)
+        let names = TreeFolderNames(
+            prefix: StreamingHasher.digest(
+                Array("\(getpid())-\(MonotonicClock.seconds())".utf8),
+                algorithm: .sha256
+            ).hex.prefix(12).description)
         var unpackings: [Int: ArchiveUnpacking] = [:]
         for index in fetches {
             guard let rule = plan.files[index].extract else { continue }
             let entry = plan.files[index]
             // The loader compiled these patterns already; a rule that does not compile keeps nothing.
             let selection = try? MemberSelection(rule)
-            unpackings[index] = ArchiveUnpacking(archive: entry.destination.description, rule: rule,
-                                                 urlFormat: ArchiveFormat.named(byURL: entry.url.expanded),
-                                                 selects: { selection?.keeps($0) ?? false }, staging: staging, names: names)
+            unpackings[index] = ArchiveUnpacking(
+                archive: entry.destination.description, rule: rule,
+                urlFormat: ArchiveFormat.named(byURL: entry.url.expanded),
+                selects: { selection?.keeps($0) ?? false }, staging: staging, names: names)
         }
         return unpackings
     }
@@ -162,7 +185,9 @@ extension Sync {
                 leaders.append(index)
                 continue
             }
-            if let leader = sameRequest(first, index) ? first : otherLeaders[url]?.first(where: { sameRequest($0, index) }) {
+            if let leader = sameRequest(first, index)
+                ? first : otherLeaders[url]?.first(where: { sameRequest($0, index) })
+            {
                 sharers[leader, default: []].append(index)
             } else {
                 otherLeaders[url, default: []].append(index)
@@ -185,19 +210,27 @@ extension SyncOptions {
     func request(for entry: FileEntry, id: Int, conditionalOn origin: Origin?) -> TransferRequest {
         let fields = HeaderRules.merge(defaults: entry.headers, entry: commandLineHeaders)
         let headers = fields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }
-        let headerSecrets = entry.headers.flatMap(\.value.environmentValues)
+        let headerSecrets =
+            entry.headers.flatMap(\.value.environmentValues)
             + commandLineHeaders.map(\.value.expanded).filter { !$0.isEmpty }
         let sources = rewrites.sources(of: entry).map { place in
             // A mirror's own headers go to it as written, not to a rewrite of it (another origin).
-            let mirrorFields = place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorHeaders.count
+            let mirrorFields =
+                place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorHeaders.count
                 ? entry.mirrorHeaders[place.original - 1] : []
-            let (placeHeaders, placeSecrets) = place.sendsHeaders
+            let (placeHeaders, placeSecrets) =
+                place.sendsHeaders
                 ? (headers, headerSecrets)
-                : (mirrorFields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) }, mirrorFields.flatMap(\.value.environmentValues))
-            var source = TransferSource(url: place.url, displayURL: place.displayURL, headers: placeHeaders,
-                                        secrets: place.secrets + placeSecrets)
+                : (
+                    mirrorFields.map { HTTPHeader(name: $0.name, value: $0.value.expanded) },
+                    mirrorFields.flatMap(\.value.environmentValues)
+                )
+            var source = TransferSource(
+                url: place.url, displayURL: place.displayURL, headers: placeHeaders,
+                secrets: place.secrets + placeSecrets)
             // Likewise a client certificate: the entry's for its url, a mirror's own for that mirror as written.
-            let mirrorCertificate = place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorCertificates.count
+            let mirrorCertificate =
+                place.original > 0 && place.rewrittenFrom == nil && place.original <= entry.mirrorCertificates.count
                 ? entry.mirrorCertificates[place.original - 1] : nil
             if let files = place.sendsHeaders ? entry.clientCertificate : mirrorCertificate {
                 source.clientCertificate = ClientCertificate(certificate: files.certificate, key: files.key)
@@ -207,9 +240,10 @@ extension SyncOptions {
             }
             return source.authenticated(by: netrc)
         }
-        var request = TransferRequest(id: id, sources: sources, expectedDigest: entry.checksum?.digest,
-                                      expectedSize: entry.size, retries: retries ?? entry.retries,
-                                      stallTimeout: stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
+        var request = TransferRequest(
+            id: id, sources: sources, expectedDigest: entry.checksum?.digest,
+            expectedSize: entry.size, retries: retries ?? entry.retries,
+            stallTimeout: stallTimeout ?? entry.timeout.value, fileMode: entry.mode.bits)
         request.alternativeDigests = entry.checksum?.alternatives ?? []
         request.transientStatuses = transientStatuses.union(entry.retryOn)
         return request
@@ -254,9 +288,12 @@ private final class Execution: TransferDelegate, Sendable {
 
     /// `outcomes`: every entry's outcome so far, in plan order. `expectedCount`: how many records to make room
     /// for (grown one by one, 100,000 would rehash many times).
-    init(plan: Plan, outcomes: [EntryOutcome], staging: StagingArea, cache: CacheSession?, unpackings: [Int: ArchiveUnpacking],
-         trees: [Int: ObservedTree], root: String, flushesEarly: Bool, committer: Committer, authorship: Authorship,
-         observer: SyncObserver?, expectedCount: Int) {
+    init(
+        plan: Plan, outcomes: [EntryOutcome], staging: StagingArea, cache: CacheSession?,
+        unpackings: [Int: ArchiveUnpacking],
+        trees: [Int: ObservedTree], root: String, flushesEarly: Bool, committer: Committer, authorship: Authorship,
+        observer: SyncObserver?, expectedCount: Int
+    ) {
         self.flushesEarly = flushesEarly
         self.plan = plan
         self.staging = staging
@@ -286,19 +323,24 @@ private final class Execution: TransferDelegate, Sendable {
         case .notModified(_, let freshFor):
             record(id, .notModified(freshFor: freshFor))
         case .finished(.success(let file)):
-            let ownership = plan.files[id].extract == nil ? authorship.ownership(of: plan.files[id], delivered: file) : nil
+            let ownership =
+                plan.files[id].extract == nil ? authorship.ownership(of: plan.files[id], delivered: file) : nil
             batches.withLock { $0 }?.add((id, file, ownership))
         }
     }
 
     /// Waits for the last batch and returns every entry's outcome (in plan order, the engine's in place of the
     /// fetched entries'), and the records of the files committed.
-    func finish() -> (outcomes: [EntryOutcome], records: [Int: StateRecord], trees: [Int: [(DestinationKey, StateRecord)]]) {
+    func finish() -> (
+        outcomes: [EntryOutcome], records: [Int: StateRecord], trees: [Int: [(DestinationKey, StateRecord)]]
+    ) {
         batches.withLock { $0.take() }?.finish()
-        return (outcomes.withLock { outcomes in
-            defer { outcomes = [] }
-            return outcomes
-        }, records.withLock { $0 }, treeRecords.withLock { $0 })
+        return (
+            outcomes.withLock { outcomes in
+                defer { outcomes = [] }
+                return outcomes
+            }, records.withLock { $0 }, treeRecords.withLock { $0 }
+        )
     }
 
     private func commit(_ batch: [Verified]) {
@@ -312,9 +354,11 @@ private final class Execution: TransferDelegate, Sendable {
             // Fields read in place: a copy of the entry retains and releases a dozen strings per file.
             guard let rule = plan.files[id].extract else {
                 ready.append((id, file, nil))
-                requests.append(CommitRequest(temporaryName: file.temporaryName, in: file.temporaryFolder,
-                                              destination: plan.files[id].destination, mode: plan.files[id].mode,
-                                              hasMode: file.hasFileMode, ownership: ownership))
+                requests.append(
+                    CommitRequest(
+                        temporaryName: file.temporaryName, in: file.temporaryFolder,
+                        destination: plan.files[id].destination, mode: plan.files[id].mode,
+                        hasMode: file.hasFileMode, ownership: ownership))
                 continue
             }
             switch stageTree(of: plan.files[id], at: id, rule: rule, delivered: file) {
@@ -333,10 +377,13 @@ private final class Execution: TransferDelegate, Sendable {
                 switch result {
                 case .success(let committed):
                     var delivered = file
-                    delivered.unpacked = UnpackSummary(files: request.tree?.members.count ?? tree.tree.files, bytes: tree.tree.bytes,
-                                                       tree: request.tree?.members.first?.ownership.origin.unpacked?.tree,
-                                                       keptFiles: request.tree?.carried ?? [])
-                    treeRecords.withLock { $0[id] = records(of: request, tree: tree, unsynced: committed.notDurable != nil) }
+                    delivered.unpacked = UnpackSummary(
+                        files: request.tree?.members.count ?? tree.tree.files, bytes: tree.tree.bytes,
+                        tree: request.tree?.members.first?.ownership.origin.unpacked?.tree,
+                        keptFiles: request.tree?.carried ?? [])
+                    treeRecords.withLock {
+                        $0[id] = records(of: request, tree: tree, unsynced: committed.notDurable != nil)
+                    }
                     record(id, committed.notDurable.map { .fetchedNotDurable(delivered, $0) } ?? .fetched(delivered))
                 case .failure(let error):
                     staging.discardTree(tree.folderName)
@@ -347,8 +394,9 @@ private final class Execution: TransferDelegate, Sendable {
             switch result {
             case .success(let committed):
                 if let identity = committed.identity, let ownership = request.ownership {
-                    let written = StateRecord(identity: identity, digest: ownership.digest, origin: ownership.origin,
-                                              ownerTag: ownership.tag, unsynced: committed.notDurable != nil)
+                    let written = StateRecord(
+                        identity: identity, digest: ownership.digest, origin: ownership.origin,
+                        ownerTag: ownership.tag, unsynced: committed.notDurable != nil)
                     records.withLock { $0[id] = written }
                 }
                 record(id, committed.notDurable.map { .fetchedNotDurable(file, $0) } ?? .fetched(file))
@@ -368,11 +416,18 @@ private final class Execution: TransferDelegate, Sendable {
     /// puts it in place, with every member's ownership and the user's files to carry; or why it cannot be.
     /// `position`: the entry's place in the plan (and the observation), which keys the unpackings and the trees;
     /// `entry.index` is its place in the manifest, another number when the plan holds some entries only.
-    private func stageTree(of entry: FileEntry, at position: Int, rule: ExtractRule, delivered file: DownloadedFile)
-        -> Result<(CommitRequest, StagedUnpack), TreeFailure> {
-        guard let result = unpackings[position]?.unpackDelivered(archiveNamed: file.temporaryName,
-                                                                  in: file.folder(in: staging.temporary), size: file.size) else {
-            return .failure(TreeFailure("cannot unpack \(Quoted.text(entry.destination.description)): the archive was not read"))
+    private func stageTree(
+        of entry: FileEntry, at position: Int, rule: ExtractRule, delivered file: DownloadedFile
+    )
+        -> Result<(CommitRequest, StagedUnpack), TreeFailure>
+    {
+        guard
+            let result = unpackings[position]?.unpackDelivered(
+                archiveNamed: file.temporaryName,
+                in: file.folder(in: staging.temporary), size: file.size)
+        else {
+            return .failure(
+                TreeFailure("cannot unpack \(Quoted.text(entry.destination.description)): the archive was not read"))
         }
         let staged: StagedUnpack
         switch result {
@@ -382,27 +437,34 @@ private final class Execution: TransferDelegate, Sendable {
         var tree: Digest?
         if let pinned = rule.tree {
             if flushesEarly { staging.startFlush() }
-            let computed: Result<Digest, StoreError> = switch staging.temporary.subdirectory(staged.folderName) {
-            case .success(let folder): TreeDigest.of(folder: folder, shownAs: entry.destination.description)
-            case .failure(let failure): .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
-            }
+            let computed: Result<Digest, StoreError> =
+                switch staging.temporary.subdirectory(staged.folderName) {
+                case .success(let folder): TreeDigest.of(folder: folder, shownAs: entry.destination.description)
+                case .failure(let failure):
+                    .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
+                }
             switch computed {
             case .success(let digest) where digest == pinned:
                 tree = digest
             case .success(let digest):
                 staging.discardTree(staged.folderName)
-                return .failure(TreeFailure("the unpacked tree's digest is \(digest.subresourceIntegrity), not the pinned "
-                                            + "\(pinned.subresourceIntegrity)"))
+                return .failure(
+                    TreeFailure(
+                        "the unpacked tree's digest is \(digest.subresourceIntegrity), not the pinned "
+                            + "\(pinned.subresourceIntegrity)"))
             case .failure(let failure):
                 staging.discardTree(staged.folderName)
                 return .failure(TreeFailure(failure.description))
             }
         }
         let origin = authorship.origin(of: entry, delivered: file)
-            .unpacking(UnpackedFrom(archive: file.digest, rules: rule.fingerprint, tree: tree,
-                                    folder: entry.destination.description))
+            .unpacking(
+                UnpackedFrom(
+                    archive: file.digest, rules: rule.fingerprint, tree: tree,
+                    folder: entry.destination.description))
         let folder = entry.destination.description
-        let members = staged.tree.members.compactMap { member -> (destination: DestinationPath, ownership: Ownership)? in
+        let members = staged.tree.members.compactMap {
+            member -> (destination: DestinationPath, ownership: Ownership)? in
             let digest: Digest
             switch member.kind {
             case .file(_, _, let content): digest = content
@@ -410,13 +472,22 @@ private final class Execution: TransferDelegate, Sendable {
             case .directory: return nil
             }
             guard let destination = DestinationPath(folder + "/" + member.path) else { return nil }
-            return (destination, Ownership(digest: digest, origin: origin,
-                                           tag: authorship.key?.tag(destination: destination.description, digest: digest,
-                                                                    manifestKey: authorship.manifestKey)))
+            return (
+                destination,
+                Ownership(
+                    digest: digest, origin: origin,
+                    tag: authorship.key?.tag(
+                        destination: destination.description, digest: digest,
+                        manifestKey: authorship.manifestKey))
+            )
         }
         let carried = trees[position].map { carriedFiles($0, into: staged.tree, folder: entry.destination) } ?? []
-        return .success((CommitRequest(tree: StagedTree(folderName: staged.folderName, members: members, carried: carried),
-                                       destination: entry.destination), staged))
+        return .success(
+            (
+                CommitRequest(
+                    tree: StagedTree(folderName: staged.folderName, members: members, carried: carried),
+                    destination: entry.destination), staged
+            ))
     }
 
     /// The user's files to carry into the new tree: all but those the new tree holds already, byte for byte (a
@@ -432,8 +503,10 @@ private final class Execution: TransferDelegate, Sendable {
                 return observed.usersLinks[path] != target
             case .file(let size, _, let digest)?:
                 guard let destination = DestinationPath(folder.description + "/" + path),
-                      case .regularFile(_, let found?) = observer.observe(ObservationRequest(destination: destination, algorithm: .sha256,
-                                                                                            expectedSize: size))
+                    case .regularFile(_, let found?) = observer.observe(
+                        ObservationRequest(
+                            destination: destination, algorithm: .sha256,
+                            expectedSize: size))
                 else { return true }
                 return found != digest
             case .directory?, nil:
@@ -443,8 +516,11 @@ private final class Execution: TransferDelegate, Sendable {
     }
 
     /// The state's records of a tree just put in place: each member with its identity there now.
-    private func records(of request: CommitRequest, tree: StagedUnpack, unsynced: Bool) -> [(DestinationKey, StateRecord)] {
-        guard let staged = request.tree, case .folder(let nodes) = TreeWalk.look(at: request.destination, root: root) else { return [] }
+    private func records(
+        of request: CommitRequest, tree: StagedUnpack, unsynced: Bool
+    ) -> [(DestinationKey, StateRecord)] {
+        guard let staged = request.tree, case .folder(let nodes) = TreeWalk.look(at: request.destination, root: root)
+        else { return [] }
         let folder = request.destination.description + "/"
         var identities: [String: FileIdentity] = [:]
         for node in nodes {
@@ -455,8 +531,12 @@ private final class Execution: TransferDelegate, Sendable {
         }
         return staged.members.compactMap { destination, ownership in
             guard let identity = identities[destination.description] else { return nil }
-            return (DestinationKey(destination), StateRecord(identity: identity, digest: ownership.digest, origin: ownership.origin,
-                                                             ownerTag: ownership.tag, unsynced: unsynced))
+            return (
+                DestinationKey(destination),
+                StateRecord(
+                    identity: identity, digest: ownership.digest, origin: ownership.origin,
+                    ownerTag: ownership.tag, unsynced: unsynced)
+            )
         }
     }
 
@@ -499,17 +579,19 @@ struct Authorship: Sendable {
     /// What the journal and the state say of `file`, put in place for `entry`: who wrote it, and the proof.
     func ownership(of entry: FileEntry, delivered file: DownloadedFile) -> Ownership {
         let origin = origin(of: entry, delivered: file)
-        return Ownership(digest: file.digest, origin: origin,
-                         tag: key?.tag(destination: entry.destination.description, digest: file.digest, manifestKey: manifestKey))
+        return Ownership(
+            digest: file.digest, origin: origin,
+            tag: key?.tag(destination: entry.destination.description, digest: file.digest, manifestKey: manifestKey))
     }
 
     func origin(of entry: FileEntry, delivered file: DownloadedFile) -> Origin {
         guard entry.checksum == nil else { return pinned }
         let now = wallClock()
-        return Origin(manifestKey: manifestKey,
-                      sourceKey: rewrites.url(of: entry, source: file.sourceIndex).map(TransferSource.key),
-                      etag: file.validators?.etag, lastModified: file.validators?.lastModified,
-                      checkedAt: file.fromCache ? nil : Int64(now), freshUntil: file.freshFor.map { Int64(now + $0) })
+        return Origin(
+            manifestKey: manifestKey,
+            sourceKey: rewrites.url(of: entry, source: file.sourceIndex).map(TransferSource.key),
+            etag: file.validators?.etag, lastModified: file.validators?.lastModified,
+            checkedAt: file.fromCache ? nil : Int64(now), freshUntil: file.freshFor.map { Int64(now + $0) })
     }
 
     /// `origin` confirmed by its source just now (a 304), fresh for `freshFor` from now.
@@ -518,4 +600,3 @@ struct Authorship: Sendable {
         return origin.confirmed(at: Int64(now), freshUntil: freshFor.map { Int64(now + $0) })
     }
 }
-

@@ -26,8 +26,10 @@ struct TreeJudgement: Sendable {
 
     /// `members`: the records of this tree's members, by path relative to the folder. `trusts`: whether a record
     /// still vouches, unread, for a file whose identity is the one found now.
-    static func judge(nodes: [TreeNode], members: [String: StateRecord],
-                      trusts: (StateRecord, FileIdentity) -> Bool) -> TreeJudgement {
+    static func judge(
+        nodes: [TreeNode], members: [String: StateRecord],
+        trusts: (StateRecord, FileIdentity) -> Bool
+    ) -> TreeJudgement {
         var changed: [MemberChange] = []
         var seen = 0
         var usersFiles: [String] = []
@@ -59,7 +61,11 @@ struct TreeJudgement: Sendable {
                     changed.append(MemberChange(node.path, .edited))
                 }
             case .other:
-                if record != nil { changed.append(MemberChange(node.path, .replaced)) } else { usersFiles.append(node.path) }
+                if record != nil {
+                    changed.append(MemberChange(node.path, .replaced))
+                } else {
+                    usersFiles.append(node.path)
+                }
             }
         }
         if seen < members.count {
@@ -67,8 +73,9 @@ struct TreeJudgement: Sendable {
             changed += members.keys.filter { !found.contains($0) }.sorted().map { MemberChange($0, .missing) }
         }
         let from = members.values.lazy.compactMap { $0.origin?.unpacked }.first
-        return TreeJudgement(state: .tree(from, changed: changed), usersFiles: usersFiles, usersLinks: usersLinks,
-                             unproven: changed.isEmpty ? unproven : [])
+        return TreeJudgement(
+            state: .tree(from, changed: changed), usersFiles: usersFiles, usersLinks: usersLinks,
+            unproven: changed.isEmpty ? unproven : [])
     }
 
     /// What a symlink member's record keeps as its digest: the SHA-256 of its target's bytes.

@@ -49,19 +49,24 @@ package struct URLRewriter: Sendable {
         sources.reserveCapacity(urls.count)
         var fallbacks: [Source] = []
         for (index, url) in urls.enumerated() {
-            let asWritten = Source(url: url.expanded, displayURL: url.description, original: index, rewrittenFrom: nil,
-                                   sendsHeaders: index == 0, secrets: url.environmentValues)
+            let asWritten = Source(
+                url: url.expanded, displayURL: url.description, original: index, rewrittenFrom: nil,
+                sendsHeaders: index == 0, secrets: url.environmentValues)
             guard let (rule, rewritten) = rewrite(url.expanded), rewritten != url.expanded else {
                 sources.append(asWritten)
                 continue
             }
-            sources.append(Source(url: rewritten, displayURL: Self.display(rewritten, by: rule, of: url), original: index,
-                                  rewrittenFrom: url.description,
-                                  sendsHeaders: index == 0 && (rule.forwardsHeaders || Self.sameOrigin(rewritten, url.expanded)),
-                                  secrets: url.environmentValues + rule.secrets))
+            sources.append(
+                Source(
+                    url: rewritten, displayURL: Self.display(rewritten, by: rule, of: url), original: index,
+                    rewrittenFrom: url.description,
+                    sendsHeaders: index == 0 && (rule.forwardsHeaders || Self.sameOrigin(rewritten, url.expanded)),
+                    secrets: url.environmentValues + rule.secrets))
             if rule.fallsBackToOriginal { fallbacks.append(asWritten) }
         }
-        for fallback in fallbacks where !sources.contains(where: { $0.url == fallback.url }) { sources.append(fallback) }
+        for fallback in fallbacks where !sources.contains(where: { $0.url == fallback.url }) {
+            sources.append(fallback)
+        }
         return sources
     }
 

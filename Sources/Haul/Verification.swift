@@ -14,7 +14,8 @@ package struct VerificationResult: Sendable {
     /// hashing threads (the run's `DescriptorBudget.observers`).
     package init(manifest: Manifest, concurrency: Int = ProcessorCount.online) throws(ObservationFailure) {
         let observation = try Observation(of: manifest, access: .lookingOnly, rehash: true, concurrency: concurrency)
-        plan = Planner.plan(manifest.files, observed: observation.states,
-                            context: PlanContext(shardScope: manifest.shardScope))
+        plan = Planner.plan(
+            manifest.files, observed: observation.states,
+            context: PlanContext(shardScope: manifest.shardScope))
     }
 }

@@ -131,20 +131,26 @@ final class ArchiveReader {
         self.input = input
         self.format = format
         let zip = {
-            input.canSeek ? archive_read_support_format_zip_seekable(archive) : archive_read_support_format_zip_streamable(archive)
+            input.canSeek
+                ? archive_read_support_format_zip_seekable(archive)
+                : archive_read_support_format_zip_streamable(archive)
         }
-        let registrations: [Int32] = switch format {
-        case .tar: [archive_read_support_format_tar(archive)]
-        case .tarGzip: [archive_read_support_filter_gzip(archive), archive_read_support_format_tar(archive)]
-        case .tarBzip2: [archive_read_support_filter_bzip2(archive), archive_read_support_format_tar(archive)]
-        case .tarXz: [archive_read_support_filter_xz(archive), archive_read_support_format_tar(archive)]
-        case .tarZstd: [archive_read_support_filter_zstd(archive), archive_read_support_format_tar(archive)]
-        case .zip: [zip()]
-        case .sevenZip: [archive_read_support_format_7zip(archive)]
-        case nil: [archive_read_support_filter_gzip(archive), archive_read_support_filter_bzip2(archive),
-                   archive_read_support_filter_xz(archive), archive_read_support_filter_zstd(archive),
-                   archive_read_support_format_tar(archive), archive_read_support_format_7zip(archive), zip()]
-        }
+        let registrations: [Int32] =
+            switch format {
+            case .tar: [archive_read_support_format_tar(archive)]
+            case .tarGzip: [archive_read_support_filter_gzip(archive), archive_read_support_format_tar(archive)]
+            case .tarBzip2: [archive_read_support_filter_bzip2(archive), archive_read_support_format_tar(archive)]
+            case .tarXz: [archive_read_support_filter_xz(archive), archive_read_support_format_tar(archive)]
+            case .tarZstd: [archive_read_support_filter_zstd(archive), archive_read_support_format_tar(archive)]
+            case .zip: [zip()]
+            case .sevenZip: [archive_read_support_format_7zip(archive)]
+            case nil:
+                [
+                    archive_read_support_filter_gzip(archive), archive_read_support_filter_bzip2(archive),
+                    archive_read_support_filter_xz(archive), archive_read_support_filter_zstd(archive),
+                    archive_read_support_format_tar(archive), archive_read_support_format_7zip(archive), zip(),
+                ]
+            }
         // ARCHIVE_WARN: the filter runs as an external program.
         guard registrations.allSatisfy({ $0 >= ARCHIVE_WARN }) else { return nil }
     }
@@ -161,10 +167,12 @@ final class ArchiveReader {
             guard status == ARCHIVE_OK else { return .failure(failure()) }
         }
         let client = Unmanaged.passUnretained(input).toOpaque()
-        let status = archive_read_open(archive, client, nil, { _, client, buffer in
-            guard let input = ArchiveInput.of(client), let buffer else { return -1 }
-            return la_ssize_t(input.read(into: buffer))
-        }, nil)
+        let status = archive_read_open(
+            archive, client, nil,
+            { _, client, buffer in
+                guard let input = ArchiveInput.of(client), let buffer else { return -1 }
+                return la_ssize_t(input.read(into: buffer))
+            }, nil)
         guard status == ARCHIVE_OK else { return .failure(failure()) }
         if let format, let mismatch = compressionMismatch(for: format) {
             return .failure(Failure(message: mismatch, errno: Failure.fileFormat))
@@ -194,9 +202,11 @@ final class ArchiveReader {
             default: kind = .special(FileKindName.of(mode: type))
             }
         }
-        return .success(MemberHeader(name: Self.bytes(name), kind: kind, permissions: UInt32(archive_entry_perm(entry)),
-                                     declaredSize: archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : nil,
-                                     isSparse: archive_entry_sparse_count(entry) > 0))
+        return .success(
+            MemberHeader(
+                name: Self.bytes(name), kind: kind, permissions: UInt32(archive_entry_perm(entry)),
+                declaredSize: archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : nil,
+                isSparse: archive_entry_sparse_count(entry) > 0))
     }
 
     /// The current member's next block of data, where it goes in the file (a sparse member skips its holes); nil
@@ -228,13 +238,14 @@ final class ArchiveReader {
     /// whatever filters are registered, and may stack one filter twice: the filters found must be exactly
     /// `format`'s (`archive_filter_count` counts the final "none" too).
     private func compressionMismatch(for format: ArchiveFormat) -> String? {
-        let expected: Int32? = switch format {
-        case .tarGzip: ARCHIVE_FILTER_GZIP
-        case .tarBzip2: ARCHIVE_FILTER_BZIP2
-        case .tarXz: ARCHIVE_FILTER_XZ
-        case .tarZstd: ARCHIVE_FILTER_ZSTD
-        case .tar, .zip, .sevenZip: nil
-        }
+        let expected: Int32? =
+            switch format {
+            case .tarGzip: ARCHIVE_FILTER_GZIP
+            case .tarBzip2: ARCHIVE_FILTER_BZIP2
+            case .tarXz: ARCHIVE_FILTER_XZ
+            case .tarZstd: ARCHIVE_FILTER_ZSTD
+            case .tar, .zip, .sevenZip: nil
+            }
         let count = archive_filter_count(archive)
         let found = count > 1 ? archive_filter_code(archive, 0) : nil
         if count == (expected == nil ? 1 : 2), found == expected { return nil }

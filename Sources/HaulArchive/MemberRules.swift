@@ -64,11 +64,12 @@ struct TreeLedger: Sendable {
     /// `member` and the folders made for it are in the tree.
     mutating func record(_ member: PlannedMember) {
         for folder in member.newFolders { entries[DestinationKey(folder.description)] = .folder }
-        let entry: Entry = switch member.kind {
-        case .file, .hardLink: .file
-        case .directory: .folder
-        case .symlink: .symlink
-        }
+        let entry: Entry =
+            switch member.kind {
+            case .file, .hardLink: .file
+            case .directory: .folder
+            case .symlink: .symlink
+            }
         entries[DestinationKey(member.path.description)] = entry
     }
 }

@@ -87,8 +87,10 @@ final class TreeWriter {
 
     /// Writes the file `path` from `blocks` (nil after the last), hashing each byte as it is written, and counts
     /// them against the limit as they come: a header that lies about the size cannot get past it.
-    func writeFile(_ path: DestinationPath, executable: Bool, header: MemberHeader,
-                   blocks: () -> Result<Block?, UnpackFailure.Rule>) -> Result<WrittenFile, UnpackFailure.Rule> {
+    func writeFile(
+        _ path: DestinationPath, executable: Bool, header: MemberHeader,
+        blocks: () -> Result<Block?, UnpackFailure.Rule>
+    ) -> Result<WrittenFile, UnpackFailure.Rule> {
         if let declared = header.declaredSize, declared > bytesLeft { return .failure(.tooManyBytes(limit: byteLimit)) }
         guard let hasher = StreamingHasher(.sha256) else { return .failure(.outOfMemory) }
         let parent: DirectoryHandle
@@ -112,7 +114,8 @@ final class TreeWriter {
             case .success(nil):
                 // A sparse member may end in a hole: the file is as long as its header says.
                 if header.isSparse, let declared = header.declaredSize, declared > end {
-                    failure = hole(declared - end, hasher: hasher)
+                    failure =
+                        hole(declared - end, hasher: hasher)
                         ?? (ftruncate(descriptor, off_t(declared)) == 0 ? nil : written(path, errno))
                     end = declared
                 }
@@ -135,8 +138,10 @@ final class TreeWriter {
     }
 
     /// Closes the file; a failed close (a write-back error the file system reports late) fails the member too.
-    private func finish(_ descriptor: Int32, path: DestinationPath, failure: UnpackFailure.Rule?, size: Int64,
-                        hasher: StreamingHasher) -> Result<WrittenFile, UnpackFailure.Rule> {
+    private func finish(
+        _ descriptor: Int32, path: DestinationPath, failure: UnpackFailure.Rule?, size: Int64,
+        hasher: StreamingHasher
+    ) -> Result<WrittenFile, UnpackFailure.Rule> {
         let closed = close(descriptor) == 0 ? nil : written(path, errno)
         if let failure = failure ?? closed { return .failure(failure) }
         return .success(WrittenFile(size: size, digest: hasher.finalize()))
@@ -171,8 +176,9 @@ final class TreeWriter {
     private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32? {
         var done = 0
         while done < bytes.count {
-            let count = pwrite(descriptor, bytes.baseAddress.map { $0 + done }, bytes.count - done,
-                               off_t(offset) + off_t(done))
+            let count = pwrite(
+                descriptor, bytes.baseAddress.map { $0 + done }, bytes.count - done,
+                off_t(offset) + off_t(done))
             if count < 0 {
                 if errno == EINTR { continue }
                 return errno

@@ -60,7 +60,8 @@ package struct UnpackFailure: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     package var description: String {
-        let subject = member.map { "cannot unpack \(Quoted.text(archive)): member \(Quoted.text($0))" }
+        let subject =
+            member.map { "cannot unpack \(Quoted.text(archive)): member \(Quoted.text($0))" }
             ?? "cannot unpack \(Quoted.text(archive))"
         return "\(subject): \(rule)"
     }

@@ -18,10 +18,12 @@ package struct UnpackRules: Sendable {
     /// The most members (of any kind, kept or not) the archive may hold.
     package var maxMembers: Int
 
-    package init(format: ArchiveFormat? = nil, strip: Int = 0,
-                 selects: @escaping @Sendable (String) -> Bool = { _ in true },
-                 maxBytes: Int64 = ExtractRule.minimumDefaultUnpackedBytes,
-                 maxMembers: Int = ExtractRule.maximumMembers) {
+    package init(
+        format: ArchiveFormat? = nil, strip: Int = 0,
+        selects: @escaping @Sendable (String) -> Bool = { _ in true },
+        maxBytes: Int64 = ExtractRule.minimumDefaultUnpackedBytes,
+        maxMembers: Int = ExtractRule.maximumMembers
+    ) {
         self.format = format
         self.strip = strip
         self.selects = selects
@@ -96,8 +98,10 @@ package enum Unpacker {
     /// Returns once libarchive reports the archive's end; the caller reads on to the end of the body for its hash.
     /// A body that ends before the archive does is `Rule.truncated`, and so is a tar without its end-of-archive
     /// blocks. See `ArchiveInput` for what cannot be read this way (7z; a zip's modes and symlinks).
-    package static func unpack(archive name: String, rules: UnpackRules, into folder: DirectoryHandle,
-                               next: () -> UnsafeRawBufferPointer?) -> Result<UnpackedTree, UnpackFailure> {
+    package static func unpack(
+        archive name: String, rules: UnpackRules, into folder: DirectoryHandle,
+        next: () -> UnsafeRawBufferPointer?
+    ) -> Result<UnpackedTree, UnpackFailure> {
         withoutActuallyEscaping(next) { next in
             unpack(archive: name, rules: rules, into: folder, from: ArchiveInput(stream: next))
         }
@@ -105,22 +109,27 @@ package enum Unpacker {
 
     /// The same from the complete archive in `file` (read with `pread`, its offset untouched), which libarchive may
     /// seek in: for 7z, and for a zip's modes and symlinks, which only its central directory holds.
-    package static func unpack(archive name: String, rules: UnpackRules, into folder: DirectoryHandle,
-                               file: Int32) -> Result<UnpackedTree, UnpackFailure> {
+    package static func unpack(
+        archive name: String, rules: UnpackRules, into folder: DirectoryHandle,
+        file: Int32
+    ) -> Result<UnpackedTree, UnpackFailure> {
         guard let input = ArchiveInput(file: file) else {
             return .failure(UnpackFailure(archive: name, member: nil, rule: .outOfMemory))
         }
         return unpack(archive: name, rules: rules, into: folder, from: input)
     }
 
-    private static func unpack(archive name: String, rules: UnpackRules, into folder: DirectoryHandle,
-                               from input: ArchiveInput) -> Result<UnpackedTree, UnpackFailure> {
+    private static func unpack(
+        archive name: String, rules: UnpackRules, into folder: DirectoryHandle,
+        from input: ArchiveInput
+    ) -> Result<UnpackedTree, UnpackFailure> {
         ArchiveReader.withUTF8Names {
             guard let reader = ArchiveReader(format: rules.format, input: input) else {
                 return .failure(UnpackFailure(archive: name, member: nil, rule: .outOfMemory))
             }
-            var unpacking = Unpacking(archive: name, rules: rules, reader: reader,
-                                      writer: TreeWriter(root: folder, byteLimit: rules.maxBytes))
+            var unpacking = Unpacking(
+                archive: name, rules: rules, reader: reader,
+                writer: TreeWriter(root: folder, byteLimit: rules.maxBytes))
             return unpacking.run()
         }
     }

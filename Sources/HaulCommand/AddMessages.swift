@@ -12,7 +12,8 @@ extension AddCommand {
         case .urlAlreadyListed(let url, let listed):
             let position = "\(manifest):\(listed.location.line):\(listed.location.column)"
             let destination = listed.destination.map { " (dest \(String(reflecting: $0)))" } ?? ""
-            return "warning: \(position): files[\(listed.index)]\(destination) already fetches \(url); adding another entry for it"
+            return
+                "warning: \(position): files[\(listed.index)]\(destination) already fetches \(url); adding another entry for it"
         case .attemptFailed(let failure, let next):
             guard let next, next.delay > 0 else { return nil }
             return "warning: \(FailureWording.attempt(failure)); retrying in \(HumanReport.formatSeconds(next.delay))"
@@ -21,7 +22,8 @@ extension AddCommand {
         case .noAnnouncedSize(let url):
             return "warning: \(url) announces no size; the entry has none (add --size to pin it)"
         case .impossibleAnnouncedSize(let url, let announced, let contradiction):
-            return "warning: \(url) announces Content-Length: \(announced), which cannot be the size of the file pinned: "
+            return
+                "warning: \(url) announces Content-Length: \(announced), which cannot be the size of the file pinned: "
                 + "\(contradiction); the entry has no size (add --size to pin it)"
         }
     }
@@ -45,18 +47,22 @@ extension AddCommand {
         switch failure {
         case .destinationTaken(let error, let taken):
             let update = taken.map { "\"\(CommandHint.update($0, manifest: manifest))\"" }
-            let hint = switch (update, fromSums == nil) {
-            case (let update?, true): "hint: to pin it anew from its own url, run \(update); or choose another destination with --dest"
-            case (let update?, false): "hint: to pin it anew from its own url, run \(update)"
-            case (nil, true): "hint: choose another destination with --dest"
-            case (nil, false): nil as String?
-            }
+            let hint =
+                switch (update, fromSums == nil) {
+                case (let update?, true):
+                    "hint: to pin it anew from its own url, run \(update); or choose another destination with --dest"
+                case (let update?, false): "hint: to pin it anew from its own url, run \(update)"
+                case (nil, true): "hint: choose another destination with --dest"
+                case (nil, false): nil as String?
+                }
             return [error.description] + (hint.map { [$0] } ?? [])
         case .destinationRepeated(let first, let second, let urls, let destination):
             // A checksum list's repeated names are refused with their lines before this; these are URLs.
-            return ["error: \(urls.0 ?? "URL \(first + 1)") and \(urls.1 ?? "URL \(second + 1)") would both be saved as "
-                        + "\(String(reflecting: destination)); \(unmodified)",
-                    "hint: add them one at a time, each with its own --dest"]
+            return [
+                "error: \(urls.0 ?? "URL \(first + 1)") and \(urls.1 ?? "URL \(second + 1)") would both be saved as "
+                    + "\(String(reflecting: destination)); \(unmodified)",
+                "hint: add them one at a time, each with its own --dest",
+            ]
         case .notEditable(let error, let existing):
             return existing ?? [error.description]
         case .editDoesNotLoad(let error, let existing):
@@ -75,8 +81,10 @@ extension AddCommand {
             return changed.map { changed in
                 "error: \(position(changed.entry)): \(subject(changed.entry)) is pinned to \(Self.shortPin(changed.was, tree: nil)); "
                     + "the list now says \(Self.shortPin(changed.now, tree: nil))"
-            } + ["hint: run \"haul add --from-sums \(CommandHint.shellWord(fromSums ?? ""))\(manifestArgument) --update-all\" "
-                 + "to pin \(changed.count == 1 ? "it" : "them") anew; \(unmodified)"]
+            } + [
+                "hint: run \"haul add --from-sums \(CommandHint.shellWord(fromSums ?? ""))\(manifestArgument) --update-all\" "
+                    + "to pin \(changed.count == 1 ? "it" : "them") anew; \(unmodified)"
+            ]
         case .listedEntriesPinSizes(let sized):
             return sized.map { entry in
                 "error: \(position(entry)): \(subject(entry)) pins a size, which the list does not give; run "
@@ -85,9 +93,13 @@ extension AddCommand {
         case .repinRefused(let error):
             return [error.description, unmodified]
         case .repinDoesNotLoad(let error, let entries):
-            guard let first = entries.first else { return Self.withoutPositions(error).map { "error: \($0)" } + [unmodified] }
-            return ["error: \(position(first)): \(Quoted.firstFew(entries, subject)): the new pin does not load back: "
-                        + Self.withoutPositions(error).joined(separator: "; "), unmodified]
+            guard let first = entries.first else {
+                return Self.withoutPositions(error).map { "error: \($0)" } + [unmodified]
+            }
+            return [
+                "error: \(position(first)): \(Quoted.firstFew(entries, subject)): the new pin does not load back: "
+                    + Self.withoutPositions(error).joined(separator: "; "), unmodified,
+            ]
         case .noManifest:
             return ["error: \(manifest) does not exist: there is no entry to update"]
         case .invalidManifest(let error):
@@ -95,8 +107,10 @@ extension AddCommand {
         case .noSuchEntries(let missing):
             return missing.map { "error: \(manifest) has no entry with dest \(String(reflecting: $0))" }
         case .givenDigestForTree(let entry):
-            return ["error: \(subject(entry)) pins the tree its archive unpacks to; --update downloads the archive to pin both "
-                    + "(give no --\(givenDigests.first?.0 ?? "sha256"))"]
+            return [
+                "error: \(subject(entry)) pins the tree its archive unpacks to; --update downloads the archive to pin both "
+                    + "(give no --\(givenDigests.first?.0 ?? "sha256"))"
+            ]
         }
     }
 
@@ -107,27 +121,38 @@ extension AddCommand {
         let modified = outcome.manifest.bytes != nil
         if isUpdating {
             if unchanged.count == 1, let only = unchanged.first {
-                lines.append(TerminalText("\(subject(only)) is already pinned to what \(only.url) serves"
-                                          + (modified ? "." : "; \(manifest) was not modified.")))
+                lines.append(
+                    TerminalText(
+                        "\(subject(only)) is already pinned to what \(only.url) serves"
+                            + (modified ? "." : "; \(manifest) was not modified.")))
             } else if !unchanged.isEmpty {
-                lines.append(TerminalText("\(unchanged.count) already pinned to what their URLs serve: "
-                                          + Quoted.firstFew(unchanged) { $0.destination } + (modified ? "." : "; \(manifest) was not modified.")))
+                lines.append(
+                    TerminalText(
+                        "\(unchanged.count) already pinned to what their URLs serve: "
+                            + Quoted.firstFew(unchanged) { $0.destination }
+                            + (modified ? "." : "; \(manifest) was not modified.")))
             }
         } else if !unchanged.isEmpty {
-            lines.append(TerminalText("\(unchanged.count) already pinned: " + Quoted.firstFew(unchanged) { $0.destination } + "."))
+            lines.append(
+                TerminalText(
+                    "\(unchanged.count) already pinned: " + Quoted.firstFew(unchanged) { $0.destination } + "."))
         }
         for file in outcome.files(.updated) {
             let old = file.previous?.digest.map { Self.shortPin($0, tree: file.previous?.tree) } ?? "unpinned"
             let size = file.measuredSize.map { ", \(ByteCount.format($0))" } ?? ""
-            lines.append(TerminalText("Updated \(subject(file)) in \(manifest), line \(file.line ?? 0): \(old) → "
-                                      + "\(Self.shortPin(file.digest, tree: file.tree))\(size)."))
+            lines.append(
+                TerminalText(
+                    "Updated \(subject(file)) in \(manifest), line \(file.line ?? 0): \(old) → "
+                        + "\(Self.shortPin(file.digest, tree: file.tree))\(size)."))
         }
         for (number, file) in outcome.files(.added).enumerated() {
             let size = file.size.map { "\(ByteCount.format($0)), " } ?? ""
             let what = "\(file.destination) (\(size)\(Self.shortPin(file.digest, tree: file.tree)))"
-            lines.append(TerminalText(outcome.created && number == 0
-                ? "Created \(manifest) with \(what) as files[0], line \(file.line ?? 0)."
-                : "Added \(what) to \(manifest) as files[\(file.index)], line \(file.line ?? 0)."))
+            lines.append(
+                TerminalText(
+                    outcome.created && number == 0
+                        ? "Created \(manifest) with \(what) as files[0], line \(file.line ?? 0)."
+                        : "Added \(what) to \(manifest) as files[\(file.index)], line \(file.line ?? 0)."))
         }
         return lines
     }
@@ -148,6 +173,7 @@ extension AddCommand {
 
     /// A pin as messages show it: `sha256 9f86d081884c…`, and an archive's tree `tree sha256-n4bQgYhMfWWa…`.
     static func shortPin(_ digest: Digest, tree: Digest?) -> String {
-        "\(digest.algorithm.rawValue) \(digest.hex.prefix(12))…" + (tree.map { ", tree \($0.subresourceIntegrity.prefix(19))…" } ?? "")
+        "\(digest.algorithm.rawValue) \(digest.hex.prefix(12))…"
+            + (tree.map { ", tree \($0.subresourceIntegrity.prefix(19))…" } ?? "")
     }
 }

@@ -41,8 +41,13 @@ final class AddReport: Sendable {
             }
         }
         guard style == .json else { return }
-        Output.lines([TerminalText(JSONEvents.pinned(dest: file.destination, url: Redaction.redactingUserinfo(file.url), digest: file.digest,
-                                                     size: file.size, result: file.result.rawValue).encoded())])
+        Output.lines([
+            TerminalText(
+                JSONEvents.pinned(
+                    dest: file.destination, url: Redaction.redactingUserinfo(file.url), digest: file.digest,
+                    size: file.size, result: file.result.rawValue
+                ).encoded())
+        ])
     }
 
     func placed(_ count: Int) { tally.withLock { $0.placed += count } }
@@ -51,8 +56,13 @@ final class AddReport: Sendable {
     func finish(exitStatus: Int32) {
         guard style == .json else { return }
         let counts = tally.withLock { $0 }
-        Output.lines([TerminalText(JSONEvents.addSummary(manifest: manifest, added: counts.added, updated: counts.updated,
-                                                         unchanged: counts.unchanged, placed: counts.placed,
-                                                         exitStatus: exitStatus).encoded())])
+        Output.lines([
+            TerminalText(
+                JSONEvents.addSummary(
+                    manifest: manifest, added: counts.added, updated: counts.updated,
+                    unchanged: counts.unchanged, placed: counts.placed,
+                    exitStatus: exitStatus
+                ).encoded())
+        ])
     }
 }

@@ -30,9 +30,11 @@ extension AddCommand {
         let repins: [Pinning.Repin]
         let interrupts: InterruptWatcher
         do {
-            (repins, interrupts) = try transferring(rewrites: rewrites, netrc: netrc) { options, cancellation throws(PinFailure) in
+            (repins, interrupts) = try transferring(rewrites: rewrites, netrc: netrc) {
+                options, cancellation throws(PinFailure) in
                 do throws(RepinFailure) {
-                    return try pinning.repin(targets, options: options, keepingIn: kept, cancellation: cancellation, notices: warnings)
+                    return try pinning.repin(
+                        targets, options: options, keepingIn: kept, cancellation: cancellation, notices: warnings)
                 } catch {
                     failed = error.entry
                     throw error.failure
@@ -40,8 +42,11 @@ extension AddCommand {
             }
         } catch let exit as ExitCode {
             if let failed, exit.rawValue == ExitStatus.entryFailed.rawValue {
-                Output.errors([TerminalText("error: files[\(failed.index)] (\(failed.destination)) could not be pinned anew; "
-                                            + "\(manifest) was not modified")])
+                Output.errors([
+                    TerminalText(
+                        "error: files[\(failed.index)] (\(failed.destination)) could not be pinned anew; "
+                            + "\(manifest) was not modified")
+                ])
             }
             throw exit
         }
@@ -52,8 +57,10 @@ extension AddCommand {
         guard let bytes = outcome.manifest.bytes, let reloaded = outcome.manifest.manifest else {
             report.say(lines(outcome))
             if let kept {
-                try place(outcome.placing, of: targets.manifest, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts,
-                          report: report)
+                try place(
+                    outcome.placing, of: targets.manifest, from: kept, netrc: netrc, rewrites: rewrites,
+                    interrupts: interrupts,
+                    report: report)
             }
             return
         }
@@ -63,6 +70,8 @@ extension AddCommand {
             return report.say(lines(outcome) + [TerminalText("Run \"\(syncCommand)\" to put it in place.")])
         }
         report.say(lines(outcome))
-        try place(outcome.placing, of: reloaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts, report: report)
+        try place(
+            outcome.placing, of: reloaded, from: kept, netrc: netrc, rewrites: rewrites, interrupts: interrupts,
+            report: report)
     }
 }

@@ -28,14 +28,18 @@ struct CABundle {
     /// Prints the problem and exits 64 when the bundle cannot be used.
     func validate() throws {
         guard let problem = problem() else { return }
-        Output.errors(["error: CA bundle \(String(reflecting: path)) (from \(origin)) cannot be used: \(problem); "
-                       + "give a readable file of PEM certificates"])
+        Output.errors([
+            "error: CA bundle \(String(reflecting: path)) (from \(origin)) cannot be used: \(problem); "
+                + "give a readable file of PEM certificates"
+        ])
         throw ExitCode(ExitStatus.usage.rawValue)
     }
 
     /// Bundles are a few hundred KiB; anything past this is not read (a PEM block is found long before).
     private static let readLimit = 16 << 20
-    private static let markers = ["-----BEGIN CERTIFICATE-----", "-----BEGIN TRUSTED CERTIFICATE-----"].map { Array($0.utf8) }
+    private static let markers = ["-----BEGIN CERTIFICATE-----", "-----BEGIN TRUSTED CERTIFICATE-----"].map {
+        Array($0.utf8)
+    }
 
     /// Why the file is no CA bundle, or nil.
     func problem() -> String? {
@@ -64,7 +68,7 @@ struct CABundle {
         guard haystack.count >= needle.count, let first = needle.first else { return false }
         var index = 0
         while index + needle.count <= haystack.count {
-            if haystack[index] == first, haystack[index ..< index + needle.count].elementsEqual(needle) { return true }
+            if haystack[index] == first, haystack[index..<index + needle.count].elementsEqual(needle) { return true }
             index += 1
         }
         return false

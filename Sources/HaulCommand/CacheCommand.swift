@@ -6,10 +6,12 @@ import HaulStore
 /// `--cache DIR` / `--no-cache` of `sync` and `plan`: which content cache a run uses, if any. Off unless asked
 /// for, by the option or by `HAUL_CACHE` (what a CI job sets once for every step).
 struct CacheOptions: ParsableArguments {
-    @Option(name: .customLong("cache"), help: ArgumentHelp(
-        "(sync, plan) Put pinned files in place from this content cache without a request, and add every verified pinned "
-            + "download to it (or set HAUL_CACHE). The cache is untrusted: each file is verified as it is copied.",
-        valueName: "dir"), completion: .directory)
+    @Option(
+        name: .customLong("cache"),
+        help: ArgumentHelp(
+            "(sync, plan) Put pinned files in place from this content cache without a request, and add every verified pinned "
+                + "download to it (or set HAUL_CACHE). The cache is untrusted: each file is verified as it is copied.",
+            valueName: "dir"), completion: .directory)
     var cache: String?
 
     @Flag(name: .customLong("no-cache"), help: "(sync, plan) Use no content cache, even if HAUL_CACHE is set.")
@@ -30,22 +32,24 @@ struct CacheCommand: ParsableCommand {
         commandName: "cache",
         abstract: "Inspect or trim the content cache that `sync --cache` uses.",
         discussion: """
-        The cache folder holds verified files by digest: DIR/sha256/ab/abcdef… (algorithm, first two hex digits, \
-        whole digest), DIR/tmp/ for insertions in progress, and the marker DIR/haul-cache that makes it a cache: \
-        a folder holding anything else without that marker is refused (exit 64). Without --cache these commands \
-        use $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul.
-        Examples:
-          haul cache info --cache /ci/cache/haul
-          HAUL_CACHE=/ci/cache/haul haul cache gc --max-size 2G
-        """,
+            The cache folder holds verified files by digest: DIR/sha256/ab/abcdef… (algorithm, first two hex digits, \
+            whole digest), DIR/tmp/ for insertions in progress, and the marker DIR/haul-cache that makes it a cache: \
+            a folder holding anything else without that marker is refused (exit 64). Without --cache these commands \
+            use $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul.
+            Examples:
+              haul cache info --cache /ci/cache/haul
+              HAUL_CACHE=/ci/cache/haul haul cache gc --max-size 2G
+            """,
         subcommands: [CacheInfoCommand.self, CacheGCCommand.self])
 }
 
 /// Where `haul cache …` looks: `--cache`, else the default directory (`ContentCache.defaultDirectory`).
 struct CacheLocation: ParsableArguments {
-    @Option(name: .customLong("cache"), help: ArgumentHelp(
-        "The cache folder (default: $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul).", valueName: "dir"),
-            completion: .directory)
+    @Option(
+        name: .customLong("cache"),
+        help: ArgumentHelp(
+            "The cache folder (default: $HAUL_CACHE, else $XDG_CACHE_HOME/haul, else ~/.cache/haul).", valueName: "dir"),
+        completion: .directory)
     var cache: String?
 
     /// The folder, or exits 64 saying why there is none.
@@ -90,14 +94,20 @@ struct CacheInfoCommand: ParsableCommand {
         let entries = cache?.entries() ?? []
         let bytes = entries.reduce(Int64(0)) { $0 + $1.size }
         if json {
-            Output.lines([TerminalText(JSONValue.object([
-                ("event", .string("cache")), ("directory", .string(path)), ("entries", .int(Int64(entries.count))),
-                ("bytes", .int(bytes)),
-            ]).encoded())])
+            Output.lines([
+                TerminalText(
+                    JSONValue.object([
+                        ("event", .string("cache")), ("directory", .string(path)),
+                        ("entries", .int(Int64(entries.count))),
+                        ("bytes", .int(bytes)),
+                    ]).encoded())
+            ])
         } else {
-            Output.lines([TerminalText("cache: \(path)\(cache == nil ? " (does not exist yet)" : "")"),
-                          TerminalText("entries: \(entries.count)"),
-                          TerminalText("size: \(ByteCount.format(bytes)) (\(bytes) bytes)")])
+            Output.lines([
+                TerminalText("cache: \(path)\(cache == nil ? " (does not exist yet)" : "")"),
+                TerminalText("entries: \(entries.count)"),
+                TerminalText("size: \(ByteCount.format(bytes)) (\(bytes) bytes)"),
+            ])
         }
     }
 }
@@ -107,15 +117,18 @@ struct CacheGCCommand: ParsableCommand {
         commandName: "gc",
         abstract: "Delete least recently used entries until the cache is at most --max-size.",
         discussion: """
-        Entries are removed oldest first by mtime, which every hit renews; insertions in tmp/ older than an hour \
-        (ones that crashed) are removed too. Only names of the forms the cache makes are touched. Safe while other \
-        haul processes use the cache: one that finds an entry gone downloads the file.
-        """)
+            Entries are removed oldest first by mtime, which every hit renews; insertions in tmp/ older than an hour \
+            (ones that crashed) are removed too. Only names of the forms the cache makes are touched. Safe while other \
+            haul processes use the cache: one that finds an entry gone downloads the file.
+            """)
 
     @OptionGroup var location: CacheLocation
 
-    @Option(name: .customLong("max-size"), help: ArgumentHelp("The most the entries may total (e.g. 500M, 2G).",
-                                                               valueName: "size"), transform: ByteSize.init(parsing:))
+    @Option(
+        name: .customLong("max-size"),
+        help: ArgumentHelp(
+            "The most the entries may total (e.g. 500M, 2G).",
+            valueName: "size"), transform: ByteSize.init(parsing:))
     var maxSize: ByteSize
 
     func run() throws {
@@ -125,17 +138,23 @@ struct CacheGCCommand: ParsableCommand {
             return
         }
         let collection = cache.collect(maxBytes: maxSize.bytes)
-        var lines = collection.staleTemporaries.map { TerminalText("removed \(ContentCache.temporaryFolder)/\($0) (stale)") }
+        var lines = collection.staleTemporaries.map {
+            TerminalText("removed \(ContentCache.temporaryFolder)/\($0) (stale)")
+        }
         lines += collection.removed.map { TerminalText("removed \($0.relativePath) (\(ByteCount.format($0.size)))") }
         let freed = collection.removed.reduce(Int64(0)) { $0 + $1.size }
         let entries = collection.removed.count == 1 ? "entry" : "entries"
-        let stale = collection.staleTemporaries.isEmpty ? "" : " and \(collection.staleTemporaries.count) stale temporary files"
+        let stale =
+            collection.staleTemporaries.isEmpty ? "" : " and \(collection.staleTemporaries.count) stale temporary files"
         let remaining = "\(collection.remainingCount) (\(ByteCount.format(collection.remainingBytes)))"
-        lines.append(TerminalText("Removed \(collection.removed.count) \(entries) (\(ByteCount.format(freed)))\(stale); "
-                                  + "\(path) holds \(remaining), at most \(maxSize)."))
+        lines.append(
+            TerminalText(
+                "Removed \(collection.removed.count) \(entries) (\(ByteCount.format(freed)))\(stale); "
+                    + "\(path) holds \(remaining), at most \(maxSize)."))
         Output.lines(lines)
         if !collection.failed.isEmpty {
-            Output.errors(collection.failed.map { TerminalText("error: cannot remove \($0.0.relativePath): \($0.1.reason)") })
+            Output.errors(
+                collection.failed.map { TerminalText("error: cannot remove \($0.0.relativePath): \($0.1.reason)") })
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }

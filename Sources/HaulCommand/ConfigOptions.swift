@@ -5,15 +5,19 @@ import HaulManifest
 
 /// `--config`: haul's config file, which holds URL rewrites (mirrors, pull-through proxies; see `RewriteConfig`).
 struct ConfigOptions: ParsableArguments {
-    @Option(name: .customLong("config"), help: ArgumentHelp(
-        "haul's config file (URL rewrites). Default: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config.yaml or "
-            + "~/.config/haul/config.yaml when it exists.", valueName: "file"), completion: .file())
+    @Option(
+        name: .customLong("config"),
+        help: ArgumentHelp(
+            "haul's config file (URL rewrites). Default: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config.yaml or "
+                + "~/.config/haul/config.yaml when it exists.", valueName: "file"), completion: .file())
     var config: String?
 
     /// The config's rewrites. A config that cannot be read or is invalid is printed, every problem with its line
     /// and column, and the command exits 64 before the manifest is read or anything is touched.
     func rewrites() throws -> URLRewriter {
-        guard let location = ConfigLocation.resolve(option: config, environment: Environment.current) else { return .none }
+        guard let location = ConfigLocation.resolve(option: config, environment: Environment.current) else {
+            return .none
+        }
         do {
             return URLRewriter(try RewriteConfig.load(location))
         } catch {
@@ -25,9 +29,11 @@ struct ConfigOptions: ParsableArguments {
 
 /// `--netrc`: logins and passwords per host from the user's `.netrc` (see `Netrc`).
 struct NetrcOptions: ParsableArguments {
-    @Flag(name: .customLong("netrc"), help: ArgumentHelp(
-        "(sync, add) Log in to each host with the login and password that $NETRC (else ~/.netrc) lists for it, to that host only "
-            + "(as the manifest's netrc: true)."))
+    @Flag(
+        name: .customLong("netrc"),
+        help: ArgumentHelp(
+            "(sync, add) Log in to each host with the login and password that $NETRC (else ~/.netrc) lists for it, to that host only "
+                + "(as the manifest's netrc: true)."))
     var netrc = false
 
     /// The file's credentials when `--netrc` or the manifest asks for them; nil otherwise. A file that cannot be
@@ -47,59 +53,76 @@ struct NetrcOptions: ParsableArguments {
 /// What every request carries, and how it is retried, from the command line: over the manifest's own values, as
 /// curl's options are over a config file's.
 struct RequestOptions: ParsableArguments {
-    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
-        "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name (whose ${VAR} may "
-            + "then be unset); like defaults.headers, never sent to a mirror or across a redirect to another origin. May be "
-            + "given more than once.",
-        valueName: "header"))
+    @Option(
+        name: [.customShort("H"), .customLong("header")],
+        help: ArgumentHelp(
+            "(sync, add) 'Name: value': a header for each entry's url, over the manifest's of the same name (whose ${VAR} may "
+                + "then be unset); like defaults.headers, never sent to a mirror or across a redirect to another origin. May be "
+                + "given more than once.",
+            valueName: "header"))
     var headers: [String] = []
 
-    @Option(name: [.customShort("A"), .customLong("user-agent")], help: ArgumentHelp(
-        "(sync, add) The User-Agent of every request (default: haul/VERSION).", valueName: "text"))
+    @Option(
+        name: [.customShort("A"), .customLong("user-agent")],
+        help: ArgumentHelp(
+            "(sync, add) The User-Agent of every request (default: haul/VERSION).", valueName: "text"))
     var userAgent: String?
 
-    @Option(help: ArgumentHelp("(sync, add) Retries after the first attempt, per URL (0-100), over the manifest's retries.",
-                               valueName: "n"),
-            transform: OptionValueError.wholeNumber(from: 0...100))
+    @Option(
+        help: ArgumentHelp(
+            "(sync, add) Retries after the first attempt, per URL (0-100), over the manifest's retries.",
+            valueName: "n"),
+        transform: OptionValueError.wholeNumber(from: 0...100))
     var retries: Int?
 
-    @Option(help: ArgumentHelp("(sync, add) Stall window (e.g. 30s, 2m): an attempt that makes no progress for this long fails; over "
-                               + "the manifest's timeout.", valueName: "duration"),
-            transform: RunDuration.init(parsing:))
+    @Option(
+        help: ArgumentHelp(
+            "(sync, add) Stall window (e.g. 30s, 2m): an attempt that makes no progress for this long fails; over "
+                + "the manifest's timeout.", valueName: "duration"),
+        transform: RunDuration.init(parsing:))
     var timeout: RunDuration?
 
-    @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
-        "(sync, add) Bytes per second for the whole run, all transfers together (e.g. 500K, 2.5M; K = 1024).",
-        valueName: "rate"),
+    @Option(
+        name: .customLong("limit-rate"),
+        help: ArgumentHelp(
+            "(sync, add) Bytes per second for the whole run, all transfers together (e.g. 500K, 2.5M; K = 1024).",
+            valueName: "rate"),
         transform: ByteSize.init(parsing:))
     var limitRate: ByteSize?
 
-    @Option(help: ArgumentHelp(
-        "(sync, add) Send every request through this proxy (http://[user:pass@]host:port), instead of the one "
-            + "https_proxy, http_proxy or all_proxy names; \"\" for none.", valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            "(sync, add) Send every request through this proxy (http://[user:pass@]host:port), instead of the one "
+                + "https_proxy, http_proxy or all_proxy names; \"\" for none.", valueName: "url"))
     var proxy: String?
 
-    @Option(help: ArgumentHelp(
-        "(sync, add) Hosts reached without the proxy, comma-separated (a name covers its subdomains; * for all), "
-            + "instead of no_proxy.", valueName: "hosts"))
+    @Option(
+        help: ArgumentHelp(
+            "(sync, add) Hosts reached without the proxy, comma-separated (a name covers its subdomains; * for all), "
+                + "instead of no_proxy.", valueName: "hosts"))
     var noproxy: String?
 
-    @Option(name: .customLong("connect-timeout"), help: ArgumentHelp(
-        "(sync, add) Time to connect (name lookup, TCP, TLS handshake) before an attempt fails (e.g. 5, 10s); the "
-            + "transfer after that is bound by --timeout. (default: the stall window)", valueName: "duration"),
-            transform: RunDuration.init(parsing:))
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp(
+            "(sync, add) Time to connect (name lookup, TCP, TLS handshake) before an attempt fails (e.g. 5, 10s); the "
+                + "transfer after that is bound by --timeout. (default: the stall window)", valueName: "duration"),
+        transform: RunDuration.init(parsing:))
     var connectTimeout: RunDuration?
 
-    @Option(name: .customLong("retry-on-http"), help: ArgumentHelp(
-        "(sync, add) HTTP statuses to retry with backoff besides 408, 429 and 5xx (e.g. 403,404 or 400-404), with "
-            + "each entry's retry_on.",
-        valueName: "codes"), transform: HTTPStatusList.init(parsing:))
+    @Option(
+        name: .customLong("retry-on-http"),
+        help: ArgumentHelp(
+            "(sync, add) HTTP statuses to retry with backoff besides 408, 429 and 5xx (e.g. 403,404 or 400-404), with "
+                + "each entry's retry_on.",
+            valueName: "codes"), transform: HTTPStatusList.init(parsing:))
     var retryOnHTTP: HTTPStatusList?
 
-    @Option(help: ArgumentHelp(
-        "(sync, add) A client certificate (PEM) for servers that ask for one (mutual TLS); its key in it or in --key. "
-            + "An entry's cert: wins for its url.",
-        valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "(sync, add) A client certificate (PEM) for servers that ask for one (mutual TLS); its key in it or in --key. "
+                + "An entry's cert: wins for its url.",
+            valueName: "file"))
     var cert: String?
 
     @Option(help: ArgumentHelp("(sync, add) The private key (PEM) of --cert's certificate.", valueName: "file"))
@@ -109,8 +132,10 @@ struct RequestOptions: ParsableArguments {
         if key != nil, cert == nil { throw ValidationError("--key needs --cert: the key of which certificate?") }
         for (what, option, path) in [("client certificate", "--cert", cert), ("private key", "--key", key)] {
             guard let path, let problem = ReadableFile.problem(path) else { continue }
-            Output.errors(["error: \(what) \(String(reflecting: path)) (from \(option)) cannot be used: \(problem); "
-                           + "give a readable PEM file"])
+            Output.errors([
+                "error: \(what) \(String(reflecting: path)) (from \(option)) cannot be used: \(problem); "
+                    + "give a readable PEM file"
+            ])
             throw ExitCode(ExitStatus.usage.rawValue)
         }
         if let userAgent, userAgent.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }) {
@@ -141,8 +166,9 @@ struct RequestOptions: ParsableArguments {
         options.retries = retries
         options.stallTimeout = timeout?.seconds
         options.maxBytesPerSecond = limitRate?.bytes
-        options.connection = ConnectionSettings(proxy: proxy, noProxy: noproxy, connectTimeout: connectTimeout?.seconds,
-                                                clientCertificate: cert.map { ClientCertificate(certificate: $0, key: key) })
+        options.connection = ConnectionSettings(
+            proxy: proxy, noProxy: noproxy, connectTimeout: connectTimeout?.seconds,
+            clientCertificate: cert.map { ClientCertificate(certificate: $0, key: key) })
         options.transientStatuses = retryOnHTTP?.statuses ?? []
     }
 }

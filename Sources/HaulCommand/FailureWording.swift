@@ -30,17 +30,21 @@ enum FailureWording {
             if let variable, let proxy {
                 // Credentials in the proxy's URL show as `***@`: a 407 to them is a refusal, not a request for some.
                 "the proxy \(proxy) (from \(variable)) answered 407: "
-                    + (proxy.contains("***@") ? "it refused the credentials given in \(variable); correct them there: "
-                        : variable == "--proxy" ? "it wants credentials; give them in the proxy's URL: "
-                        : "it wants credentials; give them in the variable as curl reads it: ")
-                    + (variable == "--proxy" ? "--proxy " : variable + "=") + ProxySettings.credentialsExample(for: proxy)
+                    + (proxy.contains("***@")
+                        ? "it refused the credentials given in \(variable); correct them there: "
+                        : variable == "--proxy"
+                            ? "it wants credentials; give them in the proxy's URL: "
+                            : "it wants credentials; give them in the variable as curl reads it: ")
+                    + (variable == "--proxy" ? "--proxy " : variable + "=")
+                    + ProxySettings.credentialsExample(for: proxy)
             } else {
                 "HTTP 407: a proxy wants credentials; give them in the proxy variable as curl reads it: "
                     + "https_proxy=http://user:pass@host:port (http_proxy for http URLs)"
             }
         case .proxyFailed(let variable, let proxy, let what, _): "the proxy \(proxy) (from \(variable)) \(what)"
         case .clientCertificateRefused(let given):
-            given ? "the server refused the client certificate it was given (--cert, or the manifest's cert:)"
+            given
+                ? "the server refused the client certificate it was given (--cert, or the manifest's cert:)"
                 : "the server wants a client certificate (mutual TLS); give one with --cert (and --key)"
         case .local(let operation, let path, let code): "cannot \(words(operation)) \(path): \(Errno(code).description)"
         case .interrupted: "interrupted"
@@ -68,7 +72,9 @@ enum FailureWording {
 
     /// libcurl's own message, for a network failure `reason` says in haul's words: what `--verbose` adds.
     static func libcurlDetail(_ reason: FailureReason) -> String? {
-        guard case .network(let code, let message) = reason, plainWords(code) != nil, !message.isEmpty else { return nil }
+        guard case .network(let code, let message) = reason, plainWords(code) != nil, !message.isEmpty else {
+            return nil
+        }
         return message
     }
 

@@ -19,15 +19,18 @@ struct GitHubAnnotations: Sendable {
     var workspace: String? = nil
 
     /// nil when annotations are off.
-    static func resolve(_ choice: AnnotationStyle?, json: Bool, environment: [String: String] = Environment.current) -> GitHubAnnotations? {
+    static func resolve(
+        _ choice: AnnotationStyle?, json: Bool, environment: [String: String] = Environment.current
+    ) -> GitHubAnnotations? {
         switch choice {
         case .none?: return nil
         case .github?: break
         case nil: guard environment["GITHUB_ACTIONS"] == "true" else { return nil }
         }
-        return GitHubAnnotations(toStandardError: json,
-                                 summaryFile: environment["GITHUB_STEP_SUMMARY"].flatMap { $0.isEmpty ? nil : $0 },
-                                 workspace: environment["GITHUB_WORKSPACE"].flatMap { $0.isEmpty ? nil : $0 })
+        return GitHubAnnotations(
+            toStandardError: json,
+            summaryFile: environment["GITHUB_STEP_SUMMARY"].flatMap { $0.isEmpty ? nil : $0 },
+            workspace: environment["GITHUB_WORKSPACE"].flatMap { $0.isEmpty ? nil : $0 })
     }
 
     /// `path` as GitHub finds it: relative to the workspace when inside it, else absolute (a relative `file=` would be
@@ -50,7 +53,8 @@ struct GitHubAnnotations: Sendable {
         if !path.hasPrefix("/") {
             var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             guard getcwd(&buffer, buffer.count) != nil else { return path }
-            joined = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + path
+            joined =
+                String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + path
         }
         var parts: [Substring] = []
         for part in joined.split(separator: "/") where part != "." {
@@ -71,19 +75,26 @@ struct GitHubAnnotations: Sendable {
 
     /// One per diagnostic, at its place in the manifest.
     func diagnostics(_ diagnostics: [Diagnostic]) {
-        emit(diagnostics.map { diagnostic in
-            Self.command(diagnostic.severity == .error ? "error" : "warning", file: fileProperty(diagnostic.file),
-                         line: diagnostic.location?.line, column: diagnostic.location?.column,
-                         message: (diagnostic.keyPath.map { $0 + ": " } ?? "") + diagnostic.message)
-        })
+        emit(
+            diagnostics.map { diagnostic in
+                Self.command(
+                    diagnostic.severity == .error ? "error" : "warning", file: fileProperty(diagnostic.file),
+                    line: diagnostic.location?.line, column: diagnostic.location?.column,
+                    message: (diagnostic.keyPath.map { $0 + ": " } ?? "") + diagnostic.message)
+            })
     }
 
     /// A failed entry, at its place in `manifest`. The message names the destination: an annotation is shown on its
     /// own, by its line, where the entry's `dest` may be lines away.
     func failed(_ entry: FileEntry, _ failure: EntryFailure, manifest: String) {
-        let message = "\(entry.destination): " + HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "\n")
-        emit([Self.command("error", file: fileProperty(manifest), line: entry.location.line, column: entry.location.column,
-                           message: message)])
+        let message =
+            "\(entry.destination): "
+            + HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "\n")
+        emit([
+            Self.command(
+                "error", file: fileProperty(manifest), line: entry.location.line, column: entry.location.column,
+                message: message)
+        ])
     }
 
     /// The run, as a Markdown table, appended to the step's summary; a warning when it could not be (naming the
@@ -91,19 +102,23 @@ struct GitHubAnnotations: Sendable {
     func summary(_ result: SyncResult, manifest: String, exitStatus: Int32) -> String? {
         guard summaryFile != nil else { return nil }
         let counts = result.counts
-        var text = "### haul sync \(Self.markdownCell(manifest))\n\n"
+        var text =
+            "### haul sync \(Self.markdownCell(manifest))\n\n"
             + "| fetched | from cache | confirmed (304) | up to date | failed | exit |\n|---|---|---|---|---|---|\n"
             + "| \(counts.fetched) (\(ByteCount.format(counts.fetchedBytes))) | \(counts.cached) | \(counts.notModified) "
             + "| \(result.plan.upToDateCount) | \(counts.failed) | \(exitStatus) |\n"
-        let failures = zip(result.plan.files, result.outcomes).compactMap { entry, outcome -> (FileEntry, EntryFailure)? in
+        let failures = zip(result.plan.files, result.outcomes).compactMap {
+            entry, outcome -> (FileEntry, EntryFailure)? in
             if case .failed(let failure) = outcome { return (entry, failure) }
             return nil
         }
         if !failures.isEmpty {
             text += "\n| failed | line | why |\n|---|---|---|\n"
             for (entry, failure) in failures.prefix(100) {
-                let why = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(separator: "; ")
-                text += "| \(Self.markdownCell(entry.destination.description)) | \(entry.location.line) | \(Self.markdownCell(why)) |\n"
+                let why = HumanReport.failureMessages(entry: entry, failure: failure, manifest: manifest).joined(
+                    separator: "; ")
+                text +=
+                    "| \(Self.markdownCell(entry.destination.description)) | \(entry.location.line) | \(Self.markdownCell(why)) |\n"
             }
             if failures.count > 100 { text += "\n… and \(failures.count - 100) more\n" }
         }
@@ -128,18 +143,22 @@ struct GitHubAnnotations: Sendable {
     /// `haul verify`: an annotation per file that is missing, differs or cannot be read, at its entry, and a table in
     /// the step summary. A warning when the summary could not be appended.
     func verified(_ result: VerificationResult, manifest: String) -> String? {
-        emit(result.problems.map { planned in
-            Self.command("error", file: fileProperty(manifest), line: planned.entry.location.line,
-                         column: planned.entry.location.column, message: HumanReport.verifyProblem(planned))
-        })
+        emit(
+            result.problems.map { planned in
+                Self.command(
+                    "error", file: fileProperty(manifest), line: planned.entry.location.line,
+                    column: planned.entry.location.column, message: HumanReport.verifyProblem(planned))
+            })
         guard summaryFile != nil else { return nil }
-        var text = "### haul verify \(Self.markdownCell(manifest))\n\n| verified | unpinned present | problems | exit |\n"
+        var text =
+            "### haul verify \(Self.markdownCell(manifest))\n\n| verified | unpinned present | problems | exit |\n"
             + "|---|---|---|---|\n| \(result.plan.upToDateCount) | \(result.plan.revalidations.count) | \(result.problems.count) "
             + "| \(result.exitStatus.rawValue) |\n"
         if !result.problems.isEmpty {
             text += "\n| problem | line |\n|---|---|\n"
             for planned in result.problems.prefix(100) {
-                text += "| \(Self.markdownCell(HumanReport.verifyProblem(planned))) | \(planned.entry.location.line) |\n"
+                text +=
+                    "| \(Self.markdownCell(HumanReport.verifyProblem(planned))) | \(planned.entry.location.line) |\n"
             }
             if result.problems.count > 100 { text += "\n… and \(result.problems.count - 100) more\n" }
         }
@@ -209,7 +228,8 @@ struct GitHubAnnotations: Sendable {
             // CommonMark's ASCII punctuation: `!` to `/`, `:` to `@`, `[` to `` ` ``, `{` to `~`.
             let value = scalar.value
             if (0x21...0x2F).contains(value) || (0x3A...0x40).contains(value) || (0x5B...0x60).contains(value)
-                || (0x7B...0x7E).contains(value) {
+                || (0x7B...0x7E).contains(value)
+            {
                 cell += "\\"
             }
             cell.unicodeScalars.append(scalar)
@@ -256,7 +276,9 @@ final class AnnotatingReporter: RunReporter {
     /// The step summary first: a warning that it could not be written then comes before the run's own summary,
     /// which stays the last line (and under `--json` the last event).
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?) {
-        if let problem = annotations.summary(result, manifest: manifest, exitStatus: exitStatus) { inner.warning(problem) }
+        if let problem = annotations.summary(result, manifest: manifest, exitStatus: exitStatus) {
+            inner.warning(problem)
+        }
         inner.summary(result, exitStatus: exitStatus, interruptedBy: signal)
     }
 }

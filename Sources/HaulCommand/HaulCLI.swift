@@ -12,19 +12,19 @@ struct HaulCLI: ParsableCommand {
         commandName: "haul",
         abstract: "Reconcile files on disk with a manifest of URLs and checksums.",
         discussion: """
-        haul reads a YAML manifest, looks at what is on disk, plans only the downloads that are needed, fetches \
-        them concurrently while verifying each hash, and moves each verified file into place atomically.
+            haul reads a YAML manifest, looks at what is on disk, plans only the downloads that are needed, fetches \
+            them concurrently while verifying each hash, and moves each verified file into place atomically.
 
-        An entry with extract: names an archive (tar, plain or compressed with gzip, bzip2, xz or zstd; zip; 7z): \
-        its dest becomes a folder holding the archive's contents, unpacked as the bytes arrive, checked against the \
-        archive's digest and, when extract: pins tree:, the tree's (Nix's NAR hash, sha256-<base64>), and switched \
-        into place in one exchange. Hostile members (absolute or .. names, links out of the folder, devices, bombs) \
-        are refused. haul add --extract URL pins both.
+            An entry with extract: names an archive (tar, plain or compressed with gzip, bzip2, xz or zstd; zip; 7z): \
+            its dest becomes a folder holding the archive's contents, unpacked as the bytes arrive, checked against the \
+            archive's digest and, when extract: pins tree:, the tree's (Nix's NAR hash, sha256-<base64>), and switched \
+            into place in one exchange. Hostile members (absolute or .. names, links out of the folder, devices, bombs) \
+            are refused. haul add --extract URL pins both.
 
-        \(ManualFacts.block("Exit status", ManualFacts.exitStatuses))
+            \(ManualFacts.block("Exit status", ManualFacts.exitStatuses))
 
-        \(ManualFacts.block("Environment", ManualFacts.environment))
-        """,
+            \(ManualFacts.block("Environment", ManualFacts.environment))
+            """,
         version: HaulVersion.report,
         subcommands: [SyncCommand.self, PlanCommand.self, Verify.self, Schema.self, AddCommand.self, CacheCommand.self]
     )
@@ -78,17 +78,20 @@ struct ManifestOptions: ParsableArguments {
     @Argument(help: "The manifest to read (- for standard input).", completion: .file())
     var manifest: String = "haul.yaml"
 
-    @Option(help: ArgumentHelp("Put the files under this folder (relative to the current directory) instead of the "
-                               + "manifest's root.", valueName: "dir"), completion: .directory)
+    @Option(
+        help: ArgumentHelp(
+            "Put the files under this folder (relative to the current directory) instead of the "
+                + "manifest's root.", valueName: "dir"), completion: .directory)
     var root: String?
 
 }
 
 /// `--shard K/N` or `HAUL_SHARD`: manage only one of N parts of the manifest (see `Shard` for which).
 struct ShardOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "Manage only shard K of N (1-based, by a hash of each destination path); N shards may run at once on "
-            + "one root (or set HAUL_SHARD).", valueName: "K/N"))
+    @Option(
+        help: ArgumentHelp(
+            "Manage only shard K of N (1-based, by a hash of each destination path); N shards may run at once on "
+                + "one root (or set HAUL_SHARD).", valueName: "K/N"))
     var shard: String?
 
     /// The shard asked for: the option, else the environment; a malformed one is a usage error (64).
@@ -107,31 +110,40 @@ struct ShardOptions: ParsableArguments {
 
 /// What a run may do beyond fetching, and what it refuses up front.
 struct PolicyOptions: ParsableArguments {
-    @Flag(help: ArgumentHelp("(sync, plan) Delete files this manifest synced earlier and no longer lists (as `prune: true` does). "
-                             + "Only unchanged files haul wrote are deleted; modified ones are kept with a warning."))
+    @Flag(
+        help: ArgumentHelp(
+            "(sync, plan) Delete files this manifest synced earlier and no longer lists (as `prune: true` does). "
+                + "Only unchanged files haul wrote are deleted; modified ones are kept with a warning."))
     var prune = false
 
-    @Flag(help: "(sync, plan) With pruning, accept an empty files list (which deletes every file this manifest synced).")
+    @Flag(
+        help: "(sync, plan) With pruning, accept an empty files list (which deletes every file this manifest synced).")
     var force = false
 
-    @Flag(name: .customLong("require-checksums"),
-          help: "(sync, plan) Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
+    @Flag(
+        name: .customLong("require-checksums"),
+        help: "(sync, plan) Refuse (exit 3) if any entry has no checksum: for CI, where every byte must be pinned.")
     var requireChecksums = false
 
-    @Option(help: ArgumentHelp("(sync, plan) Make this manifest the owner of the files a manifest that is gone wrote "
-                               + "(named as plan --prune names it, relative to root), so that pruning covers them; naming "
-                               + "this manifest vouches for the files a state without haul's proof says it wrote. May be "
-                               + "given more than once.", valueName: "manifest"), completion: .file())
+    @Option(
+        help: ArgumentHelp(
+            "(sync, plan) Make this manifest the owner of the files a manifest that is gone wrote "
+                + "(named as plan --prune names it, relative to root), so that pruning covers them; naming "
+                + "this manifest vouches for the files a state without haul's proof says it wrote. May be "
+                + "given more than once.", valueName: "manifest"), completion: .file())
     var adopt: [String] = []
 
-    @Flag(help: ArgumentHelp("(sync, plan) Ask the server about every unpinned file, even one it said is still fresh (max-age, "
-                             + "Expires) or within its entry's refresh interval."))
+    @Flag(
+        help: ArgumentHelp(
+            "(sync, plan) Ask the server about every unpinned file, even one it said is still fresh (max-age, "
+                + "Expires) or within its entry's refresh interval."))
     var refresh = false
 
     /// Prints each violation and exits 3 before anything is observed or fetched.
     func enforce(on manifest: Manifest) throws {
-        let violations = RunPolicy.violations(manifest, requireChecksums: requireChecksums,
-                                              prune: prune || manifest.prune, force: force)
+        let violations = RunPolicy.violations(
+            manifest, requireChecksums: requireChecksums,
+            prune: prune || manifest.prune, force: force)
         guard violations.isEmpty else {
             Output.errors(violations.map { TerminalText($0.description) })
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
@@ -146,24 +158,31 @@ struct TransferOptions: ParsableArguments {
     private static let defaultTransfers = 16
     static let defaultMaxFileSize = ByteSize(bytes: 16 << 30)
 
-    @Option(name: .shortAndLong, help: "(sync) Transfers to run at once (1-256). (default: \(defaultTransfers))",
-            transform: OptionValueError.wholeNumber(from: 1...256))
+    @Option(
+        name: .shortAndLong, help: "(sync) Transfers to run at once (1-256). (default: \(defaultTransfers))",
+        transform: OptionValueError.wholeNumber(from: 1...256))
     var jobs: Int = defaultTransfers
 
-    @Option(name: .customLong("ca-file"), help: ArgumentHelp(
-        "(sync) Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or "
-            + "SSL_CERT_FILE).",
-        valueName: "file"), completion: .file())
+    @Option(
+        name: .customLong("ca-file"),
+        help: ArgumentHelp(
+            "(sync) Verify TLS against this CA bundle instead of the system's (or set HAUL_CA_FILE, CURL_CA_BUNDLE or "
+                + "SSL_CERT_FILE).",
+            valueName: "file"), completion: .file())
     var caFile: String?
 
-    @Option(name: .customLong("per-host"),
-            help: "(sync) Connections to one host at once (1-256; HTTP/2 multiplexes over one). (default: \(defaultTransfers))",
-            transform: OptionValueError.wholeNumber(from: 1...256))
+    @Option(
+        name: .customLong("per-host"),
+        help:
+            "(sync) Connections to one host at once (1-256; HTTP/2 multiplexes over one). (default: \(defaultTransfers))",
+        transform: OptionValueError.wholeNumber(from: 1...256))
     var perHost: Int = defaultTransfers
 
-    @Option(name: .customLong("max-file-size"), help: ArgumentHelp(
-        "(sync) Largest download accepted for an entry without size (e.g. 500M, 2G). (default: \(defaultMaxFileSize))",
-        valueName: "size"), transform: ByteSize.init(parsing:))
+    @Option(
+        name: .customLong("max-file-size"),
+        help: ArgumentHelp(
+            "(sync) Largest download accepted for an entry without size (e.g. 500M, 2G). (default: \(defaultMaxFileSize))",
+            valueName: "size"), transform: ByteSize.init(parsing:))
     var maxFileSize: ByteSize = defaultMaxFileSize
 
     func validate() throws {
@@ -175,10 +194,13 @@ struct TransferOptions: ParsableArguments {
     /// The run's settings, with as many transfers at once as the open-file and address-space limits allow
     /// (`warning` says so when that is fewer than asked), and the rest of them shared between the run's parts; exits
     /// 64 when a limit is too low to sync at all (`RunLimits.apply`).
-    func syncOptions(prune: Bool, rewrites: URLRewriter, cacheDirectory: String?, entries: Int,
-                     warning: (String) -> Void) throws -> SyncOptions {
-        var options = SyncOptions(jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
-                                  maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites, cacheDirectory: cacheDirectory)
+    func syncOptions(
+        prune: Bool, rewrites: URLRewriter, cacheDirectory: String?, entries: Int,
+        warning: (String) -> Void
+    ) throws -> SyncOptions {
+        var options = SyncOptions(
+            jobs: jobs, connectionsPerHost: perHost, caFile: resolvedCAFile,
+            maxFileSize: maxFileSize.bytes, prune: prune, rewrites: rewrites, cacheDirectory: cacheDirectory)
         try RunLimits.apply(to: &options, transfers: true, entries: entries, warning: warning)
         return options
     }
@@ -208,10 +230,11 @@ protocol ManifestCommand: ParsableCommand {
 extension ManifestCommand {
     /// Every option, as one value.
     var flags: SyncFlags {
-        SyncFlags(manifestOptions: manifestOptions, reporting: reporting, configOptions: configOptions,
-                  transferOptions: transferOptions, policy: policy, sharding: sharding, cacheOptions: cacheOptions,
-                  durabilityOptions: durabilityOptions, netrcOptions: netrcOptions, requestOptions: requestOptions,
-                  run: runOptions)
+        SyncFlags(
+            manifestOptions: manifestOptions, reporting: reporting, configOptions: configOptions,
+            transferOptions: transferOptions, policy: policy, sharding: sharding, cacheOptions: cacheOptions,
+            durabilityOptions: durabilityOptions, netrcOptions: netrcOptions, requestOptions: requestOptions,
+            run: runOptions)
     }
 }
 
@@ -250,18 +273,23 @@ struct RunOptions: ParsableArguments {
     @Flag(help: "(sync) If another haul is syncing the same root, wait for it instead of exiting with status 4.")
     var wait = false
 
-    @Option(name: .customLong("wait-timeout"), help: ArgumentHelp(
-        "(sync) Wait as --wait does, for at most this long (e.g. 30s, 10m); then exit with status 4.", valueName: "duration"),
-            transform: RunDuration.init(parsing:))
+    @Option(
+        name: .customLong("wait-timeout"),
+        help: ArgumentHelp(
+            "(sync) Wait as --wait does, for at most this long (e.g. 30s, 10m); then exit with status 4.",
+            valueName: "duration"),
+        transform: RunDuration.init(parsing:))
     var waitTimeout: RunDuration?
 
     @Flag(help: "(sync, plan) Hash every local file instead of trusting the state cache for unchanged ones.")
     var rehash = false
 
-    @Option(name: .customLong("max-time"), help: ArgumentHelp(
-        "(sync) Stop the whole run after this long (e.g. 90s, 10m, 1h): entries not finished by then fail, exit 1.",
-        valueName: "duration"),
-            transform: RunDuration.init(parsing:))
+    @Option(
+        name: .customLong("max-time"),
+        help: ArgumentHelp(
+            "(sync) Stop the whole run after this long (e.g. 90s, 10m, 1h): entries not finished by then fail, exit 1.",
+            valueName: "duration"),
+        transform: RunDuration.init(parsing:))
     var maxTime: RunDuration?
 }
 
@@ -286,12 +314,15 @@ extension SyncFlags {
     func headStart(for input: ManifestInput, rewrites: URLRewriter) -> HeadStart? {
         guard input.size >= HeadStart.minimumManifestBytes else { return nil }
         do {
-            var options = try transferOptions.syncOptions(prune: false, rewrites: rewrites, cacheDirectory: cacheOptions.directory(),
-                                                          entries: input.size / 100, warning: { _ in })
+            var options = try transferOptions.syncOptions(
+                prune: false, rewrites: rewrites, cacheDirectory: cacheOptions.directory(),
+                entries: input.size / 100, warning: { _ in })
             options.shard = try sharding.resolved()
             options.netrc = try netrcOptions.credentials(manifestWants: false)
             try requestOptions.apply(to: &options)
-            guard let root = ManifestFingerprint.declaredRoot(input, environment: Environment.current) else { return nil }
+            guard let root = ManifestFingerprint.declaredRoot(input, environment: Environment.current) else {
+                return nil
+            }
             return HeadStart.begin(options: options, root: root)
         } catch {
             return nil
@@ -314,9 +345,10 @@ extension SyncFlags {
     /// may record a settled snapshot (`ManifestLoader.load`).
     func load(_ input: ManifestInput, fingerprinting: Bool, early: EarlyEntries.Handler? = nil) throws -> Manifest {
         do {
-            let manifest = try ManifestLoader.load(input, environment: Environment.current,
-                                                   commandLineHeaders: requestOptions.standInHeaderNames,
-                                                   fingerprinting: fingerprinting, early: early)
+            let manifest = try ManifestLoader.load(
+                input, environment: Environment.current,
+                commandLineHeaders: requestOptions.standInHeaderNames,
+                fingerprinting: fingerprinting, early: early)
             if !quiet { Output.errors(manifest.warningLines.map { TerminalText($0) }) }
             report(manifest.warnings)
             return manifest
@@ -337,14 +369,18 @@ extension SyncFlags {
     /// validating the manifest; nil when the manifest must be read. Never waits for another run: the whole way
     /// does, and says so.
     /// `listsPlan`: the command prints the plan (`plan`, `--dry-run`); `rewrites`: the config's.
-    func settled(_ input: ManifestInput, holder: String?, listsPlan: Bool, rewrites: URLRewriter) throws -> SettledRun.Verdict? {
+    func settled(
+        _ input: ManifestInput, holder: String?, listsPlan: Bool, rewrites: URLRewriter
+    ) throws -> SettledRun.Verdict? {
         let started = MonotonicClock.seconds()
-        guard var verdict = SettledRun.check(input, environment: Environment.current,
-                                             commandLineHeaders: requestOptions.standInHeaderNames,
-                                             shard: try sharding.resolved(), prunes: policy.prune, adopts: !policy.adopt.isEmpty,
-                                             rehash: run.rehash,
-                                             access: holder.map { .exclusive(wait: .no, holder: $0) } ?? .lookingOnly,
-                                             listsPlan: listsPlan, freshnessDiffers: policy.refresh || !rewrites.isEmpty)
+        guard
+            var verdict = SettledRun.check(
+                input, environment: Environment.current,
+                commandLineHeaders: requestOptions.standInHeaderNames,
+                shard: try sharding.resolved(), prunes: policy.prune, adopts: !policy.adopt.isEmpty,
+                rehash: run.rehash,
+                access: holder.map { .exclusive(wait: .no, holder: $0) } ?? .lookingOnly,
+                listsPlan: listsPlan, freshnessDiffers: policy.refresh || !rewrites.isEmpty)
         else { return nil }
         verdict.seconds = MonotonicClock.seconds() - started
         return verdict
@@ -384,17 +420,17 @@ struct SyncCommand: ManifestCommand {
         commandName: "sync",
         abstract: "Download what is missing or wrong, verify it, and move it into place.",
         discussion: """
-        Examples:
-          haul sync                            (haul.yaml in this folder)
-          haul sync assets.yaml --jobs 32 --per-host 8
-          haul sync assets.yaml --dry-run      (print the plan only)
-          haul sync assets.yaml --require-checksums --progress plain   (CI)
-          haul sync assets.yaml --prune        (delete what is no longer listed)
-          haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
-          HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
-          haul sync assets.yaml --config mirrors.yaml -v   (rewrite URLs to a mirror)
-          haul sync assets.yaml --shard 2/4 --cache ~/.cache/haul   (one CI job of four)
-        """)
+            Examples:
+              haul sync                            (haul.yaml in this folder)
+              haul sync assets.yaml --jobs 32 --per-host 8
+              haul sync assets.yaml --dry-run      (print the plan only)
+              haul sync assets.yaml --require-checksums --progress plain   (CI)
+              haul sync assets.yaml --prune        (delete what is no longer listed)
+              haul sync assets.yaml --json | jq -c 'select(.event == "failed")'
+              HAUL_CA_FILE=/etc/ssl/internal.pem haul sync assets.yaml --wait
+              haul sync assets.yaml --config mirrors.yaml -v   (rewrite URLs to a mirror)
+              haul sync assets.yaml --shard 2/4 --cache ~/.cache/haul   (one CI job of four)
+            """)
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var reporting: ReportingOptions
@@ -414,23 +450,27 @@ struct SyncCommand: ManifestCommand {
         let rewrites = try flags.configOptions.rewrites()
         let holder = "pid \(getpid()), haul sync \(manifestOptions.manifest)"
         let input = try flags.read()
-        if let verdict = try flags.settled(input, holder: dryRun ? nil : holder, listsPlan: dryRun, rewrites: rewrites) {
+        if let verdict = try flags.settled(input, holder: dryRun ? nil : holder, listsPlan: dryRun, rewrites: rewrites)
+        {
             let reporter = flags.makeReporter(rewrites: rewrites)
             reporter.plan(verdict.plan, acting: !dryRun)
             guard !dryRun else { return }
-            reporter.summary(SyncResult(plan: verdict.plan, outcomes: [], seconds: verdict.seconds), exitStatus: 0,
-                             interruptedBy: nil)
+            reporter.summary(
+                SyncResult(plan: verdict.plan, outcomes: [], seconds: verdict.seconds), exitStatus: 0,
+                interruptedBy: nil)
             return withExtendedLifetime(verdict) {}
         }
         // Downloads begin while a large manifest is read; none is put in place unless the manifest is valid.
         let headStart = dryRun ? nil : flags.headStart(for: input, rewrites: rewrites)
         defer { headStart?.abandon() }
-        let manifest = try flags.load(input, fingerprinting: !dryRun, early: headStart.map { headStart in { headStart.offer($0) } })
+        let manifest = try flags.load(
+            input, fingerprinting: !dryRun, early: headStart.map { headStart in { headStart.offer($0) } })
         try flags.policy.enforce(on: manifest)
         let reporter = flags.makeReporter(rewrites: rewrites)
-        var options = try flags.transferOptions.syncOptions(prune: flags.policy.prune, rewrites: rewrites,
-                                                            cacheDirectory: flags.cacheOptions.directory(),
-                                                            entries: manifest.files.count, warning: reporter.warning)
+        var options = try flags.transferOptions.syncOptions(
+            prune: flags.policy.prune, rewrites: rewrites,
+            cacheDirectory: flags.cacheOptions.directory(),
+            entries: manifest.files.count, warning: reporter.warning)
         options.shard = try flags.sharding.resolved()
         options.durability = try flags.durabilityOptions.resolved()
         options.netrc = try flags.netrcOptions.credentials(manifestWants: manifest.netrc)
@@ -439,21 +479,25 @@ struct SyncCommand: ManifestCommand {
         try flags.requestOptions.apply(to: &options)
         let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
-        let interrupts = InterruptWatcher(cancelling: cancellation, timeLimit: flags.run.maxTime.map { ($0.seconds, $0.written) })
+        let interrupts = InterruptWatcher(
+            cancelling: cancellation, timeLimit: flags.run.maxTime.map { ($0.seconds, $0.written) })
         // A dry run changes nothing, so it need not hold the lock to look.
-        let observation = try flags.observe(sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
-                                                      rehash: flags.run.rehash)
+        let observation = try flags.observe(
+            sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
+            rehash: flags.run.rehash)
         if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
         let plan = sync.plan(observation)
         let prefetched = headStart?.finish()
         reporter.plan(plan, acting: !dryRun)
         guard !dryRun else { return keepUntilExit(observation, plan) }
         interrupts.beginChanging()
-        let result = sync.apply(plan, observed: observation, observer: reporter, cancellation: cancellation,
-                                prefetched: prefetched)
+        let result = sync.apply(
+            plan, observed: observation, observer: reporter, cancellation: cancellation,
+            prefetched: prefetched)
         prefetched?.remove()
         let status = interrupts.exitStatus ?? result.exitStatus.rawValue
-        reporter.summary(result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
+        reporter.summary(
+            result, exitStatus: status, interruptedBy: interrupts.exitStatus == nil ? nil : interrupts.signalName)
         keepUntilExit(observation, result)
         if status != 0 { throw ExitCode(status) }
     }
@@ -465,11 +509,11 @@ struct PlanCommand: ManifestCommand {
         abstract: "Show what sync would do. Exits 2 when anything would change.",
         usage: "haul plan [<options>] [<manifest>]",
         discussion: """
-        Exits 0 when nothing would change, 2 when something would (a revalidation of an unpinned file included).
-        Examples:
-          haul plan assets.yaml || echo "changes pending"
-          haul plan assets.yaml --prune --json
-        """)
+            Exits 0 when nothing would change, 2 when something would (a revalidation of an unpinned file included).
+            Examples:
+              haul plan assets.yaml || echo "changes pending"
+              haul plan assets.yaml --prune --json
+            """)
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var reporting: ReportingOptions
@@ -492,8 +536,9 @@ struct PlanCommand: ManifestCommand {
         }
         let manifest = try flags.load(input, fingerprinting: false)
         try flags.policy.enforce(on: manifest)
-        var options = SyncOptions(prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
-                                  cacheDirectory: flags.cacheOptions.directory())
+        var options = SyncOptions(
+            prune: flags.policy.prune, shard: try flags.sharding.resolved(), rewrites: rewrites,
+            cacheDirectory: flags.cacheOptions.directory())
         try RunLimits.apply(to: &options, transfers: false, entries: manifest.files.count)
         options.revalidatesFreshFiles = flags.policy.refresh
         options.adopts = Set(flags.policy.adopt)
@@ -510,11 +555,11 @@ struct Verify: ManifestCommand {
         abstract: "Hash every local file and compare with the manifest (no network).",
         usage: "haul verify [<options>] [<manifest>]",
         discussion: """
-        Ignores the state cache: every pinned file is hashed. Exits 1 if any file is missing or differs.
-        Examples:
-          haul verify assets.yaml
-          haul verify assets.yaml --quiet --json
-        """)
+            Ignores the state cache: every pinned file is hashed. Exits 1 if any file is missing or differs.
+            Examples:
+              haul verify assets.yaml
+              haul verify assets.yaml --quiet --json
+            """)
 
     @OptionGroup var manifestOptions: ManifestOptions
     @OptionGroup var reporting: ReportingOptions
@@ -568,10 +613,11 @@ struct Schema: ParsableCommand {
 
 /// `--durability full|none` or `HAUL_DURABILITY`: whether committed files must survive a power loss.
 struct DurabilityOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "(sync) full: each file is on disk before it is reported done (default). none: no flushing; still atomic if haul "
-            + "is killed, not across a power loss (ephemeral CI runners). Or set HAUL_DURABILITY.",
-        valueName: "full|none"))
+    @Option(
+        help: ArgumentHelp(
+            "(sync) full: each file is on disk before it is reported done (default). none: no flushing; still atomic if haul "
+                + "is killed, not across a power loss (ephemeral CI runners). Or set HAUL_DURABILITY.",
+            valueName: "full|none"))
     var durability: String?
 
     /// The level asked for: the option, else the environment, else `full`; an unknown one is a usage error (64).
@@ -615,7 +661,8 @@ struct ByteSize: CustomStringConvertible {
     var bytes: Int64
 
     var description: String {
-        for (suffix, unit) in [("T", Int64(1) << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] where bytes % unit == 0 {
+        for (suffix, unit) in [("T", Int64(1) << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)]
+        where bytes % unit == 0 {
             return "\(bytes / unit)\(suffix)"
         }
         return "\(bytes)"
@@ -630,7 +677,8 @@ struct ByteSize: CustomStringConvertible {
         } catch {
             throw OptionValueError(error.description)
         }
-    }}
+    }
+}
 
 /// Why a value on the command line was refused, said after the argument parser's "The value '…' is invalid for
 /// '--option <value>': ".

@@ -11,7 +11,9 @@ package enum HumanReport {
     /// One line per change, then a summary line. Kept files are counted, not listed.
     /// `sources`: lines shown under each entry to fetch (`plan --verbose`: where its URLs were rewritten to).
     /// `members`: under a tree unpacked again, a line per member found changed (`plan --verbose`).
-    package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false) -> [String] {
+    package static func planLines(
+        _ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false
+    ) -> [String] {
         var lines: [String] = []
         planLines(plan, sources: sources, members: members) { lines.append($0) }
         return lines
@@ -21,8 +23,10 @@ package enum HumanReport {
     /// not first held as a million strings and then as one text.
     /// `unproven`: whether the records without proof get their line; a sync says them as a warning instead
     /// (`Sync.unprovenNote`), with or without changes.
-    package static func planLines(_ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false,
-                                  unproven: Bool = true, emit: (String) -> Void) {
+    package static func planLines(
+        _ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false,
+        unproven: Bool = true, emit: (String) -> Void
+    ) {
         for (index, planned) in zip(plan.actions.indices, plan.entries) {
             let destination = shown(planned.entry)
             let archive = planned.entry.extract == nil ? "" : "archive, "
@@ -35,20 +39,25 @@ package enum HumanReport {
                 if let sources { sources(planned.entry).forEach(emit) }
             case .fetch(let reason):
                 emit("~ \(destination) (\(archive)\(describe(reason, checksum: planned.entry.checksum))\(cached))")
-                if members, case .treeChanged(.membersChanged(let changes)) = reason { changes.map(memberLine).forEach(emit) }
+                if members, case .treeChanged(.membersChanged(let changes)) = reason {
+                    changes.map(memberLine).forEach(emit)
+                }
                 if let sources { sources(planned.entry).forEach(emit) }
             case .revalidate:
                 emit("↻ \(destination) (unpinned; ask the server whether it changed)")
                 if let sources { sources(planned.entry).forEach(emit) }
             case .fresh(let remaining):
-                emit("= \(destination) (unpinned; fresh for \(ProgressFormatting.duration(remaining)), no request; --refresh asks now)")
+                emit(
+                    "= \(destination) (unpinned; fresh for \(ProgressFormatting.duration(remaining)), no request; --refresh asks now)"
+                )
             case .refuse(let why):
                 emit("! \(destination) (\(why))")
             }
         }
         for orphan in plan.orphans {
-            emit("! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
-                 + "(--adopt \(orphan.manifest) makes this manifest their owner)")
+            emit(
+                "! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
+                    + "(--adopt \(orphan.manifest) makes this manifest their owner)")
         }
         for record in plan.unproven where unproven { emit("! " + Sync.unprovenNote(record)) }
         for prune in plan.prunes {
@@ -66,7 +75,9 @@ package enum HumanReport {
 
     package static func planSummary(_ plan: Plan) -> String {
         let tally = plan.tally
-        guard tally.hasChanges else { return "No changes\(shardNote(plan)): \(count(tally.upToDate, "file")) up to date." }
+        guard tally.hasChanges else {
+            return "No changes\(shardNote(plan)): \(count(tally.upToDate, "file")) up to date."
+        }
         var parts: [String] = []
         if tally.downloads.count > 0 {
             parts.append("\(tally.downloads.count) to download" + bytesSuffix(tally.downloads))
@@ -101,8 +112,11 @@ package enum HumanReport {
         case .missing:
             "missing"
         case .digestMismatch(let local):
-            if let checksum { "checksum differs: have \(abbreviated(checksum.render(local))), want \(abbreviated(checksum.rendered))" }
-            else { "checksum differs" }
+            if let checksum {
+                "checksum differs: have \(abbreviated(checksum.render(local))), want \(abbreviated(checksum.rendered))"
+            } else {
+                "checksum differs"
+            }
         case .sizeMismatch(let local, let expected):
             "size differs: have \(local) bytes, want \(expected)"
         case .replacesSymlink:
@@ -153,21 +167,27 @@ package enum HumanReport {
     /// `failureLines` as a JSON event or an annotation carries them, beside the destination rather than in the text:
     /// `https://h/a.csv: HTTP 404`; or `all 2 sources failed`, then a message per source. `manifest`: the path the
     /// command was given, for the commands a message names.
-    package static func failureMessages(entry: FileEntry, failure: EntryFailure, manifest: String = "haul.yaml") -> [String] {
+    package static func failureMessages(
+        entry: FileEntry, failure: EntryFailure, manifest: String = "haul.yaml"
+    ) -> [String] {
         let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: false, manifest: manifest)
         return [summary] + sources
     }
 
     /// `verbose`: libcurl's own message follows haul's (`FailureWording.libcurlDetail`).
-    package static func failureLines(entry: FileEntry, failure: EntryFailure, verbose: Bool = false,
-                                     manifest: String = "haul.yaml") -> [String] {
+    package static func failureLines(
+        entry: FileEntry, failure: EntryFailure, verbose: Bool = false,
+        manifest: String = "haul.yaml"
+    ) -> [String] {
         let (summary, sources) = failureParts(entry: entry, failure: failure, verbose: verbose, manifest: manifest)
         return ["error: \(entry.destination): \(summary)\(sources.isEmpty ? "" : ":")"] + sources.map { "  " + $0 }
     }
 
     /// What went wrong, and with several URLs tried, one message per URL (the last failure of each).
-    private static func failureParts(entry: FileEntry, failure: EntryFailure, verbose: Bool,
-                                     manifest: String) -> (summary: String, sources: [String]) {
+    private static func failureParts(
+        entry: FileEntry, failure: EntryFailure, verbose: Bool,
+        manifest: String
+    ) -> (summary: String, sources: [String]) {
         switch failure {
         case .refused(let why):
             return (why, [])
@@ -176,7 +196,9 @@ package enum HumanReport {
         case .transfer(let transfer):
             let last = transfer.lastFailurePerSource
             if let changed = changedUpstream(entry: entry, last, manifest: manifest) { return changed }
-            let attempts = last.map { "\($0.sourceDisplayURL): \(describe($0, for: entry))\(detail($0.reason, verbose))" }
+            let attempts = last.map {
+                "\($0.sourceDisplayURL): \(describe($0, for: entry))\(detail($0.reason, verbose))"
+            }
             if attempts.count == 1, let only = attempts.first { return (only, []) }
             return ("all \(attempts.count) sources failed", attempts)
         }
@@ -185,16 +207,23 @@ package enum HumanReport {
     /// Every source served other bytes than the pinned ones: most likely the file changed upstream, said once, with
     /// the command that pins it anew (`nil` when any source failed otherwise, or compressed a body nobody asked it to
     /// compress: that is the server's doing, not a new version).
-    private static func changedUpstream(entry: FileEntry, _ last: [AttemptFailure],
-                                        manifest: String) -> (summary: String, sources: [String])? {
+    private static func changedUpstream(
+        entry: FileEntry, _ last: [AttemptFailure],
+        manifest: String
+    ) -> (summary: String, sources: [String])? {
         guard !last.isEmpty, last.allSatisfy({ $0.reason.isAboutTheBytes && !$0.reason.isEncoded }) else { return nil }
-        let repin = "if the change upstream is intended, `\(CommandHint.update(entry.destination.description, manifest: manifest))` pins it anew"
+        let repin =
+            "if the change upstream is intended, `\(CommandHint.update(entry.destination.description, manifest: manifest))` pins it anew"
         if last.count == 1, let only = last.first {
-            return ("\(only.sourceDisplayURL): the server's bytes differ from the pinned checksum: "
-                    + "\(differences(only.reason, entry: entry)) (\(repin))", [])
+            return (
+                "\(only.sourceDisplayURL): the server's bytes differ from the pinned checksum: "
+                    + "\(differences(only.reason, entry: entry)) (\(repin))", []
+            )
         }
-        return ("every source served bytes that differ from the pinned checksum (\(repin))",
-                last.map { "\($0.sourceDisplayURL): \(differences($0.reason, entry: entry))" })
+        return (
+            "every source served bytes that differ from the pinned checksum (\(repin))",
+            last.map { "\($0.sourceDisplayURL): \(differences($0.reason, entry: entry))" }
+        )
     }
 
     /// What a source that served other bytes than pinned served: `expected sha256:…, got sha256:…` (in the
@@ -219,7 +248,8 @@ package enum HumanReport {
         let text = describe(failure.reason, for: entry)
         guard case .httpStatus(let status) = failure.reason, status == 401 || status == 403 else { return text }
         if let elsewhere = failure.headersWithheldAt {
-            return text + " (the redirect to \(elsewhere) went to another origin, so the entry's headers were not sent there)"
+            return text
+                + " (the redirect to \(elsewhere) went to another origin, so the entry's headers were not sent there)"
         }
         return text + " (to send credentials: -H 'Authorization: …', the manifest's headers:, or --netrc)"
     }
@@ -298,9 +328,11 @@ package enum HumanReport {
     package static func fetchedWhat(destination: String, _ file: DownloadedFile) -> String {
         guard let unpacked = file.unpacked else {
             let size = ByteCount.format(file.size)
-            return "\(destination) (" + (file.resumedAt.map { "resumed at \(ByteCount.format($0)) of \(size)" } ?? size) + ")"
+            return "\(destination) (" + (file.resumedAt.map { "resumed at \(ByteCount.format($0)) of \(size)" } ?? size)
+                + ")"
         }
-        return "\(destination)/ (\(count(unpacked.files, "file")) from a \(ByteCount.format(file.size)) archive\(resumed(file)))"
+        return
+            "\(destination)/ (\(count(unpacked.files, "file")) from a \(ByteCount.format(file.size)) archive\(resumed(file)))"
     }
 
     /// A file's line as a log shows it once it is in place: `fetched a.bin (4.0 MiB)`, `fetched a.bin (resumed at 1.2
@@ -336,7 +368,9 @@ package enum HumanReport {
         let confirmed = counts.notModified
         let upToDate = result.plan.upToDateCount + confirmed
         var line: String
-        if counts.fetched == 0 && counts.cached == 0 && failed == 0 && counts.interrupted == 0 && result.deletedCount == 0 {
+        if counts.fetched == 0 && counts.cached == 0 && failed == 0 && counts.interrupted == 0
+            && result.deletedCount == 0
+        {
             // Files an earlier run left not durable, still not durable: not "nothing to do" (the run exits 1).
             line = (counts.notDurable == 0 ? "Nothing to do: " : "") + "\(count(upToDate, "file")) up to date"
         } else {
@@ -364,7 +398,8 @@ package enum HumanReport {
     /// not those that had already failed.
     package static func interruptedLine(_ result: SyncResult, signal: String) -> String {
         let stopped = result.counts.interrupted
-        return "haul: interrupted by \(signal); \(stopped) unfinished \(stopped == 1 ? "entry keeps its" : "entries keep their") "
+        return
+            "haul: interrupted by \(signal); \(stopped) unfinished \(stopped == 1 ? "entry keeps its" : "entries keep their") "
             + "old content (partial downloads are kept to resume)"
     }
 
@@ -388,4 +423,3 @@ package enum HumanReport {
         return "\(tenths / 10).\(tenths % 10) s"
     }
 }
-

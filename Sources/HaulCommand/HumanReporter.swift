@@ -47,8 +47,10 @@ final class HumanReporter: RunReporter, Sendable {
         case bar(TerminalView)
     }
 
-    init(style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, manifest: String = "haul.yaml",
-         colour: Bool) {
+    init(
+        style: ProgressStyle, quiet: Bool, verbose: Bool, rewrites: URLRewriter = .none, manifest: String = "haul.yaml",
+        colour: Bool
+    ) {
         self.style = style
         self.manifest = manifest
         self.quiet = quiet
@@ -86,7 +88,8 @@ final class HumanReporter: RunReporter, Sendable {
 
     func plan(_ plan: Plan, acting: Bool) {
         if !quiet, plan.hasChanges || !acting {
-            let sources: ((FileEntry) -> [String])? = verbose && !rewrites.isEmpty ? { self.rewrittenSourceLines($0) } : nil
+            let sources: ((FileEntry) -> [String])? =
+                verbose && !rewrites.isEmpty ? { self.rewrittenSourceLines($0) } : nil
             // Written as it is worded: a million changes are never held as text all at once. A sync says unproven
             // records as a warning: not twice.
             Output.stream { emit in
@@ -113,7 +116,8 @@ final class HumanReporter: RunReporter, Sendable {
 
     func entry(_ entry: FileEntry, started source: String) {
         if verbose, !quiet, !rewrites.isEmpty,
-           let from = rewrites.sources(of: entry).first(where: { $0.displayURL == source })?.rewrittenFrom {
+            let from = rewrites.sources(of: entry).first(where: { $0.displayURL == source })?.rewrittenFrom
+        {
             log("fetch \(entry.destination) ← \(source) (rewritten from \(from))")
         }
         guard let tracker else { return }
@@ -140,8 +144,10 @@ final class HumanReporter: RunReporter, Sendable {
         let cause = FailureWording.attempt(failure) + HumanReport.detail(failure.reason, verbose)
         if let next, next.delay > 0, verbose || tracker != nil {
             let elsewhere = next.sourceDisplayURL != failure.sourceDisplayURL ? " from \(next.sourceDisplayURL)" : ""
-            Output.errors([paint("retry", ANSI.yellow, colour)
-                           + " \(destination): \(cause); retrying in \(HumanReport.formatSeconds(next.delay))\(elsewhere)"])
+            Output.errors([
+                paint("retry", ANSI.yellow, colour)
+                    + " \(destination): \(cause); retrying in \(HumanReport.formatSeconds(next.delay))\(elsewhere)"
+            ])
         } else if verbose {
             // This source is left for now: the next one is tried at once, or the entry fails with its own error.
             Output.errors([paintDiagnostic("warning: \(destination): \(cause)")])
@@ -167,10 +173,12 @@ final class HumanReporter: RunReporter, Sendable {
             Output.errors([paintDiagnostic(HumanReport.notDurableLine(entry: entry, error: error))])
         case .failed(let failure) where failure.wasInterrupted:
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
-            // one line for the whole interruption, not one per entry
+        // one line for the whole interruption, not one per entry
         case .failed(let failure):
             tracker?.update { model, _ in model.finished(entry.index, .failed) }
-            Output.errors(HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose, manifest: manifest).map(paintDiagnostic))
+            Output.errors(
+                HumanReport.failureLines(entry: entry, failure: failure, verbose: verbose, manifest: manifest).map(
+                    paintDiagnostic))
         }
     }
 
@@ -179,17 +187,24 @@ final class HumanReporter: RunReporter, Sendable {
         tracker?.update { model, _ in model.finished(entry.index, .fetched(size: file.size)) }
         let destination = entry.destination.description
         if !quiet, let encoding = file.contentEncoding {
-            Output.errors([paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))])
+            Output.errors([
+                paintDiagnostic("warning: \(destination): " + HumanReport.encodingWarning(encoding: encoding))
+            ])
         }
         if !quiet, let unpacked = file.unpacked, !unpacked.keptFiles.isEmpty {
-            Output.errors([paintDiagnostic("warning: " + HumanReport.keptFilesWarning(folder: destination, unpacked.keptFiles))])
+            Output.errors([
+                paintDiagnostic("warning: " + HumanReport.keptFilesWarning(folder: destination, unpacked.keptFiles))
+            ])
         }
         guard !quiet, verbose || linePerFile else { return }
         let line = HumanReport.doneLine(destination: destination, file)
         guard verbose, !file.fromCache else { return log(line) }
-        let redirected = file.servedBy.isEmpty || file.servedBy == file.sourceDisplayURL ? "" : ", served by \(file.servedBy)"
+        let redirected =
+            file.servedBy.isEmpty || file.servedBy == file.sourceDisplayURL ? "" : ", served by \(file.servedBy)"
         let version = file.httpVersion.map { " over HTTP/\($0)" } ?? ""
-        log(line + " from " + file.sourceDisplayURL + rewrittenSuffix(entry, source: file.sourceIndex) + redirected + version)
+        log(
+            line + " from " + file.sourceDisplayURL + rewrittenSuffix(entry, source: file.sourceIndex) + redirected
+                + version)
     }
 
     /// ` (rewritten from URL)` when the entry's source `index` is a rewrite.
@@ -251,14 +266,15 @@ final class HumanReporter: RunReporter, Sendable {
     /// `+` green, `~` yellow, `↻` cyan, `-` red, `!` bold red: the marker only, the words stay as they are.
     private func paintPlanLine(_ line: String) -> TerminalText {
         guard let marker = line.first, line.dropFirst().first == " " else { return TerminalText(line) }
-        let code: String? = switch marker {
-        case "+": ANSI.green
-        case "~": ANSI.yellow
-        case "↻": ANSI.cyan
-        case "-": ANSI.red
-        case "!": ANSI.boldRed
-        default: nil
-        }
+        let code: String? =
+            switch marker {
+            case "+": ANSI.green
+            case "~": ANSI.yellow
+            case "↻": ANSI.cyan
+            case "-": ANSI.red
+            case "!": ANSI.boldRed
+            default: nil
+            }
         guard let code else { return TerminalText(line) }
         return .painted(String(marker), code) + TerminalText(String(line.dropFirst()))
     }

@@ -70,8 +70,9 @@ final class InterruptWatcher: Sendable {
             _ = Semaphore().wait(seconds: limit.seconds)
             Output.stopWaiting()
             guard changing.load(ordering: .acquiring) else {
-                Self.exitAtOnce(ExitStatus.entryFailed.rawValue,
-                                "error: the run's time limit (--max-time \(limit.written)) was reached before anything was changed")
+                Self.exitAtOnce(
+                    ExitStatus.entryFailed.rawValue,
+                    "error: the run's time limit (--max-time \(limit.written)) was reached before anything was changed")
             }
             cancellation.cancel(because: .timeLimitReached("--max-time \(limit.written)"))
         }

@@ -68,11 +68,14 @@ final class JSONReporter: RunReporter, Sendable {
 
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome) {
         let warnings = wrongBytes.withLock { $0.removeValue(forKey: entry.index) } ?? []
-        if case .failed = outcome {} else {
+        if case .failed = outcome {
+        } else {
             for message in warnings { emit(JSONEvents.warning(dest: entry.destination.description, message: message)) }
         }
         if let file = outcome.fetchedFile, let encoding = file.contentEncoding {
-            emit(JSONEvents.warning(dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
+            emit(
+                JSONEvents.warning(
+                    dest: entry.destination.description, message: HumanReport.encodingWarning(encoding: encoding)))
         }
         var from: String?
         if !rewrites.isEmpty, let file = outcome.fetchedFile {

@@ -12,14 +12,24 @@ enum ManualFacts {
     }
 
     static let exitStatuses: [Item] = [
-        Item(term: "\(ExitStatus.success.rawValue)", meaning: "everything is in its desired state (plan: nothing to do)"),
-        Item(term: "\(ExitStatus.entryFailed.rawValue)", meaning: "an entry failed, or is in place but not yet durable"),
+        Item(
+            term: "\(ExitStatus.success.rawValue)", meaning: "everything is in its desired state (plan: nothing to do)"),
+        Item(
+            term: "\(ExitStatus.entryFailed.rawValue)", meaning: "an entry failed, or is in place but not yet durable"),
         Item(term: "\(ExitStatus.changesPending.rawValue)", meaning: "plan found changes (a revalidation included)"),
-        Item(term: "\(ExitStatus.invalidManifest.rawValue)", meaning: "the manifest is invalid or refused; nothing touched"),
+        Item(
+            term: "\(ExitStatus.invalidManifest.rawValue)",
+            meaning: "the manifest is invalid or refused; nothing touched"),
         Item(term: "\(ExitStatus.rootBusy.rawValue)", meaning: "another haul is syncing the same root (see --wait)"),
-        Item(term: "\(ExitStatus.unsafePrivateFolder.rawValue)", meaning: "root's .haul holds a symlink or a wrong kind of file"),
-        Item(term: "\(ExitStatus.usage.rawValue)", meaning: "usage error, or a bad --config, --ca-file, cache folder, setting or ulimit"),
-        Item(term: "\(ExitStatus.outputFailed.rawValue)", meaning: "standard output could not be written (disk full, I/O error)"),
+        Item(
+            term: "\(ExitStatus.unsafePrivateFolder.rawValue)",
+            meaning: "root's .haul holds a symlink or a wrong kind of file"),
+        Item(
+            term: "\(ExitStatus.usage.rawValue)",
+            meaning: "usage error, or a bad --config, --ca-file, cache folder, setting or ulimit"),
+        Item(
+            term: "\(ExitStatus.outputFailed.rawValue)",
+            meaning: "standard output could not be written (disk full, I/O error)"),
         Item(term: "130, 143", meaning: "interrupted (SIGINT, SIGTERM); finished files stay"),
     ]
 
@@ -48,8 +58,10 @@ enum ManualFacts {
     /// A titled block of `items`, the terms aligned, as `--help` prints it (one item a line, within 80 columns).
     static func block(_ title: String, _ items: [Item]) -> String {
         let width = items.map(\.term.count).max() ?? 0
-        return ([title + ":"] + items.map { item in
-            "  " + item.term + String(repeating: " ", count: width - item.term.count + 2) + item.meaning
-        }).joined(separator: "\n")
+        return
+            ([title + ":"]
+            + items.map { item in
+                "  " + item.term + String(repeating: " ", count: width - item.term.count + 2) + item.meaning
+            }).joined(separator: "\n")
     }
 }

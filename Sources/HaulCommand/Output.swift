@@ -60,7 +60,8 @@ enum Output {
     /// signal does not extend the grace.
     static func stopWaiting() {
         let deadline = MonotonicClock.seconds() + readerGraceAfterStop
-        _ = waitDeadline.compareExchange(expected: Double.infinity.bitPattern, desired: deadline.bitPattern, ordering: .relaxed)
+        _ = waitDeadline.compareExchange(
+            expected: Double.infinity.bitPattern, desired: deadline.bitPattern, ordering: .relaxed)
     }
 
     /// `status`, or 74 (`outputFailed`) instead of 0 when standard output could not be written (a full disk, an I/O
@@ -115,7 +116,9 @@ enum Output {
     private static func write(_ lines: [TerminalText], to descriptor: Int32) {
         live.withLock { region in
             writeHeldLines(above: region)
-            if !lines.isEmpty { writeAbove(region, lines.map(\.rendered).joined(separator: "\n") + "\n", to: descriptor) }
+            if !lines.isEmpty {
+                writeAbove(region, lines.map(\.rendered).joined(separator: "\n") + "\n", to: descriptor)
+            }
         }
     }
 
@@ -294,10 +297,11 @@ final class OutputDescriptor: Sendable {
     /// True when the reader made room (or the next write will say what went wrong); false once `deadline()` has
     /// passed. The deadline is looked at again every `waitSlice`: it may come nearer while this waits.
     private func waitForRoom(until deadline: () -> Double) -> Bool {
-        let polled: Int32 = switch writer {
-        case .reopened(let own): own
-        case .direct, .socket: descriptor
-        }
+        let polled: Int32 =
+            switch writer {
+            case .reopened(let own): own
+            case .direct, .socket: descriptor
+            }
         while true {
             let remaining = deadline() - MonotonicClock.seconds()
             guard remaining > 0 else { return false }
@@ -317,7 +321,8 @@ struct TerminalSize: Equatable {
     static func current(_ descriptor: Int32) -> TerminalSize {
         var size = winsize()
         guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0 else { return TerminalSize(columns: 80, rows: 24) }
-        return TerminalSize(columns: size.ws_col > 0 ? Int(size.ws_col) : 80, rows: size.ws_row > 0 ? Int(size.ws_row) : 24)
+        return TerminalSize(
+            columns: size.ws_col > 0 ? Int(size.ws_col) : 80, rows: size.ws_row > 0 ? Int(size.ws_row) : 24)
     }
 }
 

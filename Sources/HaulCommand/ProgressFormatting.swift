@@ -71,8 +71,8 @@ enum ProgressFormatting {
         guard let scalar = character.unicodeScalars.first?.value else { return 0 }
         switch scalar {
         case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF,
-             0xA000...0xA4CF, 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60,
-             0xFFE0...0xFFE6, 0x1F300...0x1F64F, 0x1F900...0x1F9FF, 0x20000...0x3FFFD:
+            0xA000...0xA4CF, 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60,
+            0xFFE0...0xFFE6, 0x1F300...0x1F64F, 0x1F900...0x1F9FF, 0x20000...0x3FFFD:
             return 2
         default:
             return 1
@@ -142,9 +142,12 @@ enum ProgressFormatting {
 
     /// `[12/40 files] 35.2 MiB / 120.0 MiB  8.1 MiB/s  ETA 11s`, clipped to `width` - 1 columns (writing the
     /// last column makes some terminals wrap). The ETA appears only when the total is known.
-    static func overallLine(filesDone: Int, filesTotal: Int, failed: Int, bytesDone: Int64, bytesTotal: Int64?,
-                            rate: Double?, width: Int) -> String {
-        var line = "[\(filesDone)/\(filesTotal) files\(failed > 0 ? ", \(failed) failed" : "")] "
+    static func overallLine(
+        filesDone: Int, filesTotal: Int, failed: Int, bytesDone: Int64, bytesTotal: Int64?,
+        rate: Double?, width: Int
+    ) -> String {
+        var line =
+            "[\(filesDone)/\(filesTotal) files\(failed > 0 ? ", \(failed) failed" : "")] "
             + amount(bytesDone, of: bytesTotal)
         if let rate { line += "  " + self.rate(rate) }
         if let bytesTotal, let seconds = eta(remaining: bytesTotal - bytesDone, rate: rate) {
@@ -197,7 +200,7 @@ enum ProgressFormatting {
                 return clip(indent + truncateMiddle(name, to: room) + "  " + amount, to: usable)
             }
         }
-        var barCells = min(30, usable - stats - longest - 4)   // 4: two brackets, one gap
+        var barCells = min(30, usable - stats - longest - 4)  // 4: two brackets, one gap
         if barCells < 10 {
             // Not enough for everything: keep a 10-cell bar while names keep at least 12 columns.
             barCells = usable - stats - minimumName - 4 >= 10 ? 10 : 0

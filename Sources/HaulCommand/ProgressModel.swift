@@ -153,7 +153,9 @@ struct ProgressModel {
         if active[id] == nil { started(id, name, size: size, now: now) }
         guard var transfer = active[id] else { return }
         let total = progress.totalBytesWritten
-        let delta = transfer.seenProgress && total >= transfer.written ? total - transfer.written
+        let delta =
+            transfer.seenProgress && total >= transfer.written
+            ? total - transfer.written
             : min(Int64(progress.bytesWritten), max(0, total))
         transfer.seenProgress = true
         transfer.written = total
@@ -171,7 +173,9 @@ struct ProgressModel {
         guard active[id] != nil else { return }
         active[id]?.note = next != nil ? "retrying" : nil
         active[id]?.wait = next.flatMap { next in
-            next.delay > 0 ? Wait(until: now + next.delay, retry: next.retry, retries: next.retries, url: next.sourceDisplayURL) : nil
+            next.delay > 0
+                ? Wait(until: now + next.delay, retry: next.retry, retries: next.retries, url: next.sourceDisplayURL)
+                : nil
         }
     }
 
@@ -234,17 +238,22 @@ struct ProgressModel {
     /// The live view: an overall line, then up to `maxTransferLines` rows (fewer on a short terminal, so the
     /// frame never scrolls, which would break moving back up over it), then `… and N more`.
     func frame(columns: Int, rows: Int) -> [String] {
-        var lines = [ProgressFormatting.overallLine(filesDone: filesDone, filesTotal: filesTotal, failed: failed,
-                                                    bytesDone: bytesDone, bytesTotal: bytesTotal, rate: rate,
-                                                    width: columns)]
+        var lines = [
+            ProgressFormatting.overallLine(
+                filesDone: filesDone, filesTotal: filesTotal, failed: failed,
+                bytesDone: bytesDone, bytesTotal: bytesTotal, rate: rate,
+                width: columns)
+        ]
         let transfers = activeInOrder
         // Leave room for the overall line, the "more" line and the line the cursor rests on.
         let room = max(0, min(ProgressFormatting.maxTransferLines, rows - 3))
         let shown = min(transfers.count, room)
-        lines += ProgressFormatting.transferLines(transfers.prefix(shown).map {
-            ProgressFormatting.TransferRow(name: $0.name, done: $0.written, total: $0.expected, rate: $0.meter.rate,
-                                           note: $0.note, wait: waitText($0, now: sampledAt))
-        }, width: columns)
+        lines += ProgressFormatting.transferLines(
+            transfers.prefix(shown).map {
+                ProgressFormatting.TransferRow(
+                    name: $0.name, done: $0.written, total: $0.expected, rate: $0.meter.rate,
+                    note: $0.note, wait: waitText($0, now: sampledAt))
+            }, width: columns)
         if transfers.count > shown && rows >= 3 {
             lines.append(ProgressFormatting.moreLine(transfers.count - shown, width: columns))
         }
@@ -256,15 +265,20 @@ struct ProgressModel {
     mutating func heartbeat(now: Double, interval: Double) -> String? {
         guard now - lastHeartbeat >= interval else { return nil }
         let candidates = active.filter { now - $0.value.started >= interval }
-        guard let (id, chosen) = candidates.min(by: {
-            ($0.value.lastMentioned ?? -.infinity, $0.value.started, $0.value.name)
-                < ($1.value.lastMentioned ?? -.infinity, $1.value.started, $1.value.name)
-        }) else { return nil }
+        guard
+            let (id, chosen) = candidates.min(by: {
+                ($0.value.lastMentioned ?? -.infinity, $0.value.started, $0.value.name)
+                    < ($1.value.lastMentioned ?? -.infinity, $1.value.started, $1.value.name)
+            })
+        else { return nil }
         lastHeartbeat = now
         active[id]?.lastMentioned = now
-        if let wait = waitText(chosen, now: now) { return ProgressFormatting.heartbeatLine(name: chosen.name, waiting: wait) }
-        return ProgressFormatting.heartbeatLine(name: chosen.name, done: chosen.written, total: chosen.expected,
-                                               rate: chosen.meter.rate)
+        if let wait = waitText(chosen, now: now) {
+            return ProgressFormatting.heartbeatLine(name: chosen.name, waiting: wait)
+        }
+        return ProgressFormatting.heartbeatLine(
+            name: chosen.name, done: chosen.written, total: chosen.expected,
+            rate: chosen.meter.rate)
     }
 }
 

@@ -43,17 +43,23 @@ struct ReportingOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Also print each file fetched and each retry.")
     var verbose = false
 
-    @Option(help: ArgumentHelp("(sync) Progress while files arrive: auto (bar on a terminal, plain otherwise), bar, plain, none.",
-                               valueName: "style"))
+    @Option(
+        help: ArgumentHelp(
+            "(sync) Progress while files arrive: auto (bar on a terminal, plain otherwise), bar, plain, none.",
+            valueName: "style"))
     var progress: ProgressStyle = .auto
 
-    @Flag(help: ArgumentHelp("Write newline-delimited JSON events to stdout and nothing else: each command writes a "
-                             + "diagnostic per manifest problem; sync writes plan, start, progress, retry, warning, done, failed, "
-                             + "pruned and summary; plan writes plan; verify writes verify."))
+    @Flag(
+        help: ArgumentHelp(
+            "Write newline-delimited JSON events to stdout and nothing else: each command writes a "
+                + "diagnostic per manifest problem; sync writes plan, start, progress, retry, warning, done, failed, "
+                + "pruned and summary; plan writes plan; verify writes verify."))
     var json = false
 
-    @Option(help: ArgumentHelp("Workflow commands for a CI: github (annotations on the manifest's lines, and a table in "
-                               + "$GITHUB_STEP_SUMMARY; the default when GITHUB_ACTIONS=true) or none.", valueName: "style"))
+    @Option(
+        help: ArgumentHelp(
+            "Workflow commands for a CI: github (annotations on the manifest's lines, and a table in "
+                + "$GITHUB_STEP_SUMMARY; the default when GITHUB_ACTIONS=true) or none.", valueName: "style"))
     var annotations: AnnotationStyle?
 
     var gitHub: GitHubAnnotations? { GitHubAnnotations.resolve(annotations, json: json) }
@@ -63,9 +69,11 @@ struct ReportingOptions: ParsableArguments {
     func makeReporter(rewrites: URLRewriter = .none, manifest: String = "haul.yaml") -> RunReporter {
         if json { return JSONReporter(rewrites: rewrites, manifest: manifest) }
         let environment = Environment.current
-        let style = quiet ? .none : progress.resolved(environment: environment, stderrIsTerminal: isatty(STDERR_FILENO) == 1)
-        return HumanReporter(style: style, quiet: quiet, verbose: verbose, rewrites: rewrites, manifest: manifest,
-                             colour: Colour.enabled(environment: environment, isTerminal: isatty(STDERR_FILENO) == 1))
+        let style =
+            quiet ? .none : progress.resolved(environment: environment, stderrIsTerminal: isatty(STDERR_FILENO) == 1)
+        return HumanReporter(
+            style: style, quiet: quiet, verbose: verbose, rewrites: rewrites, manifest: manifest,
+            colour: Colour.enabled(environment: environment, isTerminal: isatty(STDERR_FILENO) == 1))
     }
 }
 
@@ -75,7 +83,8 @@ struct ReportingOptions: ParsableArguments {
 /// plain progress format).
 enum Colour {
     static func enabled(environment: [String: String], isTerminal: Bool) -> Bool {
-        isTerminal && !isSet("NO_COLOR", in: environment) && !isSet("CI", in: environment) && environment["TERM"] != "dumb"
+        isTerminal && !isSet("NO_COLOR", in: environment) && !isSet("CI", in: environment)
+            && environment["TERM"] != "dumb"
     }
 
     /// Set and not empty: `CI=` and `NO_COLOR=` count as unset, as the conventions say.

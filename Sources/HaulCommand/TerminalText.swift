@@ -77,7 +77,8 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
     package static func escaping(_ text: String, workflowCommands: Bool = readByWorkflowRunner) -> String {
         // Nearly every line is free of them: one pass over the bytes, and the line is returned as it was.
         let mayStart = UnsafeScalar.mayStartTable
-        guard text.utf8.contains(where: { mayStart[Int($0)] || (workflowCommands && WorkflowCommandScan.mayStart($0)) }) else {
+        guard text.utf8.contains(where: { mayStart[Int($0)] || (workflowCommands && WorkflowCommandScan.mayStart($0)) })
+        else {
             return text
         }
         var escaped = ""
@@ -98,7 +99,6 @@ package struct TerminalText: Sendable, Equatable, ExpressibleByStringInterpolati
         }
         return escaped
     }
-
 
     /// Whether a GitHub Actions runner reads what haul writes for workflow commands: decided once, from the
     /// variable the runner sets for every step.

@@ -58,8 +58,10 @@ package struct Digest: Sendable, Hashable, CustomStringConvertible {
     /// Parses lowercase or uppercase hex; nil unless it is exactly `algorithm.byteCount` bytes.
     package init?(algorithm: DigestAlgorithm, hex: some StringProtocol) {
         let parse = { (utf8: UnsafeBufferPointer<UInt8>) in Digest(algorithm: algorithm, hexUTF8: utf8) }
-        guard let digest = hex.utf8.withContiguousStorageIfAvailable(parse)
-                ?? Array(hex.utf8).withUnsafeBufferPointer(parse) else { return nil }
+        guard
+            let digest = hex.utf8.withContiguousStorageIfAvailable(parse)
+                ?? Array(hex.utf8).withUnsafeBufferPointer(parse)
+        else { return nil }
         self = digest
     }
 
@@ -124,7 +126,8 @@ package struct Digest: Sendable, Hashable, CustomStringConvertible {
     /// anything else.
     package init?(subresourceIntegrity text: some StringProtocol) {
         guard let dash = text.firstIndex(of: "-"), let algorithm = DigestAlgorithm(rawValue: String(text[..<dash])),
-              !algorithm.isWeak else { return nil }
+            !algorithm.isWeak
+        else { return nil }
         self.init(algorithm: algorithm, base64: text[text.index(after: dash)...])
     }
 
@@ -187,7 +190,8 @@ package enum Hex {
     /// Decodes `input` (an even number of hex digits, either case) into the first `input.count / 2` bytes of
     /// `output`; false on any other character. By table: a manifest and a state of 100,000 digests each are
     /// decoded on every no-op sync.
-    package static func decode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool {
+    package static func decode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool
+    {
         precondition(input.count / 2 <= output.count, "hex decoding past the end of its output")
         return nibbles.withUnsafeBufferPointer { table in
             var invalid: UInt8 = 0

@@ -3,7 +3,8 @@ import Synchronization
 /// Stops a running engine from another thread (a signal handler's thread, a test). Thread-safe; cancelling
 /// twice is the same as once.
 package final class Cancellation: Sendable {
-    private let state = Mutex<(cancelled: Bool, reason: FailureReason, wakeUps: [MultiHandle.WakeUp])>((false, .interrupted, []))
+    private let state = Mutex<(cancelled: Bool, reason: FailureReason, wakeUps: [MultiHandle.WakeUp])>(
+        (false, .interrupted, []))
 
     package init() {}
 

@@ -13,8 +13,10 @@ package struct ConnectionSettings: Sendable, Equatable {
     /// A client certificate for servers that ask for one (mutual TLS): PEM files, read by libcurl at each handshake.
     package var clientCertificate: ClientCertificate?
 
-    package init(proxy: String? = nil, noProxy: String? = nil, connectTimeout: Double? = nil,
-                 clientCertificate: ClientCertificate? = nil) {
+    package init(
+        proxy: String? = nil, noProxy: String? = nil, connectTimeout: Double? = nil,
+        clientCertificate: ClientCertificate? = nil
+    ) {
         self.proxy = proxy
         self.noProxy = noProxy
         self.connectTimeout = connectTimeout

@@ -22,7 +22,8 @@ enum RedirectedURL {
         }
         let port = part(CURLUPART_PORT).map { ":" + $0 } ?? ""
         let query = part(CURLUPART_QUERY) == nil ? "" : "?…"
-        return "\(part(CURLUPART_SCHEME) ?? "?")://\(part(CURLUPART_HOST) ?? "?")\(port)\(part(CURLUPART_PATH) ?? "/")\(query)"
+        return
+            "\(part(CURLUPART_SCHEME) ?? "?")://\(part(CURLUPART_HOST) ?? "?")\(port)\(part(CURLUPART_PATH) ?? "/")\(query)"
     }
 }
 
@@ -79,7 +80,8 @@ final class EasyHandle {
 
     func set(_ option: CURLoption, _ value: Int) { check(haul_easy_setopt_long(raw, option, value), option) }
     func set(_ option: CURLoption, _ value: Bool) { set(option, value ? 1 : 0) }
-    func set(_ option: CURLoption, _ value: String) { check(haul_easy_setopt_string(raw, option, value), option) }  // copied
+    /// libcurl copies the string.
+    func set(_ option: CURLoption, _ value: String) { check(haul_easy_setopt_string(raw, option, value), option) }
     func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) {
         check(haul_easy_setopt_pointer(raw, option, pointer), option)
     }
@@ -94,8 +96,10 @@ final class EasyHandle {
 
     /// Routes this handle's body, headers, progress and socket creation to the engine's callbacks, each given
     /// `context` (the transfer, unretained: the engine keeps it alive while the handle is in the multi).
-    func setCallbacks(context: UnsafeMutableRawPointer, write: TransferCallbacks.Data, header: TransferCallbacks.Data,
-                      progress: TransferCallbacks.Progress, openSocket: TransferCallbacks.OpenSocket) {
+    func setCallbacks(
+        context: UnsafeMutableRawPointer, write: TransferCallbacks.Data, header: TransferCallbacks.Data,
+        progress: TransferCallbacks.Progress, openSocket: TransferCallbacks.OpenSocket
+    ) {
         check(haul_easy_setopt_write_callback(raw, write), CURLOPT_WRITEFUNCTION)
         set(CURLOPT_WRITEDATA, pointer: context)
         check(haul_easy_setopt_header_callback(raw, header), CURLOPT_HEADERFUNCTION)
@@ -114,7 +118,8 @@ final class EasyHandle {
 
     private func check(_ result: CURLcode, _ option: CURLoption) {
         guard result != CURLE_OK, refusal == nil else { return }
-        refusal = .network(code: CurlCode(result), message: "libcurl refused option \(option.rawValue): \(result.message)")
+        refusal = .network(
+            code: CurlCode(result), message: "libcurl refused option \(option.rawValue): \(result.message)")
     }
 
     /// The status a proxy answered a CONNECT with (0 when there was no tunnel): a 407 there fails the transfer
@@ -141,7 +146,9 @@ final class EasyHandle {
     /// The absolute target of a 3xx answer's `Location`, resolved against the request URL.
     var redirectURL: String? {
         var pointer: UnsafeMutablePointer<CChar>?
-        guard haul_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        guard haul_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer else {
+            return nil
+        }
         return String(cString: pointer)
     }
 
@@ -170,8 +177,9 @@ final class MultiHandle {
     func add(_ easy: EasyHandle) -> FailureReason? {
         let result = curl_multi_add_handle(raw, easy.raw)
         guard result != CURLM_OK else { return nil }
-        return .network(code: CurlCode(CURLE_OUT_OF_MEMORY),
-                        message: "libcurl could not start the transfer: \(String(cString: curl_multi_strerror(result)))")
+        return .network(
+            code: CurlCode(CURLE_OUT_OF_MEMORY),
+            message: "libcurl could not start the transfer: \(String(cString: curl_multi_strerror(result)))")
     }
     func remove(_ easy: EasyHandle) { curl_multi_remove_handle(raw, easy.raw) }
 
@@ -219,8 +227,10 @@ extension CurlCode {
 /// The C signatures of the callbacks `EasyHandle.setCallbacks` installs.
 enum TransferCallbacks {
     typealias Data = @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int
-    typealias Progress = @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32
-    typealias OpenSocket = @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?)
+    typealias Progress =
+        @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32
+    typealias OpenSocket =
+        @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?)
         -> curl_socket_t
 }
 
@@ -238,7 +248,9 @@ package struct URLOrigin: Equatable {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         // NON_SUPPORT_SCHEME: parse any scheme, so that a refusal can name it.
-        guard curl_url_set(handle, CURLUPART_URL, url, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else { return nil }
+        guard curl_url_set(handle, CURLUPART_URL, url, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else {
+            return nil
+        }
         func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
             var pointer: UnsafeMutablePointer<CChar>?
             guard curl_url_get(handle, which, &pointer, flags) == CURLUE_OK, let pointer else { return nil }
@@ -270,7 +282,8 @@ func resolveRedirect(_ location: String, against base: String) -> String? {
     defer { curl_url_cleanup(handle) }
     let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
     guard curl_url_set(handle, CURLUPART_URL, base, flags) == CURLUE_OK,
-          curl_url_set(handle, CURLUPART_URL, location, flags) == CURLUE_OK else { return nil }
+        curl_url_set(handle, CURLUPART_URL, location, flags) == CURLUE_OK
+    else { return nil }
     var pointer: UnsafeMutablePointer<CChar>?
     guard curl_url_get(handle, CURLUPART_URL, &pointer, 0) == CURLUE_OK, let pointer else { return nil }
     defer { curl_free(pointer) }

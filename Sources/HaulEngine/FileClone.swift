@@ -10,7 +10,9 @@ import HaulFileSystem
 enum FileClone {
     /// A new file `file` (which must not exist) with `mode` exactly, or 0600 without one
     /// (`DirectoryHandle.createFile`). `hasFileMode`: the mode was set exactly.
-    static func create(_ file: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasFileMode: Bool), Errno> {
+    static func create(
+        _ file: StagedFile, mode: UInt32?, umask: UInt32?
+    ) -> Result<(descriptor: Int32, hasFileMode: Bool), Errno> {
         switch file.folder.createFile(file.name, mode: mode, umask: umask) {
         case .success(let created): .success((created.descriptor, created.hasMode))
         case .failure(let failure): .failure(Errno(failure.errno))
@@ -20,7 +22,8 @@ enum FileClone {
     /// A copy of `source` as `target` (new, with `mode` as `create` gives it): a reflink where the file system
     /// can, else the kernel copies the bytes. Returns whether the mode was set exactly, or the errno; a failed
     /// copy leaves no file behind.
-    static func copy(_ source: StagedFile, to target: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<Bool, Errno> {
+    static func copy(_ source: StagedFile, to target: StagedFile, mode: UInt32?, umask: UInt32?) -> Result<Bool, Errno>
+    {
         let input: Int32
         switch source.open(O_RDONLY) {
         case .success(let opened): input = opened

@@ -17,7 +17,9 @@ package enum Freshness {
             if name == "no-cache" || name == "no-store" { return nil }
             if name == "max-age", parts.count == 2 {
                 var value = String(parts[1]).trimmingWhitespace
-                if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+                if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                    value = String(value.dropFirst().dropLast())
+                }
                 // A malformed max-age makes the response stale (RFC 9111 4.2.1): no freshness at all.
                 guard let seconds = deltaSeconds(value) else { return nil }
                 maxAge = seconds
@@ -41,7 +43,9 @@ package enum Freshness {
     /// for anything else (a sign, a fraction, an exponent, nothing).
     static func deltaSeconds(_ text: String) -> Double? {
         let digits = text.utf8
-        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
         let ceiling = 2_147_483_648
         var value = 0
         for digit in digits {

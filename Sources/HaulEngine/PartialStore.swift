@@ -18,7 +18,9 @@ package struct PartialStore: Sendable {
     package static func fileName(for digest: Digest) -> String { "\(digest.algorithm.rawValue)-\(digest.hex).part" }
 
     func metadata(forPartial partial: StagedFile) -> PartialMetadata? {
-        guard case .success(let descriptor) = folder.openRegularFileForReading(partial.name + ".meta") else { return nil }
+        guard case .success(let descriptor) = folder.openRegularFileForReading(partial.name + ".meta") else {
+            return nil
+        }
         defer { close(descriptor) }
         var bytes = [UInt8](repeating: 0, count: 4096)
         let count = read(descriptor, &bytes, bytes.count)
@@ -30,7 +32,9 @@ package struct PartialStore: Sendable {
     func save(_ metadata: PartialMetadata, forPartial partial: StagedFile) {
         let temporary = partial.name + ".meta.new"
         folder.remove(temporary)
-        guard case .success(let descriptor) = folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL) else { return }
+        guard case .success(let descriptor) = folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL) else {
+            return
+        }
         let text = Array(metadata.encoded.utf8)
         let written = write(descriptor, text, text.count)
         close(descriptor)

@@ -33,7 +33,9 @@ package final class RateLimiter: Sendable {
 
     /// `bytes` were received.
     package func spend(_ bytes: Int, now: Double) {
-        account.withLock { refill(&$0, now: now); $0.balance -= Double(bytes) }
+        account.withLock {
+            refill(&$0, now: now); $0.balance -= Double(bytes)
+        }
     }
 
     /// Seconds until a chunk may be received (0 when one may now).

@@ -131,7 +131,8 @@ struct ResponseHeaders {
         var index = space + 1
         while index < line.count, line[index] == UInt8(ascii: " ") { index += 1 }
         let first = index
-        while index < line.count, line[index] >= UInt8(ascii: "0"), line[index] <= UInt8(ascii: "9"), index - first < 4 {
+        while index < line.count, line[index] >= UInt8(ascii: "0"), line[index] <= UInt8(ascii: "9"), index - first < 4
+        {
             code = code * 10 + Int(line[index] - UInt8(ascii: "0"))
             index += 1
         }
@@ -141,7 +142,8 @@ struct ResponseHeaders {
     /// Named by the field's name in lower case.
     private enum Field: String, CaseIterable {
         case etag, location, retryAfter = "retry-after", lastModified = "last-modified", contentRange = "content-range"
-        case contentLength = "content-length", transferEncoding = "transfer-encoding", contentEncoding = "content-encoding"
+        case contentLength = "content-length", transferEncoding = "transfer-encoding", contentEncoding =
+            "content-encoding"
         case cacheControl = "cache-control", expires, date, age
     }
 
@@ -164,7 +166,9 @@ extension ResponseHeaders {
     /// Why the response is not believed now that a line of `lineLength` bytes is in (nil: read on): its size at every
     /// line, the rest when the block ends (the blank line). Interim (1xx) answers are followed by the real one.
     func refusal(afterLineOf lineLength: Int, resumeOffset: Int64, bodyLimit: Int64) -> FailureReason? {
-        if headerBytes > Self.maxHeaderBytes { return .protocolViolation("response headers over \(Self.maxHeaderBytes >> 10) KiB") }
+        if headerBytes > Self.maxHeaderBytes {
+            return .protocolViolation("response headers over \(Self.maxHeaderBytes >> 10) KiB")
+        }
         guard lineLength <= 2, !(100..<200).contains(status) else { return nil }
         guard (200...599).contains(status) else { return .protocolViolation("status \(status) is outside 100-599") }
         guard (200..<300).contains(status) else { return nil }

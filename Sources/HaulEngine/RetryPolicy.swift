@@ -16,9 +16,11 @@ package struct RetryPolicy: Sendable {
     /// Seconds since the epoch, for `Retry-After` given as an HTTP date.
     package var wallClock: @Sendable () -> Double
 
-    package init(baseDelay: Double = 1, maxDelay: Double = 30, maxRetryAfter: Double = 120, jitter: Double = 0.25,
-                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-                wallClock: @escaping @Sendable () -> Double = RetryPolicy.systemWallClock) {
+    package init(
+        baseDelay: Double = 1, maxDelay: Double = 30, maxRetryAfter: Double = 120, jitter: Double = 0.25,
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        wallClock: @escaping @Sendable () -> Double = RetryPolicy.systemWallClock
+    ) {
         self.baseDelay = baseDelay
         self.maxDelay = maxDelay
         self.maxRetryAfter = maxRetryAfter
@@ -62,7 +64,9 @@ package enum RetryAfter: Sendable, Equatable {
     /// nil for anything that is neither form.
     package init?(headerValue: String) {
         let value = headerValue.trimmingWhitespace
-        if !value.isEmpty, value.utf8.count <= 12, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+        if !value.isEmpty, value.utf8.count <= 12,
+            value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        {
             guard let seconds = Double(value) else { return nil }
             self = .seconds(seconds)
             return
@@ -81,12 +85,12 @@ enum HTTPDate {
     static func parse(_ text: String) -> Double? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
-              let day = Int(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
+            let day = Int(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
         else { return nil }
         let time = parts[4].split(separator: ":")
         guard time.count == 3, let hour = Int(time[0]), let minute = Int(time[1]), let second = Int(time[2]),
-              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
-              (1970...9999).contains(year)  // bounded, so a hostile date cannot overflow the arithmetic below
+            (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
+            (1970...9999).contains(year)  // bounded, so a hostile date cannot overflow the arithmetic below
         else { return nil }
         let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
         return Double(days * 86_400 + hour * 3_600 + minute * 60 + second)

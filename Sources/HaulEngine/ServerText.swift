@@ -27,7 +27,9 @@ enum ServerText {
 package enum ProxySettings {
     /// Where the proxy for `url` was set (`--proxy`, or the variable libcurl reads) and its URL with any userinfo
     /// shown as `***`; nil when the request goes direct (no proxy, or the host is in `--noproxy`/`no_proxy`).
-    static func proxy(for url: String, settings: ConnectionSettings = ConnectionSettings()) -> (variable: String, redactedURL: String)? {
+    static func proxy(
+        for url: String, settings: ConnectionSettings = ConnectionSettings()
+    ) -> (variable: String, redactedURL: String)? {
         let noProxy = settings.noProxy ?? environment("no_proxy") ?? environment("NO_PROXY")
         if let noProxy, let host = URLOrigin(url)?.host, bypasses(host: host, noProxy: noProxy) { return nil }
         if let proxy = settings.proxy { return proxy.isEmpty ? nil : ("--proxy", redactingUserinfo(proxy)) }

@@ -22,7 +22,8 @@ enum TLSAlert: Int, Sendable, CaseIterable {
             index = start.upperBound
             // Eight hex digits and a colon: the packed code ERR_error_string_n writes.
             guard bytes.count >= index + 9, bytes[index + 8] == UInt8(ascii: ":"),
-                  let code = UInt32(String(decoding: bytes[index..<index + 8], as: UTF8.self), radix: 16) else { continue }
+                let code = UInt32(String(decoding: bytes[index..<index + 8], as: UTF8.self), radix: 16)
+            else { continue }
             // The reason is the code's low bits, in the packing of OpenSSL 3 (23 bits) and 1.1 (12 bits) alike.
             if let alert = TLSAlert(rawValue: Int(code & 0xFFF) - Self.reasonOffset) {
                 self = alert

@@ -25,7 +25,8 @@ final class TrailingHasher {
     ///   - startsWriteback: also start writing what has been hashed to disk (`WritebackHint`): the hasher trails
     ///     the writer, so this is the place that is a step behind it without costing the writer anything.
     ///   - reader: also reads the body, from byte 0, as it is hashed (`BodyReader`), before the digest is reported.
-    init?(file: StagedFile, algorithm: DigestAlgorithm, startsWriteback: Bool = false, reader: (any BodyReader)? = nil) {
+    init?(file: StagedFile, algorithm: DigestAlgorithm, startsWriteback: Bool = false, reader: (any BodyReader)? = nil)
+    {
         guard case .success(let descriptor) = file.open(O_RDONLY) else { return nil }
         shared = Shared(descriptor: descriptor, algorithm: algorithm, startsWriteback: startsWriteback, reader: reader)
         guard startDetachedThread({ [shared] in shared.run() }) else {
@@ -83,13 +84,16 @@ final class TrailingHasher {
         /// about twice what hashing the archive does, and in one thread the two add up. Apart, they run on two
         /// cores: a 1 GiB `.tar.zst` unpacked on tmpfs took 2.10 s instead of 3.25 s (`benchmarks/archives.sh`).
         func run() {
-            let (descriptor, algorithm, startsWriteback) = state.withLock { ($0.descriptor, $0.algorithm, $0.startsWriteback) }
+            let (descriptor, algorithm, startsWriteback) = state.withLock {
+                ($0.descriptor, $0.algorithm, $0.startsWriteback)
+            }
             defer { close(descriptor) }
             let buffer = ReadBuffer.allocate(TrailingHasher.chunk)
             defer { ReadBuffer.free(buffer) }
             guard let buffer, let hasher = StreamingHasher(algorithm) else { return fail(Errno(ENOMEM)) }
-            var pass = Pass(descriptor: descriptor, buffer: buffer, hasher: hasher,
-                            writeback: startsWriteback ? WritebackHint() : nil)
+            var pass = Pass(
+                descriptor: descriptor, buffer: buffer, hasher: hasher,
+                writeback: startsWriteback ? WritebackHint() : nil)
             let followed = reader.map { startFollowing($0, descriptor: descriptor) } ?? false
             if !followed { reader?.read { next(&pass) } }
             while next(&pass) != nil {
@@ -149,7 +153,9 @@ final class TrailingHasher {
                         readerWake.wait()
                         continue
                     }
-                    let count = pread(descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), hashed - position)), off_t(position))
+                    let count = pread(
+                        descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), hashed - position)),
+                        off_t(position))
                     if count < 0 && errno == EINTR { continue }
                     guard count > 0 else { return nil }
                     position += Int64(count)

@@ -62,8 +62,10 @@ final class Transfer {
 
     private enum Body { case unseen, written, discarded }
 
-    init(_ state: TransferStateMachine, partials: PartialStore?, reportsProgress: Bool, startsWriteback: Bool = false,
-         rateLimiter: RateLimiter? = nil, lowSpeedLimit: Int, clock: LoopClock, report: @escaping (TransferEvent) -> Void) {
+    init(
+        _ state: TransferStateMachine, partials: PartialStore?, reportsProgress: Bool, startsWriteback: Bool = false,
+        rateLimiter: RateLimiter? = nil, lowSpeedLimit: Int, clock: LoopClock, report: @escaping (TransferEvent) -> Void
+    ) {
         self.state = state
         speedFloor = SpeedFloor(window: state.request.stallTimeout, bytesPerSecond: lowSpeedLimit)
         self.rateLimiter = rateLimiter
@@ -77,8 +79,10 @@ final class Transfer {
 
     /// Takes the file the engine opened for the first attempt (`resume`: what of a partial may be resumed); the
     /// machine says what comes next.
-    func adopt(_ file: StagedFile, descriptor: Int32, hasFileMode: Bool = false, isPartial: Bool = false,
-               resume: (offset: Int64, validator: ResumeValidator)? = nil) -> TransferStateMachine.Action {
+    func adopt(
+        _ file: StagedFile, descriptor: Int32, hasFileMode: Bool = false, isPartial: Bool = false,
+        resume: (offset: Int64, validator: ResumeValidator)? = nil
+    ) -> TransferStateMachine.Action {
         self.file = file
         self.descriptor = descriptor
         self.hasFileMode = hasFileMode
@@ -161,7 +165,10 @@ final class Transfer {
             return false
         }
         guard speedFloor.allows(now: now, bytes: received) else {
-            state.abort(.network(code: .operationTimedOut, message: "under \(Self.rate(speedFloor.bytesPerSecond)) for \(seconds) s"))
+            state.abort(
+                .network(
+                    code: .operationTimedOut, message: "under \(Self.rate(speedFloor.bytesPerSecond)) for \(seconds) s")
+            )
             return false
         }
         return true
@@ -174,7 +181,9 @@ final class Transfer {
 
     /// The digest of exactly the bytes written, for bodies hashed in the callback (an empty one had no hasher).
     func finishInlineHash() -> Result<Digest, FailureReason> {
-        guard let hasher = attempt.hasher ?? StreamingHasher(state.request.hashAlgorithm) else { return .failure(outOfMemory) }
+        guard let hasher = attempt.hasher ?? StreamingHasher(state.request.hashAlgorithm) else {
+            return .failure(outOfMemory)
+        }
         return .success(hasher.finalize())
     }
 
@@ -187,8 +196,9 @@ final class Transfer {
             // A body that is read as well (an archive) is not what is put in place: writing it to disk early is work
             // for nothing (it doubled what a journaled ext4 wrote for an archive unpacked as it arrived).
             let reader = state.request.bodyReading?.makeReader(expectedSize: attempt.expectedTotal)
-            attempt.trailingHasher = TrailingHasher(file: file, algorithm: state.request.hashAlgorithm,
-                                                    startsWriteback: startsWriteback && state.request.bodyReading == nil, reader: reader)
+            attempt.trailingHasher = TrailingHasher(
+                file: file, algorithm: state.request.hashAlgorithm,
+                startsWriteback: startsWriteback && state.request.bodyReading == nil, reader: reader)
         }
         return attempt.trailingHasher
     }
@@ -258,7 +268,8 @@ final class Transfer {
             attempt.lastActivityAt = clock.now
             // Redirect and error bodies are read so the connection can be reused, but only a little of them.
             if attempt.discardedStart.count < ClientCertificatePage.sniffedBytes {
-                attempt.discardedStart += bytes.prefix(ClientCertificatePage.sniffedBytes - attempt.discardedStart.count)
+                attempt.discardedStart += bytes.prefix(
+                    ClientCertificatePage.sniffedBytes - attempt.discardedStart.count)
             }
             attempt.discardedBytes += bytes.count
             return attempt.discardedBytes > 1 << 16 ? 0 : bytes.count
@@ -304,8 +315,11 @@ final class Transfer {
         attempt.unreportedBytes += chunk
         guard now - attempt.lastProgressAt >= 0.1 else { return }
         attempt.lastProgressAt = now
-        report(.progress(TransferProgress(bytesWritten: attempt.unreportedBytes, totalBytesWritten: attempt.bodyOffset + attempt.bytesWritten,
-                                          totalBytesExpected: attempt.expectedTotal)))
+        report(
+            .progress(
+                TransferProgress(
+                    bytesWritten: attempt.unreportedBytes, totalBytesWritten: attempt.bodyOffset + attempt.bytesWritten,
+                    totalBytesExpected: attempt.expectedTotal)))
         attempt.unreportedBytes = 0
     }
 }
@@ -332,7 +346,8 @@ package enum MonotonicClock {
 /// errno, like a server that refuses.
 let transferOpenSocketCallback: TransferCallbacks.OpenSocket = { context, _, address in
     guard let address else { return CURL_SOCKET_BAD }
-    let opened = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+    let opened = socket(
+        address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
     if opened < 0, let context { Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().socketError = errno }
     return opened
 }
@@ -346,11 +361,13 @@ let transferInfoCallback: TransferCallbacks.Progress = { context, _, _, _, _ in
 /// libcurl's header callback.
 let transferHeaderCallback: TransferCallbacks.Data = { data, size, count, context in
     guard let data, let context else { return 0 }
-    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().receiveHeader(UnsafeRawBufferPointer(start: data, count: size * count))
+    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().receiveHeader(
+        UnsafeRawBufferPointer(start: data, count: size * count))
 }
 
 /// libcurl's write callback: a C function, so it finds its `Transfer` through the user pointer.
 let transferWriteCallback: TransferCallbacks.Data = { data, size, count, context in
     guard let data, let context else { return 0 }
-    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().receive(UnsafeRawBufferPointer(start: data, count: size * count))
+    return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().receive(
+        UnsafeRawBufferPointer(start: data, count: size * count))
 }

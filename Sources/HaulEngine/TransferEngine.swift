@@ -25,50 +25,66 @@ package final class TransferEngine: Sendable {
 
     package init(configuration: EngineConfiguration) {
         self.configuration = configuration
-        self.rules = TransferStateMachine.Rules(retryPolicy: configuration.retryPolicy,
-                                                redirects: RedirectPolicy(maxRedirects: configuration.maxRedirects),
-                                                maxBodyBytes: configuration.maxBodyBytes)
+        self.rules = TransferStateMachine.Rules(
+            retryPolicy: configuration.retryPolicy,
+            redirects: RedirectPolicy(maxRedirects: configuration.maxRedirects),
+            maxBodyBytes: configuration.maxBodyBytes)
         self.partials = configuration.partialDirectory.map(PartialStore.init(folder:))
     }
 
     /// Fetches every request and returns when all have finished. Events reach `delegate` on the loops' threads:
     /// this one, and with `configuration.loops` above one, others at the same time.
-    package func run(_ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
-                    cancellation: Cancellation? = nil) {
-        run(count: requests.count, request: { requests[$0] }, delegate: delegate, reportsProgress: reportsProgress,
+    package func run(
+        _ requests: [TransferRequest], delegate: TransferDelegate, reportsProgress: Bool = false,
+        cancellation: Cancellation? = nil
+    ) {
+        run(
+            count: requests.count, request: { requests[$0] }, delegate: delegate, reportsProgress: reportsProgress,
             cancellation: cancellation)
     }
 
     /// The same for `count` requests made on demand, in order, by the loop about to start each: the first
     /// transfer does not wait for 100,000 requests to be built, and building them is shared between the loops.
-    package func run(count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
-                    reportsProgress: Bool = false, cancellation: Cancellation? = nil) {
-        let run = RunState(queue: RequestQueue(count: count, make: request), claims: PartialClaims(), badHosts: BadHosts(),
-                           rateLimiter: configuration.maxBytesPerSecond.map { RateLimiter(bytesPerSecond: $0, now: MonotonicClock.seconds()) })
+    package func run(
+        count: Int, request: @escaping @Sendable (Int) -> TransferRequest, delegate: TransferDelegate,
+        reportsProgress: Bool = false, cancellation: Cancellation? = nil
+    ) {
+        let run = RunState(
+            queue: RequestQueue(count: count, make: request), claims: PartialClaims(), badHosts: BadHosts(),
+            rateLimiter: configuration.maxBytesPerSecond.map {
+                RateLimiter(bytesPerSecond: $0, now: MonotonicClock.seconds())
+            })
         let shares = configuration.loopShares
         let folders = Self.stagingFolders(loops: shares.count, in: configuration.temporaryDirectory)
         let others = zip(shares, folders).dropFirst().compactMap { share, folder in
             // A loop whose thread cannot start leaves its share unused; the others take every request.
             startThread { [self] in
-                runLoop(share, stagingIn: folder, run: run, delegate: delegate, reportsProgress: reportsProgress,
-                        cancellation: cancellation)
+                runLoop(
+                    share, stagingIn: folder, run: run, delegate: delegate, reportsProgress: reportsProgress,
+                    cancellation: cancellation)
             }
         }
-        runLoop(shares[0], stagingIn: folders[0], run: run, delegate: delegate, reportsProgress: reportsProgress,
-                cancellation: cancellation)
+        runLoop(
+            shares[0], stagingIn: folders[0], run: run, delegate: delegate, reportsProgress: reportsProgress,
+            cancellation: cancellation)
         for thread in others { pthread_join(thread, nil) }
         // Left only if no loop could start (libcurl out of memory): every request still ends with an event.
         for request in run.queue.takeAll() {
-            Self.end(request, delegate: delegate, reason: .local(operation: .startLibcurl, path: "transfers", errno: ENOMEM))
+            Self.end(
+                request, delegate: delegate, reason: .local(operation: .startLibcurl, path: "transfers", errno: ENOMEM))
         }
     }
 
     /// A request (and its sharers) that never started ends with `reason` as its only failure.
     fileprivate static func end(_ request: TransferRequest, delegate: TransferDelegate, reason: FailureReason) {
         for one in [request] + request.sharers {
-            delegate.transfer(one.id, didProduce: .finished(.failure(TransferFailure(attempts: [
-                AttemptFailure(sourceDisplayURL: one.sources.first?.displayURL ?? "", reason: reason),
-            ]))))
+            delegate.transfer(
+                one.id,
+                didProduce: .finished(
+                    .failure(
+                        TransferFailure(attempts: [
+                            AttemptFailure(sourceDisplayURL: one.sources.first?.displayURL ?? "", reason: reason)
+                        ]))))
         }
     }
 
@@ -84,18 +100,24 @@ package final class TransferEngine: Sendable {
         }
     }
 
-    private func runLoop(_ share: EngineConfiguration.LoopShare, stagingIn folder: DirectoryHandle, run: RunState,
-                         delegate: TransferDelegate, reportsProgress: Bool, cancellation: Cancellation?) {
-        let limits = [(CURLMOPT_MAX_TOTAL_CONNECTIONS, share.transfers), (CURLMOPT_MAX_HOST_CONNECTIONS, share.connectionsPerHost),
-                      (CURLMOPT_MAXCONNECTS, share.transfers * 2)]
+    private func runLoop(
+        _ share: EngineConfiguration.LoopShare, stagingIn folder: DirectoryHandle, run: RunState,
+        delegate: TransferDelegate, reportsProgress: Bool, cancellation: Cancellation?
+    ) {
+        let limits = [
+            (CURLMOPT_MAX_TOTAL_CONNECTIONS, share.transfers),
+            (CURLMOPT_MAX_HOST_CONNECTIONS, share.connectionsPerHost),
+            (CURLMOPT_MAXCONNECTS, share.transfers * 2),
+        ]
         guard let multi = MultiHandle(limits: limits) else {
             // No loop of its own: the requests it would have taken end now rather than wait for a loop forever.
             let reason = FailureReason.local(operation: .startLibcurl, path: "a transfer loop", errno: ENOMEM)
             while let request = run.queue.next() { TransferEngine.end(request, delegate: delegate, reason: reason) }
             return
         }
-        var loop = Loop(engine: self, multi: multi, share: share, stagingFolder: folder, run: run, delegate: delegate,
-                        reportsProgress: reportsProgress, schedule: LoopSchedule(slots: share.transfers))
+        var loop = Loop(
+            engine: self, multi: multi, share: share, stagingFolder: folder, run: run, delegate: delegate,
+            reportsProgress: reportsProgress, schedule: LoopSchedule(slots: share.transfers))
         let wakeUp = multi.wakeUpHandle
         cancellation?.attach(wakeUp)
         defer { cancellation?.detach(wakeUp) }
@@ -156,8 +178,9 @@ package final class TransferEngine: Sendable {
                 clock.tick()
                 let now = clock.now
                 for transfer in schedule.beginTurn(now: now, running: running) {
-                    let reason = FailureReason.local(operation: .openFileOrConnection,
-                                                     path: transfer.state.source.displayURL, errno: EMFILE)
+                    let reason = FailureReason.local(
+                        operation: .openFileOrConnection,
+                        path: transfer.state.source.displayURL, errno: EMFILE)
                     execute(transfer.state.stop(because: reason), for: transfer)
                 }
                 fill: while let next = schedule.next(running: running) {
@@ -180,8 +203,10 @@ package final class TransferEngine: Sendable {
                 let rateWait = run.rateLimiter.flatMap { limiter in
                     active.values.contains(where: \.isPausedForRate) ? limiter.wait(now: now) : nil
                 }
-                if let milliseconds = schedule.sleep(now: now, running: running, finishedSome: !finished.isEmpty,
-                                                     digestsArrived: !digests.isEmpty, rateWait: rateWait) {
+                if let milliseconds = schedule.sleep(
+                    now: now, running: running, finishedSome: !finished.isEmpty,
+                    digestsArrived: !digests.isEmpty, rateWait: rateWait)
+                {
                     multi.poll(milliseconds: milliseconds)
                 }
             }
@@ -197,7 +222,9 @@ package final class TransferEngine: Sendable {
             for transfer in active.values { if let easy = transfer.easy { multi.remove(easy) } }
             active = [:]
             verifying = [:]
-            for transfer in inFlight { execute(transfer.state.stop(because: reason, bytesWritten: transfer.takeBytesWritten()), for: transfer) }
+            for transfer in inFlight {
+                execute(transfer.state.stop(because: reason, bytesWritten: transfer.takeBytesWritten()), for: transfer)
+            }
             for request in run.queue.takeAll() { TransferEngine.end(request, delegate: delegate, reason: reason) }
         }
 
@@ -217,14 +244,21 @@ package final class TransferEngine: Sendable {
 
         /// A sharer becomes a transfer of its own, from where the group left it (`TransferStateMachine.goOnAlone`).
         private mutating func goOnAlone(_ sharer: Sharer, after failure: AttemptFailure?) {
-            let transfer = makeTransfer(TransferStateMachine(request: sharer.request, rules: engine.rules, rotation: sharer.rotation,
-                                                             failures: sharer.failures))
-            execute(transfer.state.goOnAlone(after: failure, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
+            let transfer = makeTransfer(
+                TransferStateMachine(
+                    request: sharer.request, rules: engine.rules, rotation: sharer.rotation,
+                    failures: sharer.failures))
+            execute(
+                transfer.state.goOnAlone(after: failure, now: clock.now, badHosts: badHostFlags(transfer)),
+                for: transfer)
         }
 
         private func makeTransfer(_ state: TransferStateMachine) -> Transfer {
-            Transfer(state, partials: engine.partials, reportsProgress: reportsProgress, startsWriteback: engine.startsWriteback,
-                     rateLimiter: run.rateLimiter, lowSpeedLimit: engine.configuration.lowSpeedLimit, clock: clock) { [delegate, id = state.request.id] in
+            Transfer(
+                state, partials: engine.partials, reportsProgress: reportsProgress,
+                startsWriteback: engine.startsWriteback,
+                rateLimiter: run.rateLimiter, lowSpeedLimit: engine.configuration.lowSpeedLimit, clock: clock
+            ) { [delegate, id = state.request.id] in
                 delegate.transfer(id, didProduce: $0)
             }
         }
@@ -234,7 +268,9 @@ package final class TransferEngine: Sendable {
             let id = transfer.state.request.id
             switch action {
             case .openFile(let started):
-                for one in started { delegate.transfer(one.id, didProduce: .started(sourceDisplayURL: one.sourceDisplayURL)) }
+                for one in started {
+                    delegate.transfer(one.id, didProduce: .started(sourceDisplayURL: one.sourceDisplayURL))
+                }
                 openFile(for: transfer)
             case .send:
                 attach(transfer)
@@ -246,7 +282,8 @@ package final class TransferEngine: Sendable {
             case .retry(let failure, let next, let bytes):
                 if let failure { delegate.transfer(id, didProduce: .attemptFailed(failure, next: next)) }
                 if let failure = transfer.prepare(bytes) {
-                    return execute(transfer.state.failed(failure, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
+                    return execute(
+                        transfer.state.failed(failure, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
                 }
                 if next.delay > 0 {
                     park(transfer, until: clock.now + next.delay)
@@ -270,8 +307,11 @@ package final class TransferEngine: Sendable {
                     switch verified.move(to: owned.name, in: owned.folder) {
                     case .success(let moved): verified = moved
                     case .failure(let failure):
-                        let reason = FailureReason.local(operation: .moveVerifiedFile, path: owned.path, errno: failure.errno)
-                        return execute(transfer.state.failed(reason, now: clock.now, badHosts: badHostFlags(transfer)), for: transfer)
+                        let reason = FailureReason.local(
+                            operation: .moveVerifiedFile, path: owned.path, errno: failure.errno)
+                        return execute(
+                            transfer.state.failed(reason, now: clock.now, badHosts: badHostFlags(transfer)),
+                            for: transfer)
                     }
                     engine.partials?.removeMetadata(forPartial: partial)
                 }
@@ -297,11 +337,15 @@ package final class TransferEngine: Sendable {
         /// A pinned file gets the partial named by its digest (the machine says what of it to resume); anything else, or
         /// a second entry wanting the same partial in this run, gets a fresh random name.
         private mutating func openFile(for transfer: Transfer) {
-            if let digest = transfer.state.partialDigest, let partials = engine.partials, case let partial = partials.file(for: digest),
-               run.claims.claim(partial.name) {
+            if let digest = transfer.state.partialDigest, let partials = engine.partials,
+                case let partial = partials.file(for: digest),
+                run.claims.claim(partial.name)
+            {
                 switch Self.openPartial(partial, of: partials, for: transfer.state) {
                 case .success(let opened):
-                    return execute(transfer.adopt(partial, descriptor: opened.descriptor, isPartial: true, resume: opened.resume), for: transfer)
+                    return execute(
+                        transfer.adopt(partial, descriptor: opened.descriptor, isPartial: true, resume: opened.resume),
+                        for: transfer)
                 case .failure(let reason):
                     run.claims.release(partial.name)
                     return couldNotStart(transfer, reason)
@@ -310,24 +354,32 @@ package final class TransferEngine: Sendable {
             let fresh = newTemporaryFile()
             switch FileClone.create(fresh, mode: transfer.state.request.fileMode, umask: engine.umask) {
             case .success(let created):
-                execute(transfer.adopt(fresh, descriptor: created.descriptor, hasFileMode: created.hasFileMode), for: transfer)
-            case .failure(let error): couldNotStart(transfer, .local(operation: .createTemporaryFile, path: fresh.path, errno: error.code))
+                execute(
+                    transfer.adopt(fresh, descriptor: created.descriptor, hasFileMode: created.hasFileMode),
+                    for: transfer)
+            case .failure(let error):
+                couldNotStart(transfer, .local(operation: .createTemporaryFile, path: fresh.path, errno: error.code))
             }
         }
 
         /// The partial, open, and what of it the current source may resume; the rest is dropped with its metadata.
-        private static func openPartial(_ partial: StagedFile, of partials: PartialStore, for state: TransferStateMachine)
-            -> Result<(descriptor: Int32, resume: (offset: Int64, validator: ResumeValidator)?), FailureReason> {
+        private static func openPartial(
+            _ partial: StagedFile, of partials: PartialStore, for state: TransferStateMachine
+        )
+            -> Result<(descriptor: Int32, resume: (offset: Int64, validator: ResumeValidator)?), FailureReason>
+        {
             let descriptor: Int32
             switch partial.open(O_RDWR | O_CREAT) {
             case .success(let opened): descriptor = opened
-            case .failure(let failure): return .failure(.local(operation: .openPartialFile, path: partial.path, errno: failure.errno))
+            case .failure(let failure):
+                return .failure(.local(operation: .openPartialFile, path: partial.path, errno: failure.errno))
             }
             var info = stat()
             var failure = FailureReason.local(operation: .usePartialFile, path: partial.path, errno: EINVAL)
             // A FIFO or a device planted under a partial's name is not a partial.
             if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
-                let resume = state.resumable(partialOf: Int64(info.st_size), metadata: partials.metadata(forPartial: partial))
+                let resume = state.resumable(
+                    partialOf: Int64(info.st_size), metadata: partials.metadata(forPartial: partial))
                 if resume != nil { return .success((descriptor, resume)) }
                 // A new partial is empty already. Truncating it anyway would also arm ext4's `auto_da_alloc`, which
                 // starts writing the file back at its first close: a flush nobody asked for.
@@ -353,7 +405,8 @@ package final class TransferEngine: Sendable {
                 return couldNotStart(transfer, .local(operation: .open, path: transfer.temporaryPath, errno: code))
             }
             guard let easy = transfer.easy ?? idleHandles.popLast() ?? EasyHandle() else {
-                return couldNotStart(transfer, .local(operation: .startLibcurl, path: transfer.temporaryPath, errno: ENOMEM))
+                return couldNotStart(
+                    transfer, .local(operation: .startLibcurl, path: transfer.temporaryPath, errno: ENOMEM))
             }
             transfer.easy = easy
             let request = transfer.state.attemptStarts()
@@ -387,9 +440,10 @@ package final class TransferEngine: Sendable {
             if let caFile = configuration.caFile { easy.set(CURLOPT_CAINFO, caFile) }
             // No Accept-Encoding: the bytes hashed are the bytes stored.
             easy.setHeaders(request.headers)
-            easy.setCallbacks(context: Unmanaged.passUnretained(transfer).toOpaque(), write: transferWriteCallback,
-                              header: transferHeaderCallback, progress: transferInfoCallback,
-                              openSocket: transferOpenSocketCallback)
+            easy.setCallbacks(
+                context: Unmanaged.passUnretained(transfer).toOpaque(), write: transferWriteCallback,
+                header: transferHeaderCallback, progress: transferInfoCallback,
+                openSocket: transferOpenSocketCallback)
             if let refused = easy.refusal ?? multi.add(easy) { return couldNotStart(transfer, refused) }
             active[easy.raw] = transfer
         }
@@ -416,15 +470,19 @@ package final class TransferEngine: Sendable {
             let status = transfer.state.headers.status
             if status > 0 { run.badHosts.forgive(url) }
             let connection = engine.configuration.connection
-            let error = result == CURLE_OK
+            let error =
+                result == CURLE_OK
                 ? ClientCertificatePage.refusal(status: status, body: transfer.discardedStart)
                 : Self.failure(of: transfer, result, easy, connection)
-            let redirect = (300..<400).contains(status)
-                ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) } : nil
+            let redirect =
+                (300..<400).contains(status)
+                ? easy.redirectURL ?? transfer.state.headers.location.flatMap { resolveRedirect($0, against: url) }
+                : nil
             let action = transfer.state.attemptEnded(
                 bytesWritten: transfer.takeBytesWritten(), error: error, writeRefused: result == CURLE_WRITE_ERROR,
                 outOfDescriptors: DescriptorShortage.means(transfer.socketError), redirectTarget: redirect,
-                proxyAuthentication: status == 407 ? Self.proxyAuthentication(for: url, connection) : nil, now: clock.now,
+                proxyAuthentication: status == 407 ? Self.proxyAuthentication(for: url, connection) : nil,
+                now: clock.now,
                 badHosts: badHostFlags(transfer))
             if case .retry(let failure?, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
             if case .giveUp(let failure?, _, _, _) = action, failure.reason.marksHostBad { run.badHosts.markBad(url) }
@@ -439,18 +497,23 @@ package final class TransferEngine: Sendable {
             }
             let key = ObjectIdentifier(transfer)
             verifying[key] = transfer
-            trailing.finish(at: transfer.state.fileBytes) { [trailingDigests, wakeUp = multi.wakeUpHandle, path = transfer.temporaryPath] result in
-                trailingDigests.add(key, result.mapError { .local(operation: .readBack, path: path, errno: $0.code) }, waking: wakeUp)
+            trailing.finish(at: transfer.state.fileBytes) {
+                [trailingDigests, wakeUp = multi.wakeUpHandle, path = transfer.temporaryPath] result in
+                trailingDigests.add(
+                    key, result.mapError { .local(operation: .readBack, path: path, errno: $0.code) }, waking: wakeUp)
             }
         }
 
         /// libcurl's error, in haul's terms: answers libcurl itself found malformed are protocol violations (not
         /// retried on that URL), a proxy's 407 to a tunnel says what the proxy wants, and a proxy that failed is named
         /// as the proxy, not the origin.
-        private static func failure(of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle,
-                                    _ settings: ConnectionSettings) -> FailureReason {
+        private static func failure(
+            of transfer: Transfer, _ result: CURLcode, _ easy: EasyHandle,
+            _ settings: ConnectionSettings
+        ) -> FailureReason {
             let detail = easy.errorMessage
-            let message = scrub(detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets + settings.proxySecrets)
+            let message = scrub(
+                detail.isEmpty ? result.message : detail, of: transfer.state.source.secrets + settings.proxySecrets)
             let url = transfer.state.currentURL
             if easy.connectCode == 407 { return proxyAuthentication(for: url, settings) }
             if let refusal = proxyFailure(for: url, result, connectCode: easy.connectCode, settings) { return refusal }
@@ -481,11 +544,14 @@ package final class TransferEngine: Sendable {
 
         /// A request through a proxy that the proxy itself failed: it could not be found or reached (libcurl then
         /// connects to nothing else), or it answered a tunnel's CONNECT with an error. nil for a direct request.
-        private static func proxyFailure(for url: String, _ result: CURLcode, connectCode: Int,
-                                         _ settings: ConnectionSettings) -> FailureReason? {
+        private static func proxyFailure(
+            for url: String, _ result: CURLcode, connectCode: Int,
+            _ settings: ConnectionSettings
+        ) -> FailureReason? {
             guard let proxy = ProxySettings.proxy(for: url, settings: settings) else { return nil }
             let failed = { (what: String, transient: Bool) in
-                FailureReason.proxyFailed(variable: proxy.variable, proxy: proxy.redactedURL, what: what, transient: transient)
+                FailureReason.proxyFailed(
+                    variable: proxy.variable, proxy: proxy.redactedURL, what: what, transient: transient)
             }
             if connectCode >= 300 {
                 return failed("answered \(connectCode) to CONNECT", connectCode >= 500 || connectCode == 429)
@@ -524,9 +590,11 @@ package final class TransferEngine: Sendable {
                         delivered.httpVersion = transfer.httpVersion
                         delegate.transfer(id, didProduce: .finished(.success(delivered)))
                     case .failure(let error):
-                        let failure = AttemptFailure(sourceDisplayURL: file.sourceDisplayURL,
-                                                     reason: .local(operation: .copyVerifiedFile, path: copy.path, errno: error.code))
-                        delegate.transfer(id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures + [failure]))))
+                        let failure = AttemptFailure(
+                            sourceDisplayURL: file.sourceDisplayURL,
+                            reason: .local(operation: .copyVerifiedFile, path: copy.path, errno: error.code))
+                        delegate.transfer(
+                            id, didProduce: .finished(.failure(TransferFailure(attempts: sharer.failures + [failure]))))
                     }
                 case .goOnAlone(let sharer, let failure):
                     goOnAlone(sharer, after: failure)
@@ -538,7 +606,9 @@ package final class TransferEngine: Sendable {
 
         /// The transfer is leaving the engine: its file is closed (and removed, unless kept), its handle goes back to
         /// the pool, its partial name is free again, and the sharers it did not serve go their ways.
-        private mutating func finish(_ transfer: Transfer, keepingFile: Bool, sharers: [TransferStateMachine.SharerOutcome]) {
+        private mutating func finish(
+            _ transfer: Transfer, keepingFile: Bool, sharers: [TransferStateMachine.SharerOutcome]
+        ) {
             putDown(transfer)
             if transfer.state.isResumable, let file = transfer.file { run.claims.release(file.name) }
             if !keepingFile { transfer.removeFile() }
@@ -550,7 +620,8 @@ package final class TransferEngine: Sendable {
             var message = message
             for secret in secrets.sorted(by: { $0.count > $1.count }) where !secret.isEmpty {
                 // By bytes: a secret must go even where a combining mark after it would make it part of a longer character.
-                message = String(decoding: Array(message.utf8).replacing(Array(secret.utf8), with: "***".utf8), as: UTF8.self)
+                message = String(
+                    decoding: Array(message.utf8).replacing(Array(secret.utf8), with: "***".utf8), as: UTF8.self)
             }
             return message
         }
@@ -672,7 +743,9 @@ private final class TrailingDigests: Sendable {
 
 extension FailureReason {
     /// The process (or the system) ran out of file descriptors: a matter of waiting, not of the source.
-    var isOutOfDescriptors: Bool { if case .local(_, _, let code) = self { DescriptorShortage.means(code) } else { false } }
+    var isOutOfDescriptors: Bool {
+        if case .local(_, _, let code) = self { DescriptorShortage.means(code) } else { false }
+    }
 
     /// A local failure (disk full, permission) is the same whichever source is tried.
     var isLocal: Bool { if case .local = self { true } else { false } }

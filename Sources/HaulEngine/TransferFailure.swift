@@ -50,8 +50,9 @@ package enum FailureReason: Error, Sendable, Equatable {
         case .resumeRejected:
             // The retry starts from byte 0 (the bytes are dropped), which is likely to work.
             return true
-        case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .protocolViolation, .proxyAuthenticationRequired,
-             .clientCertificateRefused, .local, .interrupted, .timeLimitReached:
+        case .digestMismatch, .sizeMismatch, .tooLarge, .redirectRefused, .protocolViolation,
+            .proxyAuthenticationRequired,
+            .clientCertificateRefused, .local, .interrupted, .timeLimitReached:
             return false
         }
     }
@@ -167,7 +168,9 @@ package struct TransferFailure: Error, Sendable {
         var seen: [String: Int] = [:]
         var out: [AttemptFailure] = []
         for attempt in attempts {
-            if let index = seen[attempt.sourceDisplayURL] { out[index] = attempt } else {
+            if let index = seen[attempt.sourceDisplayURL] {
+                out[index] = attempt
+            } else {
                 seen[attempt.sourceDisplayURL] = out.count
                 out.append(attempt)
             }

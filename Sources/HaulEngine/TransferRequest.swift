@@ -5,7 +5,9 @@ import HaulFileSystem
 ///
 /// Printing one in any way (`description`, `debugDescription`, `dump`, a struct holding it) shows only
 /// `displayURL`: the URL, headers and secrets it carries for the network never reach text by accident.
-package struct TransferSource: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct TransferSource: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
     /// The URL handed to the network. May carry values from the environment: never print it.
     package var url: String
     /// What messages show for this source (the manifest's template, userinfo redacted).
@@ -24,8 +26,10 @@ package struct TransferSource: Sendable, Equatable, CustomStringConvertible, Cus
     /// Presented to this source's server when it asks for one (the manifest's `cert:`), over `--cert`.
     package var clientCertificate: ClientCertificate?
 
-    package init(url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = [],
-                conditional: HTTPValidators? = nil) {
+    package init(
+        url: String, displayURL: String, headers: [HTTPHeader] = [], secrets: [String] = [],
+        conditional: HTTPValidators? = nil
+    ) {
         self.url = url
         self.displayURL = displayURL
         self.headers = headers
@@ -63,7 +67,8 @@ package struct HTTPValidators: Sendable, Hashable {
 }
 
 /// A header to send. Its value may come from the environment, so printing one shows only its name.
-package struct HTTPHeader: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct HTTPHeader: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable
+{
     package var name: String
     package var value: String
     package var description: String { "\(name): ***" }
@@ -112,8 +117,10 @@ package struct TransferRequest: Sendable, Equatable {
     /// request's equality: it is what the body is for, not what is asked.
     package var bodyReading: (any BodyReading)?
 
-    package init(id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
-                retries: Int, stallTimeout: Double, fileMode: UInt32? = nil, sharers: [TransferRequest] = []) {
+    package init(
+        id: Int, sources: [TransferSource], expectedDigest: Digest?, expectedSize: Int64?,
+        retries: Int, stallTimeout: Double, fileMode: UInt32? = nil, sharers: [TransferRequest] = []
+    ) {
         self.id = id
         self.sources = sources
         self.expectedDigest = expectedDigest
@@ -126,8 +133,10 @@ package struct TransferRequest: Sendable, Equatable {
 
     package static func == (a: TransferRequest, b: TransferRequest) -> Bool {
         a.id == b.id && a.sources == b.sources && a.expectedDigest == b.expectedDigest
-            && a.alternativeDigests == b.alternativeDigests && a.expectedSize == b.expectedSize && a.retries == b.retries
-            && a.transientStatuses == b.transientStatuses && a.stallTimeout == b.stallTimeout && a.fileMode == b.fileMode && a.sharers == b.sharers
+            && a.alternativeDigests == b.alternativeDigests && a.expectedSize == b.expectedSize
+            && a.retries == b.retries
+            && a.transientStatuses == b.transientStatuses && a.stallTimeout == b.stallTimeout
+            && a.fileMode == b.fileMode && a.sharers == b.sharers
             && a.headOnly == b.headOnly && a.unpinnedAlgorithm == b.unpinnedAlgorithm
             && (a.bodyReading == nil) == (b.bodyReading == nil)
     }
@@ -179,11 +188,14 @@ package struct EngineConfiguration: Sendable {
     /// `--proxy`, `--noproxy`, `--connect-timeout`, `--cert`: how requests reach their servers.
     package var connection: ConnectionSettings
 
-    package init(temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
-                maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil, userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
-                retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
-                maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1, startsWriteback: Bool = false,
-                maxBytesPerSecond: Int64? = nil, connection: ConnectionSettings = ConnectionSettings()) {
+    package init(
+        temporaryDirectory: DirectoryHandle, maxConcurrentTransfers: Int = EngineConfiguration.defaultConcurrency,
+        maxConnectionsPerHost: Int = EngineConfiguration.defaultConnectionsPerHost, caFile: String? = nil,
+        userAgent: String = "haul", maxRedirects: Int = 10, lowSpeedLimit: Int = 1024,
+        retryPolicy: RetryPolicy = RetryPolicy(), partialDirectory: DirectoryHandle? = nil,
+        maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes, loops: Int = 1, startsWriteback: Bool = false,
+        maxBytesPerSecond: Int64? = nil, connection: ConnectionSettings = ConnectionSettings()
+    ) {
         self.connection = connection
         self.temporaryDirectory = temporaryDirectory
         self.maxConcurrentTransfers = maxConcurrentTransfers
@@ -193,7 +205,8 @@ package struct EngineConfiguration: Sendable {
         self.maxRedirects = maxRedirects
         // Under a rate limit the floor is at most half of each transfer's even share of it: a run limited to
         // 64 KiB/s over 128 transfers must not fail them for being slow.
-        self.lowSpeedLimit = maxBytesPerSecond.map { min(lowSpeedLimit, max(1, Int($0 / Int64(2 * max(1, maxConcurrentTransfers))))) }
+        self.lowSpeedLimit =
+            maxBytesPerSecond.map { min(lowSpeedLimit, max(1, Int($0 / Int64(2 * max(1, maxConcurrentTransfers))))) }
             ?? lowSpeedLimit
         self.retryPolicy = retryPolicy
         self.partialDirectory = partialDirectory
@@ -216,8 +229,9 @@ package struct EngineConfiguration: Sendable {
         let perHost = max(1, maxConnectionsPerHost)
         let count = max(1, min(loops, transfers, perHost))
         return (0..<count).map { index in
-            LoopShare(transfers: transfers / count + (index < transfers % count ? 1 : 0),
-                      connectionsPerHost: perHost / count + (index < perHost % count ? 1 : 0))
+            LoopShare(
+                transfers: transfers / count + (index < transfers % count ? 1 : 0),
+                connectionsPerHost: perHost / count + (index < perHost % count ? 1 : 0))
         }
     }
 
@@ -287,10 +301,13 @@ package struct DownloadedFile: Sendable, Equatable {
 
     /// A file the sync staged without the engine: a verified copy from a content cache.
     /// `hasFileMode`: it was created with its entry's mode exactly.
-    package static func fromCache(temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,
-                                  cachePath: String, hasFileMode: Bool = false) -> DownloadedFile {
-        var file = DownloadedFile(temporaryPath: temporaryPath, temporaryName: temporaryName, size: size, digest: digest,
-                                  sourceDisplayURL: cachePath, sourceIndex: 0, fromCache: true)
+    package static func fromCache(
+        temporaryPath: String, temporaryName: String, size: Int64, digest: Digest,
+        cachePath: String, hasFileMode: Bool = false
+    ) -> DownloadedFile {
+        var file = DownloadedFile(
+            temporaryPath: temporaryPath, temporaryName: temporaryName, size: size, digest: digest,
+            sourceDisplayURL: cachePath, sourceIndex: 0, fromCache: true)
         file.hasFileMode = hasFileMode
         return file
     }

@@ -37,7 +37,9 @@ struct TransferStateMachine: Sendable {
         self.rotation = rotation ?? SourceRotation(sources: request.sources.count, retries: request.retries)
         self.failures = failures
         self.rules = rules
-        bodyLimit = request.sharers.reduce(request.expectedSize ?? rules.maxBodyBytes) { max($0, $1.expectedSize ?? rules.maxBodyBytes) }
+        bodyLimit = request.sharers.reduce(request.expectedSize ?? rules.maxBodyBytes) {
+            max($0, $1.expectedSize ?? rules.maxBodyBytes)
+        }
         attempt = Attempt(url: request.sources.first?.url ?? "")
         sharers = request.sharers.map { Sharer($0, leader: request) }
     }
@@ -72,7 +74,9 @@ struct TransferStateMachine: Sendable {
     /// What of a partial of `size` bytes the current source may resume: its metadata must say the bytes came from
     /// that very URL, and they must fit the pinned size. nil: the partial starts over.
     func resumable(partialOf size: Int64, metadata: PartialMetadata?) -> (offset: Int64, validator: ResumeValidator)? {
-        guard let metadata, size > 0, metadata.sourceKey == source.key, size <= (request.expectedSize ?? .max) else { return nil }
+        guard let metadata, size > 0, metadata.sourceKey == source.key, size <= (request.expectedSize ?? .max) else {
+            return nil
+        }
         return (size, metadata.validator)
     }
 
@@ -80,13 +84,20 @@ struct TransferStateMachine: Sendable {
     /// for source i) and a file for it.
     mutating func start(badHosts: [Bool]) -> Action {
         guard !request.sources.isEmpty else {
-            return leaving(.giveUp(lastAttempt: nil, failures: [], keepsPartial: false,
-                                   sharers: sharers.map { .end(id: $0.request.id, failures: []) }))
+            return leaving(
+                .giveUp(
+                    lastAttempt: nil, failures: [], keepsPartial: false,
+                    sharers: sharers.map { .end(id: $0.request.id, failures: []) }))
         }
         _ = prepareAttempt(at: rotation.first(avoiding: badHosts), keepingBytes: false)
-        return leaving(.openFile(started: [Started(id: request.id, sourceDisplayURL: source.displayURL)] + sharers.map {
-            Started(id: $0.request.id, sourceDisplayURL: $0.request.sources[$0.sourceMap[sourceIndex] ?? 0].displayURL)
-        }))
+        return leaving(
+            .openFile(
+                started: [Started(id: request.id, sourceDisplayURL: source.displayURL)]
+                    + sharers.map {
+                        Started(
+                            id: $0.request.id,
+                            sourceDisplayURL: $0.request.sources[$0.sourceMap[sourceIndex] ?? 0].displayURL)
+                    }))
     }
 
     /// The file is open; `resume`: what of the partial it is may be resumed (`resumable`).
@@ -96,7 +107,9 @@ struct TransferStateMachine: Sendable {
         bytes.resumeOffset = resume?.offset ?? 0
         bytes.validator = resume?.validator
         // Everything is already here (a run ended between download and commit): only the hash is left.
-        if isFirstFile && requestsRange && request.expectedSize == bytes.resumeOffset { return leaving(.verify(fromDisk: true)) }
+        if isFirstFile && requestsRange && request.expectedSize == bytes.resumeOffset {
+            return leaving(.verify(fromDisk: true))
+        }
         return leaving(.send)
     }
 
@@ -125,7 +138,11 @@ struct TransferStateMachine: Sendable {
     /// a response is believed only when it is consistent, judged as its header block ends, before any body byte.
     mutating func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
         attempt.headers.consume(line)
-        if let refusal = attempt.headers.refusal(afterLineOf: line.count, resumeOffset: bytes.resumeOffset, bodyLimit: bodyLimit) { abort(refusal) }
+        if let refusal = attempt.headers.refusal(
+            afterLineOf: line.count, resumeOffset: bytes.resumeOffset, bodyLimit: bodyLimit)
+        {
+            abort(refusal)
+        }
         return attempt.abortReason == nil
     }
 
@@ -136,7 +153,10 @@ struct TransferStateMachine: Sendable {
             return .discard
         }
         let start: Int64
-        do { start = try attempt.headers.bodyStart(resumeOffset: requestsRange ? bytes.resumeOffset : nil, bodyLimit: bodyLimit) } catch {
+        do {
+            start = try attempt.headers.bodyStart(
+                resumeOffset: requestsRange ? bytes.resumeOffset : nil, bodyLimit: bodyLimit)
+        } catch {
             abort(error)
             return .refuse
         }
@@ -148,17 +168,20 @@ struct TransferStateMachine: Sendable {
             // Before the first byte lands: the metadata never describes bytes it does not cover. A resume answered
             // with the validator already on disk has nothing new to write (a new source or a full refetch clears
             // `validator` first).
-            if fresh != bytes.validator && bytes.isResumable { metadata = .save(PartialMetadata(sourceKey: source.key, validator: fresh)) }
+            if fresh != bytes.validator && bytes.isResumable {
+                metadata = .save(PartialMetadata(sourceKey: source.key, validator: fresh))
+            }
             bytes.validator = fresh
         } else if bytes.isResumable {
             // Bytes without a validator cannot be resumed safely; whatever metadata there was no longer applies.
             metadata = .remove
         }
         let length = attempt.headers.contentLength
-        return .write(offset: start, truncates: truncates, metadata: metadata,
-                      hashesTrailing: start > 0 || request.bodyReading != nil
-                          || max(length ?? -1, request.expectedSize ?? -1) >= Self.trailingHashThreshold,
-                      expectedTotal: length.map { start + $0 } ?? request.expectedSize)
+        return .write(
+            offset: start, truncates: truncates, metadata: metadata,
+            hashesTrailing: start > 0 || request.bodyReading != nil
+                || max(length ?? -1, request.expectedSize ?? -1) >= Self.trailingHashThreshold,
+            expectedTotal: length.map { start + $0 } ?? request.expectedSize)
     }
 
     /// A callback of the engine cut the attempt short (a write that failed, a stall, too many bytes). The first
@@ -168,9 +191,11 @@ struct TransferStateMachine: Sendable {
     /// libcurl is done with the attempt: a body to verify, a redirect to follow, a 304, or a failure. `error`: libcurl's
     /// (nil: completed), which `writeRefused` says is the write callback refusing bytes; `outOfDescriptors`: a socket
     /// could not be had; `proxyAuthentication`: what a proxy that answered 407 wants, named from the environment.
-    mutating func attemptEnded(bytesWritten: Int64 = 0, error: FailureReason? = nil, writeRefused: Bool = false,
-                               outOfDescriptors: Bool = false, redirectTarget: String? = nil,
-                               proxyAuthentication: FailureReason? = nil, now: Double, badHosts: [Bool]) -> Action {
+    mutating func attemptEnded(
+        bytesWritten: Int64 = 0, error: FailureReason? = nil, writeRefused: Bool = false,
+        outOfDescriptors: Bool = false, redirectTarget: String? = nil,
+        proxyAuthentication: FailureReason? = nil, now: Double, badHosts: [Bool]
+    ) -> Action {
         bytes.received = bytesWritten
         let status = attempt.headers.status
         let reason: FailureReason
@@ -185,7 +210,9 @@ struct TransferStateMachine: Sendable {
         } else if status == 407 {
             reason = proxyAuthentication ?? .proxyAuthenticationRequired(variable: nil, proxy: nil)
         } else if (300..<400).contains(status), let target = redirectTarget {
-            switch rules.redirects.decide(current: attempt.url, target: target, source: source.url, visited: attempt.visited) {
+            switch rules.redirects.decide(
+                current: attempt.url, target: target, source: source.url, visited: attempt.visited)
+            {
             case .refuse(let why): reason = .redirectRefused(why)
             case .follow(let url, let sendHeaders):
                 // Redirects are hops of one attempt: bytes already resumed stay, the new hop asks for the same range.
@@ -195,8 +222,10 @@ struct TransferStateMachine: Sendable {
                 return leaving(.send)
             }
         } else if status == 304 && source.conditional != nil {
-            return leaving(.notModified(sourceDisplayURL: source.displayURL, freshFor: attempt.headers.freshness,
-                                        removesFile: !bytes.isResumable, sharers: split(stoppedBy: nil)))
+            return leaving(
+                .notModified(
+                    sourceDisplayURL: source.displayURL, freshFor: attempt.headers.freshness,
+                    removesFile: !bytes.isResumable, sharers: split(stoppedBy: nil)))
         } else if (200..<300).contains(status) {
             return leaving(.verify(fromDisk: bytes.resumeOffset > 0))
         } else {
@@ -208,8 +237,10 @@ struct TransferStateMachine: Sendable {
 
     /// The bytes are all in and hashed: they are a file only if size and digest are what was pinned. Whatever they
     /// are for this request, they may be exactly what a sharer pinned, whose outcomes come first.
-    mutating func digestComputed(_ digest: Result<Digest, FailureReason>, now: Double,
-                                 badHosts: [Bool]) -> (sharers: [SharerOutcome], action: Action) {
+    mutating func digestComputed(
+        _ digest: Result<Digest, FailureReason>, now: Double,
+        badHosts: [Bool]
+    ) -> (sharers: [SharerOutcome], action: Action) {
         let judged = digest.flatMap { digest -> Result<Digest, FailureReason> in
             mismatch(request, digest).map { .failure($0) } ?? .success(digest)
         }
@@ -224,7 +255,10 @@ struct TransferStateMachine: Sendable {
         case .success(let digest):
             // The sharers stay listed until the file is handed over: if it cannot leave the partial's name
             // (`failed`), they go on from there.
-            return (served, leaving(.deliver(file(of: request, from: sourceIndex, digest: digest), sharers: split(stoppedBy: nil))))
+            return (
+                served,
+                leaving(.deliver(file(of: request, from: sourceIndex, digest: digest), sharers: split(stoppedBy: nil)))
+            )
         case .failure(let reason) where spliced && !reason.isLocal:
             // The splice may be what went wrong: the final hash is the judge, so fetch once in full.
             bytes.didFullRefetch = true
@@ -247,14 +281,17 @@ struct TransferStateMachine: Sendable {
         // A local failure (disk full, permission) is the same whichever source is tried.
         guard !reason.isLocal, !reason.stopsTheRun else { return giveUp(after: failure) }
         var notBefore: Double?
-        if case .httpStatus = reason, let retryAfter = attempt.headers.retryAfter { notBefore = now + rules.retryPolicy.floor(for: retryAfter) }
+        if case .httpStatus = reason, let retryAfter = attempt.headers.retryAfter {
+            notBefore = now + rules.retryPolicy.floor(for: retryAfter)
+        }
         let outcome: SourceRotation.Outcome = isTransient(reason) ? .transient(notBefore: notBefore) : .permanent
         rotation.record(outcome, at: sourceIndex)
         // What the URL did is the group's; wrong bytes are judged for each sharer on its own (`serveSharers`).
         for index in sharers.indices where !reason.isAboutTheBytes {
             guard let shared = sharers[index].sourceMap[sourceIndex] else { continue }
             sharers[index].rotation.record(outcome, at: shared)
-            sharers[index].failures.append(AttemptFailure(sourceDisplayURL: sharers[index].request.sources[shared].displayURL, reason: reason))
+            sharers[index].failures.append(
+                AttemptFailure(sourceDisplayURL: sharers[index].request.sources[shared].displayURL, reason: reason))
         }
         guard let step = rotation.next(avoiding: badHosts) else { return giveUp(after: failure) }
         return retry(after: failure, at: step, now: now, keepingBytes: reason.keepsPartial)
@@ -295,7 +332,8 @@ struct TransferStateMachine: Sendable {
         var outcomes: [SharerOutcome] = []
         var waiting: [Sharer] = []
         for var sharer in sharers {
-            guard let index = sharer.sourceMap[sourceIndex], sharer.request.hashAlgorithm == request.hashAlgorithm else {
+            guard let index = sharer.sourceMap[sourceIndex], sharer.request.hashAlgorithm == request.hashAlgorithm
+            else {
                 waiting.append(sharer)
                 continue
             }
@@ -325,40 +363,51 @@ struct TransferStateMachine: Sendable {
     /// The bytes as `request`'s file; the engine says where it lies. Validators and encoding for unpinned files only.
     private func file(of request: TransferRequest, from index: Int, digest: Digest) -> DownloadedFile {
         let unpinned = request.expectedDigest == nil
-        return DownloadedFile(temporaryPath: "", temporaryName: "", size: fileBytes, digest: digest,
-                              sourceDisplayURL: request.sources[index].displayURL, sourceIndex: index,
-                              validators: unpinned ? HTTPValidators(etag: attempt.headers.etag, lastModified: attempt.headers.lastModified) : nil,
-                              contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? attempt.headers.freshness : nil,
-                              servedBy: attempt.url == request.sources[index].url
-                                  ? request.sources[index].displayURL : RedirectedURL.display(attempt.url),
-                              announcedLength: request.headOnly ? attempt.headers.contentLength : nil,
-                              resumedAt: bytes.resumeOffset > 0 ? bytes.resumeOffset : nil)
+        return DownloadedFile(
+            temporaryPath: "", temporaryName: "", size: fileBytes, digest: digest,
+            sourceDisplayURL: request.sources[index].displayURL, sourceIndex: index,
+            validators: unpinned
+                ? HTTPValidators(etag: attempt.headers.etag, lastModified: attempt.headers.lastModified) : nil,
+            contentEncoding: unpinned ? servedEncoding : nil, freshFor: unpinned ? attempt.headers.freshness : nil,
+            servedBy: attempt.url == request.sources[index].url
+                ? request.sources[index].displayURL : RedirectedURL.display(attempt.url),
+            announcedLength: request.headOnly ? attempt.headers.contentLength : nil,
+            resumedAt: bytes.resumeOffset > 0 ? bytes.resumeOffset : nil)
     }
 
     /// The end, in failure. A resumable partial stays for the next run when what ended it left bytes worth resuming
     /// and a validator to resume them with: its metadata, written as the response was accepted, stays with it.
     private mutating func giveUp(after last: AttemptFailure?) -> Action {
         let reason = failures.last?.reason ?? .interrupted
-        return leaving(.giveUp(lastAttempt: last, failures: failures,
-                               keepsPartial: bytes.isResumable && fileBytes > 0 && reason.keepsPartial && bytes.validator != nil,
-                               sharers: split(stoppedBy: reason.stopsTheRun ? reason : nil)))
+        return leaving(
+            .giveUp(
+                lastAttempt: last, failures: failures,
+                keepsPartial: bytes.isResumable && fileBytes > 0 && reason.keepsPartial && bytes.validator != nil,
+                sharers: split(stoppedBy: reason.stopsTheRun ? reason : nil)))
     }
 
     /// `step` after its wait: the backoff of its round, at least until the server's `Retry-After`, to the microsecond
     /// (a floor reads back as the number it was).
-    private mutating func retry(after failure: AttemptFailure?, at step: SourceRotation.Step, now: Double, keepingBytes: Bool) -> Action {
+    private mutating func retry(
+        after failure: AttemptFailure?, at step: SourceRotation.Step, now: Double, keepingBytes: Bool
+    ) -> Action {
         let policy = rules.retryPolicy
-        let delay = (rotation.delay(before: step, now: now) { policy.delay(beforeRetry: $0, retryAfter: nil) } * 1e6).rounded() / 1e6
-        let next = NextAttempt(sourceDisplayURL: request.sources[step.source].displayURL, sourceIndex: step.source, delay: delay,
-                               retry: step.retry, retries: rotation.retries)
-        return leaving(.retry(failure: failure, next: next, bytes: prepareAttempt(at: step.source, keepingBytes: keepingBytes)))
+        let delay =
+            (rotation.delay(before: step, now: now) { policy.delay(beforeRetry: $0, retryAfter: nil) } * 1e6).rounded()
+            / 1e6
+        let next = NextAttempt(
+            sourceDisplayURL: request.sources[step.source].displayURL, sourceIndex: step.source, delay: delay,
+            retry: step.retry, retries: rotation.retries)
+        return leaving(
+            .retry(failure: failure, next: next, bytes: prepareAttempt(at: step.source, keepingBytes: keepingBytes)))
     }
 
     /// The same source again, at once, from byte 0, without a retry spent: the server answered, in a way a fresh full
     /// request (not a resume) can fix. The partial's metadata goes with its bytes.
     private mutating func restartFromZero(after reason: FailureReason) -> Action {
-        let next = NextAttempt(sourceDisplayURL: source.displayURL, sourceIndex: sourceIndex, delay: 0,
-                               retry: rotation.failures(at: sourceIndex), retries: rotation.retries)
+        let next = NextAttempt(
+            sourceDisplayURL: source.displayURL, sourceIndex: sourceIndex, delay: 0,
+            retry: rotation.failures(at: sourceIndex), retries: rotation.retries)
         let failure = record(reason)
         bytes.validator = nil
         _ = prepareAttempt(at: sourceIndex, keepingBytes: false)
@@ -387,7 +436,9 @@ struct TransferStateMachine: Sendable {
         var failure = AttemptFailure(sourceDisplayURL: source.displayURL, reason: reason)
         // A refusal by a server the entry's headers (its credentials, most likely) were kept from: the reader must
         // learn that they were never sent there, or they would look refused.
-        if case .httpStatus(let status) = reason, status == 401 || status == 403, !attempt.sendsHeaders, !source.headers.isEmpty {
+        if case .httpStatus(let status) = reason, status == 401 || status == 403, !attempt.sendsHeaders,
+            !source.headers.isEmpty
+        {
             failure.headersWithheldAt = RedirectedURL.display(attempt.url)
         }
         failures.append(failure)
@@ -466,7 +517,8 @@ extension TransferStateMachine {
         case retry(failure: AttemptFailure?, next: NextAttempt, bytes: Bytes)
         /// The end: `lastAttempt` (none when it came from outside an attempt) is reported with nothing after it; the
         /// partial and its metadata stay when `keepsPartial`, otherwise the file goes.
-        case giveUp(lastAttempt: AttemptFailure?, failures: [AttemptFailure], keepsPartial: Bool, sharers: [SharerOutcome])
+        case giveUp(
+            lastAttempt: AttemptFailure?, failures: [AttemptFailure], keepsPartial: Bool, sharers: [SharerOutcome])
         /// Hand the verified file over (named where the engine puts it), then settle the sharers.
         case deliver(DownloadedFile, sharers: [SharerOutcome])
         /// A source asked conditionally answered 304: the copy on disk is current.
@@ -486,7 +538,8 @@ extension TransferStateMachine {
     /// What the bytes, or the transfer's end, mean for a sharer: a copy of its own (made with its `fileMode`), going
     /// on alone with its own sources from where the group left it (`goOnAlone`), or the end.
     enum SharerOutcome: Equatable {
-        case serve(Sharer, DownloadedFile), goOnAlone(Sharer, after: AttemptFailure?), end(id: Int, failures: [AttemptFailure])
+        case serve(Sharer, DownloadedFile), goOnAlone(Sharer, after: AttemptFailure?), end(
+            id: Int, failures: [AttemptFailure])
     }
 
     enum BodyPlan: Equatable {
@@ -496,7 +549,8 @@ extension TransferStateMachine {
         case refuse
         /// Into the file from `offset`, emptied first when `truncates` (a 200 answered a resume); `hashesTrailing`: on
         /// another core, reading the file back; `expectedTotal`: its length once whole, for progress.
-        case write(offset: Int64, truncates: Bool, metadata: MetadataChange, hashesTrailing: Bool, expectedTotal: Int64?)
+        case write(
+            offset: Int64, truncates: Bool, metadata: MetadataChange, hashesTrailing: Bool, expectedTotal: Int64?)
     }
 
     /// The partial's metadata, written as soon as a response is accepted (not only when the transfer gives up): a
@@ -518,7 +572,9 @@ struct Sharer: Sendable, Equatable {
         self.request = request
         sourceMap = leader.sources.map { leading in
             guard leading.conditional == nil else { return nil }
-            return request.sources.firstIndex { $0.conditional == nil && $0.url == leading.url && $0.headers == leading.headers }
+            return request.sources.firstIndex {
+                $0.conditional == nil && $0.url == leading.url && $0.headers == leading.headers
+            }
         }
         rotation = SourceRotation(sources: request.sources.count, retries: request.retries)
     }

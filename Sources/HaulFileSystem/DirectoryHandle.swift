@@ -41,12 +41,16 @@ package final class DirectoryHandle: Sendable {
 
     /// Opens the directory `name` in this one, refusing a symlink (`ELOOP`) or anything that is not a directory
     /// (`ENOTDIR`). With `creatingWithMode`, a missing one is made first.
-    package func subdirectory(_ name: String, creatingWithMode mode: mode_t? = nil) -> Result<DirectoryHandle, SystemError> {
+    package func subdirectory(
+        _ name: String, creatingWithMode mode: mode_t? = nil
+    ) -> Result<DirectoryHandle, SystemError> {
         for _ in 0..<2 {
             let opened = name.withCString { openat(descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             if opened >= 0 { return .success(DirectoryHandle(descriptor: opened, path: displayPath(of: name))) }
             let code = errno
-            guard code == ENOENT, let mode else { return .failure(SystemError(errno: code, path: displayPath(of: name))) }
+            guard code == ENOENT, let mode else {
+                return .failure(SystemError(errno: code, path: displayPath(of: name)))
+            }
             // Another process may make it between the two calls: EEXIST is then as good as success.
             if name.withCString({ mkdirat(descriptor, $0, mode) }) != 0, errno != EEXIST {
                 return .failure(SystemError(errno: errno, path: displayPath(of: name)))
@@ -76,7 +80,9 @@ package final class DirectoryHandle: Sendable {
     /// one. In haul's private folders a file may carry its final mode from the start, so that moving it into place
     /// needs no chmod. `hasMode`: the mode is exactly `mode` (`open` gives it narrowed by the umask and without the
     /// special bits: it is then set by descriptor). `umask`: the process's (`ProcessUmask`), nil when unknown.
-    package func createFile(_ name: String, mode: UInt32?, umask: UInt32?) -> Result<(descriptor: Int32, hasMode: Bool), SystemError> {
+    package func createFile(
+        _ name: String, mode: UInt32?, umask: UInt32?
+    ) -> Result<(descriptor: Int32, hasMode: Bool), SystemError> {
         let bits = mode ?? 0o600
         let descriptor: Int32
         switch openFile(name, flags: O_RDWR | O_CREAT | O_EXCL, mode: mode_t(bits & 0o777)) {
@@ -114,18 +120,21 @@ package final class DirectoryHandle: Sendable {
     /// Removes the file `name` (not a directory); nil on success.
     @discardableResult
     package func remove(_ name: String) -> SystemError? {
-        name.withCString { unlinkat(descriptor, $0, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+        name.withCString { unlinkat(descriptor, $0, 0) } == 0
+            ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
     /// `unlinkat(2)` of the directory `name`, which must be empty (`ENOTEMPTY` otherwise); nil on success.
     package func removeEmptyDirectory(_ name: String) -> SystemError? {
-        name.withCString { unlinkat(descriptor, $0, AT_REMOVEDIR) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+        name.withCString { unlinkat(descriptor, $0, AT_REMOVEDIR) } == 0
+            ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
     /// `mkdirat(2)`: a new directory `name` (one already there, of any kind, is `EEXIST`), its mode narrowed by
     /// the umask; nil on success.
     package func makeDirectory(_ name: String, mode: mode_t) -> SystemError? {
-        name.withCString { mkdirat(descriptor, $0, mode) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+        name.withCString { mkdirat(descriptor, $0, mode) } == 0
+            ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
     /// `symlinkat(2)`: a new symlink `name` whose text is `target` (nothing is checked about it, nothing followed);
@@ -145,13 +154,15 @@ package final class DirectoryHandle: Sendable {
     /// `renameat(2)` of `name` to `newName` in `target` (this directory when nil); nil on success.
     package func rename(_ name: String, to newName: String, in target: DirectoryHandle? = nil) -> SystemError? {
         let destination = target ?? self
-        let rc = name.withCString { old in newName.withCString { renameat(descriptor, old, destination.descriptor, $0) } }
+        let rc = name.withCString { old in newName.withCString { renameat(descriptor, old, destination.descriptor, $0) }
+        }
         return rc == 0 ? nil : SystemError(errno: errno, path: destination.displayPath(of: newName))
     }
 
     /// `renameat2(2)` of `name` to `newName` in `target`, failing with `EEXIST` rather than replacing what is there;
     /// `EINVAL` where the file system does not take the flag (FUSE without rename2, some NFS).
-    package func renameWithoutReplacing(_ name: String, to newName: String, in target: DirectoryHandle) -> SystemError? {
+    package func renameWithoutReplacing(_ name: String, to newName: String, in target: DirectoryHandle) -> SystemError?
+    {
         renameTwo(name, to: newName, in: target, flags: haul_RENAME_NOREPLACE)
     }
 
@@ -161,8 +172,12 @@ package final class DirectoryHandle: Sendable {
         renameTwo(name, to: otherName, in: target, flags: haul_RENAME_EXCHANGE)
     }
 
-    private func renameTwo(_ name: String, to newName: String, in target: DirectoryHandle, flags: UInt32) -> SystemError? {
-        let rc = name.withCString { old in newName.withCString { renameat2(descriptor, old, target.descriptor, $0, flags) } }
+    private func renameTwo(
+        _ name: String, to newName: String, in target: DirectoryHandle, flags: UInt32
+    ) -> SystemError? {
+        let rc = name.withCString { old in
+            newName.withCString { renameat2(descriptor, old, target.descriptor, $0, flags) }
+        }
         return rc == 0 ? nil : SystemError(errno: errno, path: target.displayPath(of: newName))
     }
 
@@ -188,7 +203,8 @@ package final class DirectoryHandle: Sendable {
 
     /// `fchmodat(2)`: the mode of `name` exactly, not narrowed by the umask.
     package func setMode(_ mode: mode_t, of name: String) -> SystemError? {
-        name.withCString { fchmodat(descriptor, $0, mode, 0) } == 0 ? nil : SystemError(errno: errno, path: displayPath(of: name))
+        name.withCString { fchmodat(descriptor, $0, mode, 0) } == 0
+            ? nil : SystemError(errno: errno, path: displayPath(of: name))
     }
 
     /// The mode of this directory itself.
@@ -229,8 +245,10 @@ package final class DirectoryHandle: Sendable {
     }
 
     /// `forEachName` of any open folder (one a walk holds by its descriptor alone).
-    package static func forEachName(inFolder descriptor: Int32, shownAs path: String,
-                                    _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> SystemError? {
+    package static func forEachName(
+        inFolder descriptor: Int32, shownAs path: String,
+        _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) -> SystemError? {
         forEachEntry(inFolder: descriptor, shownAs: path) { name, _ in body(name) }
     }
 
@@ -240,8 +258,10 @@ package final class DirectoryHandle: Sendable {
         Self.forEachEntry(inFolder: descriptor, shownAs: path, body)
     }
 
-    private static func forEachEntry(inFolder descriptor: Int32, shownAs path: String,
-                                     _ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8) -> Void) -> SystemError? {
+    private static func forEachEntry(
+        inFolder descriptor: Int32, shownAs path: String,
+        _ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8) -> Void
+    ) -> SystemError? {
         // fdopendir takes the descriptor over: give it a copy, positioned at the start.
         let copy = dup(descriptor)
         guard copy >= 0 else { return SystemError(errno: errno, path: path) }

@@ -6,7 +6,8 @@ extension DirectoryHandle {
     /// folders open (at least 2); a missing `name` is no error. nil when all of it is gone, else the first failure
     /// (whatever else could be removed is removed all the same).
     @discardableResult
-    package func removeTree(_ name: String, holdingAtMost heldLimit: Int = TreeRemoval.defaultHeldLimit) -> SystemError? {
+    package func removeTree(_ name: String, holdingAtMost heldLimit: Int = TreeRemoval.defaultHeldLimit) -> SystemError?
+    {
         TreeRemoval.remove(name, in: self, heldLimit: heldLimit)
     }
 }
@@ -126,7 +127,9 @@ package struct TreeRemoval {
         }
         if info.st_mode & 0o700 != 0o700 { _ = fchmod(opened, (info.st_mode & 0o7777) | 0o700) }
         var entries: [[CChar]] = []
-        if let failure = DirectoryHandle.forEachName(inFolder: opened, shownAs: display(name), { entries.append($0.map { CChar(bitPattern: $0) } + [0]) }) {
+        if let failure = DirectoryHandle.forEachName(
+            inFolder: opened, shownAs: display(name), { entries.append($0.map { CChar(bitPattern: $0) } + [0]) })
+        {
             record(failure.errno, display(name))
             close(opened)
             return false

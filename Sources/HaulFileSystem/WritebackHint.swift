@@ -23,7 +23,8 @@ package struct WritebackHint {
     /// step of them has accumulated. `descriptor` may be open for reading only.
     package mutating func written(upTo end: Int64, of descriptor: Int32) {
         guard end - requestedUpTo >= Self.step else { return }
-        _ = sync_file_range(descriptor, __off64_t(requestedUpTo), __off64_t(end - requestedUpTo), haul_SYNC_FILE_RANGE_WRITE)
+        _ = sync_file_range(
+            descriptor, __off64_t(requestedUpTo), __off64_t(end - requestedUpTo), haul_SYNC_FILE_RANGE_WRITE)
         requestedUpTo = end
     }
 }

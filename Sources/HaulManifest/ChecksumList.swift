@@ -27,8 +27,10 @@ package struct ChecksumList: Sendable {
         }
         var items: [Item] = []
         // "\r\n" is one Character: a list written on Windows splits on it as on "\n".
-        for (index, line) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
-            .enumerated() {
+        for (index, line) in text.split(
+            omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }
+        )
+        .enumerated() {
             guard !line.allSatisfy({ $0 == " " || $0 == "\t" }) else { continue }
             do throws(LineFailure) {
                 var item: Item
@@ -39,7 +41,9 @@ package struct ChecksumList: Sendable {
                 throw ChecksumListError(file: file, line: index + 1, message: error.message)
             }
         }
-        guard !items.isEmpty else { throw ChecksumListError(file: file, line: nil, message: "the checksum list names no file") }
+        guard !items.isEmpty else {
+            throw ChecksumListError(file: file, line: nil, message: "the checksum list names no file")
+        }
         return ChecksumList(items: items)
     }
 
@@ -55,13 +59,16 @@ package struct ChecksumList: Sendable {
         let tags: [(String, DigestAlgorithm)] = [("SHA256 (", .sha256), ("SHA384 (", .sha384), ("SHA512 (", .sha512)]
         guard let (tag, algorithm) = tags.first(where: { line.hasPrefix($0.0) }) else {
             if line.hasPrefix("SHA1 (") || line.hasPrefix("MD5 (") {
-                throw LineFailure("a SHA-1 or MD5 checksum cannot pin a file (use the release's SHA-256 or SHA-512 list)")
+                throw LineFailure(
+                    "a SHA-1 or MD5 checksum cannot pin a file (use the release's SHA-256 or SHA-512 list)")
             }
             return nil
         }
         guard let separator = line.ranges(of: ") = ").last else { throw LineFailure(expected) }
         let name = line[line.index(line.startIndex, offsetBy: tag.count)..<separator.lowerBound]
-        return Item(name: try checkedName(name), digest: try digest(line[separator.upperBound...], algorithm: algorithm), line: 0)
+        return Item(
+            name: try checkedName(name), digest: try digest(line[separator.upperBound...], algorithm: algorithm),
+            line: 0)
     }
 
     /// `hex  name`, `hex *name`, or `\hex  name` with `\\` and `\n` escapes in the name.
@@ -76,14 +83,17 @@ package struct ChecksumList: Sendable {
         case 64: algorithm = .sha256
         case 96: algorithm = .sha384
         case 128: algorithm = .sha512
-        case 32, 40: throw LineFailure("a SHA-1 or MD5 checksum cannot pin a file (use the release's SHA-256 or SHA-512 list)")
+        case 32, 40:
+            throw LineFailure("a SHA-1 or MD5 checksum cannot pin a file (use the release's SHA-256 or SHA-512 list)")
         default: throw LineFailure(expected)
         }
         let marker = rest[rest.index(after: space)...]
         guard let mode = marker.first, mode == " " || mode == "*" else { throw LineFailure(expected) }
         var name = String(marker.dropFirst())
         if escaped {
-            guard !name.contains("\\n") else { throw LineFailure("a file name with a line break cannot be a destination") }
+            guard !name.contains("\\n") else {
+                throw LineFailure("a file name with a line break cannot be a destination")
+            }
             name = name.replacing("\\\\", with: "\\")
         }
         return Item(name: try checkedName(Substring(name)), digest: try digest(hex, algorithm: algorithm), line: 0)
@@ -91,7 +101,9 @@ package struct ChecksumList: Sendable {
 
     private static func digest(_ hex: Substring, algorithm: DigestAlgorithm) throws(LineFailure) -> Digest {
         guard hex.count == algorithm.byteCount * 2, let digest = Digest(algorithm: algorithm, hex: hex) else {
-            throw LineFailure("expected \(algorithm.byteCount * 2) hex digits of \(algorithm.rawValue), found \(Quoted.text(String(hex)))")
+            throw LineFailure(
+                "expected \(algorithm.byteCount * 2) hex digits of \(algorithm.rawValue), found \(Quoted.text(String(hex)))"
+            )
         }
         return digest
     }
@@ -134,12 +146,17 @@ extension ChecksumList {
                 throw ChecksumListError(file: file, line: item.line, message: error.messages.joined(separator: "; "))
             }
             if let earlier = named.updateValue(item, forKey: DestinationKey(destination)) {
-                throw ChecksumListError(file: file, line: item.line, message: earlier.name.hasSameBytes(as: item.name)
-                    ? "\(Quoted.text(item.name)) is named twice, at lines \(earlier.line) and \(item.line)"
-                    : "\(Quoted.text(item.name)) is the same destination as \(Quoted.text(earlier.name)) at line \(earlier.line)")
+                throw ChecksumListError(
+                    file: file, line: item.line,
+                    message: earlier.name.hasSameBytes(as: item.name)
+                        ? "\(Quoted.text(item.name)) is named twice, at lines \(earlier.line) and \(item.line)"
+                        : "\(Quoted.text(item.name)) is the same destination as \(Quoted.text(earlier.name)) at line \(earlier.line)"
+                )
             }
-            entries.append(PinnedEntry(url: folder + Self.percentEncoded(item.name), destination: destination,
-                                       digest: item.digest, size: nil))
+            entries.append(
+                PinnedEntry(
+                    url: folder + Self.percentEncoded(item.name), destination: destination,
+                    digest: item.digest, size: nil))
         }
         return entries
     }
@@ -151,8 +168,9 @@ extension ChecksumList {
         var out: [UInt8] = []
         for byte in name.utf8 {
             switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
                 out.append(byte)
             default:
                 out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]

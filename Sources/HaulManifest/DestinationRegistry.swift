@@ -49,26 +49,32 @@ struct DestinationRegistry {
         }
         switch conflict.kind {
         case .duplicate:
-            guard !path.hasSameBytes(as: owner.path) else { return "\(Quoted.text(path)) is already the destination of \(entry)" }
+            guard !path.hasSameBytes(as: owner.path) else {
+                return "\(Quoted.text(path)) is already the destination of \(entry)"
+            }
             return "\(Quoted.text(path)) differs from \(quotedOwner), the destination of \(entry), only in Unicode "
                 + "normalization (\(Quoted.scalars(path)) here, \(Quoted.scalars(owner.path)) there): one file "
                 + normalization
         case .neededAsFolder(let folderLength):
             let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
-            return noting("\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)",
-                          here: path, there: ownerFolder)
+            return noting(
+                "\(Quoted.text(path)) is needed as a folder for \(quotedOwner), the destination of \(entry)",
+                here: path, there: ownerFolder)
         case .insideFile(let folderLength):
             let folder = Substring(path.utf8.prefix(folderLength))
-            return noting("\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)",
-                          here: folder, there: owner.path)
+            return noting(
+                "\(Quoted.text(path)) would be inside \(Quoted.text(folder)), which is the destination of \(entry)",
+                here: folder, there: owner.path)
         case .insideUnpacked(let folderLength):
             let folder = Substring(path.utf8.prefix(folderLength))
-            return noting("\(Quoted.text(path)) is inside \(Quoted.text(folder)), which \(entry) extracts an archive into",
-                          here: folder, there: owner.path)
+            return noting(
+                "\(Quoted.text(path)) is inside \(Quoted.text(folder)), which \(entry) extracts an archive into",
+                here: folder, there: owner.path)
         case .holdsDestination(let folderLength):
             let ownerFolder = Substring(owner.path.utf8.prefix(folderLength))
-            return noting("\(Quoted.text(path)), which this entry extracts an archive into, would hold \(quotedOwner), "
-                          + "the destination of \(entry)", here: path, there: ownerFolder)
+            return noting(
+                "\(Quoted.text(path)), which this entry extracts an archive into, would hold \(quotedOwner), "
+                    + "the destination of \(entry)", here: path, there: ownerFolder)
         }
     }
 }
@@ -153,8 +159,9 @@ private struct ClaimTable {
             }
         }
         for folder in newFolders {
-            claims[String(folder)] = .folder(owner: Int32(truncatingIfNeeded: owner),
-                                                   length: Int32(truncatingIfNeeded: folder.utf8.count))
+            claims[String(folder)] = .folder(
+                owner: Int32(truncatingIfNeeded: owner),
+                length: Int32(truncatingIfNeeded: folder.utf8.count))
         }
         lastFolder = parent
         return nil

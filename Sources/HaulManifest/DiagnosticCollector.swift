@@ -56,7 +56,9 @@ struct DiagnosticCollector {
         }
     }
 
-    private static func sorted(_ items: [(diagnostic: Diagnostic, order: Int)]) -> [(diagnostic: Diagnostic, order: Int)] {
+    private static func sorted(
+        _ items: [(diagnostic: Diagnostic, order: Int)]
+    ) -> [(diagnostic: Diagnostic, order: Int)] {
         items.sorted { a, b in
             let la = a.diagnostic.location, lb = b.diagnostic.location
             if la != lb {

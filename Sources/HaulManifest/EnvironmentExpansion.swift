@@ -21,8 +21,10 @@ enum EnvironmentExpansion {
 
     /// Expands every reference; fails listing every problem in the template (unterminated, bad or unset names).
     /// What values add is taken from `budget`: past it, the expansion fails (with a message the first time).
-    static func expand(_ template: String, environment: [String: String],
-                       budget: inout ExpansionBudget) throws(RuleFailure) -> TemplatedString {
+    static func expand(
+        _ template: String, environment: [String: String],
+        budget: inout ExpansionBudget
+    ) throws(RuleFailure) -> TemplatedString {
         // Fast path: most manifest strings reference nothing.
         guard template.containsByte(dollar) else { return TemplatedString(literal: template) }
 
@@ -49,8 +51,10 @@ enum EnvironmentExpansion {
             let reference = String(decoding: bytes[(index + 2)..<end], as: UTF8.self)
             let (name, fallback) = Self.split(reference)
             if !isValidName(name) {
-                problems.append("invalid variable reference \(Quoted.text("${" + reference + "}")) "
-                                + "(a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)")
+                problems.append(
+                    "invalid variable reference \(Quoted.text("${" + reference + "}")) "
+                        + "(a name is a letter or _ followed by letters, digits or _; ${NAME:-default} gives a default)"
+                )
             } else if let value = environment[name], !(fallback != nil && value.isEmpty) {
                 guard budget.spend(value.utf8.count) else {
                     throw RuleFailure(messages: budget.reportExhaustion())
@@ -65,7 +69,8 @@ enum EnvironmentExpansion {
             index = end + 1
         }
         guard problems.isEmpty else { throw RuleFailure(messages: problems) }
-        return TemplatedString(template: template, expanded: String(decoding: out, as: UTF8.self), environmentValues: values)
+        return TemplatedString(
+            template: template, expanded: String(decoding: out, as: UTF8.self), environmentValues: values)
     }
 
     /// Names referenced by a template that expanded cleanly, for messages that must blame a variable, not a value.
@@ -123,9 +128,11 @@ struct ExpansionBudget {
     /// refused by it).
     mutating func reportExhaustion() -> [String] {
         defer { reported = true }
-        return reported ? [] : [
-            "expanding environment variables makes the manifest larger than \(ManifestLoader.maximumSizeText), "
-                + "the most haul reads",
-        ]
+        return reported
+            ? []
+            : [
+                "expanding environment variables makes the manifest larger than \(ManifestLoader.maximumSizeText), "
+                    + "the most haul reads"
+            ]
     }
 }

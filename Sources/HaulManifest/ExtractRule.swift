@@ -70,8 +70,10 @@ package final class ExtractRule: Sendable, Hashable {
     /// size (see `ExtractRule.defaultUnpackedBytes`).
     package let maxUnpackedBytes: Int64?
 
-    package init(format: ArchiveFormat? = nil, strip: Int = 0, include: [String] = [], exclude: [String] = [],
-                 tree: Digest? = nil, maxUnpackedBytes: Int64? = nil) {
+    package init(
+        format: ArchiveFormat? = nil, strip: Int = 0, include: [String] = [], exclude: [String] = [],
+        tree: Digest? = nil, maxUnpackedBytes: Int64? = nil
+    ) {
         self.format = format
         self.strip = strip
         self.include = include
@@ -82,7 +84,9 @@ package final class ExtractRule: Sendable, Hashable {
 
     /// The same rule with `tree` pinned: what `haul add` writes once it has hashed the tree.
     package func pinning(tree: Digest) -> ExtractRule {
-        ExtractRule(format: format, strip: strip, include: include, exclude: exclude, tree: tree, maxUnpackedBytes: maxUnpackedBytes)
+        ExtractRule(
+            format: format, strip: strip, include: include, exclude: exclude, tree: tree,
+            maxUnpackedBytes: maxUnpackedBytes)
     }
 
     /// Without `max_unpacked:`, what the members may total: this many times the archive's size, and at least
@@ -100,14 +104,18 @@ package final class ExtractRule: Sendable, Hashable {
     /// What of the rule shapes the tree (format, strip, include, exclude), as a short hex text the state keeps with
     /// each member: a tree unpacked with other rules is unpacked again. The tree pin and the size cap do not shape it.
     package var fingerprint: String {
-        let shape = [format?.rawValue ?? "", String(strip), include.joined(separator: "\u{0}"), exclude.joined(separator: "\u{0}")]
-            .joined(separator: "\u{1}")
+        let shape = [
+            format?.rawValue ?? "", String(strip), include.joined(separator: "\u{0}"),
+            exclude.joined(separator: "\u{0}"),
+        ]
+        .joined(separator: "\u{1}")
         return String(StreamingHasher.digest(Array(shape.utf8), algorithm: .sha256).hex.prefix(16))
     }
 
     package static func == (a: ExtractRule, b: ExtractRule) -> Bool {
-        a === b || (a.format == b.format && a.strip == b.strip && a.include == b.include && a.exclude == b.exclude
-                    && a.tree == b.tree && a.maxUnpackedBytes == b.maxUnpackedBytes)
+        a === b
+            || (a.format == b.format && a.strip == b.strip && a.include == b.include && a.exclude == b.exclude
+                && a.tree == b.tree && a.maxUnpackedBytes == b.maxUnpackedBytes)
     }
 
     package func hash(into hasher: inout Hasher) {

@@ -16,7 +16,7 @@ package enum HeaderRules {
     static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"):
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
             true
         default:
             "!#$%&'*+-.^_`|~".utf8.contains(byte)
@@ -44,7 +44,8 @@ package enum HeaderRules {
         var value = text[text.index(after: colon)...]
         while value.first == " " || value.first == "\t" { value = value.dropFirst() }
         guard isToken(name) else {
-            throw HeaderLineError("-H: header name \(Quoted.text(name)) is not a token (letters, digits, !#$%&'*+-.^_`|~)")
+            throw HeaderLineError(
+                "-H: header name \(Quoted.text(name)) is not a token (letters, digits, !#$%&'*+-.^_`|~)")
         }
         guard !ownedByHaul.contains(canonicalName(name)) else {
             throw HeaderLineError("-H: haul sets \(name) itself (resume, revalidation and framing depend on it)")
@@ -62,8 +63,9 @@ package enum HeaderRules {
         guard !entry.isEmpty else { return defaults }
         var merged = defaults
         // Positions by name: looking each one up by a scan made this quadratic in the number of headers.
-        var positions = Dictionary(defaults.indices.map { (canonicalName(defaults[$0].name), $0) },
-                                   uniquingKeysWith: { first, _ in first })
+        var positions = Dictionary(
+            defaults.indices.map { (canonicalName(defaults[$0].name), $0) },
+            uniquingKeysWith: { first, _ in first })
         for field in entry {
             let name = canonicalName(field.name)
             if let index = positions[name] {

@@ -77,7 +77,8 @@ package struct LinearRegex: Sendable {
         var stack: [Thread] = []
         current.reserveCapacity(program.count)
         next.reserveCapacity(program.count)
-        add(Thread(pc: 0, slots: [Int](repeating: -1, count: slotCount)), at: 0, of: input, to: &current,
+        add(
+            Thread(pc: 0, slots: [Int](repeating: -1, count: slotCount)), at: 0, of: input, to: &current,
             seen: &seen, generation: 0, stack: &stack)
         for position in 0...input.count {
             guard !current.isEmpty else { return nil }
@@ -99,7 +100,8 @@ package struct LinearRegex: Sendable {
                 case .split, .jump, .save, .assertStart, .assertEnd:
                     continue  // followed by `add`, never queued
                 }
-                add(Thread(pc: thread.pc + 1, slots: thread.slots), at: position + 1, of: input, to: &next,
+                add(
+                    Thread(pc: thread.pc + 1, slots: thread.slots), at: position + 1, of: input, to: &next,
                     seen: &seen, generation: position + 1, stack: &stack)
             }
             swap(&current, &next)
@@ -110,8 +112,10 @@ package struct LinearRegex: Sendable {
 
     /// Follows the instructions that consume nothing from `thread`, in priority order, and queues the threads that
     /// wait for a character (or at `match`). An explicit stack, so a long chain of them cannot overflow the thread's.
-    private func add(_ thread: Thread, at position: Int, of input: [Unicode.Scalar], to list: inout [Thread],
-                     seen: inout [Int], generation: Int, stack: inout [Thread]) {
+    private func add(
+        _ thread: Thread, at position: Int, of input: [Unicode.Scalar], to list: inout [Thread],
+        seen: inout [Int], generation: Int, stack: inout [Thread]
+    ) {
         stack.append(thread)
         while var thread = stack.popLast() {
             guard seen[thread.pc] != generation else { continue }
@@ -271,18 +275,22 @@ private struct Parser {
             if rest.first == ":" {
                 index += 2
             } else if rest.starts(with: ["<"]) && !rest.starts(with: ["<", "="]) && !rest.starts(with: ["<", "!"])
-                        || rest.starts(with: ["P", "<"]) || rest.starts(with: ["'"]) {
+                || rest.starts(with: ["P", "<"]) || rest.starts(with: ["'"])
+            {
                 let close: Unicode.Scalar = rest.first == "'" ? "'" : ">"
-                guard let end = pattern[index...].firstIndex(of: close), end > index + (rest.first == "P" ? 3 : 2) - 1 else {
+                guard let end = pattern[index...].firstIndex(of: close), end > index + (rest.first == "P" ? 3 : 2) - 1
+                else {
                     throw failure("a group name is not closed", at: start)
                 }
                 index = end + 1
                 groupCount += 1
                 capture = groupCount
             } else if rest.starts(with: ["="]) || rest.starts(with: ["!"]) || rest.starts(with: ["<", "="])
-                        || rest.starts(with: ["<", "!"]) {
-                throw failure("lookarounds ((?=, (?!, (?<=, (?<!) are not supported: rules are matched in linear time, "
-                              + "as RE2 does", at: start)
+                || rest.starts(with: ["<", "!"])
+            {
+                throw failure(
+                    "lookarounds ((?=, (?!, (?<=, (?<!) are not supported: rules are matched in linear time, "
+                        + "as RE2 does", at: start)
             } else {
                 throw failure("\"(?\" here is not supported (only (?:, (?<name> and a leading (?i))", at: start)
             }
@@ -392,7 +400,9 @@ private struct Parser {
                     }
                     upper = escaped
                 }
-                guard lower.value <= upper.value else { throw failure("the range \(lower)-\(upper) is backwards", at: index - 1) }
+                guard lower.value <= upper.value else {
+                    throw failure("the range \(lower)-\(upper) is backwards", at: index - 1)
+                }
                 set.add(lower, upper)
             } else {
                 set.add(lower, lower)
@@ -419,8 +429,9 @@ private struct Parser {
         case "f": return .scalar("\u{0C}")
         case "v": return .scalar("\u{0B}")
         case "1"..."9":
-            throw failure("backreferences (\\\(scalar)) are not supported: rules are matched in linear time, as RE2 does",
-                          at: index - 2)
+            throw failure(
+                "backreferences (\\\(scalar)) are not supported: rules are matched in linear time, as RE2 does",
+                at: index - 2)
         default:
             guard scalar.isASCII, !scalar.properties.isAlphabetic, !("0"..."9").contains(scalar) else {
                 throw failure("unknown escape \"\\\(scalar)\"", at: index - 2)
@@ -438,15 +449,17 @@ private struct Compiler {
 
     mutating func emit(_ node: Node) throws(LinearRegexError) {
         guard program.count <= LinearRegex.maximumInstructions else {
-            throw LinearRegexError(message: "the pattern is too large (more than \(LinearRegex.maximumInstructions) "
-                                   + "steps once its repetitions are written out)", position: nil)
+            throw LinearRegexError(
+                message: "the pattern is too large (more than \(LinearRegex.maximumInstructions) "
+                    + "steps once its repetitions are written out)", position: nil)
         }
         switch node {
         case .empty:
             break
         case .scalar(let scalar):
             let lower = Self.asciiLowercase(scalar), upper = Self.asciiUppercase(scalar)
-            program.append(caseInsensitive && lower != upper ? .scalarAnyCase(lower: lower, upper: upper) : .scalar(scalar))
+            program.append(
+                caseInsensitive && lower != upper ? .scalarAnyCase(lower: lower, upper: upper) : .scalar(scalar))
         case .set(let set):
             program.append(.set(caseInsensitive ? set.foldingASCIICase() : set))
         case .anyButNewline:

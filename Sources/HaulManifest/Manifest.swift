@@ -24,8 +24,10 @@ package struct Manifest: Sendable {
     /// input, which no later run can be sure to read again.
     package var fingerprint: ManifestFingerprint?
 
-    package init(sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
-                omittedWarnings: Int = 0) {
+    package init(
+        sourcePath: String, version: Int, root: String, prune: Bool, files: [FileEntry], warnings: [Diagnostic],
+        omittedWarnings: Int = 0
+    ) {
         self.sourcePath = sourcePath
         self.version = version
         self.root = root
@@ -117,9 +119,11 @@ package struct FileEntry: Sendable {
     package var extract: ExtractRule?
     private var rare = RareSettings()
 
-    package init(index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
-                checksum: Checksum?, size: Int64?, mode: FileMode, retries: Int, timeout: Seconds,
-                headers: [HeaderField], location: SourceLocation) {
+    package init(
+        index: Int, url: TemplatedString, mirrors: [TemplatedString], destination: DestinationPath,
+        checksum: Checksum?, size: Int64?, mode: FileMode, retries: Int, timeout: Seconds,
+        headers: [HeaderField], location: SourceLocation
+    ) {
         self.index = index
         self.url = url
         self.mirrors = mirrors
@@ -258,7 +262,8 @@ package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConv
         guard !parts.isEmpty, length <= Self.maximumBytes else { return nil }
         // Normalizing only drops bytes: a path as long as its parts joined is already normal (as nearly every one
         // is), and is kept rather than joined again.
-        self.description = length == text.utf8.count
+        self.description =
+            length == text.utf8.count
             ? text : parts.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
     }
 
@@ -269,7 +274,9 @@ package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConv
 
     /// Identity is the UTF-8 bytes, as the kernel names files: `String`'s `==` is Unicode canonical equivalence,
     /// which would make "caf\u{e9}" and "cafe\u{301}", two files on Linux, one path.
-    package static func == (a: DestinationPath, b: DestinationPath) -> Bool { a.description.hasSameBytes(as: b.description) }
+    package static func == (a: DestinationPath, b: DestinationPath) -> Bool {
+        a.description.hasSameBytes(as: b.description)
+    }
     package func hash(into hasher: inout Hasher) { description.hashBytes(into: &hasher) }
     /// Byte order, consistent with `==` (String's `<` would order canonically equivalent paths as equal).
     package static func < (a: DestinationPath, b: DestinationPath) -> Bool { a.description.bytesPrecede(b.description) }
@@ -297,7 +304,9 @@ package struct DestinationPath: Sendable, Hashable, Comparable, CustomStringConv
     /// The first component: `a` for `a/b/c`.
     package var firstComponent: Substring {
         let utf8 = description.utf8
-        guard let offset = description.withUTF8Buffer({ $0.firstIndex(of: UInt8(ascii: "/")) }) else { return description[...] }
+        guard let offset = description.withUTF8Buffer({ $0.firstIndex(of: UInt8(ascii: "/")) }) else {
+            return description[...]
+        }
         return Substring(utf8[..<utf8.index(utf8.startIndex, offsetBy: offset)])
     }
 
@@ -378,7 +387,8 @@ package struct Checksum: Sendable, Hashable {
 /// `debugDescription` and reflection (`dump`, `"\(entry)"` of a struct that holds one) show the same redacted
 /// template, so no way of printing a manifest value reveals what the environment supplied.
 package struct TemplatedString: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
-                               CustomReflectable {
+    CustomReflectable
+{
     /// As written in the manifest, e.g. `Bearer ${ASSETS_TOKEN}`.
     package let template: String
     /// With every `${VAR}` replaced by its value. Do not print.
@@ -429,15 +439,19 @@ package enum Redaction {
         guard utf8.contains(UInt8(ascii: "@")) else { return text }
         let bytes = Array(utf8)
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 2 < bytes.count,
-              bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return text }
+            bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/")
+        else { return text }
         let authorityStart = colon + 3
         var authorityEnd = authorityStart
-        while authorityEnd < bytes.count, bytes[authorityEnd] != UInt8(ascii: "/"), bytes[authorityEnd] != UInt8(ascii: "?"),
-              bytes[authorityEnd] != UInt8(ascii: "#") {
+        while authorityEnd < bytes.count, bytes[authorityEnd] != UInt8(ascii: "/"),
+            bytes[authorityEnd] != UInt8(ascii: "?"),
+            bytes[authorityEnd] != UInt8(ascii: "#")
+        {
             authorityEnd += 1
         }
         guard let at = bytes[authorityStart..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return text }
-        return String(decoding: bytes[..<authorityStart], as: UTF8.self) + "***" + String(decoding: bytes[at...], as: UTF8.self)
+        return String(decoding: bytes[..<authorityStart], as: UTF8.self) + "***"
+            + String(decoding: bytes[at...], as: UTF8.self)
     }
 }
 
@@ -499,7 +513,8 @@ package struct DiagnosticsError: Error, Sendable, CustomStringConvertible {
 
     /// One error about the file as a whole (it cannot be read, it is too large), at no place in it.
     init(file: String, message: String) {
-        self.init(diagnostics: [Diagnostic(severity: .error, file: file, location: nil, keyPath: nil, message: message)])
+        self.init(diagnostics: [Diagnostic(severity: .error, file: file, location: nil, keyPath: nil, message: message)]
+        )
     }
 
     /// As printed: one line per diagnostic, then how many more there were.

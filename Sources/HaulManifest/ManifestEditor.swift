@@ -13,12 +13,15 @@ package enum ManifestEditor {
     /// `entries` after the last entry of `files:`, in that order, in one splice: the text is scanned once and
     /// copied once however many entries a checksum list brings. `original` nil: there is no manifest yet, and a
     /// minimal valid one is made around them.
-    package static func appending(_ entries: [PinnedEntry], to original: [UInt8]?,
-                                 fileName: String) throws(ManifestEditError) -> ManifestEdit {
+    package static func appending(
+        _ entries: [PinnedEntry], to original: [UInt8]?,
+        fileName: String
+    ) throws(ManifestEditError) -> ManifestEdit {
         let positions = try positionsByDestination(entries, fileName: fileName)
         guard let original else {
-            return ManifestEdit(bytes: Array(newManifest(with: entries, lineBreak: "\n").utf8), firstIndex: 0,
-                                sameURL: entries.map { _ in [] })
+            return ManifestEdit(
+                bytes: Array(newManifest(with: entries, lineBreak: "\n").utf8), firstIndex: 0,
+                sameURL: entries.map { _ in [] })
         }
         let source = try SourceText(original, fileName: fileName)
         let layout = try ManifestLayout.scan(source, fileName: fileName)
@@ -29,13 +32,20 @@ package enum ManifestEditor {
         var sameURL = entries.map { _ in [ListedEntry]() }
         for listed in layout.entries {
             if let (text, mark) = listed.destination, let normalized = try? PathRules.destination(text).normalized,
-               let position = positions[DestinationKey(normalized)] {
-                throw ManifestEditError(reason: .destinationTaken(index: listed.index), diagnostic: Diagnostic(
-                    severity: .error, file: fileName, location: mark.location, keyPath: "files[\(listed.index)].dest",
-                    message: "\(Quoted.text(entries[position].destination)) is already the destination of files[\(listed.index)]"))
+                let position = positions[DestinationKey(normalized)]
+            {
+                throw ManifestEditError(
+                    reason: .destinationTaken(index: listed.index),
+                    diagnostic: Diagnostic(
+                        severity: .error, file: fileName, location: mark.location,
+                        keyPath: "files[\(listed.index)].dest",
+                        message:
+                            "\(Quoted.text(entries[position].destination)) is already the destination of files[\(listed.index)]"
+                    ))
             }
             if let (url, mark) = listed.url, let same = positionsByURL[url] {
-                let found = ListedEntry(index: listed.index, destination: listed.destination?.text, location: mark.location)
+                let found = ListedEntry(
+                    index: listed.index, destination: listed.destination?.text, location: mark.location)
                 for position in same { sameURL[position].append(found) }
             }
         }
@@ -47,16 +57,20 @@ package enum ManifestEditor {
 
     /// Where each new entry's destination is among them; two new entries for one destination are refused (the
     /// loader would refuse the second), and neither is written.
-    private static func positionsByDestination(_ entries: [PinnedEntry],
-                                               fileName: String) throws(ManifestEditError) -> [DestinationKey: Int] {
+    private static func positionsByDestination(
+        _ entries: [PinnedEntry],
+        fileName: String
+    ) throws(ManifestEditError) -> [DestinationKey: Int] {
         var positions: [DestinationKey: Int] = [:]
         positions.reserveCapacity(entries.count)
         for (position, entry) in entries.enumerated() {
             if let first = positions.updateValue(position, forKey: DestinationKey(entry.destination)) {
-                throw ManifestEditError(reason: .destinationRepeated(first: first, second: position), diagnostic: Diagnostic(
-                    severity: .error, file: fileName, location: nil, keyPath: nil,
-                    message: "\(Quoted.text(entry.destination)) is the destination of two of the new entries "
-                        + "(number \(first + 1) and number \(position + 1))"))
+                throw ManifestEditError(
+                    reason: .destinationRepeated(first: first, second: position),
+                    diagnostic: Diagnostic(
+                        severity: .error, file: fileName, location: nil, keyPath: nil,
+                        message: "\(Quoted.text(entry.destination)) is the destination of two of the new entries "
+                            + "(number \(first + 1) and number \(position + 1))"))
             }
         }
         return positions
@@ -68,31 +82,41 @@ package enum ManifestEditor {
     /// entry). `tree`: the archive entry's `extract: tree:` becomes it (`extract: true` becomes
     /// `extract: {tree: sha256-…}`; settings without a tree get one after their last). Every other byte stays as it
     /// was.
-    package static func repinning(_ index: Int, digest: Digest, size: Int64?, tree: Digest? = nil, in original: [UInt8],
-                                 fileName: String) throws(ManifestEditError) -> [UInt8] {
+    package static func repinning(
+        _ index: Int, digest: Digest, size: Int64?, tree: Digest? = nil, in original: [UInt8],
+        fileName: String
+    ) throws(ManifestEditError) -> [UInt8] {
         let source = try SourceText(original, fileName: fileName)
         let layout = try ManifestLayout.scan(source, fileName: fileName)
         guard layout.entries.indices.contains(index), let item = layout.entries[index].item,
-              item.isBlockMapping || item.isFlowMapping else {
-            throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
-                severity: .error, file: fileName, location: nil, keyPath: "files[\(index)]",
-                message: "cannot find the entry's keys to edit"))
+            item.isBlockMapping || item.isFlowMapping
+        else {
+            throw ManifestEditError(
+                reason: .notEditable,
+                diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: nil, keyPath: "files[\(index)]",
+                    message: "cannot find the entry's keys to edit"))
         }
         let listed = layout.entries[index]
         var splice = Splice(source: source)
         var added: [(key: String, value: String)] = []
         if let checksum = listed.checksum {
-            let value = switch checksum.key {
-            case FileKey.checksum.rawValue: "\(digest.algorithm.rawValue):\(digest.hex)"
-            case FileKey.integrity.rawValue: "\(digest.algorithm.rawValue)-\(Base64.encode(digest.bytes))"
-            default: digest.hex
-            }
-            let key = checksum.key == FileKey.checksum.rawValue || checksum.key == FileKey.integrity.rawValue
+            let value =
+                switch checksum.key {
+                case FileKey.checksum.rawValue: "\(digest.algorithm.rawValue):\(digest.hex)"
+                case FileKey.integrity.rawValue: "\(digest.algorithm.rawValue)-\(Base64.encode(digest.bytes))"
+                default: digest.hex
+                }
+            let key =
+                checksum.key == FileKey.checksum.rawValue || checksum.key == FileKey.integrity.rawValue
                 || checksum.key == digest.algorithm.rawValue
             guard key else {
-                throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
-                    severity: .error, file: fileName, location: checksum.value.start.location, keyPath: "files[\(index)].\(checksum.key)",
-                    message: "a \(digest.algorithm.rawValue) digest cannot be written under \(checksum.key)"))
+                throw ManifestEditError(
+                    reason: .notEditable,
+                    diagnostic: Diagnostic(
+                        severity: .error, file: fileName, location: checksum.value.start.location,
+                        keyPath: "files[\(index)].\(checksum.key)",
+                        message: "a \(digest.algorithm.rawValue) digest cannot be written under \(checksum.key)"))
             }
             splice.replace(source.range(of: checksum.value), with: value)
         } else {
@@ -110,18 +134,23 @@ package enum ManifestEditor {
         if !added.isEmpty {
             if item.isFlowMapping {
                 // Just inside the closing brace.
-                splice.insert(at: source.offset(of: item.contentEnd) - 1, added.map { ", \($0.key): \($0.value)" }.joined())
+                splice.insert(
+                    at: source.offset(of: item.contentEnd) - 1, added.map { ", \($0.key): \($0.value)" }.joined())
             } else {
                 let point = source.insertionPoint(after: item.contentEnd, keepingCommentsDeeperThan: item.start.column)
-                splice.insertLines(at: point, added.map { String(repeating: " ", count: item.start.column) + "\($0.key): \($0.value)" })
+                splice.insertLines(
+                    at: point, added.map { String(repeating: " ", count: item.start.column) + "\($0.key): \($0.value)" }
+                )
             }
         }
         return splice.apply()
     }
 
     /// The splice that writes `tree` as the entry's `extract: tree:`.
-    private static func repinTree(_ tree: Digest, of listed: ManifestLayout.Listed, source: SourceText, fileName: String,
-                                  into splice: inout Splice) throws(ManifestEditError) {
+    private static func repinTree(
+        _ tree: Digest, of listed: ManifestLayout.Listed, source: SourceText, fileName: String,
+        into splice: inout Splice
+    ) throws(ManifestEditError) {
         let key = ExtractKey.tree.rawValue, value = tree.subresourceIntegrity
         switch listed.extract {
         case .scalar(let span)?:
@@ -129,23 +158,30 @@ package enum ManifestEditor {
         case .settings(let settings)? where settings.tree != nil:
             if let span = settings.tree { splice.replace(source.range(of: span), with: value) }
         case .settings(let settings)? where settings.mapping.isFlowMapping:
-            splice.insert(at: source.offset(of: settings.mapping.contentEnd) - 1, (settings.pairs == 0 ? "" : ", ") + "\(key): \(value)")
+            splice.insert(
+                at: source.offset(of: settings.mapping.contentEnd) - 1,
+                (settings.pairs == 0 ? "" : ", ") + "\(key): \(value)")
         case .settings(let settings)?:
             let column = settings.mapping.start.column
             let point = source.insertionPoint(after: settings.mapping.contentEnd, keepingCommentsDeeperThan: column)
             splice.insertLines(at: point, [String(repeating: " ", count: column) + "\(key): \(value)"])
         case nil:
-            throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
-                severity: .error, file: fileName, location: listed.item?.start.location, keyPath: "files[\(listed.index)]",
-                message: "the entry has no extract: to pin a tree in"))
+            throw ManifestEditError(
+                reason: .notEditable,
+                diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: listed.item?.start.location,
+                    keyPath: "files[\(listed.index)]",
+                    message: "the entry has no extract: to pin a tree in"))
         }
     }
 
     /// The smallest manifest the loader accepts, holding `entries`.
     static func newManifest(with entries: [PinnedEntry], lineBreak: String) -> String {
-        (["\(TopLevelKey.version.rawValue): \(Manifest.supportedVersions[Manifest.supportedVersions.count - 1])",
-          "\(TopLevelKey.files.rawValue):"] + blockLines(entries, dashColumn: 2, keyColumn: 4))
-            .map { $0 + lineBreak }.joined()
+        ([
+            "\(TopLevelKey.version.rawValue): \(Manifest.supportedVersions[Manifest.supportedVersions.count - 1])",
+            "\(TopLevelKey.files.rawValue):",
+        ] + blockLines(entries, dashColumn: 2, keyColumn: 4))
+        .map { $0 + lineBreak }.joined()
     }
 
     /// Every entry as block-style lines, one after the other.
@@ -159,11 +195,15 @@ package enum ManifestEditor {
     }
 
     /// Decides the splice for each layout the manifest can have.
-    private static func plan(_ entries: [PinnedEntry], layout: ManifestLayout, source: SourceText, fileName: String,
-                             into splice: inout Splice) throws(ManifestEditError) {
+    private static func plan(
+        _ entries: [PinnedEntry], layout: ManifestLayout, source: SourceText, fileName: String,
+        into splice: inout Splice
+    ) throws(ManifestEditError) {
         func notEditable(_ message: String, at mark: Mark?, keyPath: String?) -> ManifestEditError {
-            ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
-                severity: .error, file: fileName, location: mark?.location, keyPath: keyPath, message: message))
+            ManifestEditError(
+                reason: .notEditable,
+                diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: mark?.location, keyPath: keyPath, message: message))
         }
 
         let root: (flow: Bool, start: Mark, end: Mark, pairs: Int)
@@ -194,16 +234,19 @@ package enum ManifestEditor {
             }
 
         case .absent:
-            let point = source.insertionPoint(after: layout.rootContentEnd ?? root.start,
-                                              keepingCommentsDeeperThan: root.start.column)
+            let point = source.insertionPoint(
+                after: layout.rootContentEnd ?? root.start,
+                keepingCommentsDeeperThan: root.start.column)
             let keyLine = String(repeating: " ", count: root.start.column) + filesKey + ":"
-            splice.insertLines(at: point, [keyLine] + blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
+            splice.insertLines(
+                at: point, [keyLine] + blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
 
         case .null(let keyEnd, let start, let end):
             let hasText = end.index > start.index
             if root.flow {
                 if hasText {
-                    splice.replace(source.offset(of: start)..<source.offset(of: end), with: "[\(flowMappings(entries))]")
+                    splice.replace(
+                        source.offset(of: start)..<source.offset(of: end), with: "[\(flowMappings(entries))]")
                 } else if let colon = source.offset(ofNext: UInt8(ascii: ":"), from: source.offset(of: keyEnd)) {
                     splice.insert(at: colon + 1, " [\(flowMappings(entries))]")
                 } else {
@@ -218,13 +261,15 @@ package enum ManifestEditor {
                 splice.replace(range, with: "")
                 lineEnd = range.upperBound
             }
-            splice.insertLines(at: source.nextLineStart(from: lineEnd),
-                               blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
+            splice.insertLines(
+                at: source.nextLineStart(from: lineEnd),
+                blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
 
         case .sequence(let sequence):
             if sequence.flow {
-                try planFlowSequence(entries, sequence, rootIsFlow: root.flow, dashColumn: dashColumn, source: source,
-                                     into: &splice)
+                try planFlowSequence(
+                    entries, sequence, rootIsFlow: root.flow, dashColumn: dashColumn, source: source,
+                    into: &splice)
                 return
             }
             guard let last = sequence.last else {
@@ -244,8 +289,10 @@ package enum ManifestEditor {
         }
     }
 
-    private static func planFlowSequence(_ entries: [PinnedEntry], _ sequence: ManifestLayout.Sequence, rootIsFlow: Bool,
-                                         dashColumn: Int, source: SourceText, into splice: inout Splice) throws(ManifestEditError) {
+    private static func planFlowSequence(
+        _ entries: [PinnedEntry], _ sequence: ManifestLayout.Sequence, rootIsFlow: Bool,
+        dashColumn: Int, source: SourceText, into splice: inout Splice
+    ) throws(ManifestEditError) {
         guard let last = sequence.last else {
             let closing = source.offset(of: sequence.end) - 1
             if rootIsFlow {
@@ -254,14 +301,16 @@ package enum ManifestEditor {
                 // `files: []` under a block mapping becomes a block sequence: the form every later entry extends.
                 let range = source.withLeadingBlanks(source.offset(of: sequence.start)..<(closing + 1))
                 splice.replace(range, with: "")
-                splice.insertLines(at: source.nextLineStart(from: range.upperBound),
-                                   blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
+                splice.insertLines(
+                    at: source.nextLineStart(from: range.upperBound),
+                    blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
             }
             return
         }
         // One item per line stays one item per line; items side by side stay side by side.
         let previousLine = sequence.beforeLastEnd?.line ?? sequence.start.line
-        let separator = last.start.line > previousLine
+        let separator =
+            last.start.line > previousLine
             ? "," + source.lineBreak + String(repeating: " ", count: last.start.column)
             : ", "
         splice.insert(at: source.offset(of: last.contentEnd), separator + flowMappings(entries, separator: separator))
@@ -335,13 +384,18 @@ struct SourceText {
         start = bytes.starts(with: [0xef, 0xbb, 0xbf]) ? 3 : 0
         // libyaml also reads UTF-16, but text spliced into it would be UTF-8: refuse rather than corrupt.
         guard String(validating: bytes[start...], as: UTF8.self) != nil else {
-            throw ManifestEditError(reason: .notEditable, diagnostic: Diagnostic(
-                severity: .error, file: fileName, location: nil, keyPath: nil,
-                message: "the manifest is not UTF-8 text; haul edits only UTF-8 manifests"))
+            throw ManifestEditError(
+                reason: .notEditable,
+                diagnostic: Diagnostic(
+                    severity: .error, file: fileName, location: nil, keyPath: nil,
+                    message: "the manifest is not UTF-8 text; haul edits only UTF-8 manifests"))
         }
         let firstBreak = bytes.firstIndex { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }
-        lineBreak = firstBreak.map { bytes[$0] == UInt8(ascii: "\r") && $0 + 1 < bytes.count
-            && bytes[$0 + 1] == UInt8(ascii: "\n") } == true ? "\r\n" : "\n"
+        lineBreak =
+            firstBreak.map {
+                bytes[$0] == UInt8(ascii: "\r") && $0 + 1 < bytes.count
+                    && bytes[$0 + 1] == UInt8(ascii: "\n")
+            } == true ? "\r\n" : "\n"
     }
 
     /// The byte offset of a mark. Linear, but the editor converts a handful of marks per edit.
@@ -412,7 +466,9 @@ struct SourceText {
         }
         // No content line: the value goes where the indicator is.
         var indicatorEnd = start
-        while indicatorEnd < bytes.count && !isBlank(bytes[indicatorEnd]) && !isBreak(bytes[indicatorEnd]) { indicatorEnd += 1 }
+        while indicatorEnd < bytes.count && !isBlank(bytes[indicatorEnd]) && !isBreak(bytes[indicatorEnd]) {
+            indicatorEnd += 1
+        }
         return start..<indicatorEnd
     }
 
@@ -448,7 +504,8 @@ struct Splice {
     }
 
     mutating func insertLines(at offset: Int, _ text: String) {
-        let needsBreak = offset > source.start
+        let needsBreak =
+            offset > source.start
             && source.bytes[offset - 1] != UInt8(ascii: "\n") && source.bytes[offset - 1] != UInt8(ascii: "\r")
         insert(at: offset, (needsBreak ? source.lineBreak : "") + text)
     }
@@ -456,7 +513,9 @@ struct Splice {
     func apply() -> [UInt8] {
         var bytes = source.bytes
         // Back to front, so that earlier offsets stay valid; at one offset, later edits come after earlier ones.
-        for edit in edits.enumerated().sorted(by: { ($0.element.range.lowerBound, $0.offset) > ($1.element.range.lowerBound, $1.offset) }) {
+        for edit in edits.enumerated().sorted(by: {
+            ($0.element.range.lowerBound, $0.offset) > ($1.element.range.lowerBound, $1.offset)
+        }) {
             bytes.replaceSubrange(edit.element.range, with: edit.element.text)
         }
         return bytes
@@ -548,16 +607,22 @@ struct ManifestLayout {
     static func scan(_ source: SourceText, fileName: String) throws(ManifestEditError) -> ManifestLayout {
         var builder = LayoutBuilder()
         guard !source.bytes.isEmpty else { return builder.layout }  // empty text: nothing to scan
-        let failure: Diagnostic? = YAMLEventParser.parse(.bytes(source.bytes)) { parser -> Diagnostic? in
-            while !builder.finished {
-                guard let event = parser.next() else {
-                    let error = parser.error
-                    return Diagnostic(severity: .error, file: fileName, location: error.location, keyPath: nil, message: error.message)
+        let failure: Diagnostic? =
+            YAMLEventParser.parse(.bytes(source.bytes)) { parser -> Diagnostic? in
+                while !builder.finished {
+                    guard let event = parser.next() else {
+                        let error = parser.error
+                        return Diagnostic(
+                            severity: .error, file: fileName, location: error.location, keyPath: nil,
+                            message: error.message)
+                    }
+                    builder.handle(event)
                 }
-                builder.handle(event)
+                return nil
             }
-            return nil
-        } ?? Diagnostic(severity: .error, file: fileName, location: nil, keyPath: nil, message: "cannot parse YAML: out of memory")
+            ?? Diagnostic(
+                severity: .error, file: fileName, location: nil, keyPath: nil,
+                message: "cannot parse YAML: out of memory")
         if let failure { throw ManifestEditError(reason: .notEditable, diagnostic: failure) }
         return builder.layout
     }
@@ -585,16 +650,18 @@ private struct LayoutBuilder {
 
         init(_ bytes: UnsafeBufferPointer<UInt8>) {
             // Gated on the length: almost every scalar is a value far longer than any of these names.
-            self = switch bytes.count {
-            case 3 where bytes.elementsEqual(FileKey.url.rawValue.utf8): .url
-            case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
-            case 4 where bytes.elementsEqual(FileKey.size.rawValue.utf8): .size
-            case 4 where bytes.elementsEqual(ExtractKey.tree.rawValue.utf8): .tree
-            case 7 where bytes.elementsEqual(FileKey.extract.rawValue.utf8): .extract
-            case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
-            case 6, 8, 9: Self.checksumKeys.first { bytes.elementsEqual($0.rawValue.utf8) }.map { .checksum($0) } ?? .other
-            default: .other
-            }
+            self =
+                switch bytes.count {
+                case 3 where bytes.elementsEqual(FileKey.url.rawValue.utf8): .url
+                case 4 where bytes.elementsEqual(FileKey.dest.rawValue.utf8): .dest
+                case 4 where bytes.elementsEqual(FileKey.size.rawValue.utf8): .size
+                case 4 where bytes.elementsEqual(ExtractKey.tree.rawValue.utf8): .tree
+                case 7 where bytes.elementsEqual(FileKey.extract.rawValue.utf8): .extract
+                case 5 where bytes.elementsEqual(TopLevelKey.files.rawValue.utf8): .files
+                case 6, 8, 9:
+                    Self.checksumKeys.first { bytes.elementsEqual($0.rawValue.utf8) }.map { .checksum($0) } ?? .other
+                default: .other
+                }
         }
     }
 
@@ -627,16 +694,19 @@ private struct LayoutBuilder {
         case YAML_SCALAR_EVENT:
             let scalar = event.data.scalar
             let bytes = UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length)
-            let isNull = scalar.tag == nil && scalar.style == YAML_PLAIN_SCALAR_STYLE && bytes.count <= 4
+            let isNull =
+                scalar.tag == nil && scalar.style == YAML_PLAIN_SCALAR_STYLE && bytes.count <= 4
                 && Self.nullSpellings.contains { $0.elementsEqual(bytes) }
             let isBlockScalar = scalar.style == YAML_LITERAL_SCALAR_STYLE || scalar.style == YAML_FOLDED_SCALAR_STYLE
             scalarNode(bytes, isNull: isNull, isBlockScalar: isBlockScalar, start: start, end: end)
         case YAML_ALIAS_EVENT:
             scalarNode(nil, isNull: false, isBlockScalar: false, start: start, end: end)
         case YAML_SEQUENCE_START_EVENT:
-            openCollection(isMapping: false, isFlow: event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE, start: start)
+            openCollection(
+                isMapping: false, isFlow: event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE, start: start)
         case YAML_MAPPING_START_EVENT:
-            openCollection(isMapping: true, isFlow: event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE, start: start)
+            openCollection(
+                isMapping: true, isFlow: event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE, start: start)
         case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
             closeCollection(end: end)
         default:
@@ -668,23 +738,28 @@ private struct LayoutBuilder {
     }
 
     /// `bytes` nil for an alias. Text is made only for the few scalars kept: a manifest has hundreds of thousands.
-    private mutating func scalarNode(_ bytes: UnsafeBufferPointer<UInt8>?, isNull: Bool, isBlockScalar: Bool,
-                                     start: Mark, end: Mark) {
+    private mutating func scalarNode(
+        _ bytes: UnsafeBufferPointer<UInt8>?, isNull: Bool, isBlockScalar: Bool,
+        start: Mark, end: Mark
+    ) {
         let key = bytes.map(Key.init) ?? .other
-        let isRootKey = frames.count == 1 && frames[0].role == .root && frames[0].isMapping && frames[0].children % 2 == 0
+        let isRootKey =
+            frames.count == 1 && frames[0].role == .root && frames[0].isMapping && frames[0].children % 2 == 0
         if isRootKey && key == .files && filesKeyEnd == nil { filesKeyEnd = end }
         let place = begin(key: key)
         switch place.role {
         case .root:
             // An empty document reads as one empty scalar.
-            layout.root = isNull && end.index == start.index ? .empty : .other(found: isNull ? "null" : "a scalar", at: start)
+            layout.root =
+                isNull && end.index == start.index ? .empty : .other(found: isNull ? "null" : "a scalar", at: start)
             finished = true
             return
         case .files:
             if isNull, let keyEnd = filesKeyEnd {
                 layout.files = .null(keyEnd: keyEnd, start: start, end: end)
             } else {
-                let found = bytes.map { isNull ? "null" : Quoted.text(String(decoding: $0, as: UTF8.self)) } ?? "an alias"
+                let found =
+                    bytes.map { isNull ? "null" : Quoted.text(String(decoding: $0, as: UTF8.self)) } ?? "an alias"
                 layout.files = .other(found: found, at: start)
             }
         case .item:
@@ -696,8 +771,11 @@ private struct LayoutBuilder {
                 case .url: listed.url = (String(decoding: bytes, as: UTF8.self), start)
                 case .size: listed.size = ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar)
                 case .checksum(let key):
-                    listed.checksum = (key.rawValue, ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar))
-                case .extract: listed.extract = .scalar(ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar))
+                    listed.checksum = (
+                        key.rawValue, ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar)
+                    )
+                case .extract:
+                    listed.extract = .scalar(ManifestLayout.Value(start: start, end: end, isBlockScalar: isBlockScalar))
                 case .files, .tree, .other: break
                 }
             } else if place.parent == .extract, place.valueOf == .tree {
@@ -723,8 +801,9 @@ private struct LayoutBuilder {
             startItem(at: start, isFlowMapping: isMapping && isFlow, isBlockMapping: isMapping && !isFlow)
         case .other where place.parentIsEntry && place.valueOf == .extract && isMapping:
             role = .extract
-            extractSettings = ManifestLayout.ExtractSettings(mapping: ManifestLayout.Item(
-                start: start, contentEnd: start, isFlowMapping: isFlow, isBlockMapping: !isFlow))
+            extractSettings = ManifestLayout.ExtractSettings(
+                mapping: ManifestLayout.Item(
+                    start: start, contentEnd: start, isFlowMapping: isFlow, isBlockMapping: !isFlow))
         default:
             break
         }
@@ -739,8 +818,10 @@ private struct LayoutBuilder {
         case .item:
             finishItem()
         case .files:
-            layout.files = .sequence(ManifestLayout.Sequence(flow: frame.isFlow, start: frame.start, end: end,
-                                                             last: sequenceLast, beforeLastEnd: sequenceBeforeLastEnd))
+            layout.files = .sequence(
+                ManifestLayout.Sequence(
+                    flow: frame.isFlow, start: frame.start, end: end,
+                    last: sequenceLast, beforeLastEnd: sequenceBeforeLastEnd))
         case .root:
             layout.root = .mapping(flow: frame.isFlow, start: frame.start, end: end, pairs: frame.children / 2)
             finished = true
@@ -762,8 +843,9 @@ private struct LayoutBuilder {
     }
 
     private mutating func startItem(at start: Mark, isFlowMapping: Bool, isBlockMapping: Bool) {
-        item = ManifestLayout.Item(start: start, contentEnd: start, isFlowMapping: isFlowMapping,
-                                   isBlockMapping: isBlockMapping)
+        item = ManifestLayout.Item(
+            start: start, contentEnd: start, isFlowMapping: isFlowMapping,
+            isBlockMapping: isBlockMapping)
         listed = ManifestLayout.Listed(index: layout.fileCount)
     }
 

@@ -23,7 +23,9 @@ package struct ManifestInput: Sendable {
 
     /// Text already read: standard input, or a caller's.
     package init(bytes: [UInt8], fileName: String, directory: String, path: String?, overridingRoot: String?) {
-        self.init(content: .bytes(bytes), fileName: fileName, directory: directory, path: path, overridingRoot: overridingRoot)
+        self.init(
+            content: .bytes(bytes), fileName: fileName, directory: directory, path: path, overridingRoot: overridingRoot
+        )
     }
 
     init(content: Content, fileName: String, directory: String, path: String?, overridingRoot: String?) {
@@ -75,9 +77,13 @@ package struct ManifestFingerprint: Sendable, Hashable {
     /// `variables`: the names validation consulted (`Manifest.environmentNames`); nil when the input has no file
     /// of its own to be read again.
     /// `bytesDigest`: the digest of the text validated, when the validating pass hashed it as it read.
-    package static func of(_ input: ManifestInput, bytesDigest validated: Digest? = nil, variables: [String],
-                           environment: [String: String], commandLineHeaders: Set<String>) -> ManifestFingerprint? {
-        guard let path = input.path, let bytesDigest = validated ?? input.bytesDigest, let hasher = StreamingHasher(.sha256) else { return nil }
+    package static func of(
+        _ input: ManifestInput, bytesDigest validated: Digest? = nil, variables: [String],
+        environment: [String: String], commandLineHeaders: Set<String>
+    ) -> ManifestFingerprint? {
+        guard let path = input.path, let bytesDigest = validated ?? input.bytesDigest,
+            let hasher = StreamingHasher(.sha256)
+        else { return nil }
         // Fields are length-prefixed, so that no two different inputs write the same stream.
         func field(_ text: String) {
             hasher.update(Array("\(text.utf8.count):".utf8))
@@ -104,10 +110,13 @@ package struct ManifestFingerprint: Sendable, Hashable {
     package static func declaredRoot(_ input: ManifestInput, environment: [String: String]) -> String? {
         if let overridingRoot = input.overridingRoot { return overridingRoot }
         let directory = PathRules.normalizeAbsolute(input.directory)
-        guard case .some(.some(let template)) = YAMLEventParser.parse(input.source(), rootBeforeFiles) else { return directory }
+        guard case .some(.some(let template)) = YAMLEventParser.parse(input.source(), rootBeforeFiles) else {
+            return directory
+        }
         var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
         guard let text = try? EnvironmentExpansion.expand(template, environment: environment, budget: &budget).expanded,
-              !text.isEmpty, !text.utf8.contains(0) else { return nil }
+            !text.isEmpty, !text.utf8.contains(0)
+        else { return nil }
         return PathRules.resolve(text, against: directory)
     }
 
@@ -144,7 +153,8 @@ package struct ManifestFingerprint: Sendable, Hashable {
 
     private static func scalarText(_ event: yaml_event_t) -> String {
         let scalar = event.data.scalar
-        return String(decoding: UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length),
-                      as: UTF8.self)
+        return String(
+            decoding: UnsafeBufferPointer(start: scalar.value, count: scalar.value == nil ? 0 : scalar.length),
+            as: UTF8.self)
     }
 }

@@ -18,7 +18,8 @@ struct KeyTable<Key: Sendable>: Sendable {
     private let byLength: [[(name: String, key: Key)]]
 
     init(_ keys: [(name: String, key: Key)]) {
-        var byLength = Array(repeating: [(name: String, key: Key)](), count: (keys.map(\.name.utf8.count).max() ?? 0) + 1)
+        var byLength = Array(
+            repeating: [(name: String, key: Key)](), count: (keys.map(\.name.utf8.count).max() ?? 0) + 1)
         for entry in keys { byLength[entry.name.utf8.count].append(entry) }
         self.byLength = byLength
     }

@@ -29,8 +29,10 @@ package enum ManifestLoader {
     ///
     /// `commandLineHeaders`: the names of the `-H` headers, which stand in for the manifest's of the same name: one
     /// of those whose `${VAR}` is unset is no error, since its value would never be sent.
-    package static func load(path: String, environment: [String: String], root: String? = nil,
-                             commandLineHeaders: Set<String> = []) throws(DiagnosticsError) -> Manifest {
+    package static func load(
+        path: String, environment: [String: String], root: String? = nil,
+        commandLineHeaders: Set<String> = []
+    ) throws(DiagnosticsError) -> Manifest {
         try load(read(path: path, root: root), environment: environment, commandLineHeaders: commandLineHeaders)
     }
 
@@ -46,8 +48,9 @@ package enum ManifestLoader {
             let overridingRoot = try root.map { root throws(ReadFailure) in
                 PathRules.resolve(root, against: root.hasPrefix("/") ? "/" : try currentDirectory())
             }
-            return ManifestInput(content: source.content, fileName: fileName, directory: source.directory,
-                                 path: source.ownPath, overridingRoot: overridingRoot)
+            return ManifestInput(
+                content: source.content, fileName: fileName, directory: source.directory,
+                path: source.ownPath, overridingRoot: overridingRoot)
         } catch {
             throw failure(error.message)
         }
@@ -56,55 +59,69 @@ package enum ManifestLoader {
     /// Validates what `read` read. With `fingerprinting`, a manifest read from its own file gets its `fingerprint`
     /// (what a sync records a settled snapshot under; a command that records none need not hash the bytes).
     /// `early`: told the entries as they are read (`EarlyEntries`), on this thread.
-    package static func load(_ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String> = [],
-                             fingerprinting: Bool = true, early: EarlyEntries.Handler? = nil) throws(DiagnosticsError) -> Manifest {
+    package static func load(
+        _ input: ManifestInput, environment: [String: String], commandLineHeaders: Set<String> = [],
+        fingerprinting: Bool = true, early: EarlyEntries.Handler? = nil
+    ) throws(DiagnosticsError) -> Manifest {
         // The pass that validates hashes what it reads: the fingerprint is that of the text validated.
         let source = input.source(hashing: fingerprinting)
-        var manifest = try parse(source, size: input.size, fileName: input.fileName, manifestDirectory: input.directory,
-                                 environment: environment, pipelined: input.size >= ReadingPipeline.minimumBytes,
-                                 commandLineHeaders: commandLineHeaders, early: early)
+        var manifest = try parse(
+            source, size: input.size, fileName: input.fileName, manifestDirectory: input.directory,
+            environment: environment, pipelined: input.size >= ReadingPipeline.minimumBytes,
+            commandLineHeaders: commandLineHeaders, early: early)
         if let overridingRoot = input.overridingRoot { manifest.root = overridingRoot }
         if fingerprinting {
             let validated: Digest? = if case .file(let reading) = source { reading.digest() } else { nil }
-            manifest.fingerprint = ManifestFingerprint.of(input, bytesDigest: validated, variables: manifest.environmentNames,
-                                                          environment: environment, commandLineHeaders: commandLineHeaders)
+            manifest.fingerprint = ManifestFingerprint.of(
+                input, bytesDigest: validated, variables: manifest.environmentNames,
+                environment: environment, commandLineHeaders: commandLineHeaders)
         }
         return manifest
     }
 
     /// Same from bytes; `manifestDirectory` is the absolute folder `root` is relative to.
-    package static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String,
-                             environment: [String: String], commandLineHeaders: Set<String> = []) throws(DiagnosticsError) -> Manifest {
-        try parse(bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,
-                  pipelined: bytes.count >= ReadingPipeline.minimumBytes, commandLineHeaders: commandLineHeaders)
+    package static func parse(
+        bytes: [UInt8], fileName: String, manifestDirectory: String,
+        environment: [String: String], commandLineHeaders: Set<String> = []
+    ) throws(DiagnosticsError) -> Manifest {
+        try parse(
+            bytes: bytes, fileName: fileName, manifestDirectory: manifestDirectory, environment: environment,
+            pipelined: bytes.count >= ReadingPipeline.minimumBytes, commandLineHeaders: commandLineHeaders)
     }
 
     /// `pipelined`: libyaml on a second thread (see `ReadingPipeline`); tests choose, to compare both ways.
-    static func parse(bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
-                      pipelined: Bool, commandLineHeaders: Set<String> = [],
-                      early: EarlyEntries.Handler? = nil) throws(DiagnosticsError) -> Manifest {
-        try parse(.bytes(bytes), size: bytes.count, fileName: fileName, manifestDirectory: manifestDirectory,
-                  environment: environment, pipelined: pipelined, commandLineHeaders: commandLineHeaders, early: early)
+    static func parse(
+        bytes: [UInt8], fileName: String, manifestDirectory: String, environment: [String: String],
+        pipelined: Bool, commandLineHeaders: Set<String> = [],
+        early: EarlyEntries.Handler? = nil
+    ) throws(DiagnosticsError) -> Manifest {
+        try parse(
+            .bytes(bytes), size: bytes.count, fileName: fileName, manifestDirectory: manifestDirectory,
+            environment: environment, pipelined: pipelined, commandLineHeaders: commandLineHeaders, early: early)
     }
 
     /// `size`: the text's size in bytes (a file's, as it was opened), which sizes the model's tables.
-    private static func parse(_ source: YAMLSource, size: Int, fileName: String, manifestDirectory: String,
-                              environment: [String: String], pipelined: Bool, commandLineHeaders: Set<String>,
-                              early: EarlyEntries.Handler? = nil) throws(DiagnosticsError) -> Manifest {
+    private static func parse(
+        _ source: YAMLSource, size: Int, fileName: String, manifestDirectory: String,
+        environment: [String: String], pipelined: Bool, commandLineHeaders: Set<String>,
+        early: EarlyEntries.Handler? = nil
+    ) throws(DiagnosticsError) -> Manifest {
         guard size <= maximumBytes else { throw DiagnosticsError(file: fileName, message: tooLarge) }
         var directory = manifestDirectory
         if !directory.hasPrefix("/"), let cwd = try? currentDirectory() {
             directory = cwd + "/" + directory
         }
         // Entries run 100 to 300 bytes; overestimating only reserves address space.
-        var validator = ManifestValidator(fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
-                                          environment: environment, expectedEntries: size / 100,
-                                          expansionBudget: maximumBytes - size,
-                                          commandLineHeaders: Set(commandLineHeaders.map(HeaderRules.canonicalName)))
+        var validator = ManifestValidator(
+            fileName: fileName, manifestDirectory: PathRules.normalizeAbsolute(directory),
+            environment: environment, expectedEntries: size / 100,
+            expansionBudget: maximumBytes - size,
+            commandLineHeaders: Set(commandLineHeaders.map(HeaderRules.canonicalName)))
         validator.early = early
         var readerDiagnostics = DiagnosticCollector(file: fileName)
         // `files:` items are validated by `validator` while the reader streams them.
-        let document = pipelined
+        let document =
+            pipelined
             ? ReadingPipeline.read(source, fileName: fileName, diagnostics: &readerDiagnostics, validator: &validator)
             : YAMLReader.read(source, diagnostics: &readerDiagnostics, sink: &validator)
         guard let document else {
@@ -158,8 +175,9 @@ package enum ManifestLoader {
                 let bytes = try readAll(descriptor, sizeHint: isRegular ? Int(status.st_size) : 0)
                 return ManifestSource(content: .bytes(bytes), directory: try currentDirectory())
             }
-            return ManifestSource(content: .file(ManifestFile(descriptor: descriptor, size: Int(status.st_size))),
-                                  directory: parentDirectory(of: absolute), ownPath: absolute)
+            return ManifestSource(
+                content: .file(ManifestFile(descriptor: descriptor, size: Int(status.st_size))),
+                directory: parentDirectory(of: absolute), ownPath: absolute)
         }
     }
 
@@ -167,7 +185,8 @@ package enum ManifestLoader {
     /// leads to a regular file when the shell redirected one there, and whose folder is not the file's.
     static func namesADescriptor(_ absolute: String) -> Bool {
         let folder = parentDirectory(of: absolute)
-        return absolute == "/dev/stdin" || folder == "/dev/fd" || (folder.hasPrefix("/proc/") && folder.hasSuffix("/fd"))
+        return absolute == "/dev/stdin" || folder == "/dev/fd"
+            || (folder.hasPrefix("/proc/") && folder.hasSuffix("/fd"))
     }
 
     /// Whether `path` (as given on a command line) is no file's own name: `-` (standard input) or a name for an

@@ -87,8 +87,10 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused. `expansionBudget`: the bytes expansions may add.
-    init(fileName: String, manifestDirectory: String, environment: [String: String], expectedEntries: Int = 0,
-         expansionBudget: Int = ManifestLoader.maximumBytes, commandLineHeaders: Set<String> = []) {
+    init(
+        fileName: String, manifestDirectory: String, environment: [String: String], expectedEntries: Int = 0,
+        expansionBudget: Int = ManifestLoader.maximumBytes, commandLineHeaders: Set<String> = []
+    ) {
         self.fileName = fileName
         self.commandLineHeaders = commandLineHeaders
         self.manifestDirectory = manifestDirectory
@@ -155,8 +157,9 @@ struct ManifestValidator: YAMLEntrySink {
             }
         }
         if !pairs.contains(where: { $0.key == .files }) {
-            diagnostics.error("missing required key \"files\" (use \"files: []\" for none)",
-                              at: document.location(of: rootID))
+            diagnostics.error(
+                "missing required key \"files\" (use \"files: []\" for none)",
+                at: document.location(of: rootID))
         }
         if !filesUsed {
             // Streamed items belonged to a `files:` that turned out not to count (e.g. a duplicate key).
@@ -166,8 +169,9 @@ struct ManifestValidator: YAMLEntrySink {
         guard !diagnostics.hasErrors, !entryDiagnostics.hasErrors else { return nil }
         applyDefaults(defaults)
         let warnings = allFindings
-        var manifest = Manifest(sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
-                                warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
+        var manifest = Manifest(
+            sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
+            warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
         manifest.netrc = netrc
         manifest.environmentNames = consultedVariables.sorted()
         return manifest
@@ -183,8 +187,10 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// In place: copying 100,000 entries into new values costs more than validating them.
     private mutating func applyDefaults(_ defaults: Defaults) {
-        guard defaults.mode != nil || defaults.retries != nil || defaults.timeout != nil || !defaults.headers.isEmpty
-                || defaults.retryOn != nil else {
+        guard
+            defaults.mode != nil || defaults.retries != nil || defaults.timeout != nil || !defaults.headers.isEmpty
+                || defaults.retryOn != nil
+        else {
             return
         }
         for index in entries.indices {
@@ -204,14 +210,16 @@ struct ManifestValidator: YAMLEntrySink {
         let key = TopLevelKey.version.rawValue
         let versionPair = pairs.first { document.kind(of: $0.key) == .scalar && document.text(of: $0.key) == key }
         guard let (_, value) = versionPair else {
-            diagnostics.error("missing required key \"version\" (this haul reads version \(supportedList))",
-                              at: document.location(of: rootID))
+            diagnostics.error(
+                "missing required key \"version\" (this haul reads version \(supportedList))",
+                at: document.location(of: rootID))
             return assumed
         }
         guard let number = integer(value, path: key, expected: "an integer") else { return assumed }
         guard let version = Int(exactly: number), Manifest.supportedVersions.contains(version) else {
-            diagnostics.error("unsupported manifest version \(number) (this haul reads version \(supportedList))",
-                              at: document.location(of: value), keyPath: key)
+            diagnostics.error(
+                "unsupported manifest version \(number) (this haul reads version \(supportedList))",
+                at: document.location(of: value), keyPath: key)
             return nil
         }
         return version
@@ -320,25 +328,30 @@ struct ManifestValidator: YAMLEntrySink {
                 destinationNode = value
             case .sha256, .sha384, .sha512, .checksum, .integrity:
                 if let first = firstChecksumKey {
-                    diagnostics.error("conflicts with \(first.key.rawValue) (line \(first.line)): give at most one of "
-                                      + "sha256, sha384, sha512, checksum or integrity",
-                                      at: document.location(of: keyNode), keyPath: scope.path(key.rawValue))
+                    diagnostics.error(
+                        "conflicts with \(first.key.rawValue) (line \(first.line)): give at most one of "
+                            + "sha256, sha384, sha512, checksum or integrity",
+                        at: document.location(of: keyNode), keyPath: scope.path(key.rawValue))
                     continue
                 }
                 firstChecksumKey = (key, document.location(of: keyNode).line)
                 checksum = parseChecksum(key, value, path: scope.path(key.rawValue))
             case .size:
                 if document.kind(of: value) == .scalar, document.form(of: value) == .plain,
-                   ScalarRules.isHugeNaturalNumber(document.text(of: value)) {
-                    diagnostics.error("\(document.text(of: value)) bytes is more than haul accepts for one file (1 PiB)",
-                                      at: document.location(of: value), keyPath: scope.path(key.rawValue))
+                    ScalarRules.isHugeNaturalNumber(document.text(of: value))
+                {
+                    diagnostics.error(
+                        "\(document.text(of: value)) bytes is more than haul accepts for one file (1 PiB)",
+                        at: document.location(of: value), keyPath: scope.path(key.rawValue))
                     continue
                 }
-                size = integer(value, path: scope.path(key.rawValue), expected: "a size in bytes (an integer of 0 or more)",
-                               range: 0...Int64.max)
+                size = integer(
+                    value, path: scope.path(key.rawValue), expected: "a size in bytes (an integer of 0 or more)",
+                    range: 0...Int64.max)
                 if let bytes = size, bytes > Self.maximumSize {
-                    diagnostics.error("\(bytes) bytes is more than haul accepts for one file (1 PiB)",
-                                      at: document.location(of: value), keyPath: scope.path(key.rawValue))
+                    diagnostics.error(
+                        "\(bytes) bytes is more than haul accepts for one file (1 PiB)",
+                        at: document.location(of: value), keyPath: scope.path(key.rawValue))
                     size = nil
                 }
             case .mode:
@@ -365,20 +378,23 @@ struct ManifestValidator: YAMLEntrySink {
         }
         if !sawURL { diagnostics.error("missing required key \"url\"", at: location, keyPath: scope.mappingPath) }
         if let certificateKey, !sawCertificate {
-            diagnostics.error("a key needs its certificate: give cert as well", at: document.location(of: certificateKey.node),
-                              keyPath: scope.path(FileKey.key.rawValue))
+            diagnostics.error(
+                "a key needs its certificate: give cert as well", at: document.location(of: certificateKey.node),
+                keyPath: scope.path(FileKey.key.rawValue))
         }
         var destination: DestinationPath?
         if let destinationNode {
-            destination = parseDestination(destinationNode, index: index, path: scope.path(FileKey.dest.rawValue),
-                                           unpacks: extract.unpacks)
+            destination = parseDestination(
+                destinationNode, index: index, path: scope.path(FileKey.dest.rawValue),
+                unpacks: extract.unpacks)
         } else {
             diagnostics.error("missing required key \"dest\"", at: location, keyPath: scope.mappingPath)
         }
         if extract.unpacks, let modeKeyNode {
-            diagnostics.error("cannot be set for an entry with extract (each member of the archive keeps its own "
-                              + "executable bit)",
-                              at: document.location(of: modeKeyNode), keyPath: scope.path(FileKey.mode.rawValue))
+            diagnostics.error(
+                "cannot be set for an entry with extract (each member of the archive keeps its own "
+                    + "executable bit)",
+                at: document.location(of: modeKeyNode), keyPath: scope.path(FileKey.mode.rawValue))
         }
 
         guard diagnostics.errorCount == errorsBefore, let url, let destination else { return nil }
@@ -387,9 +403,10 @@ struct ManifestValidator: YAMLEntrySink {
         if retries != nil { explicit.insert(.retries) }
         if timeout != nil { explicit.insert(.timeout) }
         if retryOn != nil { explicit.insert(.retryOn) }
-        var entry = FileEntry(index: index, url: url, mirrors: mirrors, destination: destination, checksum: checksum,
-                              size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
-                              timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
+        var entry = FileEntry(
+            index: index, url: url, mirrors: mirrors, destination: destination, checksum: checksum,
+            size: size, mode: mode ?? BuiltInDefaults.mode, retries: retries ?? BuiltInDefaults.retries,
+            timeout: timeout ?? BuiltInDefaults.timeout, headers: headers, location: location)
         entry.refresh = refresh
         entry.retryOn = retryOn ?? []
         entry.clientCertificate = certificate.map { CertificateFiles(certificate: $0, key: certificateKey?.path) }
@@ -407,13 +424,15 @@ struct ManifestValidator: YAMLEntrySink {
     private mutating func parseExtract(_ id: NodeID, index: Int) -> (unpacks: Bool, rule: ExtractRule?) {
         let scope = Scope.extract(index)
         if document.kind(of: id) == .scalar, document.form(of: id) == .plain,
-           let flag = ScalarRules.boolean(document.text(of: id)) {
+            let flag = ScalarRules.boolean(document.text(of: id))
+        {
             return flag ? (true, ExtractRule()) : (false, nil)
         }
         guard document.kind(of: id) == .mapping else {
             let names = ExtractKey.names
-            report(expected: "true, false or a mapping of " + names.dropLast().joined(separator: ", ") + " and "
-                       + names[names.count - 1], id, path: Scope.file(index).path(FileKey.extract.rawValue))
+            report(
+                expected: "true, false or a mapping of " + names.dropLast().joined(separator: ", ") + " and "
+                    + names[names.count - 1], id, path: Scope.file(index).path(FileKey.extract.rawValue))
             return (true, nil)
         }
         let errorsBefore = diagnostics.errorCount
@@ -425,8 +444,12 @@ struct ManifestValidator: YAMLEntrySink {
             case .format:
                 format = archiveFormat(value, path: path)
             case .strip:
-                strip = integer(value, path: path, expected: "a whole number of leading folders to drop, from 0 to "
-                                + "\(DestinationPath.maximumBytes)", range: 0...Int64(DestinationPath.maximumBytes))
+                strip =
+                    integer(
+                        value, path: path,
+                        expected: "a whole number of leading folders to drop, from 0 to "
+                            + "\(DestinationPath.maximumBytes)", range: 0...Int64(DestinationPath.maximumBytes)
+                    )
                     .map { Int($0) } ?? 0
             case .include:
                 include = patterns(value, path: path)
@@ -445,8 +468,12 @@ struct ManifestValidator: YAMLEntrySink {
             }
         }
         guard diagnostics.errorCount == errorsBefore else { return (true, nil) }
-        return (true, ExtractRule(format: format, strip: strip, include: include, exclude: exclude, tree: tree,
-                                  maxUnpackedBytes: maxUnpacked))
+        return (
+            true,
+            ExtractRule(
+                format: format, strip: strip, include: include, exclude: exclude, tree: tree,
+                maxUnpackedBytes: maxUnpacked)
+        )
     }
 
     private mutating func archiveFormat(_ id: NodeID, path: @autoclosure () -> String) -> ArchiveFormat? {
@@ -456,7 +483,8 @@ struct ManifestValidator: YAMLEntrySink {
             if let format = ArchiveFormat(rawValue: text) { return format }
             // A file name's spelling of a format (`tgz`, `TAR.GZ`) names the one meant.
             if let meant = ArchiveFormat.named(by: "." + text) {
-                throw RuleFailure("unknown archive format \(Quoted.text(text)); did you mean \(Quoted.text(meant.rawValue))?")
+                throw RuleFailure(
+                    "unknown archive format \(Quoted.text(text)); did you mean \(Quoted.text(meant.rawValue))?")
             }
             throw RuleFailure("unknown archive format \(Quoted.text(text)) (expected \(list))")
         }
@@ -506,8 +534,11 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// Each mirror is a URL, or `{url: …, headers: {…}}` for one that needs headers of its own (a token): those go
     /// to that mirror alone, as the entry's go to its `url` alone.
-    private mutating func parseMirrors(_ id: NodeID, scope: Scope)
-        -> (urls: [TemplatedString], headers: [[HeaderField]], certificates: [CertificateFiles?]) {
+    private mutating func parseMirrors(
+        _ id: NodeID, scope: Scope
+    )
+        -> (urls: [TemplatedString], headers: [[HeaderField]], certificates: [CertificateFiles?])
+    {
         guard requireKind(.sequence, id, path: scope.path("mirrors")) else { return ([], [], []) }
         var urls: [TemplatedString] = []
         var headers: [[HeaderField]] = []
@@ -538,16 +569,19 @@ struct ManifestValidator: YAMLEntrySink {
                 case "key":
                     if let path = readableFile(valueID, path: mirror.path("key")) { certificateKey = (path, keyID) }
                 default:
-                    diagnostics.error("unknown key \(Quoted.text(name)) (a mirror has url, headers, cert and key)",
-                                      at: document.location(of: keyID), keyPath: mirror.path(name))
+                    diagnostics.error(
+                        "unknown key \(Quoted.text(name)) (a mirror has url, headers, cert and key)",
+                        at: document.location(of: keyID), keyPath: mirror.path(name))
                 }
             }
             if !sawURL {
-                diagnostics.error("missing required key \"url\"", at: document.location(of: item), keyPath: mirror.mappingPath)
+                diagnostics.error(
+                    "missing required key \"url\"", at: document.location(of: item), keyPath: mirror.mappingPath)
             }
             if let certificateKey, !sawCertificate {
-                diagnostics.error("a key needs its certificate: give cert as well", at: document.location(of: certificateKey.node),
-                                  keyPath: mirror.path("key"))
+                diagnostics.error(
+                    "a key needs its certificate: give cert as well", at: document.location(of: certificateKey.node),
+                    keyPath: mirror.path("key"))
             }
             if let url {
                 urls.append(url)
@@ -559,8 +593,10 @@ struct ManifestValidator: YAMLEntrySink {
     }
 
     /// `unpacks`: the entry unpacks an archive, so `dest` names a folder.
-    private mutating func parseDestination(_ id: NodeID, index: Int, path: @autoclosure () -> String,
-                                           unpacks: Bool) -> DestinationPath? {
+    private mutating func parseDestination(
+        _ id: NodeID, index: Int, path: @autoclosure () -> String,
+        unpacks: Bool
+    ) -> DestinationPath? {
         guard let text = text(id, path: path(), expected: unpacks ? "a folder path" : "a file path") else { return nil }
         let location = document.location(of: id)
         do {
@@ -589,8 +625,9 @@ struct ManifestValidator: YAMLEntrySink {
             default: checksum = try ChecksumRules.prefixed(text)
             }
             if checksum.algorithm.isWeak {
-                diagnostics.warning("\(checksum.algorithm.rawValue) is a weak digest algorithm (collisions are practical); "
-                                    + "prefer sha256", at: location, keyPath: path())
+                diagnostics.warning(
+                    "\(checksum.algorithm.rawValue) is a weak digest algorithm (collisions are practical); "
+                        + "prefer sha256", at: location, keyPath: path())
             }
             return checksum
         } catch {
@@ -610,19 +647,22 @@ struct ManifestValidator: YAMLEntrySink {
             guard let name = keyName(keyID, mappingPath: scope.path("headers")) else { continue }
             let keyLocation = document.location(of: keyID)
             guard HeaderRules.isToken(name) else {
-                diagnostics.error("invalid header name \(Quoted.text(name)) (a header name is an RFC 7230 token: "
-                                  + "letters, digits and !#$%&'*+-.^_`|~)", at: keyLocation, keyPath: scope.path("headers"))
+                diagnostics.error(
+                    "invalid header name \(Quoted.text(name)) (a header name is an RFC 7230 token: "
+                        + "letters, digits and !#$%&'*+-.^_`|~)", at: keyLocation, keyPath: scope.path("headers"))
                 continue
             }
             let canonical = HeaderRules.canonicalName(name)
             if HeaderRules.ownedByHaul.contains(canonical) {
-                diagnostics.error("header \(Quoted.text(name)) is set by haul itself (it decides ranges, encodings, "
-                                  + "validators and framing so that the bytes hashed are the bytes stored)",
-                                  at: keyLocation, keyPath: scope.path("headers." + name))
+                diagnostics.error(
+                    "header \(Quoted.text(name)) is set by haul itself (it decides ranges, encodings, "
+                        + "validators and framing so that the bytes hashed are the bytes stored)",
+                    at: keyLocation, keyPath: scope.path("headers." + name))
                 continue
             }
             if let earlier = seen[canonical] {
-                let message = earlier.name == name
+                let message =
+                    earlier.name == name
                     ? "duplicate key \(Quoted.text(name)) (first on line \(earlier.line))"
                     : "duplicate header \(Quoted.text(name)) "
                         + "(also set as \(Quoted.text(earlier.name)) on line \(earlier.line))"
@@ -630,8 +670,10 @@ struct ManifestValidator: YAMLEntrySink {
                 continue
             }
             seen[canonical] = (name, keyLocation.line)
-            if let value = headerValue(valueID, name: name, givenOnCommandLine: commandLineHeaders.contains(canonical),
-                                       path: scope.path("headers." + name)) {
+            if let value = headerValue(
+                valueID, name: name, givenOnCommandLine: commandLineHeaders.contains(canonical),
+                path: scope.path("headers." + name))
+            {
                 fields.append(HeaderField(name: name, value: value))
             }
         }
@@ -640,8 +682,10 @@ struct ManifestValidator: YAMLEntrySink {
 
     /// `givenOnCommandLine`: `-H` gives this header, so a value whose variable is unset is dropped, not an error (it
     /// would never be sent); otherwise the error names `-H` as the other way to give the header.
-    private mutating func headerValue(_ id: NodeID, name: String, givenOnCommandLine: Bool,
-                                      path: @autoclosure () -> String) -> TemplatedString? {
+    private mutating func headerValue(
+        _ id: NodeID, name: String, givenOnCommandLine: Bool,
+        path: @autoclosure () -> String
+    ) -> TemplatedString? {
         guard let template = text(id, path: path(), expected: "a string") else { return nil }
         let location = document.location(of: id)
         if HeaderRules.hasForbiddenValueByte(template) {
@@ -665,8 +709,9 @@ struct ManifestValidator: YAMLEntrySink {
         // Blame the variable by name; its value may be a secret.
         for name in EnvironmentExpansion.referencedNames(in: template)
         where HeaderRules.hasForbiddenValueByte(environment[name] ?? "") {
-            diagnostics.error("environment variable \(name) holds CR, LF or NUL, which a header value cannot contain",
-                              at: location, keyPath: path())
+            diagnostics.error(
+                "environment variable \(name) holds CR, LF or NUL, which a header value cannot contain",
+                at: location, keyPath: path())
         }
         return nil
     }
@@ -681,12 +726,16 @@ struct ManifestValidator: YAMLEntrySink {
     /// now: libcurl would find out only at the first handshake, naming no file.
     private mutating func readableFile(_ id: NodeID, path: @autoclosure () -> String) -> String? {
         guard let text = text(id, path: path(), expected: "a file path"), !text.isEmpty else {
-            if document.kind(of: id) == .scalar { diagnostics.error("expected a file path, found an empty string", at: document.location(of: id), keyPath: path()) }
+            if document.kind(of: id) == .scalar {
+                diagnostics.error(
+                    "expected a file path, found an empty string", at: document.location(of: id), keyPath: path())
+            }
             return nil
         }
         let resolved = PathRules.resolve(text, against: manifestDirectory)
         if let problem = ReadableFile.problem(resolved) {
-            diagnostics.error("cannot read \(Quoted.text(resolved)): \(problem)", at: document.location(of: id), keyPath: path())
+            diagnostics.error(
+                "cannot read \(Quoted.text(resolved)): \(problem)", at: document.location(of: id), keyPath: path())
             return nil
         }
         return resolved
@@ -705,8 +754,10 @@ struct ManifestValidator: YAMLEntrySink {
     }
 
     /// A scalar's text through `rule`, each of its failures reported at the node.
-    private mutating func checked<Value>(_ id: NodeID, path: @autoclosure () -> String, expected: String,
-                                         _ rule: (String) throws(RuleFailure) -> Value) -> Value? {
+    private mutating func checked<Value>(
+        _ id: NodeID, path: @autoclosure () -> String, expected: String,
+        _ rule: (String) throws(RuleFailure) -> Value
+    ) -> Value? {
         guard let text = text(id, path: path(), expected: expected) else { return nil }
         do {
             return try rule(text)
@@ -718,7 +769,8 @@ struct ManifestValidator: YAMLEntrySink {
 
     private mutating func boolean(_ id: NodeID, path: @autoclosure () -> String) -> Bool? {
         if document.kind(of: id) == .scalar, document.form(of: id) == .plain,
-           let value = ScalarRules.boolean(document.text(of: id)) {
+            let value = ScalarRules.boolean(document.text(of: id))
+        {
             return value
         }
         report(expected: "true or false", id, path: path())
@@ -726,10 +778,13 @@ struct ManifestValidator: YAMLEntrySink {
     }
 
     /// A plain (unquoted) decimal integer within `range`.
-    private mutating func integer(_ id: NodeID, path: @autoclosure () -> String, expected: String,
-                                  range: ClosedRange<Int64> = Int64.min...Int64.max) -> Int64? {
+    private mutating func integer(
+        _ id: NodeID, path: @autoclosure () -> String, expected: String,
+        range: ClosedRange<Int64> = Int64.min...Int64.max
+    ) -> Int64? {
         if document.kind(of: id) == .scalar, document.form(of: id) == .plain,
-           let value = ScalarRules.integer(document.text(of: id)), range.contains(value) {
+            let value = ScalarRules.integer(document.text(of: id)), range.contains(value)
+        {
             return value
         }
         report(expected: expected, id, path: path())
@@ -746,12 +801,14 @@ struct ManifestValidator: YAMLEntrySink {
     /// "expected …, found …" at the node; silent for aliases, which the reader already reported.
     private mutating func report(expected: String, _ id: NodeID, path: @autoclosure () -> String?) {
         guard document.kind(of: id) != .alias else { return }
-        diagnostics.error("expected \(expected), found \(document.describe(id))", at: document.location(of: id),
-                          keyPath: path())
+        diagnostics.error(
+            "expected \(expected), found \(document.describe(id))", at: document.location(of: id),
+            keyPath: path())
     }
 
     /// Reports a wrong node kind (aliases were reported when read) and says whether `id` has `kind`.
-    private mutating func requireKind(_ kind: YAMLDocument.Kind, _ id: NodeID, path: @autoclosure () -> String) -> Bool {
+    private mutating func requireKind(_ kind: YAMLDocument.Kind, _ id: NodeID, path: @autoclosure () -> String) -> Bool
+    {
         if document.kind(of: id) == kind { return true }
         report(expected: kind == .mapping ? "a mapping" : "a sequence", id, path: path())
         return false
@@ -767,8 +824,10 @@ struct ManifestValidator: YAMLEntrySink {
     }
 
     /// The known keys of a mapping in file order, after reporting unknown and repeated ones.
-    private mutating func keyedPairs<Key: ManifestKey>(of id: NodeID, scope: Scope,
-                                                        as _: Key.Type) -> [(key: Key, keyNode: NodeID, value: NodeID)] {
+    private mutating func keyedPairs<Key: ManifestKey>(
+        of id: NodeID, scope: Scope,
+        as _: Key.Type
+    ) -> [(key: Key, keyNode: NodeID, value: NodeID)] {
         var result: [(key: Key, keyNode: NodeID, value: NodeID)] = []
         result.reserveCapacity(document.childCount(of: id) / 2)
         let children = document.childIDs(of: id)
@@ -781,16 +840,19 @@ struct ManifestValidator: YAMLEntrySink {
             guard let key = Key.named(name) else {
                 // A key with control characters would break the one-line key path, and a long one would fill the
                 // screen; the message quotes it safely and shortened.
-                let printable = name.utf8.count <= Quoted.limit
+                let printable =
+                    name.utf8.count <= Quoted.limit
                     && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
-                diagnostics.error(unknownKeyMessage(name, known: Key.names, scope: scope), at: location,
-                                  keyPath: printable ? scope.path(name) : scope.mappingPath)
+                diagnostics.error(
+                    unknownKeyMessage(name, known: Key.names, scope: scope), at: location,
+                    keyPath: printable ? scope.path(name) : scope.mappingPath)
                 continue
             }
             if let earlier = result.first(where: { $0.key == key }) {
                 let firstLine = document.location(of: earlier.keyNode).line
-                diagnostics.error("duplicate key \(Quoted.text(name)) (first on line \(firstLine))", at: location,
-                                  keyPath: scope.path(name))
+                diagnostics.error(
+                    "duplicate key \(Quoted.text(name)) (first on line \(firstLine))", at: location,
+                    keyPath: scope.path(name))
                 continue
             }
             result.append((key, keyID, valueID))

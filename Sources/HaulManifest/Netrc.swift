@@ -57,11 +57,14 @@ package struct Netrc: Sendable {
             return try parse(bytes, file: path)
         case .failure(let failure):
             if failure.isMissing, named == nil { return Netrc(file: path, machines: [:], fallback: nil) }
-            let reason = switch failure {
-            case .tooLarge: "larger than 1 MiB"
-            case .system(let code): Errno(code).description
-            }
-            throw NetrcError(file: path, location: nil, message: "cannot read the .netrc file\(named == nil ? "" : " (NETRC)"): \(reason)")
+            let reason =
+                switch failure {
+                case .tooLarge: "larger than 1 MiB"
+                case .system(let code): Errno(code).description
+                }
+            throw NetrcError(
+                file: path, location: nil,
+                message: "cannot read the .netrc file\(named == nil ? "" : " (NETRC)"): \(reason)")
         }
     }
 
@@ -98,8 +101,9 @@ package struct Netrc: Sendable {
                 entry = (host: nil, login: nil, password: nil)
             case "login", "password", "account":
                 guard entry != nil else {
-                    throw NetrcError(file: file, location: token.location,
-                                     message: "\"\(token.text)\" before any \"machine\" or \"default\"")
+                    throw NetrcError(
+                        file: file, location: token.location,
+                        message: "\"\(token.text)\" before any \"machine\" or \"default\"")
                 }
                 let text = try value()
                 if token.text == "login" { entry?.login = text }
@@ -109,9 +113,10 @@ package struct Netrc: Sendable {
                 tokens.skipMacro()
             default:
                 // Not quoted: it may be the second word of a password written without its quotes.
-                throw NetrcError(file: file, location: token.location,
-                                 message: "a word that is not a keyword where one was expected (machine, default, login, "
-                                    + "password, account or macdef); a value with spaces must be in double quotes")
+                throw NetrcError(
+                    file: file, location: token.location,
+                    message: "a word that is not a keyword where one was expected (machine, default, login, "
+                        + "password, account or macdef); a value with spaces must be in double quotes")
             }
         }
         finish()
@@ -147,7 +152,8 @@ package struct Netrc: Sendable {
         }
 
         private static func isSpace(_ byte: UInt8) -> Bool {
-            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n")
+                || byte == UInt8(ascii: "\r")
         }
 
         mutating func next(file: String) throws(NetrcError) -> Token? {
@@ -167,7 +173,8 @@ package struct Netrc: Sendable {
                 advance()
                 while true {
                     guard index < bytes.count, bytes[index] != UInt8(ascii: "\n") else {
-                        throw NetrcError(file: file, location: start, message: "a quoted value is not closed on its line")
+                        throw NetrcError(
+                            file: file, location: start, message: "a quoted value is not closed on its line")
                     }
                     let byte = bytes[index]
                     advance()

@@ -105,8 +105,10 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
     /// the walk resumes just after that star with one more item consumed by it; an earlier star is never revisited,
     /// since the later star can absorb whatever the earlier one would give up. So a walk is at most
     /// (pattern elements × items) steps.
-    private static func wildcardWalk<Element, Item>(_ pattern: [Element], _ items: [Item], isStar: (Element) -> Bool,
-                                                   matchesOne: (Element, Item) -> Bool) -> Bool {
+    private static func wildcardWalk<Element, Item>(
+        _ pattern: [Element], _ items: [Item], isStar: (Element) -> Bool,
+        matchesOne: (Element, Item) -> Bool
+    ) -> Bool {
         var p = 0, i = 0
         var resume: (pattern: Int, item: Int)?
         while i < items.count {
@@ -129,16 +131,18 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func match(_ segments: [Segment], _ components: [[Unicode.Scalar]]) -> Bool {
-        wildcardWalk(segments, components, isStar: { if case .anyComponents = $0 { true } else { false } },
-                     matchesOne: { segment, component in
-                         guard case .name(let tokens) = segment else { return false }
-                         return matchName(tokens, component)
-                     })
+        wildcardWalk(
+            segments, components, isStar: { if case .anyComponents = $0 { true } else { false } },
+            matchesOne: { segment, component in
+                guard case .name(let tokens) = segment else { return false }
+                return matchName(tokens, component)
+            })
     }
 
     private static func matchName(_ tokens: [Token], _ name: [Unicode.Scalar]) -> Bool {
-        wildcardWalk(tokens, name, isStar: { if case .anyRun = $0 { true } else { false } },
-                     matchesOne: { $0.accepts($1) })
+        wildcardWalk(
+            tokens, name, isStar: { if case .anyRun = $0 { true } else { false } },
+            matchesOne: { $0.accepts($1) })
     }
 
     // MARK: Parsing
@@ -199,8 +203,9 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
                     if position + 1 < end && scalars[position + 1] == "*" {
                         let wholeComponent = position == start && (position + 2 == end || scalars[position + 2] == "/")
                         guard wholeComponent else {
-                            throw error("\"**\" stands for any folders only as a whole component (as in \"**/x\", \"a/**\", "
-                                        + "\"a/**/b\"); within a name, use \"*\"", at: position)
+                            throw error(
+                                "\"**\" stands for any folders only as a whole component (as in \"**/x\", \"a/**\", "
+                                    + "\"a/**/b\"); within a name, use \"*\"", at: position)
                         }
                         position += 2
                         return .anyComponents
@@ -254,8 +259,9 @@ package struct PathGlob: Sendable, Hashable, CustomStringConvertible {
                     guard position < end, scalars[position] != "/" else { continue }
                     let high = try setMember()
                     guard low <= high else {
-                        throw error("the range \(Quoted.text("\(low)-\(high)")) is reversed (write "
-                                    + "\(Quoted.text("\(high)-\(low)")))", at: dash)
+                        throw error(
+                            "the range \(Quoted.text("\(low)-\(high)")) is reversed (write "
+                                + "\(Quoted.text("\(high)-\(low)")))", at: dash)
                     }
                     ranges.append(low...high)
                 } else {

@@ -29,8 +29,10 @@ package enum PathRules {
     ///
     /// `folder`: the destination names a folder (an entry with `extract:`), which may be written with a trailing
     /// `/`; the path kept has none.
-    static func destination(_ text: String,
-                            folder: Bool = false) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
+    static func destination(
+        _ text: String,
+        folder: Bool = false
+    ) throws(RuleFailure) -> (path: DestinationPath, normalized: String) {
         var shown: String { Quoted.text(text) }
         // Components are cut at the byte "/" for every path, ASCII or not, exactly as the kernel will cut them.
         let scan = text.withUTF8Buffer(scanDestination)
@@ -38,37 +40,52 @@ package enum PathRules {
         if scan.hasNUL { throw RuleFailure("destination must not contain a NUL character") }
         if scan.isAbsolute { throw RuleFailure("destination \(shown) is absolute; destinations are relative to root") }
         if scan.hasReference { throw RuleFailure(EnvironmentExpansion.notExpandedHere) }
-        if scan.hasDotDot { throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root") }
+        if scan.hasDotDot {
+            throw RuleFailure("destination \(shown) contains \"..\"; destinations must stay inside root")
+        }
         if let name = scan.longestComponent, name.count > DestinationPath.maximumNameBytes {
-            let component = text.withUTF8Buffer { String(decoding: UnsafeBufferPointer(rebasing: $0[name]), as: UTF8.self) }
-            throw RuleFailure("\(Quoted.text(component)) in destination is \(name.count) bytes long; a file or folder name "
-                              + "has at most \(DestinationPath.maximumNameBytes) bytes")
+            let component = text.withUTF8Buffer {
+                String(decoding: UnsafeBufferPointer(rebasing: $0[name]), as: UTF8.self)
+            }
+            throw RuleFailure(
+                "\(Quoted.text(component)) in destination is \(name.count) bytes long; a file or folder name "
+                    + "has at most \(DestinationPath.maximumNameBytes) bytes")
         }
         if scan.normalizedLength > DestinationPath.maximumBytes {
-            throw RuleFailure("destination \(shown) is \(scan.normalizedLength) bytes long; a destination has at most "
-                              + "\(DestinationPath.maximumBytes) bytes")
+            throw RuleFailure(
+                "destination \(shown) is \(scan.normalizedLength) bytes long; a destination has at most "
+                    + "\(DestinationPath.maximumBytes) bytes")
         }
 
         guard let first = scan.components.first else {
             throw RuleFailure("destination \(shown) names root itself, not a \(folder ? "folder under it" : "file")")
         }
         if scan.hasTrailingSlash && !folder {
-            throw RuleFailure("destination \(shown) ends with \"/\"; a destination names a file (a folder only with extract:)")
+            throw RuleFailure(
+                "destination \(shown) ends with \"/\"; a destination names a file (a folder only with extract:)")
         }
-        let firstName = text.withUTF8Buffer { String(decoding: UnsafeBufferPointer(rebasing: $0[first]), as: UTF8.self) }
+        let firstName = text.withUTF8Buffer {
+            String(decoding: UnsafeBufferPointer(rebasing: $0[first]), as: UTF8.self)
+        }
         if firstName == privateFolder {
-            throw RuleFailure(scan.components.count == 1
-                ? "\".haul\" is haul's private folder under root"
-                : "\(shown) is inside \".haul\", haul's private folder under root")
+            throw RuleFailure(
+                scan.components.count == 1
+                    ? "\".haul\" is haul's private folder under root"
+                    : "\(shown) is inside \".haul\", haul's private folder under root")
         }
         if firstName.utf8.count == privateFolder.utf8.count, firstName.lowercased() == privateFolder {
-            throw RuleFailure("\(shown) is inside \(Quoted.text(firstName)), which on a case-insensitive file system is "
-                              + "\".haul\", haul's private folder under root")
+            throw RuleFailure(
+                "\(shown) is inside \(Quoted.text(firstName)), which on a case-insensitive file system is "
+                    + "\".haul\", haul's private folder under root")
         }
         let isNormalized = scan.isNormalized && !scan.hasTrailingSlash
-        let normalized = isNormalized ? text : text.withUTF8Buffer { bytes in
-            scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }.joined(separator: "/")
-        }
+        let normalized =
+            isNormalized
+            ? text
+            : text.withUTF8Buffer { bytes in
+                scan.components.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+                    .joined(separator: "/")
+            }
         return (DestinationPath(normalized: normalized), normalized)
     }
 

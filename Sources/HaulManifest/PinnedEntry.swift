@@ -13,8 +13,10 @@ package struct EntryDraft: Sendable {
     /// `destination` nil: the URL's last path segment, percent-decoded (what `curl -O` would name the file); for
     /// an archive to unpack (`unpacks`), that name less the suffix that names its format (`sdk-1.2.tar.gz` →
     /// `sdk-1.2`). `unpacks`: `destination` names the folder the archive becomes, and may end with `/`.
-    package init(url: String, destination: String?, environment: [String: String],
-                 unpacks: Bool = false) throws(EntryDraftError) {
+    package init(
+        url: String, destination: String?, environment: [String: String],
+        unpacks: Bool = false
+    ) throws(EntryDraftError) {
         let expanded: TemplatedString
         do {
             var budget = ExpansionBudget(remaining: ManifestLoader.maximumBytes)
@@ -60,25 +62,29 @@ package struct EntryDraft: Sendable {
         let bytes = Array(url.expanded.utf8)
         // URLRules has checked the expanded text: it has a scheme and an authority.
         guard let schemeEnd = bytes.firstIndex(of: UInt8(ascii: ":")), bytes.count > schemeEnd + 2,
-              bytes[schemeEnd + 1] == UInt8(ascii: "/"), bytes[schemeEnd + 2] == UInt8(ascii: "/") else {
+            bytes[schemeEnd + 1] == UInt8(ascii: "/"), bytes[schemeEnd + 2] == UInt8(ascii: "/")
+        else {
             throw EntryDraftError("cannot take a file name from URL \(shown); choose a destination with --dest")
         }
         let afterAuthority = bytes[(schemeEnd + 3)...]
         let pathEnd = afterAuthority.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
         let hostAndPath = bytes[(schemeEnd + 3)..<pathEnd]
         guard let lastSlash = hostAndPath.lastIndex(of: UInt8(ascii: "/")), lastSlash + 1 < pathEnd else {
-            throw EntryDraftError("URL \(shown) has no file name at the end of its path; choose a destination with --dest")
+            throw EntryDraftError(
+                "URL \(shown) has no file name at the end of its path; choose a destination with --dest")
         }
         let segment = Array(bytes[(lastSlash + 1)..<pathEnd])
         let decoded = percentDecoded(segment)
         guard let name = String(validating: decoded, as: UTF8.self) else {
-            throw EntryDraftError("the file name in URL \(shown) is not UTF-8 once decoded; choose a destination with --dest")
+            throw EntryDraftError(
+                "the file name in URL \(shown) is not UTF-8 once decoded; choose a destination with --dest")
         }
         // A decoded "/" would turn one segment into folders the URL never named; control characters make file
         // names that break shells and terminals.
         if decoded.contains(UInt8(ascii: "/")) || decoded.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
-            throw EntryDraftError("the file name in URL \(shown) decodes to \(Quoted.text(name)), which is not a "
-                                  + "plain file name; choose a destination with --dest")
+            throw EntryDraftError(
+                "the file name in URL \(shown) decodes to \(Quoted.text(name)), which is not a "
+                    + "plain file name; choose a destination with --dest")
         }
         return name
     }
@@ -98,7 +104,8 @@ package struct EntryDraft: Sendable {
         var index = 0
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+            {
                 out.append(high << 4 | low)
                 index += 3
             } else {
@@ -129,7 +136,9 @@ package enum CommandLineDigest {
             switch key {
             case "integrity": return try ChecksumRules.integrity(text).digest
             default:
-                guard let algorithm = DigestAlgorithm(rawValue: key) else { throw RuleFailure("unknown checksum key \(key)") }
+                guard let algorithm = DigestAlgorithm(rawValue: key) else {
+                    throw RuleFailure("unknown checksum key \(key)")
+                }
                 return try ChecksumRules.hexKey(text, algorithm: algorithm).digest
             }
         } catch {
@@ -183,10 +192,11 @@ package struct PinnedEntry: Sendable, Hashable {
 
     /// Keys in the order people read an entry: where from, where to, what it must be.
     private func fields(flow: Bool) -> [(key: String, value: String)] {
-        let checksum: (key: String, value: String) = switch digest.algorithm {
-        case .sha256, .sha384, .sha512: (digest.algorithm.rawValue, digest.hex)
-        case .sha1, .md5: (FileKey.checksum.rawValue, "\(digest.algorithm.rawValue):\(digest.hex)")
-        }
+        let checksum: (key: String, value: String) =
+            switch digest.algorithm {
+            case .sha256, .sha384, .sha512: (digest.algorithm.rawValue, digest.hex)
+            case .sha1, .md5: (FileKey.checksum.rawValue, "\(digest.algorithm.rawValue):\(digest.hex)")
+            }
         return [
             (FileKey.url.rawValue, YAMLScalarText.render(url, flow: flow)),
             (FileKey.dest.rawValue, YAMLScalarText.render(destination, flow: flow)),
@@ -201,11 +211,15 @@ package struct PinnedEntry: Sendable, Hashable {
             "[" + list.map { YAMLScalarText.render($0, flow: true) }.joined(separator: ", ") + "]"
         }
         var fields: [(key: String, value: String)] = []
-        if let format = rule.format { fields.append((ExtractKey.format.rawValue, YAMLScalarText.render(format.rawValue, flow: true))) }
+        if let format = rule.format {
+            fields.append((ExtractKey.format.rawValue, YAMLScalarText.render(format.rawValue, flow: true)))
+        }
         if rule.strip != 0 { fields.append((ExtractKey.strip.rawValue, String(rule.strip))) }
         if !rule.include.isEmpty { fields.append((ExtractKey.include.rawValue, patterns(rule.include))) }
         if !rule.exclude.isEmpty { fields.append((ExtractKey.exclude.rawValue, patterns(rule.exclude))) }
-        if let tree = rule.tree { fields.append((ExtractKey.tree.rawValue, "\(tree.algorithm.rawValue)-\(tree.base64)")) }
+        if let tree = rule.tree {
+            fields.append((ExtractKey.tree.rawValue, "\(tree.algorithm.rawValue)-\(tree.base64)"))
+        }
         if let bytes = rule.maxUnpackedBytes { fields.append((ExtractKey.maxUnpacked.rawValue, String(bytes))) }
         return fields
     }
@@ -214,7 +228,8 @@ package struct PinnedEntry: Sendable, Hashable {
     /// settings of `extract:` two columns deeper.
     func blockLines(dashColumn: Int, keyColumn: Int) -> [String] {
         let keyIndent = String(repeating: " ", count: keyColumn)
-        let first = String(repeating: " ", count: dashColumn) + "-"
+        let first =
+            String(repeating: " ", count: dashColumn) + "-"
             + String(repeating: " ", count: max(1, keyColumn - dashColumn - 1))
         var lines = fields(flow: false).enumerated().map { index, field in
             (index == 0 ? first : keyIndent) + field.key + ": " + field.value

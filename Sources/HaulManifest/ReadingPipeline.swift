@@ -29,8 +29,10 @@ enum ReadingPipeline {
 
     /// What `YAMLReader.read` returns for `source`, with `validator` fed the streamed items meanwhile; on this
     /// thread alone if a second one cannot be started.
-    static func read(_ source: YAMLSource, fileName: String, diagnostics: inout DiagnosticCollector,
-                     validator: inout ManifestValidator) -> YAMLDocument? {
+    static func read(
+        _ source: YAMLSource, fileName: String, diagnostics: inout DiagnosticCollector,
+        validator: inout ManifestValidator
+    ) -> YAMLDocument? {
         let handOff = HandOff<Message>(capacity: 4)
         let reader = startThread {
             var forwarder = Forwarder(handOff: handOff)

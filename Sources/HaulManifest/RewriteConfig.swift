@@ -76,7 +76,8 @@ package struct RewriteConfig: Sendable {
         var reader = ConfigReader(document: document, diagnostics: diagnostics)
         let rules = reader.read()
         guard !reader.diagnostics.hasErrors else {
-            throw DiagnosticsError(diagnostics: reader.diagnostics.inFileOrder, omitted: reader.diagnostics.omittedCount)
+            throw DiagnosticsError(
+                diagnostics: reader.diagnostics.inFileOrder, omitted: reader.diagnostics.omittedCount)
         }
         return RewriteConfig(file: fileName, rules: rules)
     }
@@ -117,7 +118,9 @@ package struct ConfigLocation: Sendable, Equatable {
     package static func resolve(option: String?, environment: [String: String]) -> ConfigLocation? {
         if let option { return ConfigLocation(path: option, required: true) }
         if let named = environment["HAUL_CONFIG"], !named.isEmpty { return ConfigLocation(path: named, required: true) }
-        return BaseDirectory.config.path("haul/config.yaml", environment: environment).map { ConfigLocation(path: $0, required: false) }
+        return BaseDirectory.config.path("haul/config.yaml", environment: environment).map {
+            ConfigLocation(path: $0, required: false)
+        }
     }
 }
 
@@ -141,8 +144,10 @@ package struct RewriteRule: Sendable {
     /// Text of `to` that must not be shown (its userinfo), for scrubbing libcurl's messages.
     package var secrets: [String]
 
-    package init(pattern: Pattern, replacement: RewriteReplacement, fallsBackToOriginal: Bool = false,
-                forwardsHeaders: Bool = false, location: SourceLocation = SourceLocation(line: 1, column: 1)) {
+    package init(
+        pattern: Pattern, replacement: RewriteReplacement, fallsBackToOriginal: Bool = false,
+        forwardsHeaders: Bool = false, location: SourceLocation = SourceLocation(line: 1, column: 1)
+    ) {
         self.pattern = pattern
         self.replacement = replacement
         self.fallsBackToOriginal = fallsBackToOriginal
@@ -223,7 +228,8 @@ package struct RewriteReplacement: Sendable, Equatable {
                 literal = ""
                 parts.append(.group(Int(digit.value - UnicodeScalar("0").value)))
             default:
-                throw RuleFailure("\"$\" must be followed by a group number 1-9, or by another \"$\" for a literal \"$\"")
+                throw RuleFailure(
+                    "\"$\" must be followed by a group number 1-9, or by another \"$\" for a literal \"$\"")
             }
         }
         if !literal.isEmpty { parts.append(.literal(literal)) }
@@ -271,8 +277,9 @@ private struct ConfigReader {
         case .mapping: break
         case .scalar where document.form(of: root) == .null: return []
         default:
-            diagnostics.error("expected a mapping with \"rewrites\", found \(document.describe(root))",
-                              at: document.location(of: root))
+            diagnostics.error(
+                "expected a mapping with \"rewrites\", found \(document.describe(root))",
+                at: document.location(of: root))
             return []
         }
         var rules: [RewriteRule] = []
@@ -289,8 +296,9 @@ private struct ConfigReader {
         case .sequence: break
         case .scalar where document.form(of: node) == .null: return []
         default:
-            diagnostics.error("expected a list of rules, found \(document.describe(node))", at: document.location(of: node),
-                              keyPath: "rewrites")
+            diagnostics.error(
+                "expected a list of rules, found \(document.describe(node))", at: document.location(of: node),
+                keyPath: "rewrites")
             return []
         }
         var rules: [RewriteRule] = []
@@ -303,8 +311,9 @@ private struct ConfigReader {
     private mutating func readRule(_ node: YAMLDocument.NodeID, path: String) -> RewriteRule? {
         let location = document.location(of: node)
         guard document.kind(of: node) == .mapping else {
-            diagnostics.error("expected a mapping (prefix or regex, and to), found \(document.describe(node))",
-                              at: location, keyPath: path)
+            diagnostics.error(
+                "expected a mapping (prefix or regex, and to), found \(document.describe(node))",
+                at: location, keyPath: path)
             return nil
         }
         var values: [String: (text: String, node: YAMLDocument.NodeID, key: YAMLDocument.NodeID)] = [:]
@@ -326,12 +335,14 @@ private struct ConfigReader {
         switch (values["prefix"], values["regex"]) {
         case (let prefix?, let regex?):
             let second = document.location(of: prefix.key) < document.location(of: regex.key) ? regex : prefix
-            diagnostics.error("a rule has prefix or regex, not both", at: document.location(of: second.key), keyPath: path)
+            diagnostics.error(
+                "a rule has prefix or regex, not both", at: document.location(of: second.key), keyPath: path)
             valid = false
         case (let prefix?, nil):
             if prefix.text.isEmpty {
-                diagnostics.error("expected the text a URL starts with, found an empty string",
-                                  at: document.location(of: prefix.node), keyPath: "\(path).prefix")
+                diagnostics.error(
+                    "expected the text a URL starts with, found an empty string",
+                    at: document.location(of: prefix.node), keyPath: "\(path).prefix")
                 valid = false
             } else {
                 pattern = .prefix(prefix.text)
@@ -340,14 +351,16 @@ private struct ConfigReader {
             do {
                 pattern = .regex(try RewriteRegex(regex.text))
             } catch {
-                diagnostics.error("invalid regular expression \(Quoted.text(regex.text)): \(error)",
-                                  at: document.location(of: regex.node), keyPath: "\(path).regex")
+                diagnostics.error(
+                    "invalid regular expression \(Quoted.text(regex.text)): \(error)",
+                    at: document.location(of: regex.node), keyPath: "\(path).regex")
                 valid = false
             }
         case (nil, nil):
             if valid {
-                diagnostics.error("a rule needs prefix (text a URL starts with) or regex (matching the whole URL)",
-                                  at: location, keyPath: path)
+                diagnostics.error(
+                    "a rule needs prefix (text a URL starts with) or regex (matching the whole URL)",
+                    at: location, keyPath: path)
             }
             valid = false
         }
@@ -357,22 +370,26 @@ private struct ConfigReader {
             let toPath = "\(path).to"
             let at = document.location(of: to.node)
             do {
-                let made = if case .regex = pattern {
-                    try RewriteReplacement(template: to.text)
-                } else {
-                    RewriteReplacement(literal: to.text)
-                }
+                let made =
+                    if case .regex = pattern {
+                        try RewriteReplacement(template: to.text)
+                    } else {
+                        RewriteReplacement(literal: to.text)
+                    }
                 if !made.startsWithHTTPScheme {
-                    diagnostics.error("expected an http:// or https:// URL, found \(Quoted.text(Redaction.redactingUserinfo(to.text))) "
-                                      + "(a rewrite must produce an http or https URL)", at: at, keyPath: toPath)
+                    diagnostics.error(
+                        "expected an http:// or https:// URL, found \(Quoted.text(Redaction.redactingUserinfo(to.text))) "
+                            + "(a rewrite must produce an http or https URL)", at: at, keyPath: toPath)
                     valid = false
                 } else if URLRules.containsSpaceOrControl(to.text) {
-                    diagnostics.error("URL \(Quoted.text(Redaction.redactingUserinfo(to.text))) contains a space or control "
-                                      + "character (every URL rewritten to it would be refused)", at: at, keyPath: toPath)
+                    diagnostics.error(
+                        "URL \(Quoted.text(Redaction.redactingUserinfo(to.text))) contains a space or control "
+                            + "character (every URL rewritten to it would be refused)", at: at, keyPath: toPath)
                     valid = false
                 } else if case .regex(let regex)? = pattern, made.highestGroup > regex.groupCount {
-                    diagnostics.error("$\(made.highestGroup) refers to a group the regex does not have (it has "
-                                      + "\(regex.groupCount))", at: at, keyPath: toPath)
+                    diagnostics.error(
+                        "$\(made.highestGroup) refers to a group the regex does not have (it has "
+                            + "\(regex.groupCount))", at: at, keyPath: toPath)
                     valid = false
                 } else {
                     replacement = made
@@ -382,42 +399,52 @@ private struct ConfigReader {
                 valid = false
             }
         } else {
-            diagnostics.error("a rule needs to (the URL, or start of the URL, requests go to instead)", at: location,
-                              keyPath: path)
+            diagnostics.error(
+                "a rule needs to (the URL, or start of the URL, requests go to instead)", at: location,
+                keyPath: path)
             valid = false
         }
 
         let fallback = choice(values["fallback"], path: "\(path).fallback", yes: "original", no: "none")
         let headers = choice(values["headers"], path: "\(path).headers", yes: "forward", no: "none")
         guard valid, let pattern, let replacement, let fallback, let headers else { return nil }
-        return RewriteRule(pattern: pattern, replacement: replacement, fallsBackToOriginal: fallback,
-                           forwardsHeaders: headers, location: location)
+        return RewriteRule(
+            pattern: pattern, replacement: replacement, fallsBackToOriginal: fallback,
+            forwardsHeaders: headers, location: location)
     }
 
     /// `yes` → true, `no` or absent → false, anything else reported (nil).
-    private mutating func choice(_ value: (text: String, node: YAMLDocument.NodeID, key: YAMLDocument.NodeID)?,
-                                 path: String, yes: String, no: String) -> Bool? {
+    private mutating func choice(
+        _ value: (text: String, node: YAMLDocument.NodeID, key: YAMLDocument.NodeID)?,
+        path: String, yes: String, no: String
+    ) -> Bool? {
         guard let value else { return false }
         if value.text == yes { return true }
         if value.text == no { return false }
-        diagnostics.error("expected \(yes) or \(no), found \(Quoted.text(value.text))", at: document.location(of: value.node),
-                          keyPath: path)
+        diagnostics.error(
+            "expected \(yes) or \(no), found \(Quoted.text(value.text))", at: document.location(of: value.node),
+            keyPath: path)
         return nil
     }
 
     /// The key's name if it is a known, first-seen string key; otherwise reported, nil.
-    private mutating func keyName(_ key: YAMLDocument.NodeID, allowed: [String], path: String?,
-                                  seen: inout Set<String>) -> String? {
+    private mutating func keyName(
+        _ key: YAMLDocument.NodeID, allowed: [String], path: String?,
+        seen: inout Set<String>
+    ) -> String? {
         guard document.kind(of: key) == .scalar, document.form(of: key) != .null else {
-            diagnostics.error("expected a key name, found \(document.describe(key))", at: document.location(of: key),
-                              keyPath: path)
+            diagnostics.error(
+                "expected a key name, found \(document.describe(key))", at: document.location(of: key),
+                keyPath: path)
             return nil
         }
         let name = document.text(of: key)
         guard allowed.contains(name) else {
-            let suggestion = KeySuggestion.closest(to: name, among: allowed).map { " (did you mean \(Quoted.text($0))?)" } ?? ""
-            diagnostics.error("unknown key \(Quoted.text(name))\(suggestion); expected one of "
-                              + allowed.joined(separator: ", "), at: document.location(of: key), keyPath: path)
+            let suggestion =
+                KeySuggestion.closest(to: name, among: allowed).map { " (did you mean \(Quoted.text($0))?)" } ?? ""
+            diagnostics.error(
+                "unknown key \(Quoted.text(name))\(suggestion); expected one of "
+                    + allowed.joined(separator: ", "), at: document.location(of: key), keyPath: path)
             return nil
         }
         guard seen.insert(name).inserted else {
@@ -429,7 +456,8 @@ private struct ConfigReader {
 
     private mutating func scalarText(_ node: YAMLDocument.NodeID, path: String) -> String? {
         guard document.kind(of: node) == .scalar, document.form(of: node) != .null else {
-            diagnostics.error("expected text, found \(document.describe(node))", at: document.location(of: node), keyPath: path)
+            diagnostics.error(
+                "expected text, found \(document.describe(node))", at: document.location(of: node), keyPath: path)
             return nil
         }
         return document.text(of: node)

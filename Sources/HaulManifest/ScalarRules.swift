@@ -44,9 +44,11 @@ package enum ScalarRules {
                 text.utf8.count == 3 && text.utf8.allSatisfy { (0x30...0x39).contains($0) } ? Int(text) : nil
             }
             guard let low = number(bounds[0]), let high = bounds.count == 2 ? number(bounds[1]) : low,
-                  (100...599).contains(low), (100...599).contains(high), low <= high else {
-                throw RuleFailure("expected HTTP statuses from 100 to 599, comma-separated, each alone or as a range such "
-                                  + "as 500-504, found \(Quoted.text(String(item)))")
+                (100...599).contains(low), (100...599).contains(high), low <= high
+            else {
+                throw RuleFailure(
+                    "expected HTTP statuses from 100 to 599, comma-separated, each alone or as a range such "
+                        + "as 500-504, found \(Quoted.text(String(item)))")
             }
             statuses.formUnion(low...high)
         }
@@ -56,7 +58,8 @@ package enum ScalarRules {
     /// `60s`, `5m`, `1h`, `250ms`, `1.5s` or bare seconds; at least 1 ms: a shorter stall window fails every
     /// attempt before any network could answer (and a zero one at once), which is a typo, not a setting.
     static func duration(_ text: String) throws(RuleFailure) -> Seconds {
-        let expectation = "expected a duration such as \"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, "
+        let expectation =
+            "expected a duration such as \"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, "
             + "found \(Quoted.text(text))"
         var number = Substring(text)
         var scale = 1.0
@@ -67,7 +70,9 @@ package enum ScalarRules {
         }
         guard isDecimal(number), let value = Double(number) else { throw RuleFailure(expectation) }
         guard value > 0 else { throw RuleFailure("must be greater than zero, found \(Quoted.text(text))") }
-        guard value * scale >= minimumDuration else { throw RuleFailure("must be at least 1ms, found \(Quoted.text(text))") }
+        guard value * scale >= minimumDuration else {
+            throw RuleFailure("must be at least 1ms, found \(Quoted.text(text))")
+        }
         // A stall window longer than a day is a typo, and an unbounded one would overflow the engine's timers.
         guard value * scale <= 86_400 else { throw RuleFailure("must be at most 24h, found \(Quoted.text(text))") }
         return Seconds(value * scale)
@@ -93,13 +98,15 @@ package enum ScalarRules {
             return value
         }
         guard let bits else {
-            throw RuleFailure("expected octal permission bits from \"0000\" to \"7777\" such as \"0644\", "
-                              + "found \(Quoted.text(text))")
+            throw RuleFailure(
+                "expected octal permission bits from \"0000\" to \"7777\" such as \"0644\", "
+                    + "found \(Quoted.text(text))")
         }
         // A downloaded file must not become setuid/setgid when haul runs as root in CI.
         guard bits & 0o7000 == 0 else {
-            throw RuleFailure("setuid, setgid and sticky bits are not applied to downloaded files; "
-                              + "use at most \"0777\", found \(Quoted.text(text))")
+            throw RuleFailure(
+                "setuid, setgid and sticky bits are not applied to downloaded files; "
+                    + "use at most \"0777\", found \(Quoted.text(text))")
         }
         return FileMode(bits)
     }
@@ -139,10 +146,13 @@ package enum ByteSizeText {
         let fraction = parts.count == 2 && fractions ? parts[1] : ""
         // `Int64(_:)` alone would take a leading "+"; a fraction is digits only, at least one.
         guard !digits.hasPrefix("+"), let whole = Int64(parts[0]), parts.count == 1 || !fraction.isEmpty,
-              fraction.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw RuleFailure(fractions
-                ? "expected a number of bytes, optionally followed by K, M, G or T (K = 1024), such as 500K, 2.5M or 2G"
-                : "expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), such as 500K or 2G")
+            fraction.allSatisfy({ $0.isASCII && $0.isNumber })
+        else {
+            throw RuleFailure(
+                fractions
+                    ? "expected a number of bytes, optionally followed by K, M, G or T (K = 1024), such as 500K, 2.5M or 2G"
+                    : "expected a whole number of bytes, optionally followed by K, M, G or T (K = 1024), such as 500K or 2G"
+            )
         }
         let (product, overflow) = whole.multipliedReportingOverflow(by: multiplier)
         guard !overflow else { throw RuleFailure("too large: at most 8 exabytes") }

@@ -26,7 +26,8 @@ package struct Shard: Sendable, Hashable, CustomStringConvertible {
     package init?(_ text: String) {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }),
-              let index = Int(parts[0]), let count = Int(parts[1]) else { return nil }
+            let index = Int(parts[0]), let count = Int(parts[1])
+        else { return nil }
         self.init(index: index, count: count)
     }
 

@@ -28,7 +28,8 @@ enum URLRules {
         guard isHTTPScheme(UnsafeBufferPointer(rebasing: bytes[..<colon])) else {
             let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
             let template = url.template.utf8
-            let schemeIsLiteral = template.count > colon && template.prefix(colon + 1).elementsEqual(bytes[...colon])
+            let schemeIsLiteral =
+                template.count > colon && template.prefix(colon + 1).elementsEqual(bytes[...colon])
                 && !template.prefix(colon + 1).contains(UInt8(ascii: "$"))
             return schemeIsLiteral
                 ? "unsupported URL scheme \(Quoted.text(scheme)) (haul fetches http and https)"
@@ -55,7 +56,8 @@ enum URLRules {
 
     /// What is wrong with `host[:port]` (after any userinfo), phrased to follow "URL <url> ".
     private static func authorityProblem(_ rest: Slice<UnsafeBufferPointer<UInt8>>) -> String? {
-        let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        let authorityEnd =
+            rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
             ?? rest.endIndex
         var hostPort = rest[rest.startIndex..<authorityEnd]
         if let at = hostPort.lastIndex(of: UInt8(ascii: "@")) {
@@ -75,8 +77,9 @@ enum URLRules {
         guard !port.isEmpty else { return nil }
         let digits = port.dropFirst()
         guard port.first == UInt8(ascii: ":"), digits.count <= 5,
-              digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-              digits.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }) <= 65535 else {
+            digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            digits.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }) <= 65535
+        else {
             return "has an invalid port"
         }
         return nil

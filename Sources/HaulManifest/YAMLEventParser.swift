@@ -37,15 +37,19 @@ struct YAMLEventParser: ~Copyable {
             return pinned.withUnsafeBufferPointer { buffer -> Result? in
                 guard let base = buffer.baseAddress else { return nil }
                 let input = UnsafeBufferPointer(rebasing: buffer[..<bytes.count])
-                guard var parser = YAMLEventParser(input: .bytes(input), start: { yaml_parser_set_input_string($0, base, input.count) })
+                guard
+                    var parser = YAMLEventParser(
+                        input: .bytes(input), start: { yaml_parser_set_input_string($0, base, input.count) })
                 else { return nil }
                 return body(&parser)
             }
         case .file(let reading):
             return withExtendedLifetime(reading) {
                 let data = Unmanaged.passUnretained(reading).toOpaque()
-                guard var parser = YAMLEventParser(input: .file(reading),
-                                                   start: { yaml_parser_set_input($0, readChunk, data) })
+                guard
+                    var parser = YAMLEventParser(
+                        input: .file(reading),
+                        start: { yaml_parser_set_input($0, readChunk, data) })
                 else { return nil }
                 return body(&parser)
             }
@@ -53,14 +57,19 @@ struct YAMLEventParser: ~Copyable {
     }
 
     /// libyaml's read handler for a file: the next bytes of the reading `data` points to.
-    private static let readChunk: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int,
-                                                  UnsafeMutablePointer<Int>?) -> Int32 = { data, buffer, size, sizeRead in
-        guard let data, let buffer, let sizeRead else { return 0 }
-        let reading = Unmanaged<ManifestFile.Reading>.fromOpaque(data).takeUnretainedValue()
-        guard let count = reading.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size)) else { return 0 }
-        sizeRead.pointee = count
-        return 1
-    }
+    private static let readChunk:
+        @convention(c) (
+            UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int,
+            UnsafeMutablePointer<Int>?
+        ) -> Int32 = { data, buffer, size, sizeRead in
+            guard let data, let buffer, let sizeRead else { return 0 }
+            let reading = Unmanaged<ManifestFile.Reading>.fromOpaque(data).takeUnretainedValue()
+            guard let count = reading.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size)) else {
+                return 0
+            }
+            sizeRead.pointee = count
+            return 1
+        }
 
     private init?(input: Input, start: (UnsafeMutablePointer<yaml_parser_t>) -> Void) {
         parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
@@ -88,7 +97,9 @@ struct YAMLEventParser: ~Copyable {
         guard holdsEvent else { return nil }
         let event = current.pointee
         if event.type == YAML_SCALAR_EVENT, event.start_mark.line != event.end_mark.line,
-           event.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE || event.data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE {
+            event.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE
+                || event.data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE
+        {
             lastQuoteOverLines = (event.start_mark, Int(event.end_mark.line))
         }
         return event
@@ -105,15 +116,21 @@ struct YAMLEventParser: ~Copyable {
         case YAML_READER_ERROR:
             if case .file(let reading) = input, let failure = reading.failure { return (failure, nil) }
             // Reader errors (bad encoding, control characters) carry a byte offset instead of a mark.
-            return (YAMLSyntaxAdvice.message(problem: problem, context: nil, lineIndentedWithTab: false),
-                    input.withBytes { Self.location(ofByte: state.problem_offset, in: $0) })
-        case YAML_SCANNER_ERROR where Self.unclosedQuoteProblems.contains(problem)
-                && state.context.map({ String(cString: $0) }) == "while scanning a quoted scalar":
+            return (
+                YAMLSyntaxAdvice.message(problem: problem, context: nil, lineIndentedWithTab: false),
+                input.withBytes { Self.location(ofByte: state.problem_offset, in: $0) }
+            )
+        case YAML_SCANNER_ERROR
+        where Self.unclosedQuoteProblems.contains(problem)
+            && state.context.map({ String(cString: $0) }) == "while scanning a quoted scalar":
             // libyaml gives up where the quote should have closed, the end of the file or of the document, far from
             // the mistake: the place to fix is the quote that opens the value.
-            return (YAMLSyntaxAdvice.message(problem: problem, context: "while scanning a quoted scalar",
-                                             lineIndentedWithTab: false),
-                    Self.location(state.context_mark))
+            return (
+                YAMLSyntaxAdvice.message(
+                    problem: problem, context: "while scanning a quoted scalar",
+                    lineIndentedWithTab: false),
+                Self.location(state.context_mark)
+            )
         default:
             let location = Self.location(state.problem_mark)
             let context = state.context.map { String(cString: $0) }.map { context in
@@ -122,16 +139,20 @@ struct YAMLEventParser: ~Copyable {
             }
             let tab = input.withBytes { Self.indentationHasTab(line: location.line, in: $0) }
             if !tab, let quote = lastQuoteOverLines, quote.closingLine == Int(state.problem_mark.line) {
-                return (YAMLSyntaxAdvice.quoteRunningOn(to: location, problem: problem, context: context),
-                        Self.location(quote.opening))
+                return (
+                    YAMLSyntaxAdvice.quoteRunningOn(to: location, problem: problem, context: context),
+                    Self.location(quote.opening)
+                )
             }
             return (YAMLSyntaxAdvice.message(problem: problem, context: context, lineIndentedWithTab: tab), location)
         }
     }
 
     /// libyaml's problems for a quoted value that runs to the end of the input.
-    private static let unclosedQuoteProblems: Set<String> = ["found unexpected end of stream",
-                                                             "found unexpected document indicator"]
+    private static let unclosedQuoteProblems: Set<String> = [
+        "found unexpected end of stream",
+        "found unexpected document indicator",
+    ]
 
     /// Whether line `line` (1-based) starts with blanks that include a tab.
     private static func indentationHasTab(line: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -159,7 +180,8 @@ struct YAMLEventParser: ~Copyable {
         let end = min(offset, bytes.count)
         while index < end {
             let byte = bytes[index]
-            let isLoneCR = byte == UInt8(ascii: "\r") && (index + 1 >= bytes.count || bytes[index + 1] != UInt8(ascii: "\n"))
+            let isLoneCR =
+                byte == UInt8(ascii: "\r") && (index + 1 >= bytes.count || bytes[index + 1] != UInt8(ascii: "\n"))
             if byte == UInt8(ascii: "\n") || isLoneCR {
                 line += 1
                 column = 1

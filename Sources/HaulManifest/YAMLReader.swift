@@ -58,15 +58,21 @@ struct YAMLReader {
     static let emptyDocumentMessage = "the manifest is empty (expected a mapping with \"version\" and \"files\")"
 
     /// Nil when there is no document to validate (syntax error or empty input); the reason is in `diagnostics`.
-    static func read<Sink: YAMLEntrySink>(_ source: YAMLSource, diagnostics: inout DiagnosticCollector,
-                                          sink: inout Sink) -> YAMLDocument? {
+    static func read<Sink: YAMLEntrySink>(
+        _ source: YAMLSource, diagnostics: inout DiagnosticCollector,
+        sink: inout Sink
+    ) -> YAMLDocument? {
         var reader = YAMLReader()
         return reader.run(source, diagnostics: &diagnostics, sink: &sink)
     }
 
-    private mutating func run<Sink: YAMLEntrySink>(_ source: YAMLSource, diagnostics: inout DiagnosticCollector,
-                                                   sink: inout Sink) -> YAMLDocument? {
-        let parsed = YAMLEventParser.parse(source) { parser in parseEvents(&parser, diagnostics: &diagnostics, sink: &sink) }
+    private mutating func run<Sink: YAMLEntrySink>(
+        _ source: YAMLSource, diagnostics: inout DiagnosticCollector,
+        sink: inout Sink
+    ) -> YAMLDocument? {
+        let parsed = YAMLEventParser.parse(source) { parser in
+            parseEvents(&parser, diagnostics: &diagnostics, sink: &sink)
+        }
         guard let parsed else {
             diagnostics.error("cannot parse YAML: out of memory", at: nil)
             return nil
@@ -74,9 +80,11 @@ struct YAMLReader {
         return parsed
     }
 
-    private mutating func parseEvents<Sink: YAMLEntrySink>(_ parser: inout YAMLEventParser,
-                                                           diagnostics: inout DiagnosticCollector,
-                                                           sink: inout Sink) -> YAMLDocument? {
+    private mutating func parseEvents<Sink: YAMLEntrySink>(
+        _ parser: inout YAMLEventParser,
+        diagnostics: inout DiagnosticCollector,
+        sink: inout Sink
+    ) -> YAMLDocument? {
         var documents = 0
         while true {
             guard let event = parser.next() else {
@@ -116,20 +124,23 @@ struct YAMLReader {
                 if startsItem { finishItem(id, sink: &sink) }
             case YAML_ALIAS_EVENT:
                 let name = Self.string(event.data.alias.anchor)
-                diagnostics.error("alias \"*\(name)\" is not supported: haul manifests do not use anchors or aliases",
-                                  at: location)
+                diagnostics.error(
+                    "alias \"*\(name)\" is not supported: haul manifests do not use anchors or aliases",
+                    at: location)
                 let startsItem = isStreamedInnermost
                 let id = add(YAMLDocument.Node(kind: .alias, form: .plain, location: location))
                 if startsItem { finishItem(id, sink: &sink) }
             case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
                 let isSequence = event.type == YAML_SEQUENCE_START_EVENT
-                let properties = isSequence
+                let properties =
+                    isSequence
                     ? (event.data.sequence_start.anchor, event.data.sequence_start.tag)
                     : (event.data.mapping_start.anchor, event.data.mapping_start.tag)
                 Self.checkProperties(anchor: properties.0, tag: properties.1, at: location, diagnostics: &diagnostics)
                 guard open.count < Self.maximumDepth else {
-                    diagnostics.error("collections nested more than \(Self.maximumDepth) deep (a manifest needs 4 levels)",
-                                      at: location)
+                    diagnostics.error(
+                        "collections nested more than \(Self.maximumDepth) deep (a manifest needs 4 levels)",
+                        at: location)
                     return nil
                 }
                 let isFiles = isSequence && streamed == nil && isValueOfRootFilesKey()
@@ -159,7 +170,8 @@ struct YAMLReader {
     /// Whether the sequence about to open is the value of the top-level key `files`.
     private func isValueOfRootFilesKey() -> Bool {
         guard open.count == 1, let root = open.first, document.kind(of: root.node) == .mapping,
-              (pending.count - root.pendingStart) % 2 == 1, let key = pending.last else { return false }
+            (pending.count - root.pendingStart) % 2 == 1, let key = pending.last
+        else { return false }
         return document.kind(of: key) == .scalar && document.form(of: key) != .null
             && document.text(of: key) == TopLevelKey.files.rawValue
     }
@@ -176,12 +188,14 @@ struct YAMLReader {
         if isStreamedInnermost { currentItemStart = items.nodes.count }
         if addsToItems {
             guard items.nodes.count - currentItemStart >= Self.maximumValues else { return true }
-            diagnostics.error("more than \(Self.maximumValues) YAML values in one entry (an entry needs a few dozen)",
-                              at: location, keyPath: "files[\(streamedCount)]")
+            diagnostics.error(
+                "more than \(Self.maximumValues) YAML values in one entry (an entry needs a few dozen)",
+                at: location, keyPath: "files[\(streamedCount)]")
         } else {
             guard document.nodes.count >= Self.maximumValues else { return true }
-            diagnostics.error("more than \(Self.maximumValues) YAML values besides the entries of files "
-                              + "(a manifest needs a few dozen)", at: location)
+            diagnostics.error(
+                "more than \(Self.maximumValues) YAML values besides the entries of files "
+                    + "(a manifest needs a few dozen)", at: location)
         }
         return false
     }
@@ -198,8 +212,10 @@ struct YAMLReader {
     /// `handOverNodes`): the next batch grows into it without reallocating.
     private mutating func handOverBatch<Sink: YAMLEntrySink>(to sink: inout Sink) {
         guard !batch.isEmpty else { return }
-        let capacity = (nodes: min(items.nodes.capacity, Self.handOverNodes),
-                        children: min(items.children.capacity, Self.handOverNodes))
+        let capacity = (
+            nodes: min(items.nodes.capacity, Self.handOverNodes),
+            children: min(items.children.capacity, Self.handOverNodes)
+        )
         sink.consume(items: batch, in: items)
         batch = []
         items = YAMLDocument()
@@ -229,7 +245,8 @@ struct YAMLReader {
     }
 
     @discardableResult
-    private mutating func openCollection(_ kind: YAMLDocument.Kind, at location: SourceLocation) -> YAMLDocument.NodeID {
+    private mutating func openCollection(_ kind: YAMLDocument.Kind, at location: SourceLocation) -> YAMLDocument.NodeID
+    {
         let id = add(YAMLDocument.Node(kind: kind, form: .plain, location: location))
         open.append((id, pending.count))
         return id
@@ -261,21 +278,26 @@ struct YAMLReader {
     /// Core-schema tags a plain manifest may carry; anything else asks for a type haul has no meaning for.
     private static let acceptedStandardTags: Set<String> = ["str", "int", "float", "bool", "null", "map", "seq"]
 
-    private static func checkProperties(anchor: UnsafeMutablePointer<yaml_char_t>?, tag: UnsafeMutablePointer<yaml_char_t>?,
-                                        at location: SourceLocation, diagnostics: inout DiagnosticCollector) {
+    private static func checkProperties(
+        anchor: UnsafeMutablePointer<yaml_char_t>?, tag: UnsafeMutablePointer<yaml_char_t>?,
+        at location: SourceLocation, diagnostics: inout DiagnosticCollector
+    ) {
         if let anchor {
-            diagnostics.error("anchor \"&\(string(anchor))\" is not supported: haul manifests do not use anchors or aliases",
-                              at: location)
+            diagnostics.error(
+                "anchor \"&\(string(anchor))\" is not supported: haul manifests do not use anchors or aliases",
+                at: location)
         }
         if let tag {
             let name = string(tag)
             if name == "!" { return }
             if name.hasPrefix(standardTagPrefix),
-               acceptedStandardTags.contains(String(name.dropFirst(standardTagPrefix.count))) {
+                acceptedStandardTags.contains(String(name.dropFirst(standardTagPrefix.count)))
+            {
                 return
             }
-            diagnostics.error("unsupported YAML tag \(Quoted.text(displayTag(name))) (haul manifests use plain YAML values)",
-                              at: location)
+            diagnostics.error(
+                "unsupported YAML tag \(Quoted.text(displayTag(name))) (haul manifests use plain YAML values)",
+                at: location)
         }
     }
 
@@ -285,8 +307,10 @@ struct YAMLReader {
     }
 
     /// Decided on the bytes: comparing a `String` against the null spellings for every scalar showed up in profiles.
-    private static func scalarForm(_ bytes: UnsafeBufferPointer<UInt8>, style: yaml_scalar_style_t,
-                                   tag: UnsafeMutablePointer<yaml_char_t>?) -> YAMLDocument.ScalarForm {
+    private static func scalarForm(
+        _ bytes: UnsafeBufferPointer<UInt8>, style: yaml_scalar_style_t,
+        tag: UnsafeMutablePointer<yaml_char_t>?
+    ) -> YAMLDocument.ScalarForm {
         if let tag {
             let name = string(tag)
             if name == standardTagPrefix + "null" { return .null }

@@ -36,7 +36,8 @@ enum YAMLSyntaxAdvice {
         case "mapping values are not allowed in this context":
             return "a value holds \": \" (or a second key follows on the same line): put the value in quotes"
         case "block sequence entries are not allowed in this context":
-            return "a \"- \" item cannot follow a key on its line: start the list on the next line, indented under the key"
+            return
+                "a \"- \" item cannot follow a key on its line: start the list on the next line, indented under the key"
         case "could not find expected ':'":
             return "a key is not followed by \":\" (or a value runs onto the next line without quotes)"
         case "did not find expected ',' or '}'":
@@ -46,8 +47,9 @@ enum YAMLSyntaxAdvice {
         case "did not find expected node content":
             return "a value is missing here (a [ or { left open, or a stray \",\")"
         case "found unexpected end of stream":
-            return context.contains("quoted scalar") ? "the quote that opens this value is never closed: add its closing quote"
-                                                     : "the file ends in the middle of a value"
+            return context.contains("quoted scalar")
+                ? "the quote that opens this value is never closed: add its closing quote"
+                : "the file ends in the middle of a value"
         case "found unexpected document indicator" where context.contains("quoted scalar"):
             return "the quote that opens this value is never closed: add its closing quote"
         case "found character that cannot start any token":
@@ -57,7 +59,7 @@ enum YAMLSyntaxAdvice {
         case "control characters are not allowed":
             return "the file holds a control character here; a manifest is plain text"
         case "invalid leading UTF-8 octet", "invalid trailing UTF-8 octet", "incomplete UTF-8 octet sequence",
-             "invalid Unicode character":
+            "invalid Unicode character":
             return "the file is not UTF-8 text here; save it as UTF-8"
         default:
             return nil

@@ -23,7 +23,6 @@ package enum LocalState: Sendable, Equatable {
     indirect case tree(UnpackedFrom?, changed: [MemberChange])
 }
 
-
 /// Why a file must be fetched.
 package enum FetchReason: Sendable, Equatable {
     case missing
@@ -170,8 +169,10 @@ package struct PlanContext: Sendable {
     package var orphans: [(manifest: String, files: Int)]
     package var unproven: [(manifest: String, files: Int)]
 
-    package init(shardScope: ShardScope? = nil, unlistedCount: Int = 0, orphans: [(manifest: String, files: Int)] = [],
-                 unproven: [(manifest: String, files: Int)] = []) {
+    package init(
+        shardScope: ShardScope? = nil, unlistedCount: Int = 0, orphans: [(manifest: String, files: Int)] = [],
+        unproven: [(manifest: String, files: Int)] = []
+    ) {
         self.shardScope = shardScope
         self.unlistedCount = unlistedCount
         self.orphans = orphans
@@ -221,7 +222,9 @@ package struct Plan: Sendable {
         return earliest.map { decidedAt + $0 }
     }
 
-    package init(files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = [], context: PlanContext = PlanContext()) {
+    package init(
+        files: [FileEntry], actions: [Action], prunes: [PlannedPrune] = [], context: PlanContext = PlanContext()
+    ) {
         precondition(files.count == actions.count, "one action per entry")
         self.files = files
         self.actions = actions
@@ -244,7 +247,9 @@ package struct Plan: Sendable {
         package subscript(index: Int) -> PlannedEntry { PlannedEntry(entry: files[index], action: actions[index]) }
     }
 
-    package var downloads: [PlannedEntry] { entries.filter { if case .fetch(.missing) = $0.action { true } else { false } } }
+    package var downloads: [PlannedEntry] {
+        entries.filter { if case .fetch(.missing) = $0.action { true } else { false } }
+    }
     package var replacements: [PlannedEntry] {
         entries.filter { if case .fetch(let reason) = $0.action { reason != .missing } else { false } }
     }
@@ -309,21 +314,25 @@ package struct Plan: Sendable {
 
 /// Desired state + observed state → plan. Pure: no I/O, no clock, no environment (the time is an input).
 package enum Planner {
-    package static func plan(_ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = [],
-                             revalidation: Revalidation? = nil, context: PlanContext = PlanContext()) -> Plan {
+    package static func plan(
+        _ files: [FileEntry], observed: [LocalState], pruning candidates: [PruneCandidate] = [],
+        revalidation: Revalidation? = nil, context: PlanContext = PlanContext()
+    ) -> Plan {
         precondition(files.count == observed.count, "one observation per entry")
         precondition(revalidation.map { $0.confirmations.count == files.count } ?? true, "one confirmation per entry")
-        var plan = Plan(files: files, actions: files.indices.map { index in
-                        let action = decide(files[index], observed[index])
-                        guard action == .revalidate, let revalidation else { return action }
-                        if revalidation.written?[index] == false { return .fetch(.notWrittenByHaul) }
-                        guard !revalidation.always,
-                              let remaining = freshness(files[index], revalidation.confirmations[index], now: revalidation.now)
-                        else { return action }
-                        return .fresh(for: remaining)
-                    },
-                    prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) },
-                    context: context)
+        var plan = Plan(
+            files: files,
+            actions: files.indices.map { index in
+                let action = decide(files[index], observed[index])
+                guard action == .revalidate, let revalidation else { return action }
+                if revalidation.written?[index] == false { return .fetch(.notWrittenByHaul) }
+                guard !revalidation.always,
+                    let remaining = freshness(files[index], revalidation.confirmations[index], now: revalidation.now)
+                else { return action }
+                return .fresh(for: remaining)
+            },
+            prunes: candidates.map { PlannedPrune(destination: $0.destination, action: decide($0)) },
+            context: context)
         plan.decidedAt = revalidation?.now
         return plan
     }
@@ -335,7 +344,8 @@ package enum Planner {
     package static func freshness(_ entry: FileEntry, _ confirmation: Confirmation?, now: Double) -> Double? {
         guard let confirmation, confirmation.checkedAt <= now + clockSkewTolerance else { return nil }
         guard let until = entry.refresh.map({ confirmation.checkedAt + $0.value }) ?? confirmation.freshUntil,
-              until > now else { return nil }
+            until > now
+        else { return nil }
         return until - now
     }
 
@@ -350,7 +360,8 @@ package enum Planner {
         case .file(_, let digest):
             return digest == candidate.written ? .delete : .keep("modified since haul wrote it")
         case .symlink where candidate.linkTarget != nil:
-            return candidate.linkTarget == candidate.written ? .delete : .keep("it points elsewhere since haul unpacked it")
+            return candidate.linkTarget == candidate.written
+                ? .delete : .keep("it points elsewhere since haul unpacked it")
         case .symlink:
             return .keep("replaced by a symlink since haul wrote it")
         case .obstructed(let what):
@@ -408,7 +419,9 @@ package enum Planner {
         case .tree(let from?, _):
             let archiveMatches = entry.checksum.map { $0.accepts(from.archive) } ?? true
             let treeMatches = rule.tree.map { $0 == from.tree } ?? true
-            guard archiveMatches, treeMatches, from.rules == rule.fingerprint else { return .fetch(.treeChanged(.otherArchive)) }
+            guard archiveMatches, treeMatches, from.rules == rule.fingerprint else {
+                return .fetch(.treeChanged(.otherArchive))
+            }
             return entry.checksum == nil && rule.tree == nil ? .revalidate : .keep
         }
     }

@@ -21,8 +21,10 @@ package struct CommitRequest: Sendable {
     /// a crash before the state is saved loses no ownership. nil: nothing to journal.
     package var ownership: Ownership?
 
-    package init(temporaryName: String, in folder: DirectoryHandle? = nil, destination: DestinationPath, mode: FileMode,
-                 hasMode: Bool = false, ownership: Ownership? = nil) {
+    package init(
+        temporaryName: String, in folder: DirectoryHandle? = nil, destination: DestinationPath, mode: FileMode,
+        hasMode: Bool = false, ownership: Ownership? = nil
+    ) {
         self.temporaryName = temporaryName
         self.folder = folder
         self.ownership = ownership
@@ -88,8 +90,10 @@ package final class Committer: Sendable {
     /// As many as are worth holding: a batch seldom spans more folders.
     package static let defaultHeldFolders = ContainedWalk.defaultRecentLimit
 
-    package init(root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .full,
-                 heldFolders: Int = Committer.defaultHeldFolders) {
+    package init(
+        root: String, staging: DirectoryHandle, journal: OwnershipJournal? = nil, durability: Durability = .full,
+        heldFolders: Int = Committer.defaultHeldFolders
+    ) {
         self.root = FileSystem.normalizedRoot(root)
         self.staging = staging
         self.journal = journal
@@ -132,8 +136,9 @@ package final class Committer: Sendable {
             // file renamed in without its line is one haul wrote and, if the state cannot be saved either, would
             // never prune. Its destinations stay as they were; the next run fetches them again.
             if let failure = appended {
-                let error = StoreError(operation: "record its ownership in", path: failure.path, errno: failure.errno,
-                                       detail: failure.detail)
+                let error = StoreError(
+                    operation: "record its ownership in", path: failure.path, errno: failure.errno,
+                    detail: failure.detail)
                 for index in ready { results[index] = .failure(error) }
                 return results
             }
@@ -157,8 +162,10 @@ package final class Committer: Sendable {
             case .folder(let reached): folder = reached
             case let other:
                 for index in group {
-                    results[index] = .failure(Self.failure(other, destination: batch[index].destination,
-                                                           changed: "its folder changed since it was prepared"))
+                    results[index] = .failure(
+                        Self.failure(
+                            other, destination: batch[index].destination,
+                            changed: "its folder changed since it was prepared"))
                 }
                 continue
             }
@@ -166,7 +173,8 @@ package final class Committer: Sendable {
             var oldTrees: [String] = []
             for index in group {
                 if let tree = batch[index].tree {
-                    let switched = switchTree(tree, to: batch[index].destination, replacing: replacing.contains(index), in: folder)
+                    let switched = switchTree(
+                        tree, to: batch[index].destination, replacing: replacing.contains(index), in: folder)
                     results[index] = switched.result
                     if let old = switched.old { oldTrees.append(old) }
                 } else {
@@ -187,8 +195,10 @@ package final class Committer: Sendable {
     /// Appends a batch's ownership to the journal. Out of descriptors, it frees the folders the walk holds for the
     /// renames (worth less than the journal) and tries again, then waits for a descriptor as a transfer does, up to
     /// two seconds, rather than failing the batch for a moment's shortage.
-    private static func append(_ owned: [(destination: DestinationPath, ownership: Ownership)], to journal: OwnershipJournal,
-                               walk: inout ContainedWalk) -> StoreError? {
+    private static func append(
+        _ owned: [(destination: DestinationPath, ownership: Ownership)], to journal: OwnershipJournal,
+        walk: inout ContainedWalk
+    ) -> StoreError? {
         var failure = journal.append(owned)
         var waited = 0.0
         while let current = failure, current.errno == EMFILE || current.errno == ENFILE, waited < 2 {
@@ -200,10 +210,13 @@ package final class Committer: Sendable {
         return failure
     }
 
-    private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError> {
+    private func renameIntoPlace(_ request: CommitRequest, in folder: DirectoryHandle) -> Result<Committed, StoreError>
+    {
         let destination = request.destination
         guard let failed = stagedIn(request).rename(request.temporaryName, to: destination.fileName, in: folder) else {
-            guard case .success(let info) = folder.status(of: destination.fileName) else { return .success(Committed(identity: nil)) }
+            guard case .success(let info) = folder.status(of: destination.fileName) else {
+                return .success(Committed(identity: nil))
+            }
             return .success(Committed(identity: FileIdentity(info)))
         }
         return .failure(renameFailure(failed.errno, destination))
@@ -214,27 +227,33 @@ package final class Committer: Sendable {
 
     /// `detail`, or the words a few errnos need beyond strerror's.
     private func renameFailure(_ code: Int32, _ destination: DestinationPath, detail: String? = nil) -> StoreError {
-        let known: String? = switch code {
-        case EISDIR: "a directory is in the way"
-        // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
-        // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
-        case EXDEV: "its folder is on another mount than haul's staging area \(staging.path) "
-            + "(rename(2) cannot cross mounts)"
-        default: nil
-        }
+        let known: String? =
+            switch code {
+            case EISDIR: "a directory is in the way"
+            // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
+            // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
+            case EXDEV:
+                "its folder is on another mount than haul's staging area \(staging.path) "
+                    + "(rename(2) cannot cross mounts)"
+            default: nil
+            }
         return StoreError(operation: "rename into", path: destination.description, errno: code, detail: detail ?? known)
     }
 
     /// Puts a staged tree in place of the folder its destination names (`replacing`: there was one when it was
     /// prepared), in one step (`StagedTree`). The result, and the name in the staging folder of the old tree
     /// (to remove once the folder is synced) when there is one.
-    private func switchTree(_ tree: StagedTree, to destination: DestinationPath, replacing: Bool,
-                            in parent: DirectoryHandle) -> (result: Result<Committed, StoreError>, old: String?) {
+    private func switchTree(
+        _ tree: StagedTree, to destination: DestinationPath, replacing: Bool,
+        in parent: DirectoryHandle
+    ) -> (result: Result<Committed, StoreError>, old: String?) {
         let name = destination.fileName
         if replacing {
             switch staging.exchange(tree.folderName, with: name, in: parent)?.errno {
             case nil:
-                if let failure = keepOnlyAFolder(tree.folderName, exchangedWith: name, in: parent, destination: destination) {
+                if let failure = keepOnlyAFolder(
+                    tree.folderName, exchangedWith: name, in: parent, destination: destination)
+                {
                     return (.failure(failure), nil)
                 }
                 return (.success(Committed(identity: nil)), tree.folderName)
@@ -252,11 +271,18 @@ package final class Committer: Sendable {
         switch failed.errno {
         case EINVAL:
             // No RENAME_NOREPLACE on this file system: a plain rename, which fails on anything but an empty folder.
-            guard let plain = staging.rename(tree.folderName, to: name, in: parent) else { return (.success(Committed(identity: nil)), nil) }
+            guard let plain = staging.rename(tree.folderName, to: name, in: parent) else {
+                return (.success(Committed(identity: nil)), nil)
+            }
             return (.failure(renameFailure(plain.errno, destination)), nil)
         case EEXIST:
-            return (.failure(renameFailure(EEXIST, destination, detail: "something was put there since the commit began; "
-                                           + "it is left as it is")), nil)
+            return (
+                .failure(
+                    renameFailure(
+                        EEXIST, destination,
+                        detail: "something was put there since the commit began; "
+                            + "it is left as it is")), nil
+            )
         default:
             return (.failure(renameFailure(failed.errno, destination)), nil)
         }
@@ -264,30 +290,53 @@ package final class Committer: Sendable {
 
     /// After an exchange: what came out of the destination must be a folder (it was when the request was prepared).
     /// Anything else (put there since) goes back at once, untouched, and the request fails. nil: a folder came out.
-    private func keepOnlyAFolder(_ staged: String, exchangedWith name: String, in parent: DirectoryHandle,
-                                 destination: DestinationPath) -> StoreError? {
+    private func keepOnlyAFolder(
+        _ staged: String, exchangedWith name: String, in parent: DirectoryHandle,
+        destination: DestinationPath
+    ) -> StoreError? {
         guard case .success(let info) = staging.status(of: staged), info.st_mode & S_IFMT != S_IFDIR else { return nil }
         let back = staging.exchange(staged, with: name, in: parent)
-        return renameFailure(ENOTDIR, destination, detail: "\(FileKindName.of(info)) is in the way"
-                             + (back.map { "; it could not be put back, and is at \(staging.displayPath(of: staged)): \($0.reason)" } ?? ""))
+        return renameFailure(
+            ENOTDIR, destination,
+            detail: "\(FileKindName.of(info)) is in the way"
+                + (back.map { "; it could not be put back, and is at \(staging.displayPath(of: staged)): \($0.reason)" }
+                    ?? ""))
     }
 
     /// The switch where the file system has no `RENAME_EXCHANGE`: the old tree into the staging area, then the new
     /// one into its place (the destination is missing in between; `StagedTree` says what that costs).
-    private func replaceByTwoRenames(_ tree: StagedTree, to destination: DestinationPath,
-                                     in parent: DirectoryHandle) -> (result: Result<Committed, StoreError>, old: String?) {
+    private func replaceByTwoRenames(
+        _ tree: StagedTree, to destination: DestinationPath,
+        in parent: DirectoryHandle
+    ) -> (result: Result<Committed, StoreError>, old: String?) {
         let name = destination.fileName
         let aside = StagedTree.asideName(of: tree.folderName)
-        if let failed = parent.rename(name, to: aside, in: staging) { return (.failure(renameFailure(failed.errno, destination)), nil) }
+        if let failed = parent.rename(name, to: aside, in: staging) {
+            return (.failure(renameFailure(failed.errno, destination)), nil)
+        }
         if case .success(let info) = staging.status(of: aside), info.st_mode & S_IFMT != S_IFDIR {
             let back = staging.rename(aside, to: name, in: parent)
-            return (.failure(renameFailure(ENOTDIR, destination, detail: "\(FileKindName.of(info)) is in the way"
-                + (back.map { "; it could not be put back, and is at \(staging.displayPath(of: aside)): \($0.reason)" } ?? ""))), nil)
+            return (
+                .failure(
+                    renameFailure(
+                        ENOTDIR, destination,
+                        detail: "\(FileKindName.of(info)) is in the way"
+                            + (back.map {
+                                "; it could not be put back, and is at \(staging.displayPath(of: aside)): \($0.reason)"
+                            } ?? ""))), nil
+            )
         }
-        guard let failed = staging.rename(tree.folderName, to: name, in: parent) else { return (.success(Committed(identity: nil)), aside) }
+        guard let failed = staging.rename(tree.folderName, to: name, in: parent) else {
+            return (.success(Committed(identity: nil)), aside)
+        }
         if let back = staging.rename(aside, to: name, in: parent) {
-            return (.failure(renameFailure(failed.errno, destination, detail: "\(failed.reason); the old tree could not be put "
-                + "back either (\(back.reason)): it is at \(staging.displayPath(of: aside))")), nil)
+            return (
+                .failure(
+                    renameFailure(
+                        failed.errno, destination,
+                        detail: "\(failed.reason); the old tree could not be put "
+                            + "back either (\(back.reason)): it is at \(staging.displayPath(of: aside))")), nil
+            )
         }
         return (.failure(renameFailure(failed.errno, destination)), nil)
     }
@@ -315,23 +364,29 @@ package final class Committer: Sendable {
     /// Everything that can fail without touching a destination: parents (created as needed, inside root only),
     /// the final mode, and for a tree what `prepareTree` checks and carries (`replacing` gets the trees that replace
     /// a folder). The indices of the requests that passed.
-    private func prepare(_ batch: [CommitRequest], walk: inout ContainedWalk,
-                         results: inout [Result<Committed, StoreError>], replacing: inout Set<Int>) -> [Int] {
+    private func prepare(
+        _ batch: [CommitRequest], walk: inout ContainedWalk,
+        results: inout [Result<Committed, StoreError>], replacing: inout Set<Int>
+    ) -> [Int] {
         var ready: [Int] = []
         ready.reserveCapacity(batch.count)
         let trees = Set(batch.lazy.filter { $0.tree != nil }.map(\.destination))
         for (index, request) in batch.enumerated() {
             let destination = request.destination
             if destination.firstComponent == PrivateArea.name {
-                results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
-                                                     detail: "\".haul\" under root is haul's own area"))
+                results[index] = .failure(
+                    StoreError(
+                        operation: "write", path: destination.description, errno: 0,
+                        detail: "\".haul\" under root is haul's own area"))
                 continue
             }
             // The folder a tree replaces is gone from its place once it is switched: nothing of the same batch may
             // be put inside it (the manifest's destinations never overlap; this keeps the commit from trusting that).
             if !trees.isEmpty, let tree = Self.enclosingTree(of: destination, among: trees) {
-                results[index] = .failure(StoreError(operation: "write", path: destination.description, errno: 0,
-                                                     detail: "it is inside \"\(tree)\", which the same commit replaces whole"))
+                results[index] = .failure(
+                    StoreError(
+                        operation: "write", path: destination.description, errno: 0,
+                        detail: "it is inside \"\(tree)\", which the same commit replaces whole"))
                 continue
             }
             let parent: DirectoryHandle
@@ -339,8 +394,10 @@ package final class Committer: Sendable {
             case .folder(let reached):
                 parent = reached
             case let other:
-                results[index] = .failure(Self.failure(other, destination: destination,
-                                                       changed: "its parent could not be created"))
+                results[index] = .failure(
+                    Self.failure(
+                        other, destination: destination,
+                        changed: "its parent could not be created"))
                 continue
             }
             if let tree = request.tree {
@@ -357,9 +414,13 @@ package final class Committer: Sendable {
             }
             // The mode is set on the temporary file so that the destination never appears with wider permissions,
             // and exactly (not narrowed by the umask). The engine usually created the file with it already.
-            if !request.hasMode, let failure = stagedIn(request).setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName) {
-                results[index] = .failure(StoreError(operation: "set mode \(request.mode) on", path: failure.path,
-                                                     errno: failure.errno))
+            if !request.hasMode,
+                let failure = stagedIn(request).setMode(mode_t(request.mode.bits & 0o7777), of: request.temporaryName)
+            {
+                results[index] = .failure(
+                    StoreError(
+                        operation: "set mode \(request.mode) on", path: failure.path,
+                        errno: failure.errno))
                 continue
             }
             ready.append(index)
@@ -368,27 +429,35 @@ package final class Committer: Sendable {
     }
 
     /// The destination among `trees` that `destination` lies strictly inside, if any.
-    private static func enclosingTree(of destination: DestinationPath, among trees: Set<DestinationPath>) -> DestinationPath? {
+    private static func enclosingTree(
+        of destination: DestinationPath, among trees: Set<DestinationPath>
+    ) -> DestinationPath? {
         destination.ancestors.first(where: trees.contains)
     }
 
     /// A tree's checks before anything is visible: its members lie under its destination, its staged folder is
     /// there, the destination is a folder (`true`: it is replaced; the user's files in it are carried into the
     /// staged tree now) or missing (`false`). Anything else at the destination fails the request.
-    private func prepareTree(_ tree: StagedTree, at destination: DestinationPath, in parent: DirectoryHandle) -> Result<Bool, StoreError> {
+    private func prepareTree(
+        _ tree: StagedTree, at destination: DestinationPath, in parent: DirectoryHandle
+    ) -> Result<Bool, StoreError> {
         let prefix = destination.description + "/"
         if let stray = tree.members.first(where: { !$0.destination.description.utf8.starts(with: prefix.utf8) }) {
-            return .failure(StoreError(operation: "record its ownership in", path: destination.description, errno: EINVAL,
-                                       detail: "its member \"\(stray.destination)\" is not inside it"))
+            return .failure(
+                StoreError(
+                    operation: "record its ownership in", path: destination.description, errno: EINVAL,
+                    detail: "its member \"\(stray.destination)\" is not inside it"))
         }
         let staged: DirectoryHandle
         switch staging.subdirectory(tree.folderName) {
         case .success(let opened): staged = opened
-        case .failure(let failure): return .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
+        case .failure(let failure):
+            return .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
         }
         // The staging folder was made private while it filled; the tree's own folder is an ordinary folder.
         if let failure = staged.setOwnMode(0o755) {
-            return .failure(StoreError(operation: "set mode 0755 on", path: destination.description, errno: failure.errno))
+            return .failure(
+                StoreError(operation: "set mode 0755 on", path: destination.description, errno: failure.errno))
         }
         let name = destination.fileName
         switch parent.status(of: name) {
@@ -404,16 +473,21 @@ package final class Committer: Sendable {
         let old: DirectoryHandle
         switch parent.subdirectory(name) {
         case .success(let opened): old = opened
-        case .failure(let failure): return .failure(StoreError(operation: "open", path: destination.description, errno: failure.errno))
+        case .failure(let failure):
+            return .failure(StoreError(operation: "open", path: destination.description, errno: failure.errno))
         }
         for path in tree.carried {
-            if let failure = CarriedFile.carry(path, from: old, into: staged, shown: prefix + path) { return .failure(failure) }
+            if let failure = CarriedFile.carry(path, from: old, into: staged, shown: prefix + path) {
+                return .failure(failure)
+            }
         }
         return .success(true)
     }
 
     /// Why a destination's folder could not be used, as the entry's failure.
-    private static func failure(_ reach: ContainedWalk.Reach, destination: DestinationPath, changed: String) -> StoreError {
+    private static func failure(
+        _ reach: ContainedWalk.Reach, destination: DestinationPath, changed: String
+    ) -> StoreError {
         switch reach {
         case .escapes(let message):
             return StoreError(operation: "write", path: destination.description, errno: 0, detail: message)
@@ -430,7 +504,9 @@ package final class Committer: Sendable {
     /// directories just created), at the cost of also flushing unrelated dirty data on that filesystem.
     private func syncFilesystem() -> StoreError? {
         // The staging folder is on the destinations' file system (rename(2) needs that): its descriptor names it.
-        guard syncfs(staging.descriptor) == 0 else { return StoreError(operation: "sync the filesystem of", path: root, errno: errno) }
+        guard syncfs(staging.descriptor) == 0 else {
+            return StoreError(operation: "sync the filesystem of", path: root, errno: errno)
+        }
         return nil
     }
 
@@ -447,8 +523,9 @@ package final class Committer: Sendable {
         for group in byFolder(Array(destinations.indices), destination: { destinations[$0] }) {
             guard case .folder(let folder) = walk.folder(destinations[group[0]].parent, create: false) else {
                 for index in group {
-                    results[index] = StoreError(operation: "sync", path: destinations[index].description, errno: ENOENT,
-                                                detail: "its folder cannot be reached")
+                    results[index] = StoreError(
+                        operation: "sync", path: destinations[index].description, errno: ENOENT,
+                        detail: "its folder cannot be reached")
                 }
                 continue
             }
@@ -456,7 +533,9 @@ package final class Committer: Sendable {
                 let destination = destinations[index]
                 switch folder.openRegularFileForReading(destination.fileName) {
                 case .success(let descriptor):
-                    if fsync(descriptor) != 0 { results[index] = StoreError(operation: "sync", path: destination.description, errno: errno) }
+                    if fsync(descriptor) != 0 {
+                        results[index] = StoreError(operation: "sync", path: destination.description, errno: errno)
+                    }
                     close(descriptor)
                 case .failure(let failure):
                     results[index] = StoreError(operation: "sync", path: destination.description, errno: failure.errno)
@@ -464,8 +543,9 @@ package final class Committer: Sendable {
             }
             if let failure = folder.synchronize() {
                 for index in group where results[index] == nil {
-                    results[index] = StoreError(operation: "sync the directory of", path: destinations[index].description,
-                                                errno: failure.errno)
+                    results[index] = StoreError(
+                        operation: "sync the directory of", path: destinations[index].description,
+                        errno: failure.errno)
                 }
             }
         }
@@ -475,13 +555,16 @@ package final class Committer: Sendable {
     /// A destination whose directory could not be synced is in place but might not survive a crash. It is not a
     /// failure (that would promise the old content, which is gone): it is committed, marked not durable, so the
     /// caller records what is on disk and still reports the error.
-    private func syncDirectory(_ folder: DirectoryHandle, of renamed: [Int], batch: [CommitRequest],
-                               results: inout [Result<Committed, StoreError>]) {
+    private func syncDirectory(
+        _ folder: DirectoryHandle, of renamed: [Int], batch: [CommitRequest],
+        results: inout [Result<Committed, StoreError>]
+    ) {
         guard durability == .full, !renamed.isEmpty, let failure = folder.synchronize() else { return }
         for index in renamed {
             guard case .success(var committed) = results[index] else { continue }
-            committed.notDurable = StoreError(operation: "sync the directory of", path: batch[index].destination.description,
-                                              errno: failure.errno)
+            committed.notDurable = StoreError(
+                operation: "sync the directory of", path: batch[index].destination.description,
+                errno: failure.errno)
             results[index] = .success(committed)
         }
     }

@@ -27,7 +27,8 @@ struct ContainedWalk {
 
     /// Opens root (following symlinks: where root is is the user's choice), waiting for a descriptor if there is
     /// none (`DescriptorShortage`). `keeping`: how many folders it may hold between walks.
-    static func start(root: String, keeping recentLimit: Int = defaultRecentLimit) -> Result<ContainedWalk, StoreError> {
+    static func start(root: String, keeping recentLimit: Int = defaultRecentLimit) -> Result<ContainedWalk, StoreError>
+    {
         let handle: DirectoryHandle
         switch DescriptorShortage.waiting({ DirectoryHandle.open(root) }, isShortage: Self.isShortage) {
         case .success(let opened): handle = opened
@@ -35,7 +36,8 @@ struct ContainedWalk {
         }
         switch FileSystem.realPath(root) {
         case .success(let real): return .success(ContainedWalk(root: handle, realRoot: real, keeping: recentLimit))
-        case .failure(let failure): return .failure(StoreError(operation: "resolve root", path: root, errno: failure.code))
+        case .failure(let failure):
+            return .failure(StoreError(operation: "resolve root", path: root, errno: failure.code))
         }
     }
 
@@ -124,16 +126,19 @@ struct ContainedWalk {
                 continue
             case .failure(let failure) where failure.errno == ENOENT:
                 if let fromLink {
-                    return .blocked(errno: ENOENT, reason: "parent \"\(shown)\" is a symlink to \(fromLink), which does not exist")
+                    return .blocked(
+                        errno: ENOENT, reason: "parent \"\(shown)\" is a symlink to \(fromLink), which does not exist")
                 }
                 return .missing
             case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
                 break  // a symlink, or not a folder at all: looked at below
             case .failure(let failure):
-                return .failed(StoreError(operation: create ? "create directory" : "inspect", path: shown, errno: failure.errno))
+                return .failed(
+                    StoreError(operation: create ? "create directory" : "inspect", path: shown, errno: failure.errno))
             }
             guard case .success(let info) = here.status(of: name), info.st_mode & S_IFMT == S_IFLNK,
-                  let target = here.linkTarget(name) else {
+                let target = here.linkTarget(name)
+            else {
                 return .blocked(errno: ENOTDIR, reason: "parent \"\(shown)\" is not a directory")
             }
             hops += 1
@@ -182,7 +187,8 @@ enum PathText {
         let baseParts = base.split(separator: "/").map(String.init)
         // Byte for byte: `String ==` would take a canonically equivalent spelling for the same folder.
         guard pathParts.count >= baseParts.count,
-              zip(pathParts, baseParts).allSatisfy({ $0.utf8.elementsEqual($1.utf8) }) else { return nil }
+            zip(pathParts, baseParts).allSatisfy({ $0.utf8.elementsEqual($1.utf8) })
+        else { return nil }
         return Array(pathParts.dropFirst(baseParts.count))
     }
 

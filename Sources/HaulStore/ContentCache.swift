@@ -101,7 +101,9 @@ package final class ContentCache: Sendable {
     /// nothing is. With `create`, a missing folder is made (with its parents), and a folder that is a cache by its
     /// layout alone (empty, or an older haul's) gets the marker; without, nothing is written. A folder that is not a
     /// cache is refused either way. `holdingFolders`: how many `sha256/ab` folders it may keep open for the run.
-    package static func open(_ path: String, create: Bool, holdingFolders: Int = allFolders) -> Result<ContentCache, OpenFailure> {
+    package static func open(
+        _ path: String, create: Bool, holdingFolders: Int = allFolders
+    ) -> Result<ContentCache, OpenFailure> {
         if create {
             // Each missing component made in turn (`mkdir -p`): EEXIST is success, another process may race us.
             var prefix = path.hasPrefix("/") ? "/" : ""
@@ -117,11 +119,13 @@ package final class ContentCache: Sendable {
         switch DirectoryHandle.open(path) {
         case .success(let handle): directory = handle
         case .failure(let failure) where failure.errno == ENOENT: return .failure(.missing(path: path))
-        case .failure(let failure): return .failure(.failed(StoreError(operation: "open the cache", path: path, errno: failure.errno)))
+        case .failure(let failure):
+            return .failure(.failed(StoreError(operation: "open the cache", path: path, errno: failure.errno)))
         }
         if !hasMarker(directory) {
             guard let names = directory.names() else {
-                return .failure(.failed(StoreError(operation: "list the cache", path: path, errno: errno == 0 ? EIO : errno)))
+                return .failure(
+                    .failed(StoreError(operation: "list the cache", path: path, errno: errno == 0 ? EIO : errno)))
             }
             switch Recognition.of(names: names) {
             case .stranger(let name): return .failure(.notACache(path: path, stranger: name))
@@ -137,7 +141,8 @@ package final class ContentCache: Sendable {
     package static let markerName = "haul-cache"
     /// Its first line, which is what is checked; the rest says what the folder is to whoever finds it.
     private static let markerFirstLine = "haul content cache"
-    private static let markerText = markerFirstLine + "\n"
+    private static let markerText =
+        markerFirstLine + "\n"
         + "This folder is a content cache of haul (sync --cache): files by digest under sha256/, sha384/ and sha512/,\n"
         + "insertions in progress under tmp/. haul cache gc removes only names of those forms, and only in a folder\n"
         + "that holds this file.\n"
@@ -173,7 +178,9 @@ package final class ContentCache: Sendable {
     /// Writes the marker unless it is there (`O_EXCL`: another process may be writing it at this moment, and a
     /// reader that finds it short still knows the folder by its layout). Best effort.
     private static func writeMarker(in directory: DirectoryHandle) {
-        guard case .success(let descriptor) = directory.openFile(markerName, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        guard
+            case .success(let descriptor) = directory.openFile(
+                markerName, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
         else { return }
         let text = Array(markerText.utf8)
         let written = text.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
@@ -253,15 +260,21 @@ package final class ContentCache: Sendable {
 
     /// The entries of `algorithm` in its `folder`, split by what the listing says of their type, when listing it
     /// pays for `lookups` (and it can be listed); else nil. Only names the cache makes count (lowercase hex).
-    private static func listing(_ folder: DirectoryHandle, of algorithm: DigestAlgorithm, worthFor lookups: Int)
-        -> (regular: Set<Digest>, unknown: Set<Digest>)? {
+    private static func listing(
+        _ folder: DirectoryHandle, of algorithm: DigestAlgorithm, worthFor lookups: Int
+    )
+        -> (regular: Set<Digest>, unknown: Set<Digest>)?
+    {
         var info = stat()
-        guard fstat(folder.descriptor, &info) == 0, listingPays(folderBytes: Int(info.st_size), lookups: lookups) else { return nil }
+        guard fstat(folder.descriptor, &info) == 0, listingPays(folderBytes: Int(info.st_size), lookups: lookups) else {
+            return nil
+        }
         var regular = Set<Digest>(minimumCapacity: lookups), unknown = Set<Digest>()
         let failure = folder.forEachEntry { name, type in
             guard type == UInt8(DT_REG) || type == UInt8(DT_UNKNOWN),
-                  !name.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }),
-                  let digest = Digest(algorithm: algorithm, hexUTF8: name) else { return }
+                !name.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }),
+                let digest = Digest(algorithm: algorithm, hexUTF8: name)
+            else { return }
             if type == UInt8(DT_REG) { regular.insert(digest) } else { unknown.insert(digest) }
         }
         return failure == nil ? (regular, unknown) : nil
@@ -277,9 +290,11 @@ package final class ContentCache: Sendable {
     /// `startsWriteback`: a copy is written to disk as it is made (`WritebackHint`), for a commit that flushes.
     /// On anything but `.copied`, nothing is left in `target`. A hit sets the entry's mtime to now (what
     /// `collect` evicts by).
-    package func copyVerified(_ digest: Digest, size expectedSize: Int64?, maxSize: Int64 = .max, to target: DirectoryHandle,
-                              name: String, mode: UInt32? = nil, umask: UInt32? = nil, buffer: UnsafeMutableRawBufferPointer,
-                              startsWriteback: Bool = false) -> Hit {
+    package func copyVerified(
+        _ digest: Digest, size expectedSize: Int64?, maxSize: Int64 = .max, to target: DirectoryHandle,
+        name: String, mode: UInt32? = nil, umask: UInt32? = nil, buffer: UnsafeMutableRawBufferPointer,
+        startsWriteback: Bool = false
+    ) -> Hit {
         guard Self.holds(digest.algorithm), let folder = folder(of: digest, create: false) else { return .missing }
         let hex = digest.hex
         let input: Int32
@@ -287,7 +302,8 @@ package final class ContentCache: Sendable {
         case .success(let opened): input = opened
         case .failure(let failure):
             if failure.errno == ENOENT { return .missing }
-            return .unusable(StoreError(operation: "open cache entry", path: displayPath(of: digest), errno: failure.errno))
+            return .unusable(
+                StoreError(operation: "open cache entry", path: displayPath(of: digest), errno: failure.errno))
         }
         defer { close(input) }
         var info = stat()
@@ -298,24 +314,30 @@ package final class ContentCache: Sendable {
             return removeCorrupt(digest, in: folder, why: "\(FileKindName.of(info)), not a regular file")
         }
         if let expectedSize, Int64(info.st_size) != expectedSize {
-            return removeCorrupt(digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
+            return removeCorrupt(
+                digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
         }
-        if expectedSize == nil, Int64(info.st_size) > maxSize { return .tooLarge(path: displayPath(of: digest), limit: maxSize) }
+        if expectedSize == nil, Int64(info.st_size) > maxSize {
+            return .tooLarge(path: displayPath(of: digest), limit: maxSize)
+        }
         let output: Int32, hasMode: Bool
         switch target.createFile(name, mode: mode, umask: umask) {
         case .success(let created): (output, hasMode) = created
         case .failure(let failure):
             return .unusable(StoreError(operation: "create", path: failure.path, errno: failure.errno))
         }
-        let copied = copyHashing(from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer,
-                                 startsWriteback: startsWriteback)
+        let copied = copyHashing(
+            from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer,
+            startsWriteback: startsWriteback)
         let closed = close(output) == 0 ? nil : errno
         switch copied {
         case .failure(let failure):
             target.remove(name)
-            return .unusable(StoreError(operation: failure.writing ? "write" : "read cache entry",
-                                        path: failure.writing ? target.displayPath(of: name) : displayPath(of: digest),
-                                        errno: failure.errno))
+            return .unusable(
+                StoreError(
+                    operation: failure.writing ? "write" : "read cache entry",
+                    path: failure.writing ? target.displayPath(of: name) : displayPath(of: digest),
+                    errno: failure.errno))
         case .success(let (count, actual)):
             if let closed {
                 target.remove(name)
@@ -323,14 +345,17 @@ package final class ContentCache: Sendable {
             }
             guard count == Int64(info.st_size), actual == digest else {
                 target.remove(name)
-                let found = count == Int64(info.st_size) ? "digest \(actual)" : "\(count) bytes where it had \(info.st_size)"
+                let found =
+                    count == Int64(info.st_size) ? "digest \(actual)" : "\(count) bytes where it had \(info.st_size)"
                 return removeCorrupt(digest, in: folder, why: found)
             }
             // Least recently used is what `collect` evicts: a hit makes the entry young again, unless it already
             // is (used within the hour: a finer order is worth nothing to eviction, and skipping the write saves a
             // syscall and an inode update per hit when many roots fill at once). A read-only cache cannot be
             // touched; it is still used.
-            if ContentCache.now().tv_sec - info.st_mtim.tv_sec > Self.touchGranularitySeconds { _ = futimens(input, nil) }
+            if ContentCache.now().tv_sec - info.st_mtim.tv_sec > Self.touchGranularitySeconds {
+                _ = futimens(input, nil)
+            }
             return .copied(size: count, hasMode: hasMode)
         }
     }
@@ -343,15 +368,21 @@ package final class ContentCache: Sendable {
 
     /// `size` bytes of `input` into `output` (both at offset 0), and their digest: by reflink and a read back
     /// where the file systems allow, else read → hash → write.
-    private func copyHashing(from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
-                             buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool) -> Result<(Int64, Digest), CopyFailure> {
-        guard let hasher = StreamingHasher(algorithm) else { return .failure(CopyFailure(errno: ENOMEM, writing: false)) }
+    private func copyHashing(
+        from input: Int32, to output: Int32, size: Int64, algorithm: DigestAlgorithm,
+        buffer: UnsafeMutableRawBufferPointer, startsWriteback: Bool
+    ) -> Result<(Int64, Digest), CopyFailure> {
+        guard let hasher = StreamingHasher(algorithm) else {
+            return .failure(CopyFailure(errno: ENOMEM, writing: false))
+        }
         if size > 0, reflinks.load(ordering: .relaxed) {
             guard let code = KernelCopy.reflink(input, to: output) else {
                 // The clone is what will be committed: it is what is read and hashed (the entry may change under us).
                 var cloned = stat()
                 guard fstat(output, &cloned) == 0 else { return .failure(CopyFailure(errno: errno, writing: true)) }
-                return hashAll(output, size: Int64(cloned.st_size), hasher: hasher, buffer: buffer).map { ($0, hasher.finalize()) }
+                return hashAll(output, size: Int64(cloned.st_size), hasher: hasher, buffer: buffer).map {
+                    ($0, hasher.finalize())
+                }
             }
             guard KernelCopy.meansNoReflinks(code) else { return .failure(CopyFailure(errno: code, writing: true)) }
             reflinks.store(false, ordering: .relaxed)
@@ -387,8 +418,10 @@ package final class ContentCache: Sendable {
     }
 
     /// Reads `size` bytes of `descriptor` from offset 0 into `hasher`; the count read.
-    private func hashAll(_ descriptor: Int32, size: Int64, hasher: StreamingHasher,
-                         buffer: UnsafeMutableRawBufferPointer) -> Result<Int64, CopyFailure> {
+    private func hashAll(
+        _ descriptor: Int32, size: Int64, hasher: StreamingHasher,
+        buffer: UnsafeMutableRawBufferPointer
+    ) -> Result<Int64, CopyFailure> {
         var total: Int64 = 0
         while total < size {
             let count = pread(descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), size - total)), off_t(total))
@@ -433,14 +466,16 @@ package final class ContentCache: Sendable {
         guard Self.holds(digest.algorithm) else { return nil }
         let hex = digest.hex
         if let folder = folder(of: digest, create: false), case .success(let info) = folder.status(of: hex),
-           info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size {
+            info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size
+        {
             _ = hex.withCString { utimensat(folder.descriptor, $0, nil, AT_SYMLINK_NOFOLLOW) }
             return nil
         }
         let temporary: DirectoryHandle
         switch directory.subdirectory(Self.temporaryFolder, creatingWithMode: 0o755) {
         case .success(let folder): temporary = folder
-        case .failure(let failure): return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+        case .failure(let failure):
+            return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
         }
         let input: Int32
         switch source.openFile(name, flags: O_RDONLY) {
@@ -448,7 +483,8 @@ package final class ContentCache: Sendable {
         case .failure(let failure): return StoreError(operation: "open", path: failure.path, errno: failure.errno)
         }
         defer { close(input) }
-        let unique = Self.insertionName(prefix: uniquePrefix, counter: counter.wrappingAdd(1, ordering: .relaxed).oldValue)
+        let unique = Self.insertionName(
+            prefix: uniquePrefix, counter: counter.wrappingAdd(1, ordering: .relaxed).oldValue)
         let output: Int32
         switch temporary.openFile(unique, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) {
         case .success(let opened): output = opened
@@ -535,7 +571,6 @@ package final class ContentCache: Sendable {
         (path.hasSuffix("/") ? path : path + "/") + Self.relativePath(of: digest)
     }
 
-
     // MARK: - Info and garbage collection
 
     /// One entry of the cache, as `info` and `collect` see it.
@@ -560,11 +595,17 @@ package final class ContentCache: Sendable {
             guard case .success(let top) = directory.subdirectory(algorithm.rawValue) else { continue }
             for prefix in top.names() ?? [] where prefix.utf8.count == 2 && Self.isHex(prefix) {
                 guard case .success(let folder) = top.subdirectory(prefix) else { continue }
-                for name in folder.names() ?? [] where name.utf8.count == 2 * algorithm.byteCount && name.hasPrefix(prefix)
-                    && Self.isHex(name) {
-                    guard case .success(let info) = folder.status(of: name), info.st_mode & S_IFMT == S_IFREG else { continue }
-                    found.append(Entry(relativePath: "\(algorithm.rawValue)/\(prefix)/\(name)", size: Int64(info.st_size),
-                                       modified: info.st_mtim))
+                for name in folder.names() ?? []
+                where name.utf8.count == 2 * algorithm.byteCount && name.hasPrefix(prefix)
+                    && Self.isHex(name)
+                {
+                    guard case .success(let info) = folder.status(of: name), info.st_mode & S_IFMT == S_IFREG else {
+                        continue
+                    }
+                    found.append(
+                        Entry(
+                            relativePath: "\(algorithm.rawValue)/\(prefix)/\(name)", size: Int64(info.st_size),
+                            modified: info.st_mtim))
                 }
             }
         }
@@ -572,7 +613,9 @@ package final class ContentCache: Sendable {
     }
 
     private static func isHex(_ text: some StringProtocol) -> Bool {
-        text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+        text.utf8.allSatisfy {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+        }
     }
 
     /// What `collect` did.
@@ -599,22 +642,26 @@ package final class ContentCache: Sendable {
         if case .success(let temporary) = directory.subdirectory(Self.temporaryFolder) {
             for name in temporary.names() ?? [] where Self.isInsertionName(name) {
                 guard case .success(let info) = temporary.status(of: name), info.st_mode & S_IFMT == S_IFREG,
-                      now.tv_sec - info.st_mtim.tv_sec > Self.staleTemporarySeconds else { continue }
+                    now.tv_sec - info.st_mtim.tv_sec > Self.staleTemporarySeconds
+                else { continue }
                 if temporary.remove(name) == nil { result.staleTemporaries.append(name) }
             }
         }
         let all = entries().sorted {
-            ($0.modified.tv_sec, $0.modified.tv_nsec, $0.relativePath) < ($1.modified.tv_sec, $1.modified.tv_nsec, $1.relativePath)
+            ($0.modified.tv_sec, $0.modified.tv_nsec, $0.relativePath) < (
+                $1.modified.tv_sec, $1.modified.tv_nsec, $1.relativePath
+            )
         }
         var total = all.reduce(Int64(0)) { $0 + $1.size }
         var kept = all.count
         for entry in all where total > maxBytes {
             let parts = entry.relativePath.split(separator: "/").map(String.init)
             guard parts.count == 3 else { continue }
-            let removal: SystemError? = switch directory.subdirectory(parts[0]).flatMap({ $0.subdirectory(parts[1]) }) {
-            case .success(let folder): folder.remove(parts[2])
-            case .failure(let failure): failure
-            }
+            let removal: SystemError? =
+                switch directory.subdirectory(parts[0]).flatMap({ $0.subdirectory(parts[1]) }) {
+                case .success(let folder): folder.remove(parts[2])
+                case .failure(let failure): failure
+                }
             if let removal {
                 result.failed.append((entry, removal))
             } else {

@@ -29,7 +29,9 @@ package struct FileIdentity: Sendable, Hashable {
 
     /// The identity of the file at `path` (not following a final symlink), nil if there is none.
     package static func of(path: String) -> FileIdentity? {
-        guard case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .regular else { return nil }
+        guard case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .regular else {
+            return nil
+        }
         return FileIdentity(info)
     }
 

@@ -68,7 +68,10 @@ enum FileSystem {
             if let parentFailure = makeDirectories(parent, mode: mode) { return parentFailure }
             guard let again = makeDirectory(path, mode: mode) else { return nil }
             if again == EEXIST, case .success(let info) = status(path),
-               FileKind(mode: info.st_mode) == .directory { return nil }
+                FileKind(mode: info.st_mode) == .directory
+            {
+                return nil
+            }
             return again
         default:
             return failure
@@ -113,7 +116,9 @@ enum FileSystem {
     private enum Listing { case listed, stopped, unreadable }
 
     /// Calls `body` with each name in `directory` but `.` and `..`, until it returns false.
-    private static func forEachEntry(in directory: String, _ body: (UnsafeRawBufferPointer.SubSequence) -> Bool) -> Listing {
+    private static func forEachEntry(
+        in directory: String, _ body: (UnsafeRawBufferPointer.SubSequence) -> Bool
+    ) -> Listing {
         guard let stream = opendir(directory) else { return .unreadable }
         defer { closedir(stream) }
         while true {

@@ -52,8 +52,9 @@ extension FileTime {
     func adding(_ other: FileTime) -> FileTime {
         let nanoseconds = Int64(self.nanoseconds) + Int64(other.nanoseconds)
         let (sum, overflow) = seconds.addingReportingOverflow(other.seconds + nanoseconds / 1_000_000_000)
-        return overflow ? FileTime(seconds: .max, nanoseconds: 999_999_999)
-                        : FileTime(seconds: sum, nanoseconds: Int32(nanoseconds % 1_000_000_000))
+        return overflow
+            ? FileTime(seconds: .max, nanoseconds: 999_999_999)
+            : FileTime(seconds: sum, nanoseconds: Int32(nanoseconds % 1_000_000_000))
     }
 }
 

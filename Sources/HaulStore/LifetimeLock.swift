@@ -25,7 +25,8 @@ package final class LifetimeLock: Sendable {
     static func claim(_ descriptor: Int32) -> LifetimeLock? {
         var info = stat()
         guard RunLock.lock(descriptor, wholeFile, exclusive: true, wait: false) == nil,
-              fstat(descriptor, &info) == 0, info.st_nlink > 0 else {
+            fstat(descriptor, &info) == 0, info.st_nlink > 0
+        else {
             close(descriptor)
             return nil
         }
@@ -36,15 +37,18 @@ package final class LifetimeLock: Sendable {
     /// `ownedByUs`, and nobody holds its lock), while holding its lock so that nobody can claim it meanwhile.
     /// True when `remove` ran.
     @discardableResult
-    static func whenAbandoned(_ name: String, in folder: DirectoryHandle, ownedByUs: Bool = false, remove: () -> Void) -> Bool {
+    static func whenAbandoned(
+        _ name: String, in folder: DirectoryHandle, ownedByUs: Bool = false, remove: () -> Void
+    ) -> Bool {
         guard case .success(let descriptor) = folder.openFile(name, flags: O_RDWR | O_NONBLOCK) else { return false }
         defer { close(descriptor) }
         var opened = stat()
         guard fstat(descriptor, &opened) == 0, opened.st_mode & S_IFMT == S_IFREG,
-              !ownedByUs || opened.st_uid == geteuid(),
-              RunLock.lock(descriptor, wholeFile, exclusive: true, wait: false) == nil,
-              // Still the file under that name: only then is what `remove` deletes the abandoned one.
-              case .success(let named) = folder.status(of: name), named.st_dev == opened.st_dev, named.st_ino == opened.st_ino
+            !ownedByUs || opened.st_uid == geteuid(),
+            RunLock.lock(descriptor, wholeFile, exclusive: true, wait: false) == nil,
+            // Still the file under that name: only then is what `remove` deletes the abandoned one.
+            case .success(let named) = folder.status(of: name), named.st_dev == opened.st_dev,
+            named.st_ino == opened.st_ino
         else { return false }
         remove()
         return true

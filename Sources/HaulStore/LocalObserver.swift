@@ -37,8 +37,10 @@ package struct ObservationRequest: Sendable {
     /// When `known` was recorded (the state file's mtime).
     package var knownAsOf: FileTime?
 
-    package init(destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
-                known: StateRecord? = nil, knownAsOf: FileTime? = nil) {
+    package init(
+        destination: DestinationPath, algorithm: DigestAlgorithm? = nil, expectedSize: Int64? = nil,
+        known: StateRecord? = nil, knownAsOf: FileTime? = nil
+    ) {
         self.destination = destination
         self.algorithm = algorithm
         self.expectedSize = expectedSize
@@ -48,8 +50,9 @@ package struct ObservationRequest: Sendable {
 
     /// What a manifest entry asks to know about its destination, given what `cache` recorded of it.
     package init(entry: FileEntry, cache: StateCache?) {
-        self.init(destination: entry.destination, algorithm: entry.checksum?.algorithm, expectedSize: entry.size,
-                  known: cache?.records[DestinationKey(entry.destination)], knownAsOf: cache?.writtenAt)
+        self.init(
+            destination: entry.destination, algorithm: entry.checksum?.algorithm, expectedSize: entry.size,
+            known: cache?.records[DestinationKey(entry.destination)], knownAsOf: cache?.writtenAt)
     }
 
     /// Whether the known record proves a file whose identity is now `identity` unchanged, without reading it.
@@ -89,22 +92,33 @@ extension ObservationRequest {
     }
 
     /// The same, by reading the file at `path` (which `settle` could not answer for).
-    fileprivate func hash(_ identity: FileIdentity, path: String, buffer: UnsafeMutableRawBufferPointer)
-        -> (file: ObservedFile, record: StateRecord?) {
+    fileprivate func hash(
+        _ identity: FileIdentity, path: String, buffer: UnsafeMutableRawBufferPointer
+    )
+        -> (file: ObservedFile, record: StateRecord?)
+    {
         let size = identity.size
         guard let algorithm else {
             // Unpinned, with a record to confirm: the record stays only if the bytes are still the ones it names.
             guard let known else { return (.regularFile(size: size, digest: nil), nil) }
-            let hashed = try? FileDigester.digest(path: path, algorithm: known.digest.algorithm, buffer: buffer,
-                                                  displayPath: destination.description)
-            return (.regularFile(size: size, digest: nil), hashed?.size == size && hashed?.digest == known.digest ? known : nil)
+            let hashed = try? FileDigester.digest(
+                path: path, algorithm: known.digest.algorithm, buffer: buffer,
+                displayPath: destination.description)
+            return (
+                .regularFile(size: size, digest: nil),
+                hashed?.size == size && hashed?.digest == known.digest ? known : nil
+            )
         }
         do {
-            let (hashed, digest) = try FileDigester.digest(path: path, algorithm: algorithm, buffer: buffer,
-                                                           displayPath: destination.description)
+            let (hashed, digest) = try FileDigester.digest(
+                path: path, algorithm: algorithm, buffer: buffer,
+                displayPath: destination.description)
             // The identity from before the read: if the file changed meanwhile, its ctime moved on and the record
             // will not match next time.
-            return (.regularFile(size: hashed, digest: digest), hashed == size ? StateRecord(identity: identity, digest: digest) : nil)
+            return (
+                .regularFile(size: hashed, digest: digest),
+                hashed == size ? StateRecord(identity: identity, digest: digest) : nil
+            )
         } catch {
             // The file changed between lstat and open: report what is there now rather than an error.
             switch error.errno {
@@ -144,11 +158,16 @@ package struct LocalObserver: Sendable {
     }
 
     /// Like `observeAll`, with, for each file whose digest is known, the record the state cache should keep.
-    package func observeAllRecording(_ requests: [ObservationRequest], concurrency: Int)
-        -> [(file: ObservedFile, record: StateRecord?)] {
+    package func observeAllRecording(
+        _ requests: [ObservationRequest], concurrency: Int
+    )
+        -> [(file: ObservedFile, record: StateRecord?)]
+    {
         let root = self.root
-        return concurrentMap(count: requests.count, threads: concurrency, chunk: 64, makeContext: { Worker(root: root) },
-                             close: { $0.close() }) { worker, index in worker.observe(requests[index]) }
+        return concurrentMap(
+            count: requests.count, threads: concurrency, chunk: 64, makeContext: { Worker(root: root) },
+            close: { $0.close() }
+        ) { worker, index in worker.observe(requests[index]) }
     }
 
     /// What lstat shows at each destination, in order, parents checked: no file is opened. Looking can go on while
@@ -158,8 +177,10 @@ package struct LocalObserver: Sendable {
         // A first sync into an empty root: 100,000 lookups would each say just this.
         if let same = sameForEveryDestination() { return Array(repeating: .settled(same), count: destinations.count) }
         let root = self.root
-        return concurrentMap(count: destinations.count, threads: concurrency, chunk: 64, makeContext: { Worker(root: root) },
-                             close: { $0.close() }) { worker, index in worker.look(at: destinations[index]).look }
+        return concurrentMap(
+            count: destinations.count, threads: concurrency, chunk: 64, makeContext: { Worker(root: root) },
+            close: { $0.close() }
+        ) { worker, index in worker.look(at: destinations[index]).look }
     }
 }
 
@@ -200,10 +221,14 @@ private struct Worker {
             if let settled = request.settle(identity) { return settled }
             guard let directory else { return (.missing, nil) }
             guard let buffer = self.buffer ?? ReadBuffer.allocate(FileDigester.chunkSize) else {
-                return (.unreadable(StoreError(operation: "read", path: request.destination.description, errno: ENOMEM)), nil)
+                return (
+                    .unreadable(StoreError(operation: "read", path: request.destination.description, errno: ENOMEM)),
+                    nil
+                )
             }
             self.buffer = buffer
-            return request.hash(identity, path: FileSystem.join(directory, request.destination.fileName), buffer: buffer)
+            return request.hash(
+                identity, path: FileSystem.join(directory, request.destination.fileName), buffer: buffer)
         }
     }
 
@@ -216,8 +241,13 @@ private struct Worker {
         case .missing: return (.settled(.missing), nil)
         case .escapes(let message): return (.settled(.escapesRoot(message)), nil)
         case .blocked(let code, let reason):
-            return (.settled(.unreadable(StoreError(operation: "inspect", path: destination.description, errno: code,
-                                                    detail: reason))), nil)
+            return (
+                .settled(
+                    .unreadable(
+                        StoreError(
+                            operation: "inspect", path: destination.description, errno: code,
+                            detail: reason))), nil
+            )
         case .failed(let failure): return (.settled(.unreadable(failure)), nil)
         }
         let info: stat
@@ -225,7 +255,11 @@ private struct Worker {
         case .success(let found): info = found
         case .failure(Errno(ENOENT)), .failure(Errno(ENOTDIR)): return (.settled(.missing), nil)
         case .failure(let failure):
-            return (.settled(.unreadable(StoreError(operation: "inspect", path: destination.description, errno: failure.code))), nil)
+            return (
+                .settled(
+                    .unreadable(StoreError(operation: "inspect", path: destination.description, errno: failure.code))),
+                nil
+            )
         }
         switch FileKind(mode: info.st_mode) {
         case .directory: return (.settled(.directory), nil)
@@ -254,11 +288,14 @@ private struct ParentWalker {
         case .success(let resolved):
             // A file where root should be would otherwise make top-level destinations look merely missing.
             if case .success(let info) = FileSystem.status(resolved), FileKind(mode: info.st_mode) != .directory {
-                let failure = StoreError(operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
+                let failure = StoreError(
+                    operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
                 return .everything(.unreadable(failure))
             }
             // Nothing there yet (a first sync): no destination exists, whatever its path.
-            if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) { return .everything(.missing) }
+            if FileSystem.holdsNothing(in: resolved, apartFrom: DestinationPath.privateFolder) {
+                return .everything(.missing)
+            }
             switch DirectoryHandle.open(root) {
             case .success(let handle):
                 // No folder kept between walks: the resolver remembers each folder's answer already.

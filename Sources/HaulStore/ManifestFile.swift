@@ -29,15 +29,18 @@ package enum ManifestFile {
         try requireRegular(info, path: path)  // it may have been replaced since it was looked at
         switch BoundedRead.all(descriptor, limit: ManifestLoader.maximumBytes, sizeHint: Int(info.st_size)) {
         case .success(let bytes): return bytes
-        case .failure(.tooLarge): throw StoreError(operation: "read", path: path, errno: EFBIG, detail: ManifestLoader.tooLarge)
+        case .failure(.tooLarge):
+            throw StoreError(operation: "read", path: path, errno: EFBIG, detail: ManifestLoader.tooLarge)
         case .failure(.system(let code)): throw StoreError(operation: "read", path: path, errno: code)
         }
     }
 
     private static func requireRegular(_ info: stat, path: String) throws(StoreError) {
         guard info.st_mode & S_IFMT != S_IFREG else { return }
-        throw StoreError(operation: "edit", path: path, errno: EINVAL,
-                         detail: "it is \(FileKindName.of(info)), not a regular file (haul add edits a regular file or makes a new one)")
+        throw StoreError(
+            operation: "edit", path: path, errno: EINVAL,
+            detail:
+                "it is \(FileKindName.of(info)), not a regular file (haul add edits a regular file or makes a new one)")
     }
 
     /// Writes a temporary file beside the target, flushes it, gives it the target's mode (a new file gets
@@ -51,7 +54,8 @@ package enum ManifestFile {
         if case .success(let info) = FileSystem.linkStatus(path), FileKind(mode: info.st_mode) == .symlink {
             switch FileSystem.realPath(path) {
             case .success(let resolved): target = resolved
-            case .failure(let failure): throw StoreError(operation: "resolve the symlink", path: path, errno: failure.code)
+            case .failure(let failure):
+                throw StoreError(operation: "resolve the symlink", path: path, errno: failure.code)
             }
         }
         var existing: stat?
@@ -63,7 +67,9 @@ package enum ManifestFile {
         if let existing { try requireRegular(existing, path: path) }
 
         let directoryPath = FileSystem.parentOf(target)
-        let name = target.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(target[target.utf8.index(after: $0)...]) } ?? target
+        let name =
+            target.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(target[target.utf8.index(after: $0)...]) }
+            ?? target
         let directory: DirectoryHandle
         do { directory = try DirectoryHandle.opening(directoryPath) } catch {
             throw StoreError(operation: "create a temporary file beside", path: path, errno: error.errno)
@@ -110,8 +116,10 @@ package enum ManifestFile {
 
     /// A new temporary name, made with O_EXCL (so that a concurrent writer or a leftover never shares the file)
     /// and locked for this process's lifetime.
-    private static func createTemporary(in directory: DirectoryHandle, beside name: String,
-                                        path: String) throws(StoreError) -> (String, LifetimeLock) {
+    private static func createTemporary(
+        in directory: DirectoryHandle, beside name: String,
+        path: String
+    ) throws(StoreError) -> (String, LifetimeLock) {
         for _ in 0..<16 {
             let candidate = temporaryPrefix(beside: name) + String(UInt64.random(in: 0...UInt64.max), radix: 36)
             switch directory.openFile(candidate, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o666) {

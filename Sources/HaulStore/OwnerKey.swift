@@ -12,7 +12,9 @@ package struct OwnerTag: Sendable, Hashable {
     init(_ code: Digest) {
         var words: (UInt64, UInt64) = (0, 0)
         code.withUnsafeBytes { bytes in
-            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes.prefix(Self.byteCount))) }
+            withUnsafeMutableBytes(of: &words) {
+                $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes.prefix(Self.byteCount)))
+            }
         }
         self.words = words
     }
@@ -87,7 +89,8 @@ package struct OwnerKey: Sendable {
         switch PrivateFile.read(fileName, in: area.folder, limit: byteCount) {
         case .bytes(let key, _): return .success(key.count == byteCount ? OwnerKey(key) : nil)
         case .missing, .tooLarge: return .success(nil)
-        case .unreadable(let failure): return .failure(StoreError(operation: "read", path: failure.path, errno: failure.errno))
+        case .unreadable(let failure):
+            return .failure(StoreError(operation: "read", path: failure.path, errno: failure.errno))
         }
     }
 
@@ -109,8 +112,10 @@ package struct OwnerKey: Sendable {
         let folder = area.folder
         let temporary = fileName + ".new"
         guard let key = MessageAuthenticator.randomKey(count: byteCount) else {
-            return .failure(StoreError(operation: "make", path: folder.displayPath(of: fileName), errno: EIO,
-                                       detail: "the system gave no random bytes"))
+            return .failure(
+                StoreError(
+                    operation: "make", path: folder.displayPath(of: fileName), errno: EIO,
+                    detail: "the system gave no random bytes"))
         }
         if let failure = folder.remove(temporary), failure.errno != ENOENT {
             return .failure(StoreError(operation: "replace", path: failure.path, errno: failure.errno))
@@ -118,7 +123,8 @@ package struct OwnerKey: Sendable {
         let descriptor: Int32
         switch folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) {
         case .success(let opened): descriptor = opened
-        case .failure(let failure): return .failure(StoreError(operation: "write", path: failure.path, errno: failure.errno))
+        case .failure(let failure):
+            return .failure(StoreError(operation: "write", path: failure.path, errno: failure.errno))
         }
         let failed = PrivateFile.write(key, to: descriptor) ?? (fsync(descriptor) == 0 ? nil : errno)
         close(descriptor)

@@ -30,8 +30,9 @@ package struct OwnershipJournal: Sendable {
     }
 
     /// An identity no file has (size -1): the record it is in is never trusted without hashing.
-    static let unknownIdentity = FileIdentity(device: 0, inode: 0, size: -1, modified: FileTime(seconds: 0, nanoseconds: 0),
-                                              changed: FileTime(seconds: 0, nanoseconds: 0))
+    static let unknownIdentity = FileIdentity(
+        device: 0, inode: 0, size: -1, modified: FileTime(seconds: 0, nanoseconds: 0),
+        changed: FileTime(seconds: 0, nanoseconds: 0))
 
     /// Appends `owned` in one write, in the order given, or nothing: an append that fails is cut back off, so the
     /// journal never ends in half a line. The caller flushes (the commit's syncfs covers it). Under the state's
@@ -46,8 +47,11 @@ package struct OwnershipJournal: Sendable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(owned.count * 200)
         for (destination, ownership) in owned {
-            StateFile.appendLine(destination.description, StateRecord(identity: Self.unknownIdentity, digest: ownership.digest,
-                                                                        origin: ownership.origin, ownerTag: ownership.tag), to: &bytes)
+            StateFile.appendLine(
+                destination.description,
+                StateRecord(
+                    identity: Self.unknownIdentity, digest: ownership.digest,
+                    origin: ownership.origin, ownerTag: ownership.tag), to: &bytes)
         }
         let path = area.folder.displayPath(of: Self.fileName)
         let descriptor: Int32
@@ -73,13 +77,16 @@ package struct OwnershipJournal: Sendable {
     /// after the last newline before a torn tail (0 when there is none).
     private static func endOfLastLine(_ descriptor: Int32, size: Int64) -> Int64 {
         var last: UInt8 = 0
-        guard size > 0, pread(descriptor, &last, 1, off_t(size - 1)) == 1, last != UInt8(ascii: "\n") else { return size }
+        guard size > 0, pread(descriptor, &last, 1, off_t(size - 1)) == 1, last != UInt8(ascii: "\n") else {
+            return size
+        }
         var end = size
         var chunk = [UInt8](repeating: 0, count: 4096)
         while end > 0 {
             let start = max(0, end - Int64(chunk.count))
             let count = Int(end - start)
-            guard chunk.withUnsafeMutableBytes({ pread(descriptor, $0.baseAddress, count, off_t(start)) }) == count else { return size }
+            guard chunk.withUnsafeMutableBytes({ pread(descriptor, $0.baseAddress, count, off_t(start)) }) == count
+            else { return size }
             if let newline = chunk[..<count].lastIndex(of: UInt8(ascii: "\n")) { return start + Int64(newline) + 1 }
             end = start
         }
@@ -89,7 +96,8 @@ package struct OwnershipJournal: Sendable {
     /// What the journal holds: the records journaled by runs whose state was not saved (nil when there is none, or
     /// it cannot be read: those files are then not pruned, never wrongly), whether it exists, and why it could not
     /// be used. A line a crash cut short (no newline after it) is not read: its batch was not renamed either.
-    static func read(in area: PrivateArea) -> (records: [DestinationKey: StateRecord]?, exists: Bool, warning: String?) {
+    static func read(in area: PrivateArea) -> (records: [DestinationKey: StateRecord]?, exists: Bool, warning: String?)
+    {
         let path = area.folder.displayPath(of: fileName)
         switch PrivateFile.read(fileName, in: area.folder, limit: StateCache.maximumBytes) {
         case .missing:
@@ -97,8 +105,11 @@ package struct OwnershipJournal: Sendable {
         case .unreadable(let failure):
             return (nil, true, "cannot read \(path): \(failure.reason); the files it names are not pruned")
         case .tooLarge(let size):
-            return (nil, true, "\(path) is \(size) bytes, more than the \(StateCache.maximumSizeText) haul reads of its "
-                    + "journal; the files it names are not pruned")
+            return (
+                nil, true,
+                "\(path) is \(size) bytes, more than the \(StateCache.maximumSizeText) haul reads of its "
+                    + "journal; the files it names are not pruned"
+            )
         case .bytes(let bytes, _):
             let complete = bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
             let records = StateFile.parse(lines: Array((StateFile.header + "\n").utf8) + complete)?.records

@@ -35,13 +35,14 @@ struct ParentResolver {
         if parent.isEmpty { return .directory(root) }
         let relative = String(parent)
         if let state = known[DestinationKey(relative)] { return state }
-        let state: ParentState = switch walk.folder(parent, create: false) {
-        case .folder: .directory(FileSystem.join(root, relative))
-        case .missing: .missing
-        case .escapes(let message): .escapes(message)
-        case .blocked(let code, let reason): .blocked(errno: code, reason: reason)
-        case .failed(let failure): .failed(failure)
-        }
+        let state: ParentState =
+            switch walk.folder(parent, create: false) {
+            case .folder: .directory(FileSystem.join(root, relative))
+            case .missing: .missing
+            case .escapes(let message): .escapes(message)
+            case .blocked(let code, let reason): .blocked(errno: code, reason: reason)
+            case .failed(let failure): .failed(failure)
+            }
         known[DestinationKey(relative)] = state
         return state
     }

@@ -73,8 +73,9 @@ package final class PrivateArea: Sendable {
         switch rootFolder.status(of: name) {
         case .success(let info):
             guard info.st_mode & S_IFMT == S_IFDIR else {
-                throw .unsafe(path: path, found: describe(info, name: name, in: rootFolder),
-                              rule: "haul's folder must be a real directory inside root")
+                throw .unsafe(
+                    path: path, found: describe(info, name: name, in: rootFolder),
+                    rule: "haul's folder must be a real directory inside root")
             }
         case .failure(let failure) where failure.errno == ENOENT:
             if !creating { return nil }
@@ -86,7 +87,8 @@ package final class PrivateArea: Sendable {
         case .success(let opened): folder = opened
         case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
             // Swapped for something else since it was looked at: refused all the same.
-            throw .unsafe(path: path, found: "no longer a directory", rule: "haul's folder must be a real directory inside root")
+            throw .unsafe(
+                path: path, found: "no longer a directory", rule: "haul's folder must be a real directory inside root")
         case .failure(let failure):
             throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
         }
@@ -103,8 +105,9 @@ package final class PrivateArea: Sendable {
                 let isDirectory = info.st_mode & S_IFMT == S_IFDIR
                 let fits = member.isDirectory ? isDirectory : info.st_mode & S_IFMT == S_IFREG
                 if !fits {
-                    throw .unsafe(path: folder.displayPath(of: member.rawValue),
-                                  found: Self.describe(info, name: member.rawValue, in: folder), rule: member.role)
+                    throw .unsafe(
+                        path: folder.displayPath(of: member.rawValue),
+                        found: Self.describe(info, name: member.rawValue, in: folder), rule: member.role)
                 }
             case .failure(let failure) where failure.errno == ENOENT:
                 continue
@@ -129,7 +132,8 @@ package final class PrivateArea: Sendable {
         switch folder.subdirectory(member.rawValue, creatingWithMode: 0o700) {
         case .success(let handle): opened = handle
         case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
-            throw StoreError(operation: "use", path: path, errno: failure.errno, detail: "not a real directory; \(member.role)")
+            throw StoreError(
+                operation: "use", path: path, errno: failure.errno, detail: "not a real directory; \(member.role)")
         case .failure(let failure):
             throw StoreError(operation: "create directory", path: path, errno: failure.errno)
         }

@@ -36,7 +36,8 @@ enum PrivateFile {
         switch BoundedRead.all(descriptor, limit: limit, sizeHint: Int(identity?.size ?? 0)) {
         case .success(let bytes): return .bytes(bytes, identity)
         case .failure(.tooLarge): return .tooLarge(size: Int64(limit) + 1)
-        case .failure(.system(let code)): return .unreadable(SystemError(errno: code, path: folder.displayPath(of: name)))
+        case .failure(.system(let code)):
+            return .unreadable(SystemError(errno: code, path: folder.displayPath(of: name)))
         }
     }
 

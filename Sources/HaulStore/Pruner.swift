@@ -22,25 +22,32 @@ package struct Pruner: Sendable {
         case .failure(let failure): return .failure(failure)
         }
         guard case .folder(let folder) = walk.folder(destination.parent, create: false) else {
-            return .failure(StoreError(operation: "delete", path: destination.description, errno: 0,
-                                       detail: "its parent directory changed since it was observed"))
+            return .failure(
+                StoreError(
+                    operation: "delete", path: destination.description, errno: 0,
+                    detail: "its parent directory changed since it was observed"))
         }
         // A symlink is deleted only as a tree's member, which the planner judged by its target.
         guard case .success(let info) = folder.status(of: destination.fileName),
-              info.st_mode & S_IFMT == S_IFREG || info.st_mode & S_IFMT == S_IFLNK,
-              FileIdentity(info) == expected else {
-            return .failure(StoreError(operation: "delete", path: destination.description, errno: 0,
-                                       detail: "it changed since it was observed; kept"))
+            info.st_mode & S_IFMT == S_IFREG || info.st_mode & S_IFMT == S_IFLNK,
+            FileIdentity(info) == expected
+        else {
+            return .failure(
+                StoreError(
+                    operation: "delete", path: destination.description, errno: 0,
+                    detail: "it changed since it was observed; kept"))
         }
         if let failure = folder.remove(destination.fileName) {
             return .failure(StoreError(operation: "delete", path: destination.description, errno: failure.errno))
         }
         for emptied in destination.ancestors where emptied.firstComponent != PrivateArea.name {
             guard case .folder(let parent) = walk.folder(emptied.parent, create: false),
-                  parent.removeEmptyDirectory(emptied.fileName) == nil else { break }
+                parent.removeEmptyDirectory(emptied.fileName) == nil
+            else { break }
         }
         if let failure = folder.synchronize(), failure.errno != ENOENT {
-            return .failure(StoreError(operation: "sync the directory of", path: destination.description, errno: failure.errno))
+            return .failure(
+                StoreError(operation: "sync the directory of", path: destination.description, errno: failure.errno))
         }
         return .success(())
     }

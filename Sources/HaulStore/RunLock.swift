@@ -28,7 +28,9 @@ package final class RunLock: Sendable {
             switch self {
             case .busy(let root, let holder, let shard, let waited):
                 let overlapping = shard.map { " or a shard of it overlapping shard \($0)" } ?? ""
-                let advice = waited.map { "; waited \(Self.seconds($0)) (--wait-timeout)" } ?? "; wait for it, or run with --wait"
+                let advice =
+                    waited.map { "; waited \(Self.seconds($0)) (--wait-timeout)" }
+                    ?? "; wait for it, or run with --wait"
                 return "another haul is syncing \"\(root)\"\(overlapping) (\(holder))\(advice)"
             case .system(let error):
                 return error.description
@@ -134,7 +136,8 @@ package final class RunLock: Sendable {
     /// errno of a failed lock, nil when held: at once, or after waiting as `wait` says. A wait with a limit polls
     /// (a blocking `F_OFD_SETLKW` cannot be given one) five times a second.
     private static func acquire(_ descriptor: Int32, _ range: Range<Int64>, exclusive: Bool, wait: Waiting) -> Int32? {
-        guard let code = lock(descriptor, range, exclusive: exclusive, wait: false), code == EAGAIN || code == EACCES else {
+        guard let code = lock(descriptor, range, exclusive: exclusive, wait: false), code == EAGAIN || code == EACCES
+        else {
             return nil
         }
         switch wait {

@@ -27,7 +27,9 @@ package struct ScratchDirectory: Sendable {
         // it is made again.
         for _ in 0..<8 {
             var template = Array("\(base)/\(prefix).XXXXXX".utf8CString)
-            let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } != nil }
+            let made = template.withUnsafeMutableBufferPointer { buffer in
+                buffer.baseAddress.flatMap { mkdtemp($0) } != nil
+            }
             guard made else { throw StoreError(operation: "create a temporary directory in", path: base, errno: errno) }
             let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let folder: DirectoryHandle
@@ -39,7 +41,9 @@ package struct ScratchDirectory: Sendable {
             }
             switch folder.openFile(lockName, flags: O_RDWR | O_CREAT | O_EXCL) {
             case .success(let descriptor):
-                if let alive = LifetimeLock.claim(descriptor) { return ScratchDirectory(path: path, folder: folder, alive: alive) }
+                if let alive = LifetimeLock.claim(descriptor) {
+                    return ScratchDirectory(path: path, folder: folder, alive: alive)
+                }
             case .failure(let failure) where failure.errno != ENOENT:
                 _ = rmdir(path)
                 throw StoreError(operation: "create", path: failure.path, errno: failure.errno)
@@ -76,13 +80,16 @@ package struct ScratchDirectory: Sendable {
     static func isScratchName(_ name: String, prefix: String) -> Bool {
         let suffix = name.utf8.dropFirst(prefix.utf8.count + 1)
         return name.utf8.count == prefix.utf8.count + 7 && name.hasPrefix(prefix + ".")
-            && suffix.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) }
+            && suffix.allSatisfy {
+                (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0)
+            }
     }
 
     private static func empty(_ folder: DirectoryHandle) {
         for name in folder.names() ?? [] {
             if case .success(let info) = folder.status(of: name), info.st_mode & S_IFMT == S_IFDIR,
-               case .success(let inner) = folder.subdirectory(name) {
+                case .success(let inner) = folder.subdirectory(name)
+            {
                 empty(inner)
                 _ = folder.removeEmptyDirectory(name)
             } else {

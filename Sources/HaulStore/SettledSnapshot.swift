@@ -56,9 +56,12 @@ package struct SettledSnapshot: Sendable {
         }
     }
 
-    package init(key: Digest, variables: [String], root: String, manifestEntries: Int, freshness: Freshness? = nil,
-                 files: [(destination: String, identity: FileIdentity)]) {
-        header = Header(key: key, variables: variables, root: root, manifestEntries: manifestEntries, freshness: freshness)
+    package init(
+        key: Digest, variables: [String], root: String, manifestEntries: Int, freshness: Freshness? = nil,
+        files: [(destination: String, identity: FileIdentity)]
+    ) {
+        header = Header(
+            key: key, variables: variables, root: root, manifestEntries: manifestEntries, freshness: freshness)
         self.files = files
     }
 
@@ -83,9 +86,10 @@ package struct SettledSnapshot: Sendable {
     /// of another key reads no further than the header.
     package static func read(named name: String, in area: PrivateArea) -> Found? {
         guard case .success(let folder) = area.folder.subdirectory(PrivateArea.Member.settled.rawValue),
-              case .bytes(let bytes, let identity?) = PrivateFile.read(name, in: folder, limit: maximumBytes),
-              let found = Found(bytes, writtenAt: identity.modified),
-              let current = StateMark.now(in: area), current == found.state else { return nil }
+            case .bytes(let bytes, let identity?) = PrivateFile.read(name, in: folder, limit: maximumBytes),
+            let found = Found(bytes, writtenAt: identity.modified),
+            let current = StateMark.now(in: area), current == found.state
+        else { return nil }
         return found
     }
 
@@ -97,7 +101,8 @@ package struct SettledSnapshot: Sendable {
         /// Now; nil while a journal is left (the next run must retire it) or when it cannot be told.
         static func now(in area: PrivateArea) -> StateMark? {
             guard case .failure(let failure) = area.folder.status(of: PrivateArea.Member.journal.rawValue),
-                  failure.errno == ENOENT else { return nil }
+                failure.errno == ENOENT
+            else { return nil }
             switch area.folder.status(of: PrivateArea.Member.state.rawValue) {
             case .success(let info): return .file(FileIdentity(info))
             case .failure(let failure) where failure.errno == ENOENT: return .absent
@@ -121,16 +126,19 @@ package struct SettledSnapshot: Sendable {
             let read = bytes.withUnsafeBufferPointer { buffer -> (Header, StateMark, Int)? in
                 var lines = Lines(buffer)
                 let fields = { (line: Slice<UnsafeBufferPointer<UInt8>>) in
-                    line.split(separator: tab, omittingEmptySubsequences: false).map { UnsafeBufferPointer(rebasing: $0) }
+                    line.split(separator: tab, omittingEmptySubsequences: false).map {
+                        UnsafeBufferPointer(rebasing: $0)
+                    }
                 }
                 guard lines.next()?.elementsEqual(SettledSnapshot.firstLine.utf8) == true,
-                      let key = lines.next().map(fields), key.count == 2, key[0].elementsEqual("key".utf8),
-                      let digest = Digest(algorithm: .sha256, hexUTF8: key[1]),
-                      let variables = lines.next().map(fields), variables.first?.elementsEqual("variables".utf8) == true,
-                      let rootLine = lines.next().map(fields), rootLine.count == 3, rootLine[0].elementsEqual("root".utf8),
-                      let root = StateFile.unescape(rootLine[1]), let manifestEntries = Int(decimal: rootLine[2]),
-                      let freshLine = lines.next().map(fields), freshLine.first?.elementsEqual("fresh".utf8) == true,
-                      let stateLine = lines.next().map(fields), stateLine.first?.elementsEqual("state".utf8) == true
+                    let key = lines.next().map(fields), key.count == 2, key[0].elementsEqual("key".utf8),
+                    let digest = Digest(algorithm: .sha256, hexUTF8: key[1]),
+                    let variables = lines.next().map(fields), variables.first?.elementsEqual("variables".utf8) == true,
+                    let rootLine = lines.next().map(fields), rootLine.count == 3,
+                    rootLine[0].elementsEqual("root".utf8),
+                    let root = StateFile.unescape(rootLine[1]), let manifestEntries = Int(decimal: rootLine[2]),
+                    let freshLine = lines.next().map(fields), freshLine.first?.elementsEqual("fresh".utf8) == true,
+                    let stateLine = lines.next().map(fields), stateLine.first?.elementsEqual("state".utf8) == true
                 else { return nil }
                 let state: StateMark
                 switch stateLine.count {
@@ -144,7 +152,8 @@ package struct SettledSnapshot: Sendable {
                 switch freshLine.count {
                 case 1: break
                 case 3:
-                    let number = { (field: UnsafeBufferPointer<UInt8>) in Double(String(decoding: field, as: UTF8.self)) }
+                    let number = { (field: UnsafeBufferPointer<UInt8>) in Double(String(decoding: field, as: UTF8.self))
+                    }
                     guard let judgedAt = number(freshLine[1]), let until = number(freshLine[2]) else { return nil }
                     freshness = Freshness(judgedAt: judgedAt, until: until)
                 default: return nil
@@ -154,8 +163,9 @@ package struct SettledSnapshot: Sendable {
                     guard let text = StateFile.unescape(name) else { return nil }
                     names.append(text)
                 }
-                let header = Header(key: digest, variables: names, root: root, manifestEntries: manifestEntries,
-                                    freshness: freshness)
+                let header = Header(
+                    key: digest, variables: names, root: root, manifestEntries: manifestEntries,
+                    freshness: freshness)
                 return (header, state, lines.position)
             }
             guard let (header, state, filesStart) = read else { return nil }
@@ -201,8 +211,10 @@ package struct SettledSnapshot: Sendable {
                     }
                     fields.append(start..<line.endIndex)
                     let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
-                    guard fields.count == 6, files.count < header.manifestEntries, let text = StateFile.unescape(field(0)),
-                          let destination = DestinationPath(text), let identity = identity(field) else { return nil }
+                    guard fields.count == 6, files.count < header.manifestEntries,
+                        let text = StateFile.unescape(field(0)),
+                        let destination = DestinationPath(text), let identity = identity(field)
+                    else { return nil }
                     files.append((destination, identity))
                 }
                 return nil
@@ -213,8 +225,9 @@ package struct SettledSnapshot: Sendable {
     /// Fields 1 to 5 of a line: `dev ino size mtime ctime`, as the state writes them.
     fileprivate static func identity(_ field: (Int) -> UnsafeBufferPointer<UInt8>) -> FileIdentity? {
         guard let device = UInt64(decimal: field(1)), let inode = UInt64(decimal: field(2)),
-              let size = Int64(decimal: field(3)), let modified = FileTime(field: field(4)),
-              let changed = FileTime(field: field(5)) else { return nil }
+            let size = Int64(decimal: field(3)), let modified = FileTime(field: field(4)),
+            let changed = FileTime(field: field(5))
+        else { return nil }
         return FileIdentity(device: device, inode: inode, size: size, modified: modified, changed: changed)
     }
 
@@ -285,7 +298,9 @@ package struct SettledSnapshot: Sendable {
         StateFile.appendEscaped(header.root, to: &out)
         StateFile.appendDecimal(header.manifestEntries, to: &out)
         out.append(contentsOf: "\nfresh".utf8)
-        if let freshness = header.freshness { out.append(contentsOf: "\t\(freshness.judgedAt)\t\(freshness.until)".utf8) }
+        if let freshness = header.freshness {
+            out.append(contentsOf: "\t\(freshness.judgedAt)\t\(freshness.until)".utf8)
+        }
         out.append(contentsOf: "\nstate".utf8)
         if case .file(let identity) = state { Self.appendIdentity(identity, to: &out) }
         out.append(UInt8(ascii: "\n"))
@@ -303,7 +318,8 @@ package struct SettledSnapshot: Sendable {
     /// another shard's run, or a run of the whole manifest, would decide.
     package static func forget(manifestPath: String, in area: PrivateArea) {
         guard case .success(let folder) = area.folder.subdirectory(PrivateArea.Member.settled.rawValue),
-              let names = folder.names() else { return }
+            let names = folder.names()
+        else { return }
         let prefix = Self.prefix(of: StreamingHasher.digest(Array(manifestPath.utf8), algorithm: .sha256))
         for name in names where name.hasPrefix(prefix) { _ = folder.remove(name) }
     }

@@ -47,7 +47,9 @@ package struct StagedTree: Sendable {
     /// new tree has a folder is that folder (nothing in it is lost: its files are carried by their own paths).
     package var carried: [String]
 
-    package init(folderName: String, members: [(destination: DestinationPath, ownership: Ownership)], carried: [String] = []) {
+    package init(
+        folderName: String, members: [(destination: DestinationPath, ownership: Ownership)], carried: [String] = []
+    ) {
         self.folderName = folderName
         self.members = members
         self.carried = carried
@@ -88,11 +90,14 @@ extension StagedTree {
 enum CarriedFile {
     /// nil when `path` is in the new tree (or no longer in the old one); else why it cannot be, the old tree untouched.
     /// `shown`: the path as messages name it (under the tree's destination).
-    static func carry(_ path: String, from old: DirectoryHandle, into new: DirectoryHandle, shown: String) -> StoreError? {
+    static func carry(
+        _ path: String, from old: DirectoryHandle, into new: DirectoryHandle, shown: String
+    ) -> StoreError? {
         let components = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             .map { String(decoding: $0, as: UTF8.self) }
         guard components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
-            return StoreError(operation: "carry into the new tree", path: shown, errno: EINVAL, detail: "not a path inside the tree")
+            return StoreError(
+                operation: "carry into the new tree", path: shown, errno: EINVAL, detail: "not a path inside the tree")
         }
         var from = old
         var into = new
@@ -102,8 +107,9 @@ enum CarriedFile {
             case .success(let next): from = next
             case .failure(let failure) where failure.errno == ENOENT: return nil
             case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
-                return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno,
-                                  detail: "\"\(folder)\" in the old tree is no longer a folder; the old tree is left as it was")
+                return StoreError(
+                    operation: "carry into the new tree", path: shown, errno: failure.errno,
+                    detail: "\"\(folder)\" in the old tree is no longer a folder; the old tree is left as it was")
             case .failure(let failure):
                 return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno)
             }
@@ -122,7 +128,8 @@ enum CarriedFile {
         switch from.status(of: name) {
         case .success(let found): info = found
         case .failure(let failure) where failure.errno == ENOENT: return nil
-        case .failure(let failure): return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno)
+        case .failure(let failure):
+            return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno)
         }
         let failed: SystemError?
         switch info.st_mode & S_IFMT {
@@ -131,14 +138,18 @@ enum CarriedFile {
         default: failed = from.link(name, as: name, in: into)
         }
         guard let failed else { return nil }
-        if failed.errno == EEXIST || (info.st_mode & S_IFMT == S_IFDIR && (failed.errno == ELOOP || failed.errno == ENOTDIR)) {
+        if failed.errno == EEXIST
+            || (info.st_mode & S_IFMT == S_IFDIR && (failed.errno == ELOOP || failed.errno == ENOTDIR))
+        {
             return collision(shown, failed.errno, "the new tree has a member of that name")
         }
         return StoreError(operation: "carry into the new tree", path: shown, errno: failed.errno)
     }
 
     private static func collision(_ shown: String, _ code: Int32, _ why: String) -> StoreError {
-        StoreError(operation: "carry into the new tree", path: shown, errno: code, detail: why + "; the old tree is left as it was")
+        StoreError(
+            operation: "carry into the new tree", path: shown, errno: code,
+            detail: why + "; the old tree is left as it was")
     }
 }
 

@@ -40,7 +40,8 @@ package final class StagingArea: Sendable {
 
     private static func isShardFolderName(_ name: String) -> Bool {
         let parts = name.split(separator: "-")
-        guard parts.count == 4, parts[0] == "shard", parts[2] == "of", let index = Int(parts[1]), let count = Int(parts[3])
+        guard parts.count == 4, parts[0] == "shard", parts[2] == "of", let index = Int(parts[1]),
+            let count = Int(parts[3])
         else { return false }
         return Shard(index: index, count: count) != nil
     }
@@ -64,9 +65,12 @@ package final class StagingArea: Sendable {
     /// `keptPartials` is asked for only if there are partials at all (usually there are none, and naming the
     /// partial of each of 100,000 entries would cost more than the rest of the sweep).
     /// An unsharded run (which holds every shard's lock) also clears what shards left in their folders.
-    package func sweep(keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool,
-                       isLoopFolder: (String) -> Bool) {
-        Self.removeOwnFiles(in: temporary, isOwnName: isOwnName, isLoopFolder: isLoopFolder, withShardFolders: shard == nil)
+    package func sweep(
+        keepingPartials keptPartials: @autoclosure () -> Set<String>, isOwnName: (String) -> Bool,
+        isLoopFolder: (String) -> Bool
+    ) {
+        Self.removeOwnFiles(
+            in: temporary, isOwnName: isOwnName, isLoopFolder: isLoopFolder, withShardFolders: shard == nil)
         if shard == nil { Self.removeShardFolderFiles(in: partial, isOwnName: isOwnName, isLoopFolder: isLoopFolder) }
         let partials = (partial.names() ?? []).filter(isOwnName)
         guard !partials.isEmpty else { return }
@@ -75,8 +79,10 @@ package final class StagingArea: Sendable {
     }
 
     /// The same when nothing will be fetched, so no partial is wanted: without making folders that are not there.
-    package static func sweepLeftovers(in area: PrivateArea, shard: Shard? = nil, isOwnName: (String) -> Bool,
-                                       isLoopFolder: (String) -> Bool) {
+    package static func sweepLeftovers(
+        in area: PrivateArea, shard: Shard? = nil, isOwnName: (String) -> Bool,
+        isLoopFolder: (String) -> Bool
+    ) {
         for member in [PrivateArea.Member.temporary, .partial] {
             guard case .success(var folder) = area.folder.subdirectory(member.rawValue) else { continue }
             if let shard {
@@ -87,8 +93,10 @@ package final class StagingArea: Sendable {
         }
     }
 
-    private static func removeOwnFiles(in folder: DirectoryHandle, isOwnName: (String) -> Bool, isLoopFolder: (String) -> Bool,
-                                       withShardFolders: Bool = false) {
+    private static func removeOwnFiles(
+        in folder: DirectoryHandle, isOwnName: (String) -> Bool, isLoopFolder: (String) -> Bool,
+        withShardFolders: Bool = false
+    ) {
         let names = folder.names() ?? []
         for name in names {
             if isOwnName(name) {
@@ -107,8 +115,10 @@ package final class StagingArea: Sendable {
 
     /// What shards left in their own folders under `folder` (the folders themselves stay: cheap, and a shard
     /// starting meanwhile could be about to use one).
-    private static func removeShardFolderFiles(in folder: DirectoryHandle, names: [String]? = nil,
-                                               isOwnName: (String) -> Bool, isLoopFolder: (String) -> Bool) {
+    private static func removeShardFolderFiles(
+        in folder: DirectoryHandle, names: [String]? = nil,
+        isOwnName: (String) -> Bool, isLoopFolder: (String) -> Bool
+    ) {
         for name in names ?? folder.names() ?? [] where isShardFolderName(name) {
             guard case .success(let shardFolder) = folder.subdirectory(name) else { continue }
             removeOwnFiles(in: shardFolder, isOwnName: isOwnName, isLoopFolder: isLoopFolder)
@@ -145,6 +155,10 @@ extension StagingArea {
     package func startFlush() {
         let descriptor = dup(temporary.descriptor)
         guard descriptor >= 0 else { return }
-        if !startDetachedThread({ _ = syncfs(descriptor); close(descriptor) }) { close(descriptor) }
+        if !startDetachedThread({
+            _ = syncfs(descriptor); close(descriptor)
+        }) {
+            close(descriptor)
+        }
     }
 }

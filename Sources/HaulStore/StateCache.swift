@@ -17,8 +17,10 @@ package struct StateRecord: Sendable, Hashable {
     /// next sync syncs the file and its folder, and clears the mark (or says again that it could not).
     package var unsynced: Bool
 
-    package init(identity: FileIdentity, digest: Digest, origin: Origin? = nil, ownerTag: OwnerTag? = nil,
-                 unsynced: Bool = false) {
+    package init(
+        identity: FileIdentity, digest: Digest, origin: Origin? = nil, ownerTag: OwnerTag? = nil,
+        unsynced: Bool = false
+    ) {
         self.identity = identity
         self.digest = digest
         self.origin = origin
@@ -48,8 +50,10 @@ package final class Origin: Sendable, Hashable {
     /// origin). nil for a plain file.
     package let unpacked: UnpackedFrom?
 
-    package init(manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil,
-                checkedAt: Int64? = nil, freshUntil: Int64? = nil, unpacked: UnpackedFrom? = nil) {
+    package init(
+        manifestKey: String, sourceKey: String? = nil, etag: String? = nil, lastModified: String? = nil,
+        checkedAt: Int64? = nil, freshUntil: Int64? = nil, unpacked: UnpackedFrom? = nil
+    ) {
         self.manifestKey = manifestKey
         self.sourceKey = sourceKey
         self.etag = etag
@@ -61,26 +65,30 @@ package final class Origin: Sendable, Hashable {
 
     /// The same origin, recorded as `manifestKey`'s.
     package func owned(by manifestKey: String) -> Origin {
-        Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
-               checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
+        Origin(
+            manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
+            checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
     }
 
     /// The same origin, for a member of a tree unpacked from `unpacked`.
     package func unpacking(_ unpacked: UnpackedFrom) -> Origin {
-        Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
-               checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
+        Origin(
+            manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
+            checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
     }
 
     /// The same origin, confirmed again at `checkedAt` (a 304), fresh until `freshUntil`.
     package func confirmed(at checkedAt: Int64, freshUntil: Int64?) -> Origin {
-        Origin(manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
-               checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
+        Origin(
+            manifestKey: manifestKey, sourceKey: sourceKey, etag: etag, lastModified: lastModified,
+            checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
     }
 
     package static func == (a: Origin, b: Origin) -> Bool {
-        a === b || (a.manifestKey == b.manifestKey && a.sourceKey == b.sourceKey && a.etag == b.etag
-                    && a.lastModified == b.lastModified && a.checkedAt == b.checkedAt && a.freshUntil == b.freshUntil
-                    && a.unpacked == b.unpacked)
+        a === b
+            || (a.manifestKey == b.manifestKey && a.sourceKey == b.sourceKey && a.etag == b.etag
+                && a.lastModified == b.lastModified && a.checkedAt == b.checkedAt && a.freshUntil == b.freshUntil
+                && a.unpacked == b.unpacked)
     }
 
     package func hash(into hasher: inout Hasher) {
@@ -139,7 +147,8 @@ package struct StateCache: Sendable, Equatable {
         case .unreadable(let failure):
             warning = "cannot read \(path): \(failure.reason); hashing every file"
         case .tooLarge(let size):
-            warning = "\(path) is \(size) bytes, more than the \(maximumSizeText) haul reads of a state; "
+            warning =
+                "\(path) is \(size) bytes, more than the \(maximumSizeText) haul reads of a state; "
                 + "hashing every file to rebuild it"
         case .bytes(let bytes, let identity):
             guard let (records, unreadable) = StateFile.parse(lines: bytes) else {
@@ -150,7 +159,8 @@ package struct StateCache: Sendable, Equatable {
             read.writtenAt = identity?.modified
             if unreadable > 0 {
                 let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
-                warning = "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
+                warning =
+                    "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
                     + "\(unreadable == 1 ? "that file is" : "those files are") hashed again"
             }
         }
@@ -165,7 +175,9 @@ package struct StateCache: Sendable, Equatable {
     /// its destination unless the state already records that content as written by the same manifest.
     mutating func fold(_ journaled: [DestinationKey: StateRecord]) {
         for (destination, record) in journaled {
-            if let existing = records[destination], existing.digest == record.digest, existing.origin == record.origin { continue }
+            if let existing = records[destination], existing.digest == record.digest, existing.origin == record.origin {
+                continue
+            }
             records[destination] = record
         }
     }
@@ -180,7 +192,8 @@ package struct StateCache: Sendable, Equatable {
         let base = Self.realOrNormalized(root)
         let from = base.split(separator: "/"), to = manifest.split(separator: "/")
         let common = zip(from, to).prefix { $0 == $1 }.count
-        return (Array(repeating: "..", count: from.count - common) + to[common...].map(String.init)).joined(separator: "/")
+        return (Array(repeating: "..", count: from.count - common) + to[common...].map(String.init)).joined(
+            separator: "/")
     }
 
     /// What manifests were named by before `manifestKey(path:root:)`: a hash of the real path. Records an older

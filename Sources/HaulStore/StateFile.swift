@@ -44,12 +44,16 @@ enum StateFile {
     }
 
     /// Over the raw buffer, fields as byte ranges: slices of an array would retain it for every field of every line.
-    private static func parse(buffer: UnsafeBufferPointer<UInt8>) -> (records: [DestinationKey: StateRecord], unreadable: Int)? {
+    private static func parse(
+        buffer: UnsafeBufferPointer<UInt8>
+    ) -> (records: [DestinationKey: StateRecord], unreadable: Int)? {
         let newline = UInt8(ascii: "\n"), tab = UInt8(ascii: "\t")
         let headerEnd = buffer.firstIndex(of: newline) ?? buffer.endIndex
         let timesInNanoseconds = buffer[..<headerEnd].elementsEqual(nanosecondsHeader.utf8)
-        guard timesInNanoseconds || buffer[..<headerEnd].elementsEqual(header.utf8)
-                || previousHeaders.contains(where: { buffer[..<headerEnd].elementsEqual($0.utf8) }) else { return nil }
+        guard
+            timesInNanoseconds || buffer[..<headerEnd].elementsEqual(header.utf8)
+                || previousHeaders.contains(where: { buffer[..<headerEnd].elementsEqual($0.utf8) })
+        else { return nil }
         var records: [DestinationKey: StateRecord] = [:]
         records.reserveCapacity(buffer.reduce(0) { $1 == newline ? $0 + 1 : $0 })
         var fields: [Range<Int>] = []
@@ -68,8 +72,11 @@ enum StateFile {
                 fieldStart = index + 1
             }
             fields.append(fieldStart..<lineEnd)
-            guard let (destination, record) = parseRecord(fields, in: buffer, timesInNanoseconds: timesInNanoseconds,
-                                                          sharing: &shared) else {
+            guard
+                let (destination, record) = parseRecord(
+                    fields, in: buffer, timesInNanoseconds: timesInNanoseconds,
+                    sharing: &shared)
+            else {
                 unreadable += 1
                 continue
             }
@@ -79,21 +86,24 @@ enum StateFile {
     }
 
     /// One line's record, from its fields; nil if any field is not what this version writes.
-    private static func parseRecord(_ fields: [Range<Int>], in buffer: UnsafeBufferPointer<UInt8>, timesInNanoseconds: Bool,
-                                    sharing shared: inout Origin) -> (String, StateRecord)? {
+    private static func parseRecord(
+        _ fields: [Range<Int>], in buffer: UnsafeBufferPointer<UInt8>, timesInNanoseconds: Bool,
+        sharing shared: inout Origin
+    ) -> (String, StateRecord)? {
         let field = { (number: Int) in UnsafeBufferPointer(rebasing: buffer[fields[number]]) }
         let time = { (number: Int) -> FileTime? in
-            timesInNanoseconds ? Int64(decimal: field(number)).map(FileTime.init(nanosecondsSinceEpoch:))
-                               : FileTime(field: field(number))
+            timesInNanoseconds
+                ? Int64(decimal: field(number)).map(FileTime.init(nanosecondsSinceEpoch:))
+                : FileTime(field: field(number))
         }
         guard fields.count == 7 || fields.count == 11 || fields.count == 13 || fields.count == 15 || fields.count == 19,
-              let destination = unescape(field(0)), Self.staysInsideRoot(destination),
-              let device = UInt64(decimal: field(1)),
-              let inode = UInt64(decimal: field(2)),
-              let size = Int64(decimal: field(3)),
-              let modified = time(4),
-              let changed = time(5),
-              let digest = parseDigest(field(6))
+            let destination = unescape(field(0)), Self.staysInsideRoot(destination),
+            let device = UInt64(decimal: field(1)),
+            let inode = UInt64(decimal: field(2)),
+            let size = Int64(decimal: field(3)),
+            let modified = time(4),
+            let changed = time(5),
+            let digest = parseDigest(field(6))
         else { return nil }
         var origin: Origin?
         var ownerTag: OwnerTag?
@@ -107,44 +117,63 @@ enum StateFile {
             }
             if fields.count == 19 {
                 // A member of an unpacked tree: the members of one tree share one origin, as pinned files do.
-                guard let archive = parseDigest(field(15)), let rules = unescape(field(16)), !rules.isEmpty else { return nil }
+                guard let archive = parseDigest(field(15)), let rules = unescape(field(16)), !rules.isEmpty else {
+                    return nil
+                }
                 var tree: Digest?
                 if !fields[17].isEmpty { guard let digest = parseDigest(field(17)) else { return nil }; tree = digest }
                 guard let folder = unescape(field(18)), !folder.isEmpty, Self.staysInsideRoot(folder),
-                      destination.utf8.starts(with: (folder + "/").utf8) else { return nil }
+                    destination.utf8.starts(with: (folder + "/").utf8)
+                else { return nil }
                 let unpacked = UnpackedFrom(archive: archive, rules: rules, tree: tree, folder: folder)
                 if shared.unpacked != unpacked || !fields[8].isEmpty || !fields[9].isEmpty || !fields[10].isEmpty
-                    || !fields[11].isEmpty || !fields[12].isEmpty {
+                    || !fields[11].isEmpty || !fields[12].isEmpty
+                {
                     guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
-                          let lastModified = unescape(field(10)) else { return nil }
+                        let lastModified = unescape(field(10))
+                    else { return nil }
                     var checkedAt: Int64?, freshUntil: Int64?
-                    if !fields[11].isEmpty { guard let value = Int64(decimal: field(11)) else { return nil }; checkedAt = value }
-                    if !fields[12].isEmpty { guard let value = Int64(decimal: field(12)) else { return nil }; freshUntil = value }
-                    shared = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
-                                    etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified,
-                                    checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
+                    if !fields[11].isEmpty {
+                        guard let value = Int64(decimal: field(11)) else { return nil }; checkedAt = value
+                    }
+                    if !fields[12].isEmpty {
+                        guard let value = Int64(decimal: field(12)) else { return nil }; freshUntil = value
+                    }
+                    shared = Origin(
+                        manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
+                        etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified,
+                        checkedAt: checkedAt, freshUntil: freshUntil, unpacked: unpacked)
                 }
                 origin = shared
             } else if fields[8].isEmpty && fields[9].isEmpty && fields[10].isEmpty
-                && (fields.count == 11 || (fields[11].isEmpty && fields[12].isEmpty)) {
+                && (fields.count == 11 || (fields[11].isEmpty && fields[12].isEmpty))
+            {
                 if shared.unpacked != nil || shared.sourceKey != nil || shared.checkedAt != nil {
                     shared = Origin(manifestKey: shared.manifestKey)
                 }
                 origin = shared
             } else {
                 guard let sourceKey = unescape(field(8)), let etag = unescape(field(9)),
-                      let lastModified = unescape(field(10)) else { return nil }
+                    let lastModified = unescape(field(10))
+                else { return nil }
                 var checkedAt: Int64?, freshUntil: Int64?
                 if fields.count >= 13 {
-                    if !fields[11].isEmpty { guard let value = Int64(decimal: field(11)) else { return nil }; checkedAt = value }
-                    if !fields[12].isEmpty { guard let value = Int64(decimal: field(12)) else { return nil }; freshUntil = value }
+                    if !fields[11].isEmpty {
+                        guard let value = Int64(decimal: field(11)) else { return nil }; checkedAt = value
+                    }
+                    if !fields[12].isEmpty {
+                        guard let value = Int64(decimal: field(12)) else { return nil }; freshUntil = value
+                    }
                 }
-                origin = Origin(manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
-                                etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified,
-                                checkedAt: checkedAt, freshUntil: freshUntil)
+                origin = Origin(
+                    manifestKey: shared.manifestKey, sourceKey: sourceKey.isEmpty ? nil : sourceKey,
+                    etag: etag.isEmpty ? nil : etag, lastModified: lastModified.isEmpty ? nil : lastModified,
+                    checkedAt: checkedAt, freshUntil: freshUntil)
             }
             if fields.count >= 15 {
-                if !fields[13].isEmpty { guard let tag = OwnerTag(hexUTF8: field(13)) else { return nil }; ownerTag = tag }
+                if !fields[13].isEmpty {
+                    guard let tag = OwnerTag(hexUTF8: field(13)) else { return nil }; ownerTag = tag
+                }
                 switch field(14) {
                 case let mark where mark.isEmpty: break
                 case let mark where mark.elementsEqual(Self.unsyncedMark.utf8): unsynced = true
@@ -153,7 +182,10 @@ enum StateFile {
             }
         }
         let identity = FileIdentity(device: device, inode: inode, size: size, modified: modified, changed: changed)
-        return (destination, StateRecord(identity: identity, digest: digest, origin: origin, ownerTag: ownerTag, unsynced: unsynced))
+        return (
+            destination,
+            StateRecord(identity: identity, digest: digest, origin: origin, ownerTag: ownerTag, unsynced: unsynced)
+        )
     }
 
     /// The last field of a record whose folder could not be synced after its rename.
@@ -173,16 +205,19 @@ enum StateFile {
         let parts = max(1, min(threads, order.count / Self.linesPerThread))
         let header = Array((Self.header + "\n").utf8)
         guard parts > 1 else { return [header + Self.lines(order[...], of: records)] }
-        return [header] + concurrentMap(count: parts, threads: parts, chunk: 1, makeContext: {}) { _, part in
-            Self.lines(order[order.count * part / parts..<order.count * (part + 1) / parts], of: records)
-        }
+        return [header]
+            + concurrentMap(count: parts, threads: parts, chunk: 1, makeContext: {}) { _, part in
+                Self.lines(order[order.count * part / parts..<order.count * (part + 1) / parts], of: records)
+            }
     }
 
     /// Fewer lines than this per thread are formatted faster than a thread starts.
     private static let linesPerThread = 8192
 
-    private static func lines(_ order: ArraySlice<Dictionary<DestinationKey, StateRecord>.Index>,
-                              of records: [DestinationKey: StateRecord]) -> [UInt8] {
+    private static func lines(
+        _ order: ArraySlice<Dictionary<DestinationKey, StateRecord>.Index>,
+        of records: [DestinationKey: StateRecord]
+    ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(order.count * 160)
         for position in order {
@@ -213,8 +248,16 @@ enum StateFile {
             out.append(UInt8(ascii: "\t"))
             Self.appendEscaped(origin.lastModified ?? "", to: &out)
             // One by one, not through an array: 100,000 pinned files would be 100,000 arrays.
-            if let checkedAt = origin.checkedAt { Self.appendDecimal(checkedAt, to: &out) } else { out.append(UInt8(ascii: "\t")) }
-            if let freshUntil = origin.freshUntil { Self.appendDecimal(freshUntil, to: &out) } else { out.append(UInt8(ascii: "\t")) }
+            if let checkedAt = origin.checkedAt {
+                Self.appendDecimal(checkedAt, to: &out)
+            } else {
+                out.append(UInt8(ascii: "\t"))
+            }
+            if let freshUntil = origin.freshUntil {
+                Self.appendDecimal(freshUntil, to: &out)
+            } else {
+                out.append(UInt8(ascii: "\t"))
+            }
             out.append(UInt8(ascii: "\t"))
             record.ownerTag?.appendHex(to: &out)
             out.append(UInt8(ascii: "\t"))
@@ -223,7 +266,11 @@ enum StateFile {
                 Self.appendDigest(unpacked.archive, to: &out)
                 out.append(UInt8(ascii: "\t"))
                 Self.appendEscaped(unpacked.rules, to: &out)
-                if let tree = unpacked.tree { Self.appendDigest(tree, to: &out) } else { out.append(UInt8(ascii: "\t")) }
+                if let tree = unpacked.tree {
+                    Self.appendDigest(tree, to: &out)
+                } else {
+                    out.append(UInt8(ascii: "\t"))
+                }
                 out.append(UInt8(ascii: "\t"))
                 Self.appendEscaped(unpacked.folder, to: &out)
             }
@@ -234,7 +281,9 @@ enum StateFile {
     /// Positions of `records` in byte order of their names. What the sort moves and compares is mostly two
     /// integers per record (a name's first 16 bytes, big-endian), not strings: 100,000 names are sorted at the
     /// end of every sync that fetched them.
-    private static func sortedByName(_ records: [DestinationKey: StateRecord]) -> [Dictionary<DestinationKey, StateRecord>.Index] {
+    private static func sortedByName(
+        _ records: [DestinationKey: StateRecord]
+    ) -> [Dictionary<DestinationKey, StateRecord>.Index] {
         typealias Key = (head: UInt64, tail: UInt64, position: Dictionary<DestinationKey, StateRecord>.Index)
         var keys: [Key] = []
         keys.reserveCapacity(records.count)
@@ -299,7 +348,9 @@ enum StateFile {
     /// Relative, outside haul's own folder, and without a `..` component. (A loop over the bytes: splitting each
     /// name into components was a tenth of reading a 100,000-file state.)
     static func staysInsideRoot(_ path: String) -> Bool {
-        guard !path.isEmpty, path.utf8.first != UInt8(ascii: "/"), path != ".haul", !path.hasPrefix(".haul/") else { return false }
+        guard !path.isEmpty, path.utf8.first != UInt8(ascii: "/"), path != ".haul", !path.hasPrefix(".haul/") else {
+            return false
+        }
         var dots = 0  // dots since the last slash; -1 once the component has anything else
         for byte in path.utf8 {
             switch byte {
@@ -317,7 +368,8 @@ enum StateFile {
 
     private static func parseDigest(_ field: UnsafeBufferPointer<UInt8>) -> Digest? {
         guard let colon = field.firstIndex(of: UInt8(ascii: ":")),
-              let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self)) else { return nil }
+            let algorithm = DigestAlgorithm(rawValue: String(decoding: field[..<colon], as: UTF8.self))
+        else { return nil }
         return Digest(algorithm: algorithm, hexUTF8: UnsafeBufferPointer(rebasing: field[(colon + 1)...]))
     }
 
@@ -327,8 +379,12 @@ enum StateFile {
         // (iterating `String.UTF8View` generically cost several times as much).
         var text = text
         let copiedWhole = text.withUTF8 { bytes -> Bool in
-            guard bytes.allSatisfy({ $0 != UInt8(ascii: "%") && $0 != UInt8(ascii: "\t") && $0 != UInt8(ascii: "\n")
-                && $0 != UInt8(ascii: "\r") }) else { return false }
+            guard
+                bytes.allSatisfy({
+                    $0 != UInt8(ascii: "%") && $0 != UInt8(ascii: "\t") && $0 != UInt8(ascii: "\n")
+                        && $0 != UInt8(ascii: "\r")
+                })
+            else { return false }
             out.append(contentsOf: bytes)
             return true
         }
@@ -351,7 +407,7 @@ enum StateFile {
         while index < field.endIndex {
             if field[index] == UInt8(ascii: "%") {
                 guard index + 2 < field.endIndex,
-                      let value = UInt8(String(decoding: field[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
+                    let value = UInt8(String(decoding: field[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
                 else { return nil }
                 out.append(value)
                 index += 3
@@ -376,8 +432,10 @@ extension FixedWidthInteger {
             let digit = byte &- UInt8(ascii: "0")
             guard digit < 10 else { return nil }
             let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (next, overflow2) = negative ? shifted.subtractingReportingOverflow(Self(digit))
-                                             : shifted.addingReportingOverflow(Self(digit))
+            let (next, overflow2) =
+                negative
+                ? shifted.subtractingReportingOverflow(Self(digit))
+                : shifted.addingReportingOverflow(Self(digit))
             guard !overflow1, !overflow2 else { return nil }
             value = next
         }
@@ -389,8 +447,8 @@ extension FileTime {
     /// `seconds.nanoseconds` as the state file writes it (nine digits after the point); nil for anything else.
     init?(field: UnsafeBufferPointer<UInt8>) {
         guard let point = field.firstIndex(of: UInt8(ascii: ".")), field.endIndex - point == 10,
-              let seconds = Int64(decimal: UnsafeBufferPointer(rebasing: field[..<point])),
-              let nanoseconds = Int32(decimal: UnsafeBufferPointer(rebasing: field[(point + 1)...])), nanoseconds >= 0
+            let seconds = Int64(decimal: UnsafeBufferPointer(rebasing: field[..<point])),
+            let nanoseconds = Int32(decimal: UnsafeBufferPointer(rebasing: field[(point + 1)...])), nanoseconds >= 0
         else { return nil }
         self.init(seconds: seconds, nanoseconds: nanoseconds)
     }

@@ -115,8 +115,9 @@ private struct NixArchive {
                 return failure
             }
         case .other:
-            return StoreError(operation: "hash", path: shown, errno: EINVAL,
-                              detail: "it is \(FileKindName.of(info)); a tree holds only files, folders and symlinks")
+            return StoreError(
+                operation: "hash", path: shown, errno: EINVAL,
+                detail: "it is \(FileKindName.of(info)); a tree holds only files, folders and symlinks")
         }
     }
 
@@ -126,7 +127,8 @@ private struct NixArchive {
         let descriptor: Int32
         switch folder.openRegularFileForReading(name) {
         case .success(let opened): descriptor = opened
-        case .failure(let failure): return StoreError(operation: "open", path: shown, errno: failure.errno, detail: failure.detail)
+        case .failure(let failure):
+            return StoreError(operation: "open", path: shown, errno: failure.errno, detail: failure.detail)
         }
         defer { close(descriptor) }
         var info = stat()

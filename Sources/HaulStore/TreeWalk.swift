@@ -39,8 +39,10 @@ package enum TreeWalk {
         return .success(nodes)
     }
 
-    private static func visit(_ folder: DirectoryHandle, relative: String, shownAs shown: String,
-                              into nodes: inout [TreeNode]) -> StoreError? {
+    private static func visit(
+        _ folder: DirectoryHandle, relative: String, shownAs shown: String,
+        into nodes: inout [TreeNode]
+    ) -> StoreError? {
         let names: [String]
         switch TreeFolder.sortedNames(in: folder, shownAs: shown) {
         case .success(let listed): names = listed
@@ -60,7 +62,8 @@ package enum TreeWalk {
                 nodes.append(TreeNode(path: path, kind: .file(FileIdentity(info))))
             case .symlink:
                 switch TreeFolder.linkTarget(name, in: folder, shownAs: TreeFolder.join(shown, name)) {
-                case .success(let target): nodes.append(TreeNode(path: path, kind: .symlink(target: target, identity: FileIdentity(info))))
+                case .success(let target):
+                    nodes.append(TreeNode(path: path, kind: .symlink(target: target, identity: FileIdentity(info))))
                 case .failure(let failure): return failure
                 }
             case .other:
@@ -97,20 +100,26 @@ enum TreeFolder {
         }
         if let failure { return .failure(StoreError(operation: "read the folder", path: path, errno: failure.errno)) }
         if let undecodable {
-            return .failure(StoreError(operation: "read", path: join(path, undecodable), errno: EILSEQ,
-                                       detail: "its name is not UTF-8"))
+            return .failure(
+                StoreError(
+                    operation: "read", path: join(path, undecodable), errno: EILSEQ,
+                    detail: "its name is not UTF-8"))
         }
         names.sort { $0.bytesPrecede($1) }
         return .success(names)
     }
 
     /// The target of the symlink `name`, exactly as it is written.
-    static func linkTarget(_ name: String, in folder: DirectoryHandle, shownAs path: String) -> Result<String, StoreError> {
+    static func linkTarget(
+        _ name: String, in folder: DirectoryHandle, shownAs path: String
+    ) -> Result<String, StoreError> {
         switch folder.linkTargetBytes(name) {
         case .success(let bytes):
             guard let target = String(validating: bytes, as: UTF8.self) else {
-                return .failure(StoreError(operation: "read the symlink", path: path, errno: EILSEQ,
-                                           detail: "its target is not UTF-8"))
+                return .failure(
+                    StoreError(
+                        operation: "read the symlink", path: path, errno: EILSEQ,
+                        detail: "its target is not UTF-8"))
             }
             return .success(target)
         case .failure(let failure):
@@ -120,10 +129,14 @@ enum TreeFolder {
 
     /// Opens the folder `name`, which `lstat` showed as `seen`: never through a symlink, and only if it is still
     /// that folder (the same device and inode), so that one folder's identity never goes with another's names.
-    static func open(_ name: String, in folder: DirectoryHandle, seen: stat, shownAs path: String)
-        -> Result<DirectoryHandle, StoreError> {
-        let replaced = StoreError(operation: "read the folder", path: path, errno: 0,
-                                  detail: "it was replaced while the tree was read")
+    static func open(
+        _ name: String, in folder: DirectoryHandle, seen: stat, shownAs path: String
+    )
+        -> Result<DirectoryHandle, StoreError>
+    {
+        let replaced = StoreError(
+            operation: "read the folder", path: path, errno: 0,
+            detail: "it was replaced while the tree was read")
         let child: DirectoryHandle
         switch folder.subdirectory(name) {
         case .success(let opened): child = opened
@@ -171,9 +184,11 @@ extension TreeWalk {
         case .folder(let reached): parent = reached
         case .missing: return .missing
         case .escapes(let message):
-            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: 0, detail: message))
+            return .inaccessible(
+                StoreError(operation: "inspect", path: destination.description, errno: 0, detail: message))
         case .blocked(let code, let reason):
-            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: code, detail: reason))
+            return .inaccessible(
+                StoreError(operation: "inspect", path: destination.description, errno: code, detail: reason))
         case .failed(let failure):
             return .inaccessible(failure)
         }

@@ -78,16 +78,18 @@ package func runOnThreads(_ threads: Int, _ work: @escaping @Sendable () -> Void
 package func startThread(_ work: @escaping @Sendable () -> Void) -> pthread_t? {
     let context = Unmanaged.passRetained(ThreadWork(work)).toOpaque()
     var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, { context in
-        guard let context else { return nil }
-        var interrupts = sigset_t()
-        sigemptyset(&interrupts)
-        sigaddset(&interrupts, SIGINT)
-        sigaddset(&interrupts, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &interrupts, nil)
-        Unmanaged<ThreadWork>.fromOpaque(context).takeRetainedValue().run()
-        return nil
-    }, context)
+    let rc = pthread_create(
+        &thread, nil,
+        { context in
+            guard let context else { return nil }
+            var interrupts = sigset_t()
+            sigemptyset(&interrupts)
+            sigaddset(&interrupts, SIGINT)
+            sigaddset(&interrupts, SIGTERM)
+            pthread_sigmask(SIG_BLOCK, &interrupts, nil)
+            Unmanaged<ThreadWork>.fromOpaque(context).takeRetainedValue().run()
+            return nil
+        }, context)
     guard rc == 0 else {
         Unmanaged<ThreadWork>.fromOpaque(context).release()
         return nil
@@ -106,8 +108,10 @@ package func startDetachedThread(_ work: @escaping @Sendable () -> Void) -> Bool
 
 /// `first` on a thread of its own while `second` runs on the caller's, and both results once both are done (one
 /// after the other on the caller's thread if no thread can be started).
-package func concurrently<First: Sendable, Second>(_ first: @escaping @Sendable () -> First,
-                                                  _ second: () -> Second) -> (First, Second) {
+package func concurrently<First: Sendable, Second>(
+    _ first: @escaping @Sendable () -> First,
+    _ second: () -> Second
+) -> (First, Second) {
     let result = Mutex<First?>(nil)
     let thread = startThread { result.withLock { $0 = first() } }
     let other = second()

@@ -20,7 +20,8 @@ final class FormatTests: XCTestCase {
         let data = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) }
         let files: [(String, [UInt8])] = [
             ("src/pkg/README", Array("hello\n".utf8)), ("src/pkg/bin/tool", Array("#!/bin/sh\necho tool\n".utf8)),
-            ("src/pkg/bin/setuid", Array("#!/bin/sh\n".utf8)), ("src/pkg/lib/data.bin", data), ("src/pkg/lib/empty", []),
+            ("src/pkg/bin/setuid", Array("#!/bin/sh\n".utf8)), ("src/pkg/lib/data.bin", data),
+            ("src/pkg/lib/empty", []),
             ("src/pkg/shared", Array("group-writable\n".utf8)), ("src/pkg/caf\u{e9}", Array("composed\n".utf8)),
         ]
         for (path, bytes) in files { try bench.directory.write("work/" + path, bytes) }
@@ -43,8 +44,10 @@ final class FormatTests: XCTestCase {
     private static let chunks = [1, 4096, 1 << 20]
 
     /// Unpacks `archive` in every chunk size, checking each tree against `expected` on disk and in the result.
-    private func assertUnpacks(_ archive: String, format: ArchiveFormat?, expected: [String],
-                               file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertUnpacks(
+        _ archive: String, format: ArchiveFormat?, expected: [String],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         for chunk in Self.chunks {
             let (tree, result) = try bench.unpack(archive, rules: UnpackRules(format: format), chunk: chunk)
             guard let unpacked = bench.tree(result, file: file, line: line) else { continue }
@@ -57,7 +60,8 @@ final class FormatTests: XCTestCase {
     func testTarInEachHeaderFormatAndCompression() throws {
         let made: [(String, [String], ArchiveFormat)] = [
             ("gnu.tar", ["--format=gnu", "-cf"], .tar), ("pax.tar", ["--format=posix", "-cf"], .tar),
-            ("ustar.tar", ["--format=ustar", "-cf"], .tar), ("a.tar.gz", ["-czf"], .tarGzip), ("a.tar.bz2", ["-cjf"], .tarBzip2),
+            ("ustar.tar", ["--format=ustar", "-cf"], .tar), ("a.tar.gz", ["-czf"], .tarGzip),
+            ("a.tar.bz2", ["-cjf"], .tarBzip2),
             ("a.tar.xz", ["-cJf"], .tarXz), ("a.tar.zst", ["--zstd", "-cf"], .tarZstd),
         ]
         for (name, options, format) in made {
@@ -71,8 +75,10 @@ final class FormatTests: XCTestCase {
         try bench.run("tar", ["-cf", "a.tar", "-C", "src", "pkg"])
         let (tree, result) = try bench.unpack(bench.work("a.tar"))
         XCTAssertNotNil(bench.tree(result))
-        for (path, mode) in [("pkg/bin/tool", 0o755), ("pkg/bin/setuid", 0o755), ("pkg/shared", 0o644), ("pkg/bin", 0o755),
-                             ("pkg/empty-folder", 0o755)] as [(String, mode_t)] {
+        for (path, mode) in [
+            ("pkg/bin/tool", 0o755), ("pkg/bin/setuid", 0o755), ("pkg/shared", 0o644), ("pkg/bin", 0o755),
+            ("pkg/empty-folder", 0o755),
+        ] as [(String, mode_t)] {
             var info = stat()
             XCTAssertEqual(lstat(bench.directory.path("\(tree)/\(path)"), &info), 0)
             XCTAssertEqual(info.st_mode & 0o7777, mode, path)
@@ -91,15 +97,17 @@ final class FormatTests: XCTestCase {
         let expected = source.map { line -> String in
             guard let arrow = line.range(of: " -> ") else { return line.replacingOccurrences(of: " x ", with: " ") }
             let target = Array(line[arrow.upperBound...].utf8)
-            return "\(line[..<arrow.lowerBound]) file \(target.count) \(StreamingHasher.digest(target, algorithm: .sha256).hex)"
+            return
+                "\(line[..<arrow.lowerBound]) file \(target.count) \(StreamingHasher.digest(target, algorithm: .sha256).hex)"
         }
         try assertUnpacks(bench.work("a.zip"), format: .zip, expected: expected)
         try assertUnpacks(bench.work("a.zip"), format: nil, expected: expected)
         // Written to a pipe, zip cannot go back to a member's header: its sizes follow the data (a data descriptor).
         try bench.run("sh", ["-c", "zip -q - pkg/README pkg/lib/data.bin | cat > ../piped.zip"], in: bench.work("src"))
         let piped = ["pkg/", "pkg/README", "pkg/lib/", "pkg/lib/data.bin"]
-        try assertUnpacks(bench.work("piped.zip"), format: .zip,
-                          expected: expected.filter { line in piped.contains { line == $0 || line.hasPrefix($0 + " ") } })
+        try assertUnpacks(
+            bench.work("piped.zip"), format: .zip,
+            expected: expected.filter { line in piped.contains { line == $0 || line.hasPrefix($0 + " ") } })
 
         let (tree, result) = try bench.unpackFile(bench.work("a.zip"), rules: UnpackRules(format: .zip))
         XCTAssertEqual(bench.tree(result)?.members.map(\.description), source)
@@ -115,8 +123,9 @@ final class FormatTests: XCTestCase {
             XCTAssertEqual(try bench.listing(of: tree), source)
 
             let (_, streamed) = try bench.unpack(bench.work("a.7z"), rules: UnpackRules(format: format))
-            XCTAssertEqual(bench.failure(streamed),
-                           "cannot unpack \"a.7z\": a 7z archive cannot be unpacked as it arrives: its index comes after its data")
+            XCTAssertEqual(
+                bench.failure(streamed),
+                "cannot unpack \"a.7z\": a 7z archive cannot be unpacked as it arrives: its index comes after its data")
         }
     }
 
@@ -129,7 +138,10 @@ final class FormatTests: XCTestCase {
             ("a.tar", .tarGzip, "cannot unpack \"a.tar\": not a tar.gz archive: not compressed"),
             ("a.tar.gz", .tarXz, "cannot unpack \"a.tar.gz\": not a tar.xz archive: Unrecognized archive format"),
             ("a.tar.gz", .tar, "cannot unpack \"a.tar.gz\": not a tar archive: Unrecognized archive format"),
-            ("a.tar.gz.gz", .tarGzip, "cannot unpack \"a.tar.gz.gz\": not a tar.gz archive: compressed with gzip inside gzip"),
+            (
+                "a.tar.gz.gz", .tarGzip,
+                "cannot unpack \"a.tar.gz.gz\": not a tar.gz archive: compressed with gzip inside gzip"
+            ),
             ("a.zip", .tarGzip, "cannot unpack \"a.zip\": not a tar.gz archive: Unrecognized archive format"),
             ("a.tar", .zip, "cannot unpack \"a.tar\": not a zip archive: Unrecognized archive format"),
         ]
@@ -140,8 +152,10 @@ final class FormatTests: XCTestCase {
         }
         try Data("just some text\n".utf8).write(to: URL(fileURLWithPath: bench.work("notes.txt")))
         let (_, unknown) = try bench.unpack(bench.work("notes.txt"))
-        XCTAssertEqual(bench.failure(unknown), "cannot unpack \"notes.txt\": not an archive haul reads (tar, tar.gz, tar.bz2, "
-                       + "tar.xz, tar.zst, zip, 7z): Unrecognized archive format")
+        XCTAssertEqual(
+            bench.failure(unknown),
+            "cannot unpack \"notes.txt\": not an archive haul reads (tar, tar.gz, tar.bz2, "
+                + "tar.xz, tar.zst, zip, 7z): Unrecognized archive format")
     }
 
     func testStripDropsLeadingComponentsAsTarCountsThem() throws {
@@ -154,8 +168,10 @@ final class FormatTests: XCTestCase {
 
         // One more, and bin/up's "../lib/data.bin" would leave the tree.
         let (_, deeper) = try bench.unpack(bench.work("dot.tar.gz"), rules: UnpackRules(strip: 3))
-        XCTAssertEqual(bench.failure(deeper), "cannot unpack \"dot.tar.gz\": member \"./pkg/bin/up\": it is a symlink to "
-                       + "\"../lib/data.bin\", outside the folder")
+        XCTAssertEqual(
+            bench.failure(deeper),
+            "cannot unpack \"dot.tar.gz\": member \"./pkg/bin/up\": it is a symlink to "
+                + "\"../lib/data.bin\", outside the folder")
     }
 
     /// Selection sees the stripped path; a folder is made when it is selected itself or holds a kept member.
@@ -187,6 +203,8 @@ final class FormatTests: XCTestCase {
 
         try bench.run("tar", ["--format=posix", "-cf", "pax-both.tar", "-C", "names", "caf\u{e9}", "cafe\u{301}"])
         let (_, twice) = try bench.unpack(bench.work("pax-both.tar"))
-        XCTAssertEqual(bench.failure(twice), "cannot unpack \"pax-both.tar\": member \"caf\u{e9}\": the archive holds this path twice")
+        XCTAssertEqual(
+            bench.failure(twice),
+            "cannot unpack \"pax-both.tar\": member \"caf\u{e9}\": the archive holds this path twice")
     }
 }

@@ -42,8 +42,10 @@ final class UnpackBench {
 
     /// Unpacks `archive` into a fresh tree, fed to `next` in chunks of `chunk` bytes; with `cutAt`, the body ends
     /// after that many bytes.
-    func unpack(_ archive: String, rules: UnpackRules = UnpackRules(), chunk: Int = 4096,
-                cutAt: Int? = nil) throws -> (tree: String, result: Result<UnpackedTree, UnpackFailure>) {
+    func unpack(
+        _ archive: String, rules: UnpackRules = UnpackRules(), chunk: Int = 4096,
+        cutAt: Int? = nil
+    ) throws -> (tree: String, result: Result<UnpackedTree, UnpackFailure>) {
         let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: archive)))
         let tree = try freshTree()
         let folder = try DirectoryHandle.opening(directory.path(tree))
@@ -61,19 +63,28 @@ final class UnpackBench {
     }
 
     /// Unpacks `archive` from the file itself (libarchive may seek).
-    func unpackFile(_ archive: String, rules: UnpackRules = UnpackRules()) throws
-        -> (tree: String, result: Result<UnpackedTree, UnpackFailure>) {
+    func unpackFile(
+        _ archive: String, rules: UnpackRules = UnpackRules()
+    ) throws
+        -> (tree: String, result: Result<UnpackedTree, UnpackFailure>)
+    {
         let tree = try freshTree()
         let folder = try DirectoryHandle.opening(directory.path(tree))
         let descriptor = open(archive, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw SetupFailure("cannot open \(archive)") }
         defer { close(descriptor) }
-        return (tree, Unpacker.unpack(archive: (archive as NSString).lastPathComponent, rules: rules, into: folder,
-                                      file: descriptor))
+        return (
+            tree,
+            Unpacker.unpack(
+                archive: (archive as NSString).lastPathComponent, rules: rules, into: folder,
+                file: descriptor)
+        )
     }
 
     /// The failure an unpack must end in, as its message.
-    func failure(_ result: Result<UnpackedTree, UnpackFailure>, file: StaticString = #filePath, line: UInt = #line) -> String? {
+    func failure(
+        _ result: Result<UnpackedTree, UnpackFailure>, file: StaticString = #filePath, line: UInt = #line
+    ) -> String? {
         switch result {
         case .success(let tree):
             XCTFail("unpacked although it should not have: \(tree.members)", file: file, line: line)
@@ -82,7 +93,9 @@ final class UnpackBench {
         }
     }
 
-    func tree(_ result: Result<UnpackedTree, UnpackFailure>, file: StaticString = #filePath, line: UInt = #line) -> UnpackedTree? {
+    func tree(
+        _ result: Result<UnpackedTree, UnpackFailure>, file: StaticString = #filePath, line: UInt = #line
+    ) -> UnpackedTree? {
         switch result {
         case .success(let tree): return tree
         case .failure(let failure):

@@ -55,9 +55,12 @@ final class ActionTests: XCTestCase {
         try directory.write("stage/\(folder)/bin/haul", Array(binary))
         XCTAssertEqual(chmod(directory.path("stage/\(folder)/bin/haul"), 0o755), 0)
         for name in ["LICENSE", "README.md"] {
-            try directory.write("stage/\(folder)/\(name)", Array(try XCTUnwrap(FileManager.default.contents(atPath: Self.repositoryRoot + "/" + name))))
+            try directory.write(
+                "stage/\(folder)/\(name)",
+                Array(try XCTUnwrap(FileManager.default.contents(atPath: Self.repositoryRoot + "/" + name))))
         }
-        let packed = try ProcessRunner.run("/bin/tar", ["-C", directory.path("stage"), "-czf", directory.path("release.tar.gz"), folder])
+        let packed = try ProcessRunner.run(
+            "/bin/tar", ["-C", directory.path("stage"), "-czf", directory.path("release.tar.gz"), folder])
         XCTAssertEqual(packed.exitCode, 0, packed.stderr)
         return try XCTUnwrap(directory.read("release.tar.gz"))
     }
@@ -65,8 +68,9 @@ final class ActionTests: XCTestCase {
     private func manifest(extra: String = "") -> String {
         var lines = ["version: 1", "root: assets", "files:"]
         for (destination, bytes) in files.sorted(by: { $0.key < $1.key }) {
-            lines.append("  - { url: \(server.url("/files/" + destination)), dest: \(destination), "
-                         + "sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }")
+            lines.append(
+                "  - { url: \(server.url("/files/" + destination)), dest: \(destination), "
+                    + "sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }")
         }
         return (lines + (extra.isEmpty ? [] : [extra])).joined(separator: "\n") + "\n"
     }
@@ -83,24 +87,33 @@ final class ActionTests: XCTestCase {
         let workspace = directory.path("\(name)/workspace")
         try directory.write("\(name)/workspace/haul.yaml", text)
         try directory.makeDirectory("\(name)/temp")
-        let arguments = [Self.repositoryRoot + "/Tests/Tools/action_runner.py", "--action", Self.repositoryRoot,
-                         "--workspace", workspace, "--temp", directory.path("\(name)/temp"),
-                         "--cache-store", directory.path("cache-store"), "--summary", directory.path("\(name)/summary.md"),
-                         "--repository", repository, "--server-url", server.baseURL,
-                         "--outputs", directory.path("\(name)/outputs.json")]
+        let arguments =
+            [
+                Self.repositoryRoot + "/Tests/Tools/action_runner.py", "--action", Self.repositoryRoot,
+                "--workspace", workspace, "--temp", directory.path("\(name)/temp"),
+                "--cache-store", directory.path("cache-store"), "--summary", directory.path("\(name)/summary.md"),
+                "--repository", repository, "--server-url", server.baseURL,
+                "--outputs", directory.path("\(name)/outputs.json"),
+            ]
             + inputs.sorted { $0.key < $1.key }.flatMap { ["--input", "\($0.key)=\($0.value)"] }
-        let result = try ProcessRunner.run("/usr/bin/python3", arguments, environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
-        let outputs = directory.read("\(name)/outputs.json").flatMap {
-            try? JSONSerialization.jsonObject(with: Data($0)) as? [String: String]
-        } ?? [:]
-        return Run(result: result, outputs: outputs, summary: String(decoding: directory.read("\(name)/summary.md") ?? [], as: UTF8.self))
+        let result = try ProcessRunner.run(
+            "/usr/bin/python3", arguments, environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
+        let outputs =
+            directory.read("\(name)/outputs.json").flatMap {
+                try? JSONSerialization.jsonObject(with: Data($0)) as? [String: String]
+            } ?? [:]
+        return Run(
+            result: result, outputs: outputs,
+            summary: String(decoding: directory.read("\(name)/summary.md") ?? [], as: UTF8.self))
     }
 
     private var fileRequests: [String] { server.requests.map(\.path).filter { $0.hasPrefix("/files/") } }
 
     func testFromNoHaulToAVerifiedSyncAndTheRestoredCacheServesTheNextRun() throws {
-        XCTAssertNotEqual(try ProcessRunner.run("/bin/sh", ["-c", "command -v haul"], environment: ["PATH": "/usr/bin:/bin"]).exitCode, 0,
-                          "no haul on the runner's PATH")
+        XCTAssertNotEqual(
+            try ProcessRunner.run("/bin/sh", ["-c", "command -v haul"], environment: ["PATH": "/usr/bin:/bin"])
+                .exitCode, 0,
+            "no haul on the runner's PATH")
         let first = try runAction("first", manifest: manifest(), inputs: ["version": version])
         XCTAssertEqual(first.result.exitCode, 0, first.result.stdout + first.result.stderr)
         for (destination, bytes) in files {
@@ -108,11 +121,14 @@ final class ActionTests: XCTestCase {
         }
         XCTAssertEqual(first.outputs["version"], version)
         XCTAssertEqual(first.outputs["exit-code"], "0")
-        XCTAssertEqual(first.outputs["haul-path"], directory.path("first/temp/haul/\(archiveName.dropLast(".tar.gz".count))/bin/haul"))
+        XCTAssertEqual(
+            first.outputs["haul-path"],
+            directory.path("first/temp/haul/\(archiveName.dropLast(".tar.gz".count))/bin/haul"))
         XCTAssertTrue(first.summary.hasPrefix("### haul sync haul\\.yaml\n"), first.summary)
         XCTAssertTrue(first.summary.contains("| 2 (4.9 KiB) | 0 | 0 | 0 | 0 | 0 |"), first.summary)
-        XCTAssertEqual(Set(server.requests.map(\.path)),
-                       Set(files.keys.map { "/files/" + $0 } + [releasePath(archiveName), releasePath("SHA256SUMS")]))
+        XCTAssertEqual(
+            Set(server.requests.map(\.path)),
+            Set(files.keys.map { "/files/" + $0 } + [releasePath(archiveName), releasePath("SHA256SUMS")]))
 
         // A fresh runner: haul installed again, the files from the restored content cache, not one file requested.
         server.resetLog()
@@ -128,13 +144,18 @@ final class ActionTests: XCTestCase {
 
     func testAFailingEntryIsAnnotatedOnItsLineAndFailsTheStep() throws {
         let text = manifest(extra: "  - { url: \(server.url("/files/missing.bin")), dest: missing.bin, retries: 0 }")
-        let run = try runAction("failing", manifest: text, inputs: ["source": server.url(releasePath(archiveName)), "args": "--progress none"])
+        let run = try runAction(
+            "failing", manifest: text,
+            inputs: ["source": server.url(releasePath(archiveName)), "args": "--progress none"])
         XCTAssertEqual(run.result.exitCode, 1, run.result.stderr)
-        XCTAssertTrue(run.result.stdout.contains("::error file=haul.yaml,line=6,col=5::missing.bin: \(server.url("/files/missing.bin")): HTTP 404\n"),
-                      run.result.stdout)
+        XCTAssertTrue(
+            run.result.stdout.contains(
+                "::error file=haul.yaml,line=6,col=5::missing.bin: \(server.url("/files/missing.bin")): HTTP 404\n"),
+            run.result.stdout)
         XCTAssertEqual(run.outputs["exit-code"], "1")
         XCTAssertTrue(run.summary.contains(#"| missing\.bin | 6 | "#), run.summary)
-        XCTAssertTrue(directory.read("failing/workspace/assets/models/b.bin") == files["models/b.bin"], "the rest synced")
+        XCTAssertTrue(
+            directory.read("failing/workspace/assets/models/b.bin") == files["models/b.bin"], "the rest synced")
     }
 
     func testAnArchiveThatDoesNotMatchItsSHA256SUMSIsRefusedBeforeHaulRuns() throws {
@@ -142,32 +163,42 @@ final class ActionTests: XCTestCase {
         sums.set(releasePath("SHA256SUMS"), Array("\(String(repeating: "0", count: 64))  \(archiveName)\n".utf8))
         let run = try runAction("tampered", manifest: manifest(), inputs: ["version": version])
         XCTAssertEqual(run.result.exitCode, 1, run.result.stderr)
-        XCTAssertTrue(run.result.stdout.contains("::error title=haul action::\(archiveName) does not match "
-                                                 + "\(server.url(releasePath("SHA256SUMS"))): its sha256 is "), run.result.stdout)
+        XCTAssertTrue(
+            run.result.stdout.contains(
+                "::error title=haul action::\(archiveName) does not match "
+                    + "\(server.url(releasePath("SHA256SUMS"))): its sha256 is "), run.result.stdout)
         XCTAssertEqual(fileRequests, [], "haul never ran")
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("tampered/temp/haul")), "nothing unpacked")
         XCTAssertNil(run.outputs["exit-code"].flatMap { $0.isEmpty ? nil : $0 })
 
         // A list that does not name the archive is refused too.
         sums.set(releasePath("SHA256SUMS"), Array("\(String(repeating: "0", count: 64))  other.tar.gz\n".utf8))
-        let unlisted = try runAction("unlisted", manifest: manifest(), inputs: ["source": server.url(releasePath(archiveName))])
+        let unlisted = try runAction(
+            "unlisted", manifest: manifest(), inputs: ["source": server.url(releasePath(archiveName))])
         XCTAssertEqual(unlisted.result.exitCode, 1)
-        XCTAssertTrue(unlisted.result.stdout.contains("::error title=haul action::\(server.url(releasePath("SHA256SUMS"))) lists no \(archiveName)"),
-                      unlisted.result.stdout)
+        XCTAssertTrue(
+            unlisted.result.stdout.contains(
+                "::error title=haul action::\(server.url(releasePath("SHA256SUMS"))) lists no \(archiveName)"),
+            unlisted.result.stdout)
         XCTAssertEqual(fileRequests, [])
     }
 
     func testAnArchiveOfAnotherVersionThanAskedIsRefused() throws {
-        let run = try runAction("other-version", manifest: manifest(),
-                                inputs: ["version": "9.9.9", "source": server.url(releasePath(archiveName))])
+        let run = try runAction(
+            "other-version", manifest: manifest(),
+            inputs: ["version": "9.9.9", "source": server.url(releasePath(archiveName))])
         XCTAssertEqual(run.result.exitCode, 1, run.result.stderr)
-        XCTAssertTrue(run.result.stdout.contains("::error title=haul action::the archive holds haul \(version), "
-                                                 + "not the version asked for, 9.9.9\n"), run.result.stdout)
+        XCTAssertTrue(
+            run.result.stdout.contains(
+                "::error title=haul action::the archive holds haul \(version), "
+                    + "not the version asked for, 9.9.9\n"), run.result.stdout)
         XCTAssertEqual(fileRequests, [], "haul never synced")
     }
 
     func testTheRunnerRefusesAnExpressionItDoesNotKnow() throws {
-        try directory.write("odd/action.yml", """
+        try directory.write(
+            "odd/action.yml",
+            """
             runs:
               using: composite
               steps:
@@ -175,11 +206,15 @@ final class ActionTests: XCTestCase {
                   run: echo ${{ secrets.TOKEN }}
             """)
         try directory.makeDirectory("odd/temp")
-        let result = try ProcessRunner.run("/usr/bin/python3", [Self.repositoryRoot + "/Tests/Tools/action_runner.py",
-                                                                "--action", directory.path("odd"), "--workspace", directory.path("odd"),
-                                                                "--temp", directory.path("odd/temp"), "--cache-store", directory.path("odd/store"),
-                                                                "--summary", directory.path("odd/summary.md")],
-                                           environment: ["PATH": "/usr/bin:/bin"])
+        let result = try ProcessRunner.run(
+            "/usr/bin/python3",
+            [
+                Self.repositoryRoot + "/Tests/Tools/action_runner.py",
+                "--action", directory.path("odd"), "--workspace", directory.path("odd"),
+                "--temp", directory.path("odd/temp"), "--cache-store", directory.path("odd/store"),
+                "--summary", directory.path("odd/summary.md"),
+            ],
+            environment: ["PATH": "/usr/bin:/bin"])
         XCTAssertEqual(result.exitCode, 2)
         XCTAssertEqual(result.stderr, "action_runner: unsupported context: secrets.TOKEN\n")
     }
@@ -189,19 +224,24 @@ final class ActionTests: XCTestCase {
     private func runGitLabJob(_ name: String, source: String) throws -> ProcessResult {
         let pipeline = try YAMLValue.read(Self.repositoryRoot + "/examples/gitlab-ci/.gitlab-ci.yml")
         let include = try XCTUnwrap(pipeline["include"]?.items.first)
-        XCTAssertTrue(include["component"]?.text?.hasSuffix("/haul/haul@0.1.0") == true, "the component named by its project")
+        XCTAssertTrue(
+            include["component"]?.text?.hasSuffix("/haul/haul@0.1.0") == true, "the component named by its project")
         XCTAssertEqual(pipeline["sync-assets"]?["extends"]?.text, ".haul-sync")
         let inputs = try XCTUnwrap(include["inputs"])
         let manifestPath = try XCTUnwrap(inputs["manifest"]?.text)
         let arguments = try XCTUnwrap(inputs["args"]?.text)
         XCTAssertTrue(arguments.contains("--shard $CI_NODE_INDEX/$CI_NODE_TOTAL"), arguments)
         try directory.write("\(name)/\(manifestPath)", manifest())
-        return try ProcessRunner.run("/usr/bin/python3", [
-            Self.repositoryRoot + "/Tests/Tools/gitlab_job_runner.py", "--template", Self.repositoryRoot + "/templates/haul.yml",
-            "--job", ".haul-sync", "--project", directory.path(name), "--cache-store", directory.path("gitlab-cache"),
-            "--input", "source=\(source)", "--input", "manifest=\(manifestPath)", "--input", "args=\(arguments)",
-            "--variable", "CI_NODE_INDEX=1", "--variable", "CI_NODE_TOTAL=1",
-        ], environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
+        return try ProcessRunner.run(
+            "/usr/bin/python3",
+            [
+                Self.repositoryRoot + "/Tests/Tools/gitlab_job_runner.py", "--template",
+                Self.repositoryRoot + "/templates/haul.yml",
+                "--job", ".haul-sync", "--project", directory.path(name), "--cache-store",
+                directory.path("gitlab-cache"),
+                "--input", "source=\(source)", "--input", "manifest=\(manifestPath)", "--input", "args=\(arguments)",
+                "--variable", "CI_NODE_INDEX=1", "--variable", "CI_NODE_TOTAL=1",
+            ], environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
     }
 
     func testTheGitLabComponentInstallsTheReleaseAndItsCacheServesTheNextPipeline() throws {
@@ -224,11 +264,14 @@ final class ActionTests: XCTestCase {
     }
 
     func testTheGitLabComponentRefusesAnArchiveThatDoesNotMatchItsSHA256SUMS() throws {
-        try XCTUnwrap(server.files).set(releasePath("SHA256SUMS"), Array("\(String(repeating: "0", count: 64))  \(archiveName)\n".utf8))
+        try XCTUnwrap(server.files).set(
+            releasePath("SHA256SUMS"), Array("\(String(repeating: "0", count: 64))  \(archiveName)\n".utf8))
         let run = try runGitLabJob("tampered", source: server.url(releasePath(archiveName)))
         XCTAssertEqual(run.exitCode, 1, run.stdout)
-        XCTAssertTrue(run.stderr.contains("haul: \(archiveName) does not match \(server.url(releasePath("SHA256SUMS"))): its sha256 is "),
-                      run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains(
+                "haul: \(archiveName) does not match \(server.url(releasePath("SHA256SUMS"))): its sha256 is "),
+            run.stderr)
         XCTAssertEqual(fileRequests, [], "haul never ran")
     }
 }

@@ -16,8 +16,6 @@ final class AddCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
-
     private func manifestText(_ name: String = "haul.yaml") -> String? {
         directory.read(name).map { String(decoding: $0, as: UTF8.self) }
     }
@@ -53,15 +51,20 @@ final class AddCommandTests: XCTestCase {
         chmod(directory.path("haul.yaml"), 0o640)
 
         try directory.makeDirectory("tmp")
-        let add = try directory.haul(["add", server.url("/v1/data.bin")], environment: ["TMPDIR": directory.path("tmp")])
+        let add = try directory.haul(
+            ["add", server.url("/v1/data.bin")], environment: ["TMPDIR": directory.path("tmp")])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
-        XCTAssertEqual(add.stdout, """
+        XCTAssertEqual(
+            add.stdout,
+            """
             Added data.bin (4.0 KiB, sha256 \(sha256(body).prefix(12))…) to haul.yaml as files[1], line 11.
             Placed out/data.bin; the next sync makes no request for it.
 
             """)
-        XCTAssertEqual(manifestText(), """
+        XCTAssertEqual(
+            manifestText(),
+            """
             # Build inputs. Run `haul sync` after editing.
             version: 1
             root: out   # relative to this file
@@ -93,21 +96,28 @@ final class AddCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/data.bin"), body)
         XCTAssertEqual(directory.read("out/old.txt"), other)
-        XCTAssertEqual(server.requests(path: "/v1/data.bin").count, 1, "the sync after add makes no request for its file")
+        XCTAssertEqual(
+            server.requests(path: "/v1/data.bin").count, 1, "the sync after add makes no request for its file")
     }
 
     func testAddCreatesAMissingManifest() throws {
         let server = try serve()
         defer { server.stop() }
 
-        let add = try directory.haul(["add", server.url("/v1/data.bin"), "--dest", "inputs//data.bin", "--manifest", "assets.yaml"])
+        let add = try directory.haul([
+            "add", server.url("/v1/data.bin"), "--dest", "inputs//data.bin", "--manifest", "assets.yaml",
+        ])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
-        XCTAssertEqual(add.stdout, """
+        XCTAssertEqual(
+            add.stdout,
+            """
             Created assets.yaml with inputs/data.bin (4.0 KiB, sha256 \(sha256(body).prefix(12))…) as files[0], line 3.
             Placed inputs/data.bin; the next sync makes no request for it.
 
             """)
-        XCTAssertEqual(manifestText("assets.yaml"), """
+        XCTAssertEqual(
+            manifestText("assets.yaml"),
+            """
             version: 1
             files:
               - url: \(server.url("/v1/data.bin"))
@@ -130,7 +140,9 @@ final class AddCommandTests: XCTestCase {
         let add = try directory.haul(["add", "--print", server.url("/v1/data.bin"), "--dest", "yes"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
-        XCTAssertEqual(add.stdout, """
+        XCTAssertEqual(
+            add.stdout,
+            """
             - url: \(server.url("/v1/data.bin"))
               dest: "yes"
               sha256: \(sha256(body))
@@ -173,14 +185,17 @@ final class AddCommandTests: XCTestCase {
 
         let add = try directory.haul(["add", server.url("/data.bin")])
         XCTAssertEqual(add.exitCode, 1)
-        XCTAssertEqual(add.stderr,
-                       "error: haul.yaml changed while haul add was downloading; it was not modified (run haul add again)\n")
+        XCTAssertEqual(
+            add.stderr,
+            "error: haul.yaml changed while haul add was downloading; it was not modified (run haul add again)\n")
         XCTAssertEqual(manifestText(), edited)
     }
 
     func testSIGINTDuringTheDownloadExits130LeavingNothingBehind() throws {
         let served = body
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(served).with(fault: .stallAfter(bytes: 1_000, seconds: 20)) }
+        let server = try LoopbackHTTPServer { _ in
+            ServerResponse.ok(served).with(fault: .stallAfter(bytes: 1_000, seconds: 20))
+        }
         defer { server.stop() }
         let original = "version: 1\nfiles: []\n"
         try directory.write("haul.yaml", original)
@@ -217,7 +232,9 @@ final class AddCommandTests: XCTestCase {
 
         let add = try directory.haul(["add", server.url("/v1/data.bin"), "--dest", "./old.txt"])
         XCTAssertEqual(add.exitCode, 3)
-        XCTAssertEqual(add.stderr, """
+        XCTAssertEqual(
+            add.stderr,
+            """
             haul.yaml:8:11: error: files[0].dest: "old.txt" is already the destination of files[0]
             hint: to pin it anew from its own url, run "haul add --update old.txt"; or choose another destination with --dest
 
@@ -234,8 +251,10 @@ final class AddCommandTests: XCTestCase {
 
         let add = try directory.haul(["add", server.url("/v1/data.bin"), "--dest", "old.txt/data.bin"])
         XCTAssertEqual(add.exitCode, 3)
-        XCTAssertEqual(add.stderr, "error: files[1].dest: \"old.txt/data.bin\" would be inside \"old.txt\", which is the "
-                       + "destination of files[0] (line 8)\n")
+        XCTAssertEqual(
+            add.stderr,
+            "error: files[1].dest: \"old.txt/data.bin\" would be inside \"old.txt\", which is the "
+                + "destination of files[0] (line 8)\n")
         XCTAssertEqual(manifestText(), original)
         XCTAssertEqual(server.requests.count, 0)
     }
@@ -248,7 +267,9 @@ final class AddCommandTests: XCTestCase {
 
         let add = try directory.haul(["add", server.url("/v1/data.bin")])
         XCTAssertEqual(add.exitCode, 3)
-        XCTAssertEqual(add.stderr, """
+        XCTAssertEqual(
+            add.stderr,
+            """
             haul.yaml:3:5: error: files[0]: missing required key "dest"
             haul.yaml:4:5: error: files[0].dset: unknown key "dset"; did you mean "dest"?
 
@@ -264,8 +285,10 @@ final class AddCommandTests: XCTestCase {
 
         let add = try directory.haul(["add", server.url("/v1/old.txt"), "--dest", "copy/old.txt"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
-        XCTAssertEqual(add.stderr, "warning: haul.yaml:7:10: files[0] (dest \"old.txt\") already fetches "
-                       + "\(server.url("/v1/old.txt")); adding another entry for it\n")
+        XCTAssertEqual(
+            add.stderr,
+            "warning: haul.yaml:7:10: files[0] (dest \"old.txt\") already fetches "
+                + "\(server.url("/v1/old.txt")); adding another entry for it\n")
         XCTAssertTrue(manifestText()?.contains("    dest: copy/old.txt\n") ?? false)
     }
 
@@ -277,16 +300,19 @@ final class AddCommandTests: XCTestCase {
         let add = try directory.haul(["add", template], environment: ["ASSET_PORT": String(server.port)])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertFalse(add.stdout.contains("s3cret") || add.stderr.contains("s3cret"))
-        XCTAssertEqual(manifestText()?.split(separator: "\n").dropFirst(2).first, "  - url: \(template)",
-                       "the manifest gets the reference, not the port it expanded to")
+        XCTAssertEqual(
+            manifestText()?.split(separator: "\n").dropFirst(2).first, "  - url: \(template)",
+            "the manifest gets the reference, not the port it expanded to")
 
         // The manifest is validated as sync would validate it, in this environment.
         let missing = "http://user:s3cret@127.0.0.1:\(server.port)/v1/missing.bin"
         let unset = try directory.haul(["add", missing, "--dest", "m.bin"])
         XCTAssertEqual(unset.exitCode, 3)
-        XCTAssertEqual(unset.stderr, "haul.yaml:3:10: error: files[0].url: environment variable ASSET_PORT is not set\n")
+        XCTAssertEqual(
+            unset.stderr, "haul.yaml:3:10: error: files[0].url: environment variable ASSET_PORT is not set\n")
 
-        let failing = try directory.haul(["add", missing, "--dest", "m.bin"], environment: ["ASSET_PORT": String(server.port)])
+        let failing = try directory.haul(
+            ["add", missing, "--dest", "m.bin"], environment: ["ASSET_PORT": String(server.port)])
         XCTAssertEqual(failing.exitCode, 1)
         XCTAssertEqual(failing.stderr, "error: http://***@127.0.0.1:\(server.port)/v1/missing.bin: HTTP 404\n")
 
@@ -298,11 +324,14 @@ final class AddCommandTests: XCTestCase {
     func testUnusableURLOrDestinationIsAUsageError() throws {
         let noName = try directory.haul(["add", "https://example.com/"])
         XCTAssertEqual(noName.exitCode, 64)
-        XCTAssertEqual(noName.stderr,
-                       "error: URL \"https://example.com/\" has no file name at the end of its path; choose a destination with --dest\n")
+        XCTAssertEqual(
+            noName.stderr,
+            "error: URL \"https://example.com/\" has no file name at the end of its path; choose a destination with --dest\n"
+        )
         let escaping = try directory.haul(["add", "https://example.com/a.bin", "--dest", "../a.bin"])
         XCTAssertEqual(escaping.exitCode, 64)
-        XCTAssertEqual(escaping.stderr, "error: destination \"../a.bin\" contains \"..\"; destinations must stay inside root\n")
+        XCTAssertEqual(
+            escaping.stderr, "error: destination \"../a.bin\" contains \"..\"; destinations must stay inside root\n")
         XCTAssertEqual(directory.list(), [], "nothing is created")
     }
 }

@@ -33,8 +33,12 @@ final class AddExtractTests: XCTestCase {
         try work.write("src/sdk-1.2/bin/tool", "#!/bin/sh\necho tool\n")
         XCTAssertEqual(chmod(work.path("src/sdk-1.2/bin/tool"), 0o755), 0)
         XCTAssertEqual(symlink("README", work.path("src/sdk-1.2/LICENSE")), 0)
-        let tar = try ProcessRunner.run("/usr/bin/tar", ["-C", work.path("src"), "--sort=name", "--owner=0", "--group=0",
-                                                         "-czf", work.path(name), "sdk-1.2"])
+        let tar = try ProcessRunner.run(
+            "/usr/bin/tar",
+            [
+                "-C", work.path("src"), "--sort=name", "--owner=0", "--group=0",
+                "-czf", work.path(name), "sdk-1.2",
+            ])
         XCTAssertEqual(tar.exitCode, 0, tar.stderr)
         return try XCTUnwrap(work.read(name))
     }
@@ -44,7 +48,8 @@ final class AddExtractTests: XCTestCase {
         guard access("/usr/bin/nix", X_OK) == 0 else {
             throw Capability.unavailable("Debian's nix-bin is not installed (scripts/setup-debian.sh installs it)")
         }
-        let result = try ProcessRunner.run("/usr/bin/nix", ["--extra-experimental-features", "nix-command", "hash", "path", path])
+        let result = try ProcessRunner.run(
+            "/usr/bin/nix", ["--extra-experimental-features", "nix-command", "hash", "path", path])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -65,9 +70,13 @@ final class AddExtractTests: XCTestCase {
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
         XCTAssertTrue(add.stdout.hasPrefix("Created haul.yaml with sdk-1.2 ("), add.stdout)
-        XCTAssertTrue(add.stdout.contains("sha256 \(sha256(archive).prefix(12))…, tree \(tree.prefix(19))…) as files[0], line 3.\n"
-                                          + "Placed sdk-1.2; the next sync makes no request for it.\n"), add.stdout)
-        XCTAssertEqual(manifestText(), """
+        XCTAssertTrue(
+            add.stdout.contains(
+                "sha256 \(sha256(archive).prefix(12))…, tree \(tree.prefix(19))…) as files[0], line 3.\n"
+                    + "Placed sdk-1.2; the next sync makes no request for it.\n"), add.stdout)
+        XCTAssertEqual(
+            manifestText(),
+            """
             version: 1
             files:
               - url: \(url)
@@ -106,9 +115,12 @@ final class AddExtractTests: XCTestCase {
         defer { server.stop() }
         let url = server.url("/sdk-1.2.tar.gz")
 
-        let printed = try directory.haul(["add", "--extract", "--strip", "1", "--print", url], environment: environment)
+        let printed = try directory.haul(
+            ["add", "--extract", "--strip", "1", "--print", url], environment: environment)
         XCTAssertEqual(printed.exitCode, 0, printed.stderr)
-        XCTAssertEqual(printed.stdout, """
+        XCTAssertEqual(
+            printed.stdout,
+            """
             - url: \(url)
               dest: sdk-1.2
               sha256: \(sha256(archive))
@@ -120,11 +132,14 @@ final class AddExtractTests: XCTestCase {
             """)
         XCTAssertFalse(directory.exists("haul.yaml"))
 
-        let add = try directory.haul(["add", "--extract", "--strip", "1", url, "--dest", "tools/sdk/"], environment: environment)
+        let add = try directory.haul(
+            ["add", "--extract", "--strip", "1", url, "--dest", "tools/sdk/"], environment: environment)
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(pinnedTree(manifestText()), stripped)
-        XCTAssertTrue(manifestText()?.contains("    dest: tools/sdk\n    sha256: \(sha256(archive))\n    size: \(archive.count)\n"
-                                                + "    extract:\n      strip: 1\n      tree: \(stripped)\n") == true, manifestText() ?? "")
+        XCTAssertTrue(
+            manifestText()?.contains(
+                "    dest: tools/sdk\n    sha256: \(sha256(archive))\n    size: \(archive.count)\n"
+                    + "    extract:\n      strip: 1\n      tree: \(stripped)\n") == true, manifestText() ?? "")
         XCTAssertEqual(directory.read("tools/sdk/README"), Array("hello\n".utf8))
         XCTAssertEqual(try nixHash(directory.path("tools/sdk")), stripped)
 
@@ -140,7 +155,8 @@ final class AddExtractTests: XCTestCase {
         XCTAssertTrue(strip.stderr.contains("--strip and --format go with --extract"), strip.stderr)
         let format = try directory.haul(["add", "--extract", "--format", "rar", "http://127.0.0.1:9/a"])
         XCTAssertEqual(format.exitCode, 64)
-        XCTAssertTrue(format.stderr.contains("expected one of tar, tar.gz, tar.bz2, tar.xz, tar.zst, zip, 7z"), format.stderr)
+        XCTAssertTrue(
+            format.stderr.contains("expected one of tar, tar.gz, tar.bz2, tar.xz, tar.zst, zip, 7z"), format.stderr)
         XCTAssertFalse(directory.exists("haul.yaml"))
     }
 
@@ -148,17 +164,21 @@ final class AddExtractTests: XCTestCase {
         let archive = try packSDK()
         let server = try LoopbackHTTPServer(files: ["/download/latest": archive])
         defer { server.stop() }
-        let add = try directory.haul(["add", "--extract", "--format", "tar.gz", server.url("/download/latest"), "--dest", "sdk"],
-                                     environment: environment)
+        let add = try directory.haul(
+            ["add", "--extract", "--format", "tar.gz", server.url("/download/latest"), "--dest", "sdk"],
+            environment: environment)
         XCTAssertEqual(add.exitCode, 0, add.stderr)
-        XCTAssertTrue(manifestText()?.contains("    extract:\n      format: tar.gz\n      tree: \(try nixHash(work.path("src")))\n") == true,
-                      manifestText() ?? "")
+        XCTAssertTrue(
+            manifestText()?.contains(
+                "    extract:\n      format: tar.gz\n      tree: \(try nixHash(work.path("src")))\n") == true,
+            manifestText() ?? "")
         XCTAssertEqual(directory.read("sdk/sdk-1.2/README"), Array("hello\n".utf8))
     }
 
     /// A tar crafted member by member with Python's tarfile: `members` are (name, bytes) pairs.
     private func craftTar(_ name: String, _ members: [(String, String)]) throws -> [UInt8] {
-        let list = members.map { "(\(String(reflecting: $0.0)), \(String(reflecting: $0.1)).encode())" }.joined(separator: ", ")
+        let list = members.map { "(\(String(reflecting: $0.0)), \(String(reflecting: $0.1)).encode())" }.joined(
+            separator: ", ")
         let script = """
             import io, sys, tarfile
             with tarfile.open(sys.argv[1], 'w:gz', format=tarfile.GNU_FORMAT) as archive:
@@ -176,14 +196,19 @@ final class AddExtractTests: XCTestCase {
         let climbing = try craftTar("climb.tar.gz", [("ok.txt", "fine\n"), ("../escape.txt", "outside\n")])
         let absolute = try craftTar("absolute.tar.gz", [("/tmp/owned.txt", "outside\n")])
         let garbage = Array("this is not an archive at all\n".utf8)
-        let server = try LoopbackHTTPServer(files: ["/climb.tar.gz": climbing, "/absolute.tar.gz": absolute, "/garbage.tar.gz": garbage])
+        let server = try LoopbackHTTPServer(files: [
+            "/climb.tar.gz": climbing, "/absolute.tar.gz": absolute, "/garbage.tar.gz": garbage,
+        ])
         defer { server.stop() }
         let original = "# inputs\nversion: 1\nfiles: []   # none yet\n"
         try directory.write("haul.yaml", original)
 
         let cases = [
             ("/climb.tar.gz", "member \"../escape.txt\": its name contains \"..\", which could leave the folder"),
-            ("/absolute.tar.gz", "member \"/tmp/owned.txt\": its name is absolute; members are unpacked inside the folder"),
+            (
+                "/absolute.tar.gz",
+                "member \"/tmp/owned.txt\": its name is absolute; members are unpacked inside the folder"
+            ),
         ]
         for (path, reason) in cases {
             let add = try directory.haul(["add", "--extract", server.url(path)], environment: environment)
@@ -192,9 +217,12 @@ final class AddExtractTests: XCTestCase {
             XCTAssertEqual(add.stdout, "")
             XCTAssertEqual(manifestText(), original, path)
         }
-        let unreadable = try directory.haul(["add", "--extract", server.url("/garbage.tar.gz")], environment: environment)
+        let unreadable = try directory.haul(
+            ["add", "--extract", server.url("/garbage.tar.gz")], environment: environment)
         XCTAssertEqual(unreadable.exitCode, 1)
-        XCTAssertTrue(unreadable.stderr.hasPrefix("error: cannot unpack \"\(server.url("/garbage.tar.gz"))\": "), unreadable.stderr)
+        XCTAssertTrue(
+            unreadable.stderr.hasPrefix("error: cannot unpack \"\(server.url("/garbage.tar.gz"))\": "),
+            unreadable.stderr)
         XCTAssertEqual(manifestText(), original)
         XCTAssertEqual(directory.list().sorted(), ["haul.yaml", "tmp"], "no folder was made for any of them")
         XCTAssertEqual(directory.list("tmp"), [], "nothing unpacked is left in add's own folder")
@@ -213,7 +241,8 @@ final class AddExtractTests: XCTestCase {
 
         let unchanged = try directory.haul(["add", "--update", "sdk-1.2"], environment: environment)
         XCTAssertEqual(unchanged.exitCode, 0, unchanged.stderr)
-        XCTAssertTrue(unchanged.stdout.hasPrefix("files[0] (sdk-1.2) is already pinned to what \(url) serves"), unchanged.stdout)
+        XCTAssertTrue(
+            unchanged.stdout.hasPrefix("files[0] (sdk-1.2) is already pinned to what \(url) serves"), unchanged.stdout)
         XCTAssertEqual(manifestText(), before)
 
         let changed = try packSDK(readme: "hello again\n")
@@ -222,7 +251,9 @@ final class AddExtractTests: XCTestCase {
         let update = try directory.haul(["add", "--update", "sdk-1.2/"], environment: environment)
         XCTAssertEqual(update.exitCode, 0, update.stderr)
         XCTAssertTrue(update.stdout.contains(", tree \(tree.prefix(19))…"), update.stdout)
-        XCTAssertEqual(manifestText(), """
+        XCTAssertEqual(
+            manifestText(),
+            """
             version: 1
             files:
               - url: \(url)
@@ -241,8 +272,10 @@ final class AddExtractTests: XCTestCase {
         // A digest given cannot pin the tree the archive unpacks to.
         let given = try directory.haul(["add", "--update", "sdk-1.2", "--sha256", sha256(changed)])
         XCTAssertEqual(given.exitCode, 64)
-        XCTAssertEqual(given.stderr, "error: files[0] (sdk-1.2) pins the tree its archive unpacks to; --update downloads the "
-                       + "archive to pin both (give no --sha256)\n")
+        XCTAssertEqual(
+            given.stderr,
+            "error: files[0] (sdk-1.2) pins the tree its archive unpacks to; --update downloads the "
+                + "archive to pin both (give no --sha256)\n")
         XCTAssertEqual(directory.list("tmp"), [])
     }
 }

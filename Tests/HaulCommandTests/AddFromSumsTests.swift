@@ -42,8 +42,9 @@ final class AddFromSumsTests: XCTestCase {
         let add = try directory.haul(["add", "--from-sums", server.url("/v2/SHA256SUMS")])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(server.requests.map(\.path), ["/v2/SHA256SUMS"], "the files themselves are not downloaded")
-        XCTAssertTrue(add.stdout.contains("Added docs/manual v2.zip (sha256 \(hex(docs).prefix(12))…) to haul.yaml as files[1]"),
-                      add.stdout)
+        XCTAssertTrue(
+            add.stdout.contains("Added docs/manual v2.zip (sha256 \(hex(docs).prefix(12))…) to haul.yaml as files[1]"),
+            add.stdout)
         XCTAssertTrue(manifestText.contains("url: \(server.url("/v2/docs/manual%20v2.zip"))"), manifestText)
         XCTAssertTrue(manifestText.contains("sha256: \(hex(notes))"), manifestText)
         XCTAssertFalse(manifestText.contains("size:"), "a list gives no size: \(manifestText)")
@@ -80,15 +81,19 @@ final class AddFromSumsTests: XCTestCase {
             \(hex(tool))  tool-linux.tar.gz
             -----BEGIN PGP SIGNATURE-----
             """
-        let server = try release(lists: ["SHA256SUMS": sums, "SHA1SUMS": "\(hex(tool, .sha1))  tool-linux.tar.gz\n",
-                                         "ESCAPES": "\(hex(tool))  ../outside.tar.gz\n"])
+        let server = try release(lists: [
+            "SHA256SUMS": sums, "SHA1SUMS": "\(hex(tool, .sha1))  tool-linux.tar.gz\n",
+            "ESCAPES": "\(hex(tool))  ../outside.tar.gz\n",
+        ])
         defer { server.stop() }
         let original = "version: 1\nfiles: []\n"
         try directory.write("haul.yaml", original)
 
         let refused = try directory.haul(["add", "--from-sums", server.url("/v2/SHA256SUMS")])
         XCTAssertEqual(refused.exitCode, 3, refused.stderr)
-        XCTAssertTrue(refused.stderr.hasPrefix("\(server.url("/v2/SHA256SUMS")):2: error: expected \"HEX  NAME\""), refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.hasPrefix("\(server.url("/v2/SHA256SUMS")):2: error: expected \"HEX  NAME\""), refused.stderr
+        )
         XCTAssertTrue(refused.stderr.contains("haul.yaml was not modified"), refused.stderr)
         XCTAssertEqual(manifestText, original)
 
@@ -107,7 +112,9 @@ final class AddFromSumsTests: XCTestCase {
         defer { server.stop() }
         let add = try directory.haul(["add", server.url("/v2/tool-linux.tar.gz"), server.url("/v2/NOTES.txt")])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
-        XCTAssertEqual(add.stdout, """
+        XCTAssertEqual(
+            add.stdout,
+            """
             Created haul.yaml with tool-linux.tar.gz (12 B, sha256 \(hex(tool).prefix(12))…) as files[0], line 3.
             Added NOTES.txt (14 B, sha256 \(hex(notes).prefix(12))…) to haul.yaml as files[1], line 7.
             Placed tool-linux.tar.gz, NOTES.txt; the next sync makes no request for them.
@@ -124,7 +131,9 @@ final class AddFromSumsTests: XCTestCase {
         XCTAssertEqual(manifestText, before, "one refused entry leaves the manifest as it was")
         XCTAssertTrue(server.requests.isEmpty, "refused before any download")
 
-        let usage = try directory.haul(["add", server.url("/v2/NOTES.txt"), server.url("/v2/tool-linux.tar.gz"), "--dest", "x"])
+        let usage = try directory.haul([
+            "add", server.url("/v2/NOTES.txt"), server.url("/v2/tool-linux.tar.gz"), "--dest", "x",
+        ])
         XCTAssertEqual(usage.exitCode, 64, usage.stderr)
         XCTAssertTrue(usage.stderr.contains("--dest names one file"), usage.stderr)
     }
@@ -144,10 +153,14 @@ final class AddFromSumsTests: XCTestCase {
 
         // The release is rebuilt: the tool's digest changes, and a new file is listed.
         let rebuilt: [UInt8] = Array("tool binary, rebuilt\n".utf8)
-        server.files?.set("/v2/SHA256SUMS", Array("\(hex(rebuilt))  tool-linux.tar.gz\n\(hex(notes))  NOTES.txt\n\(hex(docs))  docs.zip\n".utf8))
+        server.files?.set(
+            "/v2/SHA256SUMS",
+            Array("\(hex(rebuilt))  tool-linux.tar.gz\n\(hex(notes))  NOTES.txt\n\(hex(docs))  docs.zip\n".utf8))
         let refused = try directory.haul(["add", "--from-sums", list])
         XCTAssertEqual(refused.exitCode, 3, refused.stderr)
-        XCTAssertEqual(refused.stderr, """
+        XCTAssertEqual(
+            refused.stderr,
+            """
             error: haul.yaml:3:5: files[0] (tool-linux.tar.gz) is pinned to sha256 \(hex(tool).prefix(12))…; the list now says \
             sha256 \(hex(rebuilt).prefix(12))…
             hint: run "haul add --from-sums \(list) --update-all" to pin it anew; haul.yaml was not modified
@@ -157,14 +170,17 @@ final class AddFromSumsTests: XCTestCase {
 
         let updated = try directory.haul(["add", "--from-sums", list, "--update-all"])
         XCTAssertEqual(updated.exitCode, 0, updated.stderr)
-        XCTAssertEqual(updated.stdout, """
+        XCTAssertEqual(
+            updated.stdout,
+            """
             1 already pinned: NOTES.txt.
             Updated files[0] (tool-linux.tar.gz) in haul.yaml, line 3: sha256 \(hex(tool).prefix(12))… → sha256 \(hex(rebuilt).prefix(12))….
             Added docs.zip (sha256 \(hex(docs).prefix(12))…) to haul.yaml as files[2], line 9.
             Run "haul sync" to put them in place.
 
             """)
-        XCTAssertTrue(manifestText.hasPrefix(first.replacingOccurrences(of: hex(tool), with: hex(rebuilt))), manifestText)
+        XCTAssertTrue(
+            manifestText.hasPrefix(first.replacingOccurrences(of: hex(tool), with: hex(rebuilt))), manifestText)
         XCTAssertTrue(manifestText.contains("dest: docs.zip"), manifestText)
 
         // An entry that pins a size (added from its URL) cannot take a digest alone: the old size would stay.
@@ -173,7 +189,9 @@ final class AddFromSumsTests: XCTestCase {
         server.files?.set("/v2/SHA256SUMS", Array("\(hex(tool))  NOTES.txt\n".utf8))
         let withSize = try directory.haul(["add", "--from-sums", list, "--update-all"])
         XCTAssertEqual(withSize.exitCode, 3, withSize.stderr)
-        XCTAssertEqual(withSize.stderr, """
+        XCTAssertEqual(
+            withSize.stderr,
+            """
             error: haul.yaml:6:5: files[1] (NOTES.txt) pins a size, which the list does not give; run \
             "haul add --update NOTES.txt" to download it and pin both
             haul.yaml was not modified
@@ -197,7 +215,8 @@ final class AddFromSumsTests: XCTestCase {
         XCTAssertTrue(manifestText.contains("dest: vendor/v2/NOTES.txt"), manifestText)
         let again = try directory.haul(["add", "--from-sums", list, "--dest", "vendor/v2/"])
         XCTAssertEqual(again.exitCode, 0, again.stderr)
-        XCTAssertTrue(again.stdout.hasPrefix("2 already pinned: vendor/v2/tool-linux.tar.gz, vendor/v2/NOTES.txt."), again.stdout)
+        XCTAssertTrue(
+            again.stdout.hasPrefix("2 already pinned: vendor/v2/tool-linux.tar.gz, vendor/v2/NOTES.txt."), again.stdout)
 
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         XCTAssertEqual(directory.read("vendor/v2/tool-linux.tar.gz"), tool)
@@ -214,17 +233,21 @@ final class AddHeadersTests: XCTestCase {
             request.header("Authorization") == "Bearer t0ken-from-env" ? .ok(bytes) : .status(401)
         }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             defaults:
               headers: {Authorization: "Bearer ${ASSETS_TOKEN}", X-Team: blue}
             files: []
             """)
-        let add = try directory.haul(["add", server.url("/a.bin"), "-H", "X-Team: red"], environment: ["ASSETS_TOKEN": "t0ken-from-env"])
+        let add = try directory.haul(
+            ["add", server.url("/a.bin"), "-H", "X-Team: red"], environment: ["ASSETS_TOKEN": "t0ken-from-env"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(server.requests.map { $0.header("X-Team") }, ["red"], "-H wins over defaults")
         XCTAssertFalse((add.stdout + add.stderr).contains("t0ken-from-env"))
-        XCTAssertTrue(String(decoding: directory.read("haul.yaml") ?? [], as: UTF8.self).contains("sha256: \(sha256(bytes))"))
+        XCTAssertTrue(
+            String(decoding: directory.read("haul.yaml") ?? [], as: UTF8.self).contains("sha256: \(sha256(bytes))"))
 
         let refused = try directory.haul(["add", server.url("/b.bin")], environment: ["ASSETS_TOKEN": "wrong"])
         XCTAssertEqual(refused.exitCode, 1, refused.stderr)

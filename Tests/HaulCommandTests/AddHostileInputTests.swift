@@ -20,8 +20,9 @@ final class AddHostileInputTests: XCTestCase {
 
     /// `haul` with `arguments`, run by bash after `setup` (e.g. `ulimit -v N`), in the test's folder.
     private func haulUnderShell(_ setup: String, _ arguments: [String], timeout: Double = 120) throws -> ProcessResult {
-        try ProcessRunner.run("/bin/bash", ["-c", "\(setup)", HaulProcess.executablePath] + arguments,
-                              currentDirectory: directory.path, timeout: timeout)
+        try ProcessRunner.run(
+            "/bin/bash", ["-c", "\(setup)", HaulProcess.executablePath] + arguments,
+            currentDirectory: directory.path, timeout: timeout)
     }
 
     // MARK: Memory linear in the list's lines
@@ -35,17 +36,20 @@ final class AddHostileInputTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/r/SHA256SUMS": Array(list.utf8)])
         defer { server.stop() }
 
-        let add = try haulUnderShell("ulimit -v \(384 * 1024) && exec \"$0\" \"$@\"",
-                                     ["add", "--from-sums", server.url("/r/SHA256SUMS")], timeout: 300)
+        let add = try haulUnderShell(
+            "ulimit -v \(384 * 1024) && exec \"$0\" \"$@\"",
+            ["add", "--from-sums", server.url("/r/SHA256SUMS")], timeout: 300)
         XCTAssertEqual(add.exitCode, 0, String(add.stderr.prefix(2_000)))
         let text = manifestText ?? ""
         XCTAssertEqual(text.components(separatedBy: "\n  - url: ").count - 1, count)
-        XCTAssertTrue(text.hasSuffix("""
-              - url: \(server.url("/r/assets/file-\(count - 1).bin"))
-                dest: assets/file-\(count - 1).bin
-                sha256: \(sha256(Array("asset \(count - 1)".utf8)))
+        XCTAssertTrue(
+            text.hasSuffix(
+                """
+                  - url: \(server.url("/r/assets/file-\(count - 1).bin"))
+                    dest: assets/file-\(count - 1).bin
+                    sha256: \(sha256(Array("asset \(count - 1)".utf8)))
 
-            """), String(text.suffix(300)))
+                """), String(text.suffix(300)))
         XCTAssertTrue(add.stdout.contains("to haul.yaml as files[\(count - 1)], line "), String(add.stdout.suffix(300)))
     }
 
@@ -61,8 +65,10 @@ final class AddHostileInputTests: XCTestCase {
         for name in ["device", "link"] {
             let add = try directory.haul(["add", server.url("/v2/tool.bin"), "--manifest", name])
             XCTAssertEqual(add.exitCode, 3, add.stderr)
-            XCTAssertEqual(add.stderr, "error: cannot edit \"\(name)\": it is a character device, not a regular file "
-                           + "(haul add edits a regular file or makes a new one)\n")
+            XCTAssertEqual(
+                add.stderr,
+                "error: cannot edit \"\(name)\": it is a character device, not a regular file "
+                    + "(haul add edits a regular file or makes a new one)\n")
         }
         var info = stat()
         XCTAssertEqual(lstat(directory.path("device"), &info), 0)
@@ -78,11 +84,14 @@ final class AddHostileInputTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/v2/tool.bin": tool])
         defer { server.stop() }
         XCTAssertEqual(mkfifo(directory.path("haul.yaml"), 0o644), 0)
-        let add = try HaulProcess.start(["add", server.url("/v2/tool.bin")], currentDirectory: directory.path,
-                                        outputPath: directory.path("add.out"))
+        let add = try HaulProcess.start(
+            ["add", server.url("/v2/tool.bin")], currentDirectory: directory.path,
+            outputPath: directory.path("add.out"))
         XCTAssertEqual(add.waitForExit(timeout: 15), 3, "a FIFO is refused, not waited on: \(add.output)")
-        XCTAssertEqual(add.output, "error: cannot edit \"haul.yaml\": it is a FIFO, not a regular file "
-                       + "(haul add edits a regular file or makes a new one)\n")
+        XCTAssertEqual(
+            add.output,
+            "error: cannot edit \"haul.yaml\": it is a FIFO, not a regular file "
+                + "(haul add edits a regular file or makes a new one)\n")
         var info = stat()
         XCTAssertEqual(lstat(directory.path("haul.yaml"), &info), 0)
         XCTAssertEqual(info.st_mode & S_IFMT, S_IFIFO)
@@ -95,27 +104,34 @@ final class AddHostileInputTests: XCTestCase {
         defer { server.stop() }
         let dash = try directory.haul(["add", server.url("/v2/tool.bin"), "--manifest", "-"])
         XCTAssertEqual(dash.exitCode, 64, dash.stderr)
-        XCTAssertTrue(dash.stderr.hasPrefix("error: --manifest \"-\": haul add edits a manifest file in place; give the "
-                                            + "file's own path (standard input cannot be edited; --print shows the entries "
-                                            + "without a manifest)\n"), dash.stderr)
-        let piped = try haulUnderShell("printf 'version: 1\\nfiles: []\\n' | \"$0\" \"$@\"",
-                                       ["add", server.url("/v2/tool.bin"), "--manifest", "/dev/stdin"])
+        XCTAssertTrue(
+            dash.stderr.hasPrefix(
+                "error: --manifest \"-\": haul add edits a manifest file in place; give the "
+                    + "file's own path (standard input cannot be edited; --print shows the entries "
+                    + "without a manifest)\n"), dash.stderr)
+        let piped = try haulUnderShell(
+            "printf 'version: 1\\nfiles: []\\n' | \"$0\" \"$@\"",
+            ["add", server.url("/v2/tool.bin"), "--manifest", "/dev/stdin"])
         XCTAssertEqual(piped.exitCode, 64, piped.stderr)
-        XCTAssertTrue(piped.stderr.hasPrefix("error: --manifest \"/dev/stdin\": haul add edits a manifest file in place"),
-                      piped.stderr)
+        XCTAssertTrue(
+            piped.stderr.hasPrefix("error: --manifest \"/dev/stdin\": haul add edits a manifest file in place"),
+            piped.stderr)
         XCTAssertTrue(server.requests.isEmpty)
         XCTAssertEqual(directory.list(), [], "no file named \"-\"")
     }
 
     /// The wait add has once it downloads ends within a second of SIGTERM, leaving the manifest and `$TMPDIR` clean.
     func testSIGTERMEndsADownloadWaitPromptly() throws {
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok([UInt8](repeating: 7, count: 8_000))
-            .with(fault: .stallAfter(bytes: 1_000, seconds: 30)) }
+        let server = try LoopbackHTTPServer { _ in
+            ServerResponse.ok([UInt8](repeating: 7, count: 8_000))
+                .with(fault: .stallAfter(bytes: 1_000, seconds: 30))
+        }
         defer { server.stop() }
         try directory.write("haul.yaml", "version: 1\nfiles: []\n")
         try directory.makeDirectory("tmp")
-        let add = try HaulProcess.start(["add", server.url("/slow.bin")], environment: ["TMPDIR": directory.path("tmp")],
-                                        currentDirectory: directory.path, outputPath: directory.path("tmp/../add.out"))
+        let add = try HaulProcess.start(
+            ["add", server.url("/slow.bin")], environment: ["TMPDIR": directory.path("tmp")],
+            currentDirectory: directory.path, outputPath: directory.path("tmp/../add.out"))
         XCTAssertEqual(add.wait(until: { self.directory.holdsBytesInFlight(under: "tmp") }), .conditionMet, add.output)
         let sent = monotonicSeconds()
         add.send(SIGTERM)
@@ -135,10 +151,14 @@ final class AddHostileInputTests: XCTestCase {
         defer { server.stop() }
         let add = try directory.haul(["add", server.url("/v2/tool.bin"), "--sha256", sha256(tool)])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
-        XCTAssertEqual(add.stderr, "warning: \(server.url("/v2/tool.bin")) announces Content-Length: 0, which cannot be the "
-                       + "size of the file pinned: 0 bytes, but sha256 \(sha256(tool).prefix(12))… is not the digest of "
-                       + "empty content; the entry has no size (add --size to pin it)\n")
-        XCTAssertEqual(manifestText, """
+        XCTAssertEqual(
+            add.stderr,
+            "warning: \(server.url("/v2/tool.bin")) announces Content-Length: 0, which cannot be the "
+                + "size of the file pinned: 0 bytes, but sha256 \(sha256(tool).prefix(12))… is not the digest of "
+                + "empty content; the entry has no size (add --size to pin it)\n")
+        XCTAssertEqual(
+            manifestText,
+            """
             version: 1
             files:
               - url: \(server.url("/v2/tool.bin"))
@@ -152,8 +172,10 @@ final class AddHostileInputTests: XCTestCase {
 
         let given = try directory.haul(["add", server.url("/v2/other.bin"), "--sha256", sha256(tool), "--size", "0"])
         XCTAssertEqual(given.exitCode, 64, given.stderr)
-        XCTAssertEqual(given.stderr, "error: --size 0 contradicts --sha256: 0 bytes, but sha256 \(sha256(tool).prefix(12))… "
-                       + "is not the digest of empty content\n")
+        XCTAssertEqual(
+            given.stderr,
+            "error: --size 0 contradicts --sha256: 0 bytes, but sha256 \(sha256(tool).prefix(12))… "
+                + "is not the digest of empty content\n")
     }
 
     // MARK: Messages name the real place and the real limit
@@ -163,7 +185,9 @@ final class AddHostileInputTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/v2/tool.bin": tool])
         defer { server.stop() }
         let zeros = String(repeating: "0", count: 64)
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: \(server.url("/v2/tool.bin"))
@@ -174,7 +198,9 @@ final class AddHostileInputTests: XCTestCase {
             """)
         let update = try directory.haul(["add", "--update", "tool.bin"])
         XCTAssertEqual(update.exitCode, 0, update.stderr)
-        XCTAssertEqual(manifestText, """
+        XCTAssertEqual(
+            manifestText,
+            """
             version: 1
             files:
               - url: \(server.url("/v2/tool.bin"))
@@ -195,23 +221,31 @@ final class AddHostileInputTests: XCTestCase {
             \(sha256([2]))  tool.bin
             """
         let spelled = "\(sha256(tool))  docs/a.txt\n\(sha256([2]))  ./docs//a.txt\n"
-        let server = try LoopbackHTTPServer(files: ["/v2/SHA256SUMS": Array(list.utf8), "/v2/SPELLED": Array(spelled.utf8),
-                                                    "/a/tool.bin": tool, "/b/tool.bin": tool])
+        let server = try LoopbackHTTPServer(files: [
+            "/v2/SHA256SUMS": Array(list.utf8), "/v2/SPELLED": Array(spelled.utf8),
+            "/a/tool.bin": tool, "/b/tool.bin": tool,
+        ])
         defer { server.stop() }
         try directory.write("haul.yaml", "version: 1\nfiles: []\n")
 
         let twice = try directory.haul(["add", "--from-sums", server.url("/v2/SHA256SUMS")])
         XCTAssertEqual(twice.exitCode, 3, twice.stderr)
-        XCTAssertEqual(twice.stderr, "\(server.url("/v2/SHA256SUMS")):3: error: \"tool.bin\" is named twice, at lines 1 and 3\n"
-                       + "haul.yaml was not modified\n")
+        XCTAssertEqual(
+            twice.stderr,
+            "\(server.url("/v2/SHA256SUMS")):3: error: \"tool.bin\" is named twice, at lines 1 and 3\n"
+                + "haul.yaml was not modified\n")
         let same = try directory.haul(["add", "--from-sums", server.url("/v2/SPELLED")])
         XCTAssertEqual(same.exitCode, 3, same.stderr)
-        XCTAssertEqual(same.stderr, "\(server.url("/v2/SPELLED")):2: error: \"docs//a.txt\" is the same destination as "
-                       + "\"docs/a.txt\" at line 1\nhaul.yaml was not modified\n")
+        XCTAssertEqual(
+            same.stderr,
+            "\(server.url("/v2/SPELLED")):2: error: \"docs//a.txt\" is the same destination as "
+                + "\"docs/a.txt\" at line 1\nhaul.yaml was not modified\n")
         let urls = try directory.haul(["add", server.url("/a/tool.bin"), server.url("/b/tool.bin")])
         XCTAssertEqual(urls.exitCode, 3, urls.stderr)
-        XCTAssertEqual(urls.stderr, "error: \(server.url("/a/tool.bin")) and \(server.url("/b/tool.bin")) would both be saved as "
-                       + "\"tool.bin\"; haul.yaml was not modified\nhint: add them one at a time, each with its own --dest\n")
+        XCTAssertEqual(
+            urls.stderr,
+            "error: \(server.url("/a/tool.bin")) and \(server.url("/b/tool.bin")) would both be saved as "
+                + "\"tool.bin\"; haul.yaml was not modified\nhint: add them one at a time, each with its own --dest\n")
         XCTAssertEqual(manifestText, "version: 1\nfiles: []\n")
         XCTAssertEqual(server.requests.filter { !$0.path.hasPrefix("/v2/") }.count, 0, "refused before any download")
     }
@@ -224,7 +258,9 @@ final class AddHostileInputTests: XCTestCase {
         defer { server.stop() }
         let add = try directory.haul(["add", "--from-sums", server.url("/v2/SHA256SUMS")])
         XCTAssertEqual(add.exitCode, 1, add.stderr)
-        XCTAssertEqual(add.stderr, "error: \(server.url("/v2/SHA256SUMS")): more than 64.0 MiB, the most haul reads of a checksum list\n")
+        XCTAssertEqual(
+            add.stderr,
+            "error: \(server.url("/v2/SHA256SUMS")): more than 64.0 MiB, the most haul reads of a checksum list\n")
         XCTAssertNil(manifestText)
     }
 
@@ -238,7 +274,8 @@ final class AddHostileInputTests: XCTestCase {
         // The server matches the target as sent: every byte but the unreserved ones percent-encoded.
         let unreserved = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/".utf8)
         let onTheWire = { (name: String) in
-            name.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }.joined()
+            name.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }
+                .joined()
         }
         var files: [String: [UInt8]] = ["/v2/SHA256SUMS": Array(list.utf8)]
         for name in [bidi, separated, isolate] { files["/v2/" + onTheWire(name)] = tool }
@@ -252,7 +289,9 @@ final class AddHostileInputTests: XCTestCase {
         XCTAssertTrue(text.contains("    dest: \"line\\Lsep.txt\"\n"), text)
         XCTAssertTrue(text.contains("    dest: \"iso\\u2066late.txt\"\n"), text)
         for raw in ["\u{202E}", "\u{2028}", "\u{2066}"] {
-            XCTAssertFalse(text.unicodeScalars.contains(raw.unicodeScalars.first!), "no raw U+\(String(raw.unicodeScalars.first!.value, radix: 16))")
+            XCTAssertFalse(
+                text.unicodeScalars.contains(raw.unicodeScalars.first!),
+                "no raw U+\(String(raw.unicodeScalars.first!.value, radix: 16))")
         }
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
@@ -282,19 +321,23 @@ final class AddHostileInputTests: XCTestCase {
             }
         }
 
-        let killed = try HaulProcess.start(["add", server.url("/killed.bin")], environment: environment,
-                                           currentDirectory: directory.path, outputPath: directory.path("killed.out"))
-        XCTAssertEqual(killed.wait(until: { folders().count == 1 && downloading(folders()[0]) }), .conditionMet, killed.output)
+        let killed = try HaulProcess.start(
+            ["add", server.url("/killed.bin")], environment: environment,
+            currentDirectory: directory.path, outputPath: directory.path("killed.out"))
+        XCTAssertEqual(
+            killed.wait(until: { folders().count == 1 && downloading(folders()[0]) }), .conditionMet, killed.output)
         let litter = folders()
         killed.send(SIGKILL)
         XCTAssertEqual(killed.waitForExit(), 128 + SIGKILL)
         XCTAssertEqual(folders(), litter, "SIGKILL leaves the folder")
 
-        let live = try HaulProcess.start(["add", server.url("/live.bin"), "--manifest", "live.yaml"], environment: environment,
-                                         currentDirectory: directory.path, outputPath: directory.path("live.out"))
+        let live = try HaulProcess.start(
+            ["add", server.url("/live.bin"), "--manifest", "live.yaml"], environment: environment,
+            currentDirectory: directory.path, outputPath: directory.path("live.out"))
         XCTAssertEqual(live.wait(until: { server.requests(path: "/live.bin").count == 1 }), .conditionMet, live.output)
-        XCTAssertEqual(live.wait(until: { folders().contains(where: { !litter.contains($0) && downloading($0) }) }),
-                       .conditionMet, live.output)
+        XCTAssertEqual(
+            live.wait(until: { folders().contains(where: { !litter.contains($0) && downloading($0) }) }),
+            .conditionMet, live.output)
         let liveFolder = folders().filter { !litter.contains($0) }
         XCTAssertEqual(folders(), liveFolder, "the next add removed the killed add's folder")
 
@@ -312,7 +355,9 @@ final class AddHostileInputTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/v2/tool.bin": tool])
         defer { server.stop() }
         try directory.write("haul.yaml", "version: 1\nfiles: []\n")
-        for name in [".haul.yaml.haul-3kq9z0dead", ".haul.yaml.haul-5live", ".haul.yaml.haul-NotOurs", ".other.yaml.haul-abc"] {
+        for name in [
+            ".haul.yaml.haul-3kq9z0dead", ".haul.yaml.haul-5live", ".haul.yaml.haul-NotOurs", ".other.yaml.haul-abc",
+        ] {
             try directory.write(name, "version: 1\nfil")
         }
         let held = open(directory.path(".haul.yaml.haul-5live"), O_RDWR)
@@ -322,8 +367,9 @@ final class AddHostileInputTests: XCTestCase {
 
         let add = try directory.haul(["add", server.url("/v2/tool.bin")])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
-        XCTAssertEqual(directory.list().filter { $0.hasPrefix(".") && $0 != ".haul" },
-                       [".haul.yaml.haul-5live", ".haul.yaml.haul-NotOurs", ".other.yaml.haul-abc"])
+        XCTAssertEqual(
+            directory.list().filter { $0.hasPrefix(".") && $0 != ".haul" },
+            [".haul.yaml.haul-5live", ".haul.yaml.haul-NotOurs", ".other.yaml.haul-abc"])
         XCTAssertTrue(manifestText?.contains("dest: tool.bin") == true)
     }
 }

@@ -23,7 +23,9 @@ final class AddOutputTests: XCTestCase {
         let add = try directory.haul(["add", server.url("/a.bin"), "--json"])
         XCTAssertEqual(add.exitCode, 0, add.stderr)
         XCTAssertEqual(add.stderr, "")
-        XCTAssertEqual(add.stdout, """
+        XCTAssertEqual(
+            add.stdout,
+            """
             {"event":"pinned","dest":"a.bin","url":"\(server.url("/a.bin"))","sha256":"\(hex(bytes))",\
             "digest":"sha256:\(hex(bytes))","size":\(bytes.count),"result":"added"}
             {"event":"summary","manifest":"haul.yaml","added":1,"updated":0,"unchanged":0,"placed":1,"exit_status":0}
@@ -34,7 +36,9 @@ final class AddOutputTests: XCTestCase {
         let missing = try directory.haul(["add", server.url("/missing.bin"), "--json"])
         XCTAssertEqual(missing.exitCode, 1, missing.stderr)
         XCTAssertEqual(missing.stderr, "")
-        XCTAssertEqual(missing.stdout, """
+        XCTAssertEqual(
+            missing.stdout,
+            """
             {"event":"error","message":"\(server.url("/missing.bin")): HTTP 404"}
             {"event":"summary","manifest":"haul.yaml","added":0,"updated":0,"unchanged":0,"placed":0,"exit_status":1}
 
@@ -43,15 +47,18 @@ final class AddOutputTests: XCTestCase {
         let secret = server.url("/a.bin").replacingOccurrences(of: "http://", with: "http://user:s3cret@")
         let withPassword = try directory.haul(["add", secret, "--dest", "b.bin", "--json"])
         XCTAssertEqual(withPassword.exitCode, 0, withPassword.stdout)
-        XCTAssertTrue(withPassword.stdout.hasPrefix("{\"event\":\"pinned\",\"dest\":\"b.bin\",\"url\":\"http://***@127.0.0.1:"),
-                      withPassword.stdout)
+        XCTAssertTrue(
+            withPassword.stdout.hasPrefix("{\"event\":\"pinned\",\"dest\":\"b.bin\",\"url\":\"http://***@127.0.0.1:"),
+            withPassword.stdout)
         XCTAssertFalse(withPassword.stdout.contains("s3cret"), withPassword.stdout)
         let manifest = directory.read("haul.yaml").map { String(decoding: $0, as: UTF8.self) } ?? ""
         try directory.write("haul.yaml", manifest.components(separatedBy: "\n  - url: http://user").first ?? manifest)
 
         let update = try directory.haul(["add", "--update-all", "--json"])
         XCTAssertEqual(update.exitCode, 0, update.stderr)
-        XCTAssertEqual(update.stdout, """
+        XCTAssertEqual(
+            update.stdout,
+            """
             {"event":"pinned","dest":"a.bin","url":"\(server.url("/a.bin"))","sha256":"\(hex(bytes))",\
             "digest":"sha256:\(hex(bytes))","size":\(bytes.count),"result":"unchanged"}
             {"event":"summary","manifest":"haul.yaml","added":0,"updated":0,"unchanged":1,"placed":1,"exit_status":0}
@@ -84,7 +91,9 @@ final class AddOutputTests: XCTestCase {
             }
         }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:

@@ -20,7 +20,9 @@ final class ArchiveCrashTests: XCTestCase {
         let stalls = stalls
         fixture = try ArchiveFixture { files, request in
             let response = files.respond(to: request)
-            guard (200..<300).contains(response.status), let offset = stalls.offset(for: request.path) else { return response }
+            guard (200..<300).contains(response.status), let offset = stalls.offset(for: request.path) else {
+                return response
+            }
             return response.with(fault: .stallAfter(bytes: offset, seconds: 120))
         }
     }
@@ -30,8 +32,12 @@ final class ArchiveCrashTests: XCTestCase {
     /// v1 synced into `sdk`; v2 (`files` members of `size` bytes each, as a plain tar, pinned unless `pinned` is
     /// false) in the manifest.
     private func prepare(files count: Int, size: Int, pinned: Bool = true) throws {
-        try fixture.source("v1", [.file("README", "version 1\n"), .file("bin/tool", "tool 1\n", executable: true),
-                                  .file("only-in-1/data", "old\n")])
+        try fixture.source(
+            "v1",
+            [
+                .file("README", "version 1\n"), .file("bin/tool", "tool 1\n", executable: true),
+                .file("only-in-1/data", "old\n"),
+            ])
         let v1 = try fixture.pack("v1", format: "tar.gz")
         try fixture.manifest([ArchiveFixture.entry(fixture.publish("/v1.tar.gz", v1), dest: "sdk", sha256: sha256(v1))])
         try fixture.syncSucceeds()
@@ -43,13 +49,16 @@ final class ArchiveCrashTests: XCTestCase {
         }
         try fixture.directory.write("src/v2/README", "version 2\n")
         let v2 = try fixture.pack("v2", format: "tar")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/v2.tar", v2), dest: "sdk", sha256: pinned ? sha256(v2) : nil)])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/v2.tar", v2), dest: "sdk", sha256: pinned ? sha256(v2) : nil)
+        ])
         new = try fixture.listing("src/v2")
     }
 
     private func start() throws -> BackgroundProcess {
-        try HaulProcess.start(["sync", "--quiet"], currentDirectory: fixture.directory.path,
-                              outputPath: fixture.directory.path("haul-output-\(UUID().uuidString).txt"))
+        try HaulProcess.start(
+            ["sync", "--quiet"], currentDirectory: fixture.directory.path,
+            outputPath: fixture.directory.path("haul-output-\(UUID().uuidString).txt"))
     }
 
     /// How many members the staging folders of `.haul/tmp` hold so far.
@@ -66,20 +75,24 @@ final class ArchiveCrashTests: XCTestCase {
         let listing = try fixture.listing("out/sdk")
         XCTAssertEqual(fixture.directory.list("out"), [".haul", "sdk"], context, file: file, line: line)
         XCTAssertEqual(fixture.escapes(), [], context, file: file, line: line)
-        XCTAssertTrue(RootInspection.lockIsFree(root: fixture.root), "\(context): the lock is free", file: file, line: line)
+        XCTAssertTrue(
+            RootInspection.lockIsFree(root: fixture.root), "\(context): the lock is free", file: file, line: line)
         return listing == old ? .old : listing == new ? .new : nil
     }
 
     /// The next run, undisturbed, exits 0 and makes the folder v2; nothing is left staged, and a plan has nothing to do.
     /// `pinned`: v2 is pinned, so the plan has nothing to do (else it revalidates it, exit 2).
-    private func assertNextRunCompletes(_ context: String, pinned: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertNextRunCompletes(
+        _ context: String, pinned: Bool = true, file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         stalls.set([:])
         let next = try fixture.haul(["sync"])
         XCTAssertEqual(next.exitCode, 0, "\(context): \(next.stdout)\(next.stderr)", file: file, line: line)
         XCTAssertEqual(try fixture.listing("out/sdk"), new, context, file: file, line: line)
         fixture.assertNoLitter(destinations: ["sdk"], context, file: file, line: line)
         let plan = try fixture.haul(["plan"])
-        XCTAssertEqual(plan.exitCode, pinned ? 0 : 2, "\(context): \(plan.stdout)\(plan.stderr)", file: file, line: line)
+        XCTAssertEqual(
+            plan.exitCode, pinned ? 0 : 2, "\(context): \(plan.stdout)\(plan.stderr)", file: file, line: line)
     }
 
     // MARK: While unpacking
@@ -92,8 +105,9 @@ final class ArchiveCrashTests: XCTestCase {
         try prepare(files: 40, size: 200_000, pinned: false)
         stalls.set(["/v2.tar": Self.stallOffset])
         let sync = try start()
-        XCTAssertEqual(sync.wait(until: { self.stagedMembers >= 3 }), .conditionMet,
-                       "members were being unpacked when the body stalled: \(stagedMembers)\n\(sync.output)")
+        XCTAssertEqual(
+            sync.wait(until: { self.stagedMembers >= 3 }), .conditionMet,
+            "members were being unpacked when the body stalled: \(stagedMembers)\n\(sync.output)")
         XCTAssertLessThan(stagedMembers, 40)
         sync.send(SIGKILL)
         XCTAssertEqual(sync.waitForExit(), 128 + SIGKILL, sync.output)
@@ -110,15 +124,17 @@ final class ArchiveCrashTests: XCTestCase {
         let reached = sync.wait(until: {
             RootInspection.stagedSizes(root: self.fixture.root) == [Int64(Self.stallOffset)] && self.stagedMembers >= 3
         })
-        XCTAssertEqual(reached, .conditionMet,
-                       "staged \(RootInspection.stagedSizes(root: fixture.root)), members \(stagedMembers)\n\(sync.output)")
+        XCTAssertEqual(
+            reached, .conditionMet,
+            "staged \(RootInspection.stagedSizes(root: fixture.root)), members \(stagedMembers)\n\(sync.output)")
         sync.send(SIGKILL)
         XCTAssertEqual(sync.waitForExit(), 128 + SIGKILL, sync.output)
         XCTAssertEqual(try version("killed mid-body"), .old)
         fixture.server.resetLog()
         try assertNextRunCompletes("after a kill of a resumable download")
-        XCTAssertEqual(fixture.server.requests(path: "/v2.tar").first?.header("Range"), "bytes=\(Self.stallOffset)-",
-                       "the kept bytes are resumed from, not fetched again")
+        XCTAssertEqual(
+            fixture.server.requests(path: "/v2.tar").first?.header("Range"), "bytes=\(Self.stallOffset)-",
+            "the kept bytes are resumed from, not fetched again")
     }
 
     // MARK: The commit
@@ -136,9 +152,12 @@ final class ArchiveCrashTests: XCTestCase {
             fixture = try ArchiveFixture()
             try prepare(files: 4, size: 3_000)
             let armed = point(realpath(fixture.root))
-            let environment = try Capability.required("cannot kill haul at \(armed)") { try KillSwitch.environment(armed) }
+            let environment = try Capability.required("cannot kill haul at \(armed)") {
+                try KillSwitch.environment(armed)
+            }
             let killed = try fixture.haul(["sync", "--quiet"], environment: environment)
-            XCTAssertEqual(killed.exitCode, 128 + SIGKILL, "\(moment): the kill switch fired: \(killed.stdout)\(killed.stderr)")
+            XCTAssertEqual(
+                killed.exitCode, 128 + SIGKILL, "\(moment): the kill switch fired: \(killed.stdout)\(killed.stderr)")
             XCTAssertEqual(try version(moment), expected, moment)
             try assertNextRunCompletes("after a kill at \(moment)")
         }

@@ -33,11 +33,13 @@ final class ArchiveEdgeTests: XCTestCase {
     /// a small file and a symlink, packed as `format` and published at `/<name>.<format>`: the archive and its URL.
     private func bigArchive(_ name: String, format: String, seed: Int = 0) throws -> (archive: [UInt8], url: String) {
         for index in 0..<9 {
-            try fixture.directory.write("src/\(name)/data/part\(index).bin", pseudoRandom(1 << 20, seed: seed * 100 + index))
+            try fixture.directory.write(
+                "src/\(name)/data/part\(index).bin", pseudoRandom(1 << 20, seed: seed * 100 + index))
         }
         try fixture.directory.write("src/\(name)/README", "seed \(seed)\n")
-        try FileManager.default.createSymbolicLink(atPath: fixture.directory.path("src/\(name)/data/first"),
-                                                   withDestinationPath: "part0.bin")
+        try FileManager.default.createSymbolicLink(
+            atPath: fixture.directory.path("src/\(name)/data/first"),
+            withDestinationPath: "part0.bin")
         let archive = try fixture.pack(name, format: format)
         XCTAssertGreaterThan(archive.count, 8 << 20)
         return (archive, fixture.publish("/\(name).\(format)", archive))
@@ -61,7 +63,8 @@ final class ArchiveEdgeTests: XCTestCase {
             try fixture.syncSucceeds()
             XCTAssertEqual(try fixture.listing("out/big"), try fixture.listing("src/" + name), format)
             XCTAssertEqual(ranges(path), [nil, "bytes=\(Self.cut)-"], format)
-            XCTAssertEqual(fixture.server.requests(path: path).last?.header("If-Range"), fixture.files.etag(path), format)
+            XCTAssertEqual(
+                fixture.server.requests(path: path).last?.header("If-Range"), fixture.files.etag(path), format)
             XCTAssertEqual(script.pendingCount, 0)
             fixture.assertNoLitter(destinations: ["big"], format)
         }
@@ -76,7 +79,9 @@ final class ArchiveEdgeTests: XCTestCase {
         let path = "/big.tar.gz", files = fixture.files
         script.enqueueFault(.closeAfter(bytes: Self.cut), for: path)
         script.enqueue(for: path) { _ in
-            .ok(files.contents(path) ?? [], headers: [("ETag", files.etag(path) ?? ""), ("Last-Modified", files.lastModified(path) ?? "")])
+            .ok(
+                files.contents(path) ?? [],
+                headers: [("ETag", files.etag(path) ?? ""), ("Last-Modified", files.lastModified(path) ?? "")])
         }
         try fixture.manifest([ArchiveFixture.entry(url, dest: "big", sha256: sha256(archive))])
         try fixture.syncSucceeds()
@@ -131,7 +136,8 @@ final class ArchiveEdgeTests: XCTestCase {
                 XCTAssertEqual(sync.exitCode, 1, "\(pin.name): \(sync.stdout)\(sync.stderr)")
                 XCTAssertTrue(sync.stderr.contains("error: sdk: "), "\(pin.name): \(sync.stderr)")
                 let expected = pin.sha256 ?? oldTree
-                XCTAssertTrue(sync.stderr.contains(expected), "\(pin.name): the error names the pin \(expected): \(sync.stderr)")
+                XCTAssertTrue(
+                    sync.stderr.contains(expected), "\(pin.name): the error names the pin \(expected): \(sync.stderr)")
                 XCTAssertEqual(try fixture.listing("out/sdk"), current, "\(pin.name): the folder is as it was")
                 XCTAssertEqual(current, before, pin.name)
             }
@@ -147,7 +153,8 @@ final class ArchiveEdgeTests: XCTestCase {
         try fixture.source("sdk", ArchiveSyncTests.sdk)
         try fixture.manifestPinning("sdk", format: "tar.gz", dest: "sdk")
         try fixture.directory.makeDirectory("out/sdk")
-        try Archives.run("tar", ["-xzf", fixture.directory.path("archives/sdk.tar.gz"), "-C", fixture.directory.path("out/sdk")])
+        try Archives.run(
+            "tar", ["-xzf", fixture.directory.path("archives/sdk.tar.gz"), "-C", fixture.directory.path("out/sdk")])
     }
 
     /// A folder unpacked by hand with `tar` holds every member byte for byte, and a file of the user's: the sync
@@ -159,8 +166,10 @@ final class ArchiveEdgeTests: XCTestCase {
         XCTAssertEqual(expected.filter { !$0.hasPrefix("notes.txt") }, try fixture.listing("src/sdk"))
 
         let sync = try fixture.syncSucceeds()
-        XCTAssertTrue(sync.stderr.contains("warning: sdk/: kept 1 file the archive did not put there (\"sdk/notes.txt\"); "
-                                           + "haul does not manage it"), "the user's file is named in a warning: \(sync.stderr)")
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "warning: sdk/: kept 1 file the archive did not put there (\"sdk/notes.txt\"); "
+                    + "haul does not manage it"), "the user's file is named in a warning: \(sync.stderr)")
         XCTAssertEqual(try fixture.listing("out/sdk"), expected)
         fixture.assertNoLitter(destinations: ["sdk"])
         let plan = try fixture.haul(["plan"])
@@ -177,8 +186,10 @@ final class ArchiveEdgeTests: XCTestCase {
 
         let sync = try fixture.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1, sync.stdout + sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("error: sdk: cannot carry into the new tree \"sdk/lib/libx.so\": the new tree has a member "
-                                           + "of that name; the old tree is left as it was"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: sdk: cannot carry into the new tree \"sdk/lib/libx.so\": the new tree has a member "
+                    + "of that name; the old tree is left as it was"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("notes.txt"), "only the file in the way is named: \(sync.stderr)")
         XCTAssertEqual(try fixture.listing("out/sdk"), before)
         fixture.assertNoLitter(destinations: ["sdk"])
@@ -197,13 +208,20 @@ final class ArchiveEdgeTests: XCTestCase {
         let component = String(repeating: "a", count: 256)
         let longPath = (0..<17).map { _ in String(repeating: "b", count: 250) }.joined(separator: "/")  // 4,266 bytes
         let cases: [(name: String, member: [String: Any], shown: String, rule: String)] = [
-            ("not-utf8.tar", ["name_hex": Array("bad-".utf8).map { String(format: "%02x", $0) }.joined() + "fffe", "data": "x"],
-             "bad-\u{FFFD}\u{FFFD}", "its name is not valid UTF-8"),
-            ("long-component.tar", ["name": "dir/" + component, "data": "x"],
-             "dir/" + String(repeating: "a", count: 76) + "…",
-             "\"\(String(repeating: "a", count: 80))…\" is 256 bytes long; a file or folder name has at most 255 bytes"),
-            ("long-path.tar", ["name": longPath, "data": "x"], String(longPath.prefix(80)) + "…",
-             "its path is \(longPath.utf8.count) bytes long; a path has at most 4095 bytes"),
+            (
+                "not-utf8.tar",
+                ["name_hex": Array("bad-".utf8).map { String(format: "%02x", $0) }.joined() + "fffe", "data": "x"],
+                "bad-\u{FFFD}\u{FFFD}", "its name is not valid UTF-8"
+            ),
+            (
+                "long-component.tar", ["name": "dir/" + component, "data": "x"],
+                "dir/" + String(repeating: "a", count: 76) + "…",
+                "\"\(String(repeating: "a", count: 80))…\" is 256 bytes long; a file or folder name has at most 255 bytes"
+            ),
+            (
+                "long-path.tar", ["name": longPath, "data": "x"], String(longPath.prefix(80)) + "…",
+                "its path is \(longPath.utf8.count) bytes long; a path has at most 4095 bytes"
+            ),
         ]
         XCTAssertEqual(longPath.utf8.count, 4266)
         for example in cases {
@@ -255,9 +273,15 @@ final class ArchiveEdgeTests: XCTestCase {
         let archive = try fixture.pack("sdk", format: "tar.gz")
         let mine = shard(of: "sdk", count: 3)
         let others = Array((0..<100).map { "file-\($0).txt" }.filter { shard(of: $0, count: 3) != mine }.prefix(2))
-        let plain = others.map { ArchiveFixture.fileEntry(fixture.publish("/" + $0, Array($0.utf8)), dest: $0, sha256: sha256(Array($0.utf8))) }
-        try fixture.manifest([plain[0], ArchiveFixture.entry(fixture.publish("/sdk.tar.gz", archive), dest: "sdk", sha256: sha256(archive)),
-                              plain[1]])
+        let plain = others.map {
+            ArchiveFixture.fileEntry(
+                fixture.publish("/" + $0, Array($0.utf8)), dest: $0, sha256: sha256(Array($0.utf8)))
+        }
+        try fixture.manifest([
+            plain[0],
+            ArchiveFixture.entry(fixture.publish("/sdk.tar.gz", archive), dest: "sdk", sha256: sha256(archive)),
+            plain[1],
+        ])
         try fixture.syncSucceeds(["--shard", "\(mine)/3"])
         XCTAssertEqual(try fixture.listing("out/sdk"), try fixture.listing("src/sdk"))
         XCTAssertEqual(fixture.server.requests.map(\.path), ["/sdk.tar.gz"])
@@ -275,7 +299,8 @@ final class ArchiveEdgeTests: XCTestCase {
         let archive = try fixture.pack("sdk", format: "tar.gz")
         let url = fixture.publish("/sdk-1.2.tar.gz", archive)
         let plain = ["a.txt", "b.txt"].map {
-            ArchiveFixture.fileEntry(fixture.publish("/" + $0, Array($0.utf8)), dest: $0, sha256: sha256(Array($0.utf8)))
+            ArchiveFixture.fileEntry(
+                fixture.publish("/" + $0, Array($0.utf8)), dest: $0, sha256: sha256(Array($0.utf8)))
         }
         try fixture.manifest(plain)
         try fixture.syncSucceeds()
@@ -305,8 +330,10 @@ final class ArchiveEdgeTests: XCTestCase {
         XCTAssertEqual(unlink(fixture.directory.path("out/sdk/lib/libx.a")), 0)
         XCTAssertNotEqual(try fixture.listing("out/sdk"), packed)
         let repair = try fixture.syncSucceeds(["--cache", cache])
-        XCTAssertTrue(repair.stdout.contains("~ sdk/ (archive, 2 files in it changed since haul unpacked it; unpacked again, "
-                                             + "your own files kept; from the cache)"), repair.stdout)
+        XCTAssertTrue(
+            repair.stdout.contains(
+                "~ sdk/ (archive, 2 files in it changed since haul unpacked it; unpacked again, "
+                    + "your own files kept; from the cache)"), repair.stdout)
         XCTAssertTrue(repair.stdout.contains("1 from the cache"), repair.stdout)
         XCTAssertEqual(fixture.server.requests.count, 1, "no request: the archive came from the cache")
         XCTAssertEqual(try fixture.listing("out/sdk"), packed)

@@ -22,8 +22,10 @@ final class ArchiveFixture {
     /// - Parameters:
     ///   - files: what the origin serves (a test that scripts answers around them makes them first).
     ///   - respond: how the origin answers, given its files (default: as nginx serves a folder).
-    init(files: StaticFiles = StaticFiles(),
-         respond: @escaping @Sendable (StaticFiles, RecordedRequest) -> ServerResponse = { $0.respond(to: $1) }) throws {
+    init(
+        files: StaticFiles = StaticFiles(),
+        respond: @escaping @Sendable (StaticFiles, RecordedRequest) -> ServerResponse = { $0.respond(to: $1) }
+    ) throws {
         directory = try TemporaryDirectory(prefix: "haul-extract")
         self.files = files
         server = try LoopbackHTTPServer { respond(files, $0) }
@@ -47,7 +49,8 @@ final class ArchiveFixture {
                 chmod(directory.path(base + "/" + path), executable ? 0o755 : 0o644)
             case .symlink(let path, let target):
                 try directory.makeDirectory(((base + "/" + path) as NSString).deletingLastPathComponent)
-                try FileManager.default.createSymbolicLink(atPath: directory.path(base + "/" + path), withDestinationPath: target)
+                try FileManager.default.createSymbolicLink(
+                    atPath: directory.path(base + "/" + path), withDestinationPath: target)
             case .folder(let path):
                 try directory.makeDirectory(base + "/" + path)
             }
@@ -76,7 +79,9 @@ final class ArchiveFixture {
 
     /// One entry of a manifest: `extract` lines go under `extract:` (none: `extract: true`); `extra` lines under the
     /// entry.
-    static func entry(_ url: String, dest: String, sha256: String? = nil, extract: [String] = [], extra: [String] = []) -> String {
+    static func entry(
+        _ url: String, dest: String, sha256: String? = nil, extract: [String] = [], extra: [String] = []
+    ) -> String {
         var yaml = "  - url: \(url)\n    dest: \(dest)\n"
         if let sha256 { yaml += "    sha256: \(sha256)\n" }
         for line in extra { yaml += "    \(line)\n" }
@@ -99,7 +104,8 @@ final class ArchiveFixture {
     }
 
     func manifest(_ entries: [String]) throws {
-        try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:" + (entries.isEmpty ? " []\n" : "\n" + entries.joined()))
+        try directory.write(
+            "haul.yaml", "version: 1\nroot: out\nfiles:" + (entries.isEmpty ? " []\n" : "\n" + entries.joined()))
     }
 
     func haul(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
@@ -108,7 +114,9 @@ final class ArchiveFixture {
 
     /// `haul sync`, which must exit 0.
     @discardableResult
-    func syncSucceeds(_ arguments: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
+    func syncSucceeds(
+        _ arguments: [String] = [], file: StaticString = #filePath, line: UInt = #line
+    ) throws -> ProcessResult {
         let result = try haul(["sync"] + arguments)
         XCTAssertEqual(result.exitCode, 0, "\(result.stdout)\(result.stderr)", file: file, line: line)
         return result
@@ -131,10 +139,15 @@ final class ArchiveFixture {
     /// cannot run (see `Capability`).
     func nixHash(_ relative: String) throws -> String {
         guard access("/usr/bin/nix", X_OK) == 0 else {
-            throw Capability.unavailable("nix is not installed (Debian: nix-bin): tree digests cannot be compared with nix hash path")
+            throw Capability.unavailable(
+                "nix is not installed (Debian: nix-bin): tree digests cannot be compared with nix hash path")
         }
-        let result = try ProcessRunner.run("/usr/bin/nix", ["--extra-experimental-features", "nix-command", "hash", "path",
-                                                            directory.path(relative)])
+        let result = try ProcessRunner.run(
+            "/usr/bin/nix",
+            [
+                "--extra-experimental-features", "nix-command", "hash", "path",
+                directory.path(relative),
+            ])
         guard result.exitCode == 0 else { throw Archives.Failure("nix hash path failed: \(result.stderr)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -153,9 +166,12 @@ final class ArchiveFixture {
     /// path named `escaped…` exists anywhere; the root holds `.haul` and `destinations` only; and `.haul/tmp` and
     /// `.haul/partial` are empty (a finished run leaves nothing staged), but for the folder a shard stages in (`shard`:
     /// `shard-K-of-N`), which is kept, empty, once a run of that shard made it.
-    func assertNoLitter(destinations: [String], _ context: String = "", shard: String? = nil,
-                        file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(directory.read("outside/sentinel"), Array(Self.sentinelText.utf8), context, file: file, line: line)
+    func assertNoLitter(
+        destinations: [String], _ context: String = "", shard: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(
+            directory.read("outside/sentinel"), Array(Self.sentinelText.utf8), context, file: file, line: line)
         var info = stat()
         XCTAssertEqual(lstat(directory.path("outside/sentinel"), &info), 0, file: file, line: line)
         XCTAssertEqual(info.st_nlink, 1, "\(context): a hard link was made to the sentinel", file: file, line: line)
@@ -163,9 +179,13 @@ final class ArchiveFixture {
         XCTAssertEqual(escapes(), [], context, file: file, line: line)
         XCTAssertEqual(directory.list("out"), ([".haul"] + destinations).sorted(), context, file: file, line: line)
         for folder in ["/.haul/tmp", "/.haul/partial"] {
-            XCTAssertEqual(RootInspection.entries(of: root + folder).filter { $0 != shard }, [], context + " " + folder, file: file, line: line)
+            XCTAssertEqual(
+                RootInspection.entries(of: root + folder).filter { $0 != shard }, [], context + " " + folder,
+                file: file, line: line)
             if let shard {
-                XCTAssertEqual(RootInspection.entries(of: root + folder + "/" + shard), [], context + " " + folder, file: file, line: line)
+                XCTAssertEqual(
+                    RootInspection.entries(of: root + folder + "/" + shard), [], context + " " + folder, file: file,
+                    line: line)
             }
         }
     }

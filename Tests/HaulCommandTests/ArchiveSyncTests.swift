@@ -57,18 +57,21 @@ final class ArchiveSyncTests: XCTestCase {
     }
 
     func testStripIncludeAndExcludePickTheMembersTheyName() throws {
-        try fixture.source("pkg", Self.sdk.map { member in
-            switch member {
-            case .file(let path, let text, let executable): .file("sdk-1.0/" + path, text, executable: executable)
-            case .symlink(let path, let target): .symlink("sdk-1.0/" + path, to: target)
-            case .folder(let path): .folder("sdk-1.0/" + path)
-            }
-        })
+        try fixture.source(
+            "pkg",
+            Self.sdk.map { member in
+                switch member {
+                case .file(let path, let text, let executable): .file("sdk-1.0/" + path, text, executable: executable)
+                case .symlink(let path, let target): .symlink("sdk-1.0/" + path, to: target)
+                case .folder(let path): .folder("sdk-1.0/" + path)
+                }
+            })
         let archive = try fixture.pack("pkg", format: "tar.gz")
         let url = fixture.publish("/sdk-1.0.tar.gz", archive)
         try fixture.manifest([
             ArchiveFixture.entry(url, dest: "stripped", extract: ["strip: 1"]),
-            ArchiveFixture.entry(url, dest: "picked", extract: ["strip: 1", "include: [\"bin/**\", \"lib/**\"]", "exclude: \"**/*.a\""]),
+            ArchiveFixture.entry(
+                url, dest: "picked", extract: ["strip: 1", "include: [\"bin/**\", \"lib/**\"]", "exclude: \"**/*.a\""]),
             ArchiveFixture.entry(url, dest: "whole"),
         ])
         try fixture.syncSucceeds()
@@ -76,8 +79,9 @@ final class ArchiveSyncTests: XCTestCase {
         XCTAssertEqual(try fixture.listing("out/stripped"), try fixture.listing("src/expected"))
         XCTAssertEqual(try fixture.listing("out/whole"), try fixture.listing("src/pkg"))
         let picked = try fixture.listing("out/picked")
-        XCTAssertEqual(picked.map { $0.split(separator: " ").first.map(String.init) ?? "" },
-                       ["bin/", "bin/latest", "bin/tool", "lib/", "lib/libx.so"], "\(picked)")
+        XCTAssertEqual(
+            picked.map { $0.split(separator: " ").first.map(String.init) ?? "" },
+            ["bin/", "bin/latest", "bin/tool", "lib/", "lib/libx.so"], "\(picked)")
         XCTAssertEqual(fixture.directory.read("out/picked/lib/libx.so"), Array("shared object 1\n".utf8))
         fixture.assertNoLitter(destinations: ["picked", "stripped", "whole"])
     }
@@ -142,8 +146,10 @@ final class ArchiveSyncTests: XCTestCase {
         try fixture.manifest([ArchiveFixture.entry(changed, dest: "sdk-plain", extract: ["tree: \(expected)"])])
         let refused = try fixture.haul(["sync"])
         XCTAssertEqual(refused.exitCode, 1, refused.stdout + refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("error: sdk-plain: the unpacked tree's digest is \(other), not the pinned \(expected)"),
-                      refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains(
+                "error: sdk-plain: the unpacked tree's digest is \(other), not the pinned \(expected)"),
+            refused.stderr)
     }
 
     /// A tree pinned alone (no archive checksum) is a pin: the archive is not asked for again.
@@ -164,7 +170,9 @@ final class ArchiveSyncTests: XCTestCase {
         try fixture.source("sdk", Self.sdk)
         try fixture.source("sdk2", Self.sdkVersion2)
         let old = try fixture.pack("sdk", format: "tar.gz")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/sdk-1.tar.gz", old), dest: "sdk", sha256: sha256(old))])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/sdk-1.tar.gz", old), dest: "sdk", sha256: sha256(old))
+        ])
         try fixture.syncSucceeds()
         let before = try fixture.listing("out/sdk")
 
@@ -174,8 +182,9 @@ final class ArchiveSyncTests: XCTestCase {
         try fixture.manifest([ArchiveFixture.entry(url, dest: "sdk", extract: ["tree: \(wrongTree)"])])
         let refused = try fixture.haul(["sync"])
         XCTAssertEqual(refused.exitCode, 1, refused.stdout + refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("error: sdk: the unpacked tree's digest is \(actual), not the pinned \(wrongTree)"),
-                      refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains("error: sdk: the unpacked tree's digest is \(actual), not the pinned \(wrongTree)"),
+            refused.stderr)
         XCTAssertEqual(try fixture.listing("out/sdk"), before)
         fixture.assertNoLitter(destinations: ["sdk"])
     }
@@ -184,7 +193,9 @@ final class ArchiveSyncTests: XCTestCase {
         try fixture.source("sdk", Self.sdk)
         try fixture.source("sdk2", Self.sdkVersion2)
         let old = try fixture.pack("sdk", format: "tar.xz")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/sdk-1.tar.xz", old), dest: "sdk", sha256: sha256(old))])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/sdk-1.tar.xz", old), dest: "sdk", sha256: sha256(old))
+        ])
         try fixture.syncSucceeds()
         let before = try fixture.listing("out/sdk")
 
@@ -195,8 +206,9 @@ final class ArchiveSyncTests: XCTestCase {
         let refused = try fixture.haul(["sync"])
         XCTAssertEqual(refused.exitCode, 1, refused.stdout + refused.stderr)
         XCTAssertTrue(refused.stderr.contains("error: sdk: "), refused.stderr)
-        XCTAssertTrue(refused.stderr.contains(sha256(new)) && refused.stderr.contains(pinned),
-                      "the error names the digest received and the one pinned: \(refused.stderr)")
+        XCTAssertTrue(
+            refused.stderr.contains(sha256(new)) && refused.stderr.contains(pinned),
+            "the error names the digest received and the one pinned: \(refused.stderr)")
         XCTAssertEqual(try fixture.listing("out/sdk"), before)
         fixture.assertNoLitter(destinations: ["sdk"])
     }
@@ -208,11 +220,17 @@ final class ArchiveSyncTests: XCTestCase {
     func testANoOpOfAnUnchangedTreeOpensNoMemberFile() throws {
         try fixture.source("sdk", Self.sdk)
         let archive = try fixture.pack("sdk", format: "tar.gz")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/sdk.tar.gz", archive), dest: "sdk", sha256: sha256(archive))])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/sdk.tar.gz", archive), dest: "sdk", sha256: sha256(archive))
+        ])
         try fixture.syncSucceeds()
-        let folders = ["out/sdk", "out/sdk/bin", "out/sdk/lib", "out/sdk/share", "out/sdk/share/doc", "out/sdk/share/empty"]
-        let members: Set<String> = ["out/sdk/README", "out/sdk/bin/tool", "out/sdk/lib/libx.so", "out/sdk/lib/libx.a",
-                                    "out/sdk/share/doc/guide.md"]
+        let folders = [
+            "out/sdk", "out/sdk/bin", "out/sdk/lib", "out/sdk/share", "out/sdk/share/doc", "out/sdk/share/empty",
+        ]
+        let members: Set<String> = [
+            "out/sdk/README", "out/sdk/bin/tool", "out/sdk/lib/libx.so", "out/sdk/lib/libx.a",
+            "out/sdk/share/doc/guide.md",
+        ]
         let watch = try FileOpenWatch(folders: folders.map { fixture.directory.path($0) }, base: fixture.directory.path)
         fixture.server.resetLog()
         for command in [["sync"], ["plan"]] {
@@ -230,7 +248,9 @@ final class ArchiveSyncTests: XCTestCase {
         try fixture.source("sdk", Self.sdk)
         let packed = try fixture.listing("src/sdk")
         let archive = try fixture.pack("sdk", format: "tar.bz2")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/sdk.tar.bz2", archive), dest: "sdk", sha256: sha256(archive))])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/sdk.tar.bz2", archive), dest: "sdk", sha256: sha256(archive))
+        ])
         try fixture.syncSucceeds()
 
         for damage in ["edit", "remove", "unlink the symlink"] {
@@ -242,7 +262,9 @@ final class ArchiveSyncTests: XCTestCase {
             XCTAssertNotEqual(try fixture.listing("out/sdk"), packed, damage)
             let plan = try fixture.haul(["plan"])
             XCTAssertEqual(plan.exitCode, 2, "\(damage): \(plan.stdout)\(plan.stderr)")
-            XCTAssertTrue(plan.stdout.contains("~ sdk/ (archive, 1 file in it changed since haul unpacked it"), "\(damage): \(plan.stdout)")
+            XCTAssertTrue(
+                plan.stdout.contains("~ sdk/ (archive, 1 file in it changed since haul unpacked it"),
+                "\(damage): \(plan.stdout)")
             try fixture.syncSucceeds()
             XCTAssertEqual(try fixture.listing("out/sdk"), packed, damage)
             let after = try fixture.haul(["plan"])
@@ -257,20 +279,32 @@ final class ArchiveSyncTests: XCTestCase {
         try fixture.source("sdk", Self.sdk)
         try fixture.source("sdk2", Self.sdkVersion2)
         let old = try fixture.pack("sdk", format: "zip")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/sdk-1.zip", old), dest: "sdk", sha256: sha256(old))])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/sdk-1.zip", old), dest: "sdk", sha256: sha256(old))
+        ])
         try fixture.syncSucceeds()
         try fixture.directory.write("out/sdk/notes.txt", "mine\n")
         try fixture.directory.write("out/sdk/bin/my-script", "#!/bin/sh\n")
         try fixture.directory.write("out/sdk/mine/deep/data", "deep\n")
 
         let new = try fixture.pack("sdk2", format: "zip")
-        try fixture.manifest([ArchiveFixture.entry(fixture.publish("/sdk-2.zip", new), dest: "sdk", sha256: sha256(new))])
+        try fixture.manifest([
+            ArchiveFixture.entry(fixture.publish("/sdk-2.zip", new), dest: "sdk", sha256: sha256(new))
+        ])
         let replaced = try fixture.syncSucceeds()
-        let mine = ["bin/my-script file 10 " + sha256(Array("#!/bin/sh\n".utf8)), "mine/", "mine/deep/",
-                    "mine/deep/data file 5 " + sha256(Array("deep\n".utf8)), "notes.txt file 5 " + sha256(Array("mine\n".utf8))]
-        let expected = (try fixture.listing("src/sdk2") + mine).sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
-        XCTAssertEqual(try fixture.listing("out/sdk").sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }, expected)
-        XCTAssertTrue(replaced.stderr.contains("notes.txt"), "the kept file is named in a warning: \(replaced.stdout)\(replaced.stderr)")
+        let mine = [
+            "bin/my-script file 10 " + sha256(Array("#!/bin/sh\n".utf8)), "mine/", "mine/deep/",
+            "mine/deep/data file 5 " + sha256(Array("deep\n".utf8)), "notes.txt file 5 " + sha256(Array("mine\n".utf8)),
+        ]
+        let expected = (try fixture.listing("src/sdk2") + mine).sorted {
+            Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8))
+        }
+        XCTAssertEqual(
+            try fixture.listing("out/sdk").sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }, expected
+        )
+        XCTAssertTrue(
+            replaced.stderr.contains("notes.txt"),
+            "the kept file is named in a warning: \(replaced.stdout)\(replaced.stderr)")
 
         let other = ArchiveFixture.entry(fixture.publish("/other.txt", Array("other\n".utf8)), dest: "other.txt")
             .replacingOccurrences(of: "    extract: true\n", with: "")
@@ -279,7 +313,9 @@ final class ArchiveSyncTests: XCTestCase {
         XCTAssertEqual(pruned.exitCode, 0, pruned.stdout + pruned.stderr)
         let left = try fixture.listing("out/sdk")
         XCTAssertEqual(left, ["bin/"] + mine, "only the user's files, and the folders that hold them, are left")
-        XCTAssertTrue(pruned.stderr.contains("notes.txt"), "the kept file is named in a warning: \(pruned.stdout)\(pruned.stderr)")
+        XCTAssertTrue(
+            pruned.stderr.contains("notes.txt"), "the kept file is named in a warning: \(pruned.stdout)\(pruned.stderr)"
+        )
         fixture.assertNoLitter(destinations: ["other.txt", "sdk"])
     }
 
@@ -294,12 +330,16 @@ final class ArchiveSyncTests: XCTestCase {
         let url = fixture.publish("/sdk.tar.gz", archive)
         try fixture.manifest([ArchiveFixture.entry(url, dest: "sdk", sha256: sha256(archive))])
         let unpinned = try fixture.syncSucceeds(["--json"])
-        let first = try XCTUnwrap(ArchiveFixture.events(unpinned.stdout).first { $0["event"] as? String == "done" }, unpinned.stdout)
+        let first = try XCTUnwrap(
+            ArchiveFixture.events(unpinned.stdout).first { $0["event"] as? String == "done" }, unpinned.stdout)
         XCTAssertTrue(first["tree"] is NSNull, "\(first)")
         XCTAssertEqual(first["files"] as? Int, 6, "\(first)")
-        try fixture.manifest([ArchiveFixture.entry(url, dest: "sdk", sha256: sha256(archive), extract: ["tree: \(tree)"])])
+        try fixture.manifest([
+            ArchiveFixture.entry(url, dest: "sdk", sha256: sha256(archive), extract: ["tree: \(tree)"])
+        ])
         let sync = try fixture.syncSucceeds(["--json"])
-        let done = try XCTUnwrap(ArchiveFixture.events(sync.stdout).first { $0["event"] as? String == "done" }, sync.stdout)
+        let done = try XCTUnwrap(
+            ArchiveFixture.events(sync.stdout).first { $0["event"] as? String == "done" }, sync.stdout)
         XCTAssertEqual(done["dest"] as? String, "sdk")
         XCTAssertEqual(done["result"] as? String, "fetched")
         XCTAssertEqual(done["url"] as? String, url)

@@ -22,7 +22,9 @@ final class BlockedOutputTests: XCTestCase {
     private let slowContent: [UInt8] = (0..<400_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
     private let fastCount = 60
     /// Long URLs make long `--verbose` lines: the plan fits in the pipe, the lines of the files fetched do not.
-    private func fastPath(_ index: Int) -> String { "/" + String(repeating: "long-path-segment/", count: 8) + "f\(index).bin" }
+    private func fastPath(_ index: Int) -> String {
+        "/" + String(repeating: "long-path-segment/", count: 8) + "f\(index).bin"
+    }
 
     /// 60 small files served at once, and `slow.bin`, whose answer stalls after 64 KiB each time the test queues
     /// a stall (`stallSlowFile`), and is served whole otherwise.
@@ -40,19 +42,24 @@ final class BlockedOutputTests: XCTestCase {
     private func writeManifest(_ server: LoopbackHTTPServer) throws {
         var yaml = "version: 1\nroot: out\nfiles:\n"
         for index in 0..<fastCount {
-            yaml += "  - { url: \(server.url(fastPath(index))), dest: f\(index).bin, "
+            yaml +=
+                "  - { url: \(server.url(fastPath(index))), dest: f\(index).bin, "
                 + "sha256: \(StreamingHasher.digest(content(index), algorithm: .sha256).hex) }\n"
         }
-        yaml += "  - { url: \(server.url("/slow.bin")), dest: slow.bin, size: \(slowContent.count), "
+        yaml +=
+            "  - { url: \(server.url("/slow.bin")), dest: slow.bin, size: \(slowContent.count), "
             + "sha256: \(StreamingHasher.digest(slowContent, algorithm: .sha256).hex) }\n"
         try directory.write("haul.yaml", yaml)
     }
 
     /// Sends `signal` and waits, boundedly, for the run to end: a run that cannot end is a failure, not a hang.
-    private func stop(_ process: BackgroundProcess, with signal: Int32, file: StaticString = #filePath, line: UInt = #line) -> Int32? {
+    private func stop(
+        _ process: BackgroundProcess, with signal: Int32, file: StaticString = #filePath, line: UInt = #line
+    ) -> Int32? {
         process.send(signal)
         let status = process.waitForExit(timeout: 20)
-        XCTAssertNotNil(status, "the run ended after the signal, though nobody reads its output", file: file, line: line)
+        XCTAssertNotNil(
+            status, "the run ended after the signal, though nobody reads its output", file: file, line: line)
         return status
     }
 
@@ -66,21 +73,27 @@ final class BlockedOutputTests: XCTestCase {
             server.resetLog()
             stallSlowFile(script)
             let pipe = try StalledPipe(path: directory.path("output"))
-            let sync = try HaulProcess.start(["sync", "--progress", "plain", "--verbose"], currentDirectory: directory.path,
-                                             outputPath: pipe.path)
+            let sync = try HaulProcess.start(
+                ["sync", "--progress", "plain", "--verbose"], currentDirectory: directory.path,
+                outputPath: pipe.path)
             // Changing things: the small files are in place (the pipe holds the plan, not their lines too), the slow
             // one is under way.
-            let underWay = sync.wait(until: {
-                pipe.buffered > 0 && server.requests(path: "/slow.bin").count == 1
-                    && (0..<fastCount).allSatisfy { directory.exists("out/f\($0).bin") }
-            }, timeout: 30)
-            XCTAssertEqual(underWay, .conditionMet, "the run got as far as the slow transfer: \(pipe.buffered) bytes in the pipe, "
-                           + "\(server.requests(path: "/slow.bin").count) requests of slow.bin, "
-                           + "\((0..<fastCount).filter { directory.exists("out/f\($0).bin") }.count) small files in place")
+            let underWay = sync.wait(
+                until: {
+                    pipe.buffered > 0 && server.requests(path: "/slow.bin").count == 1
+                        && (0..<fastCount).allSatisfy { directory.exists("out/f\($0).bin") }
+                }, timeout: 30)
+            XCTAssertEqual(
+                underWay, .conditionMet,
+                "the run got as far as the slow transfer: \(pipe.buffered) bytes in the pipe, "
+                    + "\(server.requests(path: "/slow.bin").count) requests of slow.bin, "
+                    + "\((0..<fastCount).filter { directory.exists("out/f\($0).bin") }.count) small files in place")
             XCTAssertEqual(stop(sync, with: signal), expected)
 
             let shown = pipe.drain()
-            XCTAssertTrue(shown.hasPrefix("+ f0.bin (missing)\n"), "what the pipe took is the run's output, from its start: \(shown)")
+            XCTAssertTrue(
+                shown.hasPrefix("+ f0.bin (missing)\n"),
+                "what the pipe took is the run's output, from its start: \(shown)")
             for index in 0..<fastCount {
                 XCTAssertEqual(directory.read("out/f\(index).bin"), content(index), "f\(index).bin is whole")
             }
@@ -93,7 +106,8 @@ final class BlockedOutputTests: XCTestCase {
             XCTAssertEqual(server.requests.map(\.path), ["/slow.bin"], "nothing fetched twice: \(next.stdout)")
             XCTAssertEqual(directory.read("out/slow.bin"), slowContent)
             let again = try directory.haul(["sync", "--progress", "none"])
-            XCTAssertTrue(again.stdout.hasPrefix("Nothing to do: \(fastCount + 1) files up to date"), again.stdout + again.stderr)
+            XCTAssertTrue(
+                again.stdout.hasPrefix("Nothing to do: \(fastCount + 1) files up to date"), again.stdout + again.stderr)
         }
     }
 
@@ -104,8 +118,9 @@ final class BlockedOutputTests: XCTestCase {
         defer { server.stop() }
         try writeManifest(server)
         let terminal = try StoppedTerminal()
-        let sync = try HaulProcess.start(["sync", "--progress", "plain"], environment: ["NO_COLOR": "1"],
-                                         currentDirectory: directory.path, outputPath: terminal.path)
+        let sync = try HaulProcess.start(
+            ["sync", "--progress", "plain"], environment: ["NO_COLOR": "1"],
+            currentDirectory: directory.path, outputPath: terminal.path)
         // Blocked on the terminal: its lock is taken, and it has written nothing the terminal shows.
         XCTAssertEqual(sync.wait(until: { isWaitingToWrite(sync.pid) }, timeout: 30), .conditionMet)
         XCTAssertEqual(stop(sync, with: SIGTERM), 143)
@@ -118,7 +133,9 @@ final class BlockedOutputTests: XCTestCase {
     /// Whether the process's main thread waits in `poll` or `write` for a reader (its `wchan`), its root locked.
     private func isWaitingToWrite(_ pid: pid_t) -> Bool {
         guard let wchan = try? String(contentsOfFile: "/proc/\(pid)/wchan", encoding: .utf8) else { return false }
-        return (wchan.contains("poll") || wchan.contains("tty_write") || wchan.contains("n_tty") || wchan.contains("wait_woken"))
+        return
+            (wchan.contains("poll") || wchan.contains("tty_write") || wchan.contains("n_tty")
+            || wchan.contains("wait_woken"))
             && directory.exists("out/.haul/lock")
     }
 }

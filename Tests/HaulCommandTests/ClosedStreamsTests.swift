@@ -12,7 +12,9 @@ final class ClosedStreamsTests: XCTestCase {
         let bytes = Array("content\n".utf8)
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -20,13 +22,16 @@ final class ClosedStreamsTests: XCTestCase {
             """)
         for redirection in [">&-", "2>&-", ">&- 2>&-", "<&- >&- 2>&-"] {
             try? FileManager.default.removeItem(atPath: directory.path("out"))
-            let result = try ProcessRunner.run("/bin/sh", ["-c", "exec \"$0\" sync haul.yaml --verbose \(redirection)", HaulProcess.executablePath],
-                                               currentDirectory: directory.path, timeout: 30)
+            let result = try ProcessRunner.run(
+                "/bin/sh", ["-c", "exec \"$0\" sync haul.yaml --verbose \(redirection)", HaulProcess.executablePath],
+                currentDirectory: directory.path, timeout: 30)
             XCTAssertEqual(result.exitCode, 0, "\(redirection): \(result.stderr)")
             XCTAssertEqual(directory.read("out/f.bin"), bytes, redirection)
             let lock = String(decoding: try XCTUnwrap(directory.read("out/.haul/lock")), as: UTF8.self)
-            XCTAssertTrue(lock.contains(" pid ") && lock.hasSuffix(", haul sync haul.yaml\n") && lock.split(separator: "\n").count == 1,
-                          "\(redirection): the lock holds only its holder line: \(lock.debugDescription)")
+            XCTAssertTrue(
+                lock.contains(" pid ") && lock.hasSuffix(", haul sync haul.yaml\n")
+                    && lock.split(separator: "\n").count == 1,
+                "\(redirection): the lock holds only its holder line: \(lock.debugDescription)")
             let state = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
             XCTAssertFalse(state.contains("fetched") || state.contains("Plan:"), "\(redirection): \(state)")
         }

@@ -16,7 +16,9 @@ final class ColourRuleTests: XCTestCase {
     /// One file to download (a green `+` in the plan) and one that answers 404 (a red `error:`).
     private func writeManifest(server: LoopbackHTTPServer) throws {
         let bytes = Array("content\n".utf8)
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:

@@ -25,7 +25,9 @@ final class CommitRaceTests: XCTestCase {
             released.store(true, ordering: .releasing)
             server.stop()
         }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -33,8 +35,9 @@ final class CommitRaceTests: XCTestCase {
               - { url: \(server.url("/second")), dest: d/second, sha256: \(sha256(second)) }
             """)
 
-        let sync = try HaulProcess.start(["sync", "--jobs", "2", "--progress", "plain"], currentDirectory: directory.path,
-                                         outputPath: directory.path("haul-output.txt"))
+        let sync = try HaulProcess.start(
+            ["sync", "--jobs", "2", "--progress", "plain"], currentDirectory: directory.path,
+            outputPath: directory.path("haul-output.txt"))
         XCTAssertEqual(sync.wait(until: { directory.read("out/d/first") == first }, timeout: 20), .conditionMet)
         XCTAssertEqual(rename(directory.path("out/d"), directory.path("out/d.old")), 0)
         XCTAssertEqual(symlink(outside.path, directory.path("out/d")), 0)
@@ -43,9 +46,12 @@ final class CommitRaceTests: XCTestCase {
         let status = sync.waitForExit(timeout: 30)
         let output = sync.output
         XCTAssertEqual(status, 1, output)
-        XCTAssertTrue(output.contains("error: d/second: cannot write it: parent \"d\" is a symlink to \(outside.path), outside root"),
-                      output)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
+        XCTAssertTrue(
+            output.contains(
+                "error: d/second: cannot write it: parent \"d\" is a symlink to \(outside.path), outside root"),
+            output)
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
         XCTAssertFalse(output.contains("fetched d/second"), output)
     }
 }

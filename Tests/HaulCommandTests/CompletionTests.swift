@@ -32,7 +32,9 @@ final class CompletionTests: XCTestCase {
         let shell = try Self.shell("/bin/bash", package: "bash")
         let setting = try Setting(shell: "bash", scriptName: "haul.bash")
         // The function bash-completion would call, with the variables bash sets for it; COMPREPLY is the answer.
-        try setting.directory.write("complete.bash", """
+        try setting.directory.write(
+            "complete.bash",
+            """
             source "$1"
             shift
             COMP_WORDS=("$@")
@@ -45,8 +47,12 @@ final class CompletionTests: XCTestCase {
 
             """)
         for (words, expected) in Self.cases {
-            let result = try setting.run(shell, ["--norc", "--noprofile", setting.directory.path("complete.bash"),
-                                                 setting.script] + words)
+            let result = try setting.run(
+                shell,
+                [
+                    "--norc", "--noprofile", setting.directory.path("complete.bash"),
+                    setting.script,
+                ] + words)
             XCTAssertEqual(result.exitCode, 0, "\(words): \(result.stderr)")
             XCTAssertEqual(Self.names(result.stdout.split(separator: "\n")), expected, words.joined(separator: " "))
         }
@@ -57,7 +63,9 @@ final class CompletionTests: XCTestCase {
         let setting = try Setting(shell: "zsh", scriptName: "_haul")
         // Completion runs only inside the line editor, so an interactive zsh on a pseudo-terminal (zpty) is given
         // the line and a Tab; its compadd reports each match that completion really added.
-        try setting.directory.write("capture.zsh", """
+        try setting.directory.write(
+            "capture.zsh",
+            """
             autoload -U compinit && compinit -u -D
             source "$HAUL_COMPLETION_SCRIPT"
             compdef _haul haul
@@ -82,7 +90,9 @@ final class CompletionTests: XCTestCase {
             bindkey '^I' capture-complete
 
             """)
-        try setting.directory.write("complete.zsh", """
+        try setting.directory.write(
+            "complete.zsh",
+            """
             zmodload zsh/zpty
             zpty shell 'zsh -f -i'
             zpty -w shell "source ${(q)0:h}/capture.zsh"
@@ -93,8 +103,9 @@ final class CompletionTests: XCTestCase {
 
             """)
         for (words, expected) in Self.cases {
-            let result = try setting.run(shell, ["-f", setting.directory.path("complete.zsh")] + words,
-                                         environment: ["HAUL_COMPLETION_SCRIPT": setting.script])
+            let result = try setting.run(
+                shell, ["-f", setting.directory.path("complete.zsh")] + words,
+                environment: ["HAUL_COMPLETION_SCRIPT": setting.script])
             XCTAssertEqual(result.exitCode, 0, "\(words): \(result.stderr)")
             let matches = result.stdout.matches(of: /<<match>>([^\r\n]*)/).map { $0.output.1 }
             XCTAssertEqual(Self.names(matches), expected, words.joined(separator: " "))
@@ -106,15 +117,22 @@ final class CompletionTests: XCTestCase {
         let setting = try Setting(shell: "fish", scriptName: "haul.fish")
         for (words, expected) in Self.cases {
             let line = words.joined(separator: " ")
-            let result = try setting.run(shell, ["--no-config", "-c", "source $argv[1]; complete -C $argv[2]",
-                                                 setting.script, line])
+            let result = try setting.run(
+                shell,
+                [
+                    "--no-config", "-c", "source $argv[1]; complete -C $argv[2]",
+                    setting.script, line,
+                ])
             XCTAssertEqual(result.exitCode, 0, "\(line): \(result.stderr)")
             // Each line is a candidate, then a tab and its description when it has one.
-            let candidates = result.stdout.split(separator: "\n").map { $0.split(separator: "\t", maxSplits: 1).first ?? "" }
+            let candidates = result.stdout.split(separator: "\n").map {
+                $0.split(separator: "\t", maxSplits: 1).first ?? ""
+            }
             XCTAssertEqual(Self.names(candidates), expected, line)
         }
         // fish made its folders in the setting's home, not where every other test's haul looks for a config.
-        XCTAssertFalse(FileManager.default.fileExists(atPath: ProcessRunner.minimalEnvironment["XDG_CONFIG_HOME"] ?? ""))
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: ProcessRunner.minimalEnvironment["XDG_CONFIG_HOME"] ?? ""))
     }
 
     /// A temporary folder with the generated script, a home for the shell, and `work/`, where completion runs.
@@ -137,10 +155,13 @@ final class CompletionTests: XCTestCase {
         /// they point, and the suite's unreachable defaults (`ProcessRunner.minimalEnvironment`) must stay unmade.
         func run(_ shell: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
             let home = directory.path("home")
-            let own = ["HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_DATA_HOME": home + "/.local/share",
-                       "XDG_CACHE_HOME": home + "/.cache"]
-            return try ProcessRunner.run(shell, arguments, environment: environment.merging(own) { a, _ in a },
-                                         currentDirectory: directory.path("work"), timeout: 60)
+            let own = [
+                "HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_DATA_HOME": home + "/.local/share",
+                "XDG_CACHE_HOME": home + "/.cache",
+            ]
+            return try ProcessRunner.run(
+                shell, arguments, environment: environment.merging(own) { a, _ in a },
+                currentDirectory: directory.path("work"), timeout: 60)
         }
     }
 

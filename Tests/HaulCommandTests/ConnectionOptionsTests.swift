@@ -13,7 +13,8 @@ final class ConnectionOptionsTests: XCTestCase {
 
     /// One unpinned entry, no retries unless `retries` says.
     private func manifest(_ url: String, dest: String = "a.bin", retries: Int = 0) throws {
-        try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:\n  - url: \(url)\n    dest: \(dest)\n    retries: \(retries)\n")
+        try directory.write(
+            "haul.yaml", "version: 1\nroot: out\nfiles:\n  - url: \(url)\n    dest: \(dest)\n    retries: \(retries)\n")
     }
 
     func testTheProxyOptionWinsOverTheEnvironmentAndNoproxyGoesDirect() throws {
@@ -34,8 +35,9 @@ final class ConnectionOptionsTests: XCTestCase {
         XCTAssertTrue(origin.requests.isEmpty)
 
         try manifest(origin.url("/a.bin"), dest: "b.bin")
-        let direct = try directory.haul(["sync", "--proxy", proxy.url(""), "--noproxy", "example.com, 127.0.0.1"],
-                                        environment: environment)
+        let direct = try directory.haul(
+            ["sync", "--proxy", proxy.url(""), "--noproxy", "example.com, 127.0.0.1"],
+            environment: environment)
         XCTAssertEqual(direct.exitCode, 0, direct.stderr)
         XCTAssertEqual(directory.read("out/b.bin"), Array("direct\n".utf8))
         XCTAssertEqual(proxy.requests.count, 1, "no second request through the proxy")
@@ -50,15 +52,18 @@ final class ConnectionOptionsTests: XCTestCase {
         let proxyURL = "http://alice:s3cret@127.0.0.1:\(dead.port)"
         let sync = try directory.haul(["sync", "--proxy", proxyURL])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("error: a.bin: \(origin.url("/a.bin")): the proxy http://***@127.0.0.1:\(dead.port) "
-                                           + "(from --proxy) could not be reached (refused, or no route to it)"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: a.bin: \(origin.url("/a.bin")): the proxy http://***@127.0.0.1:\(dead.port) "
+                    + "(from --proxy) could not be reached (refused, or no route to it)"), sync.stderr)
         XCTAssertFalse((sync.stdout + sync.stderr).contains("s3cret"))
         XCTAssertTrue(origin.requests.isEmpty)
 
         let fromEnvironment = try directory.haul(["sync"], environment: ["http_proxy": dead.url("")])
         XCTAssertEqual(fromEnvironment.exitCode, 1, fromEnvironment.stderr)
-        XCTAssertTrue(fromEnvironment.stderr.contains("the proxy \(dead.url("")) (from http_proxy) could not be reached"),
-                      fromEnvironment.stderr)
+        XCTAssertTrue(
+            fromEnvironment.stderr.contains("the proxy \(dead.url("")) (from http_proxy) could not be reached"),
+            fromEnvironment.stderr)
     }
 
     /// A proxy that will not open a tunnel to an https origin answers its CONNECT; that answer is the proxy's.
@@ -68,26 +73,34 @@ final class ConnectionOptionsTests: XCTestCase {
         try manifest("https://127.0.0.1:1/a.bin")
         let sync = try directory.haul(["sync", "--proxy", proxy.url("")])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("error: a.bin: https://127.0.0.1:1/a.bin: the proxy \(proxy.url("")) (from --proxy) "
-                                           + "answered 403 to CONNECT"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: a.bin: https://127.0.0.1:1/a.bin: the proxy \(proxy.url("")) (from --proxy) "
+                    + "answered 403 to CONNECT"), sync.stderr)
         XCTAssertEqual(proxy.requests.map(\.method), ["CONNECT"], "a 403 is not retried")
     }
 
     /// A 407 to credentials that were given says they were refused, not that some are wanted.
     func testAProxyThatRefusesTheCredentialsGivenSaysSo() throws {
-        let proxy = try LoopbackHTTPServer { _ in .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"proxy\"")]) }
+        let proxy = try LoopbackHTTPServer { _ in
+            .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"proxy\"")])
+        }
         defer { proxy.stop() }
         try manifest("http://127.0.0.1:1/a.bin")
         let sync = try directory.haul(["sync", "--proxy", "http://alice:wrong@127.0.0.1:\(proxy.port)"])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("the proxy http://***@127.0.0.1:\(proxy.port) (from --proxy) answered 407: it refused "
-                                           + "the credentials given in --proxy"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "the proxy http://***@127.0.0.1:\(proxy.port) (from --proxy) answered 407: it refused "
+                    + "the credentials given in --proxy"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("wrong"), sync.stderr)
         XCTAssertNotNil(proxy.requests.first?.header("Proxy-Authorization"), "the credentials were sent")
 
         let without = try directory.haul(["sync", "--proxy", proxy.url("")])
-        XCTAssertTrue(without.stderr.contains("(from --proxy) answered 407: it wants credentials; give them in the proxy's URL: "
-                                              + "--proxy http://user:pass@127.0.0.1:\(proxy.port)"), without.stderr)
+        XCTAssertTrue(
+            without.stderr.contains(
+                "(from --proxy) answered 407: it wants credentials; give them in the proxy's URL: "
+                    + "--proxy http://user:pass@127.0.0.1:\(proxy.port)"), without.stderr)
     }
 
     /// The connection phase (here a TLS handshake nobody answers) is bound by --connect-timeout; a slow body after
@@ -97,11 +110,14 @@ final class ConnectionOptionsTests: XCTestCase {
         try manifest("https://127.0.0.1:\(silent.port)/a.bin")
         let stuck = try directory.haul(["sync", "--connect-timeout", "1", "--timeout", "60s"])
         XCTAssertEqual(stuck.exitCode, 1, stuck.stderr)
-        XCTAssertTrue(stuck.stderr.contains("error: a.bin: https://127.0.0.1:\(silent.port)/a.bin: could not connect within 1 s"),
-                      stuck.stderr)
+        XCTAssertTrue(
+            stuck.stderr.contains("error: a.bin: https://127.0.0.1:\(silent.port)/a.bin: could not connect within 1 s"),
+            stuck.stderr)
 
         let bytes = [UInt8](repeating: 3, count: 300)
-        let slow = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 50, interval: 0.3)) }
+        let slow = try LoopbackHTTPServer { _ in
+            ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 50, interval: 0.3))
+        }
         defer { slow.stop() }
         try manifest(slow.url("/a.bin"))
         let sync = try directory.haul(["sync", "--connect-timeout", "0.5", "--timeout", "30s"])
@@ -136,8 +152,10 @@ final class ConnectionOptionsTests: XCTestCase {
         manifestScript.enqueue([.status(404)])
         let fromManifest = try LoopbackHTTPServer(handler: manifestScript.respond)
         defer { fromManifest.stop() }
-        try directory.write("haul.yaml", "version: 1\nroot: out\ndefaults: {retry_on: 404}\nfiles:\n"
-                            + "  - {url: \(fromManifest.url("/c.bin")), dest: c.bin, retries: 2}\n")
+        try directory.write(
+            "haul.yaml",
+            "version: 1\nroot: out\ndefaults: {retry_on: 404}\nfiles:\n"
+                + "  - {url: \(fromManifest.url("/c.bin")), dest: c.bin, retries: 2}\n")
         let retried = try directory.haul(["sync"])
         XCTAssertEqual(retried.exitCode, 0, retried.stderr)
         XCTAssertEqual(directory.read("out/c.bin"), bytes)
@@ -145,9 +163,11 @@ final class ConnectionOptionsTests: XCTestCase {
 
         let bad = try directory.haul(["sync", "--retry-on-http", "404,6000"])
         XCTAssertEqual(bad.exitCode, 64, bad.stderr)
-        XCTAssertTrue(bad.stderr.hasPrefix("error: The value '404,6000' is invalid for '--retry-on-http <codes>': expected HTTP "
-                                           + "statuses from 100 to 599, comma-separated, each alone or as a range such as "
-                                           + "500-504, found \"6000\"\n"), bad.stderr)
+        XCTAssertTrue(
+            bad.stderr.hasPrefix(
+                "error: The value '404,6000' is invalid for '--retry-on-http <codes>': expected HTTP "
+                    + "statuses from 100 to 599, comma-separated, each alone or as a range such as "
+                    + "500-504, found \"6000\"\n"), bad.stderr)
     }
 
     /// A certificate or key that cannot be read is refused before any request, naming the file.
@@ -157,13 +177,16 @@ final class ConnectionOptionsTests: XCTestCase {
         try manifest(server.url("/a.bin"))
         let missing = try directory.haul(["sync", "--cert", "client.pem"])
         XCTAssertEqual(missing.exitCode, 64, missing.stderr)
-        XCTAssertEqual(missing.stderr, "error: client certificate \"client.pem\" (from --cert) cannot be used: no such file; "
-                       + "give a readable PEM file\n")
+        XCTAssertEqual(
+            missing.stderr,
+            "error: client certificate \"client.pem\" (from --cert) cannot be used: no such file; "
+                + "give a readable PEM file\n")
         try directory.write("client.pem", "-----BEGIN CERTIFICATE-----\n")
         let key = try directory.haul(["sync", "--cert", "client.pem", "--key", "nowhere/client.key"])
         XCTAssertEqual(key.exitCode, 64, key.stderr)
-        XCTAssertTrue(key.stderr.hasPrefix("error: private key \"nowhere/client.key\" (from --key) cannot be used: no such file"),
-                      key.stderr)
+        XCTAssertTrue(
+            key.stderr.hasPrefix("error: private key \"nowhere/client.key\" (from --key) cannot be used: no such file"),
+            key.stderr)
         XCTAssertTrue(server.requests.isEmpty)
     }
 
@@ -211,20 +234,29 @@ final class ConnectionOptionsTests: XCTestCase {
         let without = try directory.haul(["sync", "--ca-file", authority.caCertificatePath])
         XCTAssertEqual(without.exitCode, 1, without.stderr)
         // nginx finishes the handshake and answers 400 ("No required SSL certificate was sent"): said in haul's words.
-        XCTAssertTrue(without.stderr.contains("error: a.bin: \(url): the server wants a client certificate (mutual TLS); give "
-                                              + "one with --cert (and --key)"), without.stderr)
+        XCTAssertTrue(
+            without.stderr.contains(
+                "error: a.bin: \(url): the server wants a client certificate (mutual TLS); give "
+                    + "one with --cert (and --key)"), without.stderr)
         XCTAssertFalse(directory.exists("out/a.bin"))
 
         let strangers = try TestCertificateAuthority()
         let stranger = try strangers.issueClientCertificate()
-        let untrusted = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", stranger.certificate,
-                                            "--key", stranger.key])
+        let untrusted = try directory.haul([
+            "sync", "--ca-file", authority.caCertificatePath, "--cert", stranger.certificate,
+            "--key", stranger.key,
+        ])
         XCTAssertEqual(untrusted.exitCode, 1, untrusted.stderr)
-        XCTAssertTrue(untrusted.stderr.contains("error: a.bin: \(url): the server refused the client certificate it was given (--cert, or the manifest's cert:)"),
-                      untrusted.stderr)
+        XCTAssertTrue(
+            untrusted.stderr.contains(
+                "error: a.bin: \(url): the server refused the client certificate it was given (--cert, or the manifest's cert:)"
+            ),
+            untrusted.stderr)
 
-        let with = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
-                                       "--key", client.key])
+        let with = try directory.haul([
+            "sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
+            "--key", client.key,
+        ])
         XCTAssertEqual(with.exitCode, 0, with.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), bytes)
     }
@@ -236,10 +268,13 @@ final class ConnectionOptionsTests: XCTestCase {
         let client = try authority.issueClientCertificate()
         let openssl = try ExternalTool.locate("openssl", package: "openssl")
         let port = try RefusingPort().port  // released at once, for s_server to bind
-        let server = try BackgroundProcess(openssl, [
-            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", authority.serverCertificatePath, "-key", authority.serverKeyPath,
-            "-CAfile", authority.caCertificatePath, "-Verify", "1", "-tls1_3", "-www",
-        ], currentDirectory: directory.path, outputPath: directory.path("s_server.log"))
+        let server = try BackgroundProcess(
+            openssl,
+            [
+                "s_server", "-accept", "127.0.0.1:\(port)", "-cert", authority.serverCertificatePath, "-key",
+                authority.serverKeyPath,
+                "-CAfile", authority.caCertificatePath, "-Verify", "1", "-tls1_3", "-www",
+            ], currentDirectory: directory.path, outputPath: directory.path("s_server.log"))
         defer { server.send(SIGKILL); _ = server.waitForExit() }
         XCTAssertEqual(server.wait(until: { server.output.contains("ACCEPT") }), .conditionMet, server.output)
         let url = "https://127.0.0.1:\(port)/a.bin"
@@ -247,19 +282,27 @@ final class ConnectionOptionsTests: XCTestCase {
 
         let without = try directory.haul(["sync", "--ca-file", authority.caCertificatePath])
         XCTAssertEqual(without.exitCode, 1, without.stderr)
-        XCTAssertTrue(without.stderr.contains("error: a.bin: \(url): the server wants a client certificate (mutual TLS); give one "
-                                              + "with --cert (and --key)"), without.stderr)
+        XCTAssertTrue(
+            without.stderr.contains(
+                "error: a.bin: \(url): the server wants a client certificate (mutual TLS); give one "
+                    + "with --cert (and --key)"), without.stderr)
 
-        let with = try directory.haul(["sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
-                                       "--key", client.key])
+        let with = try directory.haul([
+            "sync", "--ca-file", authority.caCertificatePath, "--cert", client.certificate,
+            "--key", client.key,
+        ])
         XCTAssertEqual(with.exitCode, 0, with.stderr)
         XCTAssertTrue(directory.exists("out/a.bin"))
 
         // The manifest's cert: and key:, relative to its folder, for the entry's url.
         try directory.makeDirectory("m/certs")
-        try directory.write("m/certs/client.pem", [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: client.certificate))))
-        try directory.write("m/certs/client.key", [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: client.key))))
-        try directory.write("m/haul.yaml", """
+        try directory.write(
+            "m/certs/client.pem", [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: client.certificate))))
+        try directory.write(
+            "m/certs/client.key", [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: client.key))))
+        try directory.write(
+            "m/haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -276,7 +319,9 @@ final class ConnectionOptionsTests: XCTestCase {
 
         // A mirror's own cert: and key:, for that mirror alone: the url (refusing) has none, the mirror serves.
         let dead = try RefusingPort()
-        try directory.write("m/haul.yaml", """
+        try directory.write(
+            "m/haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -296,7 +341,9 @@ final class ConnectionOptionsTests: XCTestCase {
 
     /// A manifest's cert or key that cannot be read refuses the manifest (exit 3) at its place, naming the file.
     func testAManifestsUnreadableCertificateIsRefusedWhereItStands() throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: https://127.0.0.1:1/a.bin
@@ -310,7 +357,9 @@ final class ConnectionOptionsTests: XCTestCase {
         try directory.write("b.key", "-----BEGIN PRIVATE KEY-----\n")
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 3, sync.stderr)
-        XCTAssertEqual(sync.stderr, """
+        XCTAssertEqual(
+            sync.stderr,
+            """
             haul.yaml:5:11: error: files[0].cert: cannot read "\(directory.path("certs/missing.pem"))": no such file
             haul.yaml:8:5: error: files[1].key: a key needs its certificate: give cert as well
 

@@ -24,8 +24,10 @@ final class ContentCacheBoundsTests: XCTestCase {
     private var hex: String { StreamingHasher.digest(content, algorithm: .sha256).hex }
 
     private func writeManifest(_ name: String, root: String, size: Int? = nil) throws {
-        try directory.write(name, "version: 1\nroot: \(root)\nfiles:\n  - url: \(server.url("/a.bin"))\n    dest: a.bin\n"
-                            + "    sha256: \(hex)\n" + (size.map { "    size: \($0)\n" } ?? ""))
+        try directory.write(
+            name,
+            "version: 1\nroot: \(root)\nfiles:\n  - url: \(server.url("/a.bin"))\n    dest: a.bin\n"
+                + "    sha256: \(hex)\n" + (size.map { "    size: \($0)\n" } ?? ""))
     }
 
     private func setModified(_ relativePath: String, secondsAgo: Int) throws {
@@ -52,11 +54,14 @@ final class ContentCacheBoundsTests: XCTestCase {
     func testGarbageCollectionRefusesAFolderThatIsNotACache() throws {
         let planted = try makeHomeFolder()
         let home = directory.path("home")
-        let refusal = "error: \"\(home)\" is not a haul content cache: it has no haul-cache file and holds \".bashrc\", "
+        let refusal =
+            "error: \"\(home)\" is not a haul content cache: it has no haul-cache file and holds \".bashrc\", "
             + "which a cache does not; nothing was read or removed\n"
-        for (arguments, environment) in [(["cache", "gc", "--max-size", "1", "--cache", home], [:]),
-                                          (["cache", "gc", "--max-size", "1"], ["HAUL_CACHE": home]),
-                                          (["cache", "info", "--cache", home], [:])] {
+        for (arguments, environment) in [
+            (["cache", "gc", "--max-size", "1", "--cache", home], [:]),
+            (["cache", "gc", "--max-size", "1"], ["HAUL_CACHE": home]),
+            (["cache", "info", "--cache", home], [:]),
+        ] {
             let result = try directory.haul(arguments, environment: environment)
             XCTAssertEqual(result.exitCode, 64, "\(arguments): \(result.stdout)\(result.stderr)")
             XCTAssertEqual(result.stderr, refusal, "\(arguments)")
@@ -72,8 +77,11 @@ final class ContentCacheBoundsTests: XCTestCase {
         let result = try directory.haul(["sync", "m.yaml"], environment: ["HAUL_CACHE": directory.path("home")])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), content)
-        XCTAssertEqual(result.stderr, "warning: the cache cannot be used (\"\(directory.path("home"))\" is not a haul content "
-                       + "cache: it has no haul-cache file and holds \".bashrc\", which a cache does not); syncing without it\n")
+        XCTAssertEqual(
+            result.stderr,
+            "warning: the cache cannot be used (\"\(directory.path("home"))\" is not a haul content "
+                + "cache: it has no haul-cache file and holds \".bashrc\", which a cache does not); syncing without it\n"
+        )
         XCTAssertEqual(directory.list("home"), [".bashrc"], "nothing made in it")
     }
 
@@ -82,16 +90,22 @@ final class ContentCacheBoundsTests: XCTestCase {
     func testGarbageCollectionRemovesOnlyTheCachesOwnNames() throws {
         try writeManifest("m.yaml", root: "out")
         XCTAssertEqual(try directory.haul(["sync", "m.yaml", "--cache", directory.path("cache")]).exitCode, 0)
-        let strangers = ["tmp/notes.txt", "tmp/abc.part", "tmp/1a2b-3c4d.tmp", "tmp/1A2B-3C4D-5.tmp", "sha256/not-an-entry"]
+        let strangers = [
+            "tmp/notes.txt", "tmp/abc.part", "tmp/1a2b-3c4d.tmp", "tmp/1A2B-3C4D-5.tmp", "sha256/not-an-entry",
+        ]
         for name in strangers + ["tmp/1a2b-3c4d-5.tmp"] {
             try directory.write("cache/\(name)", "left here\n")
             try setModified("cache/\(name)", secondsAgo: 7200)
         }
         let gc = try directory.haul(["cache", "gc", "--max-size", "1M", "--cache", directory.path("cache")])
         XCTAssertEqual(gc.exitCode, 0, gc.stderr)
-        XCTAssertEqual(gc.stdout.split(separator: "\n").filter { $0.hasPrefix("removed ") }, ["removed tmp/1a2b-3c4d-5.tmp (stale)"])
+        XCTAssertEqual(
+            gc.stdout.split(separator: "\n").filter { $0.hasPrefix("removed ") },
+            ["removed tmp/1a2b-3c4d-5.tmp (stale)"])
         XCTAssertFalse(directory.exists("cache/tmp/1a2b-3c4d-5.tmp"))
-        for name in strangers { XCTAssertTrue(directory.exists("cache/\(name)"), "\(name) is not the cache's: left alone") }
+        for name in strangers {
+            XCTAssertTrue(directory.exists("cache/\(name)"), "\(name) is not the cache's: left alone")
+        }
     }
 
     /// A sync makes its cache with the marker; a cache an older haul made (its layout, no marker) is still a cache:
@@ -127,11 +141,15 @@ final class ContentCacheBoundsTests: XCTestCase {
         let entry = "cache/sha256/\(hex.prefix(2))/\(hex)"
         try directory.write(entry, "")
         XCTAssertEqual(truncate(directory.path(entry), 16 << 20), 0)
-        let result = try directory.haul(["sync", "m.yaml", "--cache", directory.path("cache"), "--max-file-size", "1M",
-                                         "--progress", "none"])
+        let result = try directory.haul([
+            "sync", "m.yaml", "--cache", directory.path("cache"), "--max-file-size", "1M",
+            "--progress", "none",
+        ])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
-        XCTAssertEqual(result.stderr, "warning: the cache entry \(directory.path(entry)) is not used: more than 1.0 MiB, the "
-                       + "--max-file-size limit (an entry's size sets its own); a.bin is downloaded\n")
+        XCTAssertEqual(
+            result.stderr,
+            "warning: the cache entry \(directory.path(entry)) is not used: more than 1.0 MiB, the "
+                + "--max-file-size limit (an entry's size sets its own); a.bin is downloaded\n")
         XCTAssertEqual(directory.read("out/a.bin"), content)
         XCTAssertEqual(server.requests.count, 1)
         XCTAssertEqual(directory.read(entry), content, "the verified download replaced it")

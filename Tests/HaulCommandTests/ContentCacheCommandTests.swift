@@ -30,8 +30,10 @@ final class ContentCacheCommandTests: XCTestCase {
         server?.stop()
     }
 
-    private static let destinations = ["/big.bin": "big.bin", "/small.txt": "small.txt", "/deep.bin": "a/b/deep.bin",
-                                       "/loose.txt": "loose.txt"]
+    private static let destinations = [
+        "/big.bin": "big.bin", "/small.txt": "small.txt", "/deep.bin": "a/b/deep.bin",
+        "/loose.txt": "loose.txt",
+    ]
     private static let pinned = ["/big.bin", "/small.txt", "/deep.bin"]
 
     private func sha256(_ bytes: [UInt8]) -> String { StreamingHasher.digest(bytes, algorithm: .sha256).hex }
@@ -53,7 +55,8 @@ final class ContentCacheCommandTests: XCTestCase {
 
     private func assertRootHoldsEveryFile(_ root: String, file: StaticString = #filePath, line: UInt = #line) {
         for (path, destination) in Self.destinations {
-            XCTAssertTrue(holds(root + "/" + destination, files[path]), "\(destination) in \(root)", file: file, line: line)
+            XCTAssertTrue(
+                holds(root + "/" + destination, files[path]), "\(destination) in \(root)", file: file, line: line)
         }
     }
 
@@ -79,8 +82,9 @@ final class ContentCacheCommandTests: XCTestCase {
         XCTAssertEqual(first.exitCode, 0, first.stderr)
         XCTAssertEqual(server.requests.count, 4, "the first root downloads everything")
         for path in Self.pinned {
-            XCTAssertTrue(holds(entryPath(cache, files[path] ?? []), files[path]),
-                           "the verified download of \(path) is in the cache")
+            XCTAssertTrue(
+                holds(entryPath(cache, files[path] ?? []), files[path]),
+                "the verified download of \(path) is in the cache")
         }
         server.resetLog()
     }
@@ -102,7 +106,8 @@ final class ContentCacheCommandTests: XCTestCase {
         let done = events(second.stdout).filter { $0["event"] as? String == "done" }
         var results: [String: String] = [:]
         for event in done { results[event["dest"] as? String ?? "?"] = event["result"] as? String }
-        XCTAssertEqual(results, ["big.bin": "cached", "small.txt": "cached", "a/b/deep.bin": "cached", "loose.txt": "fetched"])
+        XCTAssertEqual(
+            results, ["big.bin": "cached", "small.txt": "cached", "a/b/deep.bin": "cached", "loose.txt": "fetched"])
         XCTAssertTrue(done.filter { $0["result"] as? String == "cached" }.allSatisfy { $0["url"] is NSNull })
         let summary = try XCTUnwrap(events(second.stdout).last)
         XCTAssertEqual(summary["cached"] as? Int, 3)
@@ -132,7 +137,8 @@ final class ContentCacheCommandTests: XCTestCase {
     /// `--no-cache` turns `HAUL_CACHE` off: everything is downloaded, and the cache is not even made.
     func testNoCacheTurnsTheVariableOff() throws {
         try writeManifest("m.yaml", root: "out")
-        let result = try directory.haul(["sync", "m.yaml", "--no-cache"], environment: ["HAUL_CACHE": directory.path("cache")])
+        let result = try directory.haul(
+            ["sync", "m.yaml", "--no-cache"], environment: ["HAUL_CACHE": directory.path("cache")])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(server.requests.count, 4)
         XCTAssertFalse(directory.exists("cache"))
@@ -157,13 +163,16 @@ final class ContentCacheCommandTests: XCTestCase {
     func testTwoRootsFillFromOneCacheAtOnce() throws {
         var generator = SplitMix(seed: 7)
         var many: [String: [UInt8]] = [:]
-        for index in 0..<150 { many["/m\(index).bin"] = (0..<(1000 + index * 97)).map { _ in UInt8(truncatingIfNeeded: generator.next()) } }
+        for index in 0..<150 {
+            many["/m\(index).bin"] = (0..<(1000 + index * 97)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        }
         let manyServer = try LoopbackHTTPServer(files: many)
         defer { manyServer.stop() }
         func manifest(root: String) -> String {
-            "version: 1\nroot: \(root)\nfiles:\n" + many.keys.sorted().map {
-                "  - url: \(manyServer.url($0))\n    dest: d\($0)\n    sha256: \(sha256(many[$0] ?? []))\n"
-            }.joined()
+            "version: 1\nroot: \(root)\nfiles:\n"
+                + many.keys.sorted().map {
+                    "  - url: \(manyServer.url($0))\n    dest: d\($0)\n    sha256: \(sha256(many[$0] ?? []))\n"
+                }.joined()
         }
         let cache = directory.path("cache")
         try directory.write("fill.yaml", manifest(root: "fill"))
@@ -178,8 +187,9 @@ final class ContentCacheCommandTests: XCTestCase {
         let path = directory.path
         for name in ["a", "b"] {
             DispatchQueue.global().async(group: group) {
-                let result = try? HaulProcess.run(["sync", "\(name).yaml", "--json"], environment: ["HAUL_CACHE": cache],
-                                                  currentDirectory: path)
+                let result = try? HaulProcess.run(
+                    ["sync", "\(name).yaml", "--json"], environment: ["HAUL_CACHE": cache],
+                    currentDirectory: path)
                 results.withLock { $0[name] = result }
             }
         }
@@ -214,8 +224,9 @@ final class ContentCacheCommandTests: XCTestCase {
         XCTAssertTrue(second.stderr.contains("big.bin is downloaded"), second.stderr)
         XCTAssertEqual(Set(server.requests.map(\.path)), ["/big.bin", "/loose.txt"])
         assertRootHoldsEveryFile(directory.path("second"))
-        XCTAssertTrue(holds(entryPath(cache, big), big),
-                       "the verified download replaced the bad entry")
+        XCTAssertTrue(
+            holds(entryPath(cache, big), big),
+            "the verified download replaced the bad entry")
 
         // Also a wrong size, in JSON: one `warning` event.
         try Data(big.prefix(10)).write(to: URL(fileURLWithPath: entryPath(cache, big)))
@@ -267,8 +278,9 @@ final class ContentCacheCommandTests: XCTestCase {
         for path in Self.pinned {
             XCTAssertTrue(holds(entryPath(remoteCache, files[path] ?? []), files[path]))
         }
-        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: remoteCache + "/tmp")) ?? [], [],
-                       "no insertion is left in tmp/")
+        XCTAssertEqual(
+            (try? FileManager.default.contentsOfDirectory(atPath: remoteCache + "/tmp")) ?? [], [],
+            "no insertion is left in tmp/")
     }
 
     // 5
@@ -319,8 +331,9 @@ final class ContentCacheCommandTests: XCTestCase {
         let warnings = lines(of: result.stderr, containing: "not added to the cache")
         XCTAssertEqual(warnings.count, 1, result.stderr)
         XCTAssertTrue(result.stderr.contains("No space left on device"), result.stderr)
-        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: cache + "/tmp")) ?? [], [],
-                       "the failed insertion left nothing in tmp/")
+        XCTAssertEqual(
+            (try? FileManager.default.contentsOfDirectory(atPath: cache + "/tmp")) ?? [], [],
+            "the failed insertion left nothing in tmp/")
     }
 
     // 6
@@ -344,8 +357,9 @@ final class ContentCacheCommandTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(descriptor, 0)
             XCTAssertEqual(pwrite(descriptor, "edited", 6, 0), 6)
             close(descriptor)
-            XCTAssertTrue(holds(entryPath(cache, big), big),
-                           "editing \(root)/big.bin left the cache entry as it was")
+            XCTAssertTrue(
+                holds(entryPath(cache, big), big),
+                "editing \(root)/big.bin left the cache entry as it was")
         }
     }
 
@@ -423,8 +437,11 @@ final class ContentCacheCommandTests: XCTestCase {
         files["/new.bin"] = Array("not in the cache yet\n".utf8)
         server.files?.set("/new.bin", files["/new.bin"] ?? [])
         try writeManifest("second.yaml", root: "second")
-        try directory.write("second.yaml", String(decoding: directory.read("second.yaml") ?? [], as: UTF8.self)
-                            + "  - url: \(server.url("/new.bin"))\n    dest: new.bin\n    sha256: \(sha256(files["/new.bin"] ?? []))\n")
+        try directory.write(
+            "second.yaml",
+            String(decoding: directory.read("second.yaml") ?? [], as: UTF8.self)
+                + "  - url: \(server.url("/new.bin"))\n    dest: new.bin\n    sha256: \(sha256(files["/new.bin"] ?? []))\n"
+        )
 
         let plan = try directory.haul(["plan", "second.yaml", "--cache", cache])
         XCTAssertEqual(plan.exitCode, 2, plan.stderr)
@@ -439,8 +456,9 @@ final class ContentCacheCommandTests: XCTestCase {
 
         let json = try directory.haul(["plan", "second.yaml", "--cache", cache, "--json"])
         let changes = (events(json.stdout).first?["changes"] as? [[String: Any]]) ?? []
-        XCTAssertEqual(Set(changes.filter { $0["from_cache"] as? Bool == true }.compactMap { $0["dest"] as? String }),
-                       ["big.bin", "small.txt", "a/b/deep.bin"])
+        XCTAssertEqual(
+            Set(changes.filter { $0["from_cache"] as? Bool == true }.compactMap { $0["dest"] as? String }),
+            ["big.bin", "small.txt", "a/b/deep.bin"])
 
         let without = try directory.haul(["plan", "second.yaml"])
         XCTAssertFalse(without.stdout.contains("from the cache"), "without --cache, nothing is said of one")

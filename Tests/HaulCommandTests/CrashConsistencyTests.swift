@@ -29,34 +29,42 @@ final class CrashConsistencyTests: XCTestCase {
     // MARK: Mid-transfer
 
     func testSIGKILLWhileEveryTransferIsMidBodyKeepsEveryDestinationAsItWas() throws {
-        let scenario = try CrashScenario(directory, items: [
-            .init("d/replaced.bin", old: bytes(6_000, seed: 1), new: bytes(10_000, seed: 2), mode: "0640", stallAt: 4_000),
-            // 256 KiB or more and pinned: written to `.haul/partial`, the resumable path.
-            .init("d/big.bin", old: bytes(300_000, seed: 3), new: bytes(400_000, seed: 4), stallAt: 150_000),
-            .init("d/added.bin", old: nil, new: bytes(20_000, seed: 5), stallAt: 7_000),
-            .init("e/unpinned.txt", old: nil, new: bytes(12_000, seed: 6), pinned: false, stallAt: 5_000),
-        ])
+        let scenario = try CrashScenario(
+            directory,
+            items: [
+                .init(
+                    "d/replaced.bin", old: bytes(6_000, seed: 1), new: bytes(10_000, seed: 2), mode: "0640",
+                    stallAt: 4_000),
+                // 256 KiB or more and pinned: written to `.haul/partial`, the resumable path.
+                .init("d/big.bin", old: bytes(300_000, seed: 3), new: bytes(400_000, seed: 4), stallAt: 150_000),
+                .init("d/added.bin", old: nil, new: bytes(20_000, seed: 5), stallAt: 7_000),
+                .init("e/unpinned.txt", old: nil, new: bytes(12_000, seed: 6), pinned: false, stallAt: 5_000),
+            ])
         try scenario.syncOldContent()
 
         let sync = try scenario.start()
-        XCTAssertEqual(sync.wait(until: { scenario.stagedSizes == [4_000, 5_000, 7_000, 150_000] }), .conditionMet,
-                       "every transfer reached its stall point: \(scenario.stagedSizes)\n\(sync.output)")
+        XCTAssertEqual(
+            sync.wait(until: { scenario.stagedSizes == [4_000, 5_000, 7_000, 150_000] }), .conditionMet,
+            "every transfer reached its stall point: \(scenario.stagedSizes)\n\(sync.output)")
         sync.send(SIGKILL)
         XCTAssertEqual(sync.waitForExit(), 128 + SIGKILL, sync.output)
 
-        XCTAssertEqual(scenario.states(), scenario.items.map { $0.old == nil ? .absent : .old },
-                       "nothing was verified, so nothing may have been committed")
+        XCTAssertEqual(
+            scenario.states(), scenario.items.map { $0.old == nil ? .absent : .old },
+            "nothing was verified, so nothing may have been committed")
         scenario.assertInvariants()
         try scenario.assertNextRunCompletes(requesting: scenario.items.map(\.destination))
         // The resumable file's metadata was written when its response was accepted, not when the run ended:
         // a killed run's partial is resumed, not fetched again from byte 0.
-        XCTAssertEqual(scenario.lastRecoveryRequests.first { $0.path == "/v2/d/big.bin" }?.header("Range"), "bytes=150000-")
+        XCTAssertEqual(
+            scenario.lastRecoveryRequests.first { $0.path == "/v2/d/big.bin" }?.header("Range"), "bytes=150000-")
     }
 
     func testSIGKILLAfterSomeCommitsWhileOthersAreInFlightKeepsTheCommittedOnesAndFetchesOnlyTheRest() throws {
         let fast = (0..<6).map { index in
-            CrashScenario.Item("d/fast\(index).bin", old: index % 2 == 0 ? bytes(2_000, seed: 10 + index) : nil,
-                               new: bytes(3_000, seed: 20 + index), mode: "0600")
+            CrashScenario.Item(
+                "d/fast\(index).bin", old: index % 2 == 0 ? bytes(2_000, seed: 10 + index) : nil,
+                new: bytes(3_000, seed: 20 + index), mode: "0600")
         }
         let slow: [CrashScenario.Item] = [
             .init("d/slow-big.bin", old: bytes(1_000, seed: 30), new: bytes(300_000, seed: 31), stallAt: 100_000),
@@ -69,8 +77,10 @@ final class CrashConsistencyTests: XCTestCase {
         let reached = sync.wait(until: {
             scenario.stagedSizes == [2_000, 100_000] && fast.allSatisfy { scenario.state(of: $0) == .new }
         })
-        XCTAssertEqual(reached, .conditionMet, "fast files committed, slow ones stalled: staged \(scenario.stagedSizes), "
-                       + "fast \(fast.map { scenario.state(of: $0) })\n\(sync.output)")
+        XCTAssertEqual(
+            reached, .conditionMet,
+            "fast files committed, slow ones stalled: staged \(scenario.stagedSizes), "
+                + "fast \(fast.map { scenario.state(of: $0) })\n\(sync.output)")
         sync.send(SIGKILL)
         XCTAssertEqual(sync.waitForExit(), 128 + SIGKILL, sync.output)
 
@@ -88,13 +98,15 @@ final class CrashConsistencyTests: XCTestCase {
 
         scenario.stall(item, at: [200_000, 100_000])  // first the whole body, then the resumed range
         let interrupted = try scenario.start()
-        XCTAssertEqual(interrupted.wait(until: { scenario.stagedSizes == [200_000] }), .conditionMet, interrupted.output)
+        XCTAssertEqual(
+            interrupted.wait(until: { scenario.stagedSizes == [200_000] }), .conditionMet, interrupted.output)
         interrupted.send(SIGINT)
         XCTAssertEqual(interrupted.waitForExit(), 130, interrupted.output)
 
         let killed = try scenario.start()
-        XCTAssertEqual(killed.wait(until: { scenario.stagedSizes == [300_000] }), .conditionMet,
-                       "the second run resumed and received 100000 more bytes: \(scenario.stagedSizes)\n\(killed.output)")
+        XCTAssertEqual(
+            killed.wait(until: { scenario.stagedSizes == [300_000] }), .conditionMet,
+            "the second run resumed and received 100000 more bytes: \(scenario.stagedSizes)\n\(killed.output)")
         XCTAssertEqual(scenario.origin.server.requests.last?.header("Range"), "bytes=200000-")
         killed.send(SIGKILL)
         XCTAssertEqual(killed.waitForExit(), 128 + SIGKILL, killed.output)
@@ -102,8 +114,9 @@ final class CrashConsistencyTests: XCTestCase {
         XCTAssertEqual(scenario.states(), [.old])
         scenario.assertInvariants()
         try scenario.assertNextRunCompletes(requesting: [item.destination])
-        XCTAssertEqual(scenario.lastRecoveryRequests.last?.header("Range"), "bytes=300000-",
-                       "the bytes the killed run wrote are kept and resumed from")
+        XCTAssertEqual(
+            scenario.lastRecoveryRequests.last?.header("Range"), "bytes=300000-",
+            "the bytes the killed run wrote are kept and resumed from")
     }
 
     /// A run is killed mid-body, then the manifest stops asking for that file: the next run has nothing to
@@ -122,7 +135,8 @@ final class CrashConsistencyTests: XCTestCase {
         scenario.assertInvariants()
 
         let manifest = String(decoding: try XCTUnwrap(directory.read("haul.yaml")), as: UTF8.self)
-        let onlyKept = manifest.components(separatedBy: "\n  - ").filter { !$0.contains("dropped") }.joined(separator: "\n  - ")
+        let onlyKept = manifest.components(separatedBy: "\n  - ").filter { !$0.contains("dropped") }.joined(
+            separator: "\n  - ")
         try directory.write("haul.yaml", onlyKept)
         let next = try HaulProcess.run(["sync"], currentDirectory: directory.path)
         XCTAssertEqual(next.exitCode, 0, next.stderr)
@@ -137,10 +151,13 @@ final class CrashConsistencyTests: XCTestCase {
 
     /// Five files in one folder: three replace old content, two are new; all small (staged in `.haul/tmp`).
     private func commitScenario(in directory: TemporaryDirectory) throws -> CrashScenario {
-        try CrashScenario(directory, items: (0..<5).map { index in
-            CrashScenario.Item("d/file\(index).bin", old: index < 3 ? bytes(1_500, seed: 50 + index) : nil,
-                               new: bytes(5_000 + index, seed: 60 + index), mode: "0640")
-        })
+        try CrashScenario(
+            directory,
+            items: (0..<5).map { index in
+                CrashScenario.Item(
+                    "d/file\(index).bin", old: index < 3 ? bytes(1_500, seed: 50 + index) : nil,
+                    new: bytes(5_000 + index, seed: 60 + index), mode: "0640")
+            })
     }
 
     func testSIGKILLAtTheSyncBeforeAnyRenameLeavesEveryDestinationAsItWas() throws {
@@ -161,8 +178,9 @@ final class CrashConsistencyTests: XCTestCase {
             let folder = try TemporaryDirectory(prefix: "haul-crash")
             let scenario = try commitScenario(in: folder)
             try scenario.syncOldContent()
-            let killed = try scenario.run(killedAt: .rename(n: n, targetPrefix: scenario.realRoot + "/d/"),
-                                          environment: ["HAUL_DURABILITY": level])
+            let killed = try scenario.run(
+                killedAt: .rename(n: n, targetPrefix: scenario.realRoot + "/d/"),
+                environment: ["HAUL_DURABILITY": level])
             XCTAssertEqual(killed.exitCode, 128 + SIGKILL, "rename #\(n), \(level): \(killed.stdout)\(killed.stderr)")
             let states = scenario.states()
             XCTAssertEqual(states.filter { $0 == .new }.count, n - 1, "rename #\(n), \(level): \(states)")
@@ -175,7 +193,9 @@ final class CrashConsistencyTests: XCTestCase {
     /// `none` never flushes: armed at the first syncfs, or the first fsync of the destinations' folder, the switch
     /// never fires, and the run completes.
     func testAtDurabilityNoneNothingIsFlushed() throws {
-        let points: [(CrashScenario) -> KillSwitch.Point] = [{ _ in .syncfs(n: 1) }, { .fsync(n: 1, path: $0.realRoot + "/d") }]
+        let points: [(CrashScenario) -> KillSwitch.Point] = [
+            { _ in .syncfs(n: 1) }, { .fsync(n: 1, path: $0.realRoot + "/d") },
+        ]
         for point in points {
             let scenario = try commitScenario(in: try TemporaryDirectory(prefix: "haul-crash"))
             try scenario.syncOldContent()
@@ -193,7 +213,8 @@ final class CrashConsistencyTests: XCTestCase {
         let killed = try scenario.run(killedAt: .fsync(n: 1, path: scenario.realRoot + "/d"))
         XCTAssertEqual(killed.exitCode, 128 + SIGKILL, "the kill switch fired: \(killed.stdout)\(killed.stderr)")
         let states = scenario.states()
-        XCTAssertGreaterThan(states.filter { $0 == .new }.count, 0, "the batch was renamed before its folder's fsync: \(states)")
+        XCTAssertGreaterThan(
+            states.filter { $0 == .new }.count, 0, "the batch was renamed before its folder's fsync: \(states)")
         scenario.assertInvariants()
         let unfinished = zip(scenario.items, states).filter { $0.1 != .new }.map(\.0.destination)
         try scenario.assertNextRunCompletes(requesting: unfinished)
@@ -252,7 +273,6 @@ private func bytes(_ count: Int, seed: Int) -> [UInt8] {
     (0..<count).map { UInt8(truncatingIfNeeded: (($0 &* 2_654_435_761) &+ seed &* 97) >> 5) }
 }
 
-
 /// One root, one server and the files of a manifest before (v1) and after (v2) a change; the v2 answers can be
 /// made to stall mid-body at chosen offsets.
 private final class CrashScenario {
@@ -265,7 +285,10 @@ private final class CrashScenario {
         var mode: String?
         var stallAt: Int?
 
-        init(_ destination: String, old: [UInt8]?, new: [UInt8], pinned: Bool = true, mode: String? = nil, stallAt: Int? = nil) {
+        init(
+            _ destination: String, old: [UInt8]?, new: [UInt8], pinned: Bool = true, mode: String? = nil,
+            stallAt: Int? = nil
+        ) {
             self.destination = destination
             self.old = old
             self.new = new
@@ -275,8 +298,9 @@ private final class CrashScenario {
         }
 
         var expectation: DestinationExpectation {
-            DestinationExpectation(destination: destination, old: old, new: new,
-                                   newMode: mode.flatMap { mode_t($0, radix: 8) } ?? 0o644)
+            DestinationExpectation(
+                destination: destination, old: old, new: new,
+                newMode: mode.flatMap { mode_t($0, radix: 8) } ?? 0o644)
         }
     }
 
@@ -325,22 +349,26 @@ private final class CrashScenario {
         var yaml = "version: 1\nroot: out\nfiles:\n"
         for (item, prefix, content) in entries {
             yaml += "  - url: \(origin.server.url(prefix + item.destination))\n    dest: \(item.destination)\n"
-            if item.pinned || prefix == "/v1/" { yaml += "    sha256: \(sha256(content))\n    size: \(content.count)\n" }
+            if item.pinned || prefix == "/v1/" {
+                yaml += "    sha256: \(sha256(content))\n    size: \(content.count)\n"
+            }
             if mode, let value = item.mode { yaml += "    mode: \"\(value)\"\n" }
         }
         try directory.write("haul.yaml", yaml)
     }
 
     func start() throws -> BackgroundProcess {
-        try HaulProcess.start(["sync", "--quiet"], currentDirectory: directory.path,
-                              outputPath: directory.path("haul-output-\(UUID().uuidString).txt"))
+        try HaulProcess.start(
+            ["sync", "--quiet"], currentDirectory: directory.path,
+            outputPath: directory.path("haul-output-\(UUID().uuidString).txt"))
     }
 
     /// A sync that the kill switch SIGKILLs at `point`. Skipped (or failed, see `Capability`) where the switch cannot be built.
     func run(killedAt point: KillSwitch.Point, environment extra: [String: String] = [:]) throws -> ProcessResult {
         let environment = try Capability.required("cannot kill haul at \(point)") { try KillSwitch.environment(point) }
-        return try HaulProcess.run(["sync", "--quiet"], environment: environment.merging(extra) { $1 },
-                                   currentDirectory: directory.path, timeout: 30)
+        return try HaulProcess.run(
+            ["sync", "--quiet"], environment: environment.merging(extra) { $1 },
+            currentDirectory: directory.path, timeout: 30)
     }
 
     var stagedSizes: [Int64] { RootInspection.stagedSizes(root: root) }
@@ -363,33 +391,44 @@ private final class CrashScenario {
     /// The next run, undisturbed, exits 0, makes every destination its new content, leaves nothing staged, and
     /// writes a state that describes every file; `plan` then has nothing to do but revalidate unpinned files.
     /// - Parameter requesting: the destinations whose v2 URL it must fetch (nil: not checked).
-    func assertNextRunCompletes(requesting expected: [String]?, _ context: String = "",
-                                file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertNextRunCompletes(
+        requesting expected: [String]?, _ context: String = "",
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         origin.plan.clear()
         origin.server.resetLog()
         let result = try HaulProcess.run(["sync"], currentDirectory: directory.path)
         lastRecoveryRequests = origin.server.requests
-        XCTAssertEqual(result.exitCode, 0, "\(context) the next run: \(result.stdout)\(result.stderr)", file: file, line: line)
+        XCTAssertEqual(
+            result.exitCode, 0, "\(context) the next run: \(result.stdout)\(result.stderr)", file: file, line: line)
         XCTAssertFalse(result.stderr.contains("error"), "\(context) \(result.stderr)", file: file, line: line)
         for item in items {
-            XCTAssertEqual(directory.read("out/" + item.destination), item.new, "\(context) \(item.destination)",
-                           file: file, line: line)
+            XCTAssertEqual(
+                directory.read("out/" + item.destination), item.new, "\(context) \(item.destination)",
+                file: file, line: line)
         }
         if let expected {
-            XCTAssertEqual(Set(lastRecoveryRequests.map(\.path)), Set(expected.map { "/v2/" + $0 }),
-                           "\(context) only unfinished files are fetched again", file: file, line: line)
+            XCTAssertEqual(
+                Set(lastRecoveryRequests.map(\.path)), Set(expected.map { "/v2/" + $0 }),
+                "\(context) only unfinished files are fetched again", file: file, line: line)
         }
-        XCTAssertEqual(RootInspection.entries(of: root + "/.haul/tmp"), [], "\(context) .haul/tmp", file: file, line: line)
-        XCTAssertEqual(RootInspection.entries(of: root + "/.haul/partial"), [], "\(context) .haul/partial", file: file, line: line)
+        XCTAssertEqual(
+            RootInspection.entries(of: root + "/.haul/tmp"), [], "\(context) .haul/tmp", file: file, line: line)
+        XCTAssertEqual(
+            RootInspection.entries(of: root + "/.haul/partial"), [], "\(context) .haul/partial", file: file, line: line)
         XCTAssertEqual(violations(), [], context, file: file, line: line)
-        XCTAssertEqual(RootInspection.stateDescribesEveryDestination(root: root, destinations: items.map(\.destination),
-                                                                     sha256: sha256), [], context, file: file, line: line)
+        XCTAssertEqual(
+            RootInspection.stateDescribesEveryDestination(
+                root: root, destinations: items.map(\.destination),
+                sha256: sha256), [], context, file: file, line: line)
         // Only the revalidation of unpinned files remains (plan exits 2 for those, as they may change).
         let plan = try HaulProcess.run(["plan"], currentDirectory: directory.path)
         let unpinned = items.filter { !$0.pinned }.map(\.destination)
         XCTAssertEqual(plan.exitCode, unpinned.isEmpty ? 0 : 2, "\(context) \(plan.stdout)", file: file, line: line)
-        XCTAssertEqual(plan.stdout.split(separator: "\n").filter { !$0.hasPrefix("Plan:") && !$0.hasPrefix("No changes:") },
-                       unpinned.map { "↻ \($0) (unpinned; ask the server whether it changed)"[...] }, context, file: file, line: line)
+        XCTAssertEqual(
+            plan.stdout.split(separator: "\n").filter { !$0.hasPrefix("Plan:") && !$0.hasPrefix("No changes:") },
+            unpinned.map { "↻ \($0) (unpinned; ask the server whether it changed)"[...] }, context, file: file,
+            line: line)
     }
 }
 
@@ -419,7 +458,9 @@ private final class StallingOrigin: Sendable {
         let plan = plan
         server = try LoopbackHTTPServer { request in
             let response = files.respond(to: request)
-            guard (200..<300).contains(response.status), let offset = plan.next(for: request.path) else { return response }
+            guard (200..<300).contains(response.status), let offset = plan.next(for: request.path) else {
+                return response
+            }
             return response.with(fault: .stallAfter(bytes: offset, seconds: 120))
         }
     }

@@ -14,11 +14,13 @@ final class DurabilityTests: XCTestCase {
         try directory.write("haul.yaml", "version: 1\nfiles: []\n")
         let option = try directory.haul(["sync", "--durability", "fast"])
         XCTAssertEqual(option.exitCode, 64, option.stderr)
-        XCTAssertTrue(option.stderr.contains("--durability: 'fast' is not a durability level: use full or none"), option.stderr)
+        XCTAssertTrue(
+            option.stderr.contains("--durability: 'fast' is not a durability level: use full or none"), option.stderr)
         let environment = try directory.haul(["sync"], environment: ["HAUL_DURABILITY": "off"])
         XCTAssertEqual(environment.exitCode, 64, environment.stderr)
-        XCTAssertTrue(environment.stderr.contains("HAUL_DURABILITY: 'off' is not a durability level: use full or none"),
-                      environment.stderr)
+        XCTAssertTrue(
+            environment.stderr.contains("HAUL_DURABILITY: 'off' is not a durability level: use full or none"),
+            environment.stderr)
         let overridden = try directory.haul(["sync", "--durability", "none"], environment: ["HAUL_DURABILITY": "off"])
         XCTAssertEqual(overridden.exitCode, 0, "the option wins over the environment: \(overridden.stderr)")
     }
@@ -44,7 +46,9 @@ final class DurabilityTests: XCTestCase {
             ServerResponse.ok(served).with(fault: .stallAfter(bytes: Self.stallAt, seconds: 60))
         }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -67,32 +71,40 @@ final class DurabilityTests: XCTestCase {
         let bound = UInt64(16 << 20)
         let flushed = try pagesWhileStalled(directory, arguments: []) { $0.dirtyBytes < bound }
         let status = try XCTUnwrap(flushed)
-        XCTAssertLessThan(status.dirtyBytes, bound, "the staged file was not written back while it arrived: \(status) "
-                          + "(with --durability none: \(unflushed))")
-        XCTAssertGreaterThanOrEqual(status.cachedBytes, UInt64(Self.stallAt / 2), "the file's bytes are still cached: \(status)")
+        XCTAssertLessThan(
+            status.dirtyBytes, bound,
+            "the staged file was not written back while it arrived: \(status) "
+                + "(with --durability none: \(unflushed))")
+        XCTAssertGreaterThanOrEqual(
+            status.cachedBytes, UInt64(Self.stallAt / 2), "the file's bytes are still cached: \(status)")
     }
 
     /// Runs `haul sync` until the server stalls the body, then waits (up to 10 s) for `settled` of the staged
     /// file's pages, and stops haul. The last status seen; nil when the page cache cannot be read.
-    private func pagesWhileStalled(_ directory: TemporaryDirectory, arguments: [String],
-                                   settled: (PageCacheStatus) -> Bool) throws -> PageCacheStatus? {
+    private func pagesWhileStalled(
+        _ directory: TemporaryDirectory, arguments: [String],
+        settled: (PageCacheStatus) -> Bool
+    ) throws -> PageCacheStatus? {
         let root = directory.path("out")
-        let sync = try HaulProcess.start(["sync", "--quiet"] + arguments, currentDirectory: directory.path,
-                                         outputPath: directory.path("sync-output.txt"))
+        let sync = try HaulProcess.start(
+            ["sync", "--quiet"] + arguments, currentDirectory: directory.path,
+            outputPath: directory.path("sync-output.txt"))
         defer {
             sync.send(SIGINT)
             _ = sync.waitForExit()
             RootInspection.stagedFiles(root: root).forEach { unlink(root + "/.haul/" + $0.name) }
         }
-        XCTAssertEqual(sync.wait(until: { RootInspection.stagedSizes(root: root) == [Int64(Self.stallAt)] }), .conditionMet,
-                       "the transfer reached the stall: \(RootInspection.stagedSizes(root: root))\n\(sync.output)")
+        XCTAssertEqual(
+            sync.wait(until: { RootInspection.stagedSizes(root: root) == [Int64(Self.stallAt)] }), .conditionMet,
+            "the transfer reached the stall: \(RootInspection.stagedSizes(root: root))\n\(sync.output)")
         let staged = try XCTUnwrap(RootInspection.stagedFiles(root: root).first).name
         guard let watch = PageCacheWatch(root + "/.haul/" + staged) else { return nil }
         var last = watch.status()
-        _ = sync.wait(until: {
-            last = watch.status()
-            return last.map(settled) ?? true
-        }, timeout: 10)
+        _ = sync.wait(
+            until: {
+                last = watch.status()
+                return last.map(settled) ?? true
+            }, timeout: 10)
         return last
     }
 }

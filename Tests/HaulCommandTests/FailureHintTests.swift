@@ -13,11 +13,15 @@ final class FailureHintTests: XCTestCase {
     }
 
     /// `entries`: (url, mirrors, dest, pinned bytes or nil); `headers`: the entry's headers, written as given.
-    private func writeManifest(_ entries: [(url: String, mirrors: [String], dest: String, pinned: [UInt8]?)],
-                               headers: [String: String] = [:]) throws {
+    private func writeManifest(
+        _ entries: [(url: String, mirrors: [String], dest: String, pinned: [UInt8]?)],
+        headers: [String: String] = [:]
+    ) throws {
         var text = "version: 1\nroot: out\n"
         if !headers.isEmpty {
-            text += "defaults:\n  headers:\n" + headers.sorted { $0.key < $1.key }.map { "    \($0.key): \"\($0.value)\"\n" }.joined()
+            text +=
+                "defaults:\n  headers:\n"
+                + headers.sorted { $0.key < $1.key }.map { "    \($0.key): \"\($0.value)\"\n" }.joined()
         }
         text += "files:\n"
         for entry in entries {
@@ -29,7 +33,9 @@ final class FailureHintTests: XCTestCase {
     }
 
     private func events(_ stdout: String) -> [[String: Any]] {
-        stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
     }
 
     // MARK: A file changed upstream
@@ -41,16 +47,19 @@ final class FailureHintTests: XCTestCase {
         try writeManifest([(server.url("/a.bin"), [], "a.bin", old)])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1)
-        XCTAssertEqual(result.stderr, "error: a.bin: \(server.url("/a.bin")): the server's bytes differ from the pinned "
-                       + "checksum: expected \(sha256(old)), got \(sha256(new)) (if the change upstream is intended, "
-                       + "`haul add --update a.bin` pins it anew)\n")
+        XCTAssertEqual(
+            result.stderr,
+            "error: a.bin: \(server.url("/a.bin")): the server's bytes differ from the pinned "
+                + "checksum: expected \(sha256(old)), got \(sha256(new)) (if the change upstream is intended, "
+                + "`haul add --update a.bin` pins it anew)\n")
         XCTAssertFalse(directory.exists("out/a.bin"))
 
         let json = try directory.haul(["sync", "--json"])
         XCTAssertEqual(json.exitCode, 1)
         let said = events(json.stdout).filter { ["warning", "failed"].contains($0["event"] as? String) }
         XCTAssertEqual(said.map { $0["event"] as? String }, ["failed"], "no warning besides the failure")
-        XCTAssertEqual(said.first?["error"] as? String, String(result.stderr.dropFirst("error: a.bin: ".count).dropLast()))
+        XCTAssertEqual(
+            said.first?["error"] as? String, String(result.stderr.dropFirst("error: a.bin: ".count).dropLast()))
     }
 
     /// The command named is the one that works: with another manifest than `haul.yaml`, it names it, and running it
@@ -64,7 +73,8 @@ final class FailureHintTests: XCTestCase {
         let failed = try directory.haul(["sync", "assets.yaml"])
         XCTAssertEqual(failed.exitCode, 1)
         let command = "haul add --update a.bin --manifest assets.yaml"
-        XCTAssertTrue(failed.stderr.hasSuffix("(if the change upstream is intended, `\(command)` pins it anew)\n"), failed.stderr)
+        XCTAssertTrue(
+            failed.stderr.hasSuffix("(if the change upstream is intended, `\(command)` pins it anew)\n"), failed.stderr)
         let repinned = try directory.haul(Array(command.split(separator: " ").dropFirst().map(String.init)))
         XCTAssertEqual(repinned.exitCode, 0, repinned.stderr)
         let synced = try directory.haul(["sync", "assets.yaml"])
@@ -74,13 +84,16 @@ final class FailureHintTests: XCTestCase {
 
     /// With mirrors, which URL served which bytes is said once, in the error, not also as a warning per source.
     func testEveryMirrorServingOtherBytesIsSaidOnceInTheError() throws {
-        let old: [UInt8] = Array("old\n".utf8), new: [UInt8] = Array("new\n".utf8), other: [UInt8] = Array("other\n".utf8)
+        let old: [UInt8] = Array("old\n".utf8), new: [UInt8] = Array("new\n".utf8),
+            other: [UInt8] = Array("other\n".utf8)
         let server = try LoopbackHTTPServer(files: ["/a.bin": new, "/m.bin": other])
         defer { server.stop() }
         try writeManifest([(server.url("/a.bin"), [server.url("/m.bin")], "a.bin", old)])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1)
-        XCTAssertEqual(result.stderr, """
+        XCTAssertEqual(
+            result.stderr,
+            """
             error: a.bin: every source served bytes that differ from the pinned checksum (if the change upstream is \
             intended, `haul add --update a.bin` pins it anew):
               \(server.url("/a.bin")): expected \(sha256(old)), got \(sha256(new))
@@ -97,8 +110,10 @@ final class FailureHintTests: XCTestCase {
         try writeManifest([(server.url("/a.bin"), [server.url("/m.bin")], "a.bin", right)])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
-        XCTAssertEqual(result.stderr, "warning: a.bin: \(server.url("/a.bin")): checksum mismatch: expected \(sha256(right)), "
-                       + "got \(sha256(wrong))\n")
+        XCTAssertEqual(
+            result.stderr,
+            "warning: a.bin: \(server.url("/a.bin")): checksum mismatch: expected \(sha256(right)), "
+                + "got \(sha256(wrong))\n")
         XCTAssertEqual(directory.read("out/a.bin"), right)
     }
 
@@ -112,8 +127,10 @@ final class FailureHintTests: XCTestCase {
         try writeManifest([(server.url("/b"), [], "b.bin", nil)])
         let refused = try directory.haul(["sync", "--require-checksums"])
         XCTAssertEqual(refused.exitCode, 3)
-        XCTAssertEqual(refused.stderr, "haul.yaml:4:5: error: files[0]: b.bin has no checksum, and --require-checksums is set "
-                       + "(`haul add --update b.bin` fetches it and writes its checksum into the manifest)\n")
+        XCTAssertEqual(
+            refused.stderr,
+            "haul.yaml:4:5: error: files[0]: b.bin has no checksum, and --require-checksums is set "
+                + "(`haul add --update b.bin` fetches it and writes its checksum into the manifest)\n")
         XCTAssertEqual(server.requests.count, 0)
 
         let pinned = try directory.haul(["add", "--update", "b.bin"])
@@ -131,32 +148,41 @@ final class FailureHintTests: XCTestCase {
         try writeManifest([(server.url("/a.bin"), [], "a.bin", nil)])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1)
-        XCTAssertEqual(result.stderr, "error: a.bin: \(server.url("/a.bin")): HTTP 401 (to send credentials: "
-                       + "-H 'Authorization: …', the manifest's headers:, or --netrc)\n")
+        XCTAssertEqual(
+            result.stderr,
+            "error: a.bin: \(server.url("/a.bin")): HTTP 401 (to send credentials: "
+                + "-H 'Authorization: …', the manifest's headers:, or --netrc)\n")
         let json = try directory.haul(["sync", "--json"])
         let failed = try XCTUnwrap(events(json.stdout).first { $0["event"] as? String == "failed" })
         let sources = try XCTUnwrap(failed["sources"] as? [[String: Any]])
-        XCTAssertEqual(sources.first?["error"] as? String, "HTTP 401 (to send credentials: -H 'Authorization: …', "
-                       + "the manifest's headers:, or --netrc)")
+        XCTAssertEqual(
+            sources.first?["error"] as? String,
+            "HTTP 401 (to send credentials: -H 'Authorization: …', "
+                + "the manifest's headers:, or --netrc)")
     }
 
     /// The entry's headers stay with their origin: the 403 of the other origin says that they were not sent there.
     func testA403AfterARedirectToAnotherOriginSaysTheHeadersWereNotSentThere() throws {
         let other = try LoopbackHTTPServer { _ in ServerResponse(status: 403) }
         defer { other.stop() }
-        let origin = try LoopbackHTTPServer { _ in ServerResponse(status: 302, headers: [("Location", other.url("/store/a.bin"))]) }
+        let origin = try LoopbackHTTPServer { _ in
+            ServerResponse(status: 302, headers: [("Location", other.url("/store/a.bin"))])
+        }
         defer { origin.stop() }
         try writeManifest([(origin.url("/a.bin"), [], "a.bin", nil)], headers: ["Authorization": "Bearer t"])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1)
-        XCTAssertEqual(result.stderr, "error: a.bin: \(origin.url("/a.bin")): HTTP 403 (the redirect to "
-                       + "\(other.url("/store/a.bin")) went to another origin, so the entry's headers were not sent there)\n")
+        XCTAssertEqual(
+            result.stderr,
+            "error: a.bin: \(origin.url("/a.bin")): HTTP 403 (the redirect to "
+                + "\(other.url("/store/a.bin")) went to another origin, so the entry's headers were not sent there)\n")
         XCTAssertEqual(other.requests.map { $0.header("Authorization") }, [nil])
         let json = try directory.haul(["sync", "--json"])
         let failed = try XCTUnwrap(events(json.stdout).first { $0["event"] as? String == "failed" })
-        XCTAssertEqual((failed["sources"] as? [[String: Any]])?.first?["error"] as? String,
-                       "HTTP 403 (the redirect to \(other.url("/store/a.bin")) went to another origin, so the entry's "
-                       + "headers were not sent there)")
+        XCTAssertEqual(
+            (failed["sources"] as? [[String: Any]])?.first?["error"] as? String,
+            "HTTP 403 (the redirect to \(other.url("/store/a.bin")) went to another origin, so the entry's "
+                + "headers were not sent there)")
     }
 
     // MARK: -H for a header whose variable is unset
@@ -167,18 +193,23 @@ final class FailureHintTests: XCTestCase {
             request.header("Authorization") == "Bearer cli" ? .ok(bytes) : ServerResponse(status: 401)
         }
         defer { server.stop() }
-        try writeManifest([(server.url("/a.bin"), [], "a.bin", bytes)],
-                          headers: ["Authorization": "Bearer ${HAUL_TEST_UNSET_TOKEN}"])
+        try writeManifest(
+            [(server.url("/a.bin"), [], "a.bin", bytes)],
+            headers: ["Authorization": "Bearer ${HAUL_TEST_UNSET_TOKEN}"])
         let refused = try directory.haul(["sync"])
         XCTAssertEqual(refused.exitCode, 3)
-        XCTAssertEqual(refused.stderr, "haul.yaml:5:20: error: defaults.headers.Authorization: environment variable "
-                       + "HAUL_TEST_UNSET_TOKEN is not set (set it, or give the header on the command line: "
-                       + "-H 'Authorization: …')\n")
+        XCTAssertEqual(
+            refused.stderr,
+            "haul.yaml:5:20: error: defaults.headers.Authorization: environment variable "
+                + "HAUL_TEST_UNSET_TOKEN is not set (set it, or give the header on the command line: "
+                + "-H 'Authorization: …')\n")
         let json = try directory.haul(["sync", "--json"])
         XCTAssertEqual(json.exitCode, 3)
         let diagnostic = try XCTUnwrap(events(json.stdout).first { $0["event"] as? String == "diagnostic" })
-        XCTAssertEqual(diagnostic["message"] as? String, "environment variable HAUL_TEST_UNSET_TOKEN is not set (set it, or "
-                       + "give the header on the command line: -H 'Authorization: …')")
+        XCTAssertEqual(
+            diagnostic["message"] as? String,
+            "environment variable HAUL_TEST_UNSET_TOKEN is not set (set it, or "
+                + "give the header on the command line: -H 'Authorization: …')")
         XCTAssertEqual(server.requests.count, 0)
 
         let given = try directory.haul(["sync", "-H", "authorization: Bearer cli"])
@@ -232,7 +263,9 @@ final class FailureHintTests: XCTestCase {
         let plain = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(plain.exitCode, 0, plain.stderr)
         XCTAssertEqual(server.requests(path: "/big.bin").map { $0.header("Range") }, [nil, "bytes=\(1 << 20)-"])
-        XCTAssertTrue(plain.stdout.split(separator: "\n").contains("fetched big.bin (resumed at 1.0 MiB of 4.0 MiB)"), plain.stdout)
+        XCTAssertTrue(
+            plain.stdout.split(separator: "\n").contains("fetched big.bin (resumed at 1.0 MiB of 4.0 MiB)"),
+            plain.stdout)
 
         try FileManager.default.removeItem(atPath: directory.path("out/big.bin"))
         script.enqueueFault(.closeAfter(bytes: 1 << 20), for: "/big.bin")

@@ -13,7 +13,9 @@ final class FreshnessCommandTests: XCTestCase {
             return response
         }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: \(server.url("/feed.json"))
@@ -27,10 +29,13 @@ final class FreshnessCommandTests: XCTestCase {
 
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 0, "nothing may change while both are fresh:\n\(plan.stdout)")
-        XCTAssertTrue(plan.stdout.contains("= feed.json (unpinned; fresh for 1h00m, no request; --refresh asks now)")
-                      || plan.stdout.contains("= feed.json (unpinned; fresh for 59m"), plan.stdout)
-        XCTAssertTrue(plan.stdout.contains("= other.json (unpinned; fresh for 10m00s") || plan.stdout.contains("= other.json (unpinned; fresh for 9m5"),
-                      plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.contains("= feed.json (unpinned; fresh for 1h00m, no request; --refresh asks now)")
+                || plan.stdout.contains("= feed.json (unpinned; fresh for 59m"), plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.contains("= other.json (unpinned; fresh for 10m00s")
+                || plan.stdout.contains("= other.json (unpinned; fresh for 9m5"),
+            plan.stdout)
 
         let again = try directory.haul(["sync"])
         XCTAssertEqual(again.exitCode, 0, again.stderr)
@@ -41,6 +46,7 @@ final class FreshnessCommandTests: XCTestCase {
         XCTAssertTrue(refreshed.stdout.contains("↻ feed.json"), refreshed.stdout)
         XCTAssertEqual(try directory.haul(["sync", "--refresh"]).exitCode, 0)
         XCTAssertEqual(server.requests.count, 4)
-        XCTAssertEqual(server.requests.suffix(2).compactMap { $0.header("If-None-Match") }.count, 2, "asked conditionally")
+        XCTAssertEqual(
+            server.requests.suffix(2).compactMap { $0.header("If-None-Match") }.count, 2, "asked conditionally")
     }
 }

@@ -16,7 +16,9 @@ final class HeadStartTests: XCTestCase {
     private var server: LoopbackHTTPServer!
     private static let entries = 8_000
     private static let distinct = 24
-    private let bodies = (0..<HeadStartTests.distinct).map { index in (0..<(300 + index)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) } }
+    private let bodies = (0..<HeadStartTests.distinct).map { index in
+        (0..<(300 + index)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+    }
     private static let token = "early-token-8d1f"
 
     override func setUpWithError() throws {
@@ -27,8 +29,10 @@ final class HeadStartTests: XCTestCase {
             // Only the token opens the `/private/` copies: the head start cannot know it when it comes after `files:`.
             guard request.path.hasPrefix("/private/") else { return files.respond(to: request) }
             guard request.header("X-Token") == Self.token else { return .status(401) }
-            return files.respond(to: RecordedRequest(method: request.method, target: String(request.target.dropFirst("/private".count)),
-                                                     headers: request.headers))
+            return files.respond(
+                to: RecordedRequest(
+                    method: request.method, target: String(request.target.dropFirst("/private".count)),
+                    headers: request.headers))
         })
     }
 
@@ -40,12 +44,17 @@ final class HeadStartTests: XCTestCase {
     private func destination(_ index: Int) -> String { "d\(index % 50)/f\(index)" }
 
     /// `entries` entries over `distinct` files; `broken`: the last entry's `sha256` is not a digest.
-    private func manifest(prefix: String = "/f/", root: String = "root: out\n", tail: String = "", broken: Bool = false) -> String {
+    private func manifest(
+        prefix: String = "/f/", root: String = "root: out\n", tail: String = "", broken: Bool = false
+    ) -> String {
         var text = "version: 1\n\(root)files:\n"
         for index in 0..<Self.entries {
             let body = index % Self.distinct
-            let digest = broken && index == Self.entries - 1 ? "not-a-digest" : StreamingHasher.digest(bodies[body], algorithm: .sha256).hex
-            text += "  - {url: \"\(server.baseURL)\(prefix)\(body)\", dest: \(destination(index)), sha256: \(digest), size: \(bodies[body].count)}\n"
+            let digest =
+                broken && index == Self.entries - 1
+                ? "not-a-digest" : StreamingHasher.digest(bodies[body], algorithm: .sha256).hex
+            text +=
+                "  - {url: \"\(server.baseURL)\(prefix)\(body)\", dest: \(destination(index)), sha256: \(digest), size: \(bodies[body].count)}\n"
         }
         return text + tail
     }
@@ -56,8 +65,9 @@ final class HeadStartTests: XCTestCase {
 
     private func assertTreeIsComplete(file: StaticString = #filePath, line: UInt = #line) {
         for index in stride(from: 0, to: Self.entries, by: 97) + [Self.entries - 1] {
-            XCTAssertEqual(directory.read("out/\(destination(index))"), bodies[index % Self.distinct], destination(index),
-                           file: file, line: line)
+            XCTAssertEqual(
+                directory.read("out/\(destination(index))"), bodies[index % Self.distinct], destination(index),
+                file: file, line: line)
         }
     }
 
@@ -87,7 +97,8 @@ final class HeadStartTests: XCTestCase {
         // Reported as the downloads they were, not as cache hits.
         let done = result.stdout.split(separator: "\n").filter { $0.contains("\"event\":\"done\"") }
         XCTAssertEqual(done.count, Self.entries)
-        XCTAssertEqual(done.filter { $0.contains("\"result\":\"fetched\"") }.count, Self.entries, String(done.first ?? ""))
+        XCTAssertEqual(
+            done.filter { $0.contains("\"result\":\"fetched\"") }.count, Self.entries, String(done.first ?? ""))
         XCTAssertEqual(done.filter { $0.contains("\"url\":\"\(server.baseURL)/f/") }.count, Self.entries)
         XCTAssertEqual(directory.list("tmp"), [])
     }
@@ -108,8 +119,9 @@ final class HeadStartTests: XCTestCase {
     func testHeadersItCouldNotKnowCostOnlyTheRequestsAlreadyMade() throws {
         let tail = "defaults:\n  headers: {X-Token: \"${EARLY_TOKEN}\"}\n"
         try directory.write("haul.yaml", manifest(prefix: "/private/f/", tail: tail))
-        let result = try directory.haul(["sync", "haul.yaml", "--progress", "none", "--jobs", "2"],
-                                        environment: ["TMPDIR": directory.path + "/tmp", "EARLY_TOKEN": Self.token])
+        let result = try directory.haul(
+            ["sync", "haul.yaml", "--progress", "none", "--jobs", "2"],
+            environment: ["TMPDIR": directory.path + "/tmp", "EARLY_TOKEN": Self.token])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         assertTreeIsComplete()
         // The head start stopped at its first refusal: at most one request per transfer slot went without the token.

@@ -30,9 +30,11 @@ final class SharedFlagsTests: XCTestCase {
     func testPlanAndVerifyAcceptEverySyncOptionAndSayWhichApply() throws {
         let directory = try TemporaryDirectory()
         try directory.write("haul.yaml", "version: 1\nfiles: []\n")
-        let syncOnly = ["--jobs", "4", "--per-host", "2", "--durability", "none", "--wait", "--max-time", "1m",
-                        "-H", "X-Team: blue", "-A", "ci/1", "--retries", "1", "--timeout", "5s", "--netrc", "--dry-run",
-                        "--progress", "plain", "--max-file-size", "1G", "--rehash"]
+        let syncOnly = [
+            "--jobs", "4", "--per-host", "2", "--durability", "none", "--wait", "--max-time", "1m",
+            "-H", "X-Team: blue", "-A", "ci/1", "--retries", "1", "--timeout", "5s", "--netrc", "--dry-run",
+            "--progress", "plain", "--max-file-size", "1G", "--rehash",
+        ]
         for command in ["plan", "verify"] {
             let result = try directory.haul([command] + syncOnly)
             XCTAssertEqual(result.exitCode, 0, "\(command): \(result.stderr)")
@@ -40,7 +42,9 @@ final class SharedFlagsTests: XCTestCase {
         let syncHelp = try directory.haul(["sync", "--help"]).stdout
         for command in ["plan", "verify"] {
             let help = try directory.haul([command, "--help"]).stdout
-            let options = { (text: String) in text.split(separator: "\n").filter { $0.hasPrefix("  -") }.map { $0.split(separator: " ")[0] } }
+            let options = { (text: String) in
+                text.split(separator: "\n").filter { $0.hasPrefix("  -") }.map { $0.split(separator: " ")[0] }
+            }
             XCTAssertEqual(options(help), options(syncHelp), "\(command) takes exactly sync's options")
             XCTAssertNotNil(help.firstMatch(of: /-j, --jobs <jobs>\s+\(sync\) Transfers/), help)
             XCTAssertNotNil(help.firstMatch(of: /--prune\s+\(sync, plan\) Delete/), help)
@@ -51,15 +55,17 @@ final class SharedFlagsTests: XCTestCase {
 /// README's option table names every option with the commands it changes, as each command's `--help` does: an
 /// option added, dropped or given to another command without its row following fails here.
 final class OptionTableTests: XCTestCase {
-    private static let readmePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    private static let readmePath =
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path + "/README.md"
 
     func testReadmeTableListsEveryOptionWithTheCommandsItChanges() throws {
         let table = try Self.readmeTable()
         let help = try Self.commandsChanged()
         for option in Set(table.keys).union(help.keys).sorted() {
-            XCTAssertEqual(table[option].map { $0.sorted() }, help[option].map { $0.sorted() },
-                           "--\(option): README's option table (first) and --help (second) differ")
+            XCTAssertEqual(
+                table[option].map { $0.sorted() }, help[option].map { $0.sorted() },
+                "--\(option): README's option table (first) and --help (second) differ")
         }
     }
 
@@ -74,7 +80,8 @@ final class OptionTableTests: XCTestCase {
             let cells = line.split(separator: "|", maxSplits: 2, omittingEmptySubsequences: false)
             XCTAssertEqual(cells.count, 3, "README option table: \(line)")
             guard cells.count == 3 else { continue }
-            let options = cells[1].matches(of: /`(?:-[A-Za-z], )?--([a-z0-9-]+)/).map { String($0.output.1) }
+            let options =
+                cells[1].matches(of: /`(?:-[A-Za-z], )?--([a-z0-9-]+)/).map { String($0.output.1) }
                 + cells[1].matches(of: /, --([a-z0-9-]+)/).map { String($0.output.1) }
             guard let list = cells[2].firstMatch(of: #/^ \(((?:`[a-z ]+`(?:, )?)+)\)/#) else {
                 XCTFail("README option table: the row does not start with the commands it changes: \(line)")
@@ -92,20 +99,27 @@ final class OptionTableTests: XCTestCase {
     private static func commandsChanged() throws -> [String: Set<String>] {
         let dump = try HaulProcess.run(["--experimental-dump-help"])
         XCTAssertEqual(dump.exitCode, 0, dump.stderr)
-        let root = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])?["command"]
-                                 as? [String: Any])
+        let root = try XCTUnwrap(
+            (try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])?["command"]
+                as? [String: Any])
         var changed: [String: Set<String>] = [:]
         var taken: [String: Set<String>] = [:]
         var claimed: [String: Set<String>] = [:]
         func visit(_ command: [String: Any], path: [String]) {
-            let subcommands = (command["subcommands"] as? [[String: Any]] ?? []).filter { $0["commandName"] as? String != "help" }
-            for subcommand in subcommands { visit(subcommand, path: path + [subcommand["commandName"] as? String ?? "?"]) }
+            let subcommands = (command["subcommands"] as? [[String: Any]] ?? []).filter {
+                $0["commandName"] as? String != "help"
+            }
+            for subcommand in subcommands {
+                visit(subcommand, path: path + [subcommand["commandName"] as? String ?? "?"])
+            }
             guard subcommands.isEmpty, !path.isEmpty else { return }
             let name = path.joined(separator: " ")
-            for argument in command["arguments"] as? [[String: Any]] ?? [] where argument["shouldDisplay"] as? Bool != false {
+            for argument in command["arguments"] as? [[String: Any]] ?? []
+            where argument["shouldDisplay"] as? Bool != false {
                 let names = argument["names"] as? [[String: Any]] ?? []
                 guard let long = names.first(where: { $0["kind"] as? String == "long" })?["name"] as? String,
-                      !["help", "version"].contains(long) else { continue }
+                    !["help", "version"].contains(long)
+                else { continue }
                 taken[long, default: []].insert(name)
                 let abstract = argument["abstract"] as? String ?? ""
                 if let list = abstract.firstMatch(of: #/^\(([a-z ,]+)\) /#) {
@@ -120,8 +134,9 @@ final class OptionTableTests: XCTestCase {
         visit(root, path: [])
         // A command a "(…)" list names must take the option: a list naming one that does not is wrong too.
         for (option, commands) in claimed {
-            XCTAssertTrue(commands.isSubset(of: taken[option] ?? []),
-                          "--\(option): its help names \(commands.sorted()), but only \((taken[option] ?? []).sorted()) take it")
+            XCTAssertTrue(
+                commands.isSubset(of: taken[option] ?? []),
+                "--\(option): its help names \(commands.sorted()), but only \((taken[option] ?? []).sorted()) take it")
         }
         return changed
     }

@@ -13,10 +13,10 @@ final class HostileServerCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
-
     /// One manifest entry; `extra` lines are added as they are (already indented).
-    private func entry(_ url: String, dest: String, pinned: [UInt8]?, mirrors: [String] = [], extra: [String] = []) -> String {
+    private func entry(
+        _ url: String, dest: String, pinned: [UInt8]?, mirrors: [String] = [], extra: [String] = []
+    ) -> String {
         var text = "  - url: \(url)\n    dest: \(dest)\n"
         if let pinned { text += "    sha256: \(sha256(pinned))\n" }
         if !mirrors.isEmpty { text += "    mirrors: [\(mirrors.joined(separator: ", "))]\n" }
@@ -46,8 +46,10 @@ final class HostileServerCommandTests: XCTestCase {
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1, sync.stdout + sync.stderr)
         XCTAssertNil(directory.read("out/feed.txt"), "no file of 3 (or 5) bytes")
-        XCTAssertTrue(sync.stderr.contains("error: feed.txt: \(server.url("/feed")): protocol error: conflicting Content-Length values: 5 and 3"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: feed.txt: \(server.url("/feed")): protocol error: conflicting Content-Length values: 5 and 3"),
+            sync.stderr)
         XCTAssertEqual(server.requests.count, 1, "not retried")
     }
 
@@ -63,8 +65,12 @@ final class HostileServerCommandTests: XCTestCase {
         }
         defer { server.stop() }
         try writeManifest([
-            entry(server.url("/odd"), dest: "a.bin", pinned: good, mirrors: [server.url("/mirror-a")], extra: ["retries: 2"]),
-            entry(server.url("/headers"), dest: "b.bin", pinned: good, mirrors: [server.url("/mirror-b")], extra: ["retries: 2"]),
+            entry(
+                server.url("/odd"), dest: "a.bin", pinned: good, mirrors: [server.url("/mirror-a")],
+                extra: ["retries: 2"]),
+            entry(
+                server.url("/headers"), dest: "b.bin", pinned: good, mirrors: [server.url("/mirror-b")],
+                extra: ["retries: 2"]),
         ])
         let sync = try directory.haul(["sync", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
@@ -78,11 +84,16 @@ final class HostileServerCommandTests: XCTestCase {
         let data = (0..<400_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
         let served = Mutex(0)
         let server = try LoopbackHTTPServer { request in
-            let n = served.withLock { n in n += 1; return n }
-            if n == 1 { return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 100_000)) }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
+            if n == 1 {
+                return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 100_000))
+            }
             if request.header("Range") != nil {
-                return ServerResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 0-9/400000")],
-                                      body: Array(data[0..<10]))
+                return ServerResponse(
+                    status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 0-9/400000")],
+                    body: Array(data[0..<10]))
             }
             return .ok(data, headers: [("ETag", "\"v1\"")])
         }
@@ -105,11 +116,15 @@ final class HostileServerCommandTests: XCTestCase {
         ])
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
-        XCTAssertTrue(sync.stderr.contains("error: pinned.txt: \(server.url("/pinned")): checksum mismatch: expected \(sha256(Array("plain".utf8)))"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: pinned.txt: \(server.url("/pinned")): checksum mismatch: expected \(sha256(Array("plain".utf8)))"
+            ),
+            sync.stderr)
         XCTAssertTrue(sync.stderr.contains("(served with Content-Encoding: gzip)"), sync.stderr)
         XCTAssertEqual(directory.read("out/feed.json"), encoded, "an unpinned file is stored as served")
-        XCTAssertTrue(sync.stderr.contains("warning: feed.json: stored as served with Content-Encoding: gzip"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains("warning: feed.json: stored as served with Content-Encoding: gzip"), sync.stderr)
     }
 
     // MARK: §5 A dead host costs one connect
@@ -121,9 +136,11 @@ final class HostileServerCommandTests: XCTestCase {
         let files = Dictionary(uniqueKeysWithValues: (0..<30).map { ("/f\($0)", Array("file \($0)".utf8)) })
         let mirror = try LoopbackHTTPServer(files: files)
         defer { mirror.stop() }
-        try writeManifest((0..<30).map {
-            entry(dead.url("/f\($0)"), dest: "f\($0).txt", pinned: files["/f\($0)"], mirrors: [mirror.url("/f\($0)")])
-        })
+        try writeManifest(
+            (0..<30).map {
+                entry(
+                    dead.url("/f\($0)"), dest: "f\($0).txt", pinned: files["/f\($0)"], mirrors: [mirror.url("/f\($0)")])
+            })
         let sync = try directory.haul(["sync", "--json", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         let retries = try events(sync.stdout).filter { $0["event"] as? String == "retry" }
@@ -140,10 +157,13 @@ final class HostileServerCommandTests: XCTestCase {
         let files = Dictionary(uniqueKeysWithValues: (0..<3).map { ("/f\($0)", Array("file \($0)".utf8)) })
         let mirror = try LoopbackHTTPServer(files: files)
         defer { mirror.stop() }
-        try writeManifest((0..<3).map {
-            entry(silent.url("/f\($0)"), dest: "f\($0).txt", pinned: files["/f\($0)"], mirrors: [mirror.url("/f\($0)")],
-                  extra: ["timeout: 1s", "retries: 2"])
-        })
+        try writeManifest(
+            (0..<3).map {
+                entry(
+                    silent.url("/f\($0)"), dest: "f\($0).txt", pinned: files["/f\($0)"],
+                    mirrors: [mirror.url("/f\($0)")],
+                    extra: ["timeout: 1s", "retries: 2"])
+            })
         let sync = try directory.haul(["sync", "--json", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         let retries = try events(sync.stdout).filter { $0["event"] as? String == "retry" }
@@ -158,14 +178,17 @@ final class HostileServerCommandTests: XCTestCase {
         defer { server.stop() }
         var text = "version: 1\nroot: out\nfiles:\n"
         for index in 0..<10_000 {
-            text += "  - {url: \"\(server.url("/shared"))\", dest: \"d\(index % 100)/f\(index)\", sha256: \(sha256(bytes))}\n"
+            text +=
+                "  - {url: \"\(server.url("/shared"))\", dest: \"d\(index % 100)/f\(index)\", sha256: \(sha256(bytes))}\n"
         }
         try directory.write("haul.yaml", text)
         let sync = try directory.haul(["sync", "--progress", "none"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(server.requests.count, 1)
         XCTAssertTrue(sync.stdout.contains("Fetched 10000 files"), sync.stdout)
-        for index in stride(from: 0, to: 10_000, by: 997) { XCTAssertEqual(directory.read("out/d\(index % 100)/f\(index)"), bytes) }
+        for index in stride(from: 0, to: 10_000, by: 997) {
+            XCTAssertEqual(directory.read("out/d\(index % 100)/f\(index)"), bytes)
+        }
         XCTAssertEqual(directory.list("out/d7").count, 100)
         server.resetLog()
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
@@ -187,7 +210,9 @@ final class HostileServerCommandTests: XCTestCase {
         ])
         let sync = try directory.haul(["sync", "--jobs", "1"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
-        for name in ["plain-1", "plain-2", "team-a-1", "team-a-2", "team-b"] { XCTAssertEqual(directory.read("out/\(name).txt"), bytes, name) }
+        for name in ["plain-1", "plain-2", "team-a-1", "team-a-2", "team-b"] {
+            XCTAssertEqual(directory.read("out/\(name).txt"), bytes, name)
+        }
         let teams = server.requests(path: "/shared").map { request in
             request.headers.first { $0.name.lowercased() == "x-team" }?.value ?? "-"
         }
@@ -211,8 +236,10 @@ final class HostileServerCommandTests: XCTestCase {
         XCTAssertEqual(directory.read("out/b.txt"), bytes)
         XCTAssertEqual(directory.read("out/old-with-mirror.txt"), old)
         XCTAssertNil(directory.read("out/old.txt"))
-        XCTAssertTrue(sync.stderr.contains("error: old.txt: \(server.url("/shared")): the server's bytes differ from the pinned checksum"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: old.txt: \(server.url("/shared")): the server's bytes differ from the pinned checksum"),
+            sync.stderr)
         XCTAssertEqual(server.requests.map(\.path), ["/shared", "/archive"])
     }
 }

@@ -16,7 +16,9 @@ final class IOErrorTests: XCTestCase {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/a.bin": bytes])
         faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -30,7 +32,6 @@ final class IOErrorTests: XCTestCase {
         directory = nil
     }
 
-
     func testADestinationThatReadsWithEIOIsReplacedNotBlockedForever() throws {
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         // A new identity, so that the file must be read again; then reading it fails.
@@ -40,11 +41,13 @@ final class IOErrorTests: XCTestCase {
 
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, plan.stdout + plan.stderr)
-        XCTAssertTrue(plan.stdout.contains("~ data/a.bin (cannot read it: Input/output error; it will be replaced)"),
-                      plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.contains("~ data/a.bin (cannot read it: Input/output error; it will be replaced)"),
+            plan.stdout)
         let verify = try directory.haul(["verify"])
         XCTAssertEqual(verify.exitCode, 1)
-        XCTAssertTrue(verify.stdout.contains("unreadable data/a.bin (cannot read it: Input/output error)"), verify.stdout)
+        XCTAssertTrue(
+            verify.stdout.contains("unreadable data/a.bin (cannot read it: Input/output error)"), verify.stdout)
 
         server.resetLog()
         let sync = try directory.haul(["sync"])
@@ -62,8 +65,10 @@ final class IOErrorTests: XCTestCase {
         // --rehash: a plain sync would find nothing changed from its settled snapshot, and not read the state at all.
         let sync = try directory.haul(["sync", "--rehash"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("warning: cannot read \(directory.path("out"))/.haul/state: Input/output error; hashing every file"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "warning: cannot read \(directory.path("out"))/.haul/state: Input/output error; hashing every file"),
+            sync.stderr)
         XCTAssertFalse(sync.stderr.contains("corrupt"), sync.stderr)
         XCTAssertEqual(server.requests.count, 0)
     }
@@ -71,7 +76,9 @@ final class IOErrorTests: XCTestCase {
     /// The summary's time is the whole run's, pruning included (a slow unlink here takes a second and a half).
     func testTheSummaryTimeIncludesPruning() throws {
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
-        try directory.write("haul.yaml", "version: 1\nroot: out\nprune: true\nfiles:\n  - { url: \(server.url("/a.bin")), dest: b.bin }\n")
+        try directory.write(
+            "haul.yaml",
+            "version: 1\nroot: out\nprune: true\nfiles:\n  - { url: \(server.url("/a.bin")), dest: b.bin }\n")
         try faults?.inject(["unlink a.bin DELAY"])
         let result = try directory.haul(["sync", "--json"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)

@@ -27,7 +27,9 @@ final class InterruptedRunReportTests: XCTestCase {
         script.enqueueFault(.stallAfter(bytes: 64 * 1024, seconds: 120), for: "/large")
         let server = try LoopbackHTTPServer(handler: script.respond)
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -35,20 +37,26 @@ final class InterruptedRunReportTests: XCTestCase {
               - { url: \(server.url("/gone")), dest: gone.bin, retries: 0 }
               - { url: \(server.url("/large")), dest: large.bin, size: \(large.count), sha256: \(StreamingHasher.digest(large, algorithm: .sha256).hex) }
             """)
-        let sync = try HaulProcess.start(["sync", "--progress", "plain"], currentDirectory: directory.path,
-                                         outputPath: directory.path("output.txt"))
-        let underWay = sync.wait(until: {
-            sync.output.contains("error: gone.bin: ") && directory.exists("out/small.bin")
-                && server.requests(path: "/large").count == 1
-        }, timeout: 30)
+        let sync = try HaulProcess.start(
+            ["sync", "--progress", "plain"], currentDirectory: directory.path,
+            outputPath: directory.path("output.txt"))
+        let underWay = sync.wait(
+            until: {
+                sync.output.contains("error: gone.bin: ") && directory.exists("out/small.bin")
+                    && server.requests(path: "/large").count == 1
+            }, timeout: 30)
         XCTAssertEqual(underWay, .conditionMet, sync.output)
         sync.send(SIGTERM)
         XCTAssertEqual(sync.waitForExit(timeout: 20), 143, sync.output)
 
         let lines = sync.output.split(separator: "\n").map(String.init)
-        XCTAssertTrue(lines.contains { $0.hasPrefix("Fetched 1 file (8 B), 0 up to date, 1 failed, 1 interrupted in ") }, sync.output)
-        XCTAssertTrue(lines.contains("haul: interrupted by SIGTERM; 1 unfinished entry keeps its old content "
-                                     + "(partial downloads are kept to resume)"), sync.output)
+        XCTAssertTrue(
+            lines.contains { $0.hasPrefix("Fetched 1 file (8 B), 0 up to date, 1 failed, 1 interrupted in ") },
+            sync.output)
+        XCTAssertTrue(
+            lines.contains(
+                "haul: interrupted by SIGTERM; 1 unfinished entry keeps its old content "
+                    + "(partial downloads are kept to resume)"), sync.output)
         XCTAssertEqual(directory.read("out/small.bin"), small)
         XCTAssertFalse(directory.exists("out/large.bin"))
     }
@@ -63,8 +71,9 @@ final class InterruptedRunReportTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(writer, 0)
         defer { close(writer) }
         for (signal, expected, name) in [(SIGTERM, Int32(143), "SIGTERM"), (SIGINT, Int32(130), "SIGINT")] {
-            let sync = try HaulProcess.start(["sync", "manifest.fifo"], currentDirectory: directory.path,
-                                             outputPath: directory.path("output-\(name).txt"))
+            let sync = try HaulProcess.start(
+                ["sync", "manifest.fifo"], currentDirectory: directory.path,
+                outputPath: directory.path("output-\(name).txt"))
             XCTAssertEqual(sync.wait(until: { hasOpened(sync.pid, manifest) }, timeout: 30), .conditionMet, sync.output)
             sync.send(signal)
             XCTAssertEqual(sync.waitForExit(timeout: 20), expected, sync.output)
@@ -73,21 +82,28 @@ final class InterruptedRunReportTests: XCTestCase {
     }
 
     private func hasOpened(_ pid: pid_t, _ path: String) -> Bool {
-        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return false }
-        return descriptors.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == path }
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else {
+            return false
+        }
+        return descriptors.contains {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == path
+        }
     }
 
     /// `haul ARGUMENTS > /dev/full`, through a shell.
     private func haulIntoAFullDevice(_ arguments: String) throws -> ProcessResult {
-        try ProcessRunner.run("/bin/sh", ["-c", "exec \"$0\" \(arguments) > /dev/full", HaulProcess.executablePath],
-                              currentDirectory: directory.path, timeout: 60)
+        try ProcessRunner.run(
+            "/bin/sh", ["-c", "exec \"$0\" \(arguments) > /dev/full", HaulProcess.executablePath],
+            currentDirectory: directory.path, timeout: 60)
     }
 
     func testStandardOutputThatCannotBeWrittenFailsTheRun() throws {
         let bytes = Array("content\n".utf8)
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -110,8 +126,9 @@ final class InterruptedRunReportTests: XCTestCase {
         XCTAssertEqual(plan.stderr, message)
 
         // A reader that left (`haul … | true`) is no such failure.
-        let closed = try ProcessRunner.run("/bin/bash", ["-c", "\"$0\" schema | true; exit ${PIPESTATUS[0]}", HaulProcess.executablePath],
-                                           currentDirectory: directory.path, timeout: 60)
+        let closed = try ProcessRunner.run(
+            "/bin/bash", ["-c", "\"$0\" schema | true; exit ${PIPESTATUS[0]}", HaulProcess.executablePath],
+            currentDirectory: directory.path, timeout: 60)
         XCTAssertEqual(closed.exitCode, 0, closed.stderr)
         XCTAssertEqual(closed.stderr, "")
     }

@@ -13,9 +13,9 @@ final class JSONEventsTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
     /// Every stdout line is one JSON object; returns them in order.
-    private func events(_ stdout: String, file: StaticString = #filePath, line: UInt = #line) throws -> [[String: Any]] {
+    private func events(_ stdout: String, file: StaticString = #filePath, line: UInt = #line) throws -> [[String: Any]]
+    {
         try stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { text in
             let object = try JSONSerialization.jsonObject(with: Data(text.utf8))
             return try XCTUnwrap(object as? [String: Any], "not an object: \(text)", file: file, line: line)
@@ -23,13 +23,16 @@ final class JSONEventsTests: XCTestCase {
     }
 
     func testAScriptedSyncProducesTheDocumentedEventSequence() throws {
-        let good: [UInt8] = Array("good\n".utf8), flaky: [UInt8] = Array("flaky\n".utf8), mirrored: [UInt8] = Array("mirrored\n".utf8)
+        let good: [UInt8] = Array("good\n".utf8), flaky: [UInt8] = Array("flaky\n".utf8),
+            mirrored: [UInt8] = Array("mirrored\n".utf8)
         let flakyCalls = Mutex(0)
         let server = try LoopbackHTTPServer { request in
             switch request.path {
             case "/good": return .ok(good)
             case "/flaky":
-                let call = flakyCalls.withLock { count in defer { count += 1 }; return count }
+                let call = flakyCalls.withLock { count in
+                    defer { count += 1 }; return count
+                }
                 return call == 0 ? .status(503) : .ok(flaky)
             case "/mirror": return .ok(mirrored)
             default: return .notFound
@@ -37,7 +40,9 @@ final class JSONEventsTests: XCTestCase {
         }
         defer { server.stop() }
         try directory.write("out/present.bin", good)
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -63,10 +68,12 @@ final class JSONEventsTests: XCTestCase {
         for event in events.dropFirst().dropLast() {
             perFile[try XCTUnwrap(event["dest"] as? String), default: []].append(event)
         }
-        XCTAssertEqual(perFile.mapValues { $0.map { $0["event"] as? String ?? "?" } }, [
-            "good.bin": ["start", "done"], "flaky.bin": ["start", "retry", "done"],
-            "mirrored.bin": ["start", "retry", "done"], "lost.bin": ["start", "failed"],
-        ])
+        XCTAssertEqual(
+            perFile.mapValues { $0.map { $0["event"] as? String ?? "?" } },
+            [
+                "good.bin": ["start", "done"], "flaky.bin": ["start", "retry", "done"],
+                "mirrored.bin": ["start", "retry", "done"], "lost.bin": ["start", "failed"],
+            ])
 
         let plan = events[0]
         XCTAssertEqual(plan["version"] as? Int, 1)
@@ -95,7 +102,9 @@ final class JSONEventsTests: XCTestCase {
         XCTAssertEqual(perFile["mirrored.bin"]?[2]["url"] as? String, server.url("/mirror"))
 
         let failed = try XCTUnwrap(perFile["lost.bin"]?.last)
-        XCTAssertEqual(failed["error"] as? String, "\(server.url("/missing")): HTTP 404", "the destination is in dest, not repeated")
+        XCTAssertEqual(
+            failed["error"] as? String, "\(server.url("/missing")): HTTP 404",
+            "the destination is in dest, not repeated")
         let sources = try XCTUnwrap(failed["sources"] as? [[String: Any]])
         XCTAssertEqual(sources.map { $0["error"] as? String }, ["HTTP 404"])
 
@@ -111,7 +120,9 @@ final class JSONEventsTests: XCTestCase {
 
     /// A manifest that does not validate, under `--json`: one `diagnostic` event per problem on stdout, then exit 3.
     func testManifestDiagnosticsAreJSONEvents() throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: ftp://example.com/a
@@ -138,7 +149,8 @@ final class JSONEventsTests: XCTestCase {
         let count = 20_000
         var yaml = "version: 1\nfiles:\n"
         for index in 0..<count {
-            yaml += "  - {url: \"http://127.0.0.1:9/f\(index)\", dest: \"d/f\(index).bin\", sha256: \(String(repeating: "ab", count: 32))}\n"
+            yaml +=
+                "  - {url: \"http://127.0.0.1:9/f\(index)\", dest: \"d/f\(index).bin\", sha256: \(String(repeating: "ab", count: 32))}\n"
         }
         try directory.write("haul.yaml", yaml)
         let plan = try HaulProcess.run(["plan", "--json"], currentDirectory: directory.path)
@@ -158,7 +170,9 @@ final class JSONEventsTests: XCTestCase {
         let bytes: [UInt8] = [1, 2, 3]
         let server = try LoopbackHTTPServer(files: ["/a": bytes])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - {url: "\(server.url("/a"))", dest: a.bin, sha256: \(sha256(bytes))}
@@ -185,7 +199,9 @@ final class ServedByTests: XCTestCase {
         defer { storage.stop() }
         let origin = try LoopbackHTTPServer { _ in .redirect(to: storage.url("/blob?X-Signature=s3cret-sig")) }
         defer { origin.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: \(origin.url("/a.bin"))
@@ -196,12 +212,16 @@ final class ServedByTests: XCTestCase {
         XCTAssertEqual(json.exitCode, 0, json.stderr)
         let done = try XCTUnwrap(json.stdout.split(separator: "\n").first { $0.contains("\"event\":\"done\"") })
         XCTAssertTrue(done.contains("\"url\":\"\(origin.url("/a.bin"))\""), String(done))
-        XCTAssertTrue(done.contains("\"served_by\":\"\(storage.url("/blob"))?…\",\"http_version\":\"1.1\""), String(done))
+        XCTAssertTrue(
+            done.contains("\"served_by\":\"\(storage.url("/blob"))?…\",\"http_version\":\"1.1\""), String(done))
         XCTAssertFalse(json.stdout.contains("s3cret-sig"))
 
         try FileManager.default.removeItem(atPath: directory.path("a.bin"))
         let verbose = try directory.haul(["sync", "--verbose", "--progress", "none"])
-        XCTAssertTrue(verbose.stdout.contains("fetched a.bin (11 B) from \(origin.url("/a.bin")), served by \(storage.url("/blob"))?… over HTTP/1.1\n"),
-                      verbose.stdout)
+        XCTAssertTrue(
+            verbose.stdout.contains(
+                "fetched a.bin (11 B) from \(origin.url("/a.bin")), served by \(storage.url("/blob"))?… over HTTP/1.1\n"
+            ),
+            verbose.stdout)
     }
 }

@@ -15,7 +15,8 @@ final class JournalFaultTests: XCTestCase {
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: names.map { ("/" + $0, Array("new \($0)\n".utf8)) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: names.map { ("/" + $0, Array("new \($0)\n".utf8)) }))
         faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
     }
 
@@ -26,8 +27,11 @@ final class JournalFaultTests: XCTestCase {
     }
 
     private func writeManifest(_ listed: [String]) throws {
-        let entries = listed.map { "  - { url: \(server.url("/" + $0)), dest: data/\($0), sha256: \(sha256(Array("new \($0)\n".utf8))) }\n" }
-        try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:" + (listed.isEmpty ? " []\n" : "\n" + entries.joined()))
+        let entries = listed.map {
+            "  - { url: \(server.url("/" + $0)), dest: data/\($0), sha256: \(sha256(Array("new \($0)\n".utf8))) }\n"
+        }
+        try directory.write(
+            "haul.yaml", "version: 1\nroot: out\nfiles:" + (listed.isEmpty ? " []\n" : "\n" + entries.joined()))
     }
 
     func testAJournalAppendThatFailsLeavesItsBatchUnrenamedAndNothingUnpruned() throws {
@@ -39,10 +43,13 @@ final class JournalFaultTests: XCTestCase {
         XCTAssertEqual(full.exitCode, 1, full.stdout + full.stderr)
         let journal = directory.path("out/.haul/journal")
         for name in names {
-            XCTAssertTrue(full.stderr.contains("error: data/\(name): cannot record its ownership in \"\(journal)\": "
-                                               + "No space left on device\n"), full.stderr)
+            XCTAssertTrue(
+                full.stderr.contains(
+                    "error: data/\(name): cannot record its ownership in \"\(journal)\": "
+                        + "No space left on device\n"), full.stderr)
         }
-        XCTAssertEqual(directory.read("back/data/f0.bin"), Array("old f0\n".utf8), "a destination keeps its old content")
+        XCTAssertEqual(
+            directory.read("back/data/f0.bin"), Array("old f0\n".utf8), "a destination keeps its old content")
         XCTAssertEqual(directory.list("back/data"), ["f0.bin"], "nothing of the batch was renamed in")
         XCTAssertEqual(directory.list("back/.haul/tmp"), [], "nor left staged")
 

@@ -22,14 +22,17 @@ final class LimitRateTests: XCTestCase {
             marks.append((write.time, sent))
         }
         guard let start = marks.first(where: { $0.sent >= total / 3 }),
-              let end = marks.first(where: { $0.sent >= total * 9 / 10 }), end.time > start.time else { return .infinity }
+            let end = marks.first(where: { $0.sent >= total * 9 / 10 }), end.time > start.time
+        else { return .infinity }
         return Double(end.sent - start.sent) / (end.time - start.time)
     }
 
     func testTheWholeRunKeepsToTheRateTheServerMeasures() throws {
         let files = (0..<3).map { index in (0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) } }
         let server = try LoopbackHTTPServer { request in
-            guard let index = Int(request.path.dropFirst(3).prefix(1)), files.indices.contains(index) else { return .notFound }
+            guard let index = Int(request.path.dropFirst(3).prefix(1)), files.indices.contains(index) else {
+                return .notFound
+            }
             return ServerResponse.ok(files[index]).with(fault: .metered(bytesPerWrite: 16 * 1024))
         }
         defer { server.stop() }
@@ -65,7 +68,9 @@ final class LimitRateTests: XCTestCase {
         let over = [UInt8](repeating: 2, count: 1537)
         let server = try LoopbackHTTPServer(files: ["/fits.bin": fits, "/over.bin": over])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -79,7 +84,9 @@ final class LimitRateTests: XCTestCase {
         let sync = try directory.haul(["sync", "--limit-rate", "2.5M", "--max-file-size", "1.5K"])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
         XCTAssertEqual(directory.read("out/fits.bin"), fits)
-        XCTAssertTrue(sync.stderr.contains("error: over.bin: \(server.url("/over.bin")): more than 1.5 KiB, the --max-file-size limit"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: over.bin: \(server.url("/over.bin")): more than 1.5 KiB, the --max-file-size limit"),
+            sync.stderr)
     }
 }

@@ -15,7 +15,9 @@ final class LineSeparatorTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         defer { server.stop() }
         let digest = StreamingHasher.digest(bytes, algorithm: .sha256).hex
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -26,11 +28,13 @@ final class LineSeparatorTests: XCTestCase {
         let sync = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
         let output = sync.stdout + sync.stderr
-        XCTAssertFalse(output.unicodeScalars.contains { [0x85, 0x2028, 0x2029].contains($0.value) }, output.debugDescription)
+        XCTAssertFalse(
+            output.unicodeScalars.contains { [0x85, 0x2028, 0x2029].contains($0.value) }, output.debugDescription)
         let lines = output.split(separator: "\n").map(String.init)
         XCTAssertTrue(lines.contains(#"+ line\u{2028}error: FAKE.bin (missing)"#), sync.stdout)
         XCTAssertTrue(lines.contains(#"fetched para\u{2029}graph\u{85}.bin (8 B)"#), sync.stdout)
-        XCTAssertTrue(lines.contains(#"error: gone\u{2028}error: FAKE.bin: \#(server.url("/gone")): HTTP 404"#), sync.stderr)
+        XCTAssertTrue(
+            lines.contains(#"error: gone\u{2028}error: FAKE.bin: \#(server.url("/gone")): HTTP 404"#), sync.stderr)
         XCTAssertEqual(directory.read("out/line\u{2028}error: FAKE.bin"), bytes, "the file has its real name")
 
         let json = try directory.haul(["plan", "--json"])
@@ -39,9 +43,12 @@ final class LineSeparatorTests: XCTestCase {
     }
 
     func testTheSeparatorsAreEscapedLikeControls() {
-        XCTAssertEqual(TerminalText.escaping("a\u{2028}b\u{2029}c\u{85}d", workflowCommands: false), #"a\u{2028}b\u{2029}c\u{85}d"#)
-        XCTAssertEqual(TerminalText.escaping("a\u{2027}b\u{202F}c", workflowCommands: false), "a\u{2027}b\u{202F}c",
-                       "their neighbours are printable")
+        XCTAssertEqual(
+            TerminalText.escaping("a\u{2028}b\u{2029}c\u{85}d", workflowCommands: false), #"a\u{2028}b\u{2029}c\u{85}d"#
+        )
+        XCTAssertEqual(
+            TerminalText.escaping("a\u{2027}b\u{202F}c", workflowCommands: false), "a\u{2027}b\u{202F}c",
+            "their neighbours are printable")
         XCTAssertEqual(JSONValue.string("a\u{2028}b\u{2029}").encoded(), #""a\u2028b\u2029""#)
     }
 }

@@ -37,9 +37,9 @@ final class LocalFaultTests: XCTestCase {
     }
 
     private func serve(_ entries: [Entry]) throws -> LoopbackHTTPServer {
-        try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.destination, $0.bytes) }))
+        try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.destination, $0.bytes) }))
     }
-
 
     private func out(_ destination: String) -> [UInt8]? { directory.read("out/" + destination) }
 
@@ -50,8 +50,10 @@ final class LocalFaultTests: XCTestCase {
         XCTAssertEqual(RootInspection.entries(of: root + "/.haul/partial"), [], ".haul/partial", file: file, line: line)
     }
 
-    private func assertContains(_ text: String, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(text.contains(expected), "expected \(expected.debugDescription) in:\n\(text)", file: file, line: line)
+    private func assertContains(_ text: String, _ expected: String, file: StaticString = #filePath, line: UInt = #line)
+    {
+        XCTAssertTrue(
+            text.contains(expected), "expected \(expected.debugDescription) in:\n\(text)", file: file, line: line)
     }
 
     // MARK: Disk full
@@ -102,9 +104,13 @@ final class LocalFaultTests: XCTestCase {
     func testAFileSizeLimitFailsOnlyTheEntryThatExceedsIt() throws {
         let (entries, server) = try fileSizeLimitFixture()
         defer { server.stop() }
-        let result = try ProcessRunner.run("/bin/sh", ["-c", "trap '' XFSZ; ulimit -f 512; exec \"$0\" \"$@\"",
-                                                       HaulProcess.executablePath, "sync", "--jobs", "1"],
-                                           currentDirectory: directory.path, timeout: 60)
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c", "trap '' XFSZ; ulimit -f 512; exec \"$0\" \"$@\"",
+                HaulProcess.executablePath, "sync", "--jobs", "1",
+            ],
+            currentDirectory: directory.path, timeout: 60)
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: big.bin: \(server.url("/big.bin")): cannot write ")
         assertContains(result.stderr, "File too large")
@@ -120,9 +126,13 @@ final class LocalFaultTests: XCTestCase {
     func testAFileSizeLimitDoesNotKillHaulWithSIGXFSZ() throws {
         let (entries, server) = try fileSizeLimitFixture()
         defer { server.stop() }
-        let result = try ProcessRunner.run("/bin/sh", ["-c", "ulimit -f 512; exec \"$0\" \"$@\"",
-                                                       HaulProcess.executablePath, "sync", "--jobs", "1"],
-                                           currentDirectory: directory.path, timeout: 60)
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c", "ulimit -f 512; exec \"$0\" \"$@\"",
+                HaulProcess.executablePath, "sync", "--jobs", "1",
+            ],
+            currentDirectory: directory.path, timeout: 60)
         XCTAssertNotEqual(result.exitCode, 128 + SIGXFSZ, "haul ignores SIGXFSZ and fails only the one entry")
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: big.bin: \(server.url("/big.bin")): cannot write ")
@@ -166,10 +176,12 @@ final class LocalFaultTests: XCTestCase {
         for path in ["out/locked", "out/locked/a.bin"] { XCTAssertEqual(chown(directory.path(path), 0, 0), 0, path) }
 
         let command = Unprivileged.command([HaulProcess.executablePath, "sync"])
-        let result = try ProcessRunner.run(command[0], Array(command.dropFirst()), currentDirectory: directory.path, timeout: 60)
+        let result = try ProcessRunner.run(
+            command[0], Array(command.dropFirst()), currentDirectory: directory.path, timeout: 60)
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: locked/a.bin: cannot rename into it: Permission denied")
-        assertContains(result.stderr, "error: locked/sub/c.bin: cannot create directory \"locked/sub\": Permission denied")
+        assertContains(
+            result.stderr, "error: locked/sub/c.bin: cannot create directory \"locked/sub\": Permission denied")
         XCTAssertEqual(out("locked/a.bin"), old)
         XCTAssertFalse(directory.exists("out/locked/sub"))
         XCTAssertEqual(out("free/b.bin"), entries[2].bytes)
@@ -177,7 +189,8 @@ final class LocalFaultTests: XCTestCase {
 
         // The permission was the only obstacle.
         XCTAssertEqual(chown(directory.path("out/locked"), Unprivileged.uid, Unprivileged.gid), 0)
-        let retry = try ProcessRunner.run(command[0], Array(command.dropFirst()), currentDirectory: directory.path, timeout: 60)
+        let retry = try ProcessRunner.run(
+            command[0], Array(command.dropFirst()), currentDirectory: directory.path, timeout: 60)
         XCTAssertEqual(retry.exitCode, 0, retry.stderr)
         for entry in entries { XCTAssertEqual(out(entry.destination), entry.bytes, entry.destination) }
     }
@@ -231,8 +244,10 @@ final class LocalFaultTests: XCTestCase {
 
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1, result.stderr)
-        assertContains(result.stderr, "error: mnt/a.bin: cannot rename into it: its folder is on another mount "
-                       + "than haul's staging area \(directory.path("out"))/.haul/tmp (rename(2) cannot cross mounts)")
+        assertContains(
+            result.stderr,
+            "error: mnt/a.bin: cannot rename into it: its folder is on another mount "
+                + "than haul's staging area \(directory.path("out"))/.haul/tmp (rename(2) cannot cross mounts)")
         XCTAssertEqual(out("mnt/a.bin"), old)
         XCTAssertEqual(out("ok.bin"), entries[1].bytes)
         assertNothingStaged()
@@ -260,9 +275,11 @@ final class LocalFaultTests: XCTestCase {
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         assertContains(result.stderr, "error: data/x: a directory is in the way")
         // Each line names its destination once.
-        assertContains(result.stderr, "error: data/file.txt/y: cannot inspect it: parent \"data/file.txt\" is not a directory\n")
+        assertContains(
+            result.stderr, "error: data/file.txt/y: cannot inspect it: parent \"data/file.txt\" is not a directory\n")
         assertContains(result.stdout, "! data/x (a directory is in the way)")
-        assertContains(result.stdout, "! data/file.txt/y (cannot inspect it: parent \"data/file.txt\" is not a directory)")
+        assertContains(
+            result.stdout, "! data/file.txt/y (cannot inspect it: parent \"data/file.txt\" is not a directory)")
         XCTAssertEqual(server.requests.map(\.path), ["/data/ok.bin"], "refused entries cost no request")
         XCTAssertEqual(directory.list("out/data/x"), ["inner.txt"])
         XCTAssertEqual(out("data/x/inner.txt"), inner)
@@ -280,4 +297,3 @@ private func pattern(_ count: Int, seed: Int) -> [UInt8] {
     while bytes.count < count { bytes += block.prefix(count - bytes.count) }
     return bytes
 }
-

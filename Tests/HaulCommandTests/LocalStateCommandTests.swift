@@ -13,9 +13,10 @@ final class LocalStateCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
     private func writeManifest(url: String, bytes: [UInt8], dest: String = "f.bin") throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -42,7 +43,9 @@ final class LocalStateCommandTests: XCTestCase {
         let stalled = Mutex(false)
         let server = try LoopbackHTTPServer { request in
             if request.path == "/early" { return .ok(early) }
-            let isFirst = stalled.withLock { value in defer { value = true }; return !value }
+            let isFirst = stalled.withLock { value in
+                defer { value = true }; return !value
+            }
             // The first request for /f stalls for a while, so the first sync holds the lock meanwhile.
             return isFirst ? ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 0, seconds: 2)) : .ok(bytes)
         }
@@ -57,7 +60,7 @@ final class LocalStateCommandTests: XCTestCase {
             """
         if withAnEarlierState {
             let earlier = """
-                
+
                   - url: \(server.url("/early"))
                     dest: early.bin
                     sha256: \(StreamingHasher.digest(early, algorithm: .sha256).hex)
@@ -91,13 +94,17 @@ final class LocalStateCommandTests: XCTestCase {
 
         let timedOut = try directory.haul(["sync", "--wait-timeout", "300ms"])
         XCTAssertEqual(timedOut.exitCode, 4, timedOut.stderr)
-        XCTAssertTrue(timedOut.stderr.hasPrefix("haul: waiting for another haul syncing \"\(directory.path)/out\" (pid "), timedOut.stderr)
+        XCTAssertTrue(
+            timedOut.stderr.hasPrefix("haul: waiting for another haul syncing \"\(directory.path)/out\" (pid "),
+            timedOut.stderr)
         XCTAssertTrue(timedOut.stderr.contains("haul sync haul.yaml); waited 0.3 s (--wait-timeout)"), timedOut.stderr)
         XCTAssertEqual(server.requests.count, requestsBefore + 1, "the run that gave up made no request")
 
         let waited = try directory.haul(["sync", "--wait"])
         XCTAssertEqual(waited.exitCode, 0, waited.stderr)
-        XCTAssertTrue(waited.stderr.contains("haul: waiting for another haul syncing"), "says what it waits for: \(waited.stderr)")
+        XCTAssertTrue(
+            waited.stderr.contains("haul: waiting for another haul syncing"), "says what it waits for: \(waited.stderr)"
+        )
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
         XCTAssertEqual(holder.withLock { $0?.exitCode }, 0)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
@@ -114,13 +121,16 @@ final class LocalStateCommandTests: XCTestCase {
         try directory.write("out/.haul/tmp/5f3a9c0e-1a.part", Array("stale temporary".utf8))
         try directory.write("out/.haul/tmp/notes.txt", Array("not haul's".utf8))
         try directory.write("out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part", Array("orphan".utf8))
-        try directory.write("out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part.meta", Array("source x\netag \"y\"\n".utf8))
+        try directory.write(
+            "out/.haul/partial/sha256-\(String(repeating: "0", count: 64)).part.meta",
+            Array("source x\netag \"y\"\n".utf8))
 
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), ["notes.txt"],
-                       "only names haul itself makes are cleaned up")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), ["notes.txt"],
+            "only names haul itself makes are cleaned up")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial"), [])
     }
 }
@@ -128,7 +138,9 @@ final class LocalStateCommandTests: XCTestCase {
 extension LocalStateCommandTests {
     /// Starts `haul sync` as a real process and sends it `signal` once the first bytes of a body are in a staged
     /// file and `alsoReady` holds.
-    private func interruptedSync(_ signal: Int32, server: LoopbackHTTPServer, alsoReady: () -> Bool = { true }) throws -> Int32 {
+    private func interruptedSync(
+        _ signal: Int32, server: LoopbackHTTPServer, alsoReady: () -> Bool = { true }
+    ) throws -> Int32 {
         let root = directory.path + "/out"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: HaulProcess.executablePath)
@@ -166,7 +178,9 @@ extension LocalStateCommandTests {
         XCTAssertEqual(directory.read("out/f.bin"), old)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/tmp"), [])
         let partials = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out/.haul/partial")
-        XCTAssertEqual(Set(partials.map { $0.hasSuffix(".meta") }), [true, false], "the partial and its validator are kept: \(partials)")
+        XCTAssertEqual(
+            Set(partials.map { $0.hasSuffix(".meta") }), [true, false],
+            "the partial and its validator are kept: \(partials)")
 
         stall.withLock { $0 = false }
         let resumed = try directory.haul(["sync"])
@@ -178,10 +192,13 @@ extension LocalStateCommandTests {
     func testAnInterruptedRunSavesTheStateOfWhatItCommitted() throws {
         let fast = [UInt8](repeating: 1, count: 1_000), slow = [UInt8](repeating: 2, count: 50_000)
         let server = try LoopbackHTTPServer { request in
-            request.path == "/fast" ? .ok(fast) : ServerResponse.ok(slow).with(fault: .stallAfter(bytes: 1_000, seconds: 20))
+            request.path == "/fast"
+                ? .ok(fast) : ServerResponse.ok(slow).with(fault: .stallAfter(bytes: 1_000, seconds: 20))
         }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -197,7 +214,9 @@ extension LocalStateCommandTests {
 
     func testSIGTERMExits143() throws {
         let bytes = [UInt8](repeating: 1, count: 50_000)
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 1_000, seconds: 20)) }
+        let server = try LoopbackHTTPServer { _ in
+            ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 1_000, seconds: 20))
+        }
         defer { server.stop() }
         try writeManifest(url: server.url("/f"), bytes: bytes)
         XCTAssertEqual(try interruptedSync(SIGTERM, server: server), 143)
@@ -235,8 +254,9 @@ extension LocalStateCommandTests {
         XCTAssertEqual(rehash.exitCode, 0, rehash.stderr)
         XCTAssertTrue(rehash.stdout.contains("Nothing to do"), rehash.stdout)
         XCTAssertEqual(server.requests.count, 0)
-        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).contains(realDigest),
-                      "the state was rebuilt from what is on disk")
+        XCTAssertTrue(
+            String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).contains(realDigest),
+            "the state was rebuilt from what is on disk")
     }
 
     func testACorruptStateFileCostsAWarningNotCorrectness() throws {
@@ -246,10 +266,13 @@ extension LocalStateCommandTests {
         server.resetLog()
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
-        XCTAssertTrue(result.stderr.contains("is corrupt or from another haul version; hashing every file to rebuild it"), result.stderr)
+        XCTAssertTrue(
+            result.stderr.contains("is corrupt or from another haul version; hashing every file to rebuild it"),
+            result.stderr)
         XCTAssertEqual(server.requests.count, 0, "re-hashing found the file right: no request")
         XCTAssertEqual(directory.read("out/f.bin"), bytes)
-        XCTAssertTrue(String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t5\n"))
+        XCTAssertTrue(
+            String(decoding: directory.read("out/.haul/state") ?? [], as: UTF8.self).hasPrefix("haul-state\t5\n"))
 
         try FileManager.default.removeItem(atPath: statePath)
         let again = try directory.haul(["sync"])

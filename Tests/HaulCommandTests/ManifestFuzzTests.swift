@@ -21,7 +21,9 @@ final class ManifestFuzzTests: XCTestCase {
     private static let syncs = 150
     /// The rotating set's seed: `HAUL_FUZZ_SEED`, else the clock's nanoseconds.
     private static var rotatingSeed: UInt64 {
-        if let text = ProcessInfo.processInfo.environment["HAUL_FUZZ_SEED"], let seed = UInt64(text, radix: 16) { return seed }
+        if let text = ProcessInfo.processInfo.environment["HAUL_FUZZ_SEED"], let seed = UInt64(text, radix: 16) {
+            return seed
+        }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return UInt64(now.tv_sec) &* 1_000_000_007 &+ UInt64(now.tv_nsec)
@@ -39,8 +41,11 @@ final class ManifestFuzzTests: XCTestCase {
         XCTAssertEqual(symlink(sandbox.path("outside"), work + "/out/link"), 0)
         XCTAssertEqual(symlink(sandbox.path("out-evil"), work + "/out/evil"), 0)
 
-        let bodies = ["a": Array("alpha\n".utf8), "b": Array("bravo\n".utf8), "c": [UInt8](repeating: 0x63, count: 70_000)]
-        let server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: bodies.map { ("/" + $0.key, $0.value) }))
+        let bodies = [
+            "a": Array("alpha\n".utf8), "b": Array("bravo\n".utf8), "c": [UInt8](repeating: 0x63, count: 70_000),
+        ]
+        let server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: bodies.map { ("/" + $0.key, $0.value) }))
         defer { server.stop() }
         let seeds = Self.seedManifests(server: server, bodies: bodies)
 
@@ -50,8 +55,10 @@ final class ManifestFuzzTests: XCTestCase {
         }
     }
 
-    private func fuzz(seed: UInt64, seeds: [String], work: String, sandbox: TemporaryDirectory,
-                      outsideRoot: inout TreeSnapshot) throws {
+    private func fuzz(
+        seed: UInt64, seeds: [String], work: String, sandbox: TemporaryDirectory,
+        outsideRoot: inout TreeSnapshot
+    ) throws {
         var generator = SplitMix(seed: seed)
         for number in 0..<(2 * Self.syncs) {
             let command = number < Self.syncs ? "sync" : "plan"
@@ -61,11 +68,15 @@ final class ManifestFuzzTests: XCTestCase {
             try Data(manifest).write(to: URL(fileURLWithPath: work + "/haul.yaml"))
 
             let result = try ProcessRunner.run(
-                "/bin/sh", ["-c", "ulimit -v \(Self.memoryLimitKiB); exec \"$0\" \"$@\"", HaulProcess.executablePath,
-                            command, "haul.yaml", "--progress", "none"] + (command == "sync" ? ["--jobs", "4"] : []),
+                "/bin/sh",
+                [
+                    "-c", "ulimit -v \(Self.memoryLimitKiB); exec \"$0\" \"$@\"", HaulProcess.executablePath,
+                    command, "haul.yaml", "--progress", "none",
+                ] + (command == "sync" ? ["--jobs", "4"] : []),
                 currentDirectory: work, timeout: 60)
             let allowed: Set<Int32> = command == "sync" ? [0, 1, 3] : [0, 2, 3]
-            let description = "seed \(String(seed, radix: 16)), manifest #\(number) (\(command)): exit \(result.exitCode)\n\(String(decoding: manifest, as: UTF8.self))\n--- stderr ---\n\(result.stderr.prefix(2000))"
+            let description =
+                "seed \(String(seed, radix: 16)), manifest #\(number) (\(command)): exit \(result.exitCode)\n\(String(decoding: manifest, as: UTF8.self))\n--- stderr ---\n\(result.stderr.prefix(2000))"
             XCTAssertTrue(allowed.contains(result.exitCode), description)
             if result.exitCode == 3 {
                 XCTAssertTrue(result.stderr.contains("error:"), "a refused manifest says why: \(description)")
@@ -124,7 +135,8 @@ final class ManifestFuzzTests: XCTestCase {
     private static let tokens: [String] = [
         "..", "../", "/", "/etc/", "../../outside/", ".haul/", ".haul", "link/", "evil/", "${HOME}", "${NOPE}", "${",
         "{", "}", "[", "]", ":", ": ", "- ", "&a ", "*a", "!!binary ", "|", ">", "#", "\"", "'", "\\", "\n", "\n  ",
-        "\t", "\u{0}", "\u{1B}[2J", "\r", "\u{202E}", "e\u{301}", "%", "~", "null", "true", "-1", "99999999999999999999",
+        "\t", "\u{0}", "\u{1B}[2J", "\r", "\u{202E}", "e\u{301}", "%", "~", "null", "true", "-1",
+        "99999999999999999999",
         "0x10", "1e9", "sha512:", "sha256-", "mode: \"4755\"", "size: 1", "timeout: 0s", "retries: 9999",
         "dest: ", "url: ", "mirrors: ", "headers: ", "root: /", "version: 2",
         String(repeating: "a", count: 300), String(repeating: "a/", count: 2500), String(repeating: "[", count: 200),
@@ -153,7 +165,8 @@ final class ManifestFuzzTests: XCTestCase {
             default:  // replace a value's end with a token
                 guard let colon = bytes[position...].firstIndex(of: UInt8(ascii: ":")) else { continue }
                 let end = bytes[colon...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
-                bytes.replaceSubrange((colon + 1)..<end, with: Array((" " + tokens[Int(generator.next() % UInt64(tokens.count))]).utf8))
+                bytes.replaceSubrange(
+                    (colon + 1)..<end, with: Array((" " + tokens[Int(generator.next() % UInt64(tokens.count))]).utf8))
             }
         }
         return bytes

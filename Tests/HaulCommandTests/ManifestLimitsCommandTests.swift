@@ -11,11 +11,11 @@ final class ManifestLimitsCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
     /// `script` run by bash in the test's directory, with `$HAUL` the binary under test.
     private func shell(_ script: String) throws -> ProcessResult {
-        try ProcessRunner.run("/bin/bash", ["-c", "HAUL=\"$0\"; " + script, HaulProcess.executablePath],
-                              currentDirectory: directory.path)
+        try ProcessRunner.run(
+            "/bin/bash", ["-c", "HAUL=\"$0\"; " + script, HaulProcess.executablePath],
+            currentDirectory: directory.path)
     }
 
     // MARK: Memory
@@ -51,31 +51,38 @@ final class ManifestLimitsCommandTests: XCTestCase {
                 sys.stderr.write(f"peak {usage.ru_maxrss}\\n")
                 sys.exit(os.waitstatus_to_exitcode(status))
                 """
-            let result = try ProcessRunner.run("/usr/bin/python3", ["-c", script, HaulProcess.executablePath, "plan", file] + options,
-                                               currentDirectory: directory.path)
-            let kibibytes = try XCTUnwrap(result.stderr.split(separator: "\n").last.flatMap { Int($0.dropFirst(5)) },
-                                          result.stderr)
+            let result = try ProcessRunner.run(
+                "/usr/bin/python3", ["-c", script, HaulProcess.executablePath, "plan", file] + options,
+                currentDirectory: directory.path)
+            let kibibytes = try XCTUnwrap(
+                result.stderr.split(separator: "\n").last.flatMap { Int($0.dropFirst(5)) },
+                result.stderr)
             return (result, kibibytes << 10)
         }
         let startUp = try plan("one.yaml"), planned = try plan("large.yaml")
         XCTAssertEqual(startUp.result.exitCode, 2, startUp.result.stderr)
         XCTAssertEqual(planned.result.exitCode, 2, planned.result.stderr)
-        XCTAssertTrue(planned.result.stdout.hasSuffix("\nPlan: 100000 to download (1.5 GiB), 0 up to date.\n"),
-                      String(planned.result.stdout.suffix(100)))
+        XCTAssertTrue(
+            planned.result.stdout.hasSuffix("\nPlan: 100000 to download (1.5 GiB), 0 up to date.\n"),
+            String(planned.result.stdout.suffix(100)))
         let perByte = Double(planned.peak - startUp.peak) / Double(large.utf8.count)
-        XCTAssertLessThanOrEqual(perByte, 4.0,
-                                 "plan of 100,000 entries: \(planned.peak >> 20) MiB, start-up \(startUp.peak >> 20) MiB")
+        XCTAssertLessThanOrEqual(
+            perByte, 4.0,
+            "plan of 100,000 entries: \(planned.peak >> 20) MiB, start-up \(startUp.peak >> 20) MiB")
 
         // `--json`: the plan is one event of 100,000 changes, written as it is encoded, never held whole.
         let events = try plan("large.yaml", ["--json"])
         XCTAssertEqual(events.result.exitCode, 2, events.result.stderr)
         XCTAssertTrue(events.result.stdout.hasPrefix("{\"event\":\"plan\""), String(events.result.stdout.prefix(100)))
-        XCTAssertTrue(events.result.stdout.hasSuffix(",\"download\":100000,\"replace\":0,\"revalidate\":0,\"prune\":0,"
-                                                     + "\"blocked\":0,\"up_to_date\":0,\"bytes\":1638400000}\n"),
-                      String(events.result.stdout.suffix(150)))
+        XCTAssertTrue(
+            events.result.stdout.hasSuffix(
+                ",\"download\":100000,\"replace\":0,\"revalidate\":0,\"prune\":0,"
+                    + "\"blocked\":0,\"up_to_date\":0,\"bytes\":1638400000}\n"),
+            String(events.result.stdout.suffix(150)))
         let jsonPerByte = Double(events.peak - startUp.peak) / Double(large.utf8.count)
-        XCTAssertLessThanOrEqual(jsonPerByte, 4.0,
-                                 "plan --json of 100,000 entries: \(events.peak >> 20) MiB, start-up \(startUp.peak >> 20) MiB")
+        XCTAssertLessThanOrEqual(
+            jsonPerByte, 4.0,
+            "plan --json of 100,000 entries: \(events.peak >> 20) MiB, start-up \(startUp.peak >> 20) MiB")
     }
 
     // MARK: Manifests without a folder of their own
@@ -88,10 +95,16 @@ final class ManifestLimitsCommandTests: XCTestCase {
         defer { server.stop() }
         // A name of its own, so that a misplaced root is recognizable (and removable) wherever it lands.
         let root = "haul-stdin-test-\(UUID().uuidString)"
-        defer { for folder in ["/dev", "/dev/fd", "/proc/self/fd"] { try? FileManager.default.removeItem(atPath: "\(folder)/\(root)") } }
+        defer {
+            for folder in ["/dev", "/dev/fd", "/proc/self/fd"] {
+                try? FileManager.default.removeItem(atPath: "\(folder)/\(root)")
+            }
+        }
         let sha256 = StreamingHasher.digest(body, algorithm: .sha256).hex
-        try directory.write("m.yaml", "version: 1\nroot: \(root)\nfiles:\n  - url: \(server.url("/f1.txt"))\n"
-                            + "    dest: f1.txt\n    sha256: \(sha256)\n")
+        try directory.write(
+            "m.yaml",
+            "version: 1\nroot: \(root)\nfiles:\n  - url: \(server.url("/f1.txt"))\n"
+                + "    dest: f1.txt\n    sha256: \(sha256)\n")
         try directory.makeDirectory("sub")
         let commands = [
             "cat m.yaml | \"$HAUL\" sync -",
@@ -115,8 +128,9 @@ final class ManifestLimitsCommandTests: XCTestCase {
         try directory.write("m.yaml", "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: /abs}\n")
         let result = try shell("\"$HAUL\" plan - < m.yaml")
         XCTAssertEqual(result.exitCode, 3)
-        XCTAssertEqual(result.stderr,
-                       "<stdin>:3:36: error: files[0].dest: destination \"/abs\" is absolute; destinations are relative to root\n")
+        XCTAssertEqual(
+            result.stderr,
+            "<stdin>:3:36: error: files[0].dest: destination \"/abs\" is absolute; destinations are relative to root\n")
     }
 
     // MARK: Bounded work
@@ -133,7 +147,9 @@ final class ManifestLimitsCommandTests: XCTestCase {
     func testEnvironmentExpansionsCountAgainstTheLimit() throws {
         // An environment string may hold at most 128 KiB; 2,700 references to 100,000 bytes make 270 MB.
         let references = String(repeating: "${BIG}", count: 2700)
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: http://127.0.0.1:1/a
@@ -146,34 +162,48 @@ final class ManifestLimitsCommandTests: XCTestCase {
             """)
         let result = try directory.haul(["plan"], environment: ["BIG": String(repeating: "v", count: 100_000)])
         XCTAssertEqual(result.exitCode, 3)
-        XCTAssertEqual(result.stderr, "haul.yaml:5:20: error: files[0].headers.X-A: expanding environment variables "
-                       + "makes the manifest larger than 256 MiB, the most haul reads\n")
+        XCTAssertEqual(
+            result.stderr,
+            "haul.yaml:5:20: error: files[0].headers.X-A: expanding environment variables "
+                + "makes the manifest larger than 256 MiB, the most haul reads\n")
     }
 
     func testAtMost50DiagnosticsArePrintedThenHowManyMore() throws {
         try directory.write("haul.yaml", "version: 1\n" + (0..<2000).map { "k\($0): v\n" }.joined() + "files: []\n")
-        let expected = (0..<50).map { "haul.yaml:\($0 + 2):1: error: k\($0): unknown key \"k\($0)\"\n" }.joined()
+        let expected =
+            (0..<50).map { "haul.yaml:\($0 + 2):1: error: k\($0): unknown key \"k\($0)\"\n" }.joined()
             + "… and 1950 more\n"
         for arguments in [["plan"], ["plan", "--json"], ["sync"], ["verify", "--json"]] {
             let result = try directory.haul(arguments)
             XCTAssertEqual(result.exitCode, 3, arguments.joined(separator: " "))
             // Under --json the same 50, as diagnostic events.
-            XCTAssertEqual(result.stdout.split(separator: "\n").count, arguments.contains("--json") ? 50 : 0, arguments.joined(separator: " "))
+            XCTAssertEqual(
+                result.stdout.split(separator: "\n").count, arguments.contains("--json") ? 50 : 0,
+                arguments.joined(separator: " "))
             XCTAssertEqual(result.stderr, expected, arguments.joined(separator: " "))
         }
     }
 
     func testAtMost50WarningsArePrintedThenHowManyMore() throws {
         let md5 = "d41d8cd98f00b204e9800998ecf8427e"
-        try directory.write("haul.yaml", "version: 1\nfiles:\n" + (0..<60).map {
-            "  - {url: \"http://127.0.0.1:1/\($0)\", dest: f\($0), checksum: \"md5:\(md5)\"}\n"
-        }.joined())
+        try directory.write(
+            "haul.yaml",
+            "version: 1\nfiles:\n"
+                + (0..<60).map {
+                    "  - {url: \"http://127.0.0.1:1/\($0)\", dest: f\($0), checksum: \"md5:\(md5)\"}\n"
+                }.joined())
         let result = try directory.haul(["plan", "--json"])
         XCTAssertEqual(result.exitCode, 2, result.stderr)
         let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
         XCTAssertEqual(lines.count, 52)
-        XCTAssertEqual(lines[0], "haul.yaml:3:55: warning: files[0].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256")
-        XCTAssertEqual(lines[49], "haul.yaml:52:57: warning: files[49].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256")
+        XCTAssertEqual(
+            lines[0],
+            "haul.yaml:3:55: warning: files[0].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256"
+        )
+        XCTAssertEqual(
+            lines[49],
+            "haul.yaml:52:57: warning: files[49].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256"
+        )
         XCTAssertEqual(lines[50], "… and 10 more")
     }
 }

@@ -13,8 +13,12 @@ final class ManualTests: XCTestCase {
     /// The manual as text: roff's font changes dropped, its escapes undone.
     private func manual() throws -> String {
         let script = Self.repository.appendingPathComponent("scripts/manpage.py").path
-        let result = try ProcessRunner.run("/bin/sh", ["-c", "\"$0\" --experimental-dump-help | python3 \"$1\" 9.9.9",
-                                                        HaulProcess.executablePath, script], inheritEnvironment: true)
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c", "\"$0\" --experimental-dump-help | python3 \"$1\" 9.9.9",
+                HaulProcess.executablePath, script,
+            ], inheritEnvironment: true)
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         return result.stdout.replacingOccurrences(of: "\\\\f[BIR]", with: "", options: .regularExpression)
             .replacingOccurrences(of: "\\-", with: "-").replacingOccurrences(of: "\\e", with: "\\")
@@ -41,28 +45,38 @@ final class ManualTests: XCTestCase {
             XCTAssertTrue(manual.contains(".SH SYNOPSIS"), command)
             // Option lines of --help: two spaces, then the option's spellings ("-j, --jobs <jobs>").
             let spellings = help.stdout.split(separator: "\n").filter { $0.hasPrefix("  -") }.flatMap { line in
-                line.split(separator: " ").prefix { !$0.isEmpty }.map { $0.trimmingCharacters(in: .punctuationCharacters.subtracting(["-"])) }
-                    .filter { $0.hasPrefix("-") }
+                line.split(separator: " ").prefix { !$0.isEmpty }.map {
+                    $0.trimmingCharacters(in: .punctuationCharacters.subtracting(["-"]))
+                }
+                .filter { $0.hasPrefix("-") }
             }
             XCTAssertFalse(spellings.isEmpty, "haul \(command) --help lists no option:\n\(help.stdout)")
             for spelling in spellings {
                 let place = ["--help", "-h", "--version"].contains(spelling) ? common : own
-                XCTAssertTrue(place.range(of: "(?m)(^|[ ,])\(spelling)([ ,]|$)", options: .regularExpression) != nil,
-                              "the manual does not list \(spelling) of haul \(command)")
+                XCTAssertTrue(
+                    place.range(of: "(?m)(^|[ ,])\(spelling)([ ,]|$)", options: .regularExpression) != nil,
+                    "the manual does not list \(spelling) of haul \(command)")
                 checked += 1
             }
             // Positional arguments: "<manifest>" in the usage line; "<subcommand>": each listed under SUBCOMMANDS.
             for argument in help.stdout.matches(of: /USAGE: [^\n]*/).flatMap({ $0.output.matches(of: /<([a-z-]+)>/) }) {
                 guard argument.output.1 == "subcommand" else {
-                    XCTAssertTrue(own.contains(String(argument.output.1)), "the manual does not name <\(argument.output.1)> of haul \(command)")
+                    XCTAssertTrue(
+                        own.contains(String(argument.output.1)),
+                        "the manual does not name <\(argument.output.1)> of haul \(command)")
                     continue
                 }
-                let listed = help.stdout.split(separator: "SUBCOMMANDS:").last.map {
-                    $0.split(separator: "\n").compactMap { $0.wholeMatch(of: /\s\s([a-z-]+)\s.*/).map { String($0.output.1) } }
-                } ?? []
+                let listed =
+                    help.stdout.split(separator: "SUBCOMMANDS:").last.map {
+                        $0.split(separator: "\n").compactMap {
+                            $0.wholeMatch(of: /\s\s([a-z-]+)\s.*/).map { String($0.output.1) }
+                        }
+                    } ?? []
                 XCTAssertFalse(listed.isEmpty, help.stdout)
                 for subcommand in listed {
-                    XCTAssertNotNil(section(manual, ".SS \"haul \(command) \(subcommand)\""), "no section for haul \(command) \(subcommand)")
+                    XCTAssertNotNil(
+                        section(manual, ".SS \"haul \(command) \(subcommand)\""),
+                        "no section for haul \(command) \(subcommand)")
                 }
             }
         }
@@ -72,13 +86,16 @@ final class ManualTests: XCTestCase {
     func testTheManualStatesEveryExitStatusTheCodeDefines() throws {
         let manual = try manual()
         let section = try XCTUnwrap(section(manual, ".SH EXIT STATUS"), "no EXIT STATUS section")
-        let outcome = try String(contentsOf: Self.repository.appendingPathComponent("Sources/Haul/Outcome.swift"), encoding: .utf8)
-        let enumBody = try XCTUnwrap(outcome.firstRange(of: /enum ExitStatus[^{]*\{[^}]*\}/).map { String(outcome[$0]) })
+        let outcome = try String(
+            contentsOf: Self.repository.appendingPathComponent("Sources/Haul/Outcome.swift"), encoding: .utf8)
+        let enumBody = try XCTUnwrap(
+            outcome.firstRange(of: /enum ExitStatus[^{]*\{[^}]*\}/).map { String(outcome[$0]) })
         let codes = enumBody.matches(of: /case \w+ = (\d+)/).map { String($0.output.1) } + ["130", "143"]
         XCTAssertGreaterThanOrEqual(codes.count, 9, enumBody)
         for code in codes {
-            XCTAssertTrue(section.range(of: "(^|\\n|, )\(code)(,|\\n)", options: .regularExpression) != nil,
-                          "EXIT STATUS does not state \(code):\n\(section)")
+            XCTAssertTrue(
+                section.range(of: "(^|\\n|, )\(code)(,|\\n)", options: .regularExpression) != nil,
+                "EXIT STATUS does not state \(code):\n\(section)")
         }
     }
 
@@ -90,18 +107,23 @@ final class ManualTests: XCTestCase {
         let files = try XCTUnwrap(FileManager.default.enumerator(atPath: sources.path)).compactMap { $0 as? String }
         for file in files where file.hasSuffix(".swift") {
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
-            let patterns = [/(?:environment|current)\["([A-Za-z_][A-Za-z0-9_]*)"\]/, /isSet\("([A-Za-z_][A-Za-z0-9_]*)"/,
-                            /getenv\("([A-Za-z_][A-Za-z0-9_]*)"\)/, /case \w+ = "(XDG_[A-Z_]+)"/]
+            let patterns = [
+                /(?:environment|current)\["([A-Za-z_][A-Za-z0-9_]*)"\]/, /isSet\("([A-Za-z_][A-Za-z0-9_]*)"/,
+                /getenv\("([A-Za-z_][A-Za-z0-9_]*)"\)/, /case \w+ = "(XDG_[A-Z_]+)"/,
+            ]
             for pattern in patterns { read.formUnion(text.matches(of: pattern).map { String($0.output.1) }) }
             // Lists of variables tried in order (`CABundle.variables`).
             for list in text.matches(of: /static let variables = \[([^\]]*)\]/) {
                 read.formUnion(list.output.1.matches(of: /"([A-Za-z_][A-Za-z0-9_]*)"/).map { String($0.output.1) })
             }
         }
-        XCTAssertTrue(read.isSuperset(of: ["HAUL_CA_FILE", "SSL_CERT_FILE", "HAUL_SHARD", "TMPDIR", "XDG_CACHE_HOME"]), "\(read.sorted())")
+        XCTAssertTrue(
+            read.isSuperset(of: ["HAUL_CA_FILE", "SSL_CERT_FILE", "HAUL_SHARD", "TMPDIR", "XDG_CACHE_HOME"]),
+            "\(read.sorted())")
         for name in read.sorted() {
-            XCTAssertTrue(section.contains("\n\(name)\n") || section.contains("\n\(name),"),
-                          "ENVIRONMENT does not name \(name):\n\(section)")
+            XCTAssertTrue(
+                section.contains("\n\(name)\n") || section.contains("\n\(name),"),
+                "ENVIRONMENT does not name \(name):\n\(section)")
         }
         XCTAssertTrue(section.contains("http_proxy"), "ENVIRONMENT does not say that proxies come from the environment")
     }
@@ -110,7 +132,8 @@ final class ManualTests: XCTestCase {
     /// schema's own description of it.
     func testTheManualDescribesEveryManifestKeyAsTheSchemaDoes() throws {
         let manual = try manual()
-        let schemaText = try Data(contentsOf: Self.repository.appendingPathComponent("schema/haul-manifest.schema.json"))
+        let schemaText = try Data(
+            contentsOf: Self.repository.appendingPathComponent("schema/haul-manifest.schema.json"))
         let schema = try XCTUnwrap(try JSONSerialization.jsonObject(with: schemaText) as? [String: Any])
         let definitions = try XCTUnwrap(schema["$defs"] as? [String: Any])
         let mappings: [(heading: String, keys: Set<String>, node: Any?)] = [
@@ -125,15 +148,22 @@ final class ManualTests: XCTestCase {
             let properties = try XCTUnwrap((node as? [String: Any])?["properties"] as? [String: [String: Any]])
             let lines = own.split(separator: "\n").map(String.init)
             for key in keys {
-                let term = try XCTUnwrap(lines.firstIndex { $0.hasPrefix(key + " ") }, "MANIFEST does not list \(heading) \(key)")
-                let reference = (properties[key]?["$ref"] as? String).flatMap { definitions[String($0.split(separator: "/").last ?? "")] }
-                let description = properties[key]?["description"] as? String ?? (reference as? [String: Any])?["description"] as? String
+                let term = try XCTUnwrap(
+                    lines.firstIndex { $0.hasPrefix(key + " ") }, "MANIFEST does not list \(heading) \(key)")
+                let reference = (properties[key]?["$ref"] as? String).flatMap {
+                    definitions[String($0.split(separator: "/").last ?? "")]
+                }
+                let description =
+                    properties[key]?["description"] as? String ?? (reference as? [String: Any])?["description"]
+                    as? String
                 XCTAssertEqual(lines[term + 1], description, "\(heading) \(key): the schema's description")
             }
         }
         XCTAssertTrue(whole.contains("\nversion 1 (required)\n"), whole)
         XCTAssertTrue(whole.contains("\nretries integer\n"), whole)
-        XCTAssertTrue(whole.contains("\nextract boolean or mapping (format, strip, include, exclude, tree, max_unpacked)\n"), whole)
+        XCTAssertTrue(
+            whole.contains("\nextract boolean or mapping (format, strip, include, exclude, tree, max_unpacked)\n"),
+            whole)
         XCTAssertTrue(whole.contains("\nmirrors list of string or mapping (url, headers, cert, key)\n"), whole)
     }
 
@@ -142,11 +172,13 @@ final class ManualTests: XCTestCase {
         let manual = try manual()
         let config = try XCTUnwrap(section(manual, ".SH CONFIG FILE"), "no CONFIG FILE section")
         for key in RewriteConfig.topLevelKeys + RewriteConfig.ruleKeys {
-            XCTAssertNotNil(config.range(of: "(?m)^[ -]*\(key):", options: .regularExpression), "CONFIG FILE does not show \(key):")
+            XCTAssertNotNil(
+                config.range(of: "(?m)^[ -]*\(key):", options: .regularExpression), "CONFIG FILE does not show \(key):")
         }
         XCTAssertTrue(config.contains("--config FILE"), config)
         let events = try XCTUnwrap(section(manual, ".SH JSON EVENTS"), "no JSON EVENTS section")
-        let code = try String(contentsOf: Self.repository.appendingPathComponent("Sources/HaulCommand/JSONEvents.swift"), encoding: .utf8)
+        let code = try String(
+            contentsOf: Self.repository.appendingPathComponent("Sources/HaulCommand/JSONEvents.swift"), encoding: .utf8)
         let written = Set(code.matches(of: /\("event", \.string\("([a-z]+)"\)\)/).map { String($0.output.1) })
         XCTAssertGreaterThanOrEqual(written.count, 10, "\(written.sorted())")
         for event in written.sorted() {

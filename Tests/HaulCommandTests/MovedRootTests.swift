@@ -13,7 +13,9 @@ final class MovedRootTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func write(_ manifest: String, in folder: String, serving server: LoopbackHTTPServer, _ names: [String]) throws {
+    private func write(
+        _ manifest: String, in folder: String, serving server: LoopbackHTTPServer, _ names: [String]
+    ) throws {
         let entries = names.map { name in
             "  - url: \(server.url("/" + name))\n    dest: \(name)\n    sha256: \(sha256(Array(name.utf8)))\n"
         }.joined()
@@ -52,8 +54,10 @@ final class MovedRootTests: XCTestCase {
 
         let plan = try directory.haul(["plan", "ws/assets.yaml", "--prune"])
         XCTAssertEqual(plan.exitCode, 0, plan.stdout)
-        XCTAssertEqual(plan.stdout, "! 2 files written by ../haul.yaml, which is gone: not pruned "
-                       + "(--adopt ../haul.yaml makes this manifest their owner)\nNo changes: 1 file up to date.\n")
+        XCTAssertEqual(
+            plan.stdout,
+            "! 2 files written by ../haul.yaml, which is gone: not pruned "
+                + "(--adopt ../haul.yaml makes this manifest their owner)\nNo changes: 1 file up to date.\n")
         XCTAssertEqual(try directory.haul(["sync", "ws/assets.yaml", "--prune"]).exitCode, 0)
         XCTAssertTrue(directory.exists("ws/out/b.bin"), "another manifest's file is never pruned unasked")
 
@@ -77,10 +81,11 @@ final class MovedRootTests: XCTestCase {
         XCTAssertEqual(try directory.haul(["sync", "ws/haul.yaml"]).exitCode, 0)
         // Name the manifest as haul did before: the first 32 hex digits of the SHA-256 of its real path, in the
         // format before owner tags (11 fields, header 3).
-        let real = try XCTUnwrap(realpath(directory.path("ws/haul.yaml"), nil).map { pointer in
-            defer { free(pointer) }
-            return String(cString: pointer)
-        })
+        let real = try XCTUnwrap(
+            realpath(directory.path("ws/haul.yaml"), nil).map { pointer in
+                defer { free(pointer) }
+                return String(cString: pointer)
+            })
         let legacy = String(sha256(Array(real.utf8)).prefix(32))
         let state = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)
         XCTAssertTrue(state.hasPrefix("haul-state\t5\n"), state)
@@ -96,14 +101,19 @@ final class MovedRootTests: XCTestCase {
         server.resetLog()
         let plan = try directory.haul(["plan", "ws/haul.yaml", "--prune"])
         XCTAssertEqual(plan.exitCode, 0, plan.stdout)
-        XCTAssertEqual(plan.stdout, "! 1 file recorded as written by ../haul.yaml without haul's proof (a state an older haul "
-                       + "wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\nNo changes: 1 file up to date.\n")
+        XCTAssertEqual(
+            plan.stdout,
+            "! 1 file recorded as written by ../haul.yaml without haul's proof (a state an older haul "
+                + "wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\nNo changes: 1 file up to date.\n"
+        )
         let kept = try directory.haul(["sync", "ws/haul.yaml", "--prune"])
         XCTAssertEqual(kept.exitCode, 0, kept.stderr)
         XCTAssertTrue(kept.stdout.hasPrefix("Nothing to do: 1 file up to date in "), kept.stdout)
-        XCTAssertEqual(kept.stderr, "warning: 1 file recorded as written by ../haul.yaml without haul's proof (a state an older "
-                       + "haul wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\n",
-                       "a sync that prunes nothing says why, even with nothing else to do")
+        XCTAssertEqual(
+            kept.stderr,
+            "warning: 1 file recorded as written by ../haul.yaml without haul's proof (a state an older "
+                + "haul wrote, or one edited): not pruned (--adopt ../haul.yaml vouches for them)\n",
+            "a sync that prunes nothing says why, even with nothing else to do")
         XCTAssertEqual(directory.read("ws/out/b.bin"), Array("b.bin".utf8), "not pruned without proof")
         XCTAssertEqual(server.requests.count, 0, "the older records still spare the download")
         let renamed = String(decoding: try XCTUnwrap(directory.read("ws/out/.haul/state")), as: UTF8.self)

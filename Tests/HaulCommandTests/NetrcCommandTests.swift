@@ -17,7 +17,9 @@ final class NetrcCommandTests: XCTestCase {
     }
 
     private func manifest(url: String, mirrors: [String] = [], netrcKey: Bool = false) throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             \(netrcKey ? "netrc: true" : "")
@@ -40,7 +42,8 @@ final class NetrcCommandTests: XCTestCase {
         let origin = try LoopbackHTTPServer { _ in .redirect(to: target.url("/asset.bin")) }
         defer { origin.stop() }
         try manifest(url: origin.url("/asset.bin"))
-        let file = try netrc("""
+        let file = try netrc(
+            """
             # CI's credentials
             machine example.invalid login bob password other
             machine 127.0.0.1
@@ -81,7 +84,9 @@ final class NetrcCommandTests: XCTestCase {
     }
 
     func testAnEntrysOwnAuthorizationWinsAndAFailedLoginPrintsNoSecret() throws {
-        let server = try LoopbackHTTPServer { _ in .status(401, headers: [("WWW-Authenticate", "Basic realm=\"assets\"")]) }
+        let server = try LoopbackHTTPServer { _ in
+            .status(401, headers: [("WWW-Authenticate", "Basic realm=\"assets\"")])
+        }
         defer { server.stop() }
         try manifest(url: server.url("/asset.bin"))
         let file = try netrc("machine 127.0.0.1 login alice password \"s3cret pass\"\n")
@@ -95,7 +100,9 @@ final class NetrcCommandTests: XCTestCase {
         XCTAssertTrue(failed.stderr.contains("401"), failed.stderr)
 
         server.resetLog()
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -114,8 +121,10 @@ final class NetrcCommandTests: XCTestCase {
         try manifest(url: server.url("/asset.bin"))
         let missing = try directory.haul(["sync", "--netrc"], environment: ["NETRC": directory.path + "/absent"])
         XCTAssertEqual(missing.exitCode, 64, missing.stderr)
-        XCTAssertTrue(missing.stderr.contains("\(directory.path)/absent: error: cannot read the .netrc file (NETRC): No such file"),
-                      missing.stderr)
+        XCTAssertTrue(
+            missing.stderr.contains(
+                "\(directory.path)/absent: error: cannot read the .netrc file (NETRC): No such file"),
+            missing.stderr)
 
         let malformed = try netrc("machine 127.0.0.1 login alice\n  password s3cret pass\n")
         let refused = try directory.haul(["sync", "--netrc"], environment: ["NETRC": malformed])

@@ -20,7 +20,9 @@ final class NotDurableCommitTests: XCTestCase {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/a.bin": bytes, "/b.bin": other])
         faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -36,20 +38,21 @@ final class NotDurableCommitTests: XCTestCase {
         directory = nil
     }
 
-
-
     func testAFolderSyncThatFailsAfterTheRenameIsReportedAsInPlaceButNotDurable() throws {
         try faults?.inject(["fsyncdir data"])
         let result = try directory.haul(["sync", "--progress", "plain"])
         XCTAssertEqual(result.exitCode, 1, result.stdout + result.stderr)
-        XCTAssertEqual(result.stderr, "error: data/a.bin: in place, but not yet durable: cannot sync the directory of it: "
-                       + "Input/output error\n")
+        XCTAssertEqual(
+            result.stderr,
+            "error: data/a.bin: in place, but not yet durable: cannot sync the directory of it: "
+                + "Input/output error\n")
         XCTAssertFalse(result.stderr.contains("failed"), result.stderr)
         let stdout = result.stdout.split(separator: "\n").map(String.init)
         XCTAssertTrue(stdout.contains("fetched data/a.bin (24 B)"), result.stdout)
         XCTAssertTrue(stdout.contains("fetched elsewhere/b.bin (25 B)"), result.stdout)
-        XCTAssertTrue(stdout.last?.hasPrefix("Fetched 2 files (49 B), 0 up to date, 1 not yet durable in ") ?? false,
-                      result.stdout)
+        XCTAssertTrue(
+            stdout.last?.hasPrefix("Fetched 2 files (49 B), 0 up to date, 1 not yet durable in ") ?? false,
+            result.stdout)
         XCTAssertEqual(directory.read("back/data/a.bin"), bytes, "the new content is in place")
         XCTAssertEqual(directory.read("back/elsewhere/b.bin"), other)
 
@@ -59,8 +62,10 @@ final class NotDurableCommitTests: XCTestCase {
         let still = try directory.haul(["sync"])
         XCTAssertEqual(still.exitCode, 1, still.stdout + still.stderr)
         XCTAssertEqual(server.requests.count, 0, "the file in place is not fetched again")
-        XCTAssertEqual(still.stderr, "error: data/a.bin: in place, but not yet durable: cannot sync the directory of it: "
-                       + "Input/output error\n")
+        XCTAssertEqual(
+            still.stderr,
+            "error: data/a.bin: in place, but not yet durable: cannot sync the directory of it: "
+                + "Input/output error\n")
         XCTAssertTrue(still.stdout.hasPrefix("2 files up to date, 1 not yet durable in "), still.stdout)
 
         // With the disk healthy again, the gap is closed: the file and its folder are synced, and the mark goes.
@@ -90,7 +95,9 @@ final class NotDurableCommitTests: XCTestCase {
         let done = try XCTUnwrap(events.first { $0["event"] as? String == "done" })
         XCTAssertEqual(done["dest"] as? String, "data/a.bin")
         XCTAssertEqual(done["result"] as? String, "not-durable")
-        XCTAssertEqual(done["error"] as? String, "in place, but not yet durable: cannot sync the directory of it: Input/output error")
+        XCTAssertEqual(
+            done["error"] as? String,
+            "in place, but not yet durable: cannot sync the directory of it: Input/output error")
         XCTAssertTrue(done["url"] is NSNull && done["digest"] is NSNull, "\(done)")
         let summary = try XCTUnwrap(events.last)
         XCTAssertEqual(summary["not_durable"] as? Int, 1)
@@ -104,11 +111,15 @@ final class NotDurableCommitTests: XCTestCase {
         try faults?.inject(["fsyncdir .haul"])
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stdout + result.stderr)
-        XCTAssertEqual(result.stderr, "warning: the state is saved but not yet durable (cannot sync the directory "
-                       + "\"\(directory.path("out/.haul"))\": Input/output error); the journal is kept, and the next sync retires it\n")
+        XCTAssertEqual(
+            result.stderr,
+            "warning: the state is saved but not yet durable (cannot sync the directory "
+                + "\"\(directory.path("out/.haul"))\": Input/output error); the journal is kept, and the next sync retires it\n"
+        )
         XCTAssertTrue(directory.exists("back/.haul/journal"))
-        XCTAssertTrue(String(decoding: directory.read("back/.haul/state") ?? [], as: UTF8.self).contains("data/a.bin\t"),
-                      "the state was saved")
+        XCTAssertTrue(
+            String(decoding: directory.read("back/.haul/state") ?? [], as: UTF8.self).contains("data/a.bin\t"),
+            "the state was saved")
 
         try faults?.inject([])
         server.resetLog()
@@ -129,13 +140,17 @@ final class NotDurableCommitTests: XCTestCase {
             try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
         }
         XCTAssertFalse(events.contains { $0["event"] as? String == "failed" }, result.stdout)
-        let done = try XCTUnwrap(events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "data/a.bin" })
+        let done = try XCTUnwrap(
+            events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "data/a.bin" })
         XCTAssertEqual(done["result"] as? String, "fetched-not-durable")
-        XCTAssertEqual(done["error"] as? String, "in place, but not yet durable: cannot sync the directory of it: "
-                       + "Input/output error")
+        XCTAssertEqual(
+            done["error"] as? String,
+            "in place, but not yet durable: cannot sync the directory of it: "
+                + "Input/output error")
         XCTAssertEqual(done["digest"] as? String, "sha256:" + sha256(bytes))
         XCTAssertEqual(done["bytes"] as? Int, bytes.count)
-        let fine = try XCTUnwrap(events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "elsewhere/b.bin" })
+        let fine = try XCTUnwrap(
+            events.first { $0["event"] as? String == "done" && $0["dest"] as? String == "elsewhere/b.bin" })
         XCTAssertEqual(fine["result"] as? String, "fetched")
         XCTAssertTrue(fine["error"] is NSNull, "every done event has an error, null when there is none")
         let summary = try XCTUnwrap(events.last)

@@ -14,7 +14,8 @@ final class OwnerKeyTests: XCTestCase {
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: names.map { ("/" + $0, Array("new \($0)\n".utf8)) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: names.map { ("/" + $0, Array("new \($0)\n".utf8)) }))
     }
 
     override func tearDown() {
@@ -23,8 +24,11 @@ final class OwnerKeyTests: XCTestCase {
     }
 
     private func writeManifest(_ listed: [String], named name: String = "haul.yaml") throws {
-        let entries = listed.map { "  - { url: \(server.url("/" + $0)), dest: \($0), sha256: \(sha256(Array("new \($0)\n".utf8))) }\n" }
-        try directory.write(name, "version: 1\nroot: out\nfiles:" + (listed.isEmpty ? " []\n" : "\n" + entries.joined()))
+        let entries = listed.map {
+            "  - { url: \(server.url("/" + $0)), dest: \($0), sha256: \(sha256(Array("new \($0)\n".utf8))) }\n"
+        }
+        try directory.write(
+            name, "version: 1\nroot: out\nfiles:" + (listed.isEmpty ? " []\n" : "\n" + entries.joined()))
     }
 
     /// A line added to the state that says a manifest which is gone wrote the user's file: the plan does not call
@@ -39,7 +43,8 @@ final class OwnerKeyTests: XCTestCase {
         let mine = Array("the user's own file\n".utf8)
         try directory.write("out/mine.txt", mine)
         let state = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
-        let forged = "mine.txt\t0\t0\t-1\t0.000000000\t0.000000000\tsha256:\(sha256(mine))\t../gone.yaml\t\t\t\t\t\t\(String(repeating: "0", count: 32))\t"
+        let forged =
+            "mine.txt\t0\t0\t-1\t0.000000000\t0.000000000\tsha256:\(sha256(mine))\t../gone.yaml\t\t\t\t\t\t\(String(repeating: "0", count: 32))\t"
         var lines = state.split(separator: "\n").map(String.init)
         lines.append(forged)
         let records = lines.dropFirst().sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
@@ -47,10 +52,12 @@ final class OwnerKeyTests: XCTestCase {
 
         let plan = try directory.haul(["plan", "--prune"])
         XCTAssertEqual(plan.exitCode, 0, plan.stdout + plan.stderr)
-        XCTAssertEqual(plan.stdout, "! 1 file written by ../old.yaml, which is gone: not pruned (--adopt ../old.yaml makes this "
-                       + "manifest their owner)\n! 1 file recorded as written by ../gone.yaml without haul's proof (a state an "
-                       + "older haul wrote, or one edited): not pruned (--adopt ../gone.yaml vouches for them)\n"
-                       + "No changes: 1 file up to date.\n")
+        XCTAssertEqual(
+            plan.stdout,
+            "! 1 file written by ../old.yaml, which is gone: not pruned (--adopt ../old.yaml makes this "
+                + "manifest their owner)\n! 1 file recorded as written by ../gone.yaml without haul's proof (a state an "
+                + "older haul wrote, or one edited): not pruned (--adopt ../gone.yaml vouches for them)\n"
+                + "No changes: 1 file up to date.\n")
         XCTAssertEqual(try directory.haul(["sync", "--prune"]).exitCode, 0)
         XCTAssertEqual(directory.read("out/mine.txt"), mine)
         XCTAssertEqual(directory.read("out/a.bin"), Array("new a.bin\n".utf8))
@@ -59,7 +66,9 @@ final class OwnerKeyTests: XCTestCase {
     /// The key cannot be read during one sync (EIO): the sync goes on, says that what it writes is not proven, and
     /// leaves the key as it is; once it reads again, the files it proved are pruned as before.
     func testAKeyThatCannotBeReadIsNotReplaced() throws {
-        let faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
+        let faults = try Capability.required {
+            try FaultFileSystem(over: directory, mountPoint: "out", backing: "back")
+        }
         defer { faults.unmount() }
         try writeManifest(["a.bin", "b.bin"])
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
@@ -69,8 +78,11 @@ final class OwnerKeyTests: XCTestCase {
         try writeManifest(names)
         let unreadable = try directory.haul(["sync"])
         XCTAssertEqual(unreadable.exitCode, 0, unreadable.stderr)
-        XCTAssertEqual(unreadable.stderr, "warning: the root's key is not usable (cannot read \"\(directory.path("out/.haul/key"))\": "
-                       + "Input/output error); the files this sync wrote are not pruned until --adopt ../haul.yaml vouches for them\n")
+        XCTAssertEqual(
+            unreadable.stderr,
+            "warning: the root's key is not usable (cannot read \"\(directory.path("out/.haul/key"))\": "
+                + "Input/output error); the files this sync wrote are not pruned until --adopt ../haul.yaml vouches for them\n"
+        )
         XCTAssertEqual(directory.read("back/c.bin"), Array("new c.bin\n".utf8))
         XCTAssertEqual(directory.read("back/.haul/key"), key, "the key is kept")
 

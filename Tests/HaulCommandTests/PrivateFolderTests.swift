@@ -16,7 +16,9 @@ final class PrivateFolderTests: XCTestCase {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/a.txt": bytes])
         let digest = StreamingHasher.digest(bytes, algorithm: .sha256).hex
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: ./out
             files:
@@ -29,7 +31,6 @@ final class PrivateFolderTests: XCTestCase {
     override func tearDown() {
         server.stop()
     }
-
 
     /// A synced root, then a folder outside it holding files a careless cleanup would delete.
     private func syncedRootAndVictim() throws -> String {
@@ -48,10 +49,14 @@ final class PrivateFolderTests: XCTestCase {
         XCTAssertEqual(symlink(target, directory.path(relative)), 0)
     }
 
-    private func assertRefused(_ result: ProcessResult, path relative: String, saying what: String,
-                               file: StaticString = #filePath, line: UInt = #line) {
+    private func assertRefused(
+        _ result: ProcessResult, path relative: String, saying what: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertEqual(result.exitCode, 5, result.stderr, file: file, line: line)
-        XCTAssertTrue(result.stderr.contains("error: \(directory.path(relative)) is \(what)"), result.stderr, file: file, line: line)
+        XCTAssertTrue(
+            result.stderr.contains("error: \(directory.path(relative)) is \(what)"), result.stderr, file: file,
+            line: line)
         XCTAssertEqual(server.requests.count, 0, "a refused root makes no request", file: file, line: line)
     }
 
@@ -63,9 +68,11 @@ final class PrivateFolderTests: XCTestCase {
             let snapshot = TreeSnapshot(directory.path)
             for command in [["sync"], ["sync", "--dry-run"], ["plan"], ["verify"], ["sync", "--rehash"]] {
                 server.resetLog()
-                assertRefused(try directory.haul(command), path: "out/" + member,
-                              saying: "a symlink to \(victim); haul's folder must be a real directory inside root")
-                XCTAssertEqual(TreeSnapshot(directory.path), snapshot, "\(command) with \(member) a symlink changed something")
+                assertRefused(
+                    try directory.haul(command), path: "out/" + member,
+                    saying: "a symlink to \(victim); haul's folder must be a real directory inside root")
+                XCTAssertEqual(
+                    TreeSnapshot(directory.path), snapshot, "\(command) with \(member) a symlink changed something")
             }
             try FileManager.default.removeItem(atPath: directory.path("out/" + member))
         }
@@ -81,8 +88,9 @@ final class PrivateFolderTests: XCTestCase {
         let snapshot = TreeSnapshot(directory.path)
         for command in [["sync"], ["plan"], ["verify"], ["sync", "--dry-run"]] {
             server.resetLog()
-            assertRefused(try directory.haul(command), path: "out/.haul",
-                          saying: "a symlink to \(elsewhere); haul's folder must be a real directory inside root")
+            assertRefused(
+                try directory.haul(command), path: "out/.haul",
+                saying: "a symlink to \(elsewhere); haul's folder must be a real directory inside root")
             XCTAssertEqual(TreeSnapshot(directory.path), snapshot, "\(command) changed something")
         }
         XCTAssertFalse(directory.exists("out/a.txt"), "nothing is fetched into a refused root")
@@ -94,23 +102,39 @@ final class PrivateFolderTests: XCTestCase {
         try FileManager.default.removeItem(atPath: directory.path("out/.haul/state"))
         XCTAssertEqual(mkfifo(directory.path("out/.haul/state"), 0o600), 0)
         for command in [["sync"], ["plan"], ["sync", "--wait"]] {
-            assertRefused(try directory.haul(command), path: "out/.haul/state", saying: "a FIFO; haul's state must be a regular file")
+            assertRefused(
+                try directory.haul(command), path: "out/.haul/state",
+                saying: "a FIFO; haul's state must be a regular file")
         }
     }
 
     func testMembersOfTheWrongKindAreRefusedNamingWhatTheyAre() throws {
         _ = try syncedRootAndVictim()
         let cases: [(member: String, make: () throws -> Void, what: String)] = [
-            (".haul/lock", { try self.directory.makeDirectory("out/.haul/lock") }, "a directory; haul's lock must be a regular file"),
-            (".haul/state", { try self.directory.makeDirectory("out/.haul/state") }, "a directory; haul's state must be a regular file"),
-            (".haul/tmp", { try self.directory.write("out/.haul/tmp", "a file") },
-             "a regular file; haul's folder must be a real directory inside root"),
-            (".haul", { try self.directory.write("out/.haul", "a file") },
-             "a regular file; haul's folder must be a real directory inside root"),
-            (".haul/state", { try self.replaceWithSymlink("out/.haul/state", to: "/etc/hostname") },
-             "a symlink to /etc/hostname; haul's state must be a regular file"),
-            (".haul/key", { try self.replaceWithSymlink("out/.haul/key", to: "/etc/hostname") },
-             "a symlink to /etc/hostname; haul's key must be a regular file"),
+            (
+                ".haul/lock", { try self.directory.makeDirectory("out/.haul/lock") },
+                "a directory; haul's lock must be a regular file"
+            ),
+            (
+                ".haul/state", { try self.directory.makeDirectory("out/.haul/state") },
+                "a directory; haul's state must be a regular file"
+            ),
+            (
+                ".haul/tmp", { try self.directory.write("out/.haul/tmp", "a file") },
+                "a regular file; haul's folder must be a real directory inside root"
+            ),
+            (
+                ".haul", { try self.directory.write("out/.haul", "a file") },
+                "a regular file; haul's folder must be a real directory inside root"
+            ),
+            (
+                ".haul/state", { try self.replaceWithSymlink("out/.haul/state", to: "/etc/hostname") },
+                "a symlink to /etc/hostname; haul's state must be a regular file"
+            ),
+            (
+                ".haul/key", { try self.replaceWithSymlink("out/.haul/key", to: "/etc/hostname") },
+                "a symlink to /etc/hostname; haul's key must be a regular file"
+            ),
         ]
         for (member, make, what) in cases {
             try FileManager.default.removeItem(atPath: directory.path("out"))
@@ -155,7 +179,9 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
 
     func subtree(_ prefix: String) -> TreeSnapshot {
         var inner: [String: String] = [:]
-        for (path, value) in entries where path.hasPrefix(prefix + "/") { inner[String(path.dropFirst(prefix.count + 1))] = value }
+        for (path, value) in entries where path.hasPrefix(prefix + "/") {
+            inner[String(path.dropFirst(prefix.count + 1))] = value
+        }
         return TreeSnapshot(entries: inner)
     }
 
@@ -171,7 +197,8 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
                 walk(root, relative: path)
             case S_IFREG:
                 let content = FileManager.default.contents(atPath: root + "/" + path).map { Array($0) } ?? []
-                entries[path] = "file \(info.st_mode & 0o7777) \(StreamingHasher.digest(content, algorithm: .sha256).hex)"
+                entries[path] =
+                    "file \(info.st_mode & 0o7777) \(StreamingHasher.digest(content, algorithm: .sha256).hex)"
             case S_IFLNK:
                 let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: root + "/" + path)) ?? "?"
                 entries[path] = "symlink \(target)"
@@ -181,7 +208,9 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
         }
     }
 
-    var description: String { entries.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n") }
+    var description: String {
+        entries.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n")
+    }
 }
 
 /// The staging folder is held open for the whole run: swapped for a symlink after the run checked it, it still
@@ -200,7 +229,9 @@ final class StagingSwapTests: XCTestCase {
             gates.withLock { $0 = ["/first", "/second"] }
             server.stop()
         }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -208,8 +239,9 @@ final class StagingSwapTests: XCTestCase {
               - { url: \(server.url("/second")), dest: second.txt, sha256: \(sha256(second)) }
             """)
         try directory.makeDirectory("victim")
-        let sync = try HaulProcess.start(["sync", "--jobs", "1"], currentDirectory: directory.path,
-                                         outputPath: directory.path("output.txt"))
+        let sync = try HaulProcess.start(
+            ["sync", "--jobs", "1"], currentDirectory: directory.path,
+            outputPath: directory.path("output.txt"))
         XCTAssertEqual(sync.wait(until: { server.requests.count == 1 }, timeout: 20), .conditionMet, sync.output)
         XCTAssertEqual(rename(directory.path("out/.haul/tmp"), directory.path("out/.haul/tmp.held")), 0)
         XCTAssertEqual(symlink(directory.path("victim"), directory.path("out/.haul/tmp")), 0)
@@ -217,7 +249,8 @@ final class StagingSwapTests: XCTestCase {
         XCTAssertEqual(sync.wait(until: { server.requests.count == 2 }, timeout: 20), .conditionMet, sync.output)
         // The second download is under way: its temporary file is in the folder the run holds, not the victim.
         XCTAssertEqual(directory.list("victim"), [], "nothing is created outside root")
-        XCTAssertEqual(directory.list("out/.haul/tmp.held").count, 1, directory.list("out/.haul/tmp.held").joined(separator: ", "))
+        XCTAssertEqual(
+            directory.list("out/.haul/tmp.held").count, 1, directory.list("out/.haul/tmp.held").joined(separator: ", "))
         gates.withLock { _ = $0.insert("/second") }
         XCTAssertEqual(sync.waitForExit(timeout: 30), 0, sync.output)
         XCTAssertEqual(directory.read("out/first.txt"), first)

@@ -16,30 +16,34 @@ final class ProgressOutputTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
-    private func body(_ seed: Int, size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed) } }
+    private func body(_ seed: Int, size: Int) -> [UInt8] {
+        (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed) }
+    }
 
     /// `haul.yaml` with one pinned entry per file, served at `/dest`.
     private func writeManifest(_ entries: [(dest: String, bytes: [UInt8])], server: LoopbackHTTPServer) throws {
         var yaml = "version: 1\nroot: ./out\nfiles:\n"
         for (dest, bytes) in entries {
-            yaml += "  - url: \(server.url("/" + dest))\n    dest: \(dest)\n    sha256: \(sha256(bytes))\n    size: \(bytes.count)\n"
+            yaml +=
+                "  - url: \(server.url("/" + dest))\n    dest: \(dest)\n    sha256: \(sha256(bytes))\n    size: \(bytes.count)\n"
         }
         try directory.write("haul.yaml", yaml)
     }
 
     /// Serves `entries`; paths under `/slow/` trickle at about 320 KiB/s (16 KiB every 50 ms).
-    private func server(_ entries: [(dest: String, bytes: [UInt8])], chunk: Int = 16 * 1024, interval: Double = 0.05,
-                        failFirst: String? = nil) throws -> LoopbackHTTPServer {
+    private func server(
+        _ entries: [(dest: String, bytes: [UInt8])], chunk: Int = 16 * 1024, interval: Double = 0.05,
+        failFirst: String? = nil
+    ) throws -> LoopbackHTTPServer {
         let files = StaticFiles(Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.dest, $0.bytes) }))
         let script = ScriptedResponses(then: { request in
             let response = files.respond(to: request)
-            return request.path.hasPrefix("/slow/") ? response.with(fault: .trickle(bytesPerChunk: chunk, interval: interval)) : response
+            return request.path.hasPrefix("/slow/")
+                ? response.with(fault: .trickle(bytesPerChunk: chunk, interval: interval)) : response
         })
         if let failFirst { script.enqueue([.status(503)], for: "/" + failFirst) }
         return try LoopbackHTTPServer(handler: script.respond)
     }
-
 
     // MARK: Piped: plain
 
@@ -54,7 +58,8 @@ final class ProgressOutputTests: XCTestCase {
             try? FileManager.default.removeItem(atPath: directory.path("out"))
             let result = try directory.haul(["sync"], environment: environment)
             XCTAssertEqual(result.exitCode, 0, result.stderr)
-            XCTAssertFalse((result.stdout + result.stderr).contains("\u{1B}"), "\(environment): \(result.stdout)\(result.stderr)")
+            XCTAssertFalse(
+                (result.stdout + result.stderr).contains("\u{1B}"), "\(environment): \(result.stdout)\(result.stderr)")
             let fetched = result.stdout.split(separator: "\n").filter { $0.hasPrefix("fetched ") }
             XCTAssertEqual(fetched.sorted(), entries.map { "fetched \($0.dest) (4.9 KiB)" }, "\(environment)")
             XCTAssertTrue(result.stdout.contains("Fetched 3 files (14.6 KiB), 0 up to date"), result.stdout)
@@ -72,7 +77,9 @@ final class ProgressOutputTests: XCTestCase {
         let none = try directory.haul(["sync", "--progress", "none"])
         XCTAssertEqual(none.exitCode, 0, none.stderr)
         XCTAssertFalse(none.stdout.contains("fetched"), none.stdout)
-        XCTAssertEqual(none.stdout.split(separator: "\n").count, 4, "two plan lines, the plan summary, the summary: \(none.stdout)")
+        XCTAssertEqual(
+            none.stdout.split(separator: "\n").count, 4, "two plan lines, the plan summary, the summary: \(none.stdout)"
+        )
         XCTAssertEqual(none.stderr, "")
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
@@ -93,7 +100,9 @@ final class ProgressOutputTests: XCTestCase {
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         let lines = result.stderr.split(separator: "\n")
         XCTAssertEqual(lines.count, 1, result.stderr)
-        XCTAssertTrue(lines.first?.hasPrefix("retry a.bin: \(server.url("/a.bin")): HTTP 503; retrying in ") ?? false, result.stderr)
+        XCTAssertTrue(
+            lines.first?.hasPrefix("retry a.bin: \(server.url("/a.bin")): HTTP 503; retrying in ") ?? false,
+            result.stderr)
         XCTAssertTrue(lines.first?.hasSuffix(" s") ?? false, result.stderr)
         XCTAssertTrue(result.stdout.contains("fetched a.bin (1000 B)\n"), result.stdout)
     }
@@ -113,14 +122,17 @@ final class ProgressOutputTests: XCTestCase {
         let beats = result.stderr.split(separator: "\n").filter { $0.hasPrefix("still fetching ") }
         XCTAssertGreaterThanOrEqual(elapsed, 5, "the transfers must outlast one heartbeat interval")
         XCTAssertGreaterThanOrEqual(beats.count, 1, result.stderr)
-        XCTAssertLessThanOrEqual(beats.count, Int(elapsed / PlainProgress.heartbeatInterval), "\(elapsed) s: \(result.stderr)")
-        let pattern = try NSRegularExpression(pattern: #"^still fetching slow/part[01]\.bin: [0-9.]+ (B|KiB|MiB) / 1\.1 MiB, [0-9.]+ (B|KiB|MiB)/s$"#)
+        XCTAssertLessThanOrEqual(
+            beats.count, Int(elapsed / PlainProgress.heartbeatInterval), "\(elapsed) s: \(result.stderr)")
+        let pattern = try NSRegularExpression(
+            pattern: #"^still fetching slow/part[01]\.bin: [0-9.]+ (B|KiB|MiB) / 1\.1 MiB, [0-9.]+ (B|KiB|MiB)/s$"#)
         for beat in beats {
             let line = String(beat)
             XCTAssertNotNil(pattern.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)), line)
         }
         XCTAssertFalse(result.stderr.contains("\u{1B}"))
-        XCTAssertEqual(result.stdout.split(separator: "\n").filter { $0.hasPrefix("fetched slow/") }.count, 2, result.stdout)
+        XCTAssertEqual(
+            result.stdout.split(separator: "\n").filter { $0.hasPrefix("fetched slow/") }.count, 2, result.stdout)
     }
 
     // MARK: A real terminal
@@ -131,7 +143,8 @@ final class ProgressOutputTests: XCTestCase {
     func testLiveViewUnderTmuxAt80Columns() throws {
         let tmux = try Tmux()
         defer { tmux.killServer() }
-        let longName = "a/very/long/directory/name/that/keeps/going/and/going/until/it/cannot/fit/in/eighty/columns/file.bin"
+        let longName =
+            "a/very/long/directory/name/that/keeps/going/and/going/until/it/cannot/fit/in/eighty/columns/file.bin"
         let entries = [
             (dest: "slow/trickle.bin", bytes: body(1, size: 1_200_000)),
             (dest: "slow/" + longName, bytes: body(2, size: 1_000_000)),
@@ -148,11 +161,15 @@ final class ProgressOutputTests: XCTestCase {
 
         try tmux.run("sync", in: directory.path, arguments: ["sync"], environment: ["NO_COLOR": "1"])
         let (frame, sawEscape) = try tmux.firstFrame(of: "sync") { lines in
-            guard let top = lines.firstIndex(where: { $0.range(of: #"^\[\d+/3 files\]"#, options: .regularExpression) != nil })
+            guard
+                let top = lines.firstIndex(where: {
+                    $0.range(of: #"^\[\d+/3 files\]"#, options: .regularExpression) != nil
+                })
             else { return nil }
             let view = Array(lines[top...].prefix { !$0.isEmpty })
             guard view.contains(where: { $0.contains("slow/trickle.bin") && $0.contains("[#") }),
-                  view.contains(where: { $0.contains("…columns/file.bin") }) else { return nil }
+                view.contains(where: { $0.contains("…columns/file.bin") })
+            else { return nil }
             return view
         }
         let lastScreen = try tmux.capture("sync", escapes: false)
@@ -161,8 +178,9 @@ final class ProgressOutputTests: XCTestCase {
         for line in running {
             XCTAssertLessThanOrEqual(ProgressFormatting.columns(of: line), 79, "wider than 80 columns - 1: \(line)")
         }
-        XCTAssertNotNil(running[0].range(of: #"^\[\d/3 files\] [0-9.]+ (B|KiB|MiB) / 2\.1 MiB"#, options: .regularExpression),
-                        running[0])
+        XCTAssertNotNil(
+            running[0].range(of: #"^\[\d/3 files\] [0-9.]+ (B|KiB|MiB) / 2\.1 MiB"#, options: .regularExpression),
+            running[0])
         let longRow = try XCTUnwrap(running.first { $0.contains("…columns/file.bin") })
         XCTAssertTrue(longRow.hasPrefix("  slow/a/"), "the name keeps its head and its tail: \(longRow)")
 
@@ -170,11 +188,13 @@ final class ProgressOutputTests: XCTestCase {
         XCTAssertTrue(finished.contains("haul exited 0"), finished)
         let history = try tmux.capture("sync", escapes: true, history: true)
         XCTAssertFalse(history.contains("\u{1B}") || sawEscape, "NO_COLOR: no escape sequence at any time:\n\(history)")
-        XCTAssertNil(history.range(of: #"(?m)^\[\d+/\d+ files\]"#, options: .regularExpression),
-                     "the view is erased, and no copy of it is left in the scrollback:\n\(history)")
+        XCTAssertNil(
+            history.range(of: #"(?m)^\[\d+/\d+ files\]"#, options: .regularExpression),
+            "the view is erased, and no copy of it is left in the scrollback:\n\(history)")
         XCTAssertFalse(history.contains("slow/trickle.bin  ["), history)
         XCTAssertTrue(history.contains("Fetched 3 files (2.1 MiB), 0 up to date"), history)
-        XCTAssertNil(history.range(of: "(?m)^fetched ", options: .regularExpression), "the view replaces per-file lines")
+        XCTAssertNil(
+            history.range(of: "(?m)^fetched ", options: .regularExpression), "the view replaces per-file lines")
     }
 }
 
@@ -187,7 +207,8 @@ final class Tmux {
         do {
             _ = try ProcessRunner.run("tmux", ["-V"], timeout: 10)
         } catch ProcessRunnerError.spawnFailed {
-            throw Capability.unavailable("tmux is not installed; the live-view test needs a terminal (apt-get install tmux)")
+            throw Capability.unavailable(
+                "tmux is not installed; the live-view test needs a terminal (apt-get install tmux)")
         }
     }
 
@@ -201,10 +222,13 @@ final class Tmux {
     func run(_ name: String, in directory: String, arguments: [String], environment: [String: String]) throws {
         let variables = ProcessRunner.minimalEnvironment.merging(environment) { $1 }
             .sorted { $0.key < $1.key }.map { quote("\($0.key)=\($0.value)") }
-        let command = "env -i TERM=\"$TERM\" \(variables.joined(separator: " ")) \(quote(HaulProcess.executablePath)) "
+        let command =
+            "env -i TERM=\"$TERM\" \(variables.joined(separator: " ")) \(quote(HaulProcess.executablePath)) "
             + arguments.map(quote).joined(separator: " ") + "; echo \"haul exited $?\"; sleep 600"
         let result = try tmux(["new-session", "-d", "-s", name, "-x", "80", "-y", "24", "-c", directory, command])
-        guard result.exitCode == 0 else { throw Capability.unavailable("tmux cannot start a session here: \(result.stderr)") }
+        guard result.exitCode == 0 else {
+            throw Capability.unavailable("tmux cannot start a session here: \(result.stderr)")
+        }
     }
 
     /// The visible screen (or all history too), wrapped lines joined, with escape sequences for attributes

@@ -26,7 +26,9 @@ final class PullThroughRecipeTests: XCTestCase {
             text = text.replacingOccurrences(of: "${\(name)}", with: value)
         }
         let unfilled = text.split(separator: "\n").filter { !$0.hasPrefix("#") && $0.contains("${") }
-        guard unfilled.isEmpty else { throw NginxServerError.startFailed("placeholders left in nginx.conf: \(unfilled)") }
+        guard unfilled.isEmpty else {
+            throw NginxServerError.startFailed("placeholders left in nginx.conf: \(unfilled)")
+        }
         return text
     }
 
@@ -47,10 +49,13 @@ final class PullThroughRecipeTests: XCTestCase {
 
         let directory = try TemporaryDirectory()
         let recipeConfig = try String(contentsOfFile: Self.recipe + "/haul-config.yaml", encoding: .utf8)
-        XCTAssertTrue(recipeConfig.contains(Self.exampleUpstream) && recipeConfig.contains(Self.exampleMirror), recipeConfig)
-        try directory.write("haul-config.yaml", recipeConfig
-            .replacingOccurrences(of: Self.exampleUpstream, with: origin.baseURL + "/")
-            .replacingOccurrences(of: Self.exampleMirror, with: nginx.baseURL + "/"))
+        XCTAssertTrue(
+            recipeConfig.contains(Self.exampleUpstream) && recipeConfig.contains(Self.exampleMirror), recipeConfig)
+        try directory.write(
+            "haul-config.yaml",
+            recipeConfig
+                .replacingOccurrences(of: Self.exampleUpstream, with: origin.baseURL + "/")
+                .replacingOccurrences(of: Self.exampleMirror, with: nginx.baseURL + "/"))
         let manifest = """
             version: 1
             root: out
@@ -65,7 +70,9 @@ final class PullThroughRecipeTests: XCTestCase {
         try directory.write("first/haul.yaml", manifest)
         try directory.write("second/haul.yaml", manifest)
         func sync(_ root: String) throws -> ProcessResult {
-            try directory.haul(["sync", "\(root)/haul.yaml", "--config", "haul-config.yaml", "--verbose", "--progress", "none"])
+            try directory.haul([
+                "sync", "\(root)/haul.yaml", "--config", "haul-config.yaml", "--verbose", "--progress", "none",
+            ])
         }
         func cacheStatuses(_ lines: [String]) -> [String] {
             lines.map { $0.components(separatedBy: "cache=").last ?? "" }
@@ -73,14 +80,18 @@ final class PullThroughRecipeTests: XCTestCase {
 
         // First run: through nginx, which asks the origin once per file and keeps the answers.
         let first = try sync("first")
-        XCTAssertEqual(first.exitCode, 0, first.stdout + first.stderr + nginx.lines(of: "error.log").joined(separator: "\n"))
+        XCTAssertEqual(
+            first.exitCode, 0, first.stdout + first.stderr + nginx.lines(of: "error.log").joined(separator: "\n"))
         for (path, bytes) in files {
             let name = String(path.split(separator: "/").last ?? "")
             XCTAssertEqual(directory.read("first/out/\(name)"), bytes, name)
             XCTAssertEqual(origin.requests(path: path).count, 1, "\(path): the origin is asked once, by nginx")
-            XCTAssertTrue(first.stdout.contains("fetched \(name) ") && first.stdout.contains("from \(nginx.baseURL)\(path) "
-                                                                                               + "(rewritten from \(origin.url(path)))"),
-                          first.stdout)
+            XCTAssertTrue(
+                first.stdout.contains("fetched \(name) ")
+                    && first.stdout.contains(
+                        "from \(nginx.baseURL)\(path) "
+                            + "(rewritten from \(origin.url(path)))"),
+                first.stdout)
         }
         let afterFirst = nginx.lines(of: "access.log", atLeast: 2)
         XCTAssertEqual(cacheStatuses(afterFirst), ["MISS", "MISS"], afterFirst.joined(separator: "\n"))
@@ -91,8 +102,9 @@ final class PullThroughRecipeTests: XCTestCase {
         XCTAssertEqual(second.exitCode, 0, second.stdout + second.stderr)
         XCTAssertEqual(origin.requests.count, originRequests, "the second run never reaches the origin")
         let afterSecond = nginx.lines(of: "access.log", atLeast: 4)
-        XCTAssertEqual(cacheStatuses(Array(afterSecond.dropFirst(afterFirst.count))), ["HIT", "HIT"],
-                       afterSecond.joined(separator: "\n"))
+        XCTAssertEqual(
+            cacheStatuses(Array(afterSecond.dropFirst(afterFirst.count))), ["HIT", "HIT"],
+            afterSecond.joined(separator: "\n"))
         for (path, bytes) in files {
             let name = String(path.split(separator: "/").last ?? "")
             XCTAssertEqual(directory.read("second/out/\(name)"), bytes, "\(name): the cached bytes are the origin's")

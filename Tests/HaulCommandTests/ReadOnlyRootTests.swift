@@ -14,7 +14,8 @@ final class ReadOnlyRootTests: XCTestCase {
         defer { server.stop() }
         var yaml = "version: 1\nroot: out\nfiles:\n"
         for (dest, bytes) in files {
-            yaml += "  - { url: \(server.url("/" + dest)), dest: \(dest), sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }\n"
+            yaml +=
+                "  - { url: \(server.url("/" + dest)), dest: \(dest), sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }\n"
         }
         try directory.write("haul.yaml", yaml)
         XCTAssertEqual(try HaulProcess.run(["sync"], currentDirectory: directory.path).exitCode, 0)
@@ -34,6 +35,8 @@ final class ReadOnlyRootTests: XCTestCase {
         try directory.write("haul.yaml", yaml + "  - { url: \(server.url("/f0.bin")), dest: new.bin }\n")
         let change = try HaulProcess.run(["sync"], currentDirectory: directory.path)
         XCTAssertEqual(change.exitCode, 1)
-        XCTAssertTrue(change.stderr.contains("error: new.bin: ") && change.stderr.contains("Read-only file system"), change.stderr)
+        XCTAssertTrue(
+            change.stderr.contains("error: new.bin: ") && change.stderr.contains("Read-only file system"), change.stderr
+        )
     }
 }

@@ -16,7 +16,9 @@ final class RecipeTests: XCTestCase {
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
         for index in 0..<24 {
-            files["set\(index % 3)/asset-\(index).bin"] = (0..<(2000 + index * 53)).map { UInt8(truncatingIfNeeded: $0 ^ index) }
+            files["set\(index % 3)/asset-\(index).bin"] = (0..<(2000 + index * 53)).map {
+                UInt8(truncatingIfNeeded: $0 ^ index)
+            }
         }
         server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: files.map { ("/" + $0.key, $0.value) }))
     }
@@ -38,8 +40,9 @@ final class RecipeTests: XCTestCase {
     private func manifest(root: String) -> String {
         var lines = ["version: 1", "root: \(root)", "files:"]
         for (destination, bytes) in files.sorted(by: { $0.key < $1.key }) {
-            lines.append("  - { url: \(server.url("/" + destination)), dest: \(destination), "
-                         + "sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }")
+            lines.append(
+                "  - { url: \(server.url("/" + destination)), dest: \(destination), "
+                    + "sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }")
         }
         return lines.joined(separator: "\n") + "\n"
     }
@@ -51,14 +54,18 @@ final class RecipeTests: XCTestCase {
     }
 
     /// Runs each shell script at once, each with its own variables and folder; fails the test for any nonzero exit.
-    private func runAtOnce(_ jobs: [(script: String, environment: [String: String], folder: String)],
-                           file: StaticString = #filePath, line: UInt = #line) throws {
+    private func runAtOnce(
+        _ jobs: [(script: String, environment: [String: String], folder: String)],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let processes = try jobs.enumerated().map { index, job in
-            try BackgroundProcess("/bin/sh", ["-c", job.script], environment: job.environment.merging(["PATH": path]) { $1 },
-                                  currentDirectory: job.folder, outputPath: directory.path("job-\(index)-\(UUID().uuidString).log"))
+            try BackgroundProcess(
+                "/bin/sh", ["-c", job.script], environment: job.environment.merging(["PATH": path]) { $1 },
+                currentDirectory: job.folder, outputPath: directory.path("job-\(index)-\(UUID().uuidString).log"))
         }
         for (index, process) in processes.enumerated() {
-            XCTAssertEqual(process.waitForExit(timeout: 60), 0, "job \(index): \(process.output)", file: file, line: line)
+            XCTAssertEqual(
+                process.waitForExit(timeout: 60), 0, "job \(index): \(process.output)", file: file, line: line)
         }
     }
 
@@ -79,15 +86,18 @@ final class RecipeTests: XCTestCase {
         XCTAssertEqual(container["command"]?.items.compactMap(\.text), ["/bin/sh", "-c"])
         let script = try XCTUnwrap(container["args"]?.items.first?.text)
         XCTAssertTrue(script.contains("--shard \"$((JOB_COMPLETION_INDEX + 1))/\(completions)\""), script)
-        let manifestMount = try XCTUnwrap(container["volumeMounts"]?.items.first { $0["name"]?.text == "manifest" }?["mountPath"]?.text)
+        let manifestMount = try XCTUnwrap(
+            container["volumeMounts"]?.items.first { $0["name"]?.text == "manifest" }?["mountPath"]?.text)
         XCTAssertTrue(script.contains("\(manifestMount)/haul.yaml"), script)
 
         // The ConfigMap's file and the shared volume, in a folder of the test's.
         try directory.write("config/haul.yaml", manifest(root: directory.path("mirror/assets")))
-        let podScript = script.replacingOccurrences(of: "\(manifestMount)/haul.yaml", with: directory.path("config/haul.yaml"))
-        try runAtOnce((0..<completions).map { index in
-            (podScript, ["JOB_COMPLETION_INDEX": String(index)], directory.path)
-        })
+        let podScript = script.replacingOccurrences(
+            of: "\(manifestMount)/haul.yaml", with: directory.path("config/haul.yaml"))
+        try runAtOnce(
+            (0..<completions).map { index in
+                (podScript, ["JOB_COMPLETION_INDEX": String(index)], directory.path)
+            })
         XCTAssertEqual(server.requests.count, files.count, "each file fetched once, by one pod")
         assertHoldsEveryFile(["mirror/assets"])
 
@@ -125,8 +135,10 @@ final class RecipeTests: XCTestCase {
             try shards.map { shard in
                 let workspace = directory.path("\(round)-runner-\(shard)")
                 try directory.write("\(round)-runner-\(shard)/assets/haul.yaml", manifest(root: "."))
-                return ("haul sync assets/haul.yaml " + githubExpression(arguments, shard: shard),
-                        ["HAUL_CACHE": workspace + "/temp/haul-cache"], workspace)
+                return (
+                    "haul sync assets/haul.yaml " + githubExpression(arguments, shard: shard),
+                    ["HAUL_CACHE": workspace + "/temp/haul-cache"], workspace
+                )
             }
         }
         try runAtOnce(try jobs("first"))
@@ -136,7 +148,9 @@ final class RecipeTests: XCTestCase {
         // A re-run on fresh runners with each job's cache restored: files in place, every byte verified, no request.
         server.resetLog()
         for shard in shards {
-            try copyTree(directory.path("first-runner-\(shard)/temp/haul-cache"), to: directory.path("second-runner-\(shard)/temp/haul-cache"))
+            try copyTree(
+                directory.path("first-runner-\(shard)/temp/haul-cache"),
+                to: directory.path("second-runner-\(shard)/temp/haul-cache"))
         }
         try runAtOnce(try jobs("second"))
         XCTAssertEqual(server.requests.count, 0, "served from the restored caches")
@@ -162,10 +176,15 @@ final class RecipeTests: XCTestCase {
             try (1...total).map { index in
                 let project = directory.path("\(round)-job-\(index)")
                 try directory.write("\(round)-job-\(index)/assets/haul.yaml", manifest(root: "."))
-                let variables = ["CI_NODE_INDEX": String(index), "CI_NODE_TOTAL": String(total), "CI_PROJECT_DIR": project]
+                let variables = [
+                    "CI_NODE_INDEX": String(index), "CI_NODE_TOTAL": String(total), "CI_PROJECT_DIR": project,
+                ]
                 // Variables are expanded by the runner before the script sees them.
                 let cache = cacheVariable.replacingOccurrences(of: "$CI_PROJECT_DIR", with: project)
-                return ("set -e\n" + script.joined(separator: "\n"), variables.merging(["HAUL_CACHE": cache]) { $1 }, project)
+                return (
+                    "set -e\n" + script.joined(separator: "\n"), variables.merging(["HAUL_CACHE": cache]) { $1 },
+                    project
+                )
             }
         }
         try runAtOnce(try jobs("first"))
@@ -174,7 +193,8 @@ final class RecipeTests: XCTestCase {
 
         server.resetLog()
         for index in 1...total {
-            try copyTree(directory.path("first-job-\(index)/.haul-cache"), to: directory.path("second-job-\(index)/.haul-cache"))
+            try copyTree(
+                directory.path("first-job-\(index)/.haul-cache"), to: directory.path("second-job-\(index)/.haul-cache"))
         }
         try runAtOnce(try jobs("second"))
         XCTAssertEqual(server.requests.count, 0, "served from the restored caches")
@@ -183,7 +203,8 @@ final class RecipeTests: XCTestCase {
 
     /// What a CI cache restore does: the same files in a fresh place.
     private func copyTree(_ source: String, to target: String) throws {
-        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         guard FileManager.default.fileExists(atPath: source) else { return }
         try FileManager.default.copyItem(atPath: source, toPath: target)
     }

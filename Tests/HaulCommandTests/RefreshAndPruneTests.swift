@@ -12,8 +12,6 @@ final class RefreshAndPruneTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
-
     /// `entries`: (url, dest, pinned bytes or nil for unpinned).
     private func writeManifest(_ entries: [(String, String, [UInt8]?)], prune: Bool = false) throws {
         var text = "version: 1\nroot: out\n" + (prune ? "prune: true\n" : "")
@@ -38,7 +36,9 @@ final class RefreshAndPruneTests: XCTestCase {
 
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, "a revalidation may change the file")
-        XCTAssertEqual(plan.stdout, """
+        XCTAssertEqual(
+            plan.stdout,
+            """
             ↻ data.csv (unpinned; ask the server whether it changed)
             Plan: 1 to revalidate, 0 up to date.
 
@@ -47,11 +47,13 @@ final class RefreshAndPruneTests: XCTestCase {
         server.resetLog()
         let again = try directory.haul(["sync"])
         XCTAssertEqual(again.exitCode, 0, again.stderr)
-        XCTAssertTrue(again.stdout.contains("Nothing to do: 1 file up to date (1 confirmed by their server)"), again.stdout)
+        XCTAssertTrue(
+            again.stdout.contains("Nothing to do: 1 file up to date (1 confirmed by their server)"), again.stdout)
         XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [files.etag("/data.csv")])
         XCTAssertEqual(server.requests.map { $0.header("If-Modified-Since") }, [files.lastModified("/data.csv")])
-        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int, before,
-                       "a 304 leaves the very same file in place")
+        XCTAssertEqual(
+            try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int, before,
+            "a 304 leaves the very same file in place")
 
         files.set("/data.csv", Array("v2\n".utf8))
         let changed = try directory.haul(["sync"])
@@ -59,8 +61,9 @@ final class RefreshAndPruneTests: XCTestCase {
         XCTAssertEqual(directory.read("out/data.csv"), Array("v2\n".utf8))
         server.resetLog()
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
-        XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [files.etag("/data.csv")],
-                       "the new version's validators were recorded")
+        XCTAssertEqual(
+            server.requests.map { $0.header("If-None-Match") }, [files.etag("/data.csv")],
+            "the new version's validators were recorded")
     }
 
     /// A file haul did not write, under an unpinned entry: plan and sync say it is replaced by the server's copy.
@@ -71,10 +74,12 @@ final class RefreshAndPruneTests: XCTestCase {
         try directory.write("out/feed.json", "mine")
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2, plan.stdout)
-        XCTAssertTrue(plan.stdout.hasPrefix("~ feed.json (not written by haul; the server's copy replaces it)\n"), plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.hasPrefix("~ feed.json (not written by haul; the server's copy replaces it)\n"), plan.stdout)
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
-        XCTAssertTrue(sync.stdout.contains("~ feed.json (not written by haul; the server's copy replaces it)"), sync.stdout)
+        XCTAssertTrue(
+            sync.stdout.contains("~ feed.json (not written by haul; the server's copy replaces it)"), sync.stdout)
         XCTAssertEqual(directory.read("out/feed.json"), Array("{\"v\":2}".utf8))
         XCTAssertNil(server.requests.last?.header("If-None-Match"), "nothing to ask conditionally with")
         XCTAssertTrue(try directory.haul(["plan"]).stdout.contains("↻ feed.json"), "haul's from now on: revalidated")
@@ -89,8 +94,9 @@ final class RefreshAndPruneTests: XCTestCase {
         try directory.write("out/data.csv", "edited by hand\n")
         server.resetLog()
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
-        XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [nil],
-                       "the recorded validators describe other bytes than those on disk")
+        XCTAssertEqual(
+            server.requests.map { $0.header("If-None-Match") }, [nil],
+            "the recorded validators describe other bytes than those on disk")
         XCTAssertEqual(directory.read("out/data.csv"), Array("server\n".utf8))
     }
 
@@ -101,8 +107,10 @@ final class RefreshAndPruneTests: XCTestCase {
         for command in [["sync", "--require-checksums"], ["plan", "--require-checksums"]] {
             let result = try directory.haul(command)
             XCTAssertEqual(result.exitCode, 3, command.joined(separator: " "))
-            XCTAssertEqual(result.stderr, "haul.yaml:7:5: error: files[1]: b.bin has no checksum, and --require-checksums is set "
-                           + "(`haul add --update b.bin` fetches it and writes its checksum into the manifest)\n")
+            XCTAssertEqual(
+                result.stderr,
+                "haul.yaml:7:5: error: files[1]: b.bin has no checksum, and --require-checksums is set "
+                    + "(`haul add --update b.bin` fetches it and writes its checksum into the manifest)\n")
         }
         XCTAssertEqual(server.requests.count, 0)
         XCTAssertFalse(directory.exists("out/a.bin"))
@@ -111,11 +119,14 @@ final class RefreshAndPruneTests: XCTestCase {
     // MARK: Pruning
 
     func testPruneDeletesOnlyUnchangedFilesThisManifestWroteAndTheDirectoriesItEmptied() throws {
-        let keep: [UInt8] = Array("keep\n".utf8), old: [UInt8] = Array("old\n".utf8), edited: [UInt8] = Array("edit\n".utf8)
+        let keep: [UInt8] = Array("keep\n".utf8), old: [UInt8] = Array("old\n".utf8),
+            edited: [UInt8] = Array("edit\n".utf8)
         let server = try LoopbackHTTPServer(files: ["/keep": keep, "/old": old, "/edited": edited])
         defer { server.stop() }
-        try writeManifest([(server.url("/keep"), "keep.txt", keep), (server.url("/old"), "deep/er/old.txt", old),
-                           (server.url("/edited"), "edited.txt", edited)])
+        try writeManifest([
+            (server.url("/keep"), "keep.txt", keep), (server.url("/old"), "deep/er/old.txt", old),
+            (server.url("/edited"), "edited.txt", edited),
+        ])
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         try directory.write("out/mine.txt", "a file haul never wrote\n")
         try directory.write("out/edited.txt", "changed by the user\n")
@@ -123,7 +134,9 @@ final class RefreshAndPruneTests: XCTestCase {
         try writeManifest([(server.url("/keep"), "keep.txt", keep)], prune: true)
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2)
-        XCTAssertEqual(plan.stdout, """
+        XCTAssertEqual(
+            plan.stdout,
+            """
             - deep/er/old.txt (no longer in the manifest)
             ! edited.txt (not pruned: modified since haul wrote it)
             Plan: 1 to prune, 1 up to date.
@@ -133,7 +146,8 @@ final class RefreshAndPruneTests: XCTestCase {
 
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, "a kept modified file is a warning: \(sync.stderr)")
-        XCTAssertEqual(sync.stderr, "warning: edited.txt: not pruned: modified since haul wrote it; haul no longer manages it\n")
+        XCTAssertEqual(
+            sync.stderr, "warning: edited.txt: not pruned: modified since haul wrote it; haul no longer manages it\n")
         XCTAssertTrue(sync.stdout.contains("Fetched 0 files (0 B), 1 up to date, 1 pruned in"), sync.stdout)
         XCTAssertFalse(directory.exists("out/deep"), "the directories pruning emptied are gone")
         XCTAssertEqual(directory.read("out/edited.txt"), Array("changed by the user\n".utf8))
@@ -200,7 +214,9 @@ final class RefreshAndPruneTests: XCTestCase {
         defer { server.stop() }
         try writeManifest([(server.url("/a"), "a.bin", [1])])
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
-        try directory.write("other.yaml", """
+        try directory.write(
+            "other.yaml",
+            """
             version: 1
             root: out
             prune: true

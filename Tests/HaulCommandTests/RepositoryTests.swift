@@ -9,10 +9,12 @@ final class RepositoryTests: XCTestCase {
         .deletingLastPathComponent().path
 
     func testTheTreeHoldsNoRunsLeftovers() throws {
-        XCTAssertTrue(FileManager.default.fileExists(atPath: Self.top + "/Package.swift"), "repository not found at \(Self.top)")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: Self.top + "/Package.swift"), "repository not found at \(Self.top)")
         for leftover in [".haul", "haul.yaml"] {
-            XCTAssertFalse(FileManager.default.fileExists(atPath: Self.top + "/" + leftover),
-                           "\(Self.top)/\(leftover) is a run's leftover: remove it")
+            XCTAssertFalse(
+                FileManager.default.fileExists(atPath: Self.top + "/" + leftover),
+                "\(Self.top)/\(leftover) is a run's leftover: remove it")
         }
         // What git tracks, where the tree is a clone (a source archive has no .git).
         guard FileManager.default.fileExists(atPath: Self.top + "/.git") else { return }
@@ -25,7 +27,9 @@ final class RepositoryTests: XCTestCase {
     /// The licence is Apache-2.0, word for word (Debian's copy of it is the reference where the machine has one).
     func testTheLicenceIsTheApacheLicenceWordForWord() throws {
         let licence = try String(contentsOfFile: Self.top + "/LICENSE", encoding: .utf8)
-        XCTAssertTrue(licence.contains("Apache License\n                           Version 2.0, January 2004"), "LICENSE is not Apache-2.0")
+        XCTAssertTrue(
+            licence.contains("Apache License\n                           Version 2.0, January 2004"),
+            "LICENSE is not Apache-2.0")
         XCTAssertTrue(licence.contains("END OF TERMS AND CONDITIONS"), "LICENSE is cut short")
         if let reference = try? String(contentsOfFile: "/usr/share/common-licenses/Apache-2.0", encoding: .utf8) {
             XCTAssertEqual(licence, reference)

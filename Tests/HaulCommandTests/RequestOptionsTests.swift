@@ -30,19 +30,26 @@ final class RequestOptionsTests: XCTestCase {
         defer { target.stop() }
         let bytes = bytes
         let primary = try LoopbackHTTPServer { request in
-            request.path == "/a.bin" ? .ok(bytes) : request.path == "/moved.bin" ? .redirect(to: target.url("/b.bin")) : .notFound
+            request.path == "/a.bin"
+                ? .ok(bytes) : request.path == "/moved.bin" ? .redirect(to: target.url("/b.bin")) : .notFound
         }
         defer { primary.stop() }
         let mirror = try LoopbackHTTPServer(files: ["/c.bin": bytes])
         defer { mirror.stop() }
-        try manifest([(primary.url("/a.bin"), [], "a.bin"), (primary.url("/moved.bin"), [], "b.bin"),
-                      (primary.url("/gone.bin"), [mirror.url("/c.bin")], "c.bin")],
-                     defaults: "defaults:\n  headers: {X-Team: blue, X-Token: manifest}\n")
-        let sync = try directory.haul(["sync", "-H", "X-Token: s3cret-cli", "--header", "X-Extra:two", "-A", "ci-bot/1.0",
-                                       "--verbose"])
+        try manifest(
+            [
+                (primary.url("/a.bin"), [], "a.bin"), (primary.url("/moved.bin"), [], "b.bin"),
+                (primary.url("/gone.bin"), [mirror.url("/c.bin")], "c.bin"),
+            ],
+            defaults: "defaults:\n  headers: {X-Team: blue, X-Token: manifest}\n")
+        let sync = try directory.haul([
+            "sync", "-H", "X-Token: s3cret-cli", "--header", "X-Extra:two", "-A", "ci-bot/1.0",
+            "--verbose",
+        ])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         for request in primary.requests {
-            XCTAssertEqual(request.header("X-Token"), "s3cret-cli", "the command line wins over defaults: \(request.path)")
+            XCTAssertEqual(
+                request.header("X-Token"), "s3cret-cli", "the command line wins over defaults: \(request.path)")
             XCTAssertEqual(request.header("X-Team"), "blue")
             XCTAssertEqual(request.header("X-Extra"), "two")
         }
@@ -66,12 +73,15 @@ final class RequestOptionsTests: XCTestCase {
         XCTAssertEqual(failing.requests.count, 1, "--retries 0: one request, not six")
 
         let bytes = bytes
-        let stalling = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 2, seconds: 30)) }
+        let stalling = try LoopbackHTTPServer { _ in
+            ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 2, seconds: 30))
+        }
         defer { stalling.stop() }
         try manifest([(stalling.url("/a.bin"), [], "a.bin")], defaults: "defaults:\n  timeout: 60s\n  retries: 0\n")
         let stalled = try directory.haul(["sync", "--timeout", "500ms"])
         XCTAssertEqual(stalled.exitCode, 1, stalled.stderr)
-        XCTAssertTrue(stalled.stderr.contains("error: a.bin: \(stalling.url("/a.bin")): no data for 0.5 s"), stalled.stderr)
+        XCTAssertTrue(
+            stalled.stderr.contains("error: a.bin: \(stalling.url("/a.bin")): no data for 0.5 s"), stalled.stderr)
         XCTAssertFalse(directory.exists("out/a.bin"))
 
         let bad = try directory.haul(["sync", "-H", "NoColonHere"])
@@ -90,7 +100,9 @@ final class SizeLimitMessageTests: XCTestCase {
         let big = [UInt8](repeating: 7, count: 4096)
         let server = try LoopbackHTTPServer(files: ["/big.bin": big])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -105,10 +117,13 @@ final class SizeLimitMessageTests: XCTestCase {
             """)
         let sync = try directory.haul(["sync", "--max-file-size", "2K"])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("error: sized.bin: \(server.url("/big.bin")): more than the 1000 bytes its size says"),
-                      sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("error: unsized.bin: \(server.url("/big.bin")): more than 2.0 KiB, the --max-file-size limit"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains("error: sized.bin: \(server.url("/big.bin")): more than the 1000 bytes its size says"),
+            sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: unsized.bin: \(server.url("/big.bin")): more than 2.0 KiB, the --max-file-size limit"),
+            sync.stderr)
     }
 }
 
@@ -118,9 +133,13 @@ final class LowSpeedMessageTests: XCTestCase {
         let directory = try TemporaryDirectory()
         // 250 B/s for 8 s: under the floor, and short enough that the server's handler ends soon after haul hangs up.
         let bytes = [UInt8](repeating: 1, count: 2_000)
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 50, interval: 0.2)) }
+        let server = try LoopbackHTTPServer { _ in
+            ServerResponse.ok(bytes).with(fault: .trickle(bytesPerChunk: 50, interval: 0.2))
+        }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: \(server.url("/slow.bin"))
@@ -130,7 +149,8 @@ final class LowSpeedMessageTests: XCTestCase {
             """)
         let sync = try directory.haul(["sync", "--progress", "none"])
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("error: slow.bin: \(server.url("/slow.bin")): under 1 KiB/s for 1 s\n"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains("error: slow.bin: \(server.url("/slow.bin")): under 1 KiB/s for 1 s\n"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("Operation too slow"), sync.stderr)
     }
 }

@@ -22,16 +22,20 @@ final class ResourceLimitTests: XCTestCase {
     /// `count` small files served by a loopback server as `/f<index>`; their bytes.
     private func serve(_ count: Int) throws -> [[UInt8]] {
         let bodies = (0..<count).map { Array("file \($0)\n".utf8) }
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: bodies.enumerated().map { ("/f\($0.offset)", $0.element) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: bodies.enumerated().map { ("/f\($0.offset)", $0.element) }))
         return bodies
     }
 
     /// A manifest pinning the files `keeping` keeps, each at `<folder(index)>/f<index>` under `root`.
-    private func writeManifest(_ name: String, root: String, bodies: [[UInt8]], folder: (Int) -> String,
-                               keeping: (Int) -> Bool = { _ in true }) throws {
+    private func writeManifest(
+        _ name: String, root: String, bodies: [[UInt8]], folder: (Int) -> String,
+        keeping: (Int) -> Bool = { _ in true }
+    ) throws {
         var yaml = "version: 1\nroot: \(root)\nfiles:\n"
         for (index, body) in bodies.enumerated() where keeping(index) {
-            yaml += "  - { url: \(server.url("/f\(index)")), dest: \(folder(index))/f\(index), "
+            yaml +=
+                "  - { url: \(server.url("/f\(index)")), dest: \(folder(index))/f\(index), "
                 + "sha256: \(StreamingHasher.digest(body, algorithm: .sha256).hex) }\n"
         }
         try directory.write(name, yaml)
@@ -39,12 +43,15 @@ final class ResourceLimitTests: XCTestCase {
 
     /// haul with `ulimit -n limit` (soft and hard: haul cannot raise it), in the test folder.
     private func haul(openFiles limit: Int, _ arguments: [String], timeout: Double = 120) throws -> ProcessResult {
-        try ProcessRunner.run("/bin/sh", ["-c", "ulimit -n \(limit) && exec \"$0\" \"$@\"", HaulProcess.executablePath] + arguments,
-                              currentDirectory: directory.path, timeout: timeout)
+        try ProcessRunner.run(
+            "/bin/sh", ["-c", "ulimit -n \(limit) && exec \"$0\" \"$@\"", HaulProcess.executablePath] + arguments,
+            currentDirectory: directory.path, timeout: timeout)
     }
 
-    private func assertEveryFile(_ bodies: [[UInt8]], in root: String, folder: (Int) -> String,
-                                 file: StaticString = #filePath, line: UInt = #line) {
+    private func assertEveryFile(
+        _ bodies: [[UInt8]], in root: String, folder: (Int) -> String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let wrong = bodies.indices.filter { directory.read("\(root)/\(folder($0))/f\($0)") != bodies[$0] }
         XCTAssertEqual(wrong.count, 0, "files missing or wrong, e.g. \(wrong.prefix(5))", file: file, line: line)
     }
@@ -59,7 +66,8 @@ final class ResourceLimitTests: XCTestCase {
         for command in ["sync", "plan", "verify"] {
             let result = try haul(openFiles: 10, [command, "haul.yaml", "--progress", "none"], timeout: 30)
             XCTAssertEqual(result.exitCode, 64, "\(command): \(result.stderr.suffix(1000))")
-            let pattern = #"^error: the open-file limit \(ulimit -n\) is 10, too few for haul to run: it needs at least (\d+) here "#
+            let pattern =
+                #"^error: the open-file limit \(ulimit -n\) is 10, too few for haul to run: it needs at least (\d+) here "#
                 + #"\((\d+) of its own, and the (\d+) open when it started\)\n$"#
             let match = try XCTUnwrap(result.stderr.wholeMatch(of: try Regex(pattern)), "\(command): \(result.stderr)")
             let numbers = (1...3).compactMap { Int(match.output[$0].substring ?? "") }
@@ -84,12 +92,14 @@ final class ResourceLimitTests: XCTestCase {
         for cache in [[], ["--cache", directory.path("cache")]] {
             let refusal = try haul(openFiles: 12, ["sync", "haul.yaml", "--progress", "none"] + cache, timeout: 30)
             XCTAssertEqual(refusal.exitCode, 64, refusal.stderr)
-            let minimum = try XCTUnwrap(refusal.stderr.firstMatch(of: /needs at least (\d+)/).flatMap { Int(String($0.output.1)) },
-                                        refusal.stderr)
+            let minimum = try XCTUnwrap(
+                refusal.stderr.firstMatch(of: /needs at least (\d+)/).flatMap { Int(String($0.output.1)) },
+                refusal.stderr)
             for limit in minimum...(minimum + 2) {
                 let result = try haul(openFiles: limit, ["sync", "haul.yaml", "--progress", "none"] + cache)
                 XCTAssertEqual(result.exitCode, 0, "ulimit -n \(limit) \(cache): \(result.stderr.suffix(2000))")
-                XCTAssertFalse(result.stderr.contains("Too many open files"), "ulimit -n \(limit): \(result.stderr.suffix(2000))")
+                XCTAssertFalse(
+                    result.stderr.contains("Too many open files"), "ulimit -n \(limit): \(result.stderr.suffix(2000))")
                 assertEveryFile(bodies, in: "out", folder: folder)
                 let verify = try haul(openFiles: limit, ["verify", "haul.yaml"])
                 XCTAssertEqual(verify.exitCode, 0, "verify at ulimit -n \(limit): \(verify.stdout.suffix(1000))")
@@ -113,8 +123,10 @@ final class ResourceLimitTests: XCTestCase {
             server.resetLog()
             let result = try haul(openFiles: limit, ["sync", "all.yaml", "--cache", cache, "--progress", "none"])
             XCTAssertEqual(result.exitCode, 0, "ulimit -n \(limit): \(result.stderr.suffix(2000))")
-            XCTAssertFalse(result.stderr.contains("Too many open files"), "ulimit -n \(limit): \(result.stderr.suffix(2000))")
-            XCTAssertTrue(result.stdout.contains("1500 from the cache"), "ulimit -n \(limit): \(result.stdout.suffix(300))")
+            XCTAssertFalse(
+                result.stderr.contains("Too many open files"), "ulimit -n \(limit): \(result.stderr.suffix(2000))")
+            XCTAssertTrue(
+                result.stdout.contains("1500 from the cache"), "ulimit -n \(limit): \(result.stdout.suffix(300))")
             XCTAssertEqual(server.requests.count, 1500, "only what the cache lacks is asked for (ulimit -n \(limit))")
             assertEveryFile(bodies, in: "out", folder: folder)
             XCTAssertEqual(rmdirTree(directory.path("out")), true)
@@ -129,9 +141,12 @@ final class ResourceLimitTests: XCTestCase {
     // MARK: - Address space
 
     /// haul with `ulimit -v` of `mebibytes` MiB (soft and hard), in the test folder.
-    private func haul(addressSpace mebibytes: Int, _ arguments: [String], timeout: Double = 120) throws -> ProcessResult {
-        try ProcessRunner.run("/bin/sh", ["-c", "ulimit -v \(mebibytes << 10) && exec \"$0\" \"$@\"", HaulProcess.executablePath]
-                              + arguments, currentDirectory: directory.path, timeout: timeout)
+    private func haul(addressSpace mebibytes: Int, _ arguments: [String], timeout: Double = 120) throws -> ProcessResult
+    {
+        try ProcessRunner.run(
+            "/bin/sh",
+            ["-c", "ulimit -v \(mebibytes << 10) && exec \"$0\" \"$@\"", HaulProcess.executablePath]
+                + arguments, currentDirectory: directory.path, timeout: timeout)
     }
 
     /// Under `ulimit -v` from the least that loads haul's libraries (about 100 MiB: libarchive brings ICU's data
@@ -141,24 +156,32 @@ final class ResourceLimitTests: XCTestCase {
     /// no run leaves one.
     func testAnAddressSpaceLimitIsBudgetedNotACrash() throws {
         let bodies = (0..<16).map { Array("file \($0)\n".utf8) + [UInt8](repeating: UInt8($0), count: 9 << 20) }
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: bodies.enumerated().map { ("/f\($0.offset)", $0.element) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: bodies.enumerated().map { ("/f\($0.offset)", $0.element) }))
         try writeManifest("haul.yaml", root: "out", bodies: bodies, folder: { _ in "big" })
-        let refusal = try Regex(#"^error: the address-space limit \(ulimit -v\) is \d+\.\d MiB, too little for haul to run"#
-                                + #"( on 16 entries)?: it needs at least \d+\.\d MiB here \(\d+\.\d MiB of its own, and the \d+\.\d MiB "#
-                                + #"mapped already\)\n$"#)
+        let refusal = try Regex(
+            #"^error: the address-space limit \(ulimit -v\) is \d+\.\d MiB, too little for haul to run"#
+                + #"( on 16 entries)?: it needs at least \d+\.\d MiB here \(\d+\.\d MiB of its own, and the \d+\.\d MiB "#
+                + #"mapped already\)\n$"#)
         var synced = 0
         // Below this the dynamic loader itself refuses (exit 127) before haul runs a line: not haul's to budget.
-        let loads = try stride(from: 60, through: 300, by: 20).first { try haul(addressSpace: $0, ["--version"]).exitCode == 0 }
+        let loads = try stride(from: 60, through: 300, by: 20).first {
+            try haul(addressSpace: $0, ["--version"]).exitCode == 0
+        }
         XCTAssertNotNil(loads, "haul loads under some limit up to 300 MiB")
         for limit in stride(from: loads ?? 300, through: 300, by: 20) {
             try directory.makeDirectory("out/.haul/tmp")
-            for name in ["5e1f07-1.part", "5e1f07-2.part"] { try directory.write("out/.haul/tmp/\(name)", "left by a crash") }
-            let result = try haul(addressSpace: limit, ["sync", "haul.yaml", "--progress", "none", "--durability", "none"])
+            for name in ["5e1f07-1.part", "5e1f07-2.part"] {
+                try directory.write("out/.haul/tmp/\(name)", "left by a crash")
+            }
+            let result = try haul(
+                addressSpace: limit, ["sync", "haul.yaml", "--progress", "none", "--durability", "none"])
             switch result.exitCode {
             case 0:
                 synced += 1
                 assertEveryFile(bodies, in: "out", folder: { _ in "big" })
-                XCTAssertEqual(directory.list("out/.haul/tmp"), [], "ulimit -v \(limit) MiB: staged files swept, none left")
+                XCTAssertEqual(
+                    directory.list("out/.haul/tmp"), [], "ulimit -v \(limit) MiB: staged files swept, none left")
             case 64:
                 XCTAssertNotNil(result.stderr.wholeMatch(of: refusal), "ulimit -v \(limit) MiB: \(result.stderr)")
                 XCTAssertEqual(directory.read("out/big/f0"), nil, "refused before anything was written")

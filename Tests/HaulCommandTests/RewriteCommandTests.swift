@@ -15,7 +15,9 @@ final class RewriteCommandTests: XCTestCase {
 
     /// A manifest of one pinned entry at `url`, with `headers` under `defaults:`.
     private func manifest(url: String, headers: String? = nil, pinned: Bool = true, retries: Int = 3) throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             \(headers.map { "defaults:\n  headers: \($0)" } ?? "")
@@ -50,7 +52,8 @@ final class RewriteCommandTests: XCTestCase {
         let upstream = try server(["/pkg/a.bin": bytes])
         let cache = try server(["/upstream/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: \(cache.url("/upstream/"))
@@ -79,7 +82,8 @@ final class RewriteCommandTests: XCTestCase {
         let upstream = try server(["/pkg/a.bin": bytes])
         let cache = try server(["/upstream/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/other/
                 to: \(cache.url("/upstream/"))
@@ -100,7 +104,8 @@ final class RewriteCommandTests: XCTestCase {
         let down = try RefusingPort()
         // No retries: a refused connection is retried after a backoff, which only makes the test slower.
         try manifest(url: upstream.url("/pkg/a.bin"), headers: "{Authorization: \"Bearer ${TOKEN}\"}", retries: 0)
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: \(down.url("/"))
@@ -110,11 +115,14 @@ final class RewriteCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("out/a.bin"), bytes)
         XCTAssertEqual(upstream.requests.map { $0.header("Authorization") }, ["Bearer s3cret"])
-        XCTAssertTrue(sync.stdout.contains("fetched a.bin (17 B) from \(upstream.url("/pkg/a.bin")) over HTTP/1.1\n"), sync.stdout)
+        XCTAssertTrue(
+            sync.stdout.contains("fetched a.bin (17 B) from \(upstream.url("/pkg/a.bin")) over HTTP/1.1\n"), sync.stdout
+        )
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
         upstream.resetLog()
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: \(down.url("/"))
@@ -127,8 +135,10 @@ final class RewriteCommandTests: XCTestCase {
 
     func testHeadersForTheUpstreamOriginReachTheRewrittenServerOnlyWhenForwarded() throws {
         let cache = try server(["/pkg/a.bin": bytes])
-        try manifest(url: "https://upstream.invalid/pkg/a.bin", headers: "{Authorization: \"Bearer ${TOKEN}\", X-Team: blue}")
-        try config("""
+        try manifest(
+            url: "https://upstream.invalid/pkg/a.bin", headers: "{Authorization: \"Bearer ${TOKEN}\", X-Team: blue}")
+        try config(
+            """
             rewrites:
               - prefix: https://upstream.invalid/
                 to: \(cache.url("/"))
@@ -141,7 +151,8 @@ final class RewriteCommandTests: XCTestCase {
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
         cache.resetLog()
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: https://upstream.invalid/
                 to: \(cache.url("/"))
@@ -160,7 +171,8 @@ final class RewriteCommandTests: XCTestCase {
         let cache = try server(files)
         let upstream = try server(["/feed.json": bytes])
         try manifest(url: upstream.url("/feed.json"), pinned: false)
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: \(cache.url("/up/"))
@@ -184,7 +196,8 @@ final class RewriteCommandTests: XCTestCase {
         let upstream = try server(files)
         let cache = try server([:])
         try manifest(url: upstream.url("/feed.json"), pinned: false)
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: \(cache.url("/up/"))
@@ -206,7 +219,8 @@ final class RewriteCommandTests: XCTestCase {
         let upstream = try server([:])
         let cache = try server(["/up/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: \(cache.url("/up/"))
@@ -215,8 +229,10 @@ final class RewriteCommandTests: XCTestCase {
         let rewritten = "\(cache.url("/up/pkg/a.bin")) (rewritten from \(upstream.url("/pkg/a.bin")))"
         let plan = try haul(["plan", "--verbose"])
         XCTAssertEqual(plan.exitCode, 2, plan.stderr)
-        XCTAssertTrue(plan.stdout.contains("+ a.bin (missing)\n    ← \(rewritten)\n    ← \(upstream.url("/pkg/a.bin")) "
-                                           + "(the original, tried last)\n"), plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.contains(
+                "+ a.bin (missing)\n    ← \(rewritten)\n    ← \(upstream.url("/pkg/a.bin")) "
+                    + "(the original, tried last)\n"), plan.stdout)
         let quiet = try haul(["plan"])
         XCTAssertFalse(quiet.stdout.contains("←"), "without --verbose the plan is as it was")
         XCTAssertEqual(cache.requests.count + upstream.requests.count, 0, "plan fetches nothing")
@@ -230,10 +246,13 @@ final class RewriteCommandTests: XCTestCase {
         let json = try haul(["sync", "--json"])
         XCTAssertEqual(json.exitCode, 0, json.stderr)
         let from = "\"url\":\"\(cache.url("/up/pkg/a.bin"))\""
-        XCTAssertTrue(json.stdout.contains("{\"event\":\"start\",\"dest\":\"a.bin\",\(from),"
-                                           + "\"rewritten_from\":\"\(upstream.url("/pkg/a.bin"))\"}"), json.stdout)
-        XCTAssertTrue(json.stdout.contains("\"rewritten_from\":\"\(upstream.url("/pkg/a.bin"))\"}\n{\"event\":\"summary\""),
-                      "the done event says it too: \(json.stdout)")
+        XCTAssertTrue(
+            json.stdout.contains(
+                "{\"event\":\"start\",\"dest\":\"a.bin\",\(from),"
+                    + "\"rewritten_from\":\"\(upstream.url("/pkg/a.bin"))\"}"), json.stdout)
+        XCTAssertTrue(
+            json.stdout.contains("\"rewritten_from\":\"\(upstream.url("/pkg/a.bin"))\"}\n{\"event\":\"summary\""),
+            "the done event says it too: \(json.stdout)")
     }
 
     /// A token from the environment in the manifest's URL reaches the rewritten server, and no output: not the
@@ -241,7 +260,8 @@ final class RewriteCommandTests: XCTestCase {
     func testATokenInAnExpandedURLNeverAppearsInOutput() throws {
         let cache = try server(["/gh/s3cr3t-t0ken/a.bin": bytes])
         try manifest(url: "https://upstream.invalid/${TOKEN}/a.bin")
-        try config("""
+        try config(
+            """
             rewrites:
               - regex: '^https://upstream\\.invalid/(.*)$'
                 to: '\(cache.url("/gh/$1"))'
@@ -252,8 +272,10 @@ final class RewriteCommandTests: XCTestCase {
         XCTAssertEqual(outputs[1].exitCode, 0, outputs[1].stderr)
         XCTAssertEqual(cache.requests.map(\.path), ["/gh/s3cr3t-t0ken/a.bin"])
         XCTAssertEqual(directory.read("out/a.bin"), bytes)
-        XCTAssertTrue(outputs[1].stdout.contains("from \(cache.url("/gh/***/a.bin")) (rewritten from "
-                                                 + "https://upstream.invalid/${TOKEN}/a.bin)"), outputs[1].stdout)
+        XCTAssertTrue(
+            outputs[1].stdout.contains(
+                "from \(cache.url("/gh/***/a.bin")) (rewritten from "
+                    + "https://upstream.invalid/${TOKEN}/a.bin)"), outputs[1].stdout)
         // A failing fetch names its URL in the error, the JSON events name it too.
         try FileManager.default.removeItem(atPath: directory.path("out"))
         outputs.append(try haul(["sync", "--verbose"], environment: ["TOKEN": "wr0ng-t0ken"]))
@@ -271,7 +293,8 @@ final class RewriteCommandTests: XCTestCase {
     func testABadConfigExitsWith64NamingFileLineAndColumnAndTouchesNothing() throws {
         let upstream = try server(["/pkg/a.bin": bytes])
         try manifest(url: upstream.url("/pkg/a.bin"))
-        try config("""
+        try config(
+            """
             rewrites:
               - prefix: \(upstream.baseURL)/
                 to: https://cache.invalid/
@@ -281,8 +304,9 @@ final class RewriteCommandTests: XCTestCase {
         for command in ["sync", "plan", "verify"] {
             let run = try haul([command])
             XCTAssertEqual(run.exitCode, 64, "\(command): \(run.stdout)\(run.stderr)")
-            XCTAssertTrue(run.stderr.hasPrefix("config.yaml:4:12: error: rewrites[1].regex: invalid regular expression"),
-                          run.stderr)
+            XCTAssertTrue(
+                run.stderr.hasPrefix("config.yaml:4:12: error: rewrites[1].regex: invalid regular expression"),
+                run.stderr)
         }
         XCTAssertFalse(directory.exists("out"), "nothing is touched")
         XCTAssertEqual(upstream.requests.count, 0)
@@ -307,7 +331,8 @@ final class RewriteCommandTests: XCTestCase {
         XCTAssertEqual(upstream.requests.count, 1)
 
         try FileManager.default.removeItem(atPath: directory.path("out"))
-        try directory.write("xdg/haul/config.yaml", "rewrites:\n  - {prefix: '\(upstream.baseURL)/', to: '\(cache.baseURL)/'}\n")
+        try directory.write(
+            "xdg/haul/config.yaml", "rewrites:\n  - {prefix: '\(upstream.baseURL)/', to: '\(cache.baseURL)/'}\n")
         let some = try directory.haul(["sync"], environment: environment)
         XCTAssertEqual(some.exitCode, 0, some.stderr)
         XCTAssertEqual(upstream.requests.count, 1)

@@ -12,7 +12,9 @@ final class RootOptionTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/a.bin": bytes])
         defer { server.stop() }
         try directory.makeDirectory("conf")
-        try directory.write("conf/haul.yaml", """
+        try directory.write(
+            "conf/haul.yaml",
+            """
             version: 1
             root: ${OUTDIR:-default-out}
             files:
@@ -23,10 +25,13 @@ final class RootOptionTests: XCTestCase {
         XCTAssertEqual(try directory.haul(["sync", "conf/haul.yaml"]).exitCode, 0)
         XCTAssertEqual(directory.read("conf/default-out/a.bin"), bytes, "unset: the default, relative to the manifest")
 
-        XCTAssertEqual(try directory.haul(["sync", "conf/haul.yaml"], environment: ["OUTDIR": directory.path("env-out")]).exitCode, 0)
+        XCTAssertEqual(
+            try directory.haul(["sync", "conf/haul.yaml"], environment: ["OUTDIR": directory.path("env-out")]).exitCode,
+            0)
         XCTAssertEqual(directory.read("env-out/a.bin"), bytes)
 
-        let option = try directory.haul(["sync", "conf/haul.yaml", "--root", "cli-out"], environment: ["OUTDIR": "ignored"])
+        let option = try directory.haul(
+            ["sync", "conf/haul.yaml", "--root", "cli-out"], environment: ["OUTDIR": "ignored"])
         XCTAssertEqual(option.exitCode, 0, option.stderr)
         XCTAssertEqual(directory.read("cli-out/a.bin"), bytes, "--root is relative to the current directory")
         XCTAssertFalse(directory.exists("conf/ignored"))

@@ -20,7 +20,9 @@ final class SecretsTests: XCTestCase {
         defer { server.stop() }
         let base = server.url("")
         let digest = StreamingHasher.digest(body, algorithm: .sha256).hex
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             defaults:
@@ -38,13 +40,19 @@ final class SecretsTests: XCTestCase {
             """)
         let environment = ["TOKEN": token, "BASE": base]
         var outputs: [(String, ProcessResult)] = []
-        for arguments in [["plan"], ["sync", "--dry-run"], ["sync", "--verbose", "--progress", "plain"], ["sync", "--json"],
-                          ["sync", "--verbose"], ["verify"], ["verify", "--json"], ["plan", "--json"],
-                          ["sync", "--require-checksums"]] {
-            outputs.append((arguments.joined(separator: " "),
-                            try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)))
+        for arguments in [
+            ["plan"], ["sync", "--dry-run"], ["sync", "--verbose", "--progress", "plain"], ["sync", "--json"],
+            ["sync", "--verbose"], ["verify"], ["verify", "--json"], ["plan", "--json"],
+            ["sync", "--require-checksums"],
+        ] {
+            outputs.append(
+                (
+                    arguments.joined(separator: " "),
+                    try HaulProcess.run(arguments, environment: environment, currentDirectory: directory.path)
+                ))
         }
-        XCTAssertTrue(server.requests.contains { $0.header("Authorization") == "Bearer \(token)" }, "the secret was used")
+        XCTAssertTrue(
+            server.requests.contains { $0.header("Authorization") == "Bearer \(token)" }, "the secret was used")
         let failing = try XCTUnwrap(outputs.first { $0.0 == "sync --verbose" }?.1)
         XCTAssertEqual(failing.exitCode, 1)
         XCTAssertTrue(failing.stderr.contains("${BASE}/missing/${TOKEN}: HTTP 404"), failing.stderr)
@@ -60,17 +68,22 @@ final class SecretsTests: XCTestCase {
     }
 
     func testNoWayOfPrintingAManifestValueOrATransferSourceRevealsTheSecret() throws {
-        let url = TemplatedString(template: "https://h/${TOKEN}", expanded: "https://h/\(token)", environmentValues: [token])
-        let entry = FileEntry(index: 0, url: url, mirrors: [], destination: try XCTUnwrap(DestinationPath("a")), checksum: nil,
-                              size: nil, mode: FileMode(0o644), retries: 0, timeout: Seconds(1),
-                              headers: [HeaderField(name: "X-Key", value: url)], location: SourceLocation(line: 1, column: 1))
-        let source = TransferSource(url: url.expanded, displayURL: url.description,
-                                    headers: [HTTPHeader(name: "X-Key", value: token)], secrets: [token])
+        let url = TemplatedString(
+            template: "https://h/${TOKEN}", expanded: "https://h/\(token)", environmentValues: [token])
+        let entry = FileEntry(
+            index: 0, url: url, mirrors: [], destination: try XCTUnwrap(DestinationPath("a")), checksum: nil,
+            size: nil, mode: FileMode(0o644), retries: 0, timeout: Seconds(1),
+            headers: [HeaderField(name: "X-Key", value: url)], location: SourceLocation(line: 1, column: 1))
+        let source = TransferSource(
+            url: url.expanded, displayURL: url.description,
+            headers: [HTTPHeader(name: "X-Key", value: token)], secrets: [token])
         var dumped = ""
         dump(entry, to: &dumped)
         dump(source, to: &dumped)
-        for text in ["\(entry)", String(reflecting: entry), "\(url)", String(reflecting: url), "\(source)",
-                     String(reflecting: source), "\(source.headers)", dumped] {
+        for text in [
+            "\(entry)", String(reflecting: entry), "\(url)", String(reflecting: url), "\(source)",
+            String(reflecting: source), "\(source.headers)", dumped,
+        ] {
             XCTAssertFalse(text.contains(token), text)
         }
         XCTAssertTrue("\(entry)".contains("https://h/${TOKEN}"))

@@ -13,10 +13,10 @@ final class SettingsCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
-
     private func writeManifest(url: String, bytes: [UInt8], extra: String = "") throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -42,8 +42,10 @@ final class SettingsCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(proxy.requests.count, 1, "a 407 is not retried")
         XCTAssertEqual(proxy.requests.first?.target, "http://assets.invalid/f.bin", "it went through the proxy")
-        XCTAssertTrue(sync.stderr.contains("the proxy http://***@127.0.0.1:\(proxy.port) (from http_proxy) answered 407: it refused "
-                                           + "the credentials given in http_proxy; correct them there:"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "the proxy http://***@127.0.0.1:\(proxy.port) (from http_proxy) answered 407: it refused "
+                    + "the credentials given in http_proxy; correct them there:"), sync.stderr)
         XCTAssertTrue(sync.stderr.contains("http_proxy=http://user:pass@127.0.0.1:\(proxy.port)"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("wrong-secret"), sync.stderr)
         XCTAssertFalse(sync.stderr.contains("alice"), sync.stderr)
@@ -51,13 +53,17 @@ final class SettingsCommandTests: XCTestCase {
 
     /// The same through a tunnel: an https URL goes through the proxy with CONNECT, which the proxy answers 407.
     func testAProxyRefusingATunnelSaysHowToGiveItCredentials() throws {
-        let proxy = try LoopbackHTTPServer { _ in .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"corp\"")]) }
+        let proxy = try LoopbackHTTPServer { _ in
+            .status(407, headers: [("Proxy-Authenticate", "Basic realm=\"corp\"")])
+        }
         defer { proxy.stop() }
         try writeManifest(url: "https://assets.invalid/f.bin", bytes: Array("x".utf8), extra: "    retries: 3")
         let sync = try directory.haul(["sync"], environment: ["HTTPS_PROXY": "http://127.0.0.1:\(proxy.port)"])
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(proxy.requests.map(\.method), ["CONNECT"], "a 407 is not retried")
-        XCTAssertTrue(sync.stderr.contains("the proxy http://127.0.0.1:\(proxy.port) (from HTTPS_PROXY) answered 407"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains("the proxy http://127.0.0.1:\(proxy.port) (from HTTPS_PROXY) answered 407"),
+            sync.stderr)
         XCTAssertTrue(sync.stderr.contains("HTTPS_PROXY=http://user:pass@127.0.0.1:\(proxy.port)"), sync.stderr)
     }
 
@@ -72,27 +78,43 @@ final class SettingsCommandTests: XCTestCase {
         try directory.write("empty.pem", "")
         try directory.write("notpem.pem", "just some text\n")
         try directory.makeDirectory("folder.pem")
-        let cases = [("missing.pem", "no such file"), ("empty.pem", "the file is empty"),
-                     ("notpem.pem", "no PEM certificate in it"), ("folder.pem", "Is a directory")]
+        let cases = [
+            ("missing.pem", "no such file"), ("empty.pem", "the file is empty"),
+            ("notpem.pem", "no PEM certificate in it"), ("folder.pem", "Is a directory"),
+        ]
         for (name, why) in cases {
             let path = directory.path(name)
             let runs = [
                 (try directory.haul(["sync", "--ca-file", path]), "--ca-file"),
                 (try directory.haul(["sync"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
                 (try directory.haul(["add", server.url("/f.bin"), "--print", "--ca-file", path]), "--ca-file"),
-                (try directory.haul(["add", server.url("/f.bin"), "--print"], environment: ["HAUL_CA_FILE": path]), "HAUL_CA_FILE"),
+                (
+                    try directory.haul(["add", server.url("/f.bin"), "--print"], environment: ["HAUL_CA_FILE": path]),
+                    "HAUL_CA_FILE"
+                ),
                 // curl's and OpenSSL's variables, in curl's order of precedence, after haul's own.
-                (try directory.haul(["sync"], environment: ["CURL_CA_BUNDLE": path, "SSL_CERT_FILE": "/nonexistent/b.pem"]),
-                 "CURL_CA_BUNDLE"),
-                (try directory.haul(["sync"], environment: ["SSL_CERT_FILE": path, "CURL_CA_BUNDLE": ""]), "SSL_CERT_FILE"),
-                (try directory.haul(["sync"], environment: ["HAUL_CA_FILE": path, "CURL_CA_BUNDLE": "/nonexistent/c.pem"]),
-                 "HAUL_CA_FILE"),
+                (
+                    try directory.haul(
+                        ["sync"], environment: ["CURL_CA_BUNDLE": path, "SSL_CERT_FILE": "/nonexistent/b.pem"]),
+                    "CURL_CA_BUNDLE"
+                ),
+                (
+                    try directory.haul(["sync"], environment: ["SSL_CERT_FILE": path, "CURL_CA_BUNDLE": ""]),
+                    "SSL_CERT_FILE"
+                ),
+                (
+                    try directory.haul(
+                        ["sync"], environment: ["HAUL_CA_FILE": path, "CURL_CA_BUNDLE": "/nonexistent/c.pem"]),
+                    "HAUL_CA_FILE"
+                ),
             ]
             for (result, origin) in runs {
                 XCTAssertEqual(result.exitCode, 64, "\(name) \(origin): \(result.stderr)")
-                XCTAssertEqual(result.stderr, "error: CA bundle \"\(path)\" (from \(origin)) cannot be used: \(why)"
-                               + (why == "no PEM certificate in it" ? " (no \"-----BEGIN CERTIFICATE-----\" line)" : "")
-                               + "; give a readable file of PEM certificates\n")
+                XCTAssertEqual(
+                    result.stderr,
+                    "error: CA bundle \"\(path)\" (from \(origin)) cannot be used: \(why)"
+                        + (why == "no PEM certificate in it" ? " (no \"-----BEGIN CERTIFICATE-----\" line)" : "")
+                        + "; give a readable file of PEM certificates\n")
                 XCTAssertEqual(result.stdout, "")
             }
         }
@@ -110,10 +132,15 @@ final class SettingsCommandTests: XCTestCase {
         try writeManifest(url: nginx.httpsURL("/s.txt"), bytes: bytes)
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 1)
-        XCTAssertTrue(sync.stderr.contains("error: f.bin: \(nginx.httpsURL("/s.txt")): the server's TLS certificate could not be verified"), sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: f.bin: \(nginx.httpsURL("/s.txt")): the server's TLS certificate could not be verified"),
+            sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), sync.stderr)
         let json = try directory.haul(["sync", "--json"])
-        XCTAssertTrue(json.stdout.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), json.stdout)
+        XCTAssertTrue(
+            json.stdout.contains("to trust a private CA, pass --ca-file FILE or set HAUL_CA_FILE"), json.stdout)
     }
 
     // MARK: Waiting
@@ -123,7 +150,9 @@ final class SettingsCommandTests: XCTestCase {
         let bytes = [UInt8](repeating: 5, count: 1000)
         let calls = Mutex(0)
         let server = try LoopbackHTTPServer { _ in
-            calls.withLock { n in n += 1; return n } == 1 ? .status(503, headers: [("Retry-After", "7")]) : .ok(bytes)
+            calls.withLock { n in
+                n += 1; return n
+            } == 1 ? .status(503, headers: [("Retry-After", "7")]) : .ok(bytes)
         }
         defer { server.stop() }
         try writeManifest(url: server.url("/f.bin"), bytes: bytes, extra: "    retries: 2")
@@ -132,7 +161,8 @@ final class SettingsCommandTests: XCTestCase {
         let beats = sync.stderr.split(separator: "\n").filter { $0.hasPrefix("still fetching ") }
         XCTAssertFalse(beats.isEmpty, sync.stderr)
         for beat in beats {
-            XCTAssertTrue(beat.hasPrefix("still fetching f.bin: retry 1 of 2 for \(server.url("/f.bin")) in "), String(beat))
+            XCTAssertTrue(
+                beat.hasPrefix("still fetching f.bin: retry 1 of 2 for \(server.url("/f.bin")) in "), String(beat))
             XCTAssertTrue(beat.hasSuffix(" s"), String(beat))
         }
     }

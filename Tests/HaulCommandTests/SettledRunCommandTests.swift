@@ -10,11 +10,14 @@ import XCTest
 final class SettledRunCommandTests: XCTestCase {
     private var directory: TemporaryDirectory!
     private var server: LoopbackHTTPServer!
-    private let bodies = (0..<8).map { index in (0..<(500 + index * 13)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) } }
+    private let bodies = (0..<8).map { index in
+        (0..<(500 + index * 13)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
+    }
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: bodies.indices.map { ("/d/f\($0)", bodies[$0]) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: bodies.indices.map { ("/d/f\($0)", bodies[$0]) }))
     }
 
     override func tearDown() {
@@ -52,7 +55,9 @@ final class SettledRunCommandTests: XCTestCase {
 
     private func assertFiles(in root: String, file: StaticString = #filePath, line: UInt = #line) {
         for index in bodies.indices {
-            XCTAssertEqual(directory.read("\(root)/\(destination(index))"), bodies[index], destination(index), file: file, line: line)
+            XCTAssertEqual(
+                directory.read("\(root)/\(destination(index))"), bodies[index], destination(index), file: file,
+                line: line)
         }
     }
 
@@ -73,14 +78,17 @@ final class SettledRunCommandTests: XCTestCase {
         // A variable the manifest names, unset, then set to what makes a URL invalid: refused, with the place.
         let unset = try haul(["sync", "haul.yaml"], environment: [:])
         XCTAssertEqual(unset.exitCode, 3, unset.stdout)
-        XCTAssertTrue(unset.stderr.contains("haul.yaml:4:11: error: files[0].url: environment variable SETTLED_BASE is not set"),
-                      unset.stderr)
+        XCTAssertTrue(
+            unset.stderr.contains("haul.yaml:4:11: error: files[0].url: environment variable SETTLED_BASE is not set"),
+            unset.stderr)
         let invalid = try haul(["plan", "haul.yaml"], environment: ["SETTLED_BASE": "ftp://127.0.0.1:1"])
         XCTAssertEqual(invalid.exitCode, 3, invalid.stdout)
         XCTAssertTrue(invalid.stderr.contains("haul.yaml:4:11: error: files[0].url:"), invalid.stderr)
 
         // The root through a variable, then through --root: the files go where it now says.
-        let moved = try haul(["sync", "haul.yaml", "--progress", "none"], environment: environment.merging(["SETTLED_ROOT": "other"]) { $1 })
+        let moved = try haul(
+            ["sync", "haul.yaml", "--progress", "none"],
+            environment: environment.merging(["SETTLED_ROOT": "other"]) { $1 })
         XCTAssertEqual(moved.exitCode, 0, moved.stderr)
         assertFiles(in: "other")
         let overridden = try haul(["sync", "haul.yaml", "--root", "elsewhere", "--progress", "none"])
@@ -103,8 +111,11 @@ final class SettledRunCommandTests: XCTestCase {
         try settle()
         let again = try haul(["sync", "haul.yaml", "--json"])
         XCTAssertEqual(again.exitCode, 0, again.stderr)
-        XCTAssertTrue(again.stdout.hasPrefix(#"{"event":"plan","version":1,"changes":[],"download":0,"replace":0,"revalidate":0,"prune":0,"blocked":0,"up_to_date":8,"bytes":0}"#),
-                      again.stdout)
+        XCTAssertTrue(
+            again.stdout.hasPrefix(
+                #"{"event":"plan","version":1,"changes":[],"download":0,"replace":0,"revalidate":0,"prune":0,"blocked":0,"up_to_date":8,"bytes":0}"#
+            ),
+            again.stdout)
         XCTAssertEqual(server.requests.count, 0)
         assertFiles(in: "out")
     }
@@ -122,8 +133,9 @@ final class SettledRunCommandTests: XCTestCase {
             let result = try haul(["sync", "haul.yaml", "--shard", shard, "--json"])
             XCTAssertEqual(result.exitCode, 0, result.stderr)
             let own = bodies.indices.filter { HaulCommandTests.shard(of: destination($0), count: 4) == number }.count
-            XCTAssertTrue(result.stdout.contains(#""up_to_date":\#(own),"bytes":0,"shard":"\#(shard)","manifest_entries":8}"#),
-                          result.stdout)
+            XCTAssertTrue(
+                result.stdout.contains(#""up_to_date":\#(own),"bytes":0,"shard":"\#(shard)","manifest_entries":8}"#),
+                result.stdout)
         }
         let edited = try XCTUnwrap(bodies.indices.first { HaulCommandTests.shard(of: destination($0), count: 4) != 1 })
         try directory.write("haul.yaml", manifest(sha256: { $0 == edited ? String(repeating: "z", count: 64) : nil }))
@@ -169,7 +181,9 @@ final class SettledRunCommandTests: XCTestCase {
     /// What shows the fast path reads nothing but the files' identities: the state, made unreadable under it, is not
     /// read by a settled no-op (no warning), and is read again (and said unreadable) once a variable changes.
     func testASettledNoOpLeavesTheStateUnreadAndAChangedVariableReadsItAgain() throws {
-        let faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
+        let faults = try Capability.required {
+            try FaultFileSystem(over: directory, mountPoint: "out", backing: "back")
+        }
         defer { faults.unmount() }
         try directory.write("haul.yaml", manifest())
         for _ in 0..<3 {
@@ -181,7 +195,8 @@ final class SettledRunCommandTests: XCTestCase {
         XCTAssertEqual(settled.exitCode, 0, settled.stderr)
         XCTAssertEqual(settled.stderr, "", "the state was not read")
         XCTAssertTrue(settled.stdout.hasPrefix("Nothing to do: 8 files up to date"), settled.stdout)
-        let changed = try haul(["sync", "haul.yaml", "--progress", "none"], environment: ["SETTLED_BASE": server.baseURL + "/."])
+        let changed = try haul(
+            ["sync", "haul.yaml", "--progress", "none"], environment: ["SETTLED_BASE": server.baseURL + "/."])
         XCTAssertEqual(changed.exitCode, 0, changed.stderr)
         XCTAssertTrue(changed.stderr.contains("/.haul/state: Input/output error"), changed.stderr)
         try faults.inject([])

@@ -42,18 +42,22 @@ final class ShardCommandTests: XCTestCase {
             let destination = "d\(index % 4)/f\(index).bin"
             let bytes = (0..<(1000 + index * 37)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
             files[destination] = bytes
-            lines.append("  - { url: \(serverURL("/" + destination)), dest: \(destination), "
-                         + "sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }")
+            lines.append(
+                "  - { url: \(serverURL("/" + destination)), dest: \(destination), "
+                    + "sha256: \(StreamingHasher.digest(bytes, algorithm: .sha256).hex) }")
         }
         return Corpus(files: files, manifest: lines.joined(separator: "\n") + "\n")
     }
 
     private func start(_ arguments: [String], environment: [String: String] = [:]) throws -> BackgroundProcess {
-        try HaulProcess.start(arguments, environment: environment, currentDirectory: directory.path,
-                              outputPath: directory.path("output-\(UUID().uuidString).txt"))
+        try HaulProcess.start(
+            arguments, environment: environment, currentDirectory: directory.path,
+            outputPath: directory.path("output-\(UUID().uuidString).txt"))
     }
 
-    private func assertRoot(_ root: String, holds files: [String: [UInt8]], file: StaticString = #filePath, line: UInt = #line) {
+    private func assertRoot(
+        _ root: String, holds files: [String: [UInt8]], file: StaticString = #filePath, line: UInt = #line
+    ) {
         for (destination, bytes) in files {
             XCTAssertEqual(directory.read("\(root)/\(destination)"), bytes, destination, file: file, line: line)
         }
@@ -76,8 +80,11 @@ final class ShardCommandTests: XCTestCase {
     func testFourShardsAtOnceMakeByteForByteWhatOneUnshardedRunMakesAndItTrustsTheirState() throws {
         let (server, corpus) = try servedCorpus(60)
         try directory.write("whole.yaml", corpus.manifest.replacingOccurrences(of: "root: out", with: "root: whole"))
-        XCTAssertEqual(Set((1...4).flatMap { k in corpus.files.keys.filter { shard(of: $0, count: 4) == k } }).count, 60)
-        XCTAssertTrue((1...4).allSatisfy { k in corpus.files.keys.contains { shard(of: $0, count: 4) == k } }, "every shard has work")
+        XCTAssertEqual(
+            Set((1...4).flatMap { k in corpus.files.keys.filter { shard(of: $0, count: 4) == k } }).count, 60)
+        XCTAssertTrue(
+            (1...4).allSatisfy { k in corpus.files.keys.contains { shard(of: $0, count: 4) == k } },
+            "every shard has work")
 
         let shards = try (1...4).map { try start(["sync", "--shard", "\($0)/4", "--progress", "none"]) }
         for (index, process) in shards.enumerated() {
@@ -131,10 +138,12 @@ final class ShardCommandTests: XCTestCase {
         let stalling = try LoopbackHTTPServer { request in
             let destination = String(request.path.dropFirst())
             guard let bytes = corpus.files[destination] else { return ServerResponse(status: 404) }
-            return slow.contains(destination) ? ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 100, seconds: 3)) : .ok(bytes)
+            return slow.contains(destination)
+                ? ServerResponse.ok(bytes).with(fault: .stallAfter(bytes: 100, seconds: 3)) : .ok(bytes)
         }
         defer { stalling.stop() }
-        try directory.write("haul.yaml", corpus.manifest.replacingOccurrences(of: server.baseURL, with: stalling.baseURL))
+        try directory.write(
+            "haul.yaml", corpus.manifest.replacingOccurrences(of: server.baseURL, with: stalling.baseURL))
 
         let holder = try start(["sync", "--shard", "1/2"])
         XCTAssertEqual(holder.wait(until: { stalling.requests.count > 0 }, timeout: 20), .conditionMet, holder.output)
@@ -142,7 +151,8 @@ final class ShardCommandTests: XCTestCase {
         let unsharded = try directory.haul(["sync"])
         XCTAssertEqual(unsharded.exitCode, 4, unsharded.stderr)
         XCTAssertTrue(unsharded.stderr.contains("another haul is syncing"), unsharded.stderr)
-        XCTAssertTrue(unsharded.stderr.contains("pid \(holder.pid), haul sync"), "names the holder: \(unsharded.stderr)")
+        XCTAssertTrue(
+            unsharded.stderr.contains("pid \(holder.pid), haul sync"), "names the holder: \(unsharded.stderr)")
 
         let overlapping = try directory.haul(["sync", "--shard", "2/4"])  // 2/4 lies inside 1/2
         XCTAssertEqual(overlapping.exitCode, 4, overlapping.stderr)
@@ -177,15 +187,19 @@ final class ShardCommandTests: XCTestCase {
         defer { server.stop() }
         try directory.write("haul.yaml", corpus(32, serverURL: server.url).manifest)
         let shards = try (1...4).map { try start(["sync", "--shard", "\($0)/4"]) }
-        XCTAssertEqual(shards[1].wait(until: { server.requests.contains { victims.contains(String($0.path.dropFirst())) } }, timeout: 20),
-                       .conditionMet)
+        XCTAssertEqual(
+            shards[1].wait(
+                until: { server.requests.contains { victims.contains(String($0.path.dropFirst())) } }, timeout: 20),
+            .conditionMet)
         shards[1].send(SIGKILL)
         XCTAssertEqual(shards[1].waitForExit(timeout: 10), 128 + SIGKILL)
         for k in [0, 2, 3] { XCTAssertEqual(shards[k].waitForExit(timeout: 60), 0, shards[k].output) }
         for (destination, bytes) in corpusFiles where !victims.contains(destination) {
             XCTAssertEqual(directory.read("out/\(destination)"), bytes, destination)
         }
-        for destination in victims { XCTAssertFalse(directory.exists("out/\(destination)"), "killed before its commit") }
+        for destination in victims {
+            XCTAssertFalse(directory.exists("out/\(destination)"), "killed before its commit")
+        }
 
         // The rerun finds its share free (the kernel released the lock), and the root is whole.
         stalls.store(false, ordering: .relaxed)
@@ -207,8 +221,9 @@ final class ShardCommandTests: XCTestCase {
         let first = try directory.haul(["sync", "--prune", "--shard", "1/2"])
         XCTAssertEqual(first.exitCode, 0, first.stderr)
         for destination in corpus.files.keys where destination != kept {
-            XCTAssertEqual(directory.exists("out/\(destination)"), shard(of: destination, count: 2) == 2,
-                           "\(destination): only shard 1's unlisted files go")
+            XCTAssertEqual(
+                directory.exists("out/\(destination)"), shard(of: destination, count: 2) == 2,
+                "\(destination): only shard 1's unlisted files go")
         }
         let second = try directory.haul(["sync", "--prune", "--shard", "2/2"])
         XCTAssertEqual(second.exitCode, 0, second.stderr)
@@ -222,7 +237,9 @@ final class ShardCommandTests: XCTestCase {
 
         let plan = try directory.haul(["plan", "--shard", "2/3"])
         XCTAssertEqual(plan.exitCode, 2, plan.stderr)
-        XCTAssertTrue(plan.stdout.contains("Plan in shard 2/3 (\(mine.count) of 12 entries): \(mine.count) to download"), plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.contains("Plan in shard 2/3 (\(mine.count) of 12 entries): \(mine.count) to download"),
+            plan.stdout)
         for destination in corpus.files.keys {
             XCTAssertEqual(plan.stdout.contains("+ \(destination) "), mine.contains(destination), destination)
         }

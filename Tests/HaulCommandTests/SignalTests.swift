@@ -18,7 +18,8 @@ final class SignalTests: XCTestCase {
     }
 
     private func start(_ arguments: [String]) throws -> BackgroundProcess {
-        try HaulProcess.start(arguments, currentDirectory: directory.path, outputPath: directory.path("output-\(UUID().uuidString).txt"))
+        try HaulProcess.start(
+            arguments, currentDirectory: directory.path, outputPath: directory.path("output-\(UUID().uuidString).txt"))
     }
 
     /// `/proc/<pid>/io`'s count of bytes read.
@@ -35,8 +36,10 @@ final class SignalTests: XCTestCase {
         RootLock.hasWaiters(path: directory.path("out/.haul/lock"))
     }
 
-    private func stopsPromptly(_ process: BackgroundProcess, after signal: Int32, file: StaticString = #filePath,
-                               line: UInt = #line) -> Int32? {
+    private func stopsPromptly(
+        _ process: BackgroundProcess, after signal: Int32, file: StaticString = #filePath,
+        line: UInt = #line
+    ) -> Int32? {
         process.send(signal)
         let sent = monotonicSeconds()
         let status = process.waitForExit(timeout: 10)
@@ -48,7 +51,9 @@ final class SignalTests: XCTestCase {
         let bytes = Array("content\n".utf8)
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -64,8 +69,10 @@ final class SignalTests: XCTestCase {
             let waiting = try start(["sync", "--wait"])
             XCTAssertEqual(waiting.wait(until: { isWaitingForTheLock() }, timeout: 20), .conditionMet, waiting.output)
             XCTAssertEqual(stopsPromptly(waiting, after: signal), expected, waiting.output)
-            XCTAssertTrue(waiting.output.contains("interrupted by \(signal == SIGTERM ? "SIGTERM" : "SIGINT") before anything was changed"),
-                          waiting.output)
+            XCTAssertTrue(
+                waiting.output.contains(
+                    "interrupted by \(signal == SIGTERM ? "SIGTERM" : "SIGINT") before anything was changed"),
+                waiting.output)
         }
         XCTAssertEqual(server.requests.count, 0)
         XCTAssertFalse(directory.exists("out/f.bin"))
@@ -80,14 +87,17 @@ final class SignalTests: XCTestCase {
         XCTAssertEqual(ftruncate(fd, 8 << 30), 0)
         close(fd)
         let before = try XCTUnwrap(OnDiskIdentity.of(big))
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
               - { url: "http://127.0.0.1:1/big", dest: big.bin, sha256: \(String(repeating: "ab", count: 32)) }
             """)
         let sync = try start(["sync"])
-        XCTAssertEqual(sync.wait(until: { bytesRead(by: sync.pid) > 256 << 20 }, timeout: 30), .conditionMet, sync.output)
+        XCTAssertEqual(
+            sync.wait(until: { bytesRead(by: sync.pid) > 256 << 20 }, timeout: 30), .conditionMet, sync.output)
         XCTAssertEqual(stopsPromptly(sync, after: SIGTERM), 143, sync.output)
         XCTAssertEqual(OnDiskIdentity.of(big), before, "the file is as it was")
     }

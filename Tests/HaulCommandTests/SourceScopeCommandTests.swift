@@ -13,14 +13,15 @@ final class SourceScopeCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
     func testTheManifestsHeadersNeverReachAMirror() throws {
         let bytes: [UInt8] = Array("asset".utf8)
         let primary = try LoopbackHTTPServer(files: [:])
         defer { primary.stop() }
         let mirror = try LoopbackHTTPServer(files: ["/asset.bin": bytes])
         defer { mirror.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             defaults:
@@ -50,7 +51,9 @@ final class SourceScopeCommandTests: XCTestCase {
         defer { plainMirror.stop() }
         let tokenMirror = try LoopbackHTTPServer(files: ["/asset.bin": bytes])
         defer { tokenMirror.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -75,7 +78,9 @@ final class SourceScopeCommandTests: XCTestCase {
         XCTAssertNil(tokenMirror.requests.first?.header("X-Primary"))
         XCTAssertFalse((sync.stdout + sync.stderr).contains("m1rr0r-s3cret"))
 
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: https://example.com/a
@@ -84,8 +89,10 @@ final class SourceScopeCommandTests: XCTestCase {
             """)
         let invalid = try directory.haul(["plan"])
         XCTAssertEqual(invalid.exitCode, 3, invalid.stderr)
-        XCTAssertTrue(invalid.stderr.contains("files[0].mirrors[0].header: unknown key \"header\" (a mirror has url, headers, cert and key)"),
-                      invalid.stderr)
+        XCTAssertTrue(
+            invalid.stderr.contains(
+                "files[0].mirrors[0].header: unknown key \"header\" (a mirror has url, headers, cert and key)"),
+            invalid.stderr)
         XCTAssertTrue(invalid.stderr.contains("files[0].mirrors[1]: missing required key \"url\""), invalid.stderr)
     }
 
@@ -98,7 +105,9 @@ final class SourceScopeCommandTests: XCTestCase {
         let mirrorFiles = StaticFiles(["/feed.json": Array("{\"v\":1}".utf8)])
         let mirror = try LoopbackHTTPServer(files: mirrorFiles)
         defer { mirror.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:

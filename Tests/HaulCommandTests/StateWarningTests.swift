@@ -13,7 +13,8 @@ final class StateWarningTests: XCTestCase {
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: files.map { ("/" + $0.dest, $0.bytes) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: files.map { ("/" + $0.dest, $0.bytes) }))
     }
 
     override func tearDown() {
@@ -30,8 +31,9 @@ final class StateWarningTests: XCTestCase {
         try directory.write("haul.yaml", yaml)
     }
 
-
-    private func occurrences(of text: String, in output: String) -> Int { output.components(separatedBy: text).count - 1 }
+    private func occurrences(of text: String, in output: String) -> Int {
+        output.components(separatedBy: text).count - 1
+    }
 
     /// `chattr +i` on `.haul`: nothing may be created or renamed there, so the state cannot be written. The
     /// journal exists already (as after a run whose state could not be saved) and can still be appended to, so the
@@ -48,7 +50,8 @@ final class StateWarningTests: XCTestCase {
         let human = try directory.haul(["sync"])
         XCTAssertEqual(human.exitCode, 0, human.stderr)
         for (dest, bytes) in files { XCTAssertEqual(directory.read("out/" + dest), bytes, dest) }
-        let warning = "warning: the state could not be saved (cannot write \"\(statePath)\": Operation not permitted); "
+        let warning =
+            "warning: the state could not be saved (cannot write \"\(statePath)\": Operation not permitted); "
             + "the next sync hashes the files again"
         XCTAssertEqual(occurrences(of: warning, in: human.stderr), 1, human.stderr)
 
@@ -82,8 +85,10 @@ final class StateWarningTests: XCTestCase {
         server.resetLog()
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
-        XCTAssertTrue(result.stderr.contains(
-            "warning: \(statePath): 1 line could not be read and was dropped; that file is hashed again"), result.stderr)
+        XCTAssertTrue(
+            result.stderr.contains(
+                "warning: \(statePath): 1 line could not be read and was dropped; that file is hashed again"),
+            result.stderr)
         XCTAssertEqual(server.requests.count, 0)
         let rebuilt = String(decoding: try XCTUnwrap(directory.read("out/.haul/state")), as: UTF8.self)
         XCTAssertFalse(rebuilt.contains("not-an-inode"), "the damaged line is replaced by what the re-hash found")
@@ -109,8 +114,10 @@ final class StateWarningTests: XCTestCase {
         server.resetLog()
         let sync = try directory.haul(["sync"])
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
-        XCTAssertEqual(sync.stderr, "warning: \(statePath) is 68719476736 bytes, more than the 2 GiB haul reads of a state; "
-                       + "hashing every file to rebuild it\n")
+        XCTAssertEqual(
+            sync.stderr,
+            "warning: \(statePath) is 68719476736 bytes, more than the 2 GiB haul reads of a state; "
+                + "hashing every file to rebuild it\n")
         XCTAssertEqual(server.requests.count, 0, "the files in place are hashed, not fetched")
         var info = stat()
         XCTAssertEqual(stat(statePath, &info), 0)
@@ -126,8 +133,10 @@ final class StateWarningTests: XCTestCase {
         XCTAssertEqual(truncate(journalPath, (2 << 30) + 1), 0)
         let withJournal = try directory.haul(["sync"])
         XCTAssertEqual(withJournal.exitCode, 0, withJournal.stderr)
-        XCTAssertEqual(withJournal.stderr, "warning: \(journalPath) is 2147483649 bytes, more than the 2 GiB haul reads of its "
-                       + "journal; the files it names are not pruned\n")
+        XCTAssertEqual(
+            withJournal.stderr,
+            "warning: \(journalPath) is 2147483649 bytes, more than the 2 GiB haul reads of its "
+                + "journal; the files it names are not pruned\n")
         XCTAssertFalse(directory.exists("out/.haul/journal"), "retired by the state this run saved")
         XCTAssertEqual(try directory.haul(["sync"]).stderr, "")
     }

@@ -15,7 +15,9 @@ final class StepSummaryFileTests: XCTestCase {
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/f": bytes])
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -31,9 +33,10 @@ final class StepSummaryFileTests: XCTestCase {
     /// A sync on a runner whose step summary is `path`: bounded, so that a run that waits forever fails the test.
     private func sync(summary path: String, _ extra: [String] = []) throws -> ProcessResult {
         try? FileManager.default.removeItem(atPath: directory.path("out"))
-        return try HaulProcess.run(["sync", "--progress", "none"] + extra,
-                                   environment: ["GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": path],
-                                   currentDirectory: directory.path, timeout: 30)
+        return try HaulProcess.run(
+            ["sync", "--progress", "none"] + extra,
+            environment: ["GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": path],
+            currentDirectory: directory.path, timeout: 30)
     }
 
     private func warning(_ path: String, _ why: String) -> String {
@@ -81,7 +84,9 @@ final class StepSummaryFileTests: XCTestCase {
         XCTAssertEqual(warnings(intoFolder.stderr), [warning(folder, "Is a directory")])
 
         // A failed entry keeps its exit status 1; under --json the warning is an event before the summary, still last.
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -96,8 +101,9 @@ final class StepSummaryFileTests: XCTestCase {
             try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
         }
         XCTAssertEqual(events.map { $0["event"] as? String }.suffix(2), ["warning", "summary"])
-        XCTAssertEqual(events.dropLast().last?["message"] as? String,
-                       "the step summary could not be appended to GITHUB_STEP_SUMMARY (\(missing)): No such file or directory")
+        XCTAssertEqual(
+            events.dropLast().last?["message"] as? String,
+            "the step summary could not be appended to GITHUB_STEP_SUMMARY (\(missing)): No such file or directory")
     }
 
     func testASummaryOnAReadOnlyFileSystemIsAWarningNotAFailure() throws {

@@ -12,25 +12,29 @@ final class SyncCommandTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-
-    private func body(_ i: Int, size: Int = 4096) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) } }
+    private func body(_ i: Int, size: Int = 4096) -> [UInt8] {
+        (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) }
+    }
 
     /// Writes `haul.yaml` with one pinned entry per file: `dest` → served at `/dest`.
-    private func writeManifest(_ entries: [(dest: String, bytes: [UInt8])], server: LoopbackHTTPServer, extra: String = "",
-                               header: String = "") throws {
+    private func writeManifest(
+        _ entries: [(dest: String, bytes: [UInt8])], server: LoopbackHTTPServer, extra: String = "",
+        header: String = ""
+    ) throws {
         var yaml = "version: 1\nroot: ./out\n\(header)files:\n"
         for (dest, bytes) in entries {
-            yaml += "  - url: \(server.url("/" + dest))\n    dest: \(dest)\n    sha256: \(sha256(bytes))\n    size: \(bytes.count)\n"
+            yaml +=
+                "  - url: \(server.url("/" + dest))\n    dest: \(dest)\n    sha256: \(sha256(bytes))\n    size: \(bytes.count)\n"
         }
         try directory.write("haul.yaml", yaml + extra)
     }
-
 
     private func outFile(_ dest: String) -> [UInt8]? { directory.read("out/" + dest) }
 
     func testSyncFetchesEveryFileThenASecondSyncMakesNoRequest() throws {
         let entries = (0..<40).map { (dest: "dir\($0 % 4)/file\($0).bin", bytes: body($0)) }
-        let server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.dest, $0.bytes) }))
+        let server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: entries.map { ("/" + $0.dest, $0.bytes) }))
         defer { server.stop() }
         try writeManifest(entries, server: server)
 
@@ -59,7 +63,9 @@ final class SyncCommandTests: XCTestCase {
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 2)
         let have = StreamingHasher.digest([UInt8](repeating: 0, count: good.count), algorithm: .sha256).hex
-        XCTAssertEqual(plan.stdout, """
+        XCTAssertEqual(
+            plan.stdout,
+            """
             ~ a.bin (checksum differs: have \(have.prefix(20))…, want \(sha256(good).prefix(20))…)
             Plan: 1 to replace (4.0 KiB), 0 up to date.
 
@@ -92,7 +98,9 @@ final class SyncCommandTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/x.txt": served])
         defer { server.stop() }
         let sha512 = StreamingHasher.digest(wanted, algorithm: .sha512).hex
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -107,9 +115,11 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 1)
         XCTAssertEqual(outFile("x.txt"), old)
         let actual = StreamingHasher.digest(served, algorithm: .sha512).hex
-        XCTAssertTrue(sync.stderr.contains("error: x.txt: \(server.url("/x.txt")): the server's bytes differ from the pinned checksum: "
-                                           + "expected sha512:\(sha512), got sha512:\(actual)"),
-                      sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains(
+                "error: x.txt: \(server.url("/x.txt")): the server's bytes differ from the pinned checksum: "
+                    + "expected sha512:\(sha512), got sha512:\(actual)"),
+            sync.stderr)
     }
 
     func testPlanExitCodesAndPlanMakesNoRequest() throws {
@@ -125,7 +135,8 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(dryRun.exitCode, 0)
         XCTAssertEqual(dryRun.stdout, pending.stdout)
         XCTAssertEqual(server.requests.count, 0)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path + "/out"), "plan and dry-run touch nothing")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: directory.path + "/out"), "plan and dry-run touch nothing")
 
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let clean = try directory.haul(["plan"])
@@ -136,7 +147,9 @@ final class SyncCommandTests: XCTestCase {
     func testInvalidManifestExits3TouchesNothingAndMakesNoRequest() throws {
         let server = try LoopbackHTTPServer(files: ["/a": [1]])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -148,7 +161,9 @@ final class SyncCommandTests: XCTestCase {
             """)
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 3)
-        XCTAssertTrue(result.stderr.contains("haul.yaml:6:13: error: files[0].sha256: expected 64 hex digits, found 3"), result.stderr)
+        XCTAssertTrue(
+            result.stderr.contains("haul.yaml:6:13: error: files[0].sha256: expected 64 hex digits, found 3"),
+            result.stderr)
         XCTAssertTrue(result.stderr.contains("haul.yaml:8:11: error: files[1].dest"), result.stderr)
         XCTAssertEqual(server.requests.count, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path + "/out"))
@@ -175,10 +190,13 @@ final class SyncCommandTests: XCTestCase {
     func testModeIsAppliedAndSecretsFromTheEnvironmentNeverAppear() throws {
         let bytes: [UInt8] = Array("#!/bin/sh\necho hi\n".utf8)
         let server = try LoopbackHTTPServer { request in
-            request.path == "/tool.sh" && request.header("Authorization") == "Bearer hunter2-secret" ? .ok(bytes) : .status(401)
+            request.path == "/tool.sh" && request.header("Authorization") == "Bearer hunter2-secret"
+                ? .ok(bytes) : .status(401)
         }
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             defaults:
@@ -212,7 +230,9 @@ final class SyncCommandTests: XCTestCase {
         let a = body(21), b = body(22), c = body(23)
         let server = try LoopbackHTTPServer(files: ["/a": a, "/b": b, "/c": c])
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -239,7 +259,8 @@ final class SyncCommandTests: XCTestCase {
         defer { server.stop() }
         try writeManifest([("link/a.bin", a), ("b.bin", b)], server: server)
         try FileManager.default.createDirectory(atPath: directory.path + "/out", withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: directory.path + "/out/link", withDestinationPath: outside.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.path + "/out/link", withDestinationPath: outside.path)
 
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1)
@@ -257,14 +278,18 @@ final class SyncCommandTests: XCTestCase {
         try writeManifest([("link/a.bin", a), ("b.bin", b)], server: server)
         try FileManager.default.createDirectory(atPath: directory.path + "/out", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory.path + "/out-evil", withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: directory.path + "/out/link", withDestinationPath: directory.path + "/out-evil")
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.path + "/out/link", withDestinationPath: directory.path + "/out-evil")
 
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 1)
         XCTAssertTrue(result.stderr.contains("error: link/a.bin: "), result.stderr)
-        XCTAssertTrue(result.stderr.contains("parent \"link\" is a symlink to \(directory.path)/out-evil, outside root"), result.stderr)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out-evil"), [],
-                       "nothing is written into the sibling")
+        XCTAssertTrue(
+            result.stderr.contains("parent \"link\" is a symlink to \(directory.path)/out-evil, outside root"),
+            result.stderr)
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path + "/out-evil"), [],
+            "nothing is written into the sibling")
         XCTAssertEqual(outFile("b.bin"), b)
     }
 
@@ -277,7 +302,9 @@ final class SyncCommandTests: XCTestCase {
         func token(_ bytes: [UInt8], _ algorithm: DigestAlgorithm) -> String {
             "\(algorithm.rawValue)-" + StreamingHasher.digest(bytes, algorithm: algorithm).base64
         }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: ./out
             files:
@@ -293,16 +320,19 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(outFile("a.bin"), served, "the second sha384 token matches")
         XCTAssertNil(outFile("b.bin"), "a sha256 token does not count beside a sha384 one")
         XCTAssertTrue(result.stderr.contains("b.bin"), result.stderr)
-        XCTAssertEqual(try directory.haul(["plan"]).stdout.contains("a.bin"), false, "and a.bin is up to date afterwards")
+        XCTAssertEqual(
+            try directory.haul(["plan"]).stdout.contains("a.bin"), false, "and a.bin is up to date afterwards")
     }
 
     func testUsageErrorsExit64AndVersionPrints() throws {
         let jobs = try directory.haul(["sync", "--jobs", "0"])
         XCTAssertEqual(jobs.exitCode, 64)
         // Like every other error line of haul's: `error:`, lower case, then the usage on stderr; nothing on stdout.
-        XCTAssertTrue(jobs.stderr.hasPrefix("error: The value '0' is invalid for '--jobs <jobs>': must be from 1 to 256\n"
-                                            + "Help:  --jobs <jobs>  (sync) Transfers to run at once (1-256). (default: 16)\n"
-                                            + "Usage: haul sync"), jobs.stderr)
+        XCTAssertTrue(
+            jobs.stderr.hasPrefix(
+                "error: The value '0' is invalid for '--jobs <jobs>': must be from 1 to 256\n"
+                    + "Help:  --jobs <jobs>  (sync) Transfers to run at once (1-256). (default: 16)\n"
+                    + "Usage: haul sync"), jobs.stderr)
         XCTAssertEqual(jobs.stdout, "")
         let unknown = try directory.haul(["frobnicate"])
         XCTAssertEqual(unknown.exitCode, 64)
@@ -317,15 +347,19 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(lines.count, 3, version.stdout)
         XCTAssertTrue(lines.first?.hasPrefix("haul 0.") == true, version.stdout)
         // What a bug report needs: the libraries this binary runs with, and whether HTTP/2 is there.
-        XCTAssertNotNil(version.stdout.firstMatch(of: /\nlibcurl \d+\.\d+\.\d+, [^\n]*(HTTP\/2 \(nghttp2\/|no HTTP\/2)/), version.stdout)
+        XCTAssertNotNil(
+            version.stdout.firstMatch(of: /\nlibcurl \d+\.\d+\.\d+, [^\n]*(HTTP\/2 \(nghttp2\/|no HTTP\/2)/),
+            version.stdout)
         XCTAssertNotNil(version.stdout.firstMatch(of: /\nlibyaml \d+\.\d+\.\d+\n$/), version.stdout)
     }
 
     func testSchemaCommandPrintsTheSchemaFile() throws {
         let result = try directory.haul(["schema"])
         XCTAssertEqual(result.exitCode, 0)
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let file = try String(contentsOf: repository.appendingPathComponent("schema/haul-manifest.schema.json"), encoding: .utf8)
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let file = try String(
+            contentsOf: repository.appendingPathComponent("schema/haul-manifest.schema.json"), encoding: .utf8)
         XCTAssertEqual(result.stdout.trimmingCharacters(in: .newlines), file.trimmingCharacters(in: .newlines))
     }
 }
@@ -376,7 +410,8 @@ extension SyncCommandTests {
         let proxied = try directory.haul(["sync"], environment: ["http_proxy": proxy.baseURL])
         XCTAssertEqual(proxied.exitCode, 0, proxied.stderr)
         XCTAssertEqual(outFile("p.txt"), bytes)
-        XCTAssertEqual(proxy.requests.map(\.target), [originURL], "the request went through the proxy, in absolute form")
+        XCTAssertEqual(
+            proxy.requests.map(\.target), [originURL], "the request went through the proxy, in absolute form")
         XCTAssertEqual(origin.requests.count, 0)
 
         try FileManager.default.removeItem(atPath: directory.path + "/out/p.txt")
@@ -394,7 +429,9 @@ extension SyncCommandTests {
         let port = String(closed.port)
         closed.stop()
         let token = "tok-\(UUID().uuidString)"
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -423,7 +460,9 @@ extension SyncCommandTests {
         let authority = try TestCertificateAuthority()
         let nginx = try NginxServer(root: served.path, authority: authority)
         defer { nginx.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -435,7 +474,10 @@ extension SyncCommandTests {
 
         let untrusted = try directory.haul(["sync"])
         XCTAssertEqual(untrusted.exitCode, 1)
-        XCTAssertTrue(untrusted.stderr.contains("error: s.txt: \(nginx.httpsURL("/s.txt")): the server's TLS certificate could not be verified"), untrusted.stderr)
+        XCTAssertTrue(
+            untrusted.stderr.contains(
+                "error: s.txt: \(nginx.httpsURL("/s.txt")): the server's TLS certificate could not be verified"),
+            untrusted.stderr)
         XCTAssertNil(outFile("s.txt"))
 
         let viaEnvironment = try directory.haul(["sync"], environment: ["HAUL_CA_FILE": authority.caCertificatePath])
@@ -449,7 +491,9 @@ extension SyncCommandTests {
 
         let missing = try directory.haul(["sync", "--ca-file", directory.path + "/nope.pem"])
         XCTAssertEqual(missing.exitCode, 64)
-        XCTAssertTrue(missing.stderr.contains("error: CA bundle \"\(directory.path)/nope.pem\" (from --ca-file) cannot be used: no such file"),
-                      missing.stderr)
+        XCTAssertTrue(
+            missing.stderr.contains(
+                "error: CA bundle \"\(directory.path)/nope.pem\" (from --ca-file) cannot be used: no such file"),
+            missing.stderr)
     }
 }

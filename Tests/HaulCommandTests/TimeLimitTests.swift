@@ -18,7 +18,9 @@ final class TimeLimitTests: XCTestCase {
         }
         defer { server.stop() }
         try directory.write("out/slow.bin", "the old content")
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -26,30 +28,38 @@ final class TimeLimitTests: XCTestCase {
               - { url: \(server.url("/slow")), dest: slow.bin, sha256: \(sha256(slow)) }
             """)
         let started = monotonicSeconds()
-        let result = try HaulProcess.run(["sync", "--max-time", "2s", "--progress", "plain"], currentDirectory: directory.path,
-                                         timeout: 60)
+        let result = try HaulProcess.run(
+            ["sync", "--max-time", "2s", "--progress", "plain"], currentDirectory: directory.path,
+            timeout: 60)
         let took = monotonicSeconds() - started
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         XCTAssertLessThan(took, 10, "the run ends at its limit, not when the trickle does")
         XCTAssertEqual(directory.read("out/quick.txt"), quick, "finished entries stay")
-        XCTAssertEqual(directory.read("out/slow.bin"), Array("the old content".utf8), "unfinished ones keep their old content")
-        XCTAssertTrue(result.stderr.contains("error: slow.bin: ") && result.stderr.contains("stopped: the run's time limit (--max-time 2s) was reached"),
-                      result.stderr)
+        XCTAssertEqual(
+            directory.read("out/slow.bin"), Array("the old content".utf8), "unfinished ones keep their old content")
+        XCTAssertTrue(
+            result.stderr.contains("error: slow.bin: ")
+                && result.stderr.contains("stopped: the run's time limit (--max-time 2s) was reached"),
+            result.stderr)
     }
 
     func testATimeLimitReachedWhileWaitingForTheLockEndsTheRunNamingIt() throws {
         let directory = try TemporaryDirectory()
-        try directory.write("haul.yaml", "version: 1\nroot: out\nfiles:\n  - { url: \"http://127.0.0.1:1/a\", dest: a }\n")
+        try directory.write(
+            "haul.yaml", "version: 1\nroot: out\nfiles:\n  - { url: \"http://127.0.0.1:1/a\", dest: a }\n")
         try directory.makeDirectory("out/.haul")
         let lock = open(directory.path("out/.haul/lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         XCTAssertTrue(RootLock.take(lock))
         defer { close(lock) }
         let started = monotonicSeconds()
-        let result = try HaulProcess.run(["sync", "--wait", "--max-time", "1s"], currentDirectory: directory.path, timeout: 30)
+        let result = try HaulProcess.run(
+            ["sync", "--wait", "--max-time", "1s"], currentDirectory: directory.path, timeout: 30)
         XCTAssertEqual(result.exitCode, 1, result.stderr)
         XCTAssertLessThan(monotonicSeconds() - started, 5)
-        XCTAssertTrue(result.stderr.contains("error: the run's time limit (--max-time 1s) was reached before anything was changed"),
-                      result.stderr)
+        XCTAssertTrue(
+            result.stderr.contains(
+                "error: the run's time limit (--max-time 1s) was reached before anything was changed"),
+            result.stderr)
     }
 
     func testAnUnreadableTimeLimitIsAUsageError() throws {

@@ -15,7 +15,9 @@ final class TimestampTests: XCTestCase {
         directory = try TemporaryDirectory()
         server = try LoopbackHTTPServer(files: ["/a.txt": bytes, "/b.txt": bytes])
         let digest = StreamingHasher.digest(bytes, algorithm: .sha256).hex
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -28,7 +30,6 @@ final class TimestampTests: XCTestCase {
         server.stop()
         directory = nil
     }
-
 
     /// Sets mtime (and so ctime, to now) of `path` without following a final symlink.
     private func setModified(_ path: String, seconds: Int) {
@@ -113,12 +114,28 @@ final class TimestampTests: XCTestCase {
         let destinations = Set(files.keys.map { String($0.dropFirst()) })
 
         let fileSystems: [(name: String, mount: () throws -> () -> Void)] = [
-            ("tmpfs", { let mount = try TestMount.tmpfs(at: self.directory.path("out"), size: 256 << 20); return mount.unmount }),
-            ("journaled ext4", { let mount = try TestMount.loopExt4(at: self.directory.path("out"), size: 256 << 20); return mount.unmount }),
-            ("whole-second FUSE", {
-                let mount = try FaultFileSystem(over: self.directory, mountPoint: "out", backing: "coarse", coarse: true)
-                return mount.unmount
-            }),
+            (
+                "tmpfs",
+                {
+                    let mount = try TestMount.tmpfs(at: self.directory.path("out"), size: 256 << 20);
+                    return mount.unmount
+                }
+            ),
+            (
+                "journaled ext4",
+                {
+                    let mount = try TestMount.loopExt4(at: self.directory.path("out"), size: 256 << 20);
+                    return mount.unmount
+                }
+            ),
+            (
+                "whole-second FUSE",
+                {
+                    let mount = try FaultFileSystem(
+                        over: self.directory, mountPoint: "out", backing: "coarse", coarse: true)
+                    return mount.unmount
+                }
+            ),
         ]
         for (name, mount) in fileSystems {
             try directory.makeDirectory("out")
@@ -135,7 +152,8 @@ final class TimestampTests: XCTestCase {
                 let again = try directory.haul(command)
                 XCTAssertEqual(again.exitCode, 0, "\(name) \(command): \(again.stdout)\(again.stderr)")
                 let opened = watch.opened().map { String($0.dropFirst("out/".count)) }
-                XCTAssertEqual(Set(opened).intersection(destinations), [], "\(name) \(command) hashed what the sync wrote")
+                XCTAssertEqual(
+                    Set(opened).intersection(destinations), [], "\(name) \(command) hashed what the sync wrote")
             }
             XCTAssertEqual(corpus.requests.count, 0, name)
             // The check can fail: hashing opens every destination.

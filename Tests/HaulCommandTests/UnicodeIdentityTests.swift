@@ -17,7 +17,8 @@ final class UnicodeIdentityTests: XCTestCase {
         func manifest(prune: Bool, _ entries: [(String, String, [UInt8])]) throws {
             var yaml = "version: 1\nroot: out\nprune: \(prune)\nfiles:\n"
             for (path, dest, content) in entries {
-                yaml += "  - { url: \"\(server.url(path))\", dest: \"\(dest)\", sha256: \(StreamingHasher.digest(content, algorithm: .sha256).hex) }\n"
+                yaml +=
+                    "  - { url: \"\(server.url(path))\", dest: \"\(dest)\", sha256: \(StreamingHasher.digest(content, algorithm: .sha256).hex) }\n"
             }
             try directory.write("haul.yaml", yaml)
         }
@@ -37,7 +38,8 @@ final class UnicodeIdentityTests: XCTestCase {
         let third = try haul()
         XCTAssertEqual(third.exitCode, 0, third.stderr)
         XCTAssertEqual(directory.read("out/" + nfc), bytes, "the user's file stays:\n\(third.stdout)")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path("out")))?.map { Array($0.utf8) } ?? []
+        let names =
+            (try? FileManager.default.contentsOfDirectory(atPath: directory.path("out")))?.map { Array($0.utf8) } ?? []
         XCTAssertFalse(names.contains(Array(nfd.utf8)), "the file haul wrote is pruned:\n\(third.stdout)")
         XCTAssertTrue(names.contains(Array(nfc.utf8)))
     }
@@ -51,18 +53,23 @@ final class UnicodeIdentityTests: XCTestCase {
         defer { server.stop() }
         let nfc = "caf\u{e9}", nfd = "cafe\u{301}"
         var yaml = "version: 1\nroot: out\nfiles:\n"
-        for (path, dest, content) in [("/1", nfc + "/a", first), ("/2", nfd + "/b", second), ("/1", nfc + "/c", first)] {
+        for (path, dest, content) in [("/1", nfc + "/a", first), ("/2", nfd + "/b", second), ("/1", nfc + "/c", first)]
+        {
             yaml += "  - { url: \"\(server.url(path))\", dest: \"\(dest)\", sha256: \(sha256(content)) }\n"
         }
         try directory.write("haul.yaml", yaml)
         let result = try directory.haul(["sync"])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         func names(_ folder: String) -> [[UInt8]] {
-            ((try? FileManager.default.contentsOfDirectory(atPath: directory.path(folder))) ?? []).map { Array($0.utf8) }.sorted {
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory.path(folder))) ?? []).map {
+                Array($0.utf8)
+            }.sorted {
                 $0.lexicographicallyPrecedes($1)
             }
         }
-        XCTAssertEqual(names("out").filter { $0 != Array(".haul".utf8) }, [Array(nfc.utf8), Array(nfd.utf8)].sorted { $0.lexicographicallyPrecedes($1) })
+        XCTAssertEqual(
+            names("out").filter { $0 != Array(".haul".utf8) },
+            [Array(nfc.utf8), Array(nfd.utf8)].sorted { $0.lexicographicallyPrecedes($1) })
         XCTAssertEqual(names("out/" + nfc), [Array("a".utf8), Array("c".utf8)])
         XCTAssertEqual(names("out/" + nfd), [Array("b".utf8)])
         XCTAssertEqual(directory.read("out/" + nfd + "/b"), second)

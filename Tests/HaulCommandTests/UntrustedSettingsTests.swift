@@ -14,7 +14,8 @@ final class UntrustedSettingsTests: XCTestCase {
         directory = try TemporaryDirectory()
     }
 
-    private func serve(_ handler: @escaping @Sendable (RecordedRequest) -> ServerResponse) throws -> LoopbackHTTPServer {
+    private func serve(_ handler: @escaping @Sendable (RecordedRequest) -> ServerResponse) throws -> LoopbackHTTPServer
+    {
         let server = try LoopbackHTTPServer(handler: handler)
         addTeardownBlock { server.stop() }
         return server
@@ -28,13 +29,17 @@ final class UntrustedSettingsTests: XCTestCase {
         let path = "/" + String(repeating: "a", count: 60) + "!"
         let bytes = self.bytes
         let server = try serve { _ in .ok(bytes) }
-        try directory.write("haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url(path)), dest: a.bin, sha256: \(sha256)}\n")
-        try directory.write("config.yaml", """
+        try directory.write(
+            "haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url(path)), dest: a.bin, sha256: \(sha256)}\n")
+        try directory.write(
+            "config.yaml",
+            """
             rewrites:
               - regex: '^http://127\\.0\\.0\\.1:\\d+/(a+)+$'
                 to: 'https://mirror.invalid/$1'
             """)
-        let sync = try HaulProcess.run(["sync", "--config", "config.yaml"], currentDirectory: directory.path, timeout: 30)
+        let sync = try HaulProcess.run(
+            ["sync", "--config", "config.yaml"], currentDirectory: directory.path, timeout: 30)
         XCTAssertEqual(sync.exitCode, 0, sync.stderr)
         XCTAssertEqual(directory.read("a.bin"), bytes)
     }
@@ -42,11 +47,14 @@ final class UntrustedSettingsTests: XCTestCase {
     /// A rule only RE2-like syntax can keep linear is refused where it is written, saying why.
     func testABackreferenceIsRefusedAtItsLineAndColumn() throws {
         try directory.write("haul.yaml", "version: 1\nfiles:\n  - {url: https://e.invalid/a, dest: a.bin}\n")
-        try directory.write("config.yaml", "rewrites:\n  - regex: '^(https)://(.*)\\1$'\n    to: 'https://m.invalid/$2'\n")
+        try directory.write(
+            "config.yaml", "rewrites:\n  - regex: '^(https)://(.*)\\1$'\n    to: 'https://m.invalid/$2'\n")
         let plan = try directory.haul(["plan", "--config", "config.yaml"])
         XCTAssertEqual(plan.exitCode, 64, plan.stderr)
-        XCTAssertTrue(plan.stderr.contains("config.yaml:2:12: error: rewrites[0].regex: invalid regular expression "
-                                           + "\"^(https)://(.*)\\\\1$\": backreferences (\\1) are not supported"), plan.stderr)
+        XCTAssertTrue(
+            plan.stderr.contains(
+                "config.yaml:2:12: error: rewrites[0].regex: invalid regular expression "
+                    + "\"^(https)://(.*)\\\\1$\": backreferences (\\1) are not supported"), plan.stderr)
     }
 
     /// A target with a space or a line break would make every rewritten request fail: refused at load (64), at
@@ -54,7 +62,8 @@ final class UntrustedSettingsTests: XCTestCase {
     func testATargetWithASpaceOrALineBreakIsRefusedAtLoad() throws {
         let bytes = self.bytes
         let server = try serve { _ in .ok(bytes) }
-        try directory.write("haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url("/a.bin")), dest: a.bin, sha256: \(sha256)}\n")
+        try directory.write(
+            "haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url("/a.bin")), dest: a.bin, sha256: \(sha256)}\n")
         for target in ["\"http://127.0.0.1:1/x y/\"", "\"http://127.0.0.1:1/x\\r\\nInjected: 1/\""] {
             try directory.write("config.yaml", "rewrites:\n  - prefix: \(server.baseURL)/\n    to: \(target)\n")
             let sync = try directory.haul(["sync", "--config", "config.yaml"])
@@ -71,7 +80,9 @@ final class UntrustedSettingsTests: XCTestCase {
     /// On a case-insensitive file system `.HAUL` is haul's own folder: refused from a manifest (3) and from a
     /// checksum list, and nothing is written.
     func testCaseVariantsOfTheFolderHaulKeepsAreRefused() throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - {url: https://e.invalid/a, dest: .HAUL/state, sha256: \(sha256)}
@@ -79,9 +90,11 @@ final class UntrustedSettingsTests: XCTestCase {
             """)
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 3, plan.stderr)
-        XCTAssertTrue(plan.stderr.contains("haul.yaml:3:38: error: files[0].dest: \".HAUL/state\" is inside \".HAUL\", which "
-                                           + "on a case-insensitive file system is \".haul\", haul's private folder under root"),
-                      plan.stderr)
+        XCTAssertTrue(
+            plan.stderr.contains(
+                "haul.yaml:3:38: error: files[0].dest: \".HAUL/state\" is inside \".HAUL\", which "
+                    + "on a case-insensitive file system is \".haul\", haul's private folder under root"),
+            plan.stderr)
         XCTAssertTrue(plan.stderr.contains("files[1].dest: \".Haul/journal\" is inside \".Haul\""), plan.stderr)
 
         let list = "\(sha256)  .HAUL/state\n\(sha256)  fine.bin\n"
@@ -99,7 +112,9 @@ final class UntrustedSettingsTests: XCTestCase {
 
     /// A manifest of one unpinned entry, fetched from `server`.
     private func unpinned(_ server: LoopbackHTTPServer, refresh: String? = nil) throws {
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             files:
               - url: \(server.url("/feed.json"))
@@ -113,9 +128,10 @@ final class UntrustedSettingsTests: XCTestCase {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/faketime") else {
             throw Capability.unavailable("moving the clock needs Debian's faketime")
         }
-        return try ProcessRunner.run("/usr/bin/faketime", ["-f", offset, HaulProcess.executablePath] + arguments,
-                                     environment: ["NO_FAKE_STAT": "1", "DONT_FAKE_MONOTONIC": "1"],
-                                     currentDirectory: directory.path)
+        return try ProcessRunner.run(
+            "/usr/bin/faketime", ["-f", offset, HaulProcess.executablePath] + arguments,
+            environment: ["NO_FAKE_STAT": "1", "DONT_FAKE_MONOTONIC": "1"],
+            currentDirectory: directory.path)
     }
 
     /// `max-age=000000000003600` is an hour (delta-seconds may have leading zeros), not zero.
@@ -125,8 +141,9 @@ final class UntrustedSettingsTests: XCTestCase {
         XCTAssertEqual(try directory.haul(["sync"]).exitCode, 0)
         let plan = try directory.haul(["plan"])
         XCTAssertEqual(plan.exitCode, 0, plan.stdout)
-        XCTAssertTrue(plan.stdout.contains("= feed.json (unpinned; fresh for 1h00m") || plan.stdout.contains("fresh for 59m"),
-                      plan.stdout)
+        XCTAssertTrue(
+            plan.stdout.contains("= feed.json (unpinned; fresh for 1h00m") || plan.stdout.contains("fresh for 59m"),
+            plan.stdout)
     }
 
     /// A server cannot keep haul from asking for more than a year, whatever max-age or Expires it sends.
@@ -167,15 +184,18 @@ final class UntrustedSettingsTests: XCTestCase {
         let server = try serve { _ in
             ServerResponse.ok(body).with(fault: .burstThenTrickle(burst: 16_384, bytesPerChunk: 100, interval: 0.25))
         }
-        try directory.write("haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url("/slow.bin")), dest: slow.bin, retries: 0}\n")
+        try directory.write(
+            "haul.yaml", "version: 1\nfiles:\n  - {url: \(server.url("/slow.bin")), dest: slow.bin, retries: 0}\n")
         let started = Date()
         let sync = try directory.haul(["sync", "--timeout", "3s", "--progress", "none"])
         let elapsed = Date().timeIntervalSince(started)
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
-        XCTAssertTrue(sync.stderr.contains("slow.bin")
-                      && sync.stderr.contains(": under 1 KiB/s for 3 s\n"), sync.stderr)
+        XCTAssertTrue(
+            sync.stderr.contains("slow.bin")
+                && sync.stderr.contains(": under 1 KiB/s for 3 s\n"), sync.stderr)
         XCTAssertGreaterThanOrEqual(elapsed, 2.9, "not before the window has passed")
-        XCTAssertLessThan(elapsed, 5.5, "one window (3 s) after the burst and a callback's second, not two or three windows")
+        XCTAssertLessThan(
+            elapsed, 5.5, "one window (3 s) after the burst and a callback's second, not two or three windows")
         XCTAssertFalse(directory.exists("slow.bin"))
     }
 
@@ -187,12 +207,24 @@ final class UntrustedSettingsTests: XCTestCase {
             (["--jobs", "x"], "The value 'x' is invalid for '--jobs <jobs>': expected a whole number from 1 to 256"),
             (["--jobs", "0"], "The value '0' is invalid for '--jobs <jobs>': must be from 1 to 256"),
             (["--retries", "101"], "The value '101' is invalid for '--retries <n>': must be from 0 to 100"),
-            (["--timeout", "5q"], "The value '5q' is invalid for '--timeout <duration>': expected a duration such as "
-                + "\"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, found \"5q\""),
-            (["--limit-rate", "2.5.1M"], "The value '2.5.1M' is invalid for '--limit-rate <rate>': expected a number of "
-                + "bytes, optionally followed by K, M, G or T (K = 1024), such as 500K, 2.5M or 2G"),
-            (["--max-file-size", "0"], "The value '0' is invalid for '--max-file-size <size>': must be greater than zero"),
-            (["--max-time", "0s"], "The value '0s' is invalid for '--max-time <duration>': must be greater than zero, found \"0s\""),
+            (
+                ["--timeout", "5q"],
+                "The value '5q' is invalid for '--timeout <duration>': expected a duration such as "
+                    + "\"30s\", \"5m\", \"1h\", \"250ms\" or a number of seconds, found \"5q\""
+            ),
+            (
+                ["--limit-rate", "2.5.1M"],
+                "The value '2.5.1M' is invalid for '--limit-rate <rate>': expected a number of "
+                    + "bytes, optionally followed by K, M, G or T (K = 1024), such as 500K, 2.5M or 2G"
+            ),
+            (
+                ["--max-file-size", "0"],
+                "The value '0' is invalid for '--max-file-size <size>': must be greater than zero"
+            ),
+            (
+                ["--max-time", "0s"],
+                "The value '0s' is invalid for '--max-time <duration>': must be greater than zero, found \"0s\""
+            ),
         ]
         for (arguments, message) in cases {
             let result = try directory.haul(["sync"] + arguments)
@@ -203,7 +235,9 @@ final class UntrustedSettingsTests: XCTestCase {
         for (size, message) in [("1.5K", "expected a whole number of bytes"), ("-5", "must be 0 or more")] {
             let add = try directory.haul(pin + ["--size=\(size)"])
             XCTAssertEqual(add.exitCode, 64, size)
-            XCTAssertTrue(add.stderr.hasPrefix("error: The value '\(size)' is invalid for '--size <bytes>': \(message)\n"), add.stderr)
+            XCTAssertTrue(
+                add.stderr.hasPrefix("error: The value '\(size)' is invalid for '--size <bytes>': \(message)\n"),
+                add.stderr)
         }
         XCTAssertFalse(directory.exists("haul.yaml"), "no manifest is created")
     }

@@ -29,15 +29,20 @@ final class UntrustedTextTests: XCTestCase {
         let path: String
     }
 
-    private let crName = Name(yaml: #""cr\rerror: FAKE""#, real: "cr\rerror: FAKE", shown: #"cr\rerror: FAKE"#, path: "/cr")
-    private let bidiName = Name(yaml: #""bidi-\u202Etxt.exe""#, real: "bidi-\u{202E}txt.exe", shown: #"bidi-\u{202e}txt.exe"#,
-                                path: "/bidi")
-    private let clearName = Name(yaml: #""clear\e[2J.bin""#, real: "clear\u{1B}[2J.bin", shown: #"clear\u{1b}[2J.bin"#,
-                                 path: "/clear")
-    private let c1Name = Name(yaml: #""c1-\u009B31m.bin""#, real: "c1-\u{9B}31m.bin", shown: #"c1-\u{9b}31m.bin"#, path: "/c1")
+    private let crName = Name(
+        yaml: #""cr\rerror: FAKE""#, real: "cr\rerror: FAKE", shown: #"cr\rerror: FAKE"#, path: "/cr")
+    private let bidiName = Name(
+        yaml: #""bidi-\u202Etxt.exe""#, real: "bidi-\u{202E}txt.exe", shown: #"bidi-\u{202e}txt.exe"#,
+        path: "/bidi")
+    private let clearName = Name(
+        yaml: #""clear\e[2J.bin""#, real: "clear\u{1B}[2J.bin", shown: #"clear\u{1b}[2J.bin"#,
+        path: "/clear")
+    private let c1Name = Name(
+        yaml: #""c1-\u009B31m.bin""#, real: "c1-\u{9B}31m.bin", shown: #"c1-\u{9b}31m.bin"#, path: "/c1")
     /// Served 404.
-    private let goneName = Name(yaml: #""gone\e[31m\nerror: red""#, real: "gone\u{1B}[31m\nerror: red",
-                                shown: #"gone\u{1b}[31m\nerror: red"#, path: "/gone")
+    private let goneName = Name(
+        yaml: #""gone\e[31m\nerror: red""#, real: "gone\u{1B}[31m\nerror: red",
+        shown: #"gone\u{1b}[31m\nerror: red"#, path: "/gone")
 
     private var names: [Name] { [crName, bidiName, clearName, c1Name, goneName] }
 
@@ -49,7 +54,8 @@ final class UntrustedTextTests: XCTestCase {
 
     /// Serves every name but `gone`; `/bidi` and `/clear` trickle; `/clear` answers 503 once first (a retry line).
     private func startServer() throws -> LoopbackHTTPServer {
-        let files = StaticFiles(Dictionary(uniqueKeysWithValues: names.filter { $0.path != "/gone" }.map { ($0.path, body($0)) }))
+        let files = StaticFiles(
+            Dictionary(uniqueKeysWithValues: names.filter { $0.path != "/gone" }.map { ($0.path, body($0)) }))
         let script = ScriptedResponses(then: { request in
             let response = files.respond(to: request)
             return request.path == "/bidi" || request.path == "/clear"
@@ -68,15 +74,16 @@ final class UntrustedTextTests: XCTestCase {
         try directory.write("haul.yaml", yaml)
     }
 
-
     /// No scalar a terminal would obey rather than show: C0 controls but the line breaks between lines, DEL, C1
     /// controls, bidi controls.
     private func assertNothingRaw(_ text: String, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
         let raw = text.unicodeScalars.filter { scalar in
-            (scalar.value < 0x20 && scalar != "\n") || (0x7F...0x9F).contains(scalar.value) || scalar.properties.isBidiControl
+            (scalar.value < 0x20 && scalar != "\n") || (0x7F...0x9F).contains(scalar.value)
+                || scalar.properties.isBidiControl
         }
-        XCTAssertEqual(raw.map { String(format: "U+%04X", $0.value) }, [], "\(what): \(text.debugDescription)",
-                       file: file, line: line)
+        XCTAssertEqual(
+            raw.map { String(format: "U+%04X", $0.value) }, [], "\(what): \(text.debugDescription)",
+            file: file, line: line)
     }
 
     private func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
@@ -95,12 +102,19 @@ final class UntrustedTextTests: XCTestCase {
         XCTAssertEqual(sync.exitCode, 1, sync.stderr)
         assertNothingRaw(sync.stdout + sync.stderr, "sync --progress plain")
         let fetched = Set(lines(sync.stdout).filter { $0.hasPrefix("fetched ") })
-        XCTAssertEqual(fetched, Set(["fetched \(crName.shown) (100 B)", "fetched \(bidiName.shown) (585.9 KiB)",
-                                     "fetched \(clearName.shown) (585.9 KiB)", "fetched \(c1Name.shown) (100 B)"]))
+        XCTAssertEqual(
+            fetched,
+            Set([
+                "fetched \(crName.shown) (100 B)", "fetched \(bidiName.shown) (585.9 KiB)",
+                "fetched \(clearName.shown) (585.9 KiB)", "fetched \(c1Name.shown) (100 B)",
+            ]))
         let errors = lines(sync.stderr)
         XCTAssertTrue(errors.contains("error: \(goneName.shown): \(server.url("/gone")): HTTP 404"), sync.stderr)
-        XCTAssertTrue(errors.contains { $0.hasPrefix("retry \(clearName.shown): \(server.url(clearName.path)): HTTP 503; retrying in ") },
-                      sync.stderr)
+        XCTAssertTrue(
+            errors.contains {
+                $0.hasPrefix("retry \(clearName.shown): \(server.url(clearName.path)): HTTP 503; retrying in ")
+            },
+            sync.stderr)
         XCTAssertFalse(errors.contains { $0.hasPrefix("error: FAKE") || $0.hasPrefix("error: red") }, sync.stderr)
         for name in names where name.path != "/gone" {
             XCTAssertEqual(directory.read("out/" + name.real), body(name), "the file itself has its real name")
@@ -144,9 +158,11 @@ final class UntrustedTextTests: XCTestCase {
         defer { server.stop() }
         try writeManifest(server: server)
 
-        try tmux.run("sync", in: directory.path, arguments: ["sync", "--progress", "bar"], environment: ["NO_COLOR": "1"])
+        try tmux.run(
+            "sync", in: directory.path, arguments: ["sync", "--progress", "bar"], environment: ["NO_COLOR": "1"])
         let (frame, sawEscape) = try tmux.firstFrame(of: "sync") { rows in
-            rows.contains(where: { $0.hasPrefix("  \(bidiName.shown)") }) && rows.contains(where: { $0.hasPrefix("  \(clearName.shown)") })
+            rows.contains(where: { $0.hasPrefix("  \(bidiName.shown)") })
+                && rows.contains(where: { $0.hasPrefix("  \(clearName.shown)") })
                 ? rows : nil
         }
         let last = try tmux.capture("sync", escapes: false)

@@ -14,8 +14,11 @@ final class WarningsCommandTests: XCTestCase {
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
         let good = self.good
-        server = try LoopbackHTTPServer { request in request.path == "/tampered" ? .ok("the wrong bytes\n") : .ok(good) }
-        try directory.write("haul.yaml", """
+        server = try LoopbackHTTPServer { request in request.path == "/tampered" ? .ok("the wrong bytes\n") : .ok(good)
+        }
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -30,7 +33,6 @@ final class WarningsCommandTests: XCTestCase {
         server.stop()
     }
 
-
     private func sync(_ arguments: [String]) throws -> ProcessResult {
         try? FileManager.default.removeItem(atPath: directory.path("out"))
         return try HaulProcess.run(["sync"] + arguments, currentDirectory: directory.path)
@@ -41,7 +43,8 @@ final class WarningsCommandTests: XCTestCase {
             let result = try sync(["--progress", style])
             XCTAssertEqual(result.exitCode, 0, result.stderr)
             XCTAssertEqual(directory.read("out/a.txt"), good)
-            let warning = "warning: a.txt: \(server.url("/tampered")): checksum mismatch: expected \(sha256(good)), got "
+            let warning =
+                "warning: a.txt: \(server.url("/tampered")): checksum mismatch: expected \(sha256(good)), got "
             XCTAssertTrue(result.stderr.contains(warning), "\(style): \(result.stderr)")
         }
         XCTAssertEqual(try sync(["--quiet"]).stderr, "", "--quiet prints errors only")
@@ -58,7 +61,8 @@ final class WarningsCommandTests: XCTestCase {
         XCTAssertEqual(warnings.count, 1, result.stdout)
         XCTAssertEqual(warnings.first?["dest"] as? String, "a.txt")
         let message = try XCTUnwrap(warnings.first?["message"] as? String)
-        XCTAssertTrue(message.hasPrefix("\(server.url("/tampered")): checksum mismatch: expected \(sha256(good)), got "), message)
+        XCTAssertTrue(
+            message.hasPrefix("\(server.url("/tampered")): checksum mismatch: expected \(sha256(good)), got "), message)
         XCTAssertEqual(events.last?["event"] as? String, "summary")
     }
 

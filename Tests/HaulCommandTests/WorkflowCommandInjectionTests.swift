@@ -24,16 +24,20 @@ final class WorkflowCommandInjectionTests: XCTestCase {
     private let hostileName = "##[add-mask]x [a](https:/evil.example/) <b> | c | `d`.bin"
     private let shownHostileName = #"##\u{5b}add-mask]x [a](https:/evil.example/) <b> | c | `d`.bin"#
     /// The same in the step summary's Markdown: every ASCII punctuation character backslash-escaped.
-    private let markdownHostileName = ##"\#\#\[add\-mask\]x \[a\]\(https\:\/evil\.example\/\) \<b\> \| c \| \`d\`\.bin"##
+    private let markdownHostileName =
+        ##"\#\#\[add\-mask\]x \[a\]\(https\:\/evil\.example\/\) \<b\> \| c \| \`d\`\.bin"##
 
     /// Every line of `output` is free of `##[`, and a line that starts with `::` (after blanks) is one of haul's own
     /// annotations on the manifest.
-    private func assertNoWorkflowCommand(_ output: String, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+    private func assertNoWorkflowCommand(
+        _ output: String, _ what: String, file: StaticString = #filePath, line: UInt = #line
+    ) {
         for text in output.split(separator: "\n") {
             XCTAssertFalse(text.contains("##["), "\(what): \(text)", file: file, line: line)
             let start = text.drop { $0.isWhitespace }
             if start.hasPrefix("::") {
-                XCTAssertTrue(start.hasPrefix("::error file=haul.yaml,line="), "\(what): \(text)", file: file, line: line)
+                XCTAssertTrue(
+                    start.hasPrefix("::error file=haul.yaml,line="), "\(what): \(text)", file: file, line: line)
             }
         }
     }
@@ -51,7 +55,9 @@ final class WorkflowCommandInjectionTests: XCTestCase {
             }
         })
         defer { server.stop() }
-        try directory.write("haul.yaml", """
+        try directory.write(
+            "haul.yaml",
+            """
             version: 1
             root: out
             files:
@@ -62,7 +68,8 @@ final class WorkflowCommandInjectionTests: XCTestCase {
                 sha256: \(StreamingHasher.digest(right, algorithm: .sha256).hex)
                 retries: 0
             """)
-        let warning = "warning: encoded.bin: stored as served with Content-Encoding: \(shownCommand) "
+        let warning =
+            "warning: encoded.bin: stored as served with Content-Encoding: \(shownCommand) "
             + "(haul asks for no encoding; the file holds the encoded bytes)"
         let failure = "\(server.url("/pinned")): checksum mismatch"
         let runner = ["GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": directory.path("summary.md")]
@@ -85,13 +92,15 @@ final class WorkflowCommandInjectionTests: XCTestCase {
         assertNoWorkflowCommand(annotated.stdout + annotated.stderr, "annotations")
         XCTAssertTrue(lines(annotated.stderr).contains(warning), annotated.stderr)
         let annotation = try XCTUnwrap(lines(annotated.stdout).first { $0.hasPrefix("::error ") }, annotated.stdout)
-        XCTAssertTrue(annotation.hasPrefix("::error file=haul.yaml,line=6,col=5::\(shownHostileName): \(failure)"), annotation)
+        XCTAssertTrue(
+            annotation.hasPrefix("::error file=haul.yaml,line=6,col=5::\(shownHostileName): \(failure)"), annotation)
         let summary = String(decoding: directory.read("summary.md") ?? [], as: UTF8.self)
         let row = try XCTUnwrap(lines(summary).first { $0.hasPrefix("| \\#") }, summary)
         XCTAssertTrue(row.hasPrefix("| \(markdownHostileName) | 6 | "), row)
         XCTAssertTrue(row.contains(##" with Content\-Encoding\: \#\#\[set\-output name\=x\;\]y"##), row)
-        XCTAssertEqual(row.replacingOccurrences(of: "\\|", with: "").filter { $0 == "|" }.count, 4,
-                       "three cells, whatever the name holds: \(row)")
+        XCTAssertEqual(
+            row.replacingOccurrences(of: "\\|", with: "").filter { $0 == "|" }.count, 4,
+            "three cells, whatever the name holds: \(row)")
 
         // --json: the exact strings, with no command in the line.
         try FileManager.default.removeItem(atPath: directory.path("out"))
@@ -102,16 +111,20 @@ final class WorkflowCommandInjectionTests: XCTestCase {
         let events = try lines(json.stdout).map { line in
             try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], line)
         }
-        let warningEvent = try XCTUnwrap(events.first { $0["event"] as? String == "warning" && $0["dest"] as? String == "encoded.bin" })
-        XCTAssertEqual(warningEvent["message"] as? String,
-                       "stored as served with Content-Encoding: \(command) (haul asks for no encoding; the file holds the encoded bytes)")
+        let warningEvent = try XCTUnwrap(
+            events.first { $0["event"] as? String == "warning" && $0["dest"] as? String == "encoded.bin" })
+        XCTAssertEqual(
+            warningEvent["message"] as? String,
+            "stored as served with Content-Encoding: \(command) (haul asks for no encoding; the file holds the encoded bytes)"
+        )
         let failedEvent = try XCTUnwrap(events.first { $0["event"] as? String == "failed" })
         XCTAssertEqual(failedEvent["dest"] as? String, hostileName)
 
         // Elsewhere than on a runner, the same lines are as they were.
         try FileManager.default.removeItem(atPath: directory.path("out"))
         let local = try directory.haul(["sync", "--progress", "plain"])
-        XCTAssertTrue(lines(local.stderr).contains(warning.replacingOccurrences(of: shownCommand, with: command)), local.stderr)
+        XCTAssertTrue(
+            lines(local.stderr).contains(warning.replacingOccurrences(of: shownCommand, with: command)), local.stderr)
     }
 
     func testAChecksumListsNamesAreShownNotObeyed() throws {
@@ -125,7 +138,9 @@ final class WorkflowCommandInjectionTests: XCTestCase {
         assertNoWorkflowCommand(add.stdout + add.stderr, "add --from-sums")
         XCTAssertTrue(add.stdout.contains(shownCommand), add.stdout)
 
-        for arguments in [["plan"], ["sync", "--progress", "plain"], ["sync", "--progress", "plain", "--annotations", "none"]] {
+        for arguments in [
+            ["plan"], ["sync", "--progress", "plain"], ["sync", "--progress", "plain", "--annotations", "none"],
+        ] {
             let run = try directory.haul(arguments, environment: runner)
             assertNoWorkflowCommand(run.stdout + run.stderr, arguments.joined(separator: " "))
             XCTAssertTrue((run.stdout + run.stderr).contains(shownCommand), run.stdout + run.stderr)
@@ -139,7 +154,8 @@ final class WorkflowCommandInjectionTests: XCTestCase {
         XCTAssertEqual(escaped("a ##[set-output name=x;]y"), #"a ##\u{5b}set-output name=x;]y"#)
         XCTAssertEqual(escaped("###[x] and #[y] and # [z]"), #"###\u{5b}x] and #[y] and # [z]"#)
         XCTAssertEqual(escaped("::add-mask::secret"), #":\u{3a}add-mask::secret"#)
-        XCTAssertEqual(escaped("  ::stop-commands::t"), #"  :\u{3a}stop-commands::t"#, "after blanks, which the runner trims")
+        XCTAssertEqual(
+            escaped("  ::stop-commands::t"), #"  :\u{3a}stop-commands::t"#, "after blanks, which the runner trims")
         XCTAssertEqual(escaped("\t::x::y"), #"\t::x::y"#, "a tab is shown as `\\t`, which is no blank")
         XCTAssertEqual(escaped("\u{A0}\u{3000}::x::y"), "\u{A0}\u{3000}:\\u{3a}x::y", "Unicode blanks too")
         XCTAssertEqual(escaped("error: a::b ::c"), "error: a::b ::c", "`::` only counts at the start")
@@ -149,8 +165,11 @@ final class WorkflowCommandInjectionTests: XCTestCase {
     }
 
     func testMarkdownCellsHoldNoLinkImageHTMLCodeOrCellBreak() {
-        XCTAssertEqual(GitHubAnnotations.markdownCell("[a](http://e.x/) ![i](j) <img src=x> `c` | d *e* _f_ ~g~ &amp; www.e.x a@b.c"),
-                       #"\[a\]\(http\:\/\/e\.x\/\) \!\[i\]\(j\) \<img src\=x\> \`c\` \| d \*e\* \_f\_ \~g\~ \&amp\; www\.e\.x a\@b\.c"#)
+        XCTAssertEqual(
+            GitHubAnnotations.markdownCell(
+                "[a](http://e.x/) ![i](j) <img src=x> `c` | d *e* _f_ ~g~ &amp; www.e.x a@b.c"),
+            #"\[a\]\(http\:\/\/e\.x\/\) \!\[i\]\(j\) \<img src\=x\> \`c\` \| d \*e\* \_f\_ \~g\~ \&amp\; www\.e\.x a\@b\.c"#
+        )
         XCTAssertEqual(GitHubAnnotations.markdownCell("line\nbreak\r\u{2028}é"), #"line\\nbreak\\r\\u\{2028\}é"#)
         XCTAssertEqual(GitHubAnnotations.markdownCell("data/a b.bin"), #"data\/a b\.bin"#)
     }

@@ -15,15 +15,24 @@ final class LayeringTests: XCTestCase {
         "HaulDigest": ["CLibCrypto"],
         "HaulThreads": ["Glibc", "Dispatch", "Synchronization"],
         "HaulFileSystem": ["CLinuxShims", "Glibc"],
-        "HaulManifest": ["CLibYAML", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Darwin", "Synchronization"],
+        "HaulManifest": [
+            "CLibYAML", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Darwin", "Synchronization",
+        ],
         "HaulPlanner": ["HaulManifest", "HaulDigest"],
         "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization"],
         "HaulArchive": ["CLibArchive", "HaulDigest", "HaulFileSystem", "HaulManifest", "Glibc"],
-        "HaulStore": ["CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Synchronization"],
-        "Haul": ["HaulArchive", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore", "HaulThreads",
-                 "Glibc", "Synchronization"],
-        "HaulCommand": ["ArgumentParser", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
-                        "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization"],
+        "HaulStore": [
+            "CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Synchronization",
+        ],
+        "Haul": [
+            "HaulArchive", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore",
+            "HaulThreads",
+            "Glibc", "Synchronization",
+        ],
+        "HaulCommand": [
+            "ArgumentParser", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
+            "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
+        ],
     ]
 
     func testEveryModuleImportsOnlyWhatItsLayerAllows() throws {
@@ -40,7 +49,9 @@ final class LayeringTests: XCTestCase {
             for file in try swiftFiles(in: sources.appendingPathComponent(module)) {
                 let text = try String(contentsOf: file, encoding: .utf8)
                 for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                    guard let imported = Self.importedModule(String(line)), !allowed.contains(imported) else { continue }
+                    guard let imported = Self.importedModule(String(line)), !allowed.contains(imported) else {
+                        continue
+                    }
                     let relative = file.path.dropFirst(sources.deletingLastPathComponent().path.count + 1)
                     violations.append("\(relative):\(number + 1): \(module) may not import \(imported)")
                 }
@@ -63,19 +74,25 @@ final class LayeringTests: XCTestCase {
     /// The module an `import` line names, or nil for any other line.
     static func importedModule(_ line: String) -> String? {
         var words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })[...]
-        while let first = words.first, first.hasPrefix("@") || ["public", "package", "internal", "private", "fileprivate"].contains(first) {
+        while let first = words.first,
+            first.hasPrefix("@") || ["public", "package", "internal", "private", "fileprivate"].contains(first)
+        {
             words = words.dropFirst()
         }
         guard words.first == "import" else { return nil }
         words = words.dropFirst()
-        if let kind = words.first, ["struct", "class", "enum", "protocol", "func", "var", "let", "typealias"].contains(kind) {
+        if let kind = words.first,
+            ["struct", "class", "enum", "protocol", "func", "var", "let", "typealias"].contains(kind)
+        {
             words = words.dropFirst()
         }
         return words.first.map { String($0.prefix { $0 != "." }) }
     }
 
     private func swiftFiles(in folder: URL) throws -> [URL] {
-        guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else { return [] }
+        guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else {
+            return []
+        }
         return walker.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
     }
 }

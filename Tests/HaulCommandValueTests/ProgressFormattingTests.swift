@@ -18,7 +18,7 @@ final class ProgressFormattingTests: XCTestCase {
         XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 2), "[--###-----]")
         XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 8), "[-------###]")
         XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: 9), "[------###-]", "it bounces back")
-        for phase in 0 ..< 40 { XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: Int64(phase)).count, 12) }
+        for phase in 0..<40 { XCTAssertEqual(F.bar(fraction: nil, width: 10, phase: Int64(phase)).count, 12) }
     }
 
     func testTruncateMiddleKeepsTheHeadAndMoreOfTheTail() {
@@ -29,7 +29,9 @@ final class ProgressFormattingTests: XCTestCase {
         XCTAssertEqual(F.truncateMiddle("abc", to: 0), "")
         // Two columns per CJK character: never one column too many.
         let wide = "データ/とても長いファイル名です.csv"
-        for width in 1 ... 30 { XCTAssertLessThanOrEqual(F.columns(of: F.truncateMiddle(wide, to: width)), width, "\(width)") }
+        for width in 1...30 {
+            XCTAssertLessThanOrEqual(F.columns(of: F.truncateMiddle(wide, to: width)), width, "\(width)")
+        }
         XCTAssertEqual(F.columns(of: "日本"), 4)
         XCTAssertEqual(F.clip("日本語", to: 5), "日本")
     }
@@ -57,23 +59,32 @@ final class ProgressFormattingTests: XCTestCase {
 
     func testOverallLineShowsAnETAOnlyWhenTheTotalIsKnown() {
         let mib = 1_048_576.0
-        XCTAssertEqual(F.overallLine(filesDone: 12, filesTotal: 40, failed: 0, bytesDone: Int64(35.2 * mib),
-                                     bytesTotal: Int64(120 * mib), rate: 8.1 * mib, width: 80),
-                       "[12/40 files] 35.2 MiB / 120.0 MiB  8.1 MiB/s  ETA 11s")
-        XCTAssertEqual(F.overallLine(filesDone: 1, filesTotal: 3, failed: 1, bytesDone: 2048, bytesTotal: nil,
-                                     rate: 1024, width: 80),
-                       "[1/3 files, 1 failed] 2.0 KiB  1.0 KiB/s")
-        XCTAssertEqual(F.overallLine(filesDone: 0, filesTotal: 3, failed: 0, bytesDone: 0, bytesTotal: 10, rate: nil,
-                                     width: 80), "[0/3 files] 0 B / 10 B")
-        XCTAssertEqual(F.overallLine(filesDone: 12, filesTotal: 40, failed: 0, bytesDone: 0, bytesTotal: 10, rate: nil,
-                                     width: 12), "[12/40 file")
+        XCTAssertEqual(
+            F.overallLine(
+                filesDone: 12, filesTotal: 40, failed: 0, bytesDone: Int64(35.2 * mib),
+                bytesTotal: Int64(120 * mib), rate: 8.1 * mib, width: 80),
+            "[12/40 files] 35.2 MiB / 120.0 MiB  8.1 MiB/s  ETA 11s")
+        XCTAssertEqual(
+            F.overallLine(
+                filesDone: 1, filesTotal: 3, failed: 1, bytesDone: 2048, bytesTotal: nil,
+                rate: 1024, width: 80),
+            "[1/3 files, 1 failed] 2.0 KiB  1.0 KiB/s")
+        XCTAssertEqual(
+            F.overallLine(
+                filesDone: 0, filesTotal: 3, failed: 0, bytesDone: 0, bytesTotal: 10, rate: nil,
+                width: 80), "[0/3 files] 0 B / 10 B")
+        XCTAssertEqual(
+            F.overallLine(
+                filesDone: 12, filesTotal: 40, failed: 0, bytesDone: 0, bytesTotal: 10, rate: nil,
+                width: 12), "[12/40 file")
     }
 
     func testTransferLinesLineUpAndNeverExceedTheWidth() {
         let rows = [
             F.TransferRow(name: "data/a.csv", done: 1_258_291, total: 4_194_304, rate: 800 * 1024, note: nil),
-            F.TransferRow(name: "a/very/long/directory/name/that/goes/on/and/on/forever/file.tar.gz", done: 5,
-                          total: nil, rate: nil, note: "retrying"),
+            F.TransferRow(
+                name: "a/very/long/directory/name/that/goes/on/and/on/forever/file.tar.gz", done: 5,
+                total: nil, rate: nil, note: "retrying"),
             F.TransferRow(name: "データ/とても長いファイル名です.csv", done: 1 << 40, total: 1 << 41, rate: 1e12, note: nil),
         ]
         let at80 = F.transferLines(rows, width: 80)
@@ -83,14 +94,16 @@ final class ProgressFormattingTests: XCTestCase {
         let barColumns = at80.compactMap { line in line.range(of: "  [").map { F.columns(of: line[..<$0.lowerBound]) } }
         XCTAssertEqual(barColumns.count, 3)
         XCTAssertEqual(Set(barColumns).count, 1, "the bars start in the same column: \(at80)")
-        for width in 1 ... 200 {
+        for width in 1...200 {
             for line in F.transferLines(rows, width: width) + [F.moreLine(12, width: width)] {
                 XCTAssertLessThanOrEqual(F.columns(of: line), max(1, width - 1), "width \(width): \(line)")
             }
         }
-        XCTAssertEqual(F.transferLines([rows[0]], width: 120)[0],
-                       "  data/a.csv  [########----------------------]        1.2 MiB / 4.0 MiB   800.0 KiB/s", "at most 30 cells")
-        XCTAssertEqual(F.transferLines([rows[0]], width: 40)[0], "  data/a.csv  1.2 MiB / 4.0 MiB", "narrow: no bar, no rate")
+        XCTAssertEqual(
+            F.transferLines([rows[0]], width: 120)[0],
+            "  data/a.csv  [########----------------------]        1.2 MiB / 4.0 MiB   800.0 KiB/s", "at most 30 cells")
+        XCTAssertEqual(
+            F.transferLines([rows[0]], width: 40)[0], "  data/a.csv  1.2 MiB / 4.0 MiB", "narrow: no bar, no rate")
     }
 
     // MARK: The model
@@ -109,7 +122,8 @@ final class ProgressFormattingTests: XCTestCase {
         XCTAssertEqual(model.active[0]?.received, 1_100)
         XCTAssertEqual(model.active[0]?.meter.rate ?? 0, 1_000, accuracy: 0.001, "the resumed prefix is not a download")
         XCTAssertEqual(model.bytesDone, 7_100, "but it is done")
-        model.attemptFailed(0, next: NextAttempt(sourceDisplayURL: "u", sourceIndex: 0, delay: 0, retry: 1, retries: 3), now: 1.5)
+        model.attemptFailed(
+            0, next: NextAttempt(sourceDisplayURL: "u", sourceIndex: 0, delay: 0, retry: 1, retries: 3), now: 1.5)
         XCTAssertEqual(model.active[0]?.note, "retrying")
         model.progress(0, "a", progress(300, chunk: 300), size: 10_000, now: 2)  // the next attempt starts over
         XCTAssertEqual(model.active[0]?.received, 1_400)
@@ -177,7 +191,9 @@ final class ProgressFormattingTests: XCTestCase {
 
     func testFrameListsAtMostEightTransfersAndFitsAShortTerminal() {
         var model = ProgressModel(rateWindow: 3, now: 0)
-        for index in 0 ..< 12 { model.started(index, "f\(index < 10 ? "0" : "")\(index).bin", size: 1000, now: Double(index)) }
+        for index in 0..<12 {
+            model.started(index, "f\(index < 10 ? "0" : "")\(index).bin", size: 1000, now: Double(index))
+        }
         let tall = model.frame(columns: 80, rows: 24)
         XCTAssertEqual(tall.count, 10)
         XCTAssertEqual(tall[1].hasPrefix("  f00.bin"), true, "oldest first")
@@ -196,7 +212,7 @@ final class ProgressFormattingTests: XCTestCase {
         XCTAssertNil(meter.rate, "a tenth of a second is a burst, not a rate")
         meter.add(time: 1, bytes: 1000)
         XCTAssertEqual(meter.rate ?? 0, 1000, accuracy: 0.001)
-        for tick in 2 ... 6 { meter.add(time: Double(tick), bytes: 1000) }
+        for tick in 2...6 { meter.add(time: Double(tick), bytes: 1000) }
         XCTAssertEqual(meter.rate, 0)
     }
 }

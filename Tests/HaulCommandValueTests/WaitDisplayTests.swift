@@ -6,7 +6,8 @@ import XCTest
 /// A transfer waiting out a backoff says what it waits for, in the live view and in a log's heartbeat, instead of
 /// a rate of nothing. Driven from values with a fake clock.
 final class WaitDisplayTests: XCTestCase {
-    private let next = NextAttempt(sourceDisplayURL: "https://h.example/a.iso", sourceIndex: 0, delay: 4, retry: 2, retries: 3)
+    private let next = NextAttempt(
+        sourceDisplayURL: "https://h.example/a.iso", sourceIndex: 0, delay: 4, retry: 2, retries: 3)
 
     func testTheLiveViewShowsTheWaitInsteadOfBytesAndRate() {
         var model = ProgressModel(rateWindow: 3, now: 0)
@@ -31,13 +32,16 @@ final class WaitDisplayTests: XCTestCase {
         model.started(0, "a.iso", size: 1000, now: 0)
         model.attemptFailed(0, next: next, now: 4)
         model.sample(now: 5)
-        XCTAssertEqual(model.heartbeat(now: 5, interval: 5), "still fetching a.iso: retry 2 of 3 for https://h.example/a.iso in 3 s")
+        XCTAssertEqual(
+            model.heartbeat(now: 5, interval: 5),
+            "still fetching a.iso: retry 2 of 3 for https://h.example/a.iso in 3 s")
     }
 
     func testAnAttemptAtTheNextURLAtOnceIsNoWait() {
         var model = ProgressModel(rateWindow: 3, now: 0)
         model.started(0, "a.iso", size: 1000, now: 0)
-        model.attemptFailed(0, next: NextAttempt(sourceDisplayURL: "m", sourceIndex: 1, delay: 0, retry: 0, retries: 3), now: 1)
+        model.attemptFailed(
+            0, next: NextAttempt(sourceDisplayURL: "m", sourceIndex: 1, delay: 0, retry: 0, retries: 3), now: 1)
         model.sample(now: 1.1)
         XCTAssertNil(model.active[0]?.wait)
         XCTAssertEqual(model.heartbeat(now: 5, interval: 5), "still fetching a.iso: 0 B / 1000 B, 0 B/s")

@@ -32,16 +32,22 @@ final class BodyReaderTests: XCTestCase {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ seed &* 7 &+ ($0 >> 12)) }
     }
 
-    private func run(_ url: String, _ bytes: [UInt8], reading collector: Collector, retries: Int = 0,
-                     in directory: TemporaryDirectory) throws -> DownloadedFile {
-        var request = TransferRequest(id: 0, sources: [TransferSource(url: url, displayURL: url)],
-                                      expectedDigest: StreamingHasher.digest(bytes, algorithm: .sha256),
-                                      expectedSize: nil, retries: retries, stallTimeout: 5)
+    private func run(
+        _ url: String, _ bytes: [UInt8], reading collector: Collector, retries: Int = 0,
+        in directory: TemporaryDirectory
+    ) throws -> DownloadedFile {
+        var request = TransferRequest(
+            id: 0, sources: [TransferSource(url: url, displayURL: url)],
+            expectedDigest: StreamingHasher.digest(bytes, algorithm: .sha256),
+            expectedSize: nil, retries: retries, stallTimeout: 5)
         request.bodyReading = collector
         let recorder = Recorder()
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(directory.path), maxConcurrentTransfers: 1,
-                                                          retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
-            .run([request], delegate: recorder)
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(directory.path), maxConcurrentTransfers: 1,
+                retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0))
+        )
+        .run([request], delegate: recorder)
         return try XCTUnwrap(try recorder.results[0]?.get())
     }
 
@@ -81,7 +87,8 @@ final class BodyReaderTests: XCTestCase {
         let passes = collector.passes.withLock { $0 }
         XCTAssertEqual(passes.count, 2)
         XCTAssertLessThan(passes.first?.bytes.count ?? .max, bytes.count, "the first pass was abandoned short")
-        XCTAssertTrue(passes.first.map { bytes.starts(with: $0.bytes) } ?? false, "and what it saw was the body's start")
+        XCTAssertTrue(
+            passes.first.map { bytes.starts(with: $0.bytes) } ?? false, "and what it saw was the body's start")
         XCTAssertTrue(passes.last?.bytes == bytes, "the second pass read the whole body")
     }
 }

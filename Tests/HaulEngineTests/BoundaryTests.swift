@@ -13,18 +13,23 @@ final class BoundaryTests: XCTestCase {
         temporary = try TemporaryDirectory()
     }
 
-    private func run(_ request: TransferRequest, maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) -> Recorder {
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(temporary.path), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0), maxBodyBytes: maxBodyBytes))
+    private func run(
+        _ request: TransferRequest, maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes
+    ) -> Recorder {
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
+                maxBodyBytes: maxBodyBytes))
         let recorder = Recorder()
         engine.run([request], delegate: recorder)
         return recorder
     }
 
     private func request(_ url: String, pinned: [UInt8]? = nil, size: Int64? = nil) -> TransferRequest {
-        TransferRequest(id: 0, sources: [TransferSource(url: url, displayURL: url)],
-                        expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                        expectedSize: size, retries: 0, stallTimeout: 5)
+        TransferRequest(
+            id: 0, sources: [TransferSource(url: url, displayURL: url)],
+            expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
+            expectedSize: size, retries: 0, stallTimeout: 5)
     }
 
     /// A chain of 50 redirects: 10 are followed, the 11th is refused; at most 11 requests reach the server.
@@ -35,7 +40,9 @@ final class BoundaryTests: XCTestCase {
         }
         defer { server.stop() }
         let recorder = run(request(server.url("/0")))
-        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("\(String(describing: recorder.results[0]))") }
+        guard case .failure(let failure) = recorder.results[0] else {
+            return XCTFail("\(String(describing: recorder.results[0]))")
+        }
         XCTAssertEqual(failure.attempts.map(\.reason), [.redirectRefused("more than 10 redirects")])
         XCTAssertEqual(server.requests.map(\.path), (0...10).map { "/\($0)" })
     }
@@ -66,9 +73,10 @@ final class BoundaryTests: XCTestCase {
             guard case .failure(let pinnedFailure) = pinnedOver.results[0] else { return XCTFail(what) }
             XCTAssertEqual(pinnedFailure.attempts.map(\.reason), [.tooLarge(limit: Int64(limit))], what)
         }
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
-            // The successful runs leave their verified files for their owner; failures leave nothing.
-            (try? FileManager.default.attributesOfItem(atPath: temporary.path + "/" + $0)[.size] as? Int) != limit
-        }, [])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
+                // The successful runs leave their verified files for their owner; failures leave nothing.
+                (try? FileManager.default.attributesOfItem(atPath: temporary.path + "/" + $0)[.size] as? Int) != limit
+            }, [])
     }
 }

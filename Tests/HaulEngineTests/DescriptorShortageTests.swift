@@ -12,7 +12,9 @@ import XCTest
 final class DescriptorShortageTests: XCTestCase {
     func testTransfersThatFindNoDescriptorWaitForOneAndAllLand() throws {
         let served = try TemporaryDirectory()
-        let bodies = (0..<60).map { index in Array("file \(index)\n".utf8) + [UInt8](repeating: UInt8(index), count: 3000) }
+        let bodies = (0..<60).map { index in
+            Array("file \(index)\n".utf8) + [UInt8](repeating: UInt8(index), count: 3000)
+        }
         for (index, body) in bodies.enumerated() { try served.write("f\(index)", body) }
         let authority: TestCertificateAuthority
         let nginx: NginxServer
@@ -24,12 +26,15 @@ final class DescriptorShortageTests: XCTestCase {
         }
         defer { nginx.stop() }
         let staging = try TemporaryDirectory()
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(staging.path), maxConcurrentTransfers: 12, maxConnectionsPerHost: 12, loops: 2))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(staging.path), maxConcurrentTransfers: 12, maxConnectionsPerHost: 12,
+                loops: 2))
         let requests = bodies.enumerated().map { index, body in
-            TransferRequest(id: index, sources: [TransferSource(url: nginx.httpURL("/f\(index)"), displayURL: "f\(index)")],
-                            expectedDigest: StreamingHasher.digest(body, algorithm: .sha256), expectedSize: Int64(body.count),
-                            retries: 0, stallTimeout: 30)
+            TransferRequest(
+                id: index, sources: [TransferSource(url: nginx.httpURL("/f\(index)"), displayURL: "f\(index)")],
+                expectedDigest: StreamingHasher.digest(body, algorithm: .sha256), expectedSize: Int64(body.count),
+                retries: 0, stallTimeout: 30)
         }
 
         // Room for a few descriptors more than are open now: 12 transfers at once want two each.

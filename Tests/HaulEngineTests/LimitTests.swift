@@ -6,22 +6,32 @@ import XCTest
 
 /// A server that stalls or trickles cannot hold a transfer forever; an unsized body cannot fill the disk.
 final class LimitTests: XCTestCase {
-    private func run(_ server: LoopbackHTTPServer, pinned body: [UInt8]?, retries: Int, stallTimeout: Double = 1,
-                     maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) throws -> Recorder {
+    private func run(
+        _ server: LoopbackHTTPServer, pinned body: [UInt8]?, retries: Int, stallTimeout: Double = 1,
+        maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes
+    ) throws -> Recorder {
         let temporary = try TemporaryDirectory()
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(temporary.path), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0), maxBodyBytes: maxBodyBytes))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
+                maxBodyBytes: maxBodyBytes))
         let recorder = Recorder()
-        engine.run([TransferRequest(id: 0, sources: [TransferSource(url: server.url("/x"), displayURL: "x")],
-                                    expectedDigest: body.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                                    expectedSize: nil, retries: retries, stallTimeout: stallTimeout)], delegate: recorder)
+        engine.run(
+            [
+                TransferRequest(
+                    id: 0, sources: [TransferSource(url: server.url("/x"), displayURL: "x")],
+                    expectedDigest: body.map { StreamingHasher.digest($0, algorithm: .sha256) },
+                    expectedSize: nil, retries: retries, stallTimeout: stallTimeout)
+            ], delegate: recorder)
         return recorder
     }
 
     private func firstThenFine(_ body: [UInt8], first fault: Fault) throws -> LoopbackHTTPServer {
         let served = Mutex(0)
         return try LoopbackHTTPServer { _ in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             return n == 1 ? ServerResponse.ok(body).with(fault: fault) : .ok(body)
         }
     }
@@ -52,7 +62,9 @@ final class LimitTests: XCTestCase {
     }
 
     func testAnUnsizedBodyIsCappedByTheGlobalLimit() throws {
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok([UInt8](repeating: 2, count: 10_000)).with(fault: .noContentLength) }
+        let server = try LoopbackHTTPServer { _ in
+            ServerResponse.ok([UInt8](repeating: 2, count: 10_000)).with(fault: .noContentLength)
+        }
         defer { server.stop() }
         let recorder = try run(server, pinned: nil, retries: 0, maxBodyBytes: 4_096)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
@@ -61,7 +73,9 @@ final class LimitTests: XCTestCase {
 
     func testAContentLengthAboveTheLimitFailsBeforeTheBody() throws {
         // The server announces 10,000 bytes and then stalls before sending any: only the headers can fail it.
-        let server = try LoopbackHTTPServer { _ in ServerResponse.ok([UInt8](repeating: 3, count: 10_000)).with(fault: .stallAfter(bytes: 0, seconds: 30)) }
+        let server = try LoopbackHTTPServer { _ in
+            ServerResponse.ok([UInt8](repeating: 3, count: 10_000)).with(fault: .stallAfter(bytes: 0, seconds: 30))
+        }
         defer { server.stop() }
         let recorder = try run(server, pinned: nil, retries: 0, stallTimeout: 20, maxBodyBytes: 4_096)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }

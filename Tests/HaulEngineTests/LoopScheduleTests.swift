@@ -145,37 +145,48 @@ final class LoopScheduleTests: XCTestCase {
 
     func testTheLoopSleepsUntilTheSoonestWaitEndsAtMostASecond() {
         var schedule = Schedule(slots: 2)
-        XCTAssertNil(schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil),
-                     "nothing to wait for")
-        XCTAssertEqual(schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: false, rateWait: nil), 1000)
+        XCTAssertNil(
+            schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil),
+            "nothing to wait for")
+        XCTAssertEqual(
+            schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: false, rateWait: nil), 1000)
         schedule.park(1, until: 0.25)
         schedule.park(2, until: 0.1234)
-        XCTAssertEqual(schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil), 124)
-        XCTAssertEqual(schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: 0.01), 10,
-                       "the rate budget's wait when it is sooner")
-        XCTAssertEqual(schedule.sleep(now: 0.2, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil), 0,
-                       "a wait already over: poll and go round")
+        XCTAssertEqual(
+            schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil), 124)
+        XCTAssertEqual(
+            schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: 0.01), 10,
+            "the rate budget's wait when it is sooner")
+        XCTAssertEqual(
+            schedule.sleep(now: 0.2, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil), 0,
+            "a wait already over: poll and go round")
     }
 
     func testTheLoopTurnsAtOnceWhenItHasSomethingToDo() {
         var schedule = Schedule(slots: 2)
-        XCTAssertNil(schedule.sleep(now: 0, running: 1, finishedSome: true, digestsArrived: false, rateWait: nil),
-                     "transfers ended: their slots may be filled")
-        XCTAssertNil(schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: true, rateWait: nil),
-                     "hashes came back: their verdicts are due")
+        XCTAssertNil(
+            schedule.sleep(now: 0, running: 1, finishedSome: true, digestsArrived: false, rateWait: nil),
+            "transfers ended: their slots may be filled")
+        XCTAssertNil(
+            schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: true, rateWait: nil),
+            "hashes came back: their verdicts are due")
         schedule.makeReady(1)
-        XCTAssertNil(schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: false, rateWait: nil),
-                     "a ready transfer and a free slot")
-        XCTAssertEqual(schedule.sleep(now: 0, running: 2, finishedSome: false, digestsArrived: false, rateWait: nil), 1000,
-                       "a ready transfer but no free slot")
+        XCTAssertNil(
+            schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: false, rateWait: nil),
+            "a ready transfer and a free slot")
+        XCTAssertEqual(
+            schedule.sleep(now: 0, running: 2, finishedSome: false, digestsArrived: false, rateWait: nil), 1000,
+            "a ready transfer but no free slot")
     }
 
     func testWhileSomeWaitForDescriptorsEveryTurnSleepsAShortWhile() {
         var schedule = Schedule(slots: 2)
         schedule.waitForDescriptors(1)
-        XCTAssertEqual(schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil), 50)
-        XCTAssertEqual(schedule.sleep(now: 0, running: 1, finishedSome: true, digestsArrived: false, rateWait: nil), 50,
-                       "transfers that ended do not make it spin")
+        XCTAssertEqual(
+            schedule.sleep(now: 0, running: 0, finishedSome: false, digestsArrived: false, rateWait: nil), 50)
+        XCTAssertEqual(
+            schedule.sleep(now: 0, running: 1, finishedSome: true, digestsArrived: false, rateWait: nil), 50,
+            "transfers that ended do not make it spin")
         XCTAssertNil(schedule.sleep(now: 0, running: 1, finishedSome: false, digestsArrived: true, rateWait: nil))
     }
 

@@ -15,7 +15,8 @@ final class LoopbackHTTPServerTests: XCTestCase {
     /// `-q` ignores any ~/.curlrc; `--noproxy` guards against a proxy even though the runner's minimal
     /// environment already drops proxy variables.
     private func curl(_ arguments: [String]) throws -> ProcessResult {
-        try ProcessRunner.run("/usr/bin/curl", ["-q", "-sS", "--noproxy", "*", "--max-time", "10"] + arguments, timeout: 20)
+        try ProcessRunner.run(
+            "/usr/bin/curl", ["-q", "-sS", "--noproxy", "*", "--max-time", "10"] + arguments, timeout: 20)
     }
 
     /// Fetches one URL; returns curl's exit code, the response head (status + headers) and the body bytes.
@@ -138,8 +139,10 @@ final class LoopbackHTTPServerTests: XCTestCase {
     func testRequestLogKeepsMethodTargetHeadersAndBody() throws {
         let server = try LoopbackHTTPServer { _ in .ok("fine") }
         defer { server.stop() }
-        let result = try curl(["-o", "/dev/null", "-H", "X-Haul-Test: yes", "--data-binary", "payload",
-                               server.url("/upload/x%20y?sig=abc&n=1")])
+        let result = try curl([
+            "-o", "/dev/null", "-H", "X-Haul-Test: yes", "--data-binary", "payload",
+            server.url("/upload/x%20y?sig=abc&n=1"),
+        ])
         XCTAssertEqual(result.exitCode, 0, result.stderr)
         let request = try XCTUnwrap(server.requests.first)
         XCTAssertEqual(request.method, "POST")
@@ -173,7 +176,7 @@ final class LoopbackHTTPServerTests: XCTestCase {
     }
 
     func testChunkedResponsesAreFramed() throws {
-        let body = (0 ..< 40_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let body = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         let server = try LoopbackHTTPServer { _ in .ok(body, headers: [("Transfer-Encoding", "chunked")]) }
         defer { server.stop() }
         let (exit, head, received) = try fetch(server.url("/c"))
@@ -184,7 +187,7 @@ final class LoopbackHTTPServerTests: XCTestCase {
 
     // MARK: Faults, as curl sees them
 
-    private let faultBody = (0 ..< 20_000).map { UInt8(truncatingIfNeeded: $0) }
+    private let faultBody = (0..<20_000).map { UInt8(truncatingIfNeeded: $0) }
 
     private func serveFault(_ fault: Fault) throws -> LoopbackHTTPServer {
         let body = faultBody
@@ -274,7 +277,7 @@ final class LoopbackHTTPServerTests: XCTestCase {
         let server = try serveFault(.stallAfter(bytes: 10, seconds: 60))
         let client = try RawClient(port: server.port)
         try client.send("GET /f HTTP/1.1\r\nHost: x\r\n\r\n")
-        let partial = client.receive(untilContains: Array(faultBody[0 ..< 10]))
+        let partial = client.receive(untilContains: Array(faultBody[0..<10]))
         XCTAssertTrue(partial.starts(with: Array("HTTP/1.1 200 OK\r\n".utf8)))
         let idle = try RawClient(port: server.port)  // an idle keep-alive connection too
         XCTAssertTrue(waitUntil { server.connectionCount == 2 })
@@ -324,7 +327,9 @@ final class LoopbackHTTPServerTests: XCTestCase {
 /// The process runner the CLI tests rely on.
 final class ProcessRunnerTests: XCTestCase {
     func testLargeOutputOnBothStreamsDoesNotDeadlock() throws {
-        let result = try ProcessRunner.run("/bin/sh", ["-c", "head -c 300000 /dev/zero | tr '\\0' o; head -c 300000 /dev/zero | tr '\\0' e >&2; exit 3"])
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            ["-c", "head -c 300000 /dev/zero | tr '\\0' o; head -c 300000 /dev/zero | tr '\\0' e >&2; exit 3"])
         XCTAssertEqual(result.exitCode, 3)
         XCTAssertEqual(result.stdout.count, 300_000)
         XCTAssertEqual(result.stderr.count, 300_000)
@@ -332,8 +337,9 @@ final class ProcessRunnerTests: XCTestCase {
 
     func testEnvironmentIsMinimalPlusOverridesAndDirectoryApplies() throws {
         let directory = try TemporaryDirectory()
-        let result = try ProcessRunner.run("/bin/sh", ["-c", "env | sort; pwd"], environment: ["HAUL_X": "1"],
-                                           currentDirectory: directory.path)
+        let result = try ProcessRunner.run(
+            "/bin/sh", ["-c", "env | sort; pwd"], environment: ["HAUL_X": "1"],
+            currentDirectory: directory.path)
         let lines = result.stdout.split(separator: "\n").map(String.init)
         let shellOwn: Set<String> = ["PWD", "OLDPWD", "SHLVL", "_"]
         let names: [String] = lines.compactMap { line in
@@ -342,13 +348,15 @@ final class ProcessRunnerTests: XCTestCase {
             return shellOwn.contains(name) ? nil : name
         }
         XCTAssertEqual(names, ["HAUL_X", "HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"])
-        XCTAssertEqual(lines.last.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path },
-                       URL(fileURLWithPath: directory.path).resolvingSymlinksInPath().path)
+        XCTAssertEqual(
+            lines.last.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path },
+            URL(fileURLWithPath: directory.path).resolvingSymlinksInPath().path)
     }
 
     func testTimeoutKillsTheChildAndKeepsItsOutput() throws {
         let start = Date()
-        XCTAssertThrowsError(try ProcessRunner.run("/bin/sh", ["-c", "echo started; sleep 30"], timeout: 0.3)) { error in
+        XCTAssertThrowsError(try ProcessRunner.run("/bin/sh", ["-c", "echo started; sleep 30"], timeout: 0.3)) {
+            error in
             guard case ProcessRunnerError.timedOut(_, _, let partial) = error else { return XCTFail("\(error)") }
             XCTAssertEqual(partial.stdout, "started\n")
             XCTAssertEqual(partial.exitCode, 128 + SIGKILL)
@@ -384,7 +392,11 @@ private struct Head {
                 status = Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
                 fields = []
             } else if let colon = line.firstIndex(of: ":") {
-                fields.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                fields.append(
+                    (
+                        line[..<colon].lowercased(),
+                        line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    ))
             }
         }
     }
@@ -394,7 +406,11 @@ private struct Head {
 
 private enum FileNumber {
     private static let counter = Mutex(0)
-    static func next() -> Int { counter.withLock { $0 += 1; return $0 } }
+    static func next() -> Int {
+        counter.withLock {
+            $0 += 1; return $0
+        }
+    }
 }
 
 /// A blocking TCP client on 127.0.0.1, for what curl cannot show: half-read responses and pipelining.
@@ -412,7 +428,9 @@ private final class RawClient {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             let code = errno
@@ -449,13 +467,14 @@ private final class RawClient {
     private func readOnce() -> Int {
         var chunk = [UInt8](repeating: 0, count: 65_536)
         let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if count > 0 { received += chunk[0 ..< count] }
+        if count > 0 { received += chunk[0..<count] }
         return count
     }
 
     private func contains(_ needle: [UInt8]) -> Bool {
         guard !needle.isEmpty, received.count >= needle.count else { return needle.isEmpty }
-        for start in 0 ... (received.count - needle.count) where received[start ..< start + needle.count].elementsEqual(needle) {
+        for start in 0...(received.count - needle.count)
+        where received[start..<start + needle.count].elementsEqual(needle) {
             return true
         }
         return false

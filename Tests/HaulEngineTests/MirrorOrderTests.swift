@@ -18,14 +18,17 @@ final class MirrorOrderTests: XCTestCase {
     }
 
     private func engine(jobs: Int = 4, baseDelay: Double = 0.001) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs,
-                                                          retryPolicy: RetryPolicy(baseDelay: baseDelay, jitter: 0)))
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs,
+                retryPolicy: RetryPolicy(baseDelay: baseDelay, jitter: 0)))
     }
 
     private func request(_ id: Int, _ urls: [String], retries: Int, stallTimeout: Double = 5) -> TransferRequest {
-        TransferRequest(id: id, sources: urls.map { TransferSource(url: $0, displayURL: $0) },
-                        expectedDigest: StreamingHasher.digest(body, algorithm: .sha256), expectedSize: nil,
-                        retries: retries, stallTimeout: stallTimeout)
+        TransferRequest(
+            id: id, sources: urls.map { TransferSource(url: $0, displayURL: $0) },
+            expectedDigest: StreamingHasher.digest(body, algorithm: .sha256), expectedSize: nil,
+            retries: retries, stallTimeout: stallTimeout)
     }
 
     func testARefusedURLHandsOverToTheMirrorAtOnce() throws {
@@ -35,7 +38,8 @@ final class MirrorOrderTests: XCTestCase {
         let recorder = Recorder()
         engine().run([request(0, [dead.url("/f"), mirror.url("/f")], retries: 3)], delegate: recorder)
         XCTAssertEqual(try XCTUnwrap(try recorder.results[0]?.get()).sourceDisplayURL, mirror.url("/f"))
-        XCTAssertEqual(recorder.attemptFailures.count, 1, "one connect to the dead URL, not 4: \(recorder.attemptFailures)")
+        XCTAssertEqual(
+            recorder.attemptFailures.count, 1, "one connect to the dead URL, not 4: \(recorder.attemptFailures)")
         XCTAssertEqual(recorder.nextAttempts.first??.sourceDisplayURL, mirror.url("/f"))
         XCTAssertEqual(recorder.nextAttempts.first??.delay, 0)
     }
@@ -45,10 +49,12 @@ final class MirrorOrderTests: XCTestCase {
         let mirror = try LoopbackHTTPServer(files: ["/f": body])
         defer { mirror.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [silent.url("/f"), mirror.url("/f")], retries: 2, stallTimeout: 1)], delegate: recorder)
+        engine().run(
+            [request(0, [silent.url("/f"), mirror.url("/f")], retries: 2, stallTimeout: 1)], delegate: recorder)
         XCTAssertEqual(try XCTUnwrap(try recorder.results[0]?.get()).sourceDisplayURL, mirror.url("/f"))
-        XCTAssertEqual(recorder.attemptFailures.map(\.failure.sourceDisplayURL), [silent.url("/f")],
-                       "one stall window on the silent URL, then the mirror")
+        XCTAssertEqual(
+            recorder.attemptFailures.map(\.failure.sourceDisplayURL), [silent.url("/f")],
+            "one stall window on the silent URL, then the mirror")
     }
 
     /// Backoff rounds go round the URLs; each URL gets at most retries + 1 requests.
@@ -63,9 +69,14 @@ final class MirrorOrderTests: XCTestCase {
         engine().run([request(0, [server.url("/a"), server.url("/b")], retries: 2)], delegate: recorder)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("every URL fails") }
         XCTAssertEqual(order.withLock { $0 }, ["/a", "/b", "/a", "/b", "/a", "/b"])
-        XCTAssertEqual(recorder.nextAttempts.map { $0.map { [$0.sourceDisplayURL, $0.delay > 0 ? "wait" : "now", "\($0.retry)"] } },
-                       [[server.url("/b"), "now", "0"], [server.url("/a"), "wait", "1"], [server.url("/b"), "now", "1"],
-                        [server.url("/a"), "wait", "2"], [server.url("/b"), "now", "2"], nil])
+        XCTAssertEqual(
+            recorder.nextAttempts.map {
+                $0.map { [$0.sourceDisplayURL, $0.delay > 0 ? "wait" : "now", "\($0.retry)"] }
+            },
+            [
+                [server.url("/b"), "now", "0"], [server.url("/a"), "wait", "1"], [server.url("/b"), "now", "1"],
+                [server.url("/a"), "wait", "2"], [server.url("/b"), "now", "2"], nil,
+            ])
         XCTAssertEqual(failure.lastFailurePerSource.map(\.reason), [.httpStatus(503), .httpStatus(503)])
     }
 
@@ -88,11 +99,13 @@ final class MirrorOrderTests: XCTestCase {
         let mirror = try LoopbackHTTPServer(files: ["/f": body])
         defer { mirror.stop() }
         let recorder = Recorder()
-        engine(jobs: 1).run((0..<5).map { request($0, [dead.url("/f"), mirror.url("/f")], retries: 3) }, delegate: recorder)
+        engine(jobs: 1).run(
+            (0..<5).map { request($0, [dead.url("/f"), mirror.url("/f")], retries: 3) }, delegate: recorder)
         XCTAssertEqual(recorder.results.values.filter { (try? $0.get()) != nil }.count, 5)
         XCTAssertEqual(recorder.attemptFailures.count, 1, "\(recorder.attemptFailures)")
         XCTAssertEqual(mirror.requests.count, 5)
-        XCTAssertEqual(Set(recorder.started.values), [dead.url("/f"), mirror.url("/f")], "the first starts at the dead URL")
+        XCTAssertEqual(
+            Set(recorder.started.values), [dead.url("/f"), mirror.url("/f")], "the first starts at the dead URL")
     }
 
     func testTheOrderOfAnEntrysURLsIsOtherwiseKept() throws {
@@ -113,7 +126,11 @@ final class MirrorOrderTests: XCTestCase {
         let dropped = Mutex(false)
         let server = try LoopbackHTTPServer { [body] request in
             let reused = !seenConnections.withLock { $0.insert(request.connectionID).inserted }
-            if reused, dropped.withLock({ done in defer { done = true }; return !done }) {
+            if reused,
+                dropped.withLock({ done in
+                    defer { done = true }; return !done
+                })
+            {
                 return ServerResponse.ok(body).with(fault: .closeWithoutResponse)
             }
             return .ok(body)
@@ -121,7 +138,8 @@ final class MirrorOrderTests: XCTestCase {
         defer { server.stop() }
         let recorder = Recorder()
         engine(jobs: 1).run((0..<2).map { request($0, [server.url("/f\($0)")], retries: 0) }, delegate: recorder)
-        XCTAssertEqual(recorder.results.values.filter { (try? $0.get()) != nil }.count, 2, "\(recorder.attemptFailures)")
+        XCTAssertEqual(
+            recorder.results.values.filter { (try? $0.get()) != nil }.count, 2, "\(recorder.attemptFailures)")
         XCTAssertEqual(server.requests.map(\.path), ["/f0", "/f1", "/f1"])
         XCTAssertTrue(recorder.attemptFailures.isEmpty)
         XCTAssertEqual(server.connectionCount, 2)

@@ -15,14 +15,17 @@ final class MultiLoopTests: XCTestCase {
     }
 
     private func configuration(loops: Int, jobs: Int, perHost: Int, partials: String? = nil) -> EngineConfiguration {
-        EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs, maxConnectionsPerHost: perHost,
-                            retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0), partialDirectory: partials.map(heldOpen), loops: loops)
+        EngineConfiguration(
+            temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs, maxConnectionsPerHost: perHost,
+            retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0), partialDirectory: partials.map(heldOpen), loops: loops
+        )
     }
 
     private func request(_ id: Int, _ url: String, bytes: [UInt8]) -> TransferRequest {
-        TransferRequest(id: id, sources: [TransferSource(url: url, displayURL: url)],
-                        expectedDigest: StreamingHasher.digest(bytes, algorithm: .sha256), expectedSize: Int64(bytes.count),
-                        retries: 0, stallTimeout: 30)
+        TransferRequest(
+            id: id, sources: [TransferSource(url: url, displayURL: url)],
+            expectedDigest: StreamingHasher.digest(bytes, algorithm: .sha256), expectedSize: Int64(bytes.count),
+            retries: 0, stallTimeout: 30)
     }
 
     private func contents(_ path: String) -> [UInt8]? {
@@ -31,7 +34,9 @@ final class MultiLoopTests: XCTestCase {
 
     func testLimitsAreSplitExactlyAndNeverIntoEmptyLoops() {
         func shares(_ loops: Int, _ jobs: Int, _ perHost: Int) -> [[Int]] {
-            configuration(loops: loops, jobs: jobs, perHost: perHost).loopShares.map { [$0.transfers, $0.connectionsPerHost] }
+            configuration(loops: loops, jobs: jobs, perHost: perHost).loopShares.map {
+                [$0.transfers, $0.connectionsPerHost]
+            }
         }
         XCTAssertEqual(shares(2, 16, 16), [[8, 8], [8, 8]])
         XCTAssertEqual(shares(2, 5, 3), [[3, 2], [2, 1]])
@@ -43,7 +48,9 @@ final class MultiLoopTests: XCTestCase {
 
     func testTwoLoopsFetchEveryFileOnceWithinTheRunsLimits() throws {
         var files: [String: [UInt8]] = [:]
-        for i in 0..<300 { files["/f\(i)"] = (0..<(i % 7 * 3_001 + 1)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ i) } }
+        for i in 0..<300 {
+            files["/f\(i)"] = (0..<(i % 7 * 3_001 + 1)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ i) }
+        }
         let server = try LoopbackHTTPServer(files: files)
         defer { server.stop() }
         let recorder = Recorder()
@@ -58,7 +65,9 @@ final class MultiLoopTests: XCTestCase {
             let file = try XCTUnwrap(try results[i]?.get(), "transfer \(i)")
             XCTAssertEqual(contents(file.temporaryPath), files["/f\(i)"], "transfer \(i)")
         }
-        XCTAssertEqual(Set(results.values.compactMap { try? $0.get().temporaryPath }).count, 300, "every transfer has its own file")
+        XCTAssertEqual(
+            Set(results.values.compactMap { try? $0.get().temporaryPath }).count, 300, "every transfer has its own file"
+        )
         XCTAssertEqual(server.requests.count, 300, "no request is made twice")
         XCTAssertLessThanOrEqual(server.connectionCount, 4, "--per-host holds for the run, not per loop")
     }
@@ -130,8 +139,9 @@ final class MultiLoopTests: XCTestCase {
         let recorder = Recorder()
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { cancellation.cancel() }
         TransferEngine(configuration: configuration(loops: 2, jobs: 6, perHost: 6))
-            .run((0..<40).map { request($0, server.url("/f\($0)"), bytes: [UInt8](repeating: 5, count: 50_000)) },
-                 delegate: recorder, cancellation: cancellation)
+            .run(
+                (0..<40).map { request($0, server.url("/f\($0)"), bytes: [UInt8](repeating: 5, count: 50_000)) },
+                delegate: recorder, cancellation: cancellation)
 
         XCTAssertEqual(recorder.endedTwice, [])
         let results = recorder.results
@@ -141,7 +151,9 @@ final class MultiLoopTests: XCTestCase {
             XCTAssertEqual(failure.attempts.last?.reason, .interrupted, "transfer \(id)")
         }
         XCTAssertEqual(recorder.started.count, 6, "the six that were running, in both loops; the rest never started")
-        let left = try FileManager.default.subpathsOfDirectory(atPath: temporary.path).filter { !TransferEngine.isLoopFolderName($0) }
+        let left = try FileManager.default.subpathsOfDirectory(atPath: temporary.path).filter {
+            !TransferEngine.isLoopFolderName($0)
+        }
         XCTAssertEqual(left, [], "no temporary file is left (the loops' folders stay, to be used again)")
     }
 }

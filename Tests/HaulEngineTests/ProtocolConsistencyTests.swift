@@ -16,16 +16,22 @@ final class ProtocolConsistencyTests: XCTestCase {
     }
 
     private func engine(maxBodyBytes: Int64 = EngineConfiguration.defaultMaxBodyBytes) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
-                                                          retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
-                                                          maxBodyBytes: maxBodyBytes))
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path),
+                retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
+                maxBodyBytes: maxBodyBytes))
     }
 
     private func fetch(_ urls: [String], pinned: [UInt8]? = nil, retries: Int = 2) -> Recorder {
         let recorder = Recorder()
-        engine().run([TransferRequest(id: 0, sources: urls.map { TransferSource(url: $0, displayURL: $0) },
-                                      expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                                      expectedSize: nil, retries: retries, stallTimeout: 5)], delegate: recorder)
+        engine().run(
+            [
+                TransferRequest(
+                    id: 0, sources: urls.map { TransferSource(url: $0, displayURL: $0) },
+                    expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
+                    expectedSize: nil, retries: retries, stallTimeout: 5)
+            ], delegate: recorder)
         return recorder
     }
 
@@ -36,15 +42,19 @@ final class ProtocolConsistencyTests: XCTestCase {
         try LoopbackHTTPServer { request in request.path == "/odd" ? head : .ok(Array("the right bytes".utf8)) }
     }
 
-    private func assertProtocolErrorThenMirror(_ head: ServerResponse, mentions text: String,
-                                               file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertProtocolErrorThenMirror(
+        _ head: ServerResponse, mentions text: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let server = try server(odd: head)
         defer { server.stop() }
         let recorder = fetch([server.url("/odd"), server.url("/good")])
-        let result = try XCTUnwrap(try recorder.results[0]?.get(), "\(recorder.attemptFailures)", file: file, line: line)
+        let result = try XCTUnwrap(
+            try recorder.results[0]?.get(), "\(recorder.attemptFailures)", file: file, line: line)
         XCTAssertEqual(result.sourceDisplayURL, server.url("/good"), file: file, line: line)
         XCTAssertEqual(contents(result.temporaryPath), Array("the right bytes".utf8), file: file, line: line)
-        XCTAssertEqual(server.requests.map(\.path), ["/odd", "/good"], "not retried on that URL", file: file, line: line)
+        XCTAssertEqual(
+            server.requests.map(\.path), ["/odd", "/good"], "not retried on that URL", file: file, line: line)
         guard case .protocolViolation(let what) = recorder.attemptFailures.first?.failure.reason else {
             return XCTFail("a protocol error: \(recorder.attemptFailures)", file: file, line: line)
         }
@@ -54,28 +64,38 @@ final class ProtocolConsistencyTests: XCTestCase {
 
     func testTwoContentLengthsThatDisagreeFailTheAttemptAndNeverBecomeAFile() throws {
         // libcurl believes the last one: an unpinned file of 3 bytes, had haul not checked.
-        let server = try server(odd: .raw("HTTP/1.1 200 OK", ["Content-Length: 5", "Content-Length: 3"], body: Array("hello".utf8)))
+        let server = try server(
+            odd: .raw("HTTP/1.1 200 OK", ["Content-Length: 5", "Content-Length: 3"], body: Array("hello".utf8)))
         defer { server.stop() }
         let recorder = fetch([server.url("/odd")])
-        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("\(String(describing: recorder.results[0]))") }
-        XCTAssertEqual(failure.attempts.map(\.reason), [.protocolViolation("conflicting Content-Length values: 5 and 3")])
+        guard case .failure(let failure) = recorder.results[0] else {
+            return XCTFail("\(String(describing: recorder.results[0]))")
+        }
+        XCTAssertEqual(
+            failure.attempts.map(\.reason), [.protocolViolation("conflicting Content-Length values: 5 and 3")])
         XCTAssertEqual(server.requests.count, 1, "a protocol error is not retried on that URL")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temporary.path), [], "no file is left")
     }
 
     func testConflictingMalformedAndOutOfRangeLengthsGoToTheMirrorAtOnce() throws {
         let hello = Array("hello".utf8)
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", ["Content-Length: 5", "Content-Length: 3"], body: hello),
-                                          mentions: "conflicting")
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", ["Content-Length: 5, 3"], body: hello), mentions: "conflicting")
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", ["Content-Length: 99999999999999999999"], body: hello),
-                                          mentions: "Content-Length")
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", ["Content-Length: abc"], body: hello), mentions: "Content-Length")
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", ["Content-Length: -5"], body: hello), mentions: "Content-Length")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 200 OK", ["Content-Length: 5", "Content-Length: 3"], body: hello),
+            mentions: "conflicting")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 200 OK", ["Content-Length: 5, 3"], body: hello), mentions: "conflicting")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 200 OK", ["Content-Length: 99999999999999999999"], body: hello),
+            mentions: "Content-Length")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 200 OK", ["Content-Length: abc"], body: hello), mentions: "Content-Length")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 200 OK", ["Content-Length: -5"], body: hello), mentions: "Content-Length")
     }
 
     func testIdenticalDuplicateLengthsAreAccepted() throws {
-        let server = try server(odd: .raw("HTTP/1.1 200 OK", ["Content-Length: 5", "Content-Length: 5, 5"], body: Array("hello".utf8)))
+        let server = try server(
+            odd: .raw("HTTP/1.1 200 OK", ["Content-Length: 5", "Content-Length: 5, 5"], body: Array("hello".utf8)))
         defer { server.stop() }
         let recorder = fetch([server.url("/odd")], pinned: Array("hello".utf8))
         XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get()).temporaryPath), Array("hello".utf8))
@@ -85,28 +105,39 @@ final class ProtocolConsistencyTests: XCTestCase {
         let server = try server(odd: .raw("HTTP/1.1 200 OK", ["Content-Length: 10"], body: Array("hello".utf8)))
         defer { server.stop() }
         let recorder = fetch([server.url("/odd")], retries: 0)
-        guard case .failure(let failure) = recorder.results[0], case .network(.partialFile, _) = failure.attempts[0].reason else {
+        guard case .failure(let failure) = recorder.results[0],
+            case .network(.partialFile, _) = failure.attempts[0].reason
+        else {
             return XCTFail("a cut body (CURLE_PARTIAL_FILE): \(String(describing: recorder.results[0]))")
         }
     }
 
     func testAStatusOutside100To599IsAProtocolErrorNotARetriedServerError() throws {
         // 999 would otherwise count as a 5xx: retried with backoff.
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 999 Odd", ["Content-Length: 5"], body: Array("hello".utf8)), mentions: "999")
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 600 Odd", ["Content-Length: 5"], body: Array("hello".utf8)), mentions: "600")
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 42 Odd", ["Content-Length: 5"], body: Array("hello".utf8)),
-                                          mentions: "response code")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 999 Odd", ["Content-Length: 5"], body: Array("hello".utf8)), mentions: "999")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 600 Odd", ["Content-Length: 5"], body: Array("hello".utf8)), mentions: "600")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 42 Odd", ["Content-Length: 5"], body: Array("hello".utf8)),
+            mentions: "response code")
     }
 
     func testAHeaderBlockOverOneMebibyteIsAProtocolError() throws {
         // Many ordinary lines (libcurl limits each line; its limit on the whole block depends on the build).
         let lines = (0..<1100).map { "X-Filler-\($0): " + String(repeating: "a", count: 1000) }
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", lines + ["Content-Length: 5"], body: Array("hello".utf8)),
-                                          mentions: "response headers over 256 KiB")
+        try assertProtocolErrorThenMirror(
+            .raw("HTTP/1.1 200 OK", lines + ["Content-Length: 5"], body: Array("hello".utf8)),
+            mentions: "response headers over 256 KiB")
         // One huge line: libcurl itself refuses it, as "out of memory".
-        try assertProtocolErrorThenMirror(.raw("HTTP/1.1 200 OK", ["X-Big: " + String(repeating: "b", count: 200_000),
-                                                                  "Content-Length: 5"], body: Array("hello".utf8)),
-                                          mentions: "header line")
+        try assertProtocolErrorThenMirror(
+            .raw(
+                "HTTP/1.1 200 OK",
+                [
+                    "X-Big: " + String(repeating: "b", count: 200_000),
+                    "Content-Length: 5",
+                ], body: Array("hello".utf8)),
+            mentions: "header line")
     }
 
     /// haul sends no Accept-Encoding; a server that compresses anyway serves other bytes than the file. A pinned
@@ -117,7 +148,9 @@ final class ProtocolConsistencyTests: XCTestCase {
         let server = try LoopbackHTTPServer { _ in .ok(encoded, headers: [("Content-Encoding", "gzip")]) }
         defer { server.stop() }
         let pinned = fetch([server.url("/f")], pinned: file)
-        guard case .failure(let failure) = pinned.results[0] else { return XCTFail("\(String(describing: pinned.results[0]))") }
+        guard case .failure(let failure) = pinned.results[0] else {
+            return XCTFail("\(String(describing: pinned.results[0]))")
+        }
         XCTAssertEqual(failure.attempts.last.flatMap { servedEncoding($0.reason) }, "gzip", "\(failure)")
 
         let unpinned = fetch([server.url("/f")])
@@ -129,8 +162,11 @@ final class ProtocolConsistencyTests: XCTestCase {
     /// Text a server chose never reaches a message raw: no escape sequence, no line break, bounded length.
     func testServerTextInMessagesIsMadeSafe() throws {
         let hostile = "gzip\u{1B}[2J\u{1B}[31m" + String(repeating: "x", count: 500)
-        let server = try LoopbackHTTPServer { _ in .raw("HTTP/1.1 200 OK", ["Content-Encoding: \(hostile)", "Content-Length: 3"],
-                                                        body: Array("abc".utf8)) }
+        let server = try LoopbackHTTPServer { _ in
+            .raw(
+                "HTTP/1.1 200 OK", ["Content-Encoding: \(hostile)", "Content-Length: 3"],
+                body: Array("abc".utf8))
+        }
         defer { server.stop() }
         let recorder = fetch([server.url("/f")], pinned: Array("xyz".utf8), retries: 0)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a mismatch") }

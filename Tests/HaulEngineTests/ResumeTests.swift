@@ -17,9 +17,11 @@ final class ResumeTests: XCTestCase {
     }
 
     private func engine() -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(temporary.path + "/tmp"), retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
-            partialDirectory: heldOpen(partials)))
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path + "/tmp"),
+                retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0),
+                partialDirectory: heldOpen(partials)))
     }
 
     private func body(_ seed: UInt64, count: Int = 300_000) -> [UInt8] {
@@ -29,10 +31,14 @@ final class ResumeTests: XCTestCase {
 
     private func fetch(_ url: String, pinned: [UInt8]?, retries: Int = 0) -> Recorder {
         let recorder = Recorder()
-        engine().run([TransferRequest(id: 0, sources: [TransferSource(url: url, displayURL: url)],
-                                      expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                                      expectedSize: pinned.map { Int64($0.count) }, retries: retries, stallTimeout: 5)],
-                     delegate: recorder)
+        engine().run(
+            [
+                TransferRequest(
+                    id: 0, sources: [TransferSource(url: url, displayURL: url)],
+                    expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
+                    expectedSize: pinned.map { Int64($0.count) }, retries: retries, stallTimeout: 5)
+            ],
+            delegate: recorder)
         return recorder
     }
 
@@ -42,7 +48,9 @@ final class ResumeTests: XCTestCase {
     private func server(_ files: StaticFiles, cuts: Int, cutAt: Int) throws -> LoopbackHTTPServer {
         let served = Mutex(0)
         return try LoopbackHTTPServer { request in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             let response = files.respond(to: request)
             return n <= cuts ? response.with(fault: .closeAfter(bytes: cutAt)) : response
         }
@@ -60,9 +68,11 @@ final class ResumeTests: XCTestCase {
         XCTAssertNil(server.requests[0].header("Range"))
         XCTAssertEqual(server.requests[1].header("Range"), "bytes=100000-")
         XCTAssertEqual(server.requests[1].header("If-Range"), files.etag("/f"))
-        XCTAssertTrue(file.temporaryPath.hasPrefix(temporary.path + "/tmp/"), "the verified file gets a name of its own")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: partials), [],
-                       "the digest-named partial and its metadata are gone once the file is verified")
+        XCTAssertTrue(
+            file.temporaryPath.hasPrefix(temporary.path + "/tmp/"), "the verified file gets a name of its own")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: partials), [],
+            "the digest-named partial and its metadata are gone once the file is verified")
     }
 
     func testInterruptedPartialIsKeptAndTheNextRunResumesIt() throws {
@@ -107,7 +117,9 @@ final class ResumeTests: XCTestCase {
         let etag = "\"v1\""
         let served = Mutex(0)
         let server = try LoopbackHTTPServer { _ in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             let response = ServerResponse.ok(data, headers: [("ETag", etag)])
             return n == 1 ? response.with(fault: .closeAfter(bytes: 50_000)) : response
         }
@@ -121,17 +133,24 @@ final class ResumeTests: XCTestCase {
         let data = body(6)
         let served = Mutex(0)
         let server = try LoopbackHTTPServer { request in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             switch n {
-            case 1: return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 80_000))
-            case 2: return ServerResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 0-299999/300000")], body: data)
+            case 1:
+                return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 80_000))
+            case 2:
+                return ServerResponse(
+                    status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 0-299999/300000")], body: data)
             default: return .ok(data, headers: [("ETag", "\"v1\"")])
             }
         }
         defer { server.stop() }
         let recorder = fetch(server.url("/f"), pinned: data, retries: 2)
         XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get()).temporaryPath), data)
-        guard case .resumeRejected = recorder.attemptFailures[1].failure.reason else { return XCTFail("\(recorder.attemptFailures)") }
+        guard case .resumeRejected = recorder.attemptFailures[1].failure.reason else {
+            return XCTFail("\(recorder.attemptFailures)")
+        }
         XCTAssertNil(server.requests[2].header("Range"), "after a refused resume the retry starts from zero")
     }
 
@@ -139,12 +158,16 @@ final class ResumeTests: XCTestCase {
         let data = body(7), impostor = body(8)
         let served = Mutex(0)
         let server = try LoopbackHTTPServer { request in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             switch n {
-            case 1: return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 100_000))
+            case 1:
+                return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 100_000))
             case 2:  // A server that lies: same ETag, other bytes.
-                return ServerResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 100000-299999/300000")],
-                                      body: Array(impostor[100_000...]))
+                return ServerResponse(
+                    status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 100000-299999/300000")],
+                    body: Array(impostor[100_000...]))
             default: return .ok(data, headers: [("ETag", "\"v1\"")])
             }
         }
@@ -152,7 +175,9 @@ final class ResumeTests: XCTestCase {
         let recorder = fetch(server.url("/f"), pinned: data, retries: 1)
         XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get()).temporaryPath), data)
         XCTAssertEqual(server.requests.map { $0.header("Range") }, [nil, "bytes=100000-", nil])
-        guard case .digestMismatch = recorder.attemptFailures.last?.failure.reason else { return XCTFail("\(recorder.attemptFailures)") }
+        guard case .digestMismatch = recorder.attemptFailures.last?.failure.reason else {
+            return XCTFail("\(recorder.attemptFailures)")
+        }
     }
 
     /// Two entries with the same content share the digest-named slot one after the other; neither may see the
@@ -162,19 +187,25 @@ final class ResumeTests: XCTestCase {
         let files = StaticFiles(["/one": data, "/two": data])
         let served = Mutex(0)
         let server = try LoopbackHTTPServer { request in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             let response = files.respond(to: request)
             return n == 2 ? response.with(fault: .closeAfter(bytes: 1_000)) : response
         }
         defer { server.stop() }
         let digest = StreamingHasher.digest(data, algorithm: .sha256)
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(temporary.path + "/tmp"), maxConcurrentTransfers: 1, partialDirectory: heldOpen(partials)))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path + "/tmp"), maxConcurrentTransfers: 1,
+                partialDirectory: heldOpen(partials)))
         let recorder = Recorder()
-        engine.run([0, 1].map { id in
-            TransferRequest(id: id, sources: [TransferSource(url: server.url(id == 0 ? "/one" : "/two"), displayURL: "x")],
-                            expectedDigest: digest, expectedSize: Int64(data.count), retries: 0, stallTimeout: 5)
-        }, delegate: recorder)
+        engine.run(
+            [0, 1].map { id in
+                TransferRequest(
+                    id: id, sources: [TransferSource(url: server.url(id == 0 ? "/one" : "/two"), displayURL: "x")],
+                    expectedDigest: digest, expectedSize: Int64(data.count), retries: 0, stallTimeout: 5)
+            }, delegate: recorder)
         let first = try XCTUnwrap(try recorder.results[0]?.get())
         XCTAssertEqual(contents(first.temporaryPath), data, "the finished file is untouched by the second transfer")
         guard case .failure = recorder.results[1] else { return XCTFail("the second transfer was cut") }
@@ -199,8 +230,9 @@ final class ResumeTests: XCTestCase {
         let digest = StreamingHasher.digest(data, algorithm: .sha256)
         let partial = partials + "/sha256-\(digest.hex).part"
         try temporary.write("partial/sha256-\(digest.hex).part", data)
-        try temporary.write("partial/sha256-\(digest.hex).part.meta",
-                            "source \(StreamingHasher.digest(Array(server.url("/f").utf8), algorithm: .sha256).hex)\netag \"x\"\n")
+        try temporary.write(
+            "partial/sha256-\(digest.hex).part.meta",
+            "source \(StreamingHasher.digest(Array(server.url("/f").utf8), algorithm: .sha256).hex)\netag \"x\"\n")
         let recorder = fetch(server.url("/f"), pinned: data)
         let file = try XCTUnwrap(try recorder.results[0]?.get())
         XCTAssertEqual(contents(file.temporaryPath), data)
@@ -216,20 +248,25 @@ extension ResumeTests {
         let data = body(12)
         let served = Mutex(0)
         let server = try LoopbackHTTPServer { _ in
-            let n = served.withLock { n in n += 1; return n }
+            let n = served.withLock { n in
+                n += 1; return n
+            }
             switch n {
-            case 1: return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 80_000))
+            case 1:
+                return ServerResponse.ok(data, headers: [("ETag", "\"v1\"")]).with(fault: .closeAfter(bytes: 80_000))
             case 2:
                 // Also a hostile Content-Range: it reaches the message only as safe text.
-                return ServerResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 7-9/300000\u{1B}[2J")],
-                                      body: Array(data[7...9]))
+                return ServerResponse(
+                    status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 7-9/300000\u{1B}[2J")],
+                    body: Array(data[7...9]))
             default: return .ok(data, headers: [("ETag", "\"v1\"")])
             }
         }
         defer { server.stop() }
         // One retry: the cut body takes it; the wrong range must not need another.
         let recorder = fetch(server.url("/f"), pinned: data, retries: 1)
-        XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get(), "\(recorder.attemptFailures)").temporaryPath), data)
+        XCTAssertEqual(
+            contents(try XCTUnwrap(try recorder.results[0]?.get(), "\(recorder.attemptFailures)").temporaryPath), data)
         XCTAssertEqual(server.requests.map { $0.header("Range") }, [nil, "bytes=80000-", nil])
         guard case .resumeRejected(let why) = recorder.attemptFailures[1].failure.reason else {
             return XCTFail("\(recorder.attemptFailures)")
@@ -248,9 +285,14 @@ extension ResumeTests {
         defer { mirror.stop() }
         // In the same run: the cut moves to the mirror, which gets a plain request.
         let recorder = Recorder()
-        engine().run([TransferRequest(id: 0, sources: [primary.url("/f"), mirror.url("/f")].map { TransferSource(url: $0, displayURL: $0) },
-                                      expectedDigest: StreamingHasher.digest(data, algorithm: .sha256),
-                                      expectedSize: Int64(data.count), retries: 1, stallTimeout: 5)], delegate: recorder)
+        engine().run(
+            [
+                TransferRequest(
+                    id: 0,
+                    sources: [primary.url("/f"), mirror.url("/f")].map { TransferSource(url: $0, displayURL: $0) },
+                    expectedDigest: StreamingHasher.digest(data, algorithm: .sha256),
+                    expectedSize: Int64(data.count), retries: 1, stallTimeout: 5)
+            ], delegate: recorder)
         XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[0]?.get()).temporaryPath), data)
         XCTAssertEqual(mirror.requests.map { $0.header("Range") }, [nil])
 
@@ -259,9 +301,12 @@ extension ResumeTests {
         mirror.resetLog()
         let cut = try server(StaticFiles(["/f": data]), cuts: 1, cutAt: 100_000)
         defer { cut.stop() }
-        guard case .failure = fetch(cut.url("/f"), pinned: data).results[0] else { return XCTFail("the first run is cut") }
+        guard case .failure = fetch(cut.url("/f"), pinned: data).results[0] else {
+            return XCTFail("the first run is cut")
+        }
         let second = fetch(mirror.url("/f"), pinned: data)
         XCTAssertEqual(contents(try XCTUnwrap(try second.results[0]?.get()).temporaryPath), data)
-        XCTAssertEqual(mirror.requests.map { $0.header("Range") }, [nil], "the partial from the other URL is not resumed")
+        XCTAssertEqual(
+            mirror.requests.map { $0.header("Range") }, [nil], "the partial from the other URL is not resumed")
     }
 }

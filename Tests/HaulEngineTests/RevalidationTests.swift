@@ -12,11 +12,17 @@ final class RevalidationTests: XCTestCase {
     }
 
     private func run(_ sources: [TransferSource]) -> Recorder {
-        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
-                                                                       retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path),
+                retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
         let recorder = Recorder()
-        engine.run([TransferRequest(id: 0, sources: sources, expectedDigest: nil, expectedSize: nil, retries: 0,
-                                    stallTimeout: 5)], delegate: recorder)
+        engine.run(
+            [
+                TransferRequest(
+                    id: 0, sources: sources, expectedDigest: nil, expectedSize: nil, retries: 0,
+                    stallTimeout: 5)
+            ], delegate: recorder)
         return recorder
     }
 
@@ -26,7 +32,9 @@ final class RevalidationTests: XCTestCase {
         defer { server.stop() }
         let url = server.url("/data.csv")
         let file = try XCTUnwrap(try run([TransferSource(url: url, displayURL: url)]).results[0]?.get())
-        XCTAssertEqual(file.validators, HTTPValidators(etag: files.etag("/data.csv"), lastModified: files.lastModified("/data.csv")))
+        XCTAssertEqual(
+            file.validators,
+            HTTPValidators(etag: files.etag("/data.csv"), lastModified: files.lastModified("/data.csv")))
         XCTAssertEqual(file.sourceIndex, 0)
         XCTAssertNil(server.requests[0].header("If-None-Match"))
     }
@@ -42,7 +50,8 @@ final class RevalidationTests: XCTestCase {
         XCTAssertNil(recorder.results[0])
         XCTAssertEqual(server.requests.map { $0.header("If-None-Match") }, [files.etag("/data.csv")])
         XCTAssertEqual(server.requests.map { $0.header("If-Modified-Since") }, [files.lastModified("/data.csv")])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temporary.path), [], "no temporary file is left")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: temporary.path), [], "no temporary file is left")
     }
 
     func testAChangedFileIsDownloadedWithItsNewValidators() throws {
@@ -54,7 +63,8 @@ final class RevalidationTests: XCTestCase {
         let url = server.url("/data.csv")
         let recorder = run([TransferSource(url: url, displayURL: url, conditional: stale)])
         let file = try XCTUnwrap(try recorder.results[0]?.get())
-        XCTAssertEqual(FileManager.default.contents(atPath: file.temporaryPath).map { [UInt8]($0) }, Array("new\n".utf8))
+        XCTAssertEqual(
+            FileManager.default.contents(atPath: file.temporaryPath).map { [UInt8]($0) }, Array("new\n".utf8))
         XCTAssertEqual(file.validators?.etag, files.etag("/data.csv"))
         XCTAssertTrue(recorder.notModified.isEmpty)
     }

@@ -11,17 +11,20 @@ final class ServerTextTests: XCTestCase {
     }
 
     func testProxyCredentialsAreRedactedAndTheExampleKeepsTheProxy() {
-        XCTAssertEqual(ProxySettings.redactingUserinfo("http://alice:secret@proxy.corp:3128"), "http://***@proxy.corp:3128")
+        XCTAssertEqual(
+            ProxySettings.redactingUserinfo("http://alice:secret@proxy.corp:3128"), "http://***@proxy.corp:3128")
         XCTAssertEqual(ProxySettings.redactingUserinfo("http://proxy.corp:3128/"), "http://proxy.corp:3128/")
         XCTAssertEqual(ProxySettings.redactingUserinfo("alice:s@e@proxy:1"), "***@proxy:1")
-        XCTAssertEqual(ProxySettings.credentialsExample(for: "http://***@proxy.corp:3128/"), "http://user:pass@proxy.corp:3128")
+        XCTAssertEqual(
+            ProxySettings.credentialsExample(for: "http://***@proxy.corp:3128/"), "http://user:pass@proxy.corp:3128")
         XCTAssertEqual(ProxySettings.credentialsExample(for: "proxy.corp:3128"), "http://user:pass@proxy.corp:3128")
         XCTAssertEqual(ProxySettings.credentialsExample(for: "https://proxy.corp"), "https://user:pass@proxy.corp")
     }
 
     /// `--proxy`'s credentials are among what libcurl's messages are scrubbed of.
     func testTheProxyOptionsCredentialsAreSecrets() {
-        XCTAssertEqual(ConnectionSettings(proxy: "http://alice:s3cret@proxy.corp:3128").proxySecrets, ["alice:s3cret", "s3cret"])
+        XCTAssertEqual(
+            ConnectionSettings(proxy: "http://alice:s3cret@proxy.corp:3128").proxySecrets, ["alice:s3cret", "s3cret"])
         XCTAssertEqual(ConnectionSettings(proxy: "alice@proxy.corp:3128").proxySecrets, ["alice"])
         XCTAssertEqual(ConnectionSettings(proxy: "http://proxy.corp:3128/a@b").proxySecrets, [])
         XCTAssertEqual(ConnectionSettings().proxySecrets, [])

@@ -16,14 +16,19 @@ final class SharedDownloadTests: XCTestCase {
     }
 
     private func engine() -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
-                                                          retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0)))
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path),
+                retryPolicy: RetryPolicy(baseDelay: 0.001, jitter: 0)))
     }
 
-    private func request(_ id: Int, _ urls: [String], pinned: [UInt8]?, mode: UInt32? = nil, retries: Int = 0) -> TransferRequest {
-        TransferRequest(id: id, sources: urls.map { TransferSource(url: $0, displayURL: $0) },
-                        expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                        expectedSize: pinned.map { Int64($0.count) }, retries: retries, stallTimeout: 5, fileMode: mode)
+    private func request(
+        _ id: Int, _ urls: [String], pinned: [UInt8]?, mode: UInt32? = nil, retries: Int = 0
+    ) -> TransferRequest {
+        TransferRequest(
+            id: id, sources: urls.map { TransferSource(url: $0, displayURL: $0) },
+            expectedDigest: pinned.map { StreamingHasher.digest($0, algorithm: .sha256) },
+            expectedSize: pinned.map { Int64($0.count) }, retries: retries, stallTimeout: 5, fileMode: mode)
     }
 
     private func contents(_ path: String) -> [UInt8]? { FileManager.default.contents(atPath: path).map { [UInt8]($0) } }
@@ -32,7 +37,9 @@ final class SharedDownloadTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/f": bytes])
         defer { server.stop() }
         var leader = request(0, [server.url("/f")], pinned: bytes)
-        leader.sharers = (1..<200).map { request($0, [server.url("/f")], pinned: $0 % 2 == 0 ? bytes : nil, mode: 0o640) }
+        leader.sharers = (1..<200).map {
+            request($0, [server.url("/f")], pinned: $0 % 2 == 0 ? bytes : nil, mode: 0o640)
+        }
         let recorder = Recorder()
         engine().run([leader], delegate: recorder)
         XCTAssertEqual(server.requests.count, 1)
@@ -70,7 +77,9 @@ final class SharedDownloadTests: XCTestCase {
         let recorder = Recorder()
         engine().run([leader], delegate: recorder)
         XCTAssertEqual(contents(try XCTUnwrap(try recorder.results[1]?.get()).temporaryPath), bytes)
-        guard case .failure(let failure) = recorder.results[2] else { return XCTFail("\(String(describing: recorder.results[2]))") }
+        guard case .failure(let failure) = recorder.results[2] else {
+            return XCTFail("\(String(describing: recorder.results[2]))")
+        }
         guard case .sizeMismatch = failure.attempts.last?.reason else { return XCTFail("\(failure)") }
         let mirrored = try XCTUnwrap(try recorder.results[3]?.get())
         XCTAssertEqual(mirrored.sourceDisplayURL, server.url("/other"))

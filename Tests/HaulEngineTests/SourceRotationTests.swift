@@ -4,7 +4,9 @@ import XCTest
 /// The retry and mirror order, decided from values.
 final class SourceRotationTests: XCTestCase {
     /// Drives a rotation with the outcomes given for each attempt in turn; returns the steps taken.
-    private func walk(sources: Int, retries: Int, bad: [Bool] = [], outcomes: (Int) -> SourceRotation.Outcome) -> [String] {
+    private func walk(
+        sources: Int, retries: Int, bad: [Bool] = [], outcomes: (Int) -> SourceRotation.Outcome
+    ) -> [String] {
         var rotation = SourceRotation(sources: sources, retries: retries)
         var source = rotation.first(avoiding: bad)
         var steps = ["\(source)"]
@@ -24,19 +26,22 @@ final class SourceRotationTests: XCTestCase {
     }
 
     func testEveryURLIsTriedOnceBeforeAnyBackoffThenRoundsGoRoundThem() {
-        XCTAssertEqual(walk(sources: 3, retries: 2) { _ in .transient() },
-                       ["0", "1", "2", "wait1 0", "1", "2", "wait2 0", "1", "2"])
+        XCTAssertEqual(
+            walk(sources: 3, retries: 2) { _ in .transient() },
+            ["0", "1", "2", "wait1 0", "1", "2", "wait2 0", "1", "2"])
     }
 
     func testAPermanentFailureTakesTheURLOutOfEveryLaterRound() {
-        XCTAssertEqual(walk(sources: 3, retries: 2) { $0 == 1 ? .permanent : .transient() },
-                       ["0", "1", "2", "wait1 0", "2", "wait2 0", "2"])
+        XCTAssertEqual(
+            walk(sources: 3, retries: 2) { $0 == 1 ? .permanent : .transient() },
+            ["0", "1", "2", "wait1 0", "2", "wait2 0", "2"])
         XCTAssertEqual(walk(sources: 2, retries: 5) { _ in .permanent }, ["0", "1"])
     }
 
     func testURLsOnBadHostsComeLastOtherwiseInTheirOrder() {
-        XCTAssertEqual(walk(sources: 4, retries: 1, bad: [true, false, true, false]) { _ in .transient() },
-                       ["1", "3", "0", "2", "wait1 1", "3", "0", "2"])
+        XCTAssertEqual(
+            walk(sources: 4, retries: 1, bad: [true, false, true, false]) { _ in .transient() },
+            ["1", "3", "0", "2", "wait1 1", "3", "0", "2"])
     }
 
     func testStepsSayWhichRetryOfTheURLTheyAre() {
@@ -52,11 +57,14 @@ final class SourceRotationTests: XCTestCase {
         rotation.record(.transient(notBefore: 100), at: 0)
         let toMirror = rotation.next(avoiding: [])
         XCTAssertEqual(toMirror?.source, 1)
-        XCTAssertEqual(toMirror.map { rotation.delay(before: $0, now: 40) { _ in 2 } }, 0, "the mirror is not held back")
+        XCTAssertEqual(
+            toMirror.map { rotation.delay(before: $0, now: 40) { _ in 2 } }, 0, "the mirror is not held back")
         rotation.record(.transient(), at: 1)
         let back = rotation.next(avoiding: [])
         XCTAssertEqual(back?.source, 0)
-        XCTAssertEqual(back.map { rotation.delay(before: $0, now: 40) { _ in 2 } }, 60, "Retry-After outlasts the backoff")
-        XCTAssertEqual(back.map { rotation.delay(before: $0, now: 99) { _ in 2 } }, 2, "the backoff outlasts what is left")
+        XCTAssertEqual(
+            back.map { rotation.delay(before: $0, now: 40) { _ in 2 } }, 60, "Retry-After outlasts the backoff")
+        XCTAssertEqual(
+            back.map { rotation.delay(before: $0, now: 99) { _ in 2 } }, 2, "the backoff outlasts what is left")
     }
 }

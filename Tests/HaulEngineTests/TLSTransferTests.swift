@@ -25,30 +25,35 @@ final class TLSTransferTests: XCTestCase {
         let served = try TemporaryDirectory(prefix: "haul-test-served")
         var bodies: [String: [UInt8]] = [:]
         var generator = SplitMix(seed: 7)
-        let paths = (0 ..< files).map { "/file\($0)" }
+        let paths = (0..<files).map { "/file\($0)" }
         for (index, path) in paths.enumerated() {
-            let body = (0 ..< (index * 3_001 + 1)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            let body = (0..<(index * 3_001 + 1)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
             bodies[path] = body
             try served.write(path, body)
         }
         let authority = try TestCertificateAuthority()
         let server = try NginxServer(root: served.path, authority: authority, extraLocations: extraLocations)
-        return Fixture(served: served, staging: try TemporaryDirectory(prefix: "haul-test-staging"),
-                       authority: authority, server: server, paths: paths, bodies: bodies)
+        return Fixture(
+            served: served, staging: try TemporaryDirectory(prefix: "haul-test-staging"),
+            authority: authority, server: server, paths: paths, bodies: bodies)
     }
 
     private func engine(_ fixture: Fixture, jobs: Int = 8, trustTestCA: Bool = true) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(fixture.staging.path), maxConcurrentTransfers: jobs,
-            caFile: trustTestCA ? fixture.authority.caCertificatePath : nil,
-            retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(fixture.staging.path), maxConcurrentTransfers: jobs,
+                caFile: trustTestCA ? fixture.authority.caCertificatePath : nil,
+                retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
     }
 
-    private func request(_ id: Int, _ urls: [String], expecting body: [UInt8]?, retries: Int = 0,
-                         headers: [HTTPHeader] = []) -> TransferRequest {
-        TransferRequest(id: id, sources: urls.map { TransferSource(url: $0, displayURL: $0, headers: headers) },
-                        expectedDigest: body.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                        expectedSize: body.map { Int64($0.count) }, retries: retries, stallTimeout: 5)
+    private func request(
+        _ id: Int, _ urls: [String], expecting body: [UInt8]?, retries: Int = 0,
+        headers: [HTTPHeader] = []
+    ) -> TransferRequest {
+        TransferRequest(
+            id: id, sources: urls.map { TransferSource(url: $0, displayURL: $0, headers: headers) },
+            expectedDigest: body.map { StreamingHasher.digest($0, algorithm: .sha256) },
+            expectedSize: body.map { Int64($0.count) }, retries: retries, stallTimeout: 5)
     }
 
     private func contents(_ path: String) -> [UInt8]? {
@@ -76,9 +81,10 @@ final class TLSTransferTests: XCTestCase {
         XCTAssertEqual(Set(log.map(\.uri)), Set(fixture.paths))
         XCTAssertEqual(Set(log.map(\.protocolVersion)), ["HTTP/2.0"], "ALPN must pick HTTP/2")
         XCTAssertEqual(Set(log.map(\.status)), [200])
-        XCTAssertEqual(Set(log.map(\.connection)).count, 1,
-                       "8 concurrent transfers to one origin share one multiplexed connection: \(log.map(\.connection))")
-        XCTAssertEqual(log.map(\.connectionRequest).sorted(), Array(1 ... 40))
+        XCTAssertEqual(
+            Set(log.map(\.connection)).count, 1,
+            "8 concurrent transfers to one origin share one multiplexed connection: \(log.map(\.connection))")
+        XCTAssertEqual(log.map(\.connectionRequest).sorted(), Array(1...40))
     }
 
     /// `--limit-rate` pauses transfers from the write callback; over one multiplexed HTTP/2 connection a paused stream
@@ -91,12 +97,16 @@ final class TLSTransferTests: XCTestCase {
         let server = try NginxServer(root: served.path, authority: authority)
         defer { server.stop() }
         let staging = try TemporaryDirectory(prefix: "haul-test-staging")
-        let engine = TransferEngine(configuration: EngineConfiguration(
-            temporaryDirectory: heldOpen(staging.path), maxConcurrentTransfers: 4, caFile: authority.caCertificatePath,
-            maxBytesPerSecond: 512 << 10))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(staging.path), maxConcurrentTransfers: 4,
+                caFile: authority.caCertificatePath,
+                maxBytesPerSecond: 512 << 10))
         let recorder = Recorder()
         let started = MonotonicClock.seconds()
-        engine.run(bodies.indices.map { request($0, [server.httpsURL("/big\($0)")], expecting: bodies[$0]) }, delegate: recorder)
+        engine.run(
+            bodies.indices.map { request($0, [server.httpsURL("/big\($0)")], expecting: bodies[$0]) },
+            delegate: recorder)
         let elapsed = MonotonicClock.seconds() - started
 
         for (index, body) in bodies.enumerated() {
@@ -114,8 +124,9 @@ final class TLSTransferTests: XCTestCase {
         defer { fixture.server.stop() }
         let recorder = Recorder()
         let url = fixture.server.httpsURL("/file0")
-        engine(fixture, trustTestCA: false).run([request(0, [url], expecting: fixture.bodies["/file0"], retries: 3)],
-                                                delegate: recorder)
+        engine(fixture, trustTestCA: false).run(
+            [request(0, [url], expecting: fixture.bodies["/file0"], retries: 3)],
+            delegate: recorder)
 
         guard case .failure(let failure) = recorder.results[0] else {
             return XCTFail("the system store must not trust the test CA: \(String(describing: recorder.results[0]))")
@@ -135,11 +146,16 @@ final class TLSTransferTests: XCTestCase {
     }
 
     func testRedirectFromHTTPSDownToHTTPIsRefused() throws {
-        let fixture = try makeFixture(extraLocations: "location = /down { return 302 http://127.0.0.1:{HTTP_PORT}/file0; }")
+        let fixture = try makeFixture(
+            extraLocations: "location = /down { return 302 http://127.0.0.1:{HTTP_PORT}/file0; }")
         defer { fixture.server.stop() }
         let recorder = Recorder()
-        engine(fixture).run([request(0, [fixture.server.httpsURL("/down")], expecting: fixture.bodies["/file0"],
-                                     retries: 3)], delegate: recorder)
+        engine(fixture).run(
+            [
+                request(
+                    0, [fixture.server.httpsURL("/down")], expecting: fixture.bodies["/file0"],
+                    retries: 3)
+            ], delegate: recorder)
 
         guard case .failure(let failure) = recorder.results[0] else {
             return XCTFail("a downgrade must fail: \(String(describing: recorder.results[0]))")
@@ -149,22 +165,28 @@ final class TLSTransferTests: XCTestCase {
         XCTAssertEqual(log.map(\.uri), ["/down"])
         XCTAssertEqual(log.first?.status, 302)
         XCTAssertEqual(log.first?.scheme, "https")
-        XCTAssertEqual(log.filter { $0.port == fixture.server.httpPort }, [], "nothing may reach the plain-HTTP listener")
+        XCTAssertEqual(
+            log.filter { $0.port == fixture.server.httpPort }, [], "nothing may reach the plain-HTTP listener")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fixture.staging.path), [])
     }
 
     func testAuthorizationReachesItsHTTPSOriginButNotAnotherOriginAfterARedirect() throws {
         // /same stays on https://127.0.0.1:PORT (nginx makes the Location absolute from the Host it was sent);
         // /cross leaves it for https://localhost:PORT: same server, same port, a different origin by host.
-        let fixture = try makeFixture(extraLocations: """
-            location = /same { return 302 /cross; }
-            location = /cross { return 302 https://localhost:{HTTPS_PORT}/file0; }
-            """)
+        let fixture = try makeFixture(
+            extraLocations: """
+                location = /same { return 302 /cross; }
+                location = /cross { return 302 https://localhost:{HTTPS_PORT}/file0; }
+                """)
         defer { fixture.server.stop() }
         let recorder = Recorder()
         let auth = [HTTPHeader(name: "Authorization", value: "Bearer s3cret")]
-        engine(fixture).run([request(0, [fixture.server.httpsURL("/same")], expecting: fixture.bodies["/file0"],
-                                     headers: auth)], delegate: recorder)
+        engine(fixture).run(
+            [
+                request(
+                    0, [fixture.server.httpsURL("/same")], expecting: fixture.bodies["/file0"],
+                    headers: auth)
+            ], delegate: recorder)
 
         let file = try XCTUnwrap(try recorder.results[0]?.get())
         XCTAssertEqual(contents(file.temporaryPath), fixture.bodies["/file0"])
@@ -172,8 +194,9 @@ final class TLSTransferTests: XCTestCase {
         XCTAssertEqual(log.map(\.uri), ["/same", "/cross", "/file0"])
         XCTAssertEqual(log.map(\.host), ["127.0.0.1", "127.0.0.1", "localhost"])
         XCTAssertEqual(log.map(\.status), [302, 302, 200])
-        XCTAssertEqual(log.map(\.authorization), ["Bearer s3cret", "Bearer s3cret", nil],
-                       "the header goes to its own origin only, never across a redirect to another one")
+        XCTAssertEqual(
+            log.map(\.authorization), ["Bearer s3cret", "Bearer s3cret", nil],
+            "the header goes to its own origin only, never across a redirect to another one")
         XCTAssertEqual(Set(log.map(\.protocolVersion)), ["HTTP/2.0"])
     }
 }

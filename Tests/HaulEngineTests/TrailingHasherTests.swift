@@ -22,8 +22,10 @@ final class TrailingHasherTests: XCTestCase {
     }
 
     /// `bytes[start..<end]` written at their offsets in chunks, each handed to `hasher` if given.
-    private func write(_ bytes: [UInt8], to descriptor: Int32, from start: Int, upTo end: Int? = nil, chunk: Int,
-                       hasher: TrailingHasher?) {
+    private func write(
+        _ bytes: [UInt8], to descriptor: Int32, from start: Int, upTo end: Int? = nil, chunk: Int,
+        hasher: TrailingHasher?
+    ) {
         var offset = start
         var lastWake = Int64(start)
         let last = end ?? bytes.count
@@ -48,7 +50,9 @@ final class TrailingHasherTests: XCTestCase {
         var generator = SplitMix(seed: 7)
         var bytes = [UInt8](repeating: 0, count: (21 << 20) + 12_345)
         bytes.withUnsafeMutableBytes { raw in
-            for index in stride(from: 0, to: raw.count - 8, by: 8) { raw.storeBytes(of: generator.next(), toByteOffset: index, as: UInt64.self) }
+            for index in stride(from: 0, to: raw.count - 8, by: 8) {
+                raw.storeBytes(of: generator.next(), toByteOffset: index, as: UInt64.self)
+            }
         }
         let whole = StreamingHasher.digest(bytes, algorithm: .sha256)
         for resumed in [0, 5 << 20 + 3] {
@@ -70,7 +74,8 @@ final class TrailingHasherTests: XCTestCase {
         defer { close(descriptor) }
         write(bytes, to: descriptor, from: 0, chunk: 1 << 20, hasher: nil)
         let hasher = try XCTUnwrap(TrailingHasher(file: file, algorithm: .sha256))
-        XCTAssertEqual(try digest(of: hasher, at: Int64(bytes.count)), StreamingHasher.digest(bytes, algorithm: .sha256))
+        XCTAssertEqual(
+            try digest(of: hasher, at: Int64(bytes.count)), StreamingHasher.digest(bytes, algorithm: .sha256))
         withExtendedLifetime(directory) {}
     }
 
@@ -90,7 +95,9 @@ final class TrailingHasherTests: XCTestCase {
     func testAnAbandonedHasherEndsItsThread() throws {
         let (file, descriptor, directory) = try staged()
         defer { close(descriptor) }
-        func threadIDs() throws -> Set<String> { Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) }
+        func threadIDs() throws -> Set<String> {
+            Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task"))
+        }
         let before = try threadIDs()
         var hashers: [TrailingHasher] = []
         for _ in 0..<8 { hashers.append(try XCTUnwrap(TrailingHasher(file: file, algorithm: .sha256))) }

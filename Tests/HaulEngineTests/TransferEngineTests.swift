@@ -14,13 +14,18 @@ final class TransferEngineTests: XCTestCase {
     }
 
     private func engine(jobs: Int = 4) -> TransferEngine {
-        TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs,
-                                                          retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
+        TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path), maxConcurrentTransfers: jobs,
+                retryPolicy: RetryPolicy(baseDelay: 0.01, jitter: 0)))
     }
 
-    private func request(_ id: Int, _ sources: [TransferSource], bytes: [UInt8]?, size: Int64? = nil, retries: Int = 0) -> TransferRequest {
-        TransferRequest(id: id, sources: sources, expectedDigest: bytes.map { StreamingHasher.digest($0, algorithm: .sha256) },
-                        expectedSize: size, retries: retries, stallTimeout: 5)
+    private func request(
+        _ id: Int, _ sources: [TransferSource], bytes: [UInt8]?, size: Int64? = nil, retries: Int = 0
+    ) -> TransferRequest {
+        TransferRequest(
+            id: id, sources: sources, expectedDigest: bytes.map { StreamingHasher.digest($0, algorithm: .sha256) },
+            expectedSize: size, retries: retries, stallTimeout: 5)
     }
 
     private func source(_ url: String, headers: [HTTPHeader] = []) -> TransferSource {
@@ -42,7 +47,8 @@ final class TransferEngineTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: files)
         defer { server.stop() }
         let recorder = Recorder()
-        engine(jobs: 4).run((0..<60).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
+        engine(jobs: 4).run(
+            (0..<60).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
         let results = recorder.results
         XCTAssertEqual(results.count, 60)
         for i in 0..<60 {
@@ -54,10 +60,13 @@ final class TransferEngineTests: XCTestCase {
             XCTAssertEqual(stat(file.temporaryPath, &info), 0)
             XCTAssertEqual(info.st_mode & 0o777, 0o600, "nobody else can read unverified bytes")
         }
-        XCTAssertEqual(Set(results.values.compactMap { try? $0.get().temporaryPath }).count, 60, "every transfer has its own file")
+        XCTAssertEqual(
+            Set(results.values.compactMap { try? $0.get().temporaryPath }).count, 60, "every transfer has its own file")
         XCTAssertLessThanOrEqual(server.connectionCount, 4, "connections are reused, at most one per job")
         XCTAssertEqual(server.requests.count, 60)
-        XCTAssertNil(server.requests.first { $0.header("Accept-Encoding") != nil }, "no Accept-Encoding: bytes hashed are bytes stored")
+        XCTAssertNil(
+            server.requests.first { $0.header("Accept-Encoding") != nil },
+            "no Accept-Encoding: bytes hashed are bytes stored")
     }
 
     func testServerErrorIsAFailureAndNeverAFile() throws {
@@ -66,7 +75,8 @@ final class TransferEngineTests: XCTestCase {
         let recorder = Recorder()
         engine().run([request(0, [source(server.url("/missing"))], bytes: [1, 2, 3])], delegate: recorder)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
-        XCTAssertEqual(failure.attempts, [AttemptFailure(sourceDisplayURL: server.url("/missing"), reason: .httpStatus(404))])
+        XCTAssertEqual(
+            failure.attempts, [AttemptFailure(sourceDisplayURL: server.url("/missing"), reason: .httpStatus(404))])
         XCTAssertEqual(try leftoverTemporaryFiles(), [], "a failed transfer leaves no temporary file")
     }
 
@@ -75,8 +85,9 @@ final class TransferEngineTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/bad": Array("the wrong bytes".utf8), "/good": good])
         defer { server.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [source(server.url("/bad")), source(server.url("/good"))], bytes: good, retries: 3)],
-                     delegate: recorder)
+        engine().run(
+            [request(0, [source(server.url("/bad")), source(server.url("/good"))], bytes: good, retries: 3)],
+            delegate: recorder)
         let file = try XCTUnwrap(try recorder.results[0]?.get())
         XCTAssertEqual(contents(file.temporaryPath), good)
         XCTAssertEqual(file.sourceDisplayURL, server.url("/good"))
@@ -89,10 +100,15 @@ final class TransferEngineTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/wrong": Array("not it".utf8)])
         defer { server.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [source(server.url("/wrong")), source(server.url("/gone"))], bytes: expected)], delegate: recorder)
+        engine().run(
+            [request(0, [source(server.url("/wrong")), source(server.url("/gone"))], bytes: expected)],
+            delegate: recorder)
         guard case .failure(let failure) = recorder.results[0] else { return XCTFail("expected a failure") }
-        XCTAssertEqual(failure.lastFailurePerSource.map(\.sourceDisplayURL), [server.url("/wrong"), server.url("/gone")])
-        guard case .digestMismatch(let want, let got, _) = failure.attempts[0].reason else { return XCTFail("\(failure)") }
+        XCTAssertEqual(
+            failure.lastFailurePerSource.map(\.sourceDisplayURL), [server.url("/wrong"), server.url("/gone")])
+        guard case .digestMismatch(let want, let got, _) = failure.attempts[0].reason else {
+            return XCTFail("\(failure)")
+        }
         XCTAssertEqual(want, StreamingHasher.digest(expected, algorithm: .sha256))
         XCTAssertEqual(got, StreamingHasher.digest(Array("not it".utf8), algorithm: .sha256))
         XCTAssertEqual(failure.attempts[1].reason, .httpStatus(404))
@@ -113,7 +129,9 @@ final class TransferEngineTests: XCTestCase {
         let body: [UInt8] = Array("finally".utf8)
         let count = Mutex(0)
         let server = try LoopbackHTTPServer { _ in
-            let n = count.withLock { n in n += 1; return n }
+            let n = count.withLock { n in
+                n += 1; return n
+            }
             return n == 1 ? .status(502) : .ok(body)
         }
         defer { server.stop() }
@@ -136,7 +154,9 @@ final class TransferEngineTests: XCTestCase {
         let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0) }
         let count = Mutex(0)
         let server = try LoopbackHTTPServer { _ in
-            let n = count.withLock { n in n += 1; return n }
+            let n = count.withLock { n in
+                n += 1; return n
+            }
             var response = ServerResponse.ok(body)
             if n == 1 { response.fault = .closeAfter(bytes: 40_000) }
             return response
@@ -168,8 +188,9 @@ final class TransferEngineTests: XCTestCase {
         defer { primary.stop() }
         let recorder = Recorder()
         let auth = [HTTPHeader(name: "Authorization", value: "Bearer s3cret")]
-        engine().run([request(0, [source(primary.url("/x"), headers: auth), source(mirror.url("/x"))], bytes: body)],
-                     delegate: recorder)
+        engine().run(
+            [request(0, [source(primary.url("/x"), headers: auth), source(mirror.url("/x"))], bytes: body)],
+            delegate: recorder)
         XCTAssertNotNil(try recorder.results[0]?.get())
         XCTAssertEqual(primary.requests.first?.header("Authorization"), "Bearer s3cret")
         XCTAssertEqual(mirror.requests.count, 1)
@@ -211,8 +232,12 @@ final class TransferEngineTests: XCTestCase {
         }
         defer { server.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [source(server.url("/a"))], bytes: [1]), request(1, [source(server.url("/file"))], bytes: [1])],
-                     delegate: recorder)
+        engine().run(
+            [
+                request(0, [source(server.url("/a"))], bytes: [1]),
+                request(1, [source(server.url("/file"))], bytes: [1]),
+            ],
+            delegate: recorder)
         guard case .failure(let loop) = recorder.results[0], case .failure(let file) = recorder.results[1] else {
             return XCTFail("both must fail")
         }
@@ -227,7 +252,8 @@ final class TransferEngineTests: XCTestCase {
         server.stop()
         let recorder = Recorder()
         engine().run([request(0, [source(url)], bytes: [1])], delegate: recorder)
-        guard case .failure(let failure) = recorder.results[0], case .network(let code, _) = failure.attempts[0].reason else {
+        guard case .failure(let failure) = recorder.results[0], case .network(let code, _) = failure.attempts[0].reason
+        else {
             return XCTFail("expected a network failure")
         }
         XCTAssertEqual(code, .couldNotConnect)
@@ -241,7 +267,9 @@ final class TransferEngineTests: XCTestCase {
         let url = server.url("/x")
         let recorder = Recorder()
         engine().run([request(0, [source(url)], bytes: [1], retries: 2)], delegate: recorder)
-        guard case .failure(let failure) = recorder.results[0] else { return XCTFail("plain HTTP cannot complete a TLS handshake") }
+        guard case .failure(let failure) = recorder.results[0] else {
+            return XCTFail("plain HTTP cannot complete a TLS handshake")
+        }
         XCTAssertEqual(failure.attempts.count, 3, "the first request and 2 retries: \(failure)")
         for attempt in failure.attempts {
             guard case .network(let code, _) = attempt.reason else { return XCTFail("\(attempt)") }
@@ -257,7 +285,9 @@ final class TransferEngineTests: XCTestCase {
         let url = server.url("/x") + "?" + String(repeating: "a", count: 9_000_000)
         let recorder = Recorder()
         engine().run([request(0, [source(url)], bytes: [1], retries: 2)], delegate: recorder)
-        guard case .failure(let failure) = recorder.results[0], case .network(let code, let message) = failure.attempts[0].reason else {
+        guard case .failure(let failure) = recorder.results[0],
+            case .network(let code, let message) = failure.attempts[0].reason
+        else {
             return XCTFail("expected a refused option: \(String(describing: recorder.results[0]))")
         }
         XCTAssertEqual(code, .badFunctionArgument)
@@ -313,7 +343,8 @@ final class TransferEngineTests: XCTestCase {
         let server = try LoopbackHTTPServer(files: ["/small": body])
         defer { server.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [source(server.url("/small"))], bytes: body)], delegate: recorder, reportsProgress: true)
+        engine().run(
+            [request(0, [source(server.url("/small"))], bytes: body)], delegate: recorder, reportsProgress: true)
         guard case .success(let file) = recorder.results[0] else { return XCTFail("\(recorder.results)") }
         XCTAssertEqual(file.size, 4096)
         XCTAssertEqual(recorder.progress, [])
@@ -345,7 +376,8 @@ extension TransferEngineTests {
         let server = try LoopbackHTTPServer(files: ["/bad": corrupted, "/good": body])
         defer { server.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [source(server.url("/bad")), source(server.url("/good"))], bytes: body)], delegate: recorder)
+        engine().run(
+            [request(0, [source(server.url("/bad")), source(server.url("/good"))], bytes: body)], delegate: recorder)
         let file = try XCTUnwrap(try recorder.results[0]?.get())
         XCTAssertEqual(file.sourceDisplayURL, server.url("/good"))
         XCTAssertEqual(contents(file.temporaryPath), body)
@@ -358,7 +390,9 @@ extension TransferEngineTests {
         let body = largeBody
         let count = Mutex(0)
         let server = try LoopbackHTTPServer { _ in
-            let n = count.withLock { n in n += 1; return n }
+            let n = count.withLock { n in
+                n += 1; return n
+            }
             return n == 1 ? ServerResponse.ok(body).with(fault: .closeAfter(bytes: 9 << 20)) : .ok(body)
         }
         defer { server.stop() }
@@ -369,7 +403,6 @@ extension TransferEngineTests {
         XCTAssertEqual(server.requests.count, 2)
     }
 }
-
 
 /// Collects engine events (from every loop's thread; read once `run` has returned).
 final class Recorder: TransferDelegate {
@@ -415,13 +448,17 @@ final class Recorder: TransferDelegate {
 
 extension TransferEngineTests {
     func testPerHostConnectionCapHolds() throws {
-        let files = Dictionary(uniqueKeysWithValues: (0..<20).map { ("/f\($0)", [UInt8](repeating: UInt8($0), count: 30_000)) })
+        let files = Dictionary(
+            uniqueKeysWithValues: (0..<20).map { ("/f\($0)", [UInt8](repeating: UInt8($0), count: 30_000)) })
         let server = try LoopbackHTTPServer(files: files)
         defer { server.stop() }
-        let engine = TransferEngine(configuration: EngineConfiguration(temporaryDirectory: heldOpen(temporary.path),
-                                                                       maxConcurrentTransfers: 8, maxConnectionsPerHost: 2))
+        let engine = TransferEngine(
+            configuration: EngineConfiguration(
+                temporaryDirectory: heldOpen(temporary.path),
+                maxConcurrentTransfers: 8, maxConnectionsPerHost: 2))
         let recorder = Recorder()
-        engine.run((0..<20).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
+        engine.run(
+            (0..<20).map { request($0, [source(server.url("/f\($0)"))], bytes: files["/f\($0)"]) }, delegate: recorder)
         XCTAssertEqual(recorder.results.values.filter { (try? $0.get()) != nil }.count, 20)
         XCTAssertLessThanOrEqual(server.connectionCount, 2)
     }
@@ -435,7 +472,8 @@ extension TransferEngineTests {
         let server = try LoopbackHTTPServer(files: ["/long": [UInt8](repeating: 2, count: 200_000), "/right": right])
         defer { server.stop() }
         let recorder = Recorder()
-        engine().run([request(0, [source(server.url("/long")), source(server.url("/right"))], bytes: right)], delegate: recorder)
+        engine().run(
+            [request(0, [source(server.url("/long")), source(server.url("/right"))], bytes: right)], delegate: recorder)
         let file = try XCTUnwrap(try recorder.results[0]?.get())
         XCTAssertEqual(contents(file.temporaryPath), right)
     }
@@ -444,7 +482,8 @@ extension TransferEngineTests {
         let body: [UInt8] = Array("the target".utf8)
         let server = try LoopbackHTTPServer { request in
             request.path == "/moved"
-                ? ServerResponse(status: 302, headers: [("Location", "/target")], body: [UInt8](repeating: 0x20, count: 500_000))
+                ? ServerResponse(
+                    status: 302, headers: [("Location", "/target")], body: [UInt8](repeating: 0x20, count: 500_000))
                 : request.path == "/target" ? .ok(body) : .notFound
         }
         defer { server.stop() }
@@ -469,9 +508,16 @@ extension TransferEngineTests {
         server.stop()
         let recorder = Recorder()
         let url = "http://127.0.0.1:\(port)/x"
-        engine().run([request(0, [TransferSource(url: url, displayURL: "http://127.0.0.1:${PORT}/x", secrets: [port])], bytes: [1])],
-                     delegate: recorder)
-        guard case .failure(let failure) = recorder.results[0], case .network(.couldNotConnect, let message) = failure.attempts[0].reason else {
+        engine().run(
+            [
+                request(
+                    0, [TransferSource(url: url, displayURL: "http://127.0.0.1:${PORT}/x", secrets: [port])], bytes: [1]
+                )
+            ],
+            delegate: recorder)
+        guard case .failure(let failure) = recorder.results[0],
+            case .network(.couldNotConnect, let message) = failure.attempts[0].reason
+        else {
             return XCTFail("expected a refused connection")
         }
         XCTAssertFalse(message.contains(port), message)

@@ -18,8 +18,9 @@ final class LinearRegexTests: XCTestCase {
     }
 
     func testGroupsCaptureWhatABacktrackingEngineWouldCapture() throws {
-        XCTAssertEqual(try groups(#"^https://github\.com/([^/]+)/(.*)$"#, "https://github.com/apple/swift/x.tar"),
-                       ["https://github.com/apple/swift/x.tar", "apple", "swift/x.tar"])
+        XCTAssertEqual(
+            try groups(#"^https://github\.com/([^/]+)/(.*)$"#, "https://github.com/apple/swift/x.tar"),
+            ["https://github.com/apple/swift/x.tar", "apple", "swift/x.tar"])
         XCTAssertEqual(try groups("(a*)(a*)", "aaa"), ["aaa", "aaa", ""], "greedy first")
         XCTAssertEqual(try groups("(a*?)(a*)", "aaa"), ["aaa", "", "aaa"], "lazy first")
         XCTAssertEqual(try groups("(a|ab)(c|bcd)(d*)", "abcd"), ["abcd", "a", "bcd", ""], "leftmost alternative first")
@@ -45,8 +46,13 @@ final class LinearRegexTests: XCTestCase {
     }
 
     func testWhatCannotBeMatchedInLinearTimeIsRefusedSayingWhy() {
-        XCTAssertEqual(refusal(#"(a)\1"#), #"backreferences (\1) are not supported: rules are matched in linear time, as RE2 does at character 4"#)
-        XCTAssertEqual(refusal("a(?=b)"), "lookarounds ((?=, (?!, (?<=, (?<!) are not supported: rules are matched in linear time, as RE2 does at character 2")
+        XCTAssertEqual(
+            refusal(#"(a)\1"#),
+            #"backreferences (\1) are not supported: rules are matched in linear time, as RE2 does at character 4"#)
+        XCTAssertEqual(
+            refusal("a(?=b)"),
+            "lookarounds ((?=, (?!, (?<=, (?<!) are not supported: rules are matched in linear time, as RE2 does at character 2"
+        )
         XCTAssertEqual(refusal("^https://(x"), "expected \")\" to close the group opened at character 10")
         XCTAssertEqual(refusal("a)"), "unbalanced \")\" at character 2")
         XCTAssertEqual(refusal("[a-"), "expected \"]\" to close the class opened at character 1")

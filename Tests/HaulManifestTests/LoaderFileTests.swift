@@ -7,7 +7,8 @@ final class LoaderFileTests: XCTestCase {
     private var directory = ""
 
     override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory
+        directory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("haul-manifest-tests-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory + "/project/sub", withIntermediateDirectories: true)
     }
@@ -23,7 +24,8 @@ final class LoaderFileTests: XCTestCase {
     }
 
     func testAbsolutePath() throws {
-        let path = try write("version: 1\nroot: ../out\nfiles:\n  - {url: \"https://e.com/a\", dest: a}\n", to: "project/sub/haul.yaml")
+        let path = try write(
+            "version: 1\nroot: ../out\nfiles:\n  - {url: \"https://e.com/a\", dest: a}\n", to: "project/sub/haul.yaml")
         let manifest = try ManifestLoader.load(path: path, environment: [:])
         XCTAssertEqual(manifest.sourcePath, path)
         XCTAssertEqual(manifest.root, directory + "/project/out")
@@ -53,7 +55,9 @@ final class LoaderFileTests: XCTestCase {
     }
 
     func testRelativePathResolvesAgainstTheWorkingDirectory() throws {
-        _ = try write("version: 1\nroot: assets\nfiles:\n  - {url: \"https://e.com/a\", dest: a, sha256: x}\n", to: "project/haul.yaml")
+        _ = try write(
+            "version: 1\nroot: assets\nfiles:\n  - {url: \"https://e.com/a\", dest: a, sha256: x}\n",
+            to: "project/haul.yaml")
         let cwd = FileManager.default.currentDirectoryPath
         let upToRoot = Array(repeating: "..", count: cwd.split(separator: "/").count).joined(separator: "/")
         let relative = (upToRoot.isEmpty ? "." : upToRoot) + directory + "/./project//haul.yaml"
@@ -61,11 +65,15 @@ final class LoaderFileTests: XCTestCase {
             _ = try ManifestLoader.load(path: relative, environment: [:])
             XCTFail("expected an error")
         } catch {
-            XCTAssertEqual(error.diagnostics.map(\.description),
-                           ["\(relative):4:47: error: files[0].sha256: invalid character \"x\" at position 1 (expected 64 hex digits)"],
-                           "messages name the file as the user did")
+            XCTAssertEqual(
+                error.diagnostics.map(\.description),
+                [
+                    "\(relative):4:47: error: files[0].sha256: invalid character \"x\" at position 1 (expected 64 hex digits)"
+                ],
+                "messages name the file as the user did")
         }
-        try Data("version: 1\nroot: assets\nfiles: []\n".utf8).write(to: URL(fileURLWithPath: directory + "/project/haul.yaml"))
+        try Data("version: 1\nroot: assets\nfiles: []\n".utf8).write(
+            to: URL(fileURLWithPath: directory + "/project/haul.yaml"))
         let manifest = try ManifestLoader.load(path: relative, environment: [:])
         XCTAssertEqual(manifest.root, directory + "/project/assets")
         XCTAssertEqual(manifest.sourcePath, relative)
@@ -77,7 +85,9 @@ final class LoaderFileTests: XCTestCase {
             _ = try ManifestLoader.load(path: path, environment: [:])
             XCTFail("expected an error")
         } catch {
-            XCTAssertEqual(error.diagnostics.map(\.description), ["\(path): error: cannot read manifest: No such file or directory"])
+            XCTAssertEqual(
+                error.diagnostics.map(\.description),
+                ["\(path): error: cannot read manifest: No such file or directory"])
             XCTAssertNil(error.diagnostics.first?.location)
             XCTAssertEqual(error.description, "\(path): error: cannot read manifest: No such file or directory")
         }
@@ -88,7 +98,8 @@ final class LoaderFileTests: XCTestCase {
             _ = try ManifestLoader.load(path: directory, environment: [:])
             XCTFail("expected an error")
         } catch {
-            XCTAssertEqual(error.diagnostics.map(\.description), ["\(directory): error: cannot read manifest: Is a directory"])
+            XCTAssertEqual(
+                error.diagnostics.map(\.description), ["\(directory): error: cannot read manifest: Is a directory"])
         }
     }
 
@@ -117,15 +128,18 @@ final class LoaderFileTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(descriptor, 0)
         defer { close(descriptor) }
         for alias in ["/dev/fd/\(descriptor)", "/proc/self/fd/\(descriptor)", "/dev/fd/../fd/\(descriptor)"] {
-            XCTAssertEqual(try ManifestLoader.load(path: alias, environment: [:]).root,
-                           FileManager.default.currentDirectoryPath + "/out", alias)
+            XCTAssertEqual(
+                try ManifestLoader.load(path: alias, environment: [:]).root,
+                FileManager.default.currentDirectoryPath + "/out", alias)
         }
         XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).root, directory + "/project/out")
     }
 
     func testLargeFileIsReadCompletely() throws {
         var text = "version: 1\nfiles:\n"
-        for index in 0..<2000 { text += "  - {url: \"https://e.com/\(index)\", dest: \"d/\(index)\", sha256: \(Fixture.sha256)}\n" }
+        for index in 0..<2000 {
+            text += "  - {url: \"https://e.com/\(index)\", dest: \"d/\(index)\", sha256: \(Fixture.sha256)}\n"
+        }
         let path = try write(text, to: "project/big.yaml")
         XCTAssertGreaterThan(text.utf8.count, 1 << 16, "spans several read chunks")
         XCTAssertEqual(try ManifestLoader.load(path: path, environment: [:]).files.count, 2000)

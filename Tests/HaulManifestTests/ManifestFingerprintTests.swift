@@ -9,7 +9,8 @@ final class ManifestFingerprintTests: XCTestCase {
     private var directory = ""
 
     override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-fingerprint-\(UUID().uuidString)").path
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("haul-fingerprint-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory + "/project", withIntermediateDirectories: true)
     }
 
@@ -33,13 +34,16 @@ final class ManifestFingerprintTests: XCTestCase {
         """
 
     /// The fingerprint the loader gives a manifest read with `environment` (and `root`, `headers`).
-    private func fingerprint(_ path: String, _ environment: [String: String], root: String? = nil,
-                             headers: Set<String> = []) throws -> ManifestFingerprint {
+    private func fingerprint(
+        _ path: String, _ environment: [String: String], root: String? = nil,
+        headers: Set<String> = []
+    ) throws -> ManifestFingerprint {
         let input = try ManifestLoader.read(path: path, root: root)
         let loaded = try ManifestLoader.load(input, environment: environment, commandLineHeaders: headers)
         XCTAssertEqual(loaded.environmentNames, ["DATA", "HOST"], "the variables validation consulted")
-        let recomputed = ManifestFingerprint.of(input, variables: loaded.environmentNames, environment: environment,
-                                                commandLineHeaders: headers)
+        let recomputed = ManifestFingerprint.of(
+            input, variables: loaded.environmentNames, environment: environment,
+            commandLineHeaders: headers)
         XCTAssertEqual(recomputed, loaded.fingerprint, "computed again from the input and the names alone")
         return try XCTUnwrap(loaded.fingerprint)
     }
@@ -48,21 +52,26 @@ final class ManifestFingerprintTests: XCTestCase {
         let path = try write(manifest)
         let base = try fingerprint(path, ["HOST": "example.com"])
         XCTAssertEqual(base.path, path)
-        XCTAssertEqual(try fingerprint(path, ["HOST": "example.com", "UNRELATED": "x"]), base,
-                       "a variable the manifest does not name does not count")
+        XCTAssertEqual(
+            try fingerprint(path, ["HOST": "example.com", "UNRELATED": "x"]), base,
+            "a variable the manifest does not name does not count")
         XCTAssertNotEqual(try fingerprint(path, ["HOST": "example.org"]), base, "a named variable's value")
-        XCTAssertNotEqual(try fingerprint(path, ["HOST": "example.com", "DATA": "out"]), base,
-                          "set to what its default gives is still another input")
-        XCTAssertNotEqual(try fingerprint(path, ["HOST": "example.com", "DATA": ""]), base, "set but empty is not unset")
-        XCTAssertNotEqual(try fingerprint(path, ["HOST": "example.com"], root: directory + "/elsewhere"), base, "--root")
+        XCTAssertNotEqual(
+            try fingerprint(path, ["HOST": "example.com", "DATA": "out"]), base,
+            "set to what its default gives is still another input")
+        XCTAssertNotEqual(
+            try fingerprint(path, ["HOST": "example.com", "DATA": ""]), base, "set but empty is not unset")
+        XCTAssertNotEqual(
+            try fingerprint(path, ["HOST": "example.com"], root: directory + "/elsewhere"), base, "--root")
         XCTAssertNotEqual(try fingerprint(path, ["HOST": "example.com"], headers: ["Authorization"]), base, "-H names")
         _ = try write(manifest + "\n# a comment\n")
         XCTAssertNotEqual(try fingerprint(path, ["HOST": "example.com"]), base, "any byte of the file")
         _ = try write(manifest)
         XCTAssertEqual(try fingerprint(path, ["HOST": "example.com"]), base, "the same bytes again")
         let copy = try write(manifest, to: "copy.yaml")
-        XCTAssertNotEqual(try fingerprint(copy, ["HOST": "example.com", "DATA": "project/out"]), base,
-                          "the same bytes elsewhere are another manifest")
+        XCTAssertNotEqual(
+            try fingerprint(copy, ["HOST": "example.com", "DATA": "project/out"]), base,
+            "the same bytes elsewhere are another manifest")
     }
 
     /// A manifest file is read again by each pass (the settled check's hash, then validation), from the file
@@ -75,8 +84,10 @@ final class ManifestFingerprintTests: XCTestCase {
         let original = try fingerprint(path, environment)
 
         let hashedFirst = try ManifestLoader.read(path: path)
-        XCTAssertEqual(ManifestFingerprint.of(hashedFirst, variables: ["DATA", "HOST"], environment: environment,
-                                              commandLineHeaders: []), original)
+        XCTAssertEqual(
+            ManifestFingerprint.of(
+                hashedFirst, variables: ["DATA", "HOST"], environment: environment,
+                commandLineHeaders: []), original)
         _ = try write(edited)
         let rewritten = try ManifestLoader.load(hashedFirst, environment: environment)
         XCTAssertEqual(rewritten.files.map(\.destination.description), ["b.bin"])
@@ -85,8 +96,10 @@ final class ManifestFingerprintTests: XCTestCase {
 
         _ = try write(manifest)
         let opened = try ManifestLoader.read(path: path)
-        XCTAssertEqual(ManifestFingerprint.of(opened, variables: ["DATA", "HOST"], environment: environment,
-                                              commandLineHeaders: []), original)
+        XCTAssertEqual(
+            ManifestFingerprint.of(
+                opened, variables: ["DATA", "HOST"], environment: environment,
+                commandLineHeaders: []), original)
         let replacement = try write(edited, to: "project/replacement.yaml")
         XCTAssertEqual(rename(replacement, path), 0)
         let kept = try ManifestLoader.load(opened, environment: environment)
@@ -96,8 +109,9 @@ final class ManifestFingerprintTests: XCTestCase {
 
     /// Standard input cannot be read again by a later run: it has no fingerprint.
     func testAManifestWithoutAFileOfItsOwnHasNoFingerprint() throws {
-        let input = ManifestInput(bytes: Array(manifest.utf8), fileName: "<stdin>", directory: directory, path: nil,
-                                  overridingRoot: nil)
+        let input = ManifestInput(
+            bytes: Array(manifest.utf8), fileName: "<stdin>", directory: directory, path: nil,
+            overridingRoot: nil)
         XCTAssertNil(try ManifestLoader.load(input, environment: ["HOST": "h"]).fingerprint)
     }
 
@@ -108,9 +122,14 @@ final class ManifestFingerprintTests: XCTestCase {
         let cases: [(text: String, environment: [String: String], expected: String)] = [
             ("version: 1\nroot: ../out\nfiles:\n" + entry, [:], directory + "/out"),
             ("root: \"${DATA}/x\"\nversion: 1\nfiles:\n" + entry, ["DATA": "/srv"], "/srv/x"),
-            ("version: 1\ndefaults: {retries: 2, headers: {X-A: b}}\nroot: 'sub/./dir'\nfiles:\n" + entry, [:],
-             directory + "/project/sub/dir"),
-            ("{version: 1, root: flow, files: [{url: \"https://e.com/a\", dest: a}]}\n", [:], directory + "/project/flow"),
+            (
+                "version: 1\ndefaults: {retries: 2, headers: {X-A: b}}\nroot: 'sub/./dir'\nfiles:\n" + entry, [:],
+                directory + "/project/sub/dir"
+            ),
+            (
+                "{version: 1, root: flow, files: [{url: \"https://e.com/a\", dest: a}]}\n", [:],
+                directory + "/project/flow"
+            ),
             ("version: 1\nfiles:\n" + entry + "root: after\n", [:], directory + "/project"),
             ("version: 1\nfiles:\n" + entry, [:], directory + "/project"),
         ]
@@ -124,6 +143,7 @@ final class ManifestFingerprintTests: XCTestCase {
         let overridden = try ManifestLoader.read(path: try write(cases[0].text), root: directory + "/cli")
         XCTAssertEqual(ManifestFingerprint.declaredRoot(overridden, environment: [:]), directory + "/cli")
         let unset = try ManifestLoader.read(path: try write("version: 1\nroot: ${NOPE}\nfiles: []\n"))
-        XCTAssertNil(ManifestFingerprint.declaredRoot(unset, environment: [:]), "no guess from a root that cannot expand")
+        XCTAssertNil(
+            ManifestFingerprint.declaredRoot(unset, environment: [:]), "no guess from a root that cannot expand")
     }
 }

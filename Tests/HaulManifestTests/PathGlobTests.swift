@@ -17,7 +17,9 @@ final class PathGlobTests: XCTestCase {
     }
 
     /// The paths (files) among `paths` that `pattern` matches.
-    private func matched(_ pattern: String, _ paths: [String], file: StaticString = #filePath, line: UInt = #line) -> [String] {
+    private func matched(
+        _ pattern: String, _ paths: [String], file: StaticString = #filePath, line: UInt = #line
+    ) -> [String] {
         guard let glob = glob(pattern, file: file, line: line) else { return [] }
         return paths.filter { glob.matches($0) }
     }
@@ -32,14 +34,17 @@ final class PathGlobTests: XCTestCase {
         }
     }
 
-    private let tree = ["README", "bin/tool", "bin/tools", "sdk/bin/tool", "lib/libz.so", "lib/deep/libx.so",
-                        "lib/libz.so.1", "libtop.so", "docs/api/index.html", "a/docs", ".hidden", "src/.git/config"]
+    private let tree = [
+        "README", "bin/tool", "bin/tools", "sdk/bin/tool", "lib/libz.so", "lib/deep/libx.so",
+        "lib/libz.so.1", "libtop.so", "docs/api/index.html", "a/docs", ".hidden", "src/.git/config",
+    ]
 
     // MARK: Where a pattern applies
 
     func testAPatternWithASlashIsAnchoredAtTheTopAndCoversWhatIsInsideAFolderItMatches() {
         XCTAssertEqual(matched("bin/tool", tree), ["bin/tool"])
-        XCTAssertEqual(matched("bin/tool", ["bin/tool/x", "bin/tool/x/y", "bin/toolx"]), ["bin/tool/x", "bin/tool/x/y"])
+        XCTAssertEqual(
+            matched("bin/tool", ["bin/tool/x", "bin/tool/x/y", "bin/toolx"]), ["bin/tool/x", "bin/tool/x/y"])
         XCTAssertEqual(matched("bin/*", tree), ["bin/tool", "bin/tools"])
         XCTAssertEqual(matched("*/bin/*", tree), ["sdk/bin/tool"])
         XCTAssertEqual(matched("docs/api", tree), ["docs/api/index.html"])
@@ -48,7 +53,8 @@ final class PathGlobTests: XCTestCase {
     func testAPatternWithoutASlashMatchesANameAtAnyDepth() {
         XCTAssertEqual(matched("*.so", tree), ["lib/libz.so", "lib/deep/libx.so", "libtop.so"])
         XCTAssertEqual(matched("tool", tree), ["bin/tool", "sdk/bin/tool"])
-        XCTAssertEqual(matched("docs", tree), ["docs/api/index.html", "a/docs"], "a folder's contents, and a file so named")
+        XCTAssertEqual(
+            matched("docs", tree), ["docs/api/index.html", "a/docs"], "a folder's contents, and a file so named")
         XCTAssertEqual(matched(".git", tree), ["src/.git/config"])
         XCTAssertEqual(matched("README", tree), ["README"])
     }
@@ -84,9 +90,11 @@ final class PathGlobTests: XCTestCase {
 
     func testDoubleStarIsAnyNumberOfComponentsNoneIncluded() {
         XCTAssertEqual(matched("**/*.so", tree), ["lib/libz.so", "lib/deep/libx.so", "libtop.so"])
-        XCTAssertEqual(matched("lib/**", ["lib", "lib/a", "lib/a/b", "libs/a", "x/lib/a"]), ["lib", "lib/a", "lib/a/b"])
-        XCTAssertEqual(matched("a/**/b", ["a/b", "a/x/b", "a/x/y/b", "a/b/c", "a/xb", "b", "x/a/b"]),
-                       ["a/b", "a/x/b", "a/x/y/b", "a/b/c"])
+        XCTAssertEqual(
+            matched("lib/**", ["lib", "lib/a", "lib/a/b", "libs/a", "x/lib/a"]), ["lib", "lib/a", "lib/a/b"])
+        XCTAssertEqual(
+            matched("a/**/b", ["a/b", "a/x/b", "a/x/y/b", "a/b/c", "a/xb", "b", "x/a/b"]),
+            ["a/b", "a/x/b", "a/x/y/b", "a/b/c"])
         XCTAssertEqual(matched("**", ["a", "a/b", ".x"]), ["a", "a/b", ".x"])
         XCTAssertEqual(matched("**/**/x", ["x", "a/x", "a/b/x", "a/b/y"]), ["x", "a/x", "a/b/x"])
     }
@@ -149,7 +157,8 @@ final class PathGlobTests: XCTestCase {
         XCTAssertEqual(refusal("//"), "it names no file or folder")
         XCTAssertEqual(refusal("a//b"), "it has an empty component (\"//\") (at character 3)")
         XCTAssertEqual(refusal("///x"), "it has an empty component (\"//\") (at character 2)")
-        let doubleStar = "\"**\" stands for any folders only as a whole component (as in \"**/x\", \"a/**\", \"a/**/b\"); "
+        let doubleStar =
+            "\"**\" stands for any folders only as a whole component (as in \"**/x\", \"a/**\", \"a/**/b\"); "
             + "within a name, use \"*\""
         XCTAssertEqual(refusal("a**b"), doubleStar + " (at character 2)")
         XCTAssertEqual(refusal("***"), doubleStar + " (at character 1)")
@@ -169,9 +178,11 @@ final class PathGlobTests: XCTestCase {
         XCTAssertEqual(refusal("."), dot + " (at character 1)")
         XCTAssertEqual(refusal("\\."), dot + " (at character 1)")
         XCTAssertEqual(refusal("./bin"), dot + " (at character 1)")
-        XCTAssertEqual(refusal("a/../b"), "\"..\" as a component matches nothing: a member's path has none (at character 3)")
+        XCTAssertEqual(
+            refusal("a/../b"), "\"..\" as a component matches nothing: a member's path has none (at character 3)")
         XCTAssertEqual(refusal("a\u{0}b"), "it contains a NUL character (at character 2)")
-        XCTAssertEqual(refusal(String(repeating: "a", count: 4097)), "it is 4097 bytes long; a pattern has at most 4096")
+        XCTAssertEqual(
+            refusal(String(repeating: "a", count: 4097)), "it is 4097 bytes long; a pattern has at most 4096")
         XCTAssertNotNil(try? PathGlob(String(repeating: "a", count: 4096)))
     }
 
@@ -229,7 +240,8 @@ final class PathGlobTests: XCTestCase {
             let leading = generator.next() % 6 == 0 ? "/" : ""
             let pattern = leading + components.joined(separator: "/")
             let glob = try PathGlob(pattern)
-            let regex = try NSRegularExpression(pattern: Self.regex(components, anchored: !leading.isEmpty || components.count > 1))
+            let regex = try NSRegularExpression(
+                pattern: Self.regex(components, anchored: !leading.isEmpty || components.count > 1))
             for _ in 0..<8 {
                 let path = (0..<Int(generator.next() % 4 + 1)).map { _ in
                     String((0..<Int(generator.next() % 3 + 1)).map { _ in "abc".randomElement(using: &generator)! })
@@ -250,8 +262,12 @@ final class PathGlobTests: XCTestCase {
     private static func regex(_ components: [String], anchored: Bool) -> String {
         var out = "^" + (anchored ? "" : "(?:/[^/]+)*")
         for component in components {
-            out += component == "**" ? "(?:/[^/]+)*" : "/" + component.replacingOccurrences(of: "[!a]", with: "[^a/]")
-                .replacingOccurrences(of: "*", with: "[^/]*").replacingOccurrences(of: "?", with: "[^/]")
+            out +=
+                component == "**"
+                ? "(?:/[^/]+)*"
+                : "/"
+                    + component.replacingOccurrences(of: "[!a]", with: "[^a/]")
+                    .replacingOccurrences(of: "*", with: "[^/]*").replacingOccurrences(of: "?", with: "[^/]")
         }
         return out + "(?:/.*)?$"
     }
@@ -270,8 +286,12 @@ final class PathGlobTests: XCTestCase {
         XCTAssertTrue(selection.keeps("lib/deep"), "a file named deep is not the folder deep/")
 
         let excludeOnly = try MemberSelection(ExtractRule(exclude: ["docs", ".*"]))
-        XCTAssertEqual(tree.filter { excludeOnly.keeps($0) }, ["README", "bin/tool", "bin/tools", "sdk/bin/tool", "lib/libz.so",
-                                                            "lib/deep/libx.so", "lib/libz.so.1", "libtop.so"])
+        XCTAssertEqual(
+            tree.filter { excludeOnly.keeps($0) },
+            [
+                "README", "bin/tool", "bin/tools", "sdk/bin/tool", "lib/libz.so",
+                "lib/deep/libx.so", "lib/libz.so.1", "libtop.so",
+            ])
     }
 
     func testARuleMadeInCodeWithABadPatternIsRefused() {

@@ -8,23 +8,28 @@ final class ReadingPipelineTests: XCTestCase {
     private static let entryCount = 4 * YAMLReader.batchSize + 37
 
     /// `entryCount` valid entries, entry `i` given by `line(i)` when it returns one.
-    private static func manifest(head: String = "version: 1\nfiles:\n", tail: String = "",
-                                 line: (Int) -> String? = { _ in nil }) -> [UInt8] {
+    private static func manifest(
+        head: String = "version: 1\nfiles:\n", tail: String = "",
+        line: (Int) -> String? = { _ in nil }
+    ) -> [UInt8] {
         var text = head
         for index in 0..<entryCount {
-            text += line(index) ?? """
-              - url: "https://example.com/assets/\(index).bin"
-                dest: "assets/\(index / 100)/\(index).bin"
-                sha256: \(String(format: "%064x", index))
-                size: \(index)
+            text +=
+                line(index) ?? """
+                      - url: "https://example.com/assets/\(index).bin"
+                        dest: "assets/\(index / 100)/\(index).bin"
+                        sha256: \(String(format: "%064x", index))
+                        size: \(index)
 
-            """
+                    """
         }
         return Array((text + tail).utf8)
     }
 
-    private func assertSameEitherWay(_ bytes: [UInt8], file: StaticString = #filePath,
-                                     line: UInt = #line) -> Fixture.Reading {
+    private func assertSameEitherWay(
+        _ bytes: [UInt8], file: StaticString = #filePath,
+        line: UInt = #line
+    ) -> Fixture.Reading {
         let single = Fixture.Reading(bytes, pipelined: false)
         let pipelined = Fixture.Reading(bytes, pipelined: true)
         XCTAssertEqual(single.account, pipelined.account, file: file, line: line)
@@ -37,12 +42,14 @@ final class ReadingPipelineTests: XCTestCase {
         let manifest = try reading.result.get()
         // Large enough that the public entry point pipelines it too.
         XCTAssertGreaterThanOrEqual(bytes.count, ReadingPipeline.minimumBytes)
-        let byDefault = try ManifestLoader.parse(bytes: bytes, fileName: Fixture.fileName,
-                                                 manifestDirectory: Fixture.directory, environment: [:])
+        let byDefault = try ManifestLoader.parse(
+            bytes: bytes, fileName: Fixture.fileName,
+            manifestDirectory: Fixture.directory, environment: [:])
         XCTAssertEqual(String(reflecting: byDefault), String(reflecting: manifest))
         XCTAssertEqual(manifest.files.count, Self.entryCount)
         XCTAssertEqual(manifest.files.last?.size, Int64(Self.entryCount - 1))
-        XCTAssertEqual(manifest.files.map(\.destination.description), (0..<Self.entryCount).map { "assets/\($0 / 100)/\($0).bin" })
+        XCTAssertEqual(
+            manifest.files.map(\.destination.description), (0..<Self.entryCount).map { "assets/\($0 / 100)/\($0).bin" })
     }
 
     /// What a sync's head start is told while the manifest is read (`EarlyEntries`): each entry valid on its own,
@@ -53,19 +60,25 @@ final class ReadingPipelineTests: XCTestCase {
         let bytes = Self.manifest { $0 == broken ? "  - {url: \"https://example.com/x\", dest: ../x}\n" : nil }
         for pipelined in [false, true] {
             var batches: [[FileEntry]] = []
-            XCTAssertThrowsError(try ManifestLoader.parse(bytes: bytes, fileName: Fixture.fileName, manifestDirectory: Fixture.directory,
-                                                          environment: [:], pipelined: pipelined) {
-                batches.append($0)
-                return true
-            })
+            XCTAssertThrowsError(
+                try ManifestLoader.parse(
+                    bytes: bytes, fileName: Fixture.fileName, manifestDirectory: Fixture.directory,
+                    environment: [:], pipelined: pipelined
+                ) {
+                    batches.append($0)
+                    return true
+                })
             XCTAssertGreaterThan(batches.count, 1, "\(pipelined)")
             XCTAssertEqual(batches.joined().map(\.index), (0..<Self.entryCount).filter { $0 != broken })
-            XCTAssertEqual(batches.joined().map(\.destination.description),
-                           (0..<Self.entryCount).filter { $0 != broken }.map { "assets/\($0 / 100)/\($0).bin" })
+            XCTAssertEqual(
+                batches.joined().map(\.destination.description),
+                (0..<Self.entryCount).filter { $0 != broken }.map { "assets/\($0 / 100)/\($0).bin" })
 
             var offers = 0
-            _ = try? ManifestLoader.parse(bytes: bytes, fileName: Fixture.fileName, manifestDirectory: Fixture.directory,
-                                          environment: [:], pipelined: pipelined) { _ in
+            _ = try? ManifestLoader.parse(
+                bytes: bytes, fileName: Fixture.fileName, manifestDirectory: Fixture.directory,
+                environment: [:], pipelined: pipelined
+            ) { _ in
                 offers += 1
                 return false
             }
@@ -84,8 +97,9 @@ final class ReadingPipelineTests: XCTestCase {
         let edges = [0, YAMLReader.batchSize - 1, YAMLReader.batchSize, Self.entryCount - 1]
         let bytes = Self.manifest(tail: "extra: &anchor 1\n") { index in
             guard edges.contains(index) else { return nil }
-            return index % 2 == 0 ? "  - {url: \"ftp://x/\(index)\", dest: \"d\(index)\"}\n"
-                                  : "  - {url: *alias, dest: \"../d\(index)\"}\n"
+            return index % 2 == 0
+                ? "  - {url: \"ftp://x/\(index)\", dest: \"d\(index)\"}\n"
+                : "  - {url: *alias, dest: \"../d\(index)\"}\n"
         }
         let reading = assertSameEitherWay(bytes)
         guard case .failure(let error) = reading.result else { return XCTFail("loaded an invalid manifest") }
@@ -109,7 +123,8 @@ final class ReadingPipelineTests: XCTestCase {
         let reading = assertSameEitherWay(bytes)
         guard case .failure(let error) = reading.result else { return XCTFail("loaded an invalid manifest") }
         XCTAssertEqual(error.diagnostics.count, 1)
-        XCTAssertTrue(error.diagnostics[0].message.contains("did not find expected node content"),
-                      error.diagnostics[0].description)
+        XCTAssertTrue(
+            error.diagnostics[0].message.contains("did not find expected node content"),
+            error.diagnostics[0].description)
     }
 }

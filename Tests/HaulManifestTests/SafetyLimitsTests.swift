@@ -7,8 +7,11 @@ final class SafetyLimitsTests: XCTestCase {
         let manifest = try XCTUnwrap(Fixture.manifest(Fixture.entry("url: https://h/x", "dest: \"link/\u{301}x\"")))
         XCTAssertEqual(manifest.files[0].destination.components, ["link", "\u{301}x"])
         XCTAssertEqual(DestinationPath("link/\u{301}x")?.components, ["link", "\u{301}x"])
-        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: \".haul/\u{301}x\"")),
-                       ["haul.yaml:4:11: error: files[0].dest: \".haul/\u{301}x\" is inside \".haul\", haul's private folder under root"])
+        XCTAssertEqual(
+            Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: \".haul/\u{301}x\"")),
+            [
+                "haul.yaml:4:11: error: files[0].dest: \".haul/\u{301}x\" is inside \".haul\", haul's private folder under root"
+            ])
     }
 
     /// The parts a walk uses are cut from the normalized text at the byte `/`, however the path was written.
@@ -32,36 +35,53 @@ final class SafetyLimitsTests: XCTestCase {
 
     func testHeadersHaulSetsItselfAreRefused() {
         for name in ["Range", "if-range", "Accept-Encoding", "Host", "Transfer-Encoding", "If-None-Match"] {
-            let diagnostics = Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "headers: { \(name): v }"))
+            let diagnostics = Fixture.diagnostics(
+                Fixture.entry("url: https://h/x", "dest: x", "headers: { \(name): v }"))
             XCTAssertEqual(diagnostics.count, 1, name)
-            XCTAssertTrue(diagnostics.first?.contains("files[0].headers.\(name): header \"\(name)\" is set by haul itself") == true,
-                          "\(diagnostics)")
+            XCTAssertTrue(
+                diagnostics.first?.contains("files[0].headers.\(name): header \"\(name)\" is set by haul itself")
+                    == true,
+                "\(diagnostics)")
         }
     }
 
     func testSpecialPermissionBitsAreRefused() {
-        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "mode: \"4755\"")), [
-            "haul.yaml:5:11: error: files[0].mode: setuid, setgid and sticky bits are not applied to downloaded files; use at most \"0777\", found \"4755\"",
-        ])
-        XCTAssertEqual(Fixture.manifest(Fixture.entry("url: https://h/x", "dest: x", "mode: \"0750\""))?.files[0].mode, FileMode(0o750))
+        XCTAssertEqual(
+            Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "mode: \"4755\"")),
+            [
+                "haul.yaml:5:11: error: files[0].mode: setuid, setgid and sticky bits are not applied to downloaded files; use at most \"0777\", found \"4755\""
+            ])
+        XCTAssertEqual(
+            Fixture.manifest(Fixture.entry("url: https://h/x", "dest: x", "mode: \"0750\""))?.files[0].mode,
+            FileMode(0o750))
     }
 
     func testAbsurdTimeoutsAndSizesAreRefusedRatherThanOverflowingLater() {
-        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "timeout: 100000000000000000000")), [
-            "haul.yaml:5:14: error: files[0].timeout: must be at most 24h, found \"100000000000000000000\"",
-        ])
-        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: 999999999999999999")), [
-            "haul.yaml:5:11: error: files[0].size: 999999999999999999 bytes is more than haul accepts for one file (1 PiB)",
-        ])
-        XCTAssertEqual(Fixture.manifest(Fixture.entry("url: https://h/x", "dest: x", "timeout: 24h"))?.files[0].timeout, Seconds(86_400))
+        XCTAssertEqual(
+            Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "timeout: 100000000000000000000")),
+            [
+                "haul.yaml:5:14: error: files[0].timeout: must be at most 24h, found \"100000000000000000000\""
+            ])
+        XCTAssertEqual(
+            Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: 999999999999999999")),
+            [
+                "haul.yaml:5:11: error: files[0].size: 999999999999999999 bytes is more than haul accepts for one file (1 PiB)"
+            ])
+        XCTAssertEqual(
+            Fixture.manifest(Fixture.entry("url: https://h/x", "dest: x", "timeout: 24h"))?.files[0].timeout,
+            Seconds(86_400))
         // Int64.max and beyond are numbers, only impossible sizes: said so, not "expected an integer".
         for huge in ["9223372036854775807", "9223372036854775808", "99999999999999999999999"] {
-            XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: \(huge)")), [
-                "haul.yaml:5:11: error: files[0].size: \(huge) bytes is more than haul accepts for one file (1 PiB)",
-            ])
+            XCTAssertEqual(
+                Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: \(huge)")),
+                [
+                    "haul.yaml:5:11: error: files[0].size: \(huge) bytes is more than haul accepts for one file (1 PiB)"
+                ])
         }
-        XCTAssertEqual(Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: -1")), [
-            "haul.yaml:5:11: error: files[0].size: expected a size in bytes (an integer of 0 or more), found \"-1\"",
-        ])
+        XCTAssertEqual(
+            Fixture.diagnostics(Fixture.entry("url: https://h/x", "dest: x", "size: -1")),
+            [
+                "haul.yaml:5:11: error: files[0].size: expected a size in bytes (an integer of 0 or more), found \"-1\""
+            ])
     }
 }

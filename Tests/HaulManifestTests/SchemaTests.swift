@@ -15,7 +15,9 @@ final class SchemaTests: XCTestCase {
 
     func testSchemaFileIsTheEmbeddedText() throws {
         let file = try Data(contentsOf: URL(fileURLWithPath: Self.schemaPath))
-        XCTAssertEqual(Array(file), Array(ManifestSchema.json.utf8), "schema/haul-manifest.schema.json and ManifestSchema.json differ")
+        XCTAssertEqual(
+            Array(file), Array(ManifestSchema.json.utf8),
+            "schema/haul-manifest.schema.json and ManifestSchema.json differ")
     }
 
     func testSchemaPropertiesAreTheLoadersKeys() throws {
@@ -43,11 +45,16 @@ final class SchemaTests: XCTestCase {
         XCTAssertEqual(extractForms.count, 2, "a boolean or a mapping")
         XCTAssertEqual(try propertyNames(resolve(extractForms[1])), ManifestSchema.extractKeys)
 
-        XCTAssertEqual(ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files", "$schema"])
+        XCTAssertEqual(
+            ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files", "$schema"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers", "retry_on"])
-        XCTAssertEqual(ManifestSchema.fileKeys, ["url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
-                                                 "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
-                                                 "extract", "cert", "key", "retry_on"])
+        XCTAssertEqual(
+            ManifestSchema.fileKeys,
+            [
+                "url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
+                "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
+                "extract", "cert", "key", "retry_on",
+            ])
         XCTAssertEqual(ManifestSchema.extractKeys, ["format", "strip", "include", "exclude", "tree", "max_unpacked"])
         XCTAssertEqual(schema["$schema"] as? String, "https://json-schema.org/draft/2020-12/schema")
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")
@@ -57,7 +64,9 @@ final class SchemaTests: XCTestCase {
     func testRepositoryExamples() throws {
         let examples = Self.yamlFiles(under: Self.repositoryRoot + "/examples")
         guard !examples.isEmpty else {
-            XCTFail("no examples/**/haul.yaml found under \(Self.repositoryRoot)/examples; the design requires at least one")
+            XCTFail(
+                "no examples/**/haul.yaml found under \(Self.repositoryRoot)/examples; the design requires at least one"
+            )
             return
         }
         try checkAgreement(valid: examples, invalid: [])
@@ -65,7 +74,9 @@ final class SchemaTests: XCTestCase {
 
     /// The same pipeline on manifests written here, valid and invalid, so the check itself is known to work.
     func testLoaderAndSchemaAgree() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-schema-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "haul-schema-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         func write(_ name: String, _ text: String) throws -> String {
@@ -76,9 +87,13 @@ final class SchemaTests: XCTestCase {
         let full = try write("full", ValidManifestTests.yaml)
         let minimal = try write("minimal", "version: 1\nfiles: []\n")
         // As README sets a manifest up for an editor: the language server's comment, and the schema named by key.
-        let named = try write("named-schema", "# yaml-language-server: $schema=./haul-manifest.schema.json\n"
-                                  + "$schema: ./haul-manifest.schema.json\nversion: 1\nfiles: []\n")
-        let forms = try write("forms", """
+        let named = try write(
+            "named-schema",
+            "# yaml-language-server: $schema=./haul-manifest.schema.json\n"
+                + "$schema: ./haul-manifest.schema.json\nversion: 1\nfiles: []\n")
+        let forms = try write(
+            "forms",
+            """
             version: 1
             files:
               - url: ${HAUL_EXAMPLE_BASE}/a
@@ -109,30 +124,66 @@ final class SchemaTests: XCTestCase {
         let entry = { (line: String) in "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: a, \(line)}\n" }
         // Each invalid manifest with the schema location that must reject it (so it fails for the intended reason).
         let invalid: [(path: String, schemaPath: String)] = [
-            (try write("two-checksums", entry("sha256: \(Fixture.sha256), integrity: \"sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=\"")), "files/0"),
+            (
+                try write(
+                    "two-checksums",
+                    entry(
+                        "sha256: \(Fixture.sha256), integrity: \"sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=\"")
+                ), "files/0"
+            ),
             (try write("unknown-key", entry("sah256: x")), "files/0"),
             (try write("entry-schema", entry("$schema: x")), "files/0"),
             (try write("short-digest", entry("sha256: \(Fixture.sha256.dropLast())")), "files/0/sha256"),
             (try write("ftp", "version: 1\nfiles:\n  - {url: \"ftp://e.com/a\", dest: a}\n"), "files/0/url"),
-            (try write("absolute-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: /a")), "files/0/dest"),
-            (try write("dotdot-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: a/../../b")), "files/0/dest"),
-            (try write("haul-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: .haul/x")), "files/0/dest"),
+            (
+                try write(
+                    "absolute-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: /a")),
+                "files/0/dest"
+            ),
+            (
+                try write(
+                    "dotdot-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: a/../../b")),
+                "files/0/dest"
+            ),
+            (
+                try write(
+                    "haul-dest", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: .haul/x")),
+                "files/0/dest"
+            ),
             (try write("version-2", "version: 2\nfiles: []\n"), "version"),
             (try write("no-files", "version: 1\n"), ""),
             (try write("zero-timeout", entry("timeout: 0s")), "files/0/timeout"),
             (try write("sub-millisecond-timeout", entry("timeout: 0.5ms")), "files/0/timeout"),
             (try write("sub-millisecond-seconds", entry("timeout: 0.0009")), "files/0/timeout"),
-            (try write("long-name", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: a/\(String(repeating: "n", count: 256))")), "files/0/dest"),
-            (try write("long-path", entry("mode: \"0644\"").replacingOccurrences(of: "dest: a", with: "dest: \(Array(repeating: "n", count: 2049).joined(separator: "/"))")), "files/0/dest"),
+            (
+                try write(
+                    "long-name",
+                    entry("mode: \"0644\"").replacingOccurrences(
+                        of: "dest: a", with: "dest: a/\(String(repeating: "n", count: 256))")), "files/0/dest"
+            ),
+            (
+                try write(
+                    "long-path",
+                    entry("mode: \"0644\"").replacingOccurrences(
+                        of: "dest: a", with: "dest: \(Array(repeating: "n", count: 2049).joined(separator: "/"))")),
+                "files/0/dest"
+            ),
             (try write("retries", entry("retries: 101")), "files/0/retries"),
             (try write("mode", entry("mode: \"0800\"")), "files/0/mode"),
             (try write("negative-size", entry("size: -1")), "files/0/size"),
             (try write("bad-header", entry("headers: {\"Bad Name\": x}")), "files/0/headers"),
-            (try write("bad-integrity", entry("integrity: \"sha1-qZk+NkcGgWq6PiVxeFDCbJzQ2J0=\"")), "files/0/integrity"),
+            (
+                try write("bad-integrity", entry("integrity: \"sha1-qZk+NkcGgWq6PiVxeFDCbJzQ2J0=\"")),
+                "files/0/integrity"
+            ),
             (try write("checksum-prefix", entry("checksum: \"sha3:abcd\"")), "files/0/checksum"),
             (try write("defaults-dest", "version: 1\ndefaults: {dest: x}\nfiles: []\n"), "defaults"),
             (try write("defaults-extract", "version: 1\ndefaults: {extract: true}\nfiles: []\n"), "defaults"),
-            (try write("folder-dest-of-a-file", entry("extract: false").replacingOccurrences(of: "dest: a", with: "dest: a/")), "files/0/dest"),
+            (
+                try write(
+                    "folder-dest-of-a-file",
+                    entry("extract: false").replacingOccurrences(of: "dest: a", with: "dest: a/")), "files/0/dest"
+            ),
             (try write("extract-mode", entry("extract: true, mode: \"0755\"")), "files/0"),
             (try write("extract-number", entry("extract: 1")), "files/0/extract"),
             (try write("extract-key", entry("extract: {stirp: 1}")), "files/0/extract"),
@@ -140,7 +191,10 @@ final class SchemaTests: XCTestCase {
             (try write("extract-strip", entry("extract: {strip: -1}")), "files/0/extract"),
             (try write("extract-empty-pattern", entry("extract: {include: \"\"}")), "files/0/extract"),
             (try write("extract-pattern-list", entry("extract: {exclude: [ok, {a: b}]}")), "files/0/extract"),
-            (try write("extract-tree", entry("extract: {tree: \"sha512-\(String(repeating: "A", count: 86))==\"}")), "files/0/extract"),
+            (
+                try write("extract-tree", entry("extract: {tree: \"sha512-\(String(repeating: "A", count: 86))==\"}")),
+                "files/0/extract"
+            ),
             (try write("extract-max-unpacked", entry("extract: {max_unpacked: 2X}")), "files/0/extract"),
             (try write("extract-zero", entry("extract: {max_unpacked: 0}")), "files/0/extract"),
         ]
@@ -173,8 +227,10 @@ final class SchemaTests: XCTestCase {
         return environment
     }
 
-    private func checkAgreement(valid: [String], invalid: [(path: String, schemaPath: String)],
-                                file: StaticString = #filePath, line: UInt = #line) throws {
+    private func checkAgreement(
+        valid: [String], invalid: [(path: String, schemaPath: String)],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let invalidPaths = invalid.map(\.path)
         for path in valid + invalidPaths {
             let text = try String(contentsOfFile: path, encoding: .utf8)
@@ -191,8 +247,9 @@ final class SchemaTests: XCTestCase {
         }
         for (path, schemaPath) in invalid {
             let errors = verdicts[path] ?? []
-            XCTAssertTrue(errors.contains { $0.hasPrefix(schemaPath + ": ") },
-                          "schema did not reject \(path) at \"\(schemaPath)\": \(errors)", file: file, line: line)
+            XCTAssertTrue(
+                errors.contains { $0.hasPrefix(schemaPath + ": ") },
+                "schema did not reject \(path) at \"\(schemaPath)\": \(errors)", file: file, line: line)
         }
     }
 

@@ -10,8 +10,10 @@ final class ShardTests: XCTestCase {
         XCTAssertEqual(Shard("2/4").map { [$0.index, $0.count] }, [2, 4])
         XCTAssertEqual(Shard("1/1").map { [$0.index, $0.count] }, [1, 1])
         XCTAssertEqual(Shard("1048576/1048576")?.count, 1_048_576)
-        for bad in ["0/4", "5/4", "1/0", "0/0", "a/b", "2", "", "/", "1/", "/2", "1/2/3", "-1/2", "+1/2", " 1/2", "1/2 ",
-                    "1/1048577", "99999999999999999999/2"] {
+        for bad in [
+            "0/4", "5/4", "1/0", "0/0", "a/b", "2", "", "/", "1/", "/2", "1/2/3", "-1/2", "+1/2", " 1/2", "1/2 ",
+            "1/1048577", "99999999999999999999/2",
+        ] {
             XCTAssertNil(Shard(bad), bad)
         }
         XCTAssertEqual(Shard("3/8")?.description, "3/8")
@@ -45,7 +47,9 @@ final class ShardTests: XCTestCase {
                 if let owner = owners.first { sizes[owner.index - 1] += 1 }
             }
             let expected = Double(destinations.count) / Double(count)
-            for size in sizes { XCTAssertEqual(Double(size), expected, accuracy: expected * 0.25, "\(count): \(sizes)") }
+            for size in sizes {
+                XCTAssertEqual(Double(size), expected, accuracy: expected * 0.25, "\(count): \(sizes)")
+            }
         }
     }
 
@@ -55,7 +59,10 @@ final class ShardTests: XCTestCase {
         let destinations = try (0..<2000).map { try path("n/\($0)") }
         for destination in destinations {
             for count in [2, 4, 8] {
-                guard let fine = (1...(count * 2)).compactMap({ Shard(index: $0, count: count * 2) }).first(where: { $0.contains(destination) })
+                guard
+                    let fine = (1...(count * 2)).compactMap({ Shard(index: $0, count: count * 2) }).first(where: {
+                        $0.contains(destination)
+                    })
                 else { return XCTFail("no shard") }
                 let coarse = try XCTUnwrap(Shard(index: (fine.index + 1) / 2, count: count))
                 XCTAssertTrue(coarse.contains(destination), "\(destination): \(fine) inside \(coarse)")
@@ -65,7 +72,9 @@ final class ShardTests: XCTestCase {
 
     func testLockRangesOverlapExactlyWhenTheShardsShareDestinations() throws {
         var shards: [Shard] = []
-        for count in 1...12 { for index in 1...count { shards.append(try XCTUnwrap(Shard(index: index, count: count))) } }
+        for count in 1...12 {
+            for index in 1...count { shards.append(try XCTUnwrap(Shard(index: index, count: count))) }
+        }
         for a in shards {
             XCTAssertFalse(a.lockRange.isEmpty)
             XCTAssertTrue(a.lockRange.lowerBound >= 0 && a.lockRange.upperBound <= Shard.lockSpace)
@@ -75,7 +84,8 @@ final class ShardTests: XCTestCase {
                 XCTAssertEqual(a.lockRange.overlaps(b.lockRange), share, "\(a) and \(b)")
             }
         }
-        let first = try XCTUnwrap(Shard(index: 1, count: 1_048_576)), last = try XCTUnwrap(Shard(index: 1_048_576, count: 1_048_576))
+        let first = try XCTUnwrap(Shard(index: 1, count: 1_048_576)),
+            last = try XCTUnwrap(Shard(index: 1_048_576, count: 1_048_576))
         XCTAssertEqual(first.lockRange.lowerBound, 0)
         XCTAssertEqual(last.lockRange.upperBound, Shard.lockSpace)
     }

@@ -8,13 +8,16 @@ enum Fixture {
 
     /// Loaded on one thread and again with libyaml on a second one (`ReadingPipeline`): every manifest test also
     /// checks that both ways give the same manifest or the same diagnostics.
-    static func load(_ yaml: String, environment: [String: String] = [:],
-                     file: StaticString = #filePath, line: UInt = #line) throws(DiagnosticsError) -> Manifest {
+    static func load(
+        _ yaml: String, environment: [String: String] = [:],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws(DiagnosticsError) -> Manifest {
         let bytes = Array(yaml.utf8)
         let single = Reading(bytes, environment: environment, pipelined: false)
         let pipelined = Reading(bytes, environment: environment, pipelined: true)
-        XCTAssertEqual(single.account, pipelined.account, "one thread and two read the manifest differently",
-                       file: file, line: line)
+        XCTAssertEqual(
+            single.account, pipelined.account, "one thread and two read the manifest differently",
+            file: file, line: line)
         return try single.result.get()
     }
 
@@ -22,12 +25,16 @@ enum Fixture {
     struct Reading {
         var result: Result<Manifest, DiagnosticsError>
 
-        init(_ bytes: [UInt8], fileName: String = Fixture.fileName, environment: [String: String] = [:],
-             pipelined: Bool) {
+        init(
+            _ bytes: [UInt8], fileName: String = Fixture.fileName, environment: [String: String] = [:],
+            pipelined: Bool
+        ) {
             do {
-                result = .success(try ManifestLoader.parse(
-                    bytes: bytes, fileName: fileName, manifestDirectory: Fixture.directory, environment: environment,
-                    pipelined: pipelined))
+                result = .success(
+                    try ManifestLoader.parse(
+                        bytes: bytes, fileName: fileName, manifestDirectory: Fixture.directory,
+                        environment: environment,
+                        pipelined: pipelined))
             } catch {
                 result = .failure(error)
             }
@@ -43,8 +50,10 @@ enum Fixture {
     }
 
     /// Every diagnostic, rendered, for a manifest that must fail; records a failure if it loads.
-    static func diagnostics(_ yaml: String, environment: [String: String] = [:],
-                            file: StaticString = #filePath, line: UInt = #line) -> [String] {
+    static func diagnostics(
+        _ yaml: String, environment: [String: String] = [:],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> [String] {
         do {
             _ = try load(yaml, environment: environment, file: file, line: line)
             XCTFail("manifest loaded but was expected to fail", file: file, line: line)
@@ -55,8 +64,10 @@ enum Fixture {
     }
 
     /// The error of a manifest that must fail; records a failure if it loads.
-    static func failure(_ yaml: String, environment: [String: String] = [:],
-                        file: StaticString = #filePath, line: UInt = #line) -> DiagnosticsError? {
+    static func failure(
+        _ yaml: String, environment: [String: String] = [:],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> DiagnosticsError? {
         do {
             _ = try load(yaml, environment: environment, file: file, line: line)
             XCTFail("manifest loaded but was expected to fail", file: file, line: line)
@@ -67,8 +78,10 @@ enum Fixture {
     }
 
     /// The manifest, recording a failure (with every diagnostic) if it does not load.
-    static func manifest(_ yaml: String, environment: [String: String] = [:],
-                         file: StaticString = #filePath, line: UInt = #line) -> Manifest? {
+    static func manifest(
+        _ yaml: String, environment: [String: String] = [:],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Manifest? {
         do {
             return try load(yaml, environment: environment, file: file, line: line)
         } catch {
@@ -79,7 +92,8 @@ enum Fixture {
 
     /// A one-entry manifest whose entry body is `entry` (lines indented under `- `); the entry starts on line 3.
     static func entry(_ lines: String...) -> String {
-        "version: 1\nfiles:\n" + lines.enumerated().map { ($0.offset == 0 ? "  - " : "    ") + $0.element }
+        "version: 1\nfiles:\n"
+            + lines.enumerated().map { ($0.offset == 0 ? "  - " : "    ") + $0.element }
             .joined(separator: "\n") + "\n"
     }
 

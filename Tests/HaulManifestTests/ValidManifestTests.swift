@@ -4,7 +4,8 @@ import XCTest
 
 /// A manifest using every key, checked field by field after defaults, header merging and expansion.
 final class ValidManifestTests: XCTestCase {
-    static let sha512Hex = "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
+    static let sha512Hex =
+        "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
         + "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"
     static let sha384Base64 = "ywB1P0WjXou1oD1pmsZQBycsMqsO3tFjGotgWkP/W+2AhgcroefMI1i67KE0yCWn"
     static let md5Hex = "900150983cd24fb0d6963f7d28e17f72"
@@ -57,21 +58,27 @@ final class ValidManifestTests: XCTestCase {
         XCTAssertEqual(manifest.root, "/work/project/store/x")
         XCTAssertTrue(manifest.prune)
         XCTAssertEqual(manifest.files.map(\.index), [0, 1, 2, 3, 4])
-        XCTAssertEqual(manifest.files.map(\.destination.description),
-                       ["bin/tool.tar.gz", "data/data.csv", "web/x.js", "feed.json", "old.bin"])
+        XCTAssertEqual(
+            manifest.files.map(\.destination.description),
+            ["bin/tool.tar.gz", "data/data.csv", "web/x.js", "feed.json", "old.bin"])
     }
 
     func testEntryWithEveryKey() throws {
         let manifest = try XCTUnwrap(Fixture.manifest(Self.yaml, environment: Self.environment))
         let entry = manifest.files[0]
         XCTAssertEqual(entry.url, TemplatedString(literal: "https://example.com/v1.2/tool.tar.gz"))
-        XCTAssertEqual(entry.mirrors, [
-            TemplatedString(literal: "https://mirror.example.org/tool.tar.gz"),
-            TemplatedString(template: "${MIRROR}/tool.tar.gz", expanded: "http://m.example/tool.tar.gz"),
-        ])
-        XCTAssertEqual(entry.sources.map(\.expanded), [
-            "https://example.com/v1.2/tool.tar.gz", "https://mirror.example.org/tool.tar.gz", "http://m.example/tool.tar.gz",
-        ])
+        XCTAssertEqual(
+            entry.mirrors,
+            [
+                TemplatedString(literal: "https://mirror.example.org/tool.tar.gz"),
+                TemplatedString(template: "${MIRROR}/tool.tar.gz", expanded: "http://m.example/tool.tar.gz"),
+            ])
+        XCTAssertEqual(
+            entry.sources.map(\.expanded),
+            [
+                "https://example.com/v1.2/tool.tar.gz", "https://mirror.example.org/tool.tar.gz",
+                "http://m.example/tool.tar.gz",
+            ])
         XCTAssertEqual(entry.destination.components, ["bin", "tool.tar.gz"])
         XCTAssertEqual(entry.checksum?.notation, .hexKey)
         XCTAssertEqual(entry.checksum?.digest, Digest(algorithm: .sha256, hex: Fixture.sha256))
@@ -81,11 +88,13 @@ final class ValidManifestTests: XCTestCase {
         XCTAssertEqual(entry.retries, 5, "from defaults")
         XCTAssertEqual(entry.timeout, Seconds(90), "1.5m from defaults")
         // The entry's `authorization` replaces the default `Authorization` in place; new headers follow.
-        XCTAssertEqual(entry.headers, [
-            HeaderField(name: "authorization", value: TemplatedString(literal: "Token abc")),
-            HeaderField(name: "X-Team", value: TemplatedString(literal: "core")),
-            HeaderField(name: "X-Extra", value: TemplatedString(literal: "1")),
-        ])
+        XCTAssertEqual(
+            entry.headers,
+            [
+                HeaderField(name: "authorization", value: TemplatedString(literal: "Token abc")),
+                HeaderField(name: "X-Team", value: TemplatedString(literal: "core")),
+                HeaderField(name: "X-Extra", value: TemplatedString(literal: "1")),
+            ])
         XCTAssertEqual(entry.location, SourceLocation(line: 10, column: 5))
     }
 
@@ -127,9 +136,11 @@ final class ValidManifestTests: XCTestCase {
         let weak = manifest.files[4]
         XCTAssertEqual(weak.checksum?.algorithm, .md5)
         XCTAssertEqual(weak.checksum?.notation, .prefixedHex)
-        XCTAssertEqual(manifest.warnings.map(\.description), [
-            "haul.yaml:31:15: warning: files[4].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256",
-        ])
+        XCTAssertEqual(
+            manifest.warnings.map(\.description),
+            [
+                "haul.yaml:31:15: warning: files[4].checksum: md5 is a weak digest algorithm (collisions are practical); prefer sha256"
+            ])
         XCTAssertEqual(manifest.warnings.first?.severity, .warning)
         XCTAssertEqual(manifest.warnings.first?.keyPath, "files[4].checksum")
     }
@@ -171,17 +182,20 @@ final class ValidManifestTests: XCTestCase {
     /// A manifest may name the schema editors validate it against; haul reads nothing from it, and only the top
     /// level holds it.
     func testSchemaKeyIsAcceptedAndIgnored() throws {
-        let manifest = try XCTUnwrap(Fixture.manifest("""
-            $schema: https://haul.dev/schema/manifest-v1.json
-            version: 1
-            files:
-              - {url: "https://example.com/a", dest: a}
+        let manifest = try XCTUnwrap(
+            Fixture.manifest(
+                """
+                $schema: https://haul.dev/schema/manifest-v1.json
+                version: 1
+                files:
+                  - {url: "https://example.com/a", dest: a}
 
-            """))
+                """))
         XCTAssertEqual(manifest.files.map(\.destination.description), ["a"])
         XCTAssertEqual(manifest.warnings, [])
-        XCTAssertEqual(Fixture.diagnostics("version: 1\nfiles:\n  - {url: \"https://example.com/a\", dest: a, $schema: x}\n"),
-                       ["haul.yaml:3:45: error: files[0].$schema: unknown key \"$schema\""])
+        XCTAssertEqual(
+            Fixture.diagnostics("version: 1\nfiles:\n  - {url: \"https://example.com/a\", dest: a, $schema: x}\n"),
+            ["haul.yaml:3:45: error: files[0].$schema: unknown key \"$schema\""])
     }
 
     func testRootForms() throws {
@@ -197,8 +211,9 @@ final class ValidManifestTests: XCTestCase {
     }
 
     func testManifestDirectoryIsNormalized() throws {
-        let manifest = try ManifestLoader.parse(bytes: Array("version: 1\nfiles: []\n".utf8), fileName: "m.yaml",
-                                                manifestDirectory: "/a/./b//c/..", environment: [:])
+        let manifest = try ManifestLoader.parse(
+            bytes: Array("version: 1\nfiles: []\n".utf8), fileName: "m.yaml",
+            manifestDirectory: "/a/./b//c/..", environment: [:])
         XCTAssertEqual(manifest.root, "/a/b")
     }
 
@@ -259,13 +274,18 @@ final class ValidManifestTests: XCTestCase {
 
             """
         let diagnostics = Fixture.diagnostics(yaml)
-        XCTAssertEqual(diagnostics, [
-            "haul.yaml:5:51: warning: files[2].checksum: sha1 is a weak digest algorithm (collisions are practical); prefer sha256",
-            "haul.yaml:6:51: error: files[3].checksum: unknown checksum algorithm \"SHA256\" (expected sha256, sha384, sha512, sha1 or md5)",
-        ])
-        let fixed = try XCTUnwrap(Fixture.manifest(yaml.replacingOccurrences(of: "SHA256:nope", with: "sha256:\(Fixture.sha256)")))
+        XCTAssertEqual(
+            diagnostics,
+            [
+                "haul.yaml:5:51: warning: files[2].checksum: sha1 is a weak digest algorithm (collisions are practical); prefer sha256",
+                "haul.yaml:6:51: error: files[3].checksum: unknown checksum algorithm \"SHA256\" (expected sha256, sha384, sha512, sha1 or md5)",
+            ])
+        let fixed = try XCTUnwrap(
+            Fixture.manifest(yaml.replacingOccurrences(of: "SHA256:nope", with: "sha256:\(Fixture.sha256)")))
         XCTAssertEqual(fixed.files.map { $0.checksum?.algorithm }, [.sha256, .sha512, .sha1, .sha256])
-        XCTAssertEqual(fixed.files[0].checksum?.digest, Digest(algorithm: .sha256, hex: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
+        XCTAssertEqual(
+            fixed.files[0].checksum?.digest,
+            Digest(algorithm: .sha256, hex: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
         XCTAssertEqual(fixed.warnings.count, 1, "warnings alone do not fail the load")
     }
 }

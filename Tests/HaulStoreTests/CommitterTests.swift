@@ -48,8 +48,10 @@ final class CommitterTests: XCTestCase {
         try scratch.mkdir("elsewhere")
         try scratch.symlink("root/.haul", to: scratch.at("elsewhere"))
         XCTAssertThrowsError(try StagingArea(root: scratch.at("root"))) { error in
-            XCTAssertEqual("\(error)", "\(scratch.at("root/.haul")) is a symlink to \(scratch.at("elsewhere")); "
-                           + "haul's folder must be a real directory inside root")
+            XCTAssertEqual(
+                "\(error)",
+                "\(scratch.at("root/.haul")) is a symlink to \(scratch.at("elsewhere")); "
+                    + "haul's folder must be a real directory inside root")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("elsewhere")), [])
     }
@@ -60,8 +62,11 @@ final class CommitterTests: XCTestCase {
         let staging = try StagingArea(root: root)
         let committer = Committer(root: root, staging: staging)
         let temporary = try staged(staging, "payload")
-        let results = committer.commit([CommitRequest(temporaryPath: temporary, destination: try dest("a/b/c/file.txt"),
-                                                      mode: FileMode(0o644))])
+        let results = committer.commit([
+            CommitRequest(
+                temporaryPath: temporary, destination: try dest("a/b/c/file.txt"),
+                mode: FileMode(0o644))
+        ])
         XCTAssertNil(results[0].failure)
         XCTAssertEqual(scratch.read("root/a/b/c/file.txt"), Array("payload".utf8))
         XCTAssertFalse(FileManager.default.fileExists(atPath: temporary))
@@ -78,14 +83,20 @@ final class CommitterTests: XCTestCase {
         let committer = Committer(root: root, staging: staging)
         let previous = umask(0o077)
         defer { umask(previous) }
-        var results = committer.commit([CommitRequest(temporaryPath: try staged(staging, "x"), destination: try dest("exec.sh"),
-                                                      mode: FileMode(0o755))])
+        var results = committer.commit([
+            CommitRequest(
+                temporaryPath: try staged(staging, "x"), destination: try dest("exec.sh"),
+                mode: FileMode(0o755))
+        ])
         XCTAssertNil(results[0].failure)
         XCTAssertEqual(permissions(scratch.linkStatus("root/exec.sh")), 0o755)
 
         umask(0)
-        results = committer.commit([CommitRequest(temporaryPath: try staged(staging, "y"), destination: try dest("private.key"),
-                                                  mode: FileMode(0o600))])
+        results = committer.commit([
+            CommitRequest(
+                temporaryPath: try staged(staging, "y"), destination: try dest("private.key"),
+                mode: FileMode(0o600))
+        ])
         XCTAssertNil(results[0].failure)
         XCTAssertEqual(permissions(scratch.linkStatus("root/private.key")), 0o600)
     }
@@ -98,7 +109,8 @@ final class CommitterTests: XCTestCase {
         try scratch.symlink("root/d.txt", to: outside.at("target.txt"))
         let staging = try StagingArea(root: scratch.at("root"))
         let results = Committer(root: scratch.at("root"), staging: staging).commit([
-            CommitRequest(temporaryPath: try staged(staging, "new"), destination: try dest("d.txt"), mode: FileMode(0o644)),
+            CommitRequest(
+                temporaryPath: try staged(staging, "new"), destination: try dest("d.txt"), mode: FileMode(0o644))
         ])
         XCTAssertNil(results[0].failure)
         XCTAssertTrue(isRegular(scratch.linkStatus("root/d.txt")))
@@ -113,7 +125,9 @@ final class CommitterTests: XCTestCase {
         let blocked = try staged(staging, "one")
         let results = Committer(root: scratch.at("root"), staging: staging).commit([
             CommitRequest(temporaryPath: blocked, destination: try dest("data/taken"), mode: FileMode(0o644)),
-            CommitRequest(temporaryPath: try staged(staging, "two"), destination: try dest("data/fine.txt"), mode: FileMode(0o644)),
+            CommitRequest(
+                temporaryPath: try staged(staging, "two"), destination: try dest("data/fine.txt"), mode: FileMode(0o644)
+            ),
         ])
         let failure = try XCTUnwrap(results[0].failure)
         XCTAssertEqual(failure.errno, EISDIR)
@@ -121,7 +135,8 @@ final class CommitterTests: XCTestCase {
         XCTAssertNil(results[1].failure)
         XCTAssertEqual(scratch.read("root/data/fine.txt"), Array("two".utf8))
         XCTAssertEqual(scratch.linkStatus("root/data/taken").map { $0.st_mode & S_IFMT }, S_IFDIR)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: blocked), "the caller discards a failed request's temp file")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: blocked), "the caller discards a failed request's temp file")
     }
 
     func testParentSymlinkInsideRootIsUsedOutsideIsRefused() throws {
@@ -134,17 +149,24 @@ final class CommitterTests: XCTestCase {
         let escaping = try staged(staging, "evil")
         let results = Committer(root: scratch.at("root"), staging: staging).commit([
             CommitRequest(temporaryPath: escaping, destination: try dest("out/x.txt"), mode: FileMode(0o644)),
-            CommitRequest(temporaryPath: try staged(staging, "ok"), destination: try dest("alias/y.txt"), mode: FileMode(0o644)),
-            CommitRequest(temporaryPath: try staged(staging, "deep"), destination: try dest("out/new/z.txt"), mode: FileMode(0o644)),
+            CommitRequest(
+                temporaryPath: try staged(staging, "ok"), destination: try dest("alias/y.txt"), mode: FileMode(0o644)),
+            CommitRequest(
+                temporaryPath: try staged(staging, "deep"), destination: try dest("out/new/z.txt"),
+                mode: FileMode(0o644)),
         ])
         let failure = try XCTUnwrap(results[0].failure)
         XCTAssertEqual(failure.errno, 0)
-        XCTAssertTrue(failure.description.hasPrefix("cannot write \"out/x.txt\": parent \"out\" is a symlink to "), failure.description)
+        XCTAssertTrue(
+            failure.description.hasPrefix("cannot write \"out/x.txt\": parent \"out\" is a symlink to "),
+            failure.description)
         XCTAssertTrue(failure.description.hasSuffix(", outside root"), failure.description)
         XCTAssertNil(results[1].failure)
         XCTAssertNotNil(results[2].failure)
         XCTAssertEqual(scratch.read("root/real/y.txt"), Array("ok".utf8))
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing may be created outside root")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing may be created outside root"
+        )
         XCTAssertTrue(FileManager.default.fileExists(atPath: escaping))
     }
 
@@ -152,7 +174,9 @@ final class CommitterTests: XCTestCase {
         let scratch = try Scratch()
         let staging = try StagingArea(root: scratch.path)
         let results = Committer(root: scratch.path, staging: staging).commit([
-            CommitRequest(temporaryPath: try staged(staging, "x"), destination: try dest(".haul/tmp/other.part"), mode: FileMode(0o644)),
+            CommitRequest(
+                temporaryPath: try staged(staging, "x"), destination: try dest(".haul/tmp/other.part"),
+                mode: FileMode(0o644))
         ])
         XCTAssertEqual(results[0].failure?.errno, 0)
     }
@@ -168,17 +192,19 @@ final class CommitterTests: XCTestCase {
             try scratch.write("ro/a.txt", "old")
             XCTAssertEqual(chmod(scratch.at("ro"), 0o555), 0)
             defer { chmod(scratch.at("ro"), 0o755) }
-            let failure = try XCTUnwrap(committer.commit([
-                CommitRequest(temporaryPath: temporary, destination: try dest("ro/a.txt"), mode: FileMode(0o644)),
-            ])[0].failure)
+            let failure = try XCTUnwrap(
+                committer.commit([
+                    CommitRequest(temporaryPath: temporary, destination: try dest("ro/a.txt"), mode: FileMode(0o644))
+                ])[0].failure)
             XCTAssertEqual(failure.errno, EACCES)
             XCTAssertEqual(failure.description, "cannot rename into \"ro/a.txt\": Permission denied")
             XCTAssertEqual(scratch.read("ro/a.txt"), Array("old".utf8))
         } else {
             try scratch.write("plain", "a file, not a folder")
-            let failure = try XCTUnwrap(committer.commit([
-                CommitRequest(temporaryPath: temporary, destination: try dest("plain/a.txt"), mode: FileMode(0o644)),
-            ])[0].failure)
+            let failure = try XCTUnwrap(
+                committer.commit([
+                    CommitRequest(temporaryPath: temporary, destination: try dest("plain/a.txt"), mode: FileMode(0o644))
+                ])[0].failure)
             XCTAssertEqual(failure.errno, ENOTDIR)
             XCTAssertEqual(failure.description, "cannot write \"plain/a.txt\": parent \"plain\" is not a directory")
             XCTAssertEqual(scratch.read("plain"), Array("a file, not a folder".utf8))
@@ -217,7 +243,7 @@ final class CommitterTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: temporary, contents: Data("replacement".utf8)))
 
         let results = committer.commit([
-            CommitRequest(temporaryPath: temporary, destination: try dest("data/a.bin"), mode: FileMode(0o644)),
+            CommitRequest(temporaryPath: temporary, destination: try dest("data/a.bin"), mode: FileMode(0o644))
         ])
         let failure = try XCTUnwrap(results[0].failure)
         XCTAssertEqual(failure.errno, expectedErrno)
@@ -231,9 +257,10 @@ final class CommitterTests: XCTestCase {
         try scratch.write("a.txt", "old")
         let staging = try StagingArea(root: scratch.path)
         let gone = staging.temporary.path + "/never-made.part"
-        let failure = try XCTUnwrap(Committer(root: scratch.path, staging: staging).commit([
-            CommitRequest(temporaryPath: gone, destination: try dest("a.txt"), mode: FileMode(0o644)),
-        ])[0].failure)
+        let failure = try XCTUnwrap(
+            Committer(root: scratch.path, staging: staging).commit([
+                CommitRequest(temporaryPath: gone, destination: try dest("a.txt"), mode: FileMode(0o644))
+            ])[0].failure)
         XCTAssertEqual(failure.errno, ENOENT)
         XCTAssertEqual(failure.description, "cannot set mode 0644 on \"\(gone)\": No such file or directory")
         XCTAssertEqual(scratch.read("a.txt"), Array("old".utf8))
@@ -248,9 +275,11 @@ final class CommitterTests: XCTestCase {
             var requests: [CommitRequest] = []
             for index in 0..<100 {
                 let number = batch * 100 + index
-                requests.append(CommitRequest(temporaryPath: try staged(staging, "file \(number)"),
-                                              destination: try dest("folder\(number % 10)/f\(number).txt"),
-                                              mode: FileMode(0o644)))
+                requests.append(
+                    CommitRequest(
+                        temporaryPath: try staged(staging, "file \(number)"),
+                        destination: try dest("folder\(number % 10)/f\(number).txt"),
+                        mode: FileMode(0o644)))
             }
             XCTAssertTrue(committer.commit(requests).allSatisfy { $0.failure == nil })
         }
@@ -265,11 +294,19 @@ final class CommitterTests: XCTestCase {
         let scratch = try Scratch()
         let staging = try StagingArea(root: scratch.path)
         let committer = Committer(root: scratch.path, staging: staging, durability: .none)
-        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "1"), destination: try dest("d/a"),
-                                                     mode: FileMode(0o644))])[0].failure)
+        XCTAssertNil(
+            committer.commit([
+                CommitRequest(
+                    temporaryPath: try staged(staging, "1"), destination: try dest("d/a"),
+                    mode: FileMode(0o644))
+            ])[0].failure)
         try FileManager.default.removeItem(atPath: scratch.at("d"))
-        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "2"), destination: try dest("d/b"),
-                                                     mode: FileMode(0o644))])[0].failure)
+        XCTAssertNil(
+            committer.commit([
+                CommitRequest(
+                    temporaryPath: try staged(staging, "2"), destination: try dest("d/b"),
+                    mode: FileMode(0o644))
+            ])[0].failure)
         XCTAssertEqual(scratch.read("d/b"), Array("2".utf8))
     }
 
@@ -280,21 +317,32 @@ final class CommitterTests: XCTestCase {
         let outside = try Scratch()
         let staging = try StagingArea(root: scratch.at("root"))
         let committer = Committer(root: scratch.at("root"), staging: staging, durability: .none)
-        XCTAssertNil(committer.commit([CommitRequest(temporaryPath: try staged(staging, "first"), destination: try dest("d/first"),
-                                                     mode: FileMode(0o644))])[0].failure)
+        XCTAssertNil(
+            committer.commit([
+                CommitRequest(
+                    temporaryPath: try staged(staging, "first"), destination: try dest("d/first"),
+                    mode: FileMode(0o644))
+            ])[0].failure)
         XCTAssertEqual(rename(scratch.at("root/d"), scratch.at("root/d.old")), 0)
         try scratch.symlink("root/d", to: outside.path)
 
-        let second = committer.commit([CommitRequest(temporaryPath: try staged(staging, "second"), destination: try dest("d/second"),
-                                                     mode: FileMode(0o644))])[0]
+        let second = committer.commit([
+            CommitRequest(
+                temporaryPath: try staged(staging, "second"), destination: try dest("d/second"),
+                mode: FileMode(0o644))
+        ])[0]
         let failure = try XCTUnwrap(second.failure)
-        XCTAssertEqual(failure.description, "cannot write \"d/second\": parent \"d\" is a symlink to \(outside.path), outside root")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
+        XCTAssertEqual(
+            failure.description, "cannot write \"d/second\": parent \"d\" is a symlink to \(outside.path), outside root"
+        )
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
         XCTAssertNil(scratch.read("root/d.old/second"), "nor in the folder that was moved away")
     }
 
     func testStoreErrorDescription() {
-        XCTAssertEqual(StoreError(operation: "rename into", path: "data/a.csv", errno: EACCES).description,
-                       "cannot rename into \"data/a.csv\": Permission denied")
+        XCTAssertEqual(
+            StoreError(operation: "rename into", path: "data/a.csv", errno: EACCES).description,
+            "cannot rename into \"data/a.csv\": Permission denied")
     }
 }

@@ -25,7 +25,9 @@ final class ContentCacheTests: XCTestCase {
         StreamingHasher.digest(bytes, algorithm: algorithm)
     }
 
-    private func bytes(_ count: Int, seed: UInt8) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed } }
+    private func bytes(_ count: Int, seed: UInt8) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed }
+    }
 
     private func insert(_ content: [UInt8], as name: String = "verified.part") throws -> Digest {
         try scratch.write("staging/\(name)", content)
@@ -50,8 +52,11 @@ final class ContentCacheTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("cache/nested/tmp")), [])
         XCTAssertTrue(cache.contains(digest))
 
-        guard case .copied(let size, let hasMode) = cache.copyVerified(digest, size: 10_000, to: staging, name: "hit.part",
-                                                                       buffer: buffer) else {
+        guard
+            case .copied(let size, let hasMode) = cache.copyVerified(
+                digest, size: 10_000, to: staging, name: "hit.part",
+                buffer: buffer)
+        else {
             return XCTFail("expected a hit")
         }
         XCTAssertEqual(size, 10_000)
@@ -66,8 +71,11 @@ final class ContentCacheTests: XCTestCase {
             let name = "mode-\(String(mode, radix: 8))-\(String(umask, radix: 8)).part"
             let previous = Glibc.umask(mode_t(umask))
             defer { Glibc.umask(previous) }
-            guard case .copied(_, let exact) = cache.copyVerified(digest, size: 10_000, to: staging, name: name, mode: mode,
-                                                                  umask: umask, buffer: buffer) else {
+            guard
+                case .copied(_, let exact) = cache.copyVerified(
+                    digest, size: 10_000, to: staging, name: name, mode: mode,
+                    umask: umask, buffer: buffer)
+            else {
                 return XCTFail("expected a hit")
             }
             XCTAssertTrue(exact, name)
@@ -80,7 +88,10 @@ final class ContentCacheTests: XCTestCase {
     }
 
     func testAMissingDigestIsAMiss() throws {
-        guard case .missing = cache.copyVerified(digest([1, 2, 3]), size: nil, to: staging, name: "x.part", buffer: buffer) else {
+        guard
+            case .missing = cache.copyVerified(
+                digest([1, 2, 3]), size: nil, to: staging, name: "x.part", buffer: buffer)
+        else {
             return XCTFail("expected a miss")
         }
         XCTAssertNil(scratch.read("staging/x.part"))
@@ -124,7 +135,10 @@ final class ContentCacheTests: XCTestCase {
         var damaged = content
         damaged[8999] ^= 1
         try scratch.write("cache/nested/" + ContentCache.relativePath(of: digest), damaged)
-        guard case .corrupt(let why) = cache.copyVerified(digest, size: 9000, to: staging, name: "hit.part", buffer: buffer) else {
+        guard
+            case .corrupt(let why) = cache.copyVerified(
+                digest, size: 9000, to: staging, name: "hit.part", buffer: buffer)
+        else {
             return XCTFail("expected a corrupt entry")
         }
         XCTAssertTrue(why.contains("removed"), why)
@@ -132,7 +146,10 @@ final class ContentCacheTests: XCTestCase {
         XCTAssertNil(scratch.read("staging/hit.part"), "nothing staged")
 
         let again = try insert(content)
-        guard case .corrupt(let sized) = cache.copyVerified(again, size: 8999, to: staging, name: "hit.part", buffer: buffer) else {
+        guard
+            case .corrupt(let sized) = cache.copyVerified(
+                again, size: 8999, to: staging, name: "hit.part", buffer: buffer)
+        else {
             return XCTFail("a size other than the pinned one is corrupt")
         }
         XCTAssertTrue(sized.contains("9000 bytes"), sized)
@@ -184,8 +201,13 @@ final class ContentCacheTests: XCTestCase {
         let now = ContentCache.now()
         // Ages: entry 2 oldest, then 0, then 3, then 1.
         for (index, age) in [(2, 400), (0, 300), (3, 200), (1, 100)] {
-            var times = [timespec(tv_sec: now.tv_sec - age, tv_nsec: 0), timespec(tv_sec: now.tv_sec - age, tv_nsec: 0)]
-            XCTAssertEqual(utimensat(AT_FDCWD, scratch.at("cache/nested/" + ContentCache.relativePath(of: digests[index])), &times, 0), 0)
+            var times = [
+                timespec(tv_sec: now.tv_sec - age, tv_nsec: 0), timespec(tv_sec: now.tv_sec - age, tv_nsec: 0),
+            ]
+            XCTAssertEqual(
+                utimensat(
+                    AT_FDCWD, scratch.at("cache/nested/" + ContentCache.relativePath(of: digests[index])), &times, 0), 0
+            )
         }
         try scratch.write("cache/nested/tmp/5e1f-7a-1.tmp", "x")
         var old = [timespec(tv_sec: now.tv_sec - 4000, tv_nsec: 0), timespec(tv_sec: now.tv_sec - 4000, tv_nsec: 0)]
@@ -195,7 +217,8 @@ final class ContentCacheTests: XCTestCase {
 
         XCTAssertEqual(cache.entries().count, 4)
         let collection = cache.collect(maxBytes: 2500)
-        XCTAssertEqual(collection.removed.map(\.relativePath), [2, 0].map { ContentCache.relativePath(of: digests[$0]) })
+        XCTAssertEqual(
+            collection.removed.map(\.relativePath), [2, 0].map { ContentCache.relativePath(of: digests[$0]) })
         XCTAssertEqual(collection.remainingCount, 2)
         XCTAssertEqual(collection.remainingBytes, 2000)
         XCTAssertEqual(collection.staleTemporaries, ["5e1f-7a-1.tmp"])
@@ -205,10 +228,13 @@ final class ContentCacheTests: XCTestCase {
     }
 
     func testTheDefaultDirectory() {
-        XCTAssertEqual(ContentCache.defaultDirectory(environment: ["HAUL_CACHE": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"]), "/c")
+        XCTAssertEqual(
+            ContentCache.defaultDirectory(environment: ["HAUL_CACHE": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"]), "/c"
+        )
         XCTAssertEqual(ContentCache.defaultDirectory(environment: ["XDG_CACHE_HOME": "/x", "HOME": "/h"]), "/x/haul")
-        XCTAssertEqual(ContentCache.defaultDirectory(environment: ["XDG_CACHE_HOME": "relative", "HOME": "/h"]), "/h/.cache/haul",
-                       "XDG says a relative path is to be ignored")
+        XCTAssertEqual(
+            ContentCache.defaultDirectory(environment: ["XDG_CACHE_HOME": "relative", "HOME": "/h"]), "/h/.cache/haul",
+            "XDG says a relative path is to be ignored")
         XCTAssertEqual(ContentCache.defaultDirectory(environment: ["HAUL_CACHE": "", "HOME": "/h"]), "/h/.cache/haul")
         XCTAssertNil(ContentCache.defaultDirectory(environment: [:]))
     }
@@ -218,8 +244,10 @@ final class ContentCacheTests: XCTestCase {
         for name in ["1a2b-3c4d-5.tmp", "0-0-0.tmp", "ffffffffffffffff-ffffffffffffffff-1.tmp"] {
             XCTAssertTrue(ContentCache.isInsertionName(name), name)
         }
-        for name in ["notes.txt", "1a2b-3c4d.tmp", "1a2b-3c4d-5-6.tmp", "1A2B-3c4d-5.tmp", "1a2b--5.tmp", "1a2b-3c4d-5.tmpx",
-                     "1a2b-3c4d-5.part", "1a2b-3c4d-g.tmp", ".tmp", "-.tmp", "11111111111111111-1-1.tmp"] {
+        for name in [
+            "notes.txt", "1a2b-3c4d.tmp", "1a2b-3c4d-5-6.tmp", "1A2B-3c4d-5.tmp", "1a2b--5.tmp", "1a2b-3c4d-5.tmpx",
+            "1a2b-3c4d-5.part", "1a2b-3c4d-g.tmp", ".tmp", "-.tmp", "11111111111111111-1-1.tmp",
+        ] {
             XCTAssertFalse(ContentCache.isInsertionName(name), name)
         }
     }
@@ -227,23 +255,32 @@ final class ContentCacheTests: XCTestCase {
     /// Without the marker, a folder is a cache only by its layout: nothing but what a cache holds, or nothing.
     func testAFolderIsACacheByItsLayout() {
         XCTAssertEqual(ContentCache.Recognition.of(names: []), .layout)
-        XCTAssertEqual(ContentCache.Recognition.of(names: ["sha256", "sha512", "tmp", "lost+found", "haul-cache"]), .layout)
-        XCTAssertEqual(ContentCache.Recognition.of(names: ["tmp", "sha256", "Documents", ".bashrc"]), .stranger(".bashrc"))
+        XCTAssertEqual(
+            ContentCache.Recognition.of(names: ["sha256", "sha512", "tmp", "lost+found", "haul-cache"]), .layout)
+        XCTAssertEqual(
+            ContentCache.Recognition.of(names: ["tmp", "sha256", "Documents", ".bashrc"]), .stranger(".bashrc"))
     }
 
     /// Made with the marker; a folder holding anything else without it is refused, and nothing is made in it.
     func testAFolderThatIsNotACacheIsRefused() throws {
-        XCTAssertTrue(String(decoding: scratch.read("cache/nested/haul-cache") ?? [], as: UTF8.self).hasPrefix("haul content cache\n"))
+        XCTAssertTrue(
+            String(decoding: scratch.read("cache/nested/haul-cache") ?? [], as: UTF8.self).hasPrefix(
+                "haul content cache\n"))
         try scratch.write("home/notes.txt", "mine")
         for create in [false, true] {
-            guard case .failure(.notACache(let path, let stranger)) = ContentCache.open(scratch.at("home"), create: create) else {
+            guard
+                case .failure(.notACache(let path, let stranger)) = ContentCache.open(
+                    scratch.at("home"), create: create)
+            else {
                 return XCTFail("refused (create: \(create))")
             }
             XCTAssertEqual(path, scratch.at("home"))
             XCTAssertEqual(stranger, "notes.txt")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("home")), ["notes.txt"])
-        guard case .failure(.missing) = ContentCache.open(scratch.at("none"), create: false) else { return XCTFail("missing") }
+        guard case .failure(.missing) = ContentCache.open(scratch.at("none"), create: false) else {
+            return XCTFail("missing")
+        }
         // With the marker, whatever else is there.
         try scratch.write("home/haul-cache", "haul content cache\n")
         XCTAssertNoThrow(try ContentCache.open(scratch.at("home"), create: false).get())
@@ -254,18 +291,27 @@ final class ContentCacheTests: XCTestCase {
     func testAnEntryOverTheLimitIsNotCopied() throws {
         let content = bytes(5000, seed: 7)
         let digest = try insert(content)
-        guard case .tooLarge(let path, let limit) = cache.copyVerified(digest, size: nil, maxSize: 4999, to: staging, name: "big.part",
-                                                                       buffer: buffer) else {
+        guard
+            case .tooLarge(let path, let limit) = cache.copyVerified(
+                digest, size: nil, maxSize: 4999, to: staging, name: "big.part",
+                buffer: buffer)
+        else {
             return XCTFail("expected over the limit")
         }
         XCTAssertEqual(path, scratch.at("cache/nested/" + ContentCache.relativePath(of: digest)))
         XCTAssertEqual(limit, 4999)
         XCTAssertNil(scratch.read("staging/big.part"), "nothing staged")
         XCTAssertTrue(cache.contains(digest), "not removed")
-        guard case .copied = cache.copyVerified(digest, size: nil, maxSize: 5000, to: staging, name: "big.part", buffer: buffer) else {
+        guard
+            case .copied = cache.copyVerified(
+                digest, size: nil, maxSize: 5000, to: staging, name: "big.part", buffer: buffer)
+        else {
             return XCTFail("at the limit, copied")
         }
-        guard case .copied = cache.copyVerified(digest, size: 5000, maxSize: 10, to: staging, name: "pinned.part", buffer: buffer) else {
+        guard
+            case .copied = cache.copyVerified(
+                digest, size: 5000, maxSize: 10, to: staging, name: "pinned.part", buffer: buffer)
+        else {
             return XCTFail("a pinned size is its own limit")
         }
     }

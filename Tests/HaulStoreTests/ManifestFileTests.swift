@@ -39,16 +39,19 @@ final class ManifestFileTests: XCTestCase {
         try scratch.write("real/m.yaml", "old\n")
         XCTAssertEqual(symlink("real/m.yaml", scratch.at("link.yaml")), 0)
         try ManifestFile.replace(scratch.at("link.yaml"), with: Array("new\n".utf8))
-        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: scratch.at("link.yaml")), "real/m.yaml")
+        XCTAssertEqual(
+            try FileManager.default.destinationOfSymbolicLink(atPath: scratch.at("link.yaml")), "real/m.yaml")
         XCTAssertEqual(scratch.read("real/m.yaml"), Array("new\n".utf8))
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("real")), ["m.yaml"])
     }
 
     func testAFailedReplaceNamesThePathAndCreatesNothing() throws {
         let scratch = try Scratch()
-        XCTAssertThrowsError(try ManifestFile.replace(scratch.at("missing/m.yaml"), with: Array("new\n".utf8))) { error in
-            XCTAssertEqual("\(error)",
-                           "cannot create a temporary file beside \"\(scratch.at("missing/m.yaml"))\": No such file or directory")
+        XCTAssertThrowsError(try ManifestFile.replace(scratch.at("missing/m.yaml"), with: Array("new\n".utf8))) {
+            error in
+            XCTAssertEqual(
+                "\(error)",
+                "cannot create a temporary file beside \"\(scratch.at("missing/m.yaml"))\": No such file or directory")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path), [])
     }
@@ -59,23 +62,30 @@ final class ManifestFileTests: XCTestCase {
         XCTAssertEqual(symlink("fifo.yaml", scratch.at("link.yaml")), 0)
         try FileManager.default.createDirectory(atPath: scratch.at("folder.yaml"), withIntermediateDirectories: false)
         for (name, kind) in [("fifo.yaml", "a FIFO"), ("link.yaml", "a FIFO"), ("folder.yaml", "a directory")] {
-            let expected = "cannot edit \"\(scratch.at(name))\": it is \(kind), not a regular file (haul add edits a regular "
+            let expected =
+                "cannot edit \"\(scratch.at(name))\": it is \(kind), not a regular file (haul add edits a regular "
                 + "file or makes a new one)"
             XCTAssertThrowsError(try ManifestFile.read(scratch.at(name))) { XCTAssertEqual("\($0)", expected) }
-            XCTAssertThrowsError(try ManifestFile.replace(scratch.at(name), with: Array("x\n".utf8))) { XCTAssertEqual("\($0)", expected) }
+            XCTAssertThrowsError(try ManifestFile.replace(scratch.at(name), with: Array("x\n".utf8))) {
+                XCTAssertEqual("\($0)", expected)
+            }
         }
         var info = stat()
         XCTAssertEqual(lstat(scratch.at("fifo.yaml"), &info), 0)
         XCTAssertEqual(info.st_mode & S_IFMT, S_IFIFO)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(), ["fifo.yaml", "folder.yaml", "link.yaml"])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
+            ["fifo.yaml", "folder.yaml", "link.yaml"])
     }
 
     /// Only names of the temporary form, and only those whose writer is gone (their lock is free), are removed.
     func testReplaceRemovesOnlyTheTemporaryFilesOfWritersThatAreGone() throws {
         let scratch = try Scratch()
         try scratch.write("m.yaml", "old\n")
-        let names = [".m.yaml.haul-dead0", ".m.yaml.haul-live1", ".m.yaml.haul-UPPER", ".m.yaml.haul-", ".other.yaml.haul-dead2",
-                     ".m.yaml.haul-0123456789abcd"]
+        let names = [
+            ".m.yaml.haul-dead0", ".m.yaml.haul-live1", ".m.yaml.haul-UPPER", ".m.yaml.haul-", ".other.yaml.haul-dead2",
+            ".m.yaml.haul-0123456789abcd",
+        ]
         for name in names { try scratch.write(name, "half") }
         let held = open(scratch.at(".m.yaml.haul-live1"), O_RDWR)
         defer { close(held) }
@@ -84,9 +94,12 @@ final class ManifestFileTests: XCTestCase {
         XCTAssertEqual(fcntl(held, 37 /* F_OFD_SETLK */, &request), 0)
 
         try ManifestFile.replace(scratch.at("m.yaml"), with: Array("new\n".utf8))
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
-                       [".m.yaml.haul-", ".m.yaml.haul-0123456789abcd", ".m.yaml.haul-UPPER", ".m.yaml.haul-live1",
-                        ".other.yaml.haul-dead2", "m.yaml"])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
+            [
+                ".m.yaml.haul-", ".m.yaml.haul-0123456789abcd", ".m.yaml.haul-UPPER", ".m.yaml.haul-live1",
+                ".other.yaml.haul-dead2", "m.yaml",
+            ])
         XCTAssertEqual(scratch.read("m.yaml"), Array("new\n".utf8))
     }
 
@@ -106,8 +119,11 @@ final class ManifestFileTests: XCTestCase {
         XCTAssertEqual(fcntl(held, 37 /* F_OFD_SETLK */, &request), 0)
 
         ScratchDirectory.removeAbandoned(in: scratch.path, prefix: "haul-add")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
-                       ["haul-add.live02", "haul-add.nolock", "haul-add.toolong3", "haul-test.dead04"])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.at("haul-add.live02")).sorted(), ["lock", "part"])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted(),
+            ["haul-add.live02", "haul-add.nolock", "haul-add.toolong3", "haul-test.dead04"])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: scratch.at("haul-add.live02")).sorted(),
+            ["lock", "part"])
     }
 }

@@ -9,13 +9,15 @@ final class ObserverTests: XCTestCase {
     func testRootThatDoesNotExistMakesEverythingMissing() throws {
         let scratch = try Scratch()
         let observer = LocalObserver(root: scratch.at("not-yet"))
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: try dest("a/b.txt"), algorithm: .sha256)), .missing)
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: try dest("a/b.txt"), algorithm: .sha256)), .missing)
     }
 
     func testRootThatIsAFileIsReported() throws {
         let scratch = try Scratch()
         try scratch.write("root", "not a folder")
-        let observed = LocalObserver(root: scratch.at("root")).observe(ObservationRequest(destination: try dest("a.txt")))
+        let observed = LocalObserver(root: scratch.at("root")).observe(
+            ObservationRequest(destination: try dest("a.txt")))
         guard case .unreadable(let failure) = observed else { return XCTFail("\(observed)") }
         XCTAssertEqual(failure.errno, ENOTDIR)
     }
@@ -31,9 +33,13 @@ final class ObserverTests: XCTestCase {
         XCTAssertEqual(LocalObserver(root: scratch.at("absent")).sameForEveryDestination(), .missing)
         try scratch.write("root/a.txt", "hello")
         XCTAssertNil(observer.sameForEveryDestination())
-        XCTAssertEqual(observer.observeAll([ObservationRequest(destination: try dest("a.txt")),
-                                            ObservationRequest(destination: try dest("b.txt"))], concurrency: 1),
-                       [.regularFile(size: 5, digest: nil), .missing])
+        XCTAssertEqual(
+            observer.observeAll(
+                [
+                    ObservationRequest(destination: try dest("a.txt")),
+                    ObservationRequest(destination: try dest("b.txt")),
+                ], concurrency: 1),
+            [.regularFile(size: 5, digest: nil), .missing])
         XCTAssertEqual(unlink(scratch.at("root/a.txt")), 0)
         try scratch.mkdir("root/empty-folder")
         XCTAssertNil(observer.sameForEveryDestination(), "a folder counts: destinations may be under it")
@@ -54,13 +60,17 @@ final class ObserverTests: XCTestCase {
         let observer = LocalObserver(root: scratch.path)
         let destination = try dest("a.txt")
 
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: destination)), .regularFile(size: 11, digest: nil))
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: destination, algorithm: .sha256, expectedSize: 12)),
-                       .regularFile(size: 11, digest: nil))
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: destination, algorithm: .sha256, expectedSize: 11)),
-                       .regularFile(size: 11, digest: expected))
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: destination, algorithm: .sha256)),
-                       .regularFile(size: 11, digest: expected))
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: destination)), .regularFile(size: 11, digest: nil))
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: destination, algorithm: .sha256, expectedSize: 12)),
+            .regularFile(size: 11, digest: nil))
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: destination, algorithm: .sha256, expectedSize: 11)),
+            .regularFile(size: 11, digest: expected))
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: destination, algorithm: .sha256)),
+            .regularFile(size: 11, digest: expected))
     }
 
     func testDirectorySymlinkAndFifoAreReportedNotRead() throws {
@@ -72,10 +82,13 @@ final class ObserverTests: XCTestCase {
         XCTAssertEqual(mkfifo(scratch.at("root/fifo"), 0o600), 0)
         let observer = LocalObserver(root: scratch.at("root"))
 
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: try dest("dir"), algorithm: .sha256)), .directory)
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: try dest("link"), algorithm: .sha256)), .symlink)
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: try dest("dir"), algorithm: .sha256)), .directory)
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: try dest("link"), algorithm: .sha256)), .symlink)
         // Opening a FIFO would block; the observer must classify it from lstat alone.
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: try dest("fifo"), algorithm: .sha256)), .otherKind)
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: try dest("fifo"), algorithm: .sha256)), .otherKind)
     }
 
     func testDigesterMatchesStreamingHasherAcrossChunks() throws {
@@ -123,14 +136,17 @@ final class ObserverTests: XCTestCase {
             default:
                 let content = Array(repeating: UInt8(truncatingIfNeeded: index), count: index % 300)
                 try scratch.write(name, content)
-                expected.append(.regularFile(size: Int64(content.count),
-                                             digest: StreamingHasher.digest(content, algorithm: .sha256)))
+                expected.append(
+                    .regularFile(
+                        size: Int64(content.count),
+                        digest: StreamingHasher.digest(content, algorithm: .sha256)))
             }
             requests.append(ObservationRequest(destination: try dest(name), algorithm: .sha256))
         }
         let observer = LocalObserver(root: scratch.path)
         for concurrency in [1, 3, 8] {
-            XCTAssertEqual(observer.observeAll(requests, concurrency: concurrency), expected, "concurrency \(concurrency)")
+            XCTAssertEqual(
+                observer.observeAll(requests, concurrency: concurrency), expected, "concurrency \(concurrency)")
         }
         XCTAssertEqual(observer.observeAll([], concurrency: 4), [])
     }
@@ -142,10 +158,12 @@ final class ObserverTests: XCTestCase {
         try scratch.symlink("root/absolute-alias", to: scratch.at("root/real"))
         let observer = LocalObserver(root: scratch.at("root"))
         let digest = StreamingHasher.digest(Array("inside".utf8), algorithm: .sha256)
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: try dest("alias/a.txt"), algorithm: .sha256)),
-                       .regularFile(size: 6, digest: digest))
-        XCTAssertEqual(observer.observe(ObservationRequest(destination: try dest("absolute-alias/a.txt"), algorithm: .sha256)),
-                       .regularFile(size: 6, digest: digest))
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: try dest("alias/a.txt"), algorithm: .sha256)),
+            .regularFile(size: 6, digest: digest))
+        XCTAssertEqual(
+            observer.observe(ObservationRequest(destination: try dest("absolute-alias/a.txt"), algorithm: .sha256)),
+            .regularFile(size: 6, digest: digest))
     }
 
     func testSymlinkedParentOutsideRootEscapes() throws {
@@ -155,16 +173,18 @@ final class ObserverTests: XCTestCase {
         try scratch.symlink("root/in/out", to: scratch.at("outside"))
         try scratch.symlink("root/up", to: "..")
         let observer = LocalObserver(root: scratch.at("root"))
-        let outsideReal = try XCTUnwrap(realpath(scratch.at("outside"), nil).map { pointer in
-            defer { free(pointer) }
-            return String(cString: pointer)
-        })
+        let outsideReal = try XCTUnwrap(
+            realpath(scratch.at("outside"), nil).map { pointer in
+                defer { free(pointer) }
+                return String(cString: pointer)
+            })
 
-        let results = observer.observeAll([
-            ObservationRequest(destination: try dest("in/out/a.txt"), algorithm: .sha256),
-            ObservationRequest(destination: try dest("up/outside/a.txt"), algorithm: .sha256),
-            ObservationRequest(destination: try dest("in/out/deeper/b.txt"), algorithm: .sha256),
-        ], concurrency: 2)
+        let results = observer.observeAll(
+            [
+                ObservationRequest(destination: try dest("in/out/a.txt"), algorithm: .sha256),
+                ObservationRequest(destination: try dest("up/outside/a.txt"), algorithm: .sha256),
+                ObservationRequest(destination: try dest("in/out/deeper/b.txt"), algorithm: .sha256),
+            ], concurrency: 2)
         XCTAssertEqual(results[0], .escapesRoot("parent \"in/out\" is a symlink to \(outsideReal), outside root"))
         guard case .escapesRoot(let message) = results[1] else { return XCTFail("\(results[1])") }
         XCTAssertTrue(message.hasPrefix("parent \"up\" is a symlink to "), message)
@@ -174,7 +194,8 @@ final class ObserverTests: XCTestCase {
     func testParentThatIsAFileIsUnreadable() throws {
         let scratch = try Scratch()
         try scratch.write("plain", "file")
-        let observed = LocalObserver(root: scratch.path).observe(ObservationRequest(destination: try dest("plain/a.txt")))
+        let observed = LocalObserver(root: scratch.path).observe(
+            ObservationRequest(destination: try dest("plain/a.txt")))
         guard case .unreadable(let failure) = observed else { return XCTFail("\(observed)") }
         XCTAssertEqual(failure.errno, ENOTDIR)
         XCTAssertEqual(failure.description, "cannot inspect \"plain/a.txt\": parent \"plain\" is not a directory")
@@ -183,10 +204,12 @@ final class ObserverTests: XCTestCase {
     func testDanglingSymlinkParentIsReported() throws {
         let scratch = try Scratch()
         try scratch.symlink("gone", to: "nowhere")
-        let observed = LocalObserver(root: scratch.path).observe(ObservationRequest(destination: try dest("gone/a.txt")))
+        let observed = LocalObserver(root: scratch.path).observe(
+            ObservationRequest(destination: try dest("gone/a.txt")))
         guard case .unreadable(let failure) = observed else { return XCTFail("\(observed)") }
         XCTAssertEqual(failure.errno, ENOENT)
-        XCTAssertTrue(failure.description.contains("parent \"gone\" is a symlink to nowhere, which does not exist"),
-                      failure.description)
+        XCTAssertTrue(
+            failure.description.contains("parent \"gone\" is a symlink to nowhere, which does not exist"),
+            failure.description)
     }
 }

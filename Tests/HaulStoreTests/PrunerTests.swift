@@ -29,6 +29,7 @@ final class PrunerTests: XCTestCase {
 
         XCTAssertNil(Pruner(root: scratch.at("root")).delete(try dest("old/deep/a.bin"), expected: observed).failure)
         XCTAssertNil(scratch.linkStatus("root/old/deep"), "the emptied folder goes")
-        XCTAssertEqual(scratch.read("root/old/other.bin"), Array("still listed".utf8), "a folder with anything in it stays")
+        XCTAssertEqual(
+            scratch.read("root/old/other.bin"), Array("still listed".utf8), "a folder with anything in it stays")
     }
 }

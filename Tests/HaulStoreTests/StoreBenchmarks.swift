@@ -48,7 +48,9 @@ final class StoreBenchmarks: XCTestCase {
             var results: [ObservedFile] = []
             let elapsed = seconds { results = observer.observeAll(requests, concurrency: concurrency) }
             XCTAssertTrue(results.allSatisfy { $0 == .regularFile(size: 256, digest: digest) })
-            print("observeAll \(count) x 256 B, concurrency \(concurrency): \(elapsed) s (creating them took \(created) s)")
+            print(
+                "observeAll \(count) x 256 B, concurrency \(concurrency): \(elapsed) s (creating them took \(created) s)"
+            )
         }
         var statOnly = stat()
         let lstatOnly = seconds {
@@ -69,10 +71,15 @@ final class StoreBenchmarks: XCTestCase {
                 for index in 0..<500 {
                     let path = try staging.makeTestFile()
                     let fd = open(path, O_WRONLY)
-                    _ = Array(repeating: UInt8(index & 0xff), count: 16 * 1024).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                    _ = Array(repeating: UInt8(index & 0xff), count: 16 * 1024).withUnsafeBytes {
+                        write(fd, $0.baseAddress, $0.count)
+                    }
                     close(fd)
-                    requests.append(CommitRequest(temporaryPath: path, destination: try dest("\(durability)/d\(index % 10)/f\(batch)-\(index)"),
-                                                  mode: FileMode(0o644)))
+                    requests.append(
+                        CommitRequest(
+                            temporaryPath: path,
+                            destination: try dest("\(durability)/d\(index % 10)/f\(batch)-\(index)"),
+                            mode: FileMode(0o644)))
                 }
                 batches.append(requests)
             }
@@ -96,7 +103,8 @@ final class StoreBenchmarks: XCTestCase {
             let digest = StreamingHasher.digest(Array(name.utf8), algorithm: .sha256)
             let time = FileTime(seconds: 1_790_000_000 + Int64(index), nanoseconds: Int32(index * 7919 % 1_000_000_000))
             records[DestinationKey(name)] = StateRecord(
-                identity: FileIdentity(device: 2049, inode: UInt64(5_000_000 + index), size: 256, modified: time, changed: time),
+                identity: FileIdentity(
+                    device: 2049, inode: UInt64(5_000_000 + index), size: 256, modified: time, changed: time),
                 digest: digest, origin: origin)
         }
         let cache = StateCache(records: records)
@@ -130,12 +138,15 @@ final class StoreBenchmarks: XCTestCase {
             var nodes: [TreeNode] = []
             walks.append(try seconds { nodes = try TreeWalk.nodes(under: folder, shownAs: tree).get() })
             XCTAssertEqual(nodes.count, 50_500)
-            finds.append(try seconds {
-                XCTAssertEqual(try ProcessRunner.runDiscardingOutput("find", [tree, "-printf", "%s %T@\n"]), 0)
-            })
+            finds.append(
+                try seconds {
+                    XCTAssertEqual(try ProcessRunner.runDiscardingOutput("find", [tree, "-printf", "%s %T@\n"]), 0)
+                })
         }
         let walk = walks.sorted()[runs / 2], find = finds.sorted()[runs / 2]
-        print(String(format: "tree walk of 50,500 nodes: TreeWalk %.4f s, find %.4f s (medians of %d): %.2fx find",
-                     walk, find, runs, walk / find))
+        print(
+            String(
+                format: "tree walk of 50,500 nodes: TreeWalk %.4f s, find %.4f s (medians of %d): %.2fx find",
+                walk, find, runs, walk / find))
     }
 }

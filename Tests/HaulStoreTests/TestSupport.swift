@@ -115,7 +115,8 @@ extension Committer {
 extension CommitRequest {
     /// For a temporary file given by its full path in the staging folder.
     init(temporaryPath: String, destination: DestinationPath, mode: FileMode, hasMode: Bool = false) {
-        self.init(temporaryName: FileSystemPath.name(temporaryPath), destination: destination, mode: mode, hasMode: hasMode)
+        self.init(
+            temporaryName: FileSystemPath.name(temporaryPath), destination: destination, mode: mode, hasMode: hasMode)
     }
 }
 
@@ -133,7 +134,8 @@ extension StateCache {
 
 extension RunLock {
     convenience init(root: String, wait: Bool, holder: String) throws {
-        try self.init(area: PrivateArea.create(root: root), wait: wait ? .forever(notice: { _ in }) : .no, holder: holder)
+        try self.init(
+            area: PrivateArea.create(root: root), wait: wait ? .forever(notice: { _ in }) : .no, holder: holder)
     }
 }
 

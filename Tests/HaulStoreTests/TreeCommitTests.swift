@@ -19,31 +19,42 @@ final class TreeCommitTests: XCTestCase {
     // MARK: - Helpers
 
     /// A tree as the unpacker leaves it in the staging folder: `files` (path: text) and `symlinks` (path: target).
-    private func stage(_ staging: StagingArea, _ folderName: String = "1f-1.tree", files: [String: String],
-                       symlinks: [String: String] = [:]) throws {
+    private func stage(
+        _ staging: StagingArea, _ folderName: String = "1f-1.tree", files: [String: String],
+        symlinks: [String: String] = [:]
+    ) throws {
         let base = staging.temporary.path + "/" + folderName
         XCTAssertEqual(mkdir(base, 0o755), 0)
         for (path, text) in files {
             let full = base + "/" + path
-            try FileManager.default.createDirectory(atPath: FileSystemPath.parent(full), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: FileSystemPath.parent(full), withIntermediateDirectories: true)
             XCTAssertTrue(FileManager.default.createFile(atPath: full, contents: Data(text.utf8)))
         }
         for (path, target) in symlinks {
             let full = base + "/" + path
-            try FileManager.default.createDirectory(atPath: FileSystemPath.parent(full), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: FileSystemPath.parent(full), withIntermediateDirectories: true)
             XCTAssertEqual(symlink(target, full), 0)
         }
     }
 
     /// The request for a tree staged by `stage`, its members' ownership computed from `files`.
-    private func request(_ folderName: String = "1f-1.tree", to destination: String, files: [String: String],
-                         carried: [String] = []) throws -> CommitRequest {
+    private func request(
+        _ folderName: String = "1f-1.tree", to destination: String, files: [String: String],
+        carried: [String] = []
+    ) throws -> CommitRequest {
         let members = try files.keys.sorted().map { path in
-            (destination: try dest(destination + "/" + path),
-             ownership: Ownership(digest: StreamingHasher.digest(Array(files[path, default: ""].utf8), algorithm: .sha256), origin: origin))
+            (
+                destination: try dest(destination + "/" + path),
+                ownership: Ownership(
+                    digest: StreamingHasher.digest(Array(files[path, default: ""].utf8), algorithm: .sha256),
+                    origin: origin)
+            )
         }
-        return CommitRequest(tree: StagedTree(folderName: folderName, members: members, carried: carried),
-                             destination: try dest(destination))
+        return CommitRequest(
+            tree: StagedTree(folderName: folderName, members: members, carried: carried),
+            destination: try dest(destination))
     }
 
     /// Everything under `path`, by relative path: `file <text>`, `link <target>` or `dir`; symlinks not followed.
@@ -60,9 +71,14 @@ final class TreeCommitTests: XCTestCase {
                     found[child] = "dir"
                     walk(child)
                 case S_IFLNK:
-                    found[child] = "link " + ((try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/" + child)) ?? "?")
+                    found[child] =
+                        "link "
+                        + ((try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/" + child)) ?? "?")
                 default:
-                    found[child] = "file " + String(decoding: FileManager.default.contents(atPath: path + "/" + child) ?? Data(), as: UTF8.self)
+                    found[child] =
+                        "file "
+                        + String(
+                            decoding: FileManager.default.contents(atPath: path + "/" + child) ?? Data(), as: UTF8.self)
                 }
             }
         }
@@ -89,11 +105,14 @@ final class TreeCommitTests: XCTestCase {
         let files = ["README": "read me", "bin/tool": "#!/bin/sh\n", "lib/deep/a.so": "elf"]
         try stage(staging, files: files, symlinks: ["lib/current": "deep"])
         let results = Committer(root: root, staging: staging).commit([try request(to: "vendor/sdk", files: files)])
-        XCTAssertEqual(try results[0].get(), Committed(identity: nil), "a tree has no identity of its own; nothing to report")
-        XCTAssertEqual(snapshot(scratch.at("root/vendor/sdk")), [
-            "README": "file read me", "bin": "dir", "bin/tool": "file #!/bin/sh\n", "lib": "dir", "lib/deep": "dir",
-            "lib/deep/a.so": "file elf", "lib/current": "link deep",
-        ])
+        XCTAssertEqual(
+            try results[0].get(), Committed(identity: nil), "a tree has no identity of its own; nothing to report")
+        XCTAssertEqual(
+            snapshot(scratch.at("root/vendor/sdk")),
+            [
+                "README": "file read me", "bin": "dir", "bin/tool": "file #!/bin/sh\n", "lib": "dir", "lib/deep": "dir",
+                "lib/deep/a.so": "file elf", "lib/current": "link deep",
+            ])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [])
     }
 
@@ -108,11 +127,14 @@ final class TreeCommitTests: XCTestCase {
         try stage(staging, files: files)
         let results = Committer(root: root, staging: staging).commit([try request(to: "sdk", files: files)])
         XCTAssertNil(results[0].failure)
-        XCTAssertEqual(snapshot(scratch.at("root/sdk")), [
-            "shared.txt": "file new shared", "only-new.txt": "file new", "sub": "dir", "sub/x": "file x",
-        ])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [],
-                       "the old tree is removed once the switch is synced")
+        XCTAssertEqual(
+            snapshot(scratch.at("root/sdk")),
+            [
+                "shared.txt": "file new shared", "only-new.txt": "file new", "sub": "dir", "sub/x": "file x",
+            ])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [],
+            "the old tree is removed once the switch is synced")
     }
 
     /// The user's own files in the old tree (a file, a file in folders of its own, a symlink) are in the new tree:
@@ -131,16 +153,24 @@ final class TreeCommitTests: XCTestCase {
         let files = ["member.txt": "new member", "lib/a.so": "elf"]
         try stage(staging, files: files)
         let results = Committer(root: root, staging: staging).commit([
-            try request(to: "sdk", files: files, carried: ["notes.txt", "mine/deep/keep.cfg", "lib/local.patch", "latest",
-                                                           "vanished.txt"]),
+            try request(
+                to: "sdk", files: files,
+                carried: [
+                    "notes.txt", "mine/deep/keep.cfg", "lib/local.patch", "latest",
+                    "vanished.txt",
+                ])
         ])
         XCTAssertNil(results[0].failure, "a carried file the user removed since is nothing to keep")
-        XCTAssertEqual(snapshot(scratch.at("root/sdk")), [
-            "member.txt": "file new member", "lib": "dir", "lib/a.so": "file elf", "lib/local.patch": "file my patch",
-            "notes.txt": "file my notes", "mine": "dir", "mine/deep": "dir", "mine/deep/keep.cfg": "file my config",
-            "latest": "link member.txt",
-        ])
-        XCTAssertEqual(["notes.txt", "mine/deep/keep.cfg", "lib/local.patch"].map { inode(scratch.at("root/sdk/" + $0)) }, inodes)
+        XCTAssertEqual(
+            snapshot(scratch.at("root/sdk")),
+            [
+                "member.txt": "file new member", "lib": "dir", "lib/a.so": "file elf",
+                "lib/local.patch": "file my patch",
+                "notes.txt": "file my notes", "mine": "dir", "mine/deep": "dir", "mine/deep/keep.cfg": "file my config",
+                "latest": "link member.txt",
+            ])
+        XCTAssertEqual(
+            ["notes.txt", "mine/deep/keep.cfg", "lib/local.patch"].map { inode(scratch.at("root/sdk/" + $0)) }, inodes)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [])
     }
 
@@ -158,27 +188,36 @@ final class TreeCommitTests: XCTestCase {
 
         let clashing = ["member.txt": "new", "notes.txt": "the archive's notes"]
         try stage(staging, "1f-1.tree", files: clashing)
-        var failure = try XCTUnwrap(committer.commit([
-            try request("1f-1.tree", to: "sdk", files: clashing, carried: ["notes.txt"]),
-        ])[0].failure)
-        XCTAssertEqual(failure.description, "cannot carry into the new tree \"sdk/notes.txt\": the new tree has a member "
-                       + "of that name; the old tree is left as it was")
+        var failure = try XCTUnwrap(
+            committer.commit([
+                try request("1f-1.tree", to: "sdk", files: clashing, carried: ["notes.txt"])
+            ])[0].failure)
+        XCTAssertEqual(
+            failure.description,
+            "cannot carry into the new tree \"sdk/notes.txt\": the new tree has a member "
+                + "of that name; the old tree is left as it was")
         XCTAssertEqual(snapshot(scratch.at("root/sdk")), before)
 
         let blocking = ["member.txt": "new", "mine": "a file where the user has a folder"]
         try stage(staging, "1f-2.tree", files: blocking)
-        failure = try XCTUnwrap(committer.commit([
-            try request("1f-2.tree", to: "sdk", files: blocking, carried: ["mine/a.txt"]),
-        ])[0].failure)
-        XCTAssertEqual(failure.description, "cannot carry into the new tree \"sdk/mine/a.txt\": the new tree has \"mine\", "
-                       + "which is not a folder; the old tree is left as it was")
+        failure = try XCTUnwrap(
+            committer.commit([
+                try request("1f-2.tree", to: "sdk", files: blocking, carried: ["mine/a.txt"])
+            ])[0].failure)
+        XCTAssertEqual(
+            failure.description,
+            "cannot carry into the new tree \"sdk/mine/a.txt\": the new tree has \"mine\", "
+                + "which is not a folder; the old tree is left as it was")
         XCTAssertEqual(snapshot(scratch.at("root/sdk")), before)
-        XCTAssertEqual(snapshot(staging.temporary.path + "/1f-2.tree"), ["member.txt": "file new", "mine": "file a file where the user has a folder"],
-                       "the staged tree is the caller's to discard")
+        XCTAssertEqual(
+            snapshot(staging.temporary.path + "/1f-2.tree"),
+            ["member.txt": "file new", "mine": "file a file where the user has a folder"],
+            "the staged tree is the caller's to discard")
         staging.discardTree("1f-1.tree")
         staging.discardTree("1f-2.tree")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: staging.temporary.path), [])
-        XCTAssertEqual(snapshot(scratch.at("root/sdk")), before, "discarding the staged tree takes nothing from the old one")
+        XCTAssertEqual(
+            snapshot(scratch.at("root/sdk")), before, "discarding the staged tree takes nothing from the old one")
     }
 
     func testAnythingButAFolderAtTheDestinationFailsUntouched() throws {
@@ -197,11 +236,13 @@ final class TreeCommitTests: XCTestCase {
             requests.append(try request("1f-\(number).tree", to: name, files: files))
         }
         let results = Committer(root: root, staging: staging).commit(requests)
-        XCTAssertEqual(results.map { $0.failure?.description }, [
-            "cannot rename into \"file\": a regular file is in the way",
-            "cannot rename into \"link\": a symlink is in the way",
-            "cannot rename into \"fifo\": a FIFO is in the way",
-        ])
+        XCTAssertEqual(
+            results.map { $0.failure?.description },
+            [
+                "cannot rename into \"file\": a regular file is in the way",
+                "cannot rename into \"link\": a symlink is in the way",
+                "cannot rename into \"fifo\": a FIFO is in the way",
+            ])
         XCTAssertEqual(scratch.read("root/file"), Array("a file".utf8))
         XCTAssertTrue(isSymlink(scratch.linkStatus("root/link")))
         XCTAssertEqual(scratch.linkStatus("root/fifo").map { $0.st_mode & S_IFMT }, S_IFIFO)
@@ -216,11 +257,15 @@ final class TreeCommitTests: XCTestCase {
         let staging = try StagingArea(root: scratch.at("root"))
         let files = ["a": "new"]
         try stage(staging, files: files)
-        let failure = try XCTUnwrap(Committer(root: scratch.at("root"), staging: staging).commit([
-            try request(to: "out/sdk", files: files),
-        ])[0].failure)
-        XCTAssertEqual(failure.description, "cannot write \"out/sdk\": parent \"out\" is a symlink to \(outside.path), outside root")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
+        let failure = try XCTUnwrap(
+            Committer(root: scratch.at("root"), staging: staging).commit([
+                try request(to: "out/sdk", files: files)
+            ])[0].failure)
+        XCTAssertEqual(
+            failure.description,
+            "cannot write \"out/sdk\": parent \"out\" is a symlink to \(outside.path), outside root")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: outside.path), [], "nothing lands outside root")
     }
 
     /// A destination inside a tree the same batch replaces would be switched away with the old tree: refused. So is
@@ -234,17 +279,21 @@ final class TreeCommitTests: XCTestCase {
         try stage(staging, "1f-2.tree", files: files)
         let temporary = try staging.makeTestFile()
         var stray = try request("1f-2.tree", to: "other", files: files)
-        stray.tree?.members.append((try dest("elsewhere/b"), Ownership(digest: StreamingHasher.digest([], algorithm: .sha256), origin: origin)))
+        stray.tree?.members.append(
+            (try dest("elsewhere/b"), Ownership(digest: StreamingHasher.digest([], algorithm: .sha256), origin: origin))
+        )
         let results = Committer(root: root, staging: staging).commit([
             try request("1f-1.tree", to: "sdk", files: files),
             CommitRequest(temporaryPath: temporary, destination: try dest("sdk/extra/file.txt"), mode: FileMode(0o644)),
             stray,
         ])
         XCTAssertNil(results[0].failure)
-        XCTAssertEqual(results[1].failure?.description,
-                       "cannot write \"sdk/extra/file.txt\": it is inside \"sdk\", which the same commit replaces whole")
-        XCTAssertEqual(results[2].failure?.description,
-                       "cannot record its ownership in \"other\": its member \"elsewhere/b\" is not inside it")
+        XCTAssertEqual(
+            results[1].failure?.description,
+            "cannot write \"sdk/extra/file.txt\": it is inside \"sdk\", which the same commit replaces whole")
+        XCTAssertEqual(
+            results[2].failure?.description,
+            "cannot record its ownership in \"other\": its member \"elsewhere/b\" is not inside it")
         XCTAssertEqual(snapshot(scratch.at("root/sdk")), ["a": "file new"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: scratch.at("root/other")))
     }
@@ -277,12 +326,16 @@ final class TreeCommitTests: XCTestCase {
         defer { mount.unmount() }
         try scratch.write("root/mnt/sdk/old.txt", "old")
         try stage(staging, "1f-2.tree", files: ["new.txt": "new"])
-        let failure = try XCTUnwrap(committer.commit([try request("1f-2.tree", to: "mnt/sdk", files: ["new.txt": "new"])])[0].failure)
+        let failure = try XCTUnwrap(
+            committer.commit([try request("1f-2.tree", to: "mnt/sdk", files: ["new.txt": "new"])])[0].failure)
         XCTAssertEqual(failure.errno, EXDEV)
-        XCTAssertEqual(failure.description, "cannot rename into \"mnt/sdk\": its folder is on another mount than haul's "
-                       + "staging area \(staging.temporary.path) (rename(2) cannot cross mounts)")
+        XCTAssertEqual(
+            failure.description,
+            "cannot rename into \"mnt/sdk\": its folder is on another mount than haul's "
+                + "staging area \(staging.temporary.path) (rename(2) cannot cross mounts)")
         records = try XCTUnwrap(OwnershipJournal.read(in: area).records)
-        XCTAssertEqual(Set(records.keys), ["sdk/bin/tool", "sdk/README", "mnt/sdk/new.txt"], "journaled before the switch")
+        XCTAssertEqual(
+            Set(records.keys), ["sdk/bin/tool", "sdk/README", "mnt/sdk/new.txt"], "journaled before the switch")
         XCTAssertEqual(snapshot(scratch.at("root/mnt/sdk")), ["old.txt": "file old"])
     }
 
@@ -302,15 +355,18 @@ final class TreeCommitTests: XCTestCase {
             XCTAssertEqual(symlink(outside.at("sentinel"), tmp + "/\(leftover)/a/out"), 0)
             XCTAssertEqual(symlink(outside.at("sentinel/precious.txt"), tmp + "/\(leftover)/a/b/file-out"), 0)
         }
-        for kept in ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside"] { XCTAssertEqual(mkdir(tmp + "/" + kept, 0o755), 0) }
+        for kept in ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside"] {
+            XCTAssertEqual(mkdir(tmp + "/" + kept, 0o755), 0)
+        }
         XCTAssertEqual(symlink(outside.at("sentinel"), tmp + "/1f-5.tree"), 0, "a leftover name that is a symlink")
         // A transfer loop's folder: its own files go; what someone else put there stays, and the folder with it.
         try writeFile(tmp + "/loop-1/1f-8.part", "staged")
         try writeFile(tmp + "/loop-1/notes.txt", "mine")
         try writeFile(tmp + "/other/1f-9.part", "not a loop's folder")
         staging.sweep(keepingPartials: [], isOwnName: isOwnName, isLoopFolder: isLoopFolder)
-        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
-                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "loop-1", "other"])
+        XCTAssertEqual(
+            Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
+            ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "loop-1", "other"])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/loop-1"), ["notes.txt"])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/other"), ["1f-9.part"])
         XCTAssertEqual(snapshot(outside.path), ["sentinel": "dir", "sentinel/precious.txt": "file precious"])
@@ -320,17 +376,22 @@ final class TreeCommitTests: XCTestCase {
         try writeFile(tmp + "/shard-1-of-2/loop-2/1f-a.part", "staged")
         try writeFile(tmp + "/1f-7.tree/z", "member")
         try writeFile(tmp + "/loop-1/1f-b.part", "staged")
-        StagingArea.sweepLeftovers(in: try PrivateArea.create(root: root), isOwnName: isOwnName, isLoopFolder: isLoopFolder)
-        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
-                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2", "loop-1", "other"])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/shard-1-of-2"), [], "an emptied loop folder goes")
+        StagingArea.sweepLeftovers(
+            in: try PrivateArea.create(root: root), isOwnName: isOwnName, isLoopFolder: isLoopFolder)
+        XCTAssertEqual(
+            Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
+            ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2", "loop-1", "other"])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: tmp + "/shard-1-of-2"), [],
+            "an emptied loop folder goes")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmp + "/loop-1"), ["notes.txt"])
 
         // At the end of a run: the loops' folders that are empty go, the others stay for the next sweep.
         XCTAssertEqual(mkdir(tmp + "/loop-3", 0o700), 0)
         staging.removeLoopFolders(isLoopFolder: isLoopFolder)
-        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
-                       ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2", "loop-1", "other"])
+        XCTAssertEqual(
+            Set(try FileManager.default.contentsOfDirectory(atPath: tmp)),
+            ["notes.tree", "1f-3.tree.old", "1f-4.tree.aside.aside", "shard-1-of-2", "loop-1", "other"])
     }
 
     func testATreeFolderIsNamedAfterItsDownloadAndKnownByTheSameGrammar() {
@@ -355,7 +416,8 @@ final class TreeCommitTests: XCTestCase {
             XCTAssertEqual(symlink(outside.at("sentinel"), scratch.at(deep + "/out")), 0)
         }
         XCTAssertEqual(symlink(outside.at("sentinel/precious.txt"), scratch.at("tree/file-out")), 0)
-        let invalid: [CChar] = Array(scratch.at("tree/0/").utf8CString.dropLast()) + [CChar(bitPattern: 0xFF), CChar(bitPattern: 0xFE), 0]
+        let invalid: [CChar] =
+            Array(scratch.at("tree/0/").utf8CString.dropLast()) + [CChar(bitPattern: 0xFF), CChar(bitPattern: 0xFE), 0]
         XCTAssertEqual(mkdir(invalid, 0o755), 0)
         XCTAssertEqual(chmod(scratch.at("tree/0/1"), 0o555), 0, "a folder whose owner may not change it")
         let folder = try DirectoryHandle.opening(scratch.path)
@@ -382,7 +444,9 @@ final class TreeCommitTests: XCTestCase {
         defer { mount.unmount() }
         try scratch.write("tree/a/mounted/theirs", "not the tree's")
         let failure = try XCTUnwrap(try DirectoryHandle.opening(scratch.path).removeTree("tree"))
-        XCTAssertEqual(failure.description, scratch.at("tree/a/mounted") + ": another file system is mounted there; it is left as it is")
+        XCTAssertEqual(
+            failure.description,
+            scratch.at("tree/a/mounted") + ": another file system is mounted there; it is left as it is")
         XCTAssertEqual(scratch.read("tree/a/mounted/theirs"), Array("not the tree's".utf8))
         XCTAssertNil(scratch.linkStatus("tree/a/file"), "the rest goes")
     }
@@ -395,7 +459,9 @@ final class TreeCommitTests: XCTestCase {
     /// failed first rename leaves the destination as it was.
     func testWithoutRenameExchangeATreeIsSwitchedByTwoRenames() throws {
         let directory = try TemporaryDirectory()
-        let faults = try Capability.required { try FaultFileSystem(over: directory, mountPoint: "out", backing: "back") }
+        let faults = try Capability.required {
+            try FaultFileSystem(over: directory, mountPoint: "out", backing: "back")
+        }
         defer { faults.unmount() }
         let root = directory.path("out")
         try directory.write("out/data/sdk/old.txt", "old")
@@ -404,8 +470,9 @@ final class TreeCommitTests: XCTestCase {
         let committer = Committer(root: root, staging: staging)
         try directory.makeDirectory("out/data/probe")
         let data = try DirectoryHandle.opening(directory.path("out/data"))
-        XCTAssertEqual(data.exchange("sdk", with: "probe", in: data)?.errno, EINVAL,
-                       "this FUSE mount refuses RENAME_EXCHANGE; without that this test covers nothing")
+        XCTAssertEqual(
+            data.exchange("sdk", with: "probe", in: data)?.errno, EINVAL,
+            "this FUSE mount refuses RENAME_EXCHANGE; without that this test covers nothing")
         try FileManager.default.removeItem(atPath: directory.path("out/data/probe"))
 
         let noted = inode(directory.path("back/data/sdk/notes.txt"))
@@ -417,7 +484,8 @@ final class TreeCommitTests: XCTestCase {
         ])
         XCTAssertNil(results[0].failure)
         XCTAssertNil(results[1].failure)
-        XCTAssertEqual(snapshot(directory.path("back/data/sdk")), ["new.txt": "file new", "notes.txt": "file my notes"])
+        XCTAssertEqual(
+            snapshot(directory.path("back/data/sdk")), ["new.txt": "file new", "notes.txt": "file my notes"])
         XCTAssertEqual(inode(directory.path("back/data/sdk/notes.txt")), noted, "carried as a link, not a copy")
         XCTAssertEqual(snapshot(directory.path("back/data/fresh")), ["fresh.txt": "file fresh"])
         XCTAssertEqual(directory.list("back/.haul/tmp"), [])
@@ -425,13 +493,16 @@ final class TreeCommitTests: XCTestCase {
         try faults.inject(["fsyncdir data"])
         try stage(staging, "1f-3.tree", files: ["newer.txt": "newer"])
         results = committer.commit([try request("1f-3.tree", to: "data/sdk", files: ["newer.txt": "newer"])])
-        XCTAssertEqual(try results[0].get().notDurable?.description, "cannot sync the directory of \"data/sdk\": Input/output error")
+        XCTAssertEqual(
+            try results[0].get().notDurable?.description,
+            "cannot sync the directory of \"data/sdk\": Input/output error")
         XCTAssertEqual(snapshot(directory.path("back/data/sdk")), ["newer.txt": "file newer"])
         XCTAssertEqual(directory.list("back/.haul/tmp"), [], "the old tree goes even when the folder's sync failed")
 
         try faults.inject(["rename aside"])
         try stage(staging, "1f-4.tree", files: ["newest.txt": "newest"])
-        let failure = try XCTUnwrap(committer.commit([try request("1f-4.tree", to: "data/sdk", files: ["newest.txt": "newest"])])[0].failure)
+        let failure = try XCTUnwrap(
+            committer.commit([try request("1f-4.tree", to: "data/sdk", files: ["newest.txt": "newest"])])[0].failure)
         XCTAssertEqual(failure.description, "cannot rename into \"data/sdk\": Input/output error")
         XCTAssertEqual(snapshot(directory.path("back/data/sdk")), ["newer.txt": "file newer"])
     }

@@ -48,10 +48,12 @@ final class TreeDigestTests: XCTestCase {
 
     func testOneFileIsItsNameAndItsPaddedContents() throws {
         try scratch.write("one/hello.txt", "hello")
-        let archive = ["nix-archive-1", "(", "type", "directory",
-                       "entry", "(", "name", "hello.txt", "node",
-                       "(", "type", "regular", "contents", "hello", ")",
-                       ")", ")"].flatMap(str)
+        let archive = [
+            "nix-archive-1", "(", "type", "directory",
+            "entry", "(", "name", "hello.txt", "node",
+            "(", "type", "regular", "contents", "hello", ")",
+            ")", ")",
+        ].flatMap(str)
         let expected = StreamingHasher.digest(archive, algorithm: .sha256)
         XCTAssertEqual(try digest(of: "one").get(), expected)
         XCTAssertEqual(expected.hex, "280bba766bc83940c56c17fd20da4f799b48680d277eed8b57c6f286c4c5f4b5")
@@ -63,8 +65,10 @@ final class TreeDigestTests: XCTestCase {
         XCTAssertTrue(digest.subresourceIntegrity.hasPrefix("sha256-"))
         let sha512 = StreamingHasher.digest(Array("tree".utf8), algorithm: .sha512)
         XCTAssertEqual(Digest(subresourceIntegrity: sha512.subresourceIntegrity), sha512)
-        for refused in ["sha256:" + digest.base64, "sha1-" + StreamingHasher.digest([], algorithm: .sha1).base64,
-                        "sha256-" + String(digest.base64.dropLast(4)), digest.base64, "md5-", "sha256-"] {
+        for refused in [
+            "sha256:" + digest.base64, "sha1-" + StreamingHasher.digest([], algorithm: .sha1).base64,
+            "sha256-" + String(digest.base64.dropLast(4)), digest.base64, "md5-", "sha256-",
+        ] {
             XCTAssertNil(Digest(subresourceIntegrity: refused), refused)
         }
     }
@@ -72,15 +76,21 @@ final class TreeDigestTests: XCTestCase {
     // MARK: - Against nix
 
     /// What nix-bin prints for `folder`: hex from `nix-hash`, SRI from `nix hash path`.
-    private func nix(_ folder: String, file: StaticString = #filePath, line: UInt = #line) throws -> (hex: String, sri: String) {
+    private func nix(
+        _ folder: String, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> (hex: String, sri: String) {
         guard access("/usr/bin/nix-hash", X_OK) == 0, access("/usr/bin/nix", X_OK) == 0 else {
             throw Capability.unavailable("Debian's nix-bin is not installed (scripts/setup-debian.sh installs it)")
         }
         let hex = try ProcessRunner.run("/usr/bin/nix-hash", ["--type", "sha256", folder])
         XCTAssertEqual(hex.exitCode, 0, hex.stderr, file: file, line: line)
-        let sri = try ProcessRunner.run("/usr/bin/nix", ["--extra-experimental-features", "nix-command", "hash", "path", folder])
+        let sri = try ProcessRunner.run(
+            "/usr/bin/nix", ["--extra-experimental-features", "nix-command", "hash", "path", folder])
         XCTAssertEqual(sri.exitCode, 0, sri.stderr, file: file, line: line)
-        return (hex.stdout.trimmingCharacters(in: .whitespacesAndNewlines), sri.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        return (
+            hex.stdout.trimmingCharacters(in: .whitespacesAndNewlines),
+            sri.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        )
     }
 
     private func assertMatchesNix(_ relative: String, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -121,8 +131,10 @@ final class TreeDigestTests: XCTestCase {
 
     /// Nix takes the owner's execute bit (S_IXUSR) as "executable", and no other bit of the mode.
     func testTheExecutableBitIsTheOwnersAsNixReadsIt() throws {
-        for (name, mode) in [("plain", 0o644), ("tool", 0o755), ("private", 0o700), ("group-only", 0o614),
-                             ("other-only", 0o645), ("read-only", 0o444), ("owner-x-only", 0o100)] as [(String, mode_t)] {
+        for (name, mode) in [
+            ("plain", 0o644), ("tool", 0o755), ("private", 0o700), ("group-only", 0o614),
+            ("other-only", 0o645), ("read-only", 0o444), ("owner-x-only", 0o100),
+        ] as [(String, mode_t)] {
             try scratch.write("t/\(name)", "#!/bin/sh\n")
             XCTAssertEqual(chmod(scratch.at("t/\(name)"), mode), 0)
         }
@@ -154,7 +166,8 @@ final class TreeDigestTests: XCTestCase {
     /// "cafe\u{301}" (bytes 63 61 66 65 cc 81) sorts before "caff" by bytes, after it as a String (it equals
     /// "caf\u{e9}", which is a different name to the kernel and to nix).
     func testEntriesAreInTheByteOrderOfTheirNames() throws {
-        for name in ["B", "b", "Z", "_", "a.b", "a-b", "a0", "caf\u{e9}", "cafe\u{301}", "caff", "cafe", "\u{e4}", "z"] {
+        for name in ["B", "b", "Z", "_", "a.b", "a-b", "a0", "caf\u{e9}", "cafe\u{301}", "caff", "cafe", "\u{e4}", "z"]
+        {
             try scratch.write("t/\(name)", name)
         }
         try scratch.write("t/a/b", "a/b")
@@ -180,15 +193,17 @@ final class TreeDigestTests: XCTestCase {
     func testAFIFOFailsNamingIt() throws {
         try scratch.write("t/sub/file", "x")
         XCTAssertEqual(mkfifo(scratch.at("t/sub/pipe"), 0o600), 0)
-        XCTAssertEqual(try digest(of: "t", shownAs: "sdk").failure?.description,
-                       "cannot hash \"sdk/sub/pipe\": it is a FIFO; a tree holds only files, folders and symlinks")
+        XCTAssertEqual(
+            try digest(of: "t", shownAs: "sdk").failure?.description,
+            "cannot hash \"sdk/sub/pipe\": it is a FIFO; a tree holds only files, folders and symlinks")
     }
 
     func testANameThatIsNotUTF8FailsNamingIt() throws {
         try scratch.mkdir("t")
         try scratch.touch("t/bad", nameEndingWith: [0xFF])
-        XCTAssertEqual(try digest(of: "t", shownAs: "sdk").failure?.description,
-                       "cannot read \"sdk/bad\u{FFFD}\": its name is not UTF-8")
+        XCTAssertEqual(
+            try digest(of: "t", shownAs: "sdk").failure?.description,
+            "cannot read \"sdk/bad\u{FFFD}\": its name is not UTF-8")
     }
 
     /// Real I/O errors from a FUSE file system (`FaultFileSystem`): a file that cannot be read, a folder that
@@ -197,11 +212,13 @@ final class TreeDigestTests: XCTestCase {
         try withFaultyTree { folder, faults in
             XCTAssertNotNil(try TreeDigest.of(folder: folder, shownAs: "sdk").get())
             try faults.inject(["read bin/tool"])
-            XCTAssertEqual(TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
-                           "cannot read \"sdk/bin/tool\": Input/output error")
+            XCTAssertEqual(
+                TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
+                "cannot read \"sdk/bin/tool\": Input/output error")
             try faults.inject(["readdir share/doc"])
-            XCTAssertEqual(TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
-                           "cannot read the folder \"sdk/share/doc\": Input/output error")
+            XCTAssertEqual(
+                TreeDigest.of(folder: folder, shownAs: "sdk").failure?.description,
+                "cannot read the folder \"sdk/share/doc\": Input/output error")
         }
     }
 }

@@ -60,8 +60,9 @@ final class TreeWalkTests: XCTestCase {
         let paths = nodes.map(\.path)
         XCTAssertEqual(paths.prefix(4), ["B", "a", "a-b", "a.b"])
         XCTAssertEqual(paths.firstIndex(of: "a/b"), 4)
-        XCTAssertLessThan(try XCTUnwrap(paths.firstIndex { $0.utf8.elementsEqual("cafe\u{301}".utf8) }),
-                          try XCTUnwrap(paths.firstIndex { $0.utf8.elementsEqual("caf\u{e9}".utf8) }))
+        XCTAssertLessThan(
+            try XCTUnwrap(paths.firstIndex { $0.utf8.elementsEqual("cafe\u{301}".utf8) }),
+            try XCTUnwrap(paths.firstIndex { $0.utf8.elementsEqual("caf\u{e9}".utf8) }))
     }
 
     func testIdentitiesAreWhatStatShows() throws {
@@ -74,8 +75,9 @@ final class TreeWalkTests: XCTestCase {
             }
             let shown = try ProcessRunner.run("stat", ["-c", "%d %i %s %.9Y %.9Z", scratch.at("t/" + node.path)])
             XCTAssertEqual(shown.exitCode, 0, shown.stderr)
-            XCTAssertEqual("\(identity.device) \(identity.inode) \(identity.size) \(identity.modified) \(identity.changed)\n",
-                           shown.stdout, node.path)
+            XCTAssertEqual(
+                "\(identity.device) \(identity.inode) \(identity.size) \(identity.modified) \(identity.changed)\n",
+                shown.stdout, node.path)
         }
     }
 
@@ -119,18 +121,21 @@ final class TreeWalkTests: XCTestCase {
 
         XCTAssertEqual(unlink(scratch.at("t/d")), 0)
         XCTAssertEqual(rename(scratch.at("t/d.old"), scratch.at("t/d")), 0)
-        XCTAssertNotNil(try TreeFolder.open("d", in: parent, seen: seen, shownAs: "sdk/d").get(), "the same folder again")
+        XCTAssertNotNil(
+            try TreeFolder.open("d", in: parent, seen: seen, shownAs: "sdk/d").get(), "the same folder again")
     }
 
     /// A folder that cannot be listed (a real EIO from a FUSE file system: root reads any folder whatever its
     /// mode) fails the walk, naming it.
     func testAFolderThatCannotBeListedFailsNamingIt() throws {
         try withFaultyTree { folder, faults in
-            XCTAssertEqual(try TreeWalk.nodes(under: folder, shownAs: "sdk").get().map(\.path),
-                           ["bin", "bin/tool", "share", "share/doc", "share/doc/README"])
+            XCTAssertEqual(
+                try TreeWalk.nodes(under: folder, shownAs: "sdk").get().map(\.path),
+                ["bin", "bin/tool", "share", "share/doc", "share/doc/README"])
             try faults.inject(["readdir share/doc"])
-            XCTAssertEqual(TreeWalk.nodes(under: folder, shownAs: "sdk").failure?.description,
-                           "cannot read the folder \"sdk/share/doc\": Input/output error")
+            XCTAssertEqual(
+                TreeWalk.nodes(under: folder, shownAs: "sdk").failure?.description,
+                "cannot read the folder \"sdk/share/doc\": Input/output error")
         }
     }
 

@@ -84,8 +84,10 @@ public enum Archives {
 
     /// Runs a tool, throwing what it said when it fails; its standard output.
     @discardableResult
-    public static func run(_ tool: String, _ arguments: [String], in folder: String? = nil,
-                           environment: [String: String] = [:]) throws -> String {
+    public static func run(
+        _ tool: String, _ arguments: [String], in folder: String? = nil,
+        environment: [String: String] = [:]
+    ) throws -> String {
         let result = try ProcessRunner.run(tool, arguments, environment: environment, currentDirectory: folder)
         guard result.exitCode == 0 else {
             throw Failure("\(tool) \(arguments.joined(separator: " ")) exited \(result.exitCode): \(result.stderr)")

@@ -21,8 +21,10 @@ public final class BackgroundProcess: Sendable {
     /// - Parameters:
     ///   - environment: merged over `ProcessRunner.minimalEnvironment`.
     ///   - outputPath: created or truncated; receives stdout and stderr.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                currentDirectory: String, outputPath: String) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        currentDirectory: String, outputPath: String
+    ) throws {
         let merged = ProcessRunner.minimalEnvironment.merging(environment) { _, override in override }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -31,14 +33,17 @@ public final class BackgroundProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         guard let addChdir = GNUFunctions.addChdir else {
-            throw ProcessRunnerError.systemCall(SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: ENOSYS))
+            throw ProcessRunnerError.systemCall(
+                SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: ENOSYS))
         }
         let result = addChdir(&actions, currentDirectory)
         guard result == 0 else {
-            throw ProcessRunnerError.systemCall(SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: result))
+            throw ProcessRunnerError.systemCall(
+                SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: result))
         }
         self.outputPath = outputPath
-        self.pid = try ProcessRunner.spawn(executable, arguments, actions: &actions, environment: merged, newProcessGroup: true)
+        self.pid = try ProcessRunner.spawn(
+            executable, arguments, actions: &actions, environment: merged, newProcessGroup: true)
     }
 
     deinit {
@@ -98,7 +103,7 @@ public final class BackgroundProcess: Sendable {
         while true {
             let count = fread(&chunk, 1, chunk.count, file)
             if count <= 0 { break }
-            bytes += chunk[0 ..< count]
+            bytes += chunk[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -106,9 +111,12 @@ public final class BackgroundProcess: Sendable {
 
 extension HaulProcess {
     /// Starts the built `haul` without waiting for it.
-    public static func start(_ arguments: [String], environment: [String: String] = [:], currentDirectory: String,
-                             outputPath: String) throws -> BackgroundProcess {
-        try BackgroundProcess(executablePath, arguments, environment: environment, currentDirectory: currentDirectory,
-                              outputPath: outputPath)
+    public static func start(
+        _ arguments: [String], environment: [String: String] = [:], currentDirectory: String,
+        outputPath: String
+    ) throws -> BackgroundProcess {
+        try BackgroundProcess(
+            executablePath, arguments, environment: environment, currentDirectory: currentDirectory,
+            outputPath: outputPath)
     }
 }

@@ -22,7 +22,7 @@ public final class ConfiguredNginx: Sendable {
         chmod(directory.path, 0o755)
         self.directory = directory
         var lastFailure = "no attempt made"
-        for _ in 0 ..< Self.bindAttempts {
+        for _ in 0..<Self.bindAttempts {
             let (port, _) = try NginxServer.freePorts()
             // In the foreground, as this process's child: a daemon would outlive the test unwatched.
             try directory.write("nginx.conf", "daemon off;\n" + (try configuration(port, directory.path)))
@@ -49,7 +49,9 @@ public final class ConfiguredNginx: Sendable {
         let deadline = monotonicSeconds() + timeout
         while true {
             let bytes = directory.read(name) ?? []
-            let complete = bytes.last == UInt8(ascii: "\n") ? bytes : Array(bytes[..<(bytes.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0)])
+            let complete =
+                bytes.last == UInt8(ascii: "\n")
+                ? bytes : Array(bytes[..<(bytes.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0)])
             let found = String(decoding: complete, as: UTF8.self).split(separator: "\n").map(String.init)
             if found.count >= lines || monotonicSeconds() >= deadline { return found }
             usleep(5_000)

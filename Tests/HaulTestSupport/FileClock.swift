@@ -16,7 +16,9 @@ public enum FileClock {
         let start = now
         while true {
             let current = now
-            if current.tv_sec > start.tv_sec || (current.tv_sec == start.tv_sec && current.tv_nsec > start.tv_nsec) { return }
+            if current.tv_sec > start.tv_sec || (current.tv_sec == start.tv_sec && current.tv_nsec > start.tv_nsec) {
+                return
+            }
             usleep(500)
         }
     }

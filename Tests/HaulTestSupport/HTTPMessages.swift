@@ -16,8 +16,10 @@ public struct RecordedRequest: Sendable {
     public let connectionID: Int
 
     /// Public so handlers such as `StaticFiles` can be exercised directly, without sockets.
-    public init(method: String, target: String, version: String = "HTTP/1.1",
-                headers: [(name: String, value: String)] = [], body: [UInt8] = [], connectionID: Int = 0) {
+    public init(
+        method: String, target: String, version: String = "HTTP/1.1",
+        headers: [(name: String, value: String)] = [], body: [UInt8] = [], connectionID: Int = 0
+    ) {
         self.method = method
         self.target = target
         if let question = target.firstIndex(of: "?") {
@@ -79,8 +81,10 @@ public struct ServerResponse: Sendable {
 
     /// The server adds Content-Length (from `body`), Date and, when it will close, `Connection: close`
     /// unless the handler set them; a `Transfer-Encoding: chunked` header makes it chunk the body.
-    public init(status: Int = 200, reason: String? = nil, headers: [(String, String)] = [],
-                body: [UInt8] = [], fault: Fault? = nil) {
+    public init(
+        status: Int = 200, reason: String? = nil, headers: [(String, String)] = [],
+        body: [UInt8] = [], fault: Fault? = nil
+    ) {
         self.status = status
         self.reason = reason ?? ServerResponse.reasonPhrase(status)
         self.headers = headers

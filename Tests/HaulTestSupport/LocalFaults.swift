@@ -77,8 +77,9 @@ public final class TestMount: Sendable {
             throw FaultUnavailable("cannot \(what): \(error)")
         }
         guard result.exitCode == 0 else {
-            throw FaultUnavailable("cannot \(what) here (\(command.joined(separator: " ")) exited \(result.exitCode): "
-                                   + "\(result.stderr.trimmingTrailingNewlines))")
+            throw FaultUnavailable(
+                "cannot \(what) here (\(command.joined(separator: " ")) exited \(result.exitCode): "
+                    + "\(result.stderr.trimmingTrailingNewlines))")
         }
     }
 }
@@ -97,8 +98,9 @@ public final class ImmutableAttribute: Sendable {
             throw FaultUnavailable("cannot run chattr: \(error)")
         }
         guard result.exitCode == 0 else {
-            throw FaultUnavailable("chattr +i is not supported here (the file system of \(path) may not have the "
-                                   + "immutable attribute): \(result.stderr.trimmingTrailingNewlines)")
+            throw FaultUnavailable(
+                "chattr +i is not supported here (the file system of \(path) may not have the "
+                    + "immutable attribute): \(result.stderr.trimmingTrailingNewlines)")
         }
         self.path = path
     }
@@ -125,17 +127,21 @@ public enum Unprivileged {
     /// Throws `FaultUnavailable` unless `setpriv` can run `haul --version` as the unprivileged user from
     /// `directory` (which must be reachable by that user).
     public static func checkAvailable(currentDirectory directory: String) throws {
-        guard geteuid() == 0 else { throw FaultUnavailable("the tests do not run as root: cannot switch to uid \(uid)") }
+        guard geteuid() == 0 else {
+            throw FaultUnavailable("the tests do not run as root: cannot switch to uid \(uid)")
+        }
         let arguments = command([HaulProcess.executablePath, "--version"])
         let result: ProcessResult
         do {
-            result = try ProcessRunner.run(arguments[0], Array(arguments.dropFirst()), currentDirectory: directory, timeout: 20)
+            result = try ProcessRunner.run(
+                arguments[0], Array(arguments.dropFirst()), currentDirectory: directory, timeout: 20)
         } catch {
             throw FaultUnavailable("cannot run setpriv: \(error)")
         }
         guard result.exitCode == 0 else {
-            throw FaultUnavailable("cannot run haul as uid \(uid) with setpriv (exit \(result.exitCode)): "
-                                   + "\(result.stderr.trimmingTrailingNewlines)")
+            throw FaultUnavailable(
+                "cannot run haul as uid \(uid) with setpriv (exit \(result.exitCode)): "
+                    + "\(result.stderr.trimmingTrailingNewlines)")
         }
     }
 
@@ -295,7 +301,8 @@ public enum KillSwitch {
         let executable = HaulProcess.executablePath
         guard let slash = executable.lastIndex(of: "/") else { return .failure(FaultUnavailable("no build directory")) }
         let directory = String(executable[..<slash])
-        let path = "\(directory)/haul-test-kill-switch-\(StaticFiles.etag(for: Array(source.utf8)).filter(\.isHexDigit)).so"
+        let path =
+            "\(directory)/haul-test-kill-switch-\(StaticFiles.etag(for: Array(source.utf8)).filter(\.isHexDigit)).so"
         if access(path, R_OK) == 0 { return .success(path) }
         let unique = "\(path).\(getpid()).tmp"
         let sourcePath = unique + ".c"
@@ -308,8 +315,11 @@ public enum KillSwitch {
         fclose(file)
         guard written == bytes.count else { return .failure(FaultUnavailable("cannot write \(sourcePath)")) }
         for compiler in ["cc", "clang", "gcc"] {
-            guard let result = try? ProcessRunner.run(compiler, ["-shared", "-fPIC", "-O1", "-o", unique, sourcePath, "-ldl"],
-                                                      timeout: 60) else { continue }
+            guard
+                let result = try? ProcessRunner.run(
+                    compiler, ["-shared", "-fPIC", "-O1", "-o", unique, sourcePath, "-ldl"],
+                    timeout: 60)
+            else { continue }
             if result.exitCode == 0, rename(unique, path) == 0 { return .success(path) }
             unlink(unique)
         }
@@ -336,8 +346,10 @@ public final class FaultFileSystem: Sendable {
     private let process: BackgroundProcess
 
     /// Makes the folders `mountPoint` and `backing` in `directory` and mounts the one over the other.
-    public convenience init(over directory: TemporaryDirectory, mountPoint: String, backing: String,
-                            coarse: Bool = false) throws {
+    public convenience init(
+        over directory: TemporaryDirectory, mountPoint: String, backing: String,
+        coarse: Bool = false
+    ) throws {
         try directory.makeDirectory(backing)
         try directory.makeDirectory(mountPoint)
         try self.init(mountPoint: directory.path(mountPoint), backing: directory.path(backing), coarse: coarse)
@@ -353,9 +365,10 @@ public final class FaultFileSystem: Sendable {
         self.backing = backing
         control = backing + ".faults"
         _ = fopen(control, "w").map { fclose($0) }
-        process = try BackgroundProcess("/usr/bin/python3", [script, backing, mountPoint, control],
-                                        environment: coarse ? ["FAULTFS_COARSE": "1"] : [:],
-                                        currentDirectory: "/", outputPath: backing + ".faultfs-output")
+        process = try BackgroundProcess(
+            "/usr/bin/python3", [script, backing, mountPoint, control],
+            environment: coarse ? ["FAULTFS_COARSE": "1"] : [:],
+            currentDirectory: "/", outputPath: backing + ".faultfs-output")
         let mounted = process.wait(until: { Self.isMounted(mountPoint) }, timeout: 20)
         guard mounted == .conditionMet else {
             throw FaultUnavailable("faultfs did not mount (\(mounted)); is python3-fusepy installed? \(process.output)")
@@ -383,7 +396,8 @@ public final class FaultFileSystem: Sendable {
         defer { fclose(file) }
         var line = [CChar](repeating: 0, count: 4096)
         while fgets(&line, Int32(line.count), file) != nil {
-            let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: " ")
+            let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(
+                separator: " ")
             if fields.count > 2, fields[1] == path, fields[2].hasPrefix("fuse") { return true }
         }
         return false

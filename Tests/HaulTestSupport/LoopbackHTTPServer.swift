@@ -30,11 +30,12 @@ public final class LoopbackHTTPServer: Sendable {
     /// Serves `files` as `init(files:)` does, every answer saying they stay fresh for `maxAge` seconds
     /// (`Cache-Control: max-age`).
     public convenience init(files: StaticFiles, maxAge: Int) throws {
-        try self.init(handler: { request in
-            var response = files.respond(to: request)
-            response.setHeader("Cache-Control", "max-age=\(maxAge)")
-            return response
-        }, files: files)
+        try self.init(
+            handler: { request in
+                var response = files.respond(to: request)
+                response.setHeader("Cache-Control", "max-age=\(maxAge)")
+                return response
+            }, files: files)
     }
 
     private init(handler: @escaping @Sendable (RecordedRequest) -> ServerResponse, files: StaticFiles?) throws {
@@ -111,8 +112,10 @@ final class ServerCore: Sendable {
 
     init(handler: @escaping @Sendable (RecordedRequest) -> ServerResponse) throws {
         self.handler = handler
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-                                  | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let listener = socket(
+            AF_INET,
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+                | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard listener >= 0 else { throw SystemCallError(call: "socket", errno: errno) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -242,7 +245,11 @@ final class ServerCore: Sendable {
             var threads: [pthread_t] = []
             var stillUnrecorded: [Int] = []
             for id in state.finished {
-                if let thread = state.threads.removeValue(forKey: id) { threads.append(thread) } else { stillUnrecorded.append(id) }
+                if let thread = state.threads.removeValue(forKey: id) {
+                    threads.append(thread)
+                } else {
+                    stillUnrecorded.append(id)
+                }
             }
             state.finished = stillUnrecorded
             return threads
@@ -300,7 +307,7 @@ final class ServerCore: Sendable {
             let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return false }
-            buffer.append(contentsOf: chunk[0 ..< count])
+            buffer.append(contentsOf: chunk[0..<count])
             return true
         }
     }
@@ -316,7 +323,7 @@ final class ServerCore: Sendable {
             guard receive(fd, into: &buffer) else { return .closed }
         }
         guard let headerEnd else { return .closed }
-        let head = String(decoding: buffer[0 ..< headerEnd], as: UTF8.self)
+        let head = String(decoding: buffer[0..<headerEnd], as: UTF8.self)
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
         // RFC 9112 asks servers to ignore empty lines before a request line.
         while let first = lines.first, first.isEmpty { lines.removeFirst() }
@@ -345,22 +352,25 @@ final class ServerCore: Sendable {
         }
         let bodyStart = headerEnd + 4
         if bodyLength > 0, buffer.count < bodyStart + bodyLength,
-           header("expect")?.lowercased() == "100-continue" {
+            header("expect")?.lowercased() == "100-continue"
+        {
             guard Socket.sendAll(fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return .closed }
         }
         while buffer.count < bodyStart + bodyLength {
             guard receive(fd, into: &buffer) else { return .closed }
         }
-        let body = Array(buffer[bodyStart ..< bodyStart + bodyLength])
+        let body = Array(buffer[bodyStart..<bodyStart + bodyLength])
         buffer.removeFirst(bodyStart + bodyLength)
 
         let connectionTokens = (header("connection") ?? "").lowercased()
             .split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
-        let keepAlive = version == "HTTP/1.0"
+        let keepAlive =
+            version == "HTTP/1.0"
             ? connectionTokens.contains("keep-alive")
             : !connectionTokens.contains("close")
-        let request = RecordedRequest(method: String(parts[0]), target: String(parts[1]), version: version,
-                                      headers: headers, body: body, connectionID: id)
+        let request = RecordedRequest(
+            method: String(parts[0]), target: String(parts[1]), version: version,
+            headers: headers, body: body, connectionID: id)
         return .request(request, keepAlive: keepAlive)
     }
 
@@ -387,7 +397,7 @@ final class ServerCore: Sendable {
             return .close
         }
         var response = response
-        let bodyless = (100 ..< 200).contains(response.status) || response.status == 204 || response.status == 304
+        let bodyless = (100..<200).contains(response.status) || response.status == 204 || response.status == 304
         let chunked = response.header("Transfer-Encoding")?.lowercased().contains("chunked") ?? false
         var closes = !requested || (response.header("Connection")?.lowercased().contains("close") ?? false)
 
@@ -425,7 +435,7 @@ final class ServerCore: Sendable {
             while offset < wire.count {
                 if offset > 0 { guard pause(interval) else { return .close } }
                 let end = min(offset + max(1, offset == 0 ? first : step), wire.count)
-                guard Socket.sendAll(fd, wire[offset ..< end]) else { return .close }
+                guard Socket.sendAll(fd, wire[offset..<end]) else { return .close }
                 offset = end
             }
             return normalEnding
@@ -452,7 +462,7 @@ final class ServerCore: Sendable {
             return .reset
         case .stallAfter(let bytes, let seconds):
             let first = min(max(0, bytes), wire.count)
-            guard Socket.sendAll(fd, wire[0 ..< first]) else { return .close }
+            guard Socket.sendAll(fd, wire[0..<first]) else { return .close }
             guard pause(seconds) else { return .close }
             guard Socket.sendAll(fd, wire[first...]) else { return .close }
             return normalEnding
@@ -462,7 +472,7 @@ final class ServerCore: Sendable {
             var offset = 0
             while offset < wire.count {
                 let end = min(offset + max(1, bytesPerWrite), wire.count)
-                guard Socket.sendAll(fd, wire[offset ..< end]) else { return .close }
+                guard Socket.sendAll(fd, wire[offset..<end]) else { return .close }
                 let now = monotonicSeconds()
                 state.withLock { $0.bodyWrites.append((now, end - offset)) }
                 offset = end
@@ -482,7 +492,7 @@ final class ServerCore: Sendable {
         while offset < body.count {
             let end = min(offset + 16 * 1024, body.count)
             wire += Array("\(String(end - offset, radix: 16))\r\n".utf8)
-            wire += body[offset ..< end]
+            wire += body[offset..<end]
             wire += [13, 10]
             offset = end
         }

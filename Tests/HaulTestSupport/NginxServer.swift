@@ -43,7 +43,9 @@ public final class TestCertificateAuthority: Sendable {
         let extensions = directory.path("server.ext")
         // An explicit leaf profile: curl (OpenSSL) rejects a leaf without the SAN it connects to, and a CA
         // without CA:TRUE cannot anchor the chain.
-        try directory.write("server.ext", """
+        try directory.write(
+            "server.ext",
+            """
             basicConstraints = critical, CA:FALSE
             keyUsage = critical, digitalSignature
             extendedKeyUsage = serverAuth
@@ -51,36 +53,53 @@ public final class TestCertificateAuthority: Sendable {
 
             """)
         let newKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try ExternalTool.run(openssl, ["req", "-x509", "-new"] + newKey + [
-            "-keyout", caKey, "-out", caCertificatePath, "-days", "2", "-subj", "/CN=haul test CA",
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        ])
-        try ExternalTool.run(openssl, ["req", "-new"] + newKey + [
-            "-keyout", serverKeyPath, "-out", request, "-subj", "/CN=127.0.0.1",
-        ])
-        try ExternalTool.run(openssl, [
-            "x509", "-req", "-in", request, "-CA", caCertificatePath, "-CAkey", caKey, "-set_serial", "2",
-            "-days", "2", "-extfile", extensions, "-out", serverCertificatePath,
-        ])
+        try ExternalTool.run(
+            openssl,
+            ["req", "-x509", "-new"] + newKey + [
+                "-keyout", caKey, "-out", caCertificatePath, "-days", "2", "-subj", "/CN=haul test CA",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            ])
+        try ExternalTool.run(
+            openssl,
+            ["req", "-new"] + newKey + [
+                "-keyout", serverKeyPath, "-out", request, "-subj", "/CN=127.0.0.1",
+            ])
+        try ExternalTool.run(
+            openssl,
+            [
+                "x509", "-req", "-in", request, "-CA", caCertificatePath, "-CAkey", caKey, "-set_serial", "2",
+                "-days", "2", "-extfile", extensions, "-out", serverCertificatePath,
+            ])
     }
 
     /// A client certificate this CA signed, for a server that verifies clients (mutual TLS): the certificate and its
     /// key, each in its own PEM file beside the CA's.
     public func issueClientCertificate() throws -> (certificate: String, key: String) {
         let openssl = try ExternalTool.locate("openssl", package: "openssl")
-        let (certificate, key, request) = (directory.path("client.pem"), directory.path("client.key"), directory.path("client.csr"))
-        try directory.write("client.ext", """
+        let (certificate, key, request) = (
+            directory.path("client.pem"), directory.path("client.key"), directory.path("client.csr")
+        )
+        try directory.write(
+            "client.ext",
+            """
             basicConstraints = critical, CA:FALSE
             keyUsage = critical, digitalSignature
             extendedKeyUsage = clientAuth
 
             """)
-        try ExternalTool.run(openssl, ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                                       "-keyout", key, "-out", request, "-subj", "/CN=haul test client"])
-        try ExternalTool.run(openssl, [
-            "x509", "-req", "-in", request, "-CA", caCertificatePath, "-CAkey", directory.path("ca.key"), "-set_serial", "3",
-            "-days", "2", "-extfile", directory.path("client.ext"), "-out", certificate,
-        ])
+        try ExternalTool.run(
+            openssl,
+            [
+                "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", key, "-out", request, "-subj", "/CN=haul test client",
+            ])
+        try ExternalTool.run(
+            openssl,
+            [
+                "x509", "-req", "-in", request, "-CA", caCertificatePath, "-CAkey", directory.path("ca.key"),
+                "-set_serial", "3",
+                "-days", "2", "-extfile", directory.path("client.ext"), "-out", certificate,
+            ])
         return (certificate, key)
     }
 }
@@ -144,11 +163,12 @@ public final class NginxServer: Sendable {
         self.authority = authority
 
         var lastFailure = "no attempt made"
-        for _ in 0 ..< Self.bindAttempts {
+        for _ in 0..<Self.bindAttempts {
             let (httpsPort, httpPort) = try Self.freePorts()
-            let configuration = Self.configuration(directory: directory, root: root, authority: authority,
-                                                   httpsPort: httpsPort, httpPort: httpPort,
-                                                   extraLocations: extraLocations)
+            let configuration = Self.configuration(
+                directory: directory, root: root, authority: authority,
+                httpsPort: httpsPort, httpPort: httpPort,
+                extraLocations: extraLocations)
             try directory.write("nginx.conf", configuration)
             unlink(directory.path("nginx.pid"))
             switch try Self.launch(nginx, directory: directory, ports: [httpsPort, httpPort]) {
@@ -210,10 +230,13 @@ public final class NginxServer: Sendable {
 
     // MARK: Configuration
 
-    private static func configuration(directory: TemporaryDirectory, root: String,
-                                      authority: TestCertificateAuthority, httpsPort: UInt16, httpPort: UInt16,
-                                      extraLocations: String) -> String {
-        let extra = extraLocations
+    private static func configuration(
+        directory: TemporaryDirectory, root: String,
+        authority: TestCertificateAuthority, httpsPort: UInt16, httpPort: UInt16,
+        extraLocations: String
+    ) -> String {
+        let extra =
+            extraLocations
             .replacingOccurrences(of: "{HTTP_PORT}", with: String(httpPort))
             .replacingOccurrences(of: "{HTTPS_PORT}", with: String(httpsPort))
         func quoted(_ path: String) -> String { "\"" + path + "\"" }
@@ -221,7 +244,8 @@ public final class NginxServer: Sendable {
         // As root, workers would run as `nobody` and could not read a test's private temporary directory.
         let user = geteuid() == 0 ? "user root;" : ""
         // JSON escaping keeps quotes and control bytes in header values from breaking a line apart.
-        let format = #"{"scheme":"$scheme","port":"$server_port","protocol":"$server_protocol","#
+        let format =
+            #"{"scheme":"$scheme","port":"$server_port","protocol":"$server_protocol","#
             + #""connection":"$connection","connection_request":"$connection_requests","#
             + #""method":"$request_method","uri":"$request_uri","status":"$status","host":"$host","#
             + #""authorization":"$http_authorization","range":"$http_range","if_range":"$http_if_range"}"#
@@ -271,14 +295,15 @@ public final class NginxServer: Sendable {
     private static func parse(_ line: [UInt8]) -> NginxRequest? {
         guard let fields = try? JSONDecoder().decode([String: String].self, from: Data(line)) else { return nil }
         func optional(_ key: String) -> String? { fields[key].flatMap { $0.isEmpty ? nil : $0 } }
-        return NginxRequest(scheme: fields["scheme"] ?? "", port: fields["port"].flatMap { UInt16($0) } ?? 0,
-                            protocolVersion: fields["protocol"] ?? "",
-                            connection: fields["connection"].flatMap { Int($0) } ?? -1,
-                            connectionRequest: fields["connection_request"].flatMap { Int($0) } ?? -1,
-                            method: fields["method"] ?? "", uri: fields["uri"] ?? "",
-                            status: fields["status"].flatMap { Int($0) } ?? -1, host: fields["host"] ?? "",
-                            authorization: optional("authorization"), range: optional("range"),
-                            ifRange: optional("if_range"))
+        return NginxRequest(
+            scheme: fields["scheme"] ?? "", port: fields["port"].flatMap { UInt16($0) } ?? 0,
+            protocolVersion: fields["protocol"] ?? "",
+            connection: fields["connection"].flatMap { Int($0) } ?? -1,
+            connectionRequest: fields["connection_request"].flatMap { Int($0) } ?? -1,
+            method: fields["method"] ?? "", uri: fields["uri"] ?? "",
+            status: fields["status"].flatMap { Int($0) } ?? -1, host: fields["host"] ?? "",
+            authorization: optional("authorization"), range: optional("range"),
+            ifRange: optional("if_range"))
     }
 
     private static func slashed(_ path: String) -> String { path.hasPrefix("/") ? path : "/" + path }
@@ -291,7 +316,7 @@ public final class NginxServer: Sendable {
         var sockets: [Int32] = []
         defer { for fd in sockets { close(fd) } }
         var ports: [UInt16] = []
-        for _ in 0 ..< 2 {
+        for _ in 0..<2 {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw SystemCallError(call: "socket", errno: errno) }
             sockets.append(fd)
@@ -340,9 +365,13 @@ public final class NginxServer: Sendable {
 
     static func launch(_ nginx: String, directory: TemporaryDirectory, ports: [UInt16]) throws -> Launch {
         let output = directory.path("nginx.out")
-        let pid = try ChildProcess.spawn(nginx, ["-p", directory.path + "/", "-c", directory.path("nginx.conf"),
-                                                 "-e", directory.path("error.log")],
-                                         stdin: .path("/dev/null"), output: output)
+        let pid = try ChildProcess.spawn(
+            nginx,
+            [
+                "-p", directory.path + "/", "-c", directory.path("nginx.conf"),
+                "-e", directory.path("error.log"),
+            ],
+            stdin: .path("/dev/null"), output: output)
         var running = Processes(nginx: pid)
         func log() -> String {
             String(decoding: (directory.read("error.log") ?? []) + (directory.read("nginx.out") ?? []), as: UTF8.self)
@@ -402,8 +431,9 @@ public final class NginxServer: Sendable {
             kill -KILL "$1" 2>/dev/null || :
             """
         do {
-            let pid = try ChildProcess.spawn("/bin/sh", ["-c", script, "haul-nginx-watchdog", String(nginx)],
-                                             stdin: .descriptor(fds[0]), output: "/dev/null")
+            let pid = try ChildProcess.spawn(
+                "/bin/sh", ["-c", script, "haul-nginx-watchdog", String(nginx)],
+                stdin: .descriptor(fds[0]), output: "/dev/null")
             close(fds[0])
             return (pid, fds[1])
         } catch {
@@ -479,8 +509,9 @@ enum ChildProcess {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         if let addCloseFrom { _ = addCloseFrom(&actions, 3) }
 
-        return try ProcessRunner.spawn(executable, arguments, actions: &actions, environment: ProcessRunner.minimalEnvironment,
-                                       newProcessGroup: false)
+        return try ProcessRunner.spawn(
+            executable, arguments, actions: &actions, environment: ProcessRunner.minimalEnvironment,
+            newProcessGroup: false)
     }
 
     /// Waits for the child to exit; false if it is still running after `seconds`.

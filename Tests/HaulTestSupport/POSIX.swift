@@ -4,9 +4,11 @@ import Glibc
 /// This target has no shim header of its own, so they are looked up once at run time; glibc has exported
 /// all three for years (2.10 / 2.9 / 2.29), and each caller keeps a portable fallback anyway.
 enum GNUFunctions {
-    typealias Accept4 = @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32
+    typealias Accept4 =
+        @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32
     typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32
-    typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, UnsafePointer<CChar>?) -> Int32
+    typealias AddChdir =
+        @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, UnsafePointer<CChar>?) -> Int32
 
     /// Accepted sockets and pipes must be close-on-exec atomically: tests run in parallel, and a descriptor
     /// inherited by a concurrently spawned `haul` would keep a connection open past the server's close or RST.
@@ -44,11 +46,13 @@ enum POSIXThread {
         pthread_attr_setstacksize(&attributes, 4 << 20)
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()
-        let result = pthread_create(&thread, &attributes, { raw in
-            guard let raw else { return nil }
-            Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().run()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &thread, &attributes,
+            { raw in
+                guard let raw else { return nil }
+                Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().run()
+                return nil
+            }, context)
         guard result == 0 else {
             Unmanaged<Body>.fromOpaque(context).release()
             throw SystemCallError(call: "pthread_create", errno: result)
@@ -165,7 +169,9 @@ public enum RootLock {
         var info = stat()
         guard stat(path, &info) == 0, let bytes = readFile("/proc/locks") else { return false }
         let suffix = ":\(info.st_ino) "
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").contains { $0.contains("->") && $0.contains(suffix) }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").contains {
+            $0.contains("->") && $0.contains(suffix)
+        }
     }
 }
 

@@ -58,9 +58,11 @@ public enum ProcessRunner {
     ///   - timeout: seconds until the child's whole process group is killed and `timedOut` is thrown.
     /// Stdin is /dev/null; SIGPIPE and the signal mask are reset to defaults in the child, whatever the test
     /// process did to its own.
-    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                           inheritEnvironment: Bool = false, currentDirectory: String? = nil,
-                           timeout: Double = 120) throws -> ProcessResult {
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        inheritEnvironment: Bool = false, currentDirectory: String? = nil,
+        timeout: Double = 120
+    ) throws -> ProcessResult {
         let base = inheritEnvironment ? ProcessInfo.processInfo.environment : minimalEnvironment
         let merged = base.merging(environment) { _, override in override }
 
@@ -72,8 +74,9 @@ public enum ProcessRunner {
         }
         let pid: pid_t
         do {
-            pid = try spawn(executable, arguments, environment: merged, currentDirectory: currentDirectory,
-                            stdout: stdoutPipe.write, stderr: stderrPipe.write)
+            pid = try spawn(
+                executable, arguments, environment: merged, currentDirectory: currentDirectory,
+                stdout: stdoutPipe.write, stderr: stderrPipe.write)
         } catch {
             for fd in [stdoutPipe.read, stdoutPipe.write, stderrPipe.read, stderrPipe.write] { close(fd) }
             throw error
@@ -107,9 +110,10 @@ public enum ProcessRunner {
         }
         for fd in open { close(fd) }
 
-        let result = ProcessResult(exitCode: exitCode(status),
-                                   stdout: String(decoding: output[stdoutPipe.read] ?? [], as: UTF8.self),
-                                   stderr: String(decoding: output[stderrPipe.read] ?? [], as: UTF8.self))
+        let result = ProcessResult(
+            exitCode: exitCode(status),
+            stdout: String(decoding: output[stdoutPipe.read] ?? [], as: UTF8.self),
+            stderr: String(decoding: output[stderrPipe.read] ?? [], as: UTF8.self))
         if timedOut {
             throw ProcessRunnerError.timedOut(command: [executable] + arguments, seconds: timeout, partial: result)
         }
@@ -120,10 +124,13 @@ public enum ProcessRunner {
     /// timing a command without the cost of reading what it prints. Its exit status.
     public static func runDiscardingOutput(_ executable: String, _ arguments: [String]) throws -> Int32 {
         let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
-        guard devNull >= 0 else { throw ProcessRunnerError.systemCall(SystemCallError(call: "open /dev/null", errno: errno)) }
+        guard devNull >= 0 else {
+            throw ProcessRunnerError.systemCall(SystemCallError(call: "open /dev/null", errno: errno))
+        }
         defer { close(devNull) }
-        let pid = try spawn(executable, arguments, environment: ProcessInfo.processInfo.environment, currentDirectory: nil,
-                            stdout: devNull, stderr: STDERR_FILENO)
+        let pid = try spawn(
+            executable, arguments, environment: ProcessInfo.processInfo.environment, currentDirectory: nil,
+            stdout: devNull, stderr: STDERR_FILENO)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return exitCode(status)
@@ -135,7 +142,9 @@ public enum ProcessRunner {
     }
 
     /// Reads until every descriptor in `open` hit EOF (true) or the deadline passed (false).
-    private static func drain(_ open: inout [Int32], into output: inout [Int32: [UInt8]], until deadline: Double) -> Bool {
+    private static func drain(
+        _ open: inout [Int32], into output: inout [Int32: [UInt8]], until deadline: Double
+    ) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while !open.isEmpty {
             let remaining = deadline - monotonicSeconds()
@@ -147,7 +156,7 @@ public enum ProcessRunner {
             for entry in fds where entry.revents != 0 {
                 let count = chunk.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
                 if count > 0 {
-                    output[entry.fd, default: []] += chunk[0 ..< count]
+                    output[entry.fd, default: []] += chunk[0..<count]
                 } else if count == 0 || (errno != EINTR && errno != EAGAIN) {
                     close(entry.fd)
                     open.removeAll { $0 == entry.fd }
@@ -167,8 +176,10 @@ public enum ProcessRunner {
         return (fds[0], fds[1])
     }
 
-    private static func spawn(_ executable: String, _ arguments: [String], environment: [String: String],
-                              currentDirectory: String?, stdout: Int32, stderr: Int32) throws -> pid_t {
+    private static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        currentDirectory: String?, stdout: Int32, stderr: Int32
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -177,11 +188,13 @@ public enum ProcessRunner {
         posix_spawn_file_actions_adddup2(&actions, stderr, 2)
         if let currentDirectory {
             guard let addChdir = GNUFunctions.addChdir else {
-                throw ProcessRunnerError.systemCall(SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: ENOSYS))
+                throw ProcessRunnerError.systemCall(
+                    SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: ENOSYS))
             }
             let result = addChdir(&actions, currentDirectory)
             guard result == 0 else {
-                throw ProcessRunnerError.systemCall(SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: result))
+                throw ProcessRunnerError.systemCall(
+                    SystemCallError(call: "posix_spawn_file_actions_addchdir_np", errno: result))
             }
         }
 
@@ -190,8 +203,10 @@ public enum ProcessRunner {
 
     /// posix_spawn with the signal state a child should start with (default dispositions, nothing blocked),
     /// optionally in its own process group so that a timeout can kill whatever it started too.
-    static func spawn(_ executable: String, _ arguments: [String], actions: inout posix_spawn_file_actions_t,
-                      environment: [String: String], newProcessGroup: Bool) throws -> pid_t {
+    static func spawn(
+        _ executable: String, _ arguments: [String], actions: inout posix_spawn_file_actions_t,
+        environment: [String: String], newProcessGroup: Bool
+    ) throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -216,7 +231,8 @@ public enum ProcessRunner {
             for pointer in envp { free(pointer) }
         }
         var pid: pid_t = 0
-        let result = executable.contains("/")
+        let result =
+            executable.contains("/")
             ? posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
             : posix_spawnp(&pid, executable, &actions, &attributes, argv, envp)
         guard result == 0 else { throw ProcessRunnerError.spawnFailed(executable: executable, errno: result) }
@@ -231,17 +247,20 @@ public enum HaulProcess {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard length > 0 else { return "haul" }
-        let selfPath = String(decoding: buffer[0 ..< length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let selfPath = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard let slash = selfPath.lastIndex(of: "/") else { return "haul" }
         return String(selfPath[..<slash]) + "/haul"
     }
 
-    public static func run(_ arguments: [String], environment: [String: String] = [:],
-                           inheritEnvironment: Bool = false, currentDirectory: String? = nil,
-                           timeout: Double = 120) throws -> ProcessResult {
-        try ProcessRunner.run(executablePath, arguments, environment: environment,
-                              inheritEnvironment: inheritEnvironment, currentDirectory: currentDirectory,
-                              timeout: timeout)
+    public static func run(
+        _ arguments: [String], environment: [String: String] = [:],
+        inheritEnvironment: Bool = false, currentDirectory: String? = nil,
+        timeout: Double = 120
+    ) throws -> ProcessResult {
+        try ProcessRunner.run(
+            executablePath, arguments, environment: environment,
+            inheritEnvironment: inheritEnvironment, currentDirectory: currentDirectory,
+            timeout: timeout)
     }
 }
 

@@ -26,8 +26,9 @@ public struct OnDiskIdentity: Equatable, Sendable, CustomStringConvertible {
     public static func of(_ path: String) -> OnDiskIdentity? {
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return OnDiskIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-                              modified: format(info.st_mtim), changed: format(info.st_ctim))
+        return OnDiskIdentity(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            modified: format(info.st_mtim), changed: format(info.st_ctim))
     }
 
     public var description: String {
@@ -68,15 +69,17 @@ public enum StateFile {
             let fields = line.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false)
                 .map { String(decoding: $0, as: UTF8.self) }
             guard fields.count >= 7,
-                  let destination = percentDecoded(fields[0]),
-                  let device = UInt64(fields[1]), let inode = UInt64(fields[2]), let size = Int64(fields[3]),
-                  isTime(fields[4]), isTime(fields[5]),
-                  fields[6].contains(":")
+                let destination = percentDecoded(fields[0]),
+                let device = UInt64(fields[1]), let inode = UInt64(fields[2]), let size = Int64(fields[3]),
+                isTime(fields[4]), isTime(fields[5]),
+                fields[6].contains(":")
             else { return .malformed("record \(number + 1) is not dest, dev, ino, size, mtime, ctime, digest") }
-            records.append(StateFileRecord(
-                destination: destination,
-                identity: OnDiskIdentity(device: device, inode: inode, size: size, modified: fields[4], changed: fields[5]),
-                digest: fields[6]))
+            records.append(
+                StateFileRecord(
+                    destination: destination,
+                    identity: OnDiskIdentity(
+                        device: device, inode: inode, size: size, modified: fields[4], changed: fields[5]),
+                    digest: fields[6]))
         }
         return .records(records)
     }
@@ -96,7 +99,8 @@ public enum StateFile {
                 out.append(byte)
                 continue
             }
-            guard bytes.count >= 2, let value = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+            guard bytes.count >= 2, let value = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16)
+            else { return nil }
             out.append(value)
             bytes = bytes.dropFirst(2)
         }
@@ -131,11 +135,15 @@ public enum DestinationState: Equatable, Sendable {
 /// also prove that the checks catch what they must.
 public enum RootInspection {
     /// `sha256` maps bytes to lowercase hex; it is passed in because this target does not link haul's digests.
-    public static func crashViolations(root: String, expectations: [DestinationExpectation],
-                                       sha256: ([UInt8]) -> String) -> [String] {
+    public static func crashViolations(
+        root: String, expectations: [DestinationExpectation],
+        sha256: ([UInt8]) -> String
+    ) -> [String] {
         var violations: [String] = []
         for expectation in expectations {
-            if case .failure(let problem) = state(of: expectation, root: root) { violations.append(problem.description) }
+            if case .failure(let problem) = state(of: expectation, root: root) {
+                violations.append(problem.description)
+            }
         }
         violations += strayFiles(root: root, destinations: Set(expectations.map(\.destination)))
             .map { "\($0) is not a destination: a temporary or partial file escaped haul's private area" }
@@ -145,7 +153,8 @@ public enum RootInspection {
     }
 
     /// Old, new or absent; a failure describes anything else (partial bytes, a wrong mode, a wrong kind).
-    public static func state(of expectation: DestinationExpectation, root: String) -> Result<DestinationState, Problem> {
+    public static func state(of expectation: DestinationExpectation, root: String) -> Result<DestinationState, Problem>
+    {
         let path = root + "/" + expectation.destination
         var info = stat()
         guard lstat(path, &info) == 0 else {
@@ -156,19 +165,25 @@ public enum RootInspection {
             return .failure(Problem("\(expectation.destination): lstat failed: \(String(cString: strerror(errno)))"))
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
-            return .failure(Problem("\(expectation.destination) is not a regular file (mode \(String(info.st_mode, radix: 8)))"))
+            return .failure(
+                Problem("\(expectation.destination) is not a regular file (mode \(String(info.st_mode, radix: 8)))"))
         }
         let bytes = readFile(path) ?? []
         if bytes == expectation.new {
             if let mode = expectation.newMode, info.st_mode & 0o7777 != mode {
-                return .failure(Problem("\(expectation.destination) has its new content with mode "
-                                        + "\(String(info.st_mode & 0o7777, radix: 8)), not \(String(mode, radix: 8))"))
+                return .failure(
+                    Problem(
+                        "\(expectation.destination) has its new content with mode "
+                            + "\(String(info.st_mode & 0o7777, radix: 8)), not \(String(mode, radix: 8))"))
             }
             return .success(.new)
         }
         if let old = expectation.old, bytes == old { return .success(.old) }
-        return .failure(Problem("\(expectation.destination) holds \(bytes.count) bytes that are neither its old "
-                                + "(\(expectation.old.map { "\($0.count) bytes" } ?? "absent")) nor its new (\(expectation.new.count) bytes) content"))
+        return .failure(
+            Problem(
+                "\(expectation.destination) holds \(bytes.count) bytes that are neither its old "
+                    + "(\(expectation.old.map { "\($0.count) bytes" } ?? "absent")) nor its new (\(expectation.new.count) bytes) content"
+            ))
     }
 
     public struct Problem: Error, Equatable, Sendable, CustomStringConvertible {
@@ -214,8 +229,9 @@ public enum RootInspection {
                 guard let identity = OnDiskIdentity.of(path), identity == record.identity else { continue }
                 let actual = "sha256:" + sha256(readFile(path) ?? [])
                 if record.digest != actual {
-                    violations.append(".haul/state claims \(record.destination) (\(identity)) is \(record.digest), "
-                                      + "but the file with that identity is \(actual)")
+                    violations.append(
+                        ".haul/state claims \(record.destination) (\(identity)) is \(record.digest), "
+                            + "but the file with that identity is \(actual)")
                 }
             }
             return violations
@@ -223,9 +239,13 @@ public enum RootInspection {
     }
 
     /// Whether every destination has a record in `.haul/state` that matches the file now on disk and its digest.
-    public static func stateDescribesEveryDestination(root: String, destinations: [String],
-                                                      sha256: ([UInt8]) -> String) -> [String] {
-        guard case .records(let records) = StateFile.read(root: root) else { return [".haul/state is missing or malformed"] }
+    public static func stateDescribesEveryDestination(
+        root: String, destinations: [String],
+        sha256: ([UInt8]) -> String
+    ) -> [String] {
+        guard case .records(let records) = StateFile.read(root: root) else {
+            return [".haul/state is missing or malformed"]
+        }
         let byDestination = Dictionary(records.map { ($0.destination, $0) }, uniquingKeysWith: { _, last in last })
         var problems: [String] = []
         for destination in destinations {
@@ -302,7 +322,7 @@ func readFile(_ path: String) -> [UInt8]? {
         let count = read(descriptor, &chunk, chunk.count)
         if count < 0 && errno == EINTR { continue }
         guard count > 0 else { break }
-        bytes += chunk[0 ..< count]
+        bytes += chunk[0..<count]
     }
     return bytes
 }

@@ -38,7 +38,7 @@ public final class StalledPipe {
         while true {
             let count = read(reader, &chunk, chunk.count)
             guard count > 0 else { break }
-            bytes += chunk[0 ..< count]
+            bytes += chunk[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -94,7 +94,7 @@ public final class StoppedTerminal {
             guard poll(&entry, 1, 200) > 0 else { break }
             let count = read(controller, &chunk, chunk.count)
             guard count > 0 else { break }
-            bytes += chunk[0 ..< count]
+            bytes += chunk[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
     }

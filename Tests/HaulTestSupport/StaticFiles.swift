@@ -75,7 +75,7 @@ public final class StaticFiles: Sendable {
             switch Self.parseRange(range, size: size) {
             case .satisfiable(let first, let last):
                 headers.append(("Content-Range", "bytes \(first)-\(last)/\(size)"))
-                return ServerResponse(status: 206, headers: headers, body: Array(entry.bytes[first ... last]))
+                return ServerResponse(status: 206, headers: headers, body: Array(entry.bytes[first...last]))
             case .unsatisfiable:
                 return .status(416, headers: validators + [("Content-Range", "bytes */\(size)")])
             case .ignored:
@@ -151,7 +151,9 @@ public final class StaticFiles: Sendable {
         guard firstText.allSatisfy(\.isASCIIDigit), lastText.allSatisfy(\.isASCIIDigit) else { return .ignored }
         if firstText.isEmpty {
             guard !lastText.isEmpty else { return .ignored }
-            guard let suffix = Int(lastText) else { return size > 0 ? .satisfiable(first: 0, last: size - 1) : .unsatisfiable }
+            guard let suffix = Int(lastText) else {
+                return size > 0 ? .satisfiable(first: 0, last: size - 1) : .unsatisfiable
+            }
             guard suffix > 0, size > 0 else { return .unsatisfiable }
             return .satisfiable(first: max(0, size - suffix), last: size - 1)
         }
@@ -169,7 +171,7 @@ public final class StaticFiles: Sendable {
 }
 
 extension Character {
-    fileprivate var isASCIIDigit: Bool { ("0" ... "9").contains(self) }
+    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }
 
 extension StringProtocol {

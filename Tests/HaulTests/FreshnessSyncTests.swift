@@ -19,12 +19,14 @@ final class FreshnessSyncTests: XCTestCase {
     private func advance(_ seconds: Double) { clock.now.withLock { $0 += seconds } }
 
     private func manifest(url: String, root: String, refresh: Double? = nil) throws -> Manifest {
-        var entry = FileEntry(index: 0, url: TemplatedString(literal: url), mirrors: [],
-                              destination: try XCTUnwrap(DestinationPath("feed.json")), checksum: nil, size: nil,
-                              mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: [],
-                              location: SourceLocation(line: 4, column: 5))
+        var entry = FileEntry(
+            index: 0, url: TemplatedString(literal: url), mirrors: [],
+            destination: try XCTUnwrap(DestinationPath("feed.json")), checksum: nil, size: nil,
+            mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: [],
+            location: SourceLocation(line: 4, column: 5))
         entry.refresh = refresh.map(Seconds.init)
-        return Manifest(sourcePath: root + "/haul.yaml", version: 1, root: root, prune: false, files: [entry], warnings: [])
+        return Manifest(
+            sourcePath: root + "/haul.yaml", version: 1, root: root, prune: false, files: [entry], warnings: [])
     }
 
     /// One sync as `haul sync` runs it: observe under the lock, plan, apply. The plan's action for the entry.

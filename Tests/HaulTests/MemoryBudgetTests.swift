@@ -9,8 +9,10 @@ final class MemoryBudgetTests: XCTestCase {
         let settings = MemoryBudget.settings(available: nil, cores: 2)
         XCTAssertNil(settings.threadStack)
         XCTAssertNil(settings.arenas)
-        let budget = try XCTUnwrap(MemoryBudget(available: nil, settings: MemoryBudget.settings(available: nil, cores: 4),
-                                                entries: 1_000_000, wantedTransfers: 16, cores: 4, transfers: true, cache: true))
+        let budget = try XCTUnwrap(
+            MemoryBudget(
+                available: nil, settings: MemoryBudget.settings(available: nil, cores: 4),
+                entries: 1_000_000, wantedTransfers: 16, cores: 4, transfers: true, cache: true))
         XCTAssertEqual(budget, MemoryBudget.unlimited(transfers: 16, cores: 4))
     }
 
@@ -29,15 +31,20 @@ final class MemoryBudgetTests: XCTestCase {
             for cache in [false, true] {
                 let settings = MemoryBudget.settings(available: 200 << 20, cores: cores)
                 let minimum = MemoryBudget.minimum(entries: 3000, transfers: true, cache: cache, settings: settings)
-                XCTAssertNil(MemoryBudget(available: minimum - 1, settings: settings, entries: 3000, wantedTransfers: 16,
-                                          cores: cores, transfers: true, cache: cache))
+                XCTAssertNil(
+                    MemoryBudget(
+                        available: minimum - 1, settings: settings, entries: 3000, wantedTransfers: 16,
+                        cores: cores, transfers: true, cache: cache))
                 var previous = 0
                 for available in stride(from: minimum, through: minimum + (200 << 20), by: 1 << 20) {
-                    let budget = try XCTUnwrap(MemoryBudget(available: available, settings: settings, entries: 3000,
-                                                            wantedTransfers: 16, cores: cores, transfers: true, cache: cache))
+                    let budget = try XCTUnwrap(
+                        MemoryBudget(
+                            available: available, settings: settings, entries: 3000,
+                            wantedTransfers: 16, cores: cores, transfers: true, cache: cache))
                     let stack = 2 << 20
                     let loops = min(cores, budget.transfers)
-                    let cost = MemoryBudget.runHeap + 3000 * MemoryBudget.perEntry + MemoryBudget.longLivedThreads * stack
+                    let cost =
+                        MemoryBudget.runHeap + 3000 * MemoryBudget.perEntry + MemoryBudget.longLivedThreads * stack
                         + loops * (stack + MemoryBudget.perHandle)
                         + budget.transfers * (MemoryBudget.perHandle + stack + MemoryBudget.readBuffer)
                         + (budget.observers + budget.cacheCopiers) * (stack + MemoryBudget.readBuffer)
@@ -46,8 +53,10 @@ final class MemoryBudgetTests: XCTestCase {
                     XCTAssertEqual(budget.cacheCopiers > 0, cache)
                     if budget.transfers < 16 {
                         // Transfers first: what went to more threads would not pay for one more.
-                        let extra = (budget.observers - 1 + max(0, budget.cacheCopiers - 1)) * (stack + MemoryBudget.readBuffer)
-                        let next = MemoryBudget.perHandle + stack + MemoryBudget.readBuffer
+                        let extra =
+                            (budget.observers - 1 + max(0, budget.cacheCopiers - 1)) * (stack + MemoryBudget.readBuffer)
+                        let next =
+                            MemoryBudget.perHandle + stack + MemoryBudget.readBuffer
                             + (budget.transfers < cores ? stack + MemoryBudget.perHandle : 0)
                         XCTAssertLessThan(available - cost + extra, next, "transfers first")
                     }
@@ -61,9 +70,13 @@ final class MemoryBudgetTests: XCTestCase {
     /// More entries need more room: the same limit that runs 3,000 refuses 10 million.
     func testTheMinimumGrowsWithTheEntries() {
         let settings = MemoryBudget.settings(available: 200 << 20, cores: 2)
-        XCTAssertNotNil(MemoryBudget(available: 150 << 20, settings: settings, entries: 3000, wantedTransfers: 16, cores: 2,
-                                     transfers: true, cache: false))
-        XCTAssertNil(MemoryBudget(available: 150 << 20, settings: settings, entries: 10_000_000, wantedTransfers: 16, cores: 2,
-                                  transfers: true, cache: false))
+        XCTAssertNotNil(
+            MemoryBudget(
+                available: 150 << 20, settings: settings, entries: 3000, wantedTransfers: 16, cores: 2,
+                transfers: true, cache: false))
+        XCTAssertNil(
+            MemoryBudget(
+                available: 150 << 20, settings: settings, entries: 10_000_000, wantedTransfers: 16, cores: 2,
+                transfers: true, cache: false))
     }
 }

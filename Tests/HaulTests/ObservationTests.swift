@@ -14,13 +14,16 @@ final class ObservationTests: XCTestCase {
 
     private func manifest(_ destinations: [String], root: String, unpinned: Set<String> = []) throws -> Manifest {
         let files = try destinations.enumerated().map { index, destination in
-            FileEntry(index: index, url: TemplatedString(literal: "http://127.0.0.1:1/\(destination)"), mirrors: [],
-                      destination: try XCTUnwrap(DestinationPath(destination)),
-                      checksum: unpinned.contains(destination) ? nil : Checksum(digest: digest("content of \(destination)"), notation: .hexKey),
-                      size: nil, mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: [],
-                      location: SourceLocation(line: index + 4, column: 5))
+            FileEntry(
+                index: index, url: TemplatedString(literal: "http://127.0.0.1:1/\(destination)"), mirrors: [],
+                destination: try XCTUnwrap(DestinationPath(destination)),
+                checksum: unpinned.contains(destination)
+                    ? nil : Checksum(digest: digest("content of \(destination)"), notation: .hexKey),
+                size: nil, mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: [],
+                location: SourceLocation(line: index + 4, column: 5))
         }
-        return Manifest(sourcePath: root + "/haul.yaml", version: 1, root: root, prune: false, files: files, warnings: [])
+        return Manifest(
+            sourcePath: root + "/haul.yaml", version: 1, root: root, prune: false, files: files, warnings: [])
     }
 
     /// A state whose record of each of `paths` has the file's identity now and, on purpose, a digest of other
@@ -49,21 +52,24 @@ final class ObservationTests: XCTestCase {
 
         let observed = try Observation(of: manifest, access: .lookingOnly)
         let size = Int64("content of same.bin".utf8.count)
-        XCTAssertEqual(observed.states, [
-            .file(size: size, digest: digest("recorded same.bin")),
-            .file(size: Int64("content of touched.bin".utf8.count), digest: digest("content of touched.bin")),
-            .missing,
-            .obstructed("a directory is in the way"),
-            .file(size: Int64("content of unpinned.bin".utf8.count), digest: nil),
-            .file(size: Int64("content of new.bin".utf8.count), digest: digest("content of new.bin")),
-        ])
+        XCTAssertEqual(
+            observed.states,
+            [
+                .file(size: size, digest: digest("recorded same.bin")),
+                .file(size: Int64("content of touched.bin".utf8.count), digest: digest("content of touched.bin")),
+                .missing,
+                .obstructed("a directory is in the way"),
+                .file(size: Int64("content of unpinned.bin".utf8.count), digest: nil),
+                .file(size: Int64("content of new.bin".utf8.count), digest: digest("content of new.bin")),
+            ])
         XCTAssertEqual(observed.vouched, [true, false, false, false, true, false])
         XCTAssertEqual(observed.found.keys.sorted(), [1, 5], "what was read is recorded")
         XCTAssertEqual(observed.found[1]?.digest, digest("content of touched.bin"))
 
         let rehashed = try Observation(of: manifest, access: .lookingOnly, rehash: true)
-        XCTAssertEqual(rehashed.states[0], .file(size: size, digest: digest("content of same.bin")),
-                       "--rehash reads a file the state vouches for")
+        XCTAssertEqual(
+            rehashed.states[0], .file(size: size, digest: digest("content of same.bin")),
+            "--rehash reads a file the state vouches for")
         XCTAssertEqual(rehashed.vouched[4], true, "an unpinned file keeps its record")
     }
 
@@ -71,9 +77,12 @@ final class ObservationTests: XCTestCase {
         let directory = try TemporaryDirectory()
         try directory.write("a.bin", "content of a.bin")
         let manifest = try manifest(["a.bin"], root: directory.path)
-        var observed: Observation? = try Observation(of: manifest, access: .exclusive(wait: .no, holder: "pid 1, first"))
+        var observed: Observation? = try Observation(
+            of: manifest, access: .exclusive(wait: .no, holder: "pid 1, first"))
         XCTAssertThrowsError(try Observation(of: manifest, access: .exclusive(wait: .no, holder: "second"))) { error in
-            guard case ObservationFailure.lock(.busy(_, let holder, nil, nil)) = error else { return XCTFail("\(error)") }
+            guard case ObservationFailure.lock(.busy(_, let holder, nil, nil)) = error else {
+                return XCTFail("\(error)")
+            }
             XCTAssertEqual(holder, "pid 1, first")
         }
         XCTAssertNotNil(try Observation(of: manifest, access: .lookingOnly), "looking needs no lock")
@@ -97,6 +106,7 @@ final class ObservationTests: XCTestCase {
                 guard case ObservationFailure.privateArea(.unsafe) = error else { return XCTFail("\(error)") }
             }
         }
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path), [], "nothing written through")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: elsewhere.path), [], "nothing written through")
     }
 }

@@ -25,9 +25,13 @@ final class PinningTests: XCTestCase {
 
     private var reading: ManifestReading { ManifestReading(fileName: directory.path + "/haul.yaml", environment: [:]) }
 
-    private func pinning(_ source: PinningRequest.Source, given: (digest: Digest, size: Int64?)? = nil,
-                         repinsChangedListEntries: Bool = false) -> Pinning {
-        Pinning(PinningRequest(source: source, given: given, repinsChangedListEntries: repinsChangedListEntries), reading: reading)
+    private func pinning(
+        _ source: PinningRequest.Source, given: (digest: Digest, size: Int64?)? = nil,
+        repinsChangedListEntries: Bool = false
+    ) -> Pinning {
+        Pinning(
+            PinningRequest(source: source, given: given, repinsChangedListEntries: repinsChangedListEntries),
+            reading: reading)
     }
 
     private func draft(_ url: String, dest: String? = nil) throws -> EntryDraft {
@@ -36,7 +40,9 @@ final class PinningTests: XCTestCase {
 
     private func digest(_ hex: String) throws -> Digest { try XCTUnwrap(Digest(algorithm: .sha256, hex: hex)) }
 
-    private func text(_ bytes: [UInt8]?) -> String { bytes.map { String(decoding: $0, as: UTF8.self) } ?? "(unchanged)" }
+    private func text(_ bytes: [UInt8]?) -> String {
+        bytes.map { String(decoding: $0, as: UTF8.self) } ?? "(unchanged)"
+    }
 
     private func failure(_ body: () throws -> Void) -> PinningFailure? {
         do {
@@ -52,7 +58,8 @@ final class PinningTests: XCTestCase {
     func testAURLIsDownloadedOnceAndAppendedAfterTheLastEntryInTheManifestsOwnLayout() throws {
         let server = try LoopbackHTTPServer(files: ["/tool.txt": hello])
         defer { server.stop() }
-        let original = Array("""
+        let original = Array(
+            """
             version: 1
             root: out
             files:
@@ -72,16 +79,23 @@ final class PinningTests: XCTestCase {
         XCTAssertEqual(server.requests.map(\.path), ["/tool.txt"])
         let outcome = try pinning.adding(pinning.sort(entries, against: original), to: original)
 
-        XCTAssertEqual(outcome.files, [PinnedFile(index: 1, destination: "tool.txt", url: server.url("/tool.txt"),
-                                                  digest: try digest(helloHex), size: 6, measuredSize: 6, tree: nil,
-                                                  result: .added, line: 7, previous: nil)])
-        XCTAssertEqual(text(outcome.manifest.bytes), text(original) + """
-              - url: \(server.url("/tool.txt"))
-                dest: tool.txt
-                sha256: \(helloHex)
-                size: 6
+        XCTAssertEqual(
+            outcome.files,
+            [
+                PinnedFile(
+                    index: 1, destination: "tool.txt", url: server.url("/tool.txt"),
+                    digest: try digest(helloHex), size: 6, measuredSize: 6, tree: nil,
+                    result: .added, line: 7, previous: nil)
+            ])
+        XCTAssertEqual(
+            text(outcome.manifest.bytes),
+            text(original) + """
+                  - url: \(server.url("/tool.txt"))
+                    dest: tool.txt
+                    sha256: \(helloHex)
+                    size: 6
 
-            """)
+                """)
         XCTAssertEqual(outcome.manifest.manifest?.files.count, 2)
         XCTAssertEqual(outcome.placing, ["tool.txt"])
         XCTAssertFalse(outcome.created)
@@ -90,7 +104,8 @@ final class PinningTests: XCTestCase {
     func testAMissingManifestIsCreatedAroundTheEntryPinnedByTheDigestGivenWithoutARequest() throws {
         let server = try LoopbackHTTPServer(files: ["/tool.txt": hello])
         defer { server.stop() }
-        let pinning = pinning(.urls([try draft(server.url("/tool.txt"), dest: "bin/tool")]), given: (try digest(helloHex), 6))
+        let pinning = pinning(
+            .urls([try draft(server.url("/tool.txt"), dest: "bin/tool")]), given: (try digest(helloHex), 6))
 
         _ = try pinning.prepare(nil)
         let entries = try pinning.measure(options: SyncOptions(), keepingIn: nil, cancellation: nil, notices: { _ in })
@@ -104,11 +119,13 @@ final class PinningTests: XCTestCase {
         XCTAssertEqual(written.files.first?.destination.description, "bin/tool")
         XCTAssertEqual(written.files.first?.checksum?.digest, try digest(helloHex))
         XCTAssertEqual(written.files.first?.size, 6)
-        XCTAssertTrue(text(outcome.manifest.bytes).contains("sha256: \(helloHex)\n    size: 6\n"), text(outcome.manifest.bytes))
+        XCTAssertTrue(
+            text(outcome.manifest.bytes).contains("sha256: \(helloHex)\n    size: 6\n"), text(outcome.manifest.bytes))
     }
 
     func testTheTrialWarnsOfAURLAlreadyFetchedAndRefusesATakenOrRepeatedDestinationBeforeAnyDownload() throws {
-        let original = Array("""
+        let original = Array(
+            """
             version: 1
             root: out
             files:
@@ -128,7 +145,9 @@ final class PinningTests: XCTestCase {
         XCTAssertEqual(listed.location.line, 4)
 
         let taken = failure { _ = try pinning(.urls([try draft("\(unused)/b.txt", dest: "a.txt")])).prepare(original) }
-        guard case .destinationTaken(_, let destination)? = taken else { return XCTFail("expected the destination taken: \(String(describing: taken))") }
+        guard case .destinationTaken(_, let destination)? = taken else {
+            return XCTFail("expected the destination taken: \(String(describing: taken))")
+        }
         XCTAssertEqual(destination, "a.txt")
         XCTAssertEqual(taken?.exitStatus, .invalidManifest)
 
@@ -146,7 +165,8 @@ final class PinningTests: XCTestCase {
 
     /// a.txt pinned as the list says, b.txt to an older digest, c.txt not at all.
     private func releaseManifest(bSize: String = "") -> [UInt8] {
-        Array("""
+        Array(
+            """
             version: 1
             root: out
             files:
@@ -171,23 +191,32 @@ final class PinningTests: XCTestCase {
         let bytes = try every.fetchList(options: SyncOptions(), cancellation: nil, notices: { _ in })
         XCTAssertEqual(bytes, Array(list.utf8))
         XCTAssertEqual(try every.listedEntries(bytes).map(\.destination), ["a.txt", "b.txt", "c.txt"])
-        XCTAssertEqual(try every.listedEntries(bytes).map(\.url), ["/v1/a.txt", "/v1/b.txt", "/v1/c.txt"].map(server.url))
+        XCTAssertEqual(
+            try every.listedEntries(bytes).map(\.url), ["/v1/a.txt", "/v1/b.txt", "/v1/c.txt"].map(server.url))
         XCTAssertEqual(try every.listedEntries(bytes).map(\.size), [nil, nil, nil])
 
         let matched = pinning(.checksumList(sums, matching: ["[ab].txt"], folder: "vendor/"))
         XCTAssertEqual(try matched.listedEntries(bytes).map(\.destination), ["vendor/a.txt", "vendor/b.txt"])
 
-        let none = failure { _ = try self.pinning(.checksumList(sums, matching: ["*.zip"], folder: nil)).listedEntries(bytes) }
-        guard case .nothingMatches(_, ["*.zip"])? = none else { return XCTFail("expected nothing to match: \(String(describing: none))") }
+        let none = failure {
+            _ = try self.pinning(.checksumList(sums, matching: ["*.zip"], folder: nil)).listedEntries(bytes)
+        }
+        guard case .nothingMatches(_, ["*.zip"])? = none else {
+            return XCTFail("expected nothing to match: \(String(describing: none))")
+        }
         XCTAssertEqual(none?.exitStatus, .usage)
 
-        let outside = failure { _ = try self.pinning(.checksumList(sums, matching: [], folder: "../")).listedEntries(bytes) }
+        let outside = failure {
+            _ = try self.pinning(.checksumList(sums, matching: [], folder: "../")).listedEntries(bytes)
+        }
         guard case .notADestination("../", "../a.txt")? = outside else {
             return XCTFail("expected no destination outside the root: \(String(describing: outside))")
         }
 
         let malformed = failure { _ = try every.listedEntries(Array("not a checksum\n".utf8)) }
-        guard case .checksumList(let error)? = malformed else { return XCTFail("expected the list refused: \(String(describing: malformed))") }
+        guard case .checksumList(let error)? = malformed else {
+            return XCTFail("expected the list refused: \(String(describing: malformed))")
+        }
         XCTAssertEqual(error.line, 1)
     }
 
@@ -196,7 +225,9 @@ final class PinningTests: XCTestCase {
         let sums = try draft("\(unused)/v1/SHA256SUMS", dest: "list")
         let entries = try pinning(.checksumList(sums, matching: [], folder: nil)).listedEntries(Array(list.utf8))
 
-        let refused = failure { _ = try self.pinning(.checksumList(sums, matching: [], folder: nil)).sort(entries, against: original) }
+        let refused = failure {
+            _ = try self.pinning(.checksumList(sums, matching: [], folder: nil)).sort(entries, against: original)
+        }
         guard case .listedDigestsChanged(let changed)? = refused, let only = changed.first, changed.count == 1 else {
             return XCTFail("expected b.txt's changed digest refused: \(String(describing: refused))")
         }
@@ -218,26 +249,31 @@ final class PinningTests: XCTestCase {
         XCTAssertEqual(outcome.files[1].previous, PinnedFile.PreviousPin(digest: try digest(oldHex), tree: nil))
         XCTAssertEqual(outcome.files[1].line, 7)
         XCTAssertEqual(outcome.placing, ["c.txt"], "only a new entry is put in place")
-        XCTAssertEqual(text(outcome.manifest.bytes), text(original).replacing(oldHex, with: newHex) + """
-              - url: \(unused)/v1/c.txt
-                dest: c.txt
-                sha256: \(newHex)
+        XCTAssertEqual(
+            text(outcome.manifest.bytes),
+            text(original).replacing(oldHex, with: newHex) + """
+                  - url: \(unused)/v1/c.txt
+                    dest: c.txt
+                    sha256: \(newHex)
 
-            """)
+                """)
     }
 
     func testAListAddedAgainWithNothingNewChangesNothingAndAChangedEntryWithASizeIsRefused() throws {
         let sums = try draft("\(unused)/v1/SHA256SUMS", dest: "list")
         let onlyA = pinning(.checksumList(sums, matching: ["a.txt"], folder: nil))
         let original = releaseManifest()
-        let outcome = try onlyA.adding(onlyA.sort(try onlyA.listedEntries(Array(list.utf8)), against: original), to: original)
+        let outcome = try onlyA.adding(
+            onlyA.sort(try onlyA.listedEntries(Array(list.utf8)), against: original), to: original)
         XCTAssertNil(outcome.manifest.bytes)
         XCTAssertEqual(outcome.files.map(\.destination), ["a.txt"])
         XCTAssertEqual(outcome.files.map(\.result), [.unchanged])
 
         let sized = releaseManifest(bSize: "\n    size: 3")
         let repinning = pinning(.checksumList(sums, matching: [], folder: nil), repinsChangedListEntries: true)
-        let refused = failure { _ = try repinning.sort(try repinning.listedEntries(Array(self.list.utf8)), against: sized) }
+        let refused = failure {
+            _ = try repinning.sort(try repinning.listedEntries(Array(self.list.utf8)), against: sized)
+        }
         guard case .listedEntriesPinSizes(let entries)? = refused else {
             return XCTFail("expected b.txt's size refused: \(String(describing: refused))")
         }
@@ -248,7 +284,8 @@ final class PinningTests: XCTestCase {
 
     /// a.bin pinned with a size, b.bin without one, c.bin unpinned; the server serves `hello` for a and b.
     private func pinnedManifest(_ server: LoopbackHTTPServer) -> [UInt8] {
-        Array("""
+        Array(
+            """
             version: 1
             root: out
             files:
@@ -273,20 +310,29 @@ final class PinningTests: XCTestCase {
 
         let targets = try pinning.targets(original)
         XCTAssertEqual(targets.indices, [0, 1], "c.bin has no checksum to update")
-        let repins = try pinning.repin(targets, options: SyncOptions(), keepingIn: nil, cancellation: nil, notices: { _ in })
+        let repins = try pinning.repin(
+            targets, options: SyncOptions(), keepingIn: nil, cancellation: nil, notices: { _ in })
         XCTAssertEqual(Set(server.requests.map(\.path)), ["/a.bin", "/b.bin"])
-        XCTAssertEqual(repins, [Pinning.Repin(index: 0, digest: try digest(helloHex), size: 6, tree: nil),
-                                Pinning.Repin(index: 1, digest: try digest(helloHex), size: 6, tree: nil)])
+        XCTAssertEqual(
+            repins,
+            [
+                Pinning.Repin(index: 0, digest: try digest(helloHex), size: 6, tree: nil),
+                Pinning.Repin(index: 1, digest: try digest(helloHex), size: 6, tree: nil),
+            ])
 
         let outcome = try pinning.updating(with: repins, of: targets)
         XCTAssertEqual(outcome.files.map(\.destination), ["b.bin", "a.bin"])
-        XCTAssertEqual(outcome.files.map(\.result), [.unchanged, .updated], "--update-all adds no size to an entry without one")
+        XCTAssertEqual(
+            outcome.files.map(\.result), [.unchanged, .updated], "--update-all adds no size to an entry without one")
         XCTAssertEqual(outcome.files[1].previous, PinnedFile.PreviousPin(digest: try digest(oldHex), tree: nil))
         XCTAssertEqual(outcome.files[1].line, 4)
         XCTAssertEqual(outcome.placing, ["a.bin", "b.bin"])
-        XCTAssertEqual(text(outcome.manifest.bytes), text(original)
-            .replacing("sha256: \(oldHex)   # keep this comment\n    size: 3\n",
-                                  with: "sha256: \(helloHex)   # keep this comment\n    size: 6\n"))
+        XCTAssertEqual(
+            text(outcome.manifest.bytes),
+            text(original)
+                .replacing(
+                    "sha256: \(oldHex)   # keep this comment\n    size: 3\n",
+                    with: "sha256: \(helloHex)   # keep this comment\n    size: 6\n"))
     }
 
     func testANamedUpdateAddsTheSizeItLacksAndUnknownNamesOrAFailedDownloadStopBeforeAnyEdit() throws {
@@ -304,10 +350,14 @@ final class PinningTests: XCTestCase {
         XCTAssertEqual(outcome.manifest.manifest?.files[1].size, 6)
 
         let unknown = failure { _ = try self.pinning(.entries(["b.bin", "nope.bin"])).targets(original) }
-        guard case .noSuchEntries(["nope.bin"])? = unknown else { return XCTFail("expected nope.bin unknown: \(String(describing: unknown))") }
+        guard case .noSuchEntries(["nope.bin"])? = unknown else {
+            return XCTFail("expected nope.bin unknown: \(String(describing: unknown))")
+        }
         XCTAssertEqual(unknown?.exitStatus, .usage)
 
-        guard case .noManifest? = failure({ _ = try named.targets(nil) }) else { return XCTFail("expected no manifest to update") }
+        guard case .noManifest? = failure({ _ = try named.targets(nil) }) else {
+            return XCTFail("expected no manifest to update")
+        }
 
         let onlyA = pinning(.entries(["a.bin"]))
         let unserved = try onlyA.targets(original)
@@ -317,7 +367,9 @@ final class PinningTests: XCTestCase {
         } catch {
             XCTAssertEqual(error.entry.index, 0)
             XCTAssertEqual(error.entry.destination, "a.bin")
-            guard case .transfer = error.failure else { return XCTFail("expected the transfer to fail: \(error.failure)") }
+            guard case .transfer = error.failure else {
+                return XCTFail("expected the transfer to fail: \(error.failure)")
+            }
         }
     }
 }

@@ -17,7 +17,8 @@ final class SettledRunTests: XCTestCase {
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory()
-        server = try LoopbackHTTPServer(files: Dictionary(uniqueKeysWithValues: bodies.indices.map { ("/f\($0)", bodies[$0]) }))
+        server = try LoopbackHTTPServer(
+            files: Dictionary(uniqueKeysWithValues: bodies.indices.map { ("/f\($0)", bodies[$0]) }))
         try writeManifest()
     }
 
@@ -49,11 +50,14 @@ final class SettledRunTests: XCTestCase {
         return result
     }
 
-    private func check(shard: Shard? = nil, prunes: Bool = false, adopts: Bool = false, rehash: Bool = false,
-                       version: String = HaulVersion.current) throws -> SettledRun.Verdict? {
-        SettledRun.check(try ManifestLoader.read(path: manifestPath), environment: [:], commandLineHeaders: [], shard: shard,
-                         prunes: prunes, adopts: adopts, rehash: rehash, access: .lookingOnly, listsPlan: false,
-                         freshnessDiffers: false, version: version)
+    private func check(
+        shard: Shard? = nil, prunes: Bool = false, adopts: Bool = false, rehash: Bool = false,
+        version: String = HaulVersion.current
+    ) throws -> SettledRun.Verdict? {
+        SettledRun.check(
+            try ManifestLoader.read(path: manifestPath), environment: [:], commandLineHeaders: [], shard: shard,
+            prunes: prunes, adopts: adopts, rehash: rehash, access: .lookingOnly, listsPlan: false,
+            freshnessDiffers: false, version: version)
     }
 
     /// Until the clock moves on, a file written just now is not older than a snapshot written just after it.
@@ -126,7 +130,8 @@ final class SettledRunTests: XCTestCase {
         try sync()
         XCTAssertNotNil(try check())
         XCTAssertEqual(rename(directory.path("out/d"), directory.path("outside")), 0)
-        try FileManager.default.createSymbolicLink(atPath: directory.path("out/d"), withDestinationPath: directory.path("outside"))
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.path("out/d"), withDestinationPath: directory.path("outside"))
         XCTAssertNil(try check(), "a parent leading outside root")
     }
 
@@ -145,7 +150,9 @@ final class SettledRunTests: XCTestCase {
         for shard in shards { XCTAssertNotNil(try check(shard: shard), "a shard's no-op keeps the others settled") }
 
         server.files?.set("/extra", Array("extra\n".utf8))
-        try writeManifest("  - {url: \(server.url("/extra")), dest: e/extra, sha256: \(StreamingHasher.digest(Array("extra\n".utf8), algorithm: .sha256).hex)}\n")
+        try writeManifest(
+            "  - {url: \(server.url("/extra")), dest: e/extra, sha256: \(StreamingHasher.digest(Array("extra\n".utf8), algorithm: .sha256).hex)}\n"
+        )
         let extraShard = try XCTUnwrap(shards.first { $0.contains(try XCTUnwrap(DestinationPath("e/extra"))) })
         XCTAssertEqual(try sync(shard: extraShard).counts.fetched, 1)
         try writeManifest()
@@ -155,8 +162,10 @@ final class SettledRunTests: XCTestCase {
     /// Only what counts alone can tell is settled: an unpinned entry its server gave no freshness (asked about on
     /// every run) or a manifest with warnings (said on every run) leave no snapshot.
     func testUnpinnedEntriesWithoutFreshnessAndWarningsLeaveNoSnapshot() throws {
-        for extra in ["  - {url: \(server.url("/f0")), dest: unpinned}\n",
-                      "  - {url: \(server.url("/f0")), dest: weak, checksum: \"md5:\(StreamingHasher.digest(bodies[0], algorithm: .md5).hex)\"}\n"] {
+        for extra in [
+            "  - {url: \(server.url("/f0")), dest: unpinned}\n",
+            "  - {url: \(server.url("/f0")), dest: weak, checksum: \"md5:\(StreamingHasher.digest(bodies[0], algorithm: .md5).hex)\"}\n",
+        ] {
             try? FileManager.default.removeItem(atPath: directory.path("out"))
             try writeManifest(extra)
             try sync()
@@ -181,12 +190,16 @@ final class SettledRunTests: XCTestCase {
             options.wallClock = { clock.withLock { $0 } }
             let sync = Sync(manifest: manifest, options: options)
             let observation = try sync.observe(.exclusive(wait: .no, holder: "SettledRunTests"))
-            XCTAssertEqual(sync.apply(sync.plan(observation), observed: observation, observer: nil).exitStatus, .success)
+            XCTAssertEqual(
+                sync.apply(sync.plan(observation), observed: observation, observer: nil).exitStatus, .success)
         }
-        func check(at now: Double, listsPlan: Bool = false, freshnessDiffers: Bool = false) throws -> SettledRun.Verdict? {
-            SettledRun.check(try ManifestLoader.read(path: manifestPath), environment: [:], commandLineHeaders: [], shard: nil,
-                             prunes: false, adopts: false, rehash: false, access: .lookingOnly, listsPlan: listsPlan,
-                             freshnessDiffers: freshnessDiffers, now: now)
+        func check(
+            at now: Double, listsPlan: Bool = false, freshnessDiffers: Bool = false
+        ) throws -> SettledRun.Verdict? {
+            SettledRun.check(
+                try ManifestLoader.read(path: manifestPath), environment: [:], commandLineHeaders: [], shard: nil,
+                prunes: false, adopts: false, rehash: false, access: .lookingOnly, listsPlan: listsPlan,
+                freshnessDiffers: freshnessDiffers, now: now)
         }
         try sync()
         XCTAssertNil(try check(at: start + 1), "fetched this run: its freshness is the next run's to judge")

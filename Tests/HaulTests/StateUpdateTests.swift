@@ -26,17 +26,20 @@ final class StateUpdateTests: XCTestCase {
             ("served.bin", nil),
         ]
         let files = try entries.enumerated().map { index, entry in
-            FileEntry(index: index, url: TemplatedString(literal: "http://127.0.0.1:1/\(entry.0)"), mirrors: [],
-                      destination: try XCTUnwrap(DestinationPath(entry.0)), checksum: entry.1, size: nil,
-                      mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: [],
-                      location: SourceLocation(line: index + 4, column: 5))
+            FileEntry(
+                index: index, url: TemplatedString(literal: "http://127.0.0.1:1/\(entry.0)"), mirrors: [],
+                destination: try XCTUnwrap(DestinationPath(entry.0)), checksum: entry.1, size: nil,
+                mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: [],
+                location: SourceLocation(line: index + 4, column: 5))
         }
-        return Manifest(sourcePath: directory.path + "/haul.yaml", version: 1, root: directory.path, prune: false,
-                        files: files, warnings: [])
+        return Manifest(
+            sourcePath: directory.path + "/haul.yaml", version: 1, root: directory.path, prune: false,
+            files: files, warnings: [])
     }
 
-    private let servedOrigin = Origin(manifestKey: "haul.yaml", sourceKey: "http://127.0.0.1:1/served.bin", etag: "\"v1\"",
-                                      checkedAt: 500_000, freshUntil: 500_060)
+    private let servedOrigin = Origin(
+        manifestKey: "haul.yaml", sourceKey: "http://127.0.0.1:1/served.bin", etag: "\"v1\"",
+        checkedAt: 500_000, freshUntil: 500_060)
 
     /// Both files on disk and recorded as they are, plus records of `extra` destinations (files gone since).
     private func recordedRoot(extra: [String] = []) throws -> (Sync, Observation) {
@@ -45,12 +48,14 @@ final class StateUpdateTests: XCTestCase {
         var records: [DestinationKey: StateRecord] = [:]
         for (name, origin) in [("pinned.bin", Origin(manifestKey: "haul.yaml")), ("served.bin", servedOrigin)] {
             let identity = try XCTUnwrap(FileIdentity.of(path: directory.path(name)))
-            records[DestinationKey(name)] = StateRecord(identity: identity, digest: digest(name == "pinned.bin" ? "pinned" : "served"),
-                                                        origin: origin)
+            records[DestinationKey(name)] = StateRecord(
+                identity: identity, digest: digest(name == "pinned.bin" ? "pinned" : "served"),
+                origin: origin)
         }
         for name in extra {
-            records[DestinationKey(name)] = StateRecord(identity: try XCTUnwrap(FileIdentity.of(path: directory.path("pinned.bin"))),
-                                                        digest: digest(name), origin: Origin(manifestKey: "haul.yaml"))
+            records[DestinationKey(name)] = StateRecord(
+                identity: try XCTUnwrap(FileIdentity.of(path: directory.path("pinned.bin"))),
+                digest: digest(name), origin: Origin(manifestKey: "haul.yaml"))
         }
         // Written after the files' clock tick, so that the records vouch for them.
         FileClock.waitForATick()
@@ -61,8 +66,10 @@ final class StateUpdateTests: XCTestCase {
         return (sync, try sync.observe(.lookingOnly))
     }
 
-    private func update(_ sync: Sync, _ observation: Observation, _ outcomes: [EntryOutcome],
-                        prunes: [(DestinationPath, PruneOutcome)] = [], now: FileTime = .now) -> Sync.StateUpdate {
+    private func update(
+        _ sync: Sync, _ observation: Observation, _ outcomes: [EntryOutcome],
+        prunes: [(DestinationPath, PruneOutcome)] = [], now: FileTime = .now
+    ) -> Sync.StateUpdate {
         var result = SyncResult(plan: sync.plan(observation), outcomes: outcomes, seconds: 0)
         result.prunes = prunes
         let authorship = Authorship(manifestKey: observation.manifestKey, key: nil, rewrites: .none, wallClock: clock)
@@ -124,7 +131,10 @@ final class StateUpdateTests: XCTestCase {
         let (sync, observation) = try recordedRoot(extra: ["old.bin", "stuck.bin", "mine.bin", "vanished.bin"])
         let prunes: [(DestinationPath, PruneOutcome)] = try [
             (XCTUnwrap(DestinationPath("old.bin")), .deleted),
-            (XCTUnwrap(DestinationPath("stuck.bin")), .failed(StoreError(operation: "remove", path: "stuck.bin", errno: EBUSY))),
+            (
+                XCTUnwrap(DestinationPath("stuck.bin")),
+                .failed(StoreError(operation: "remove", path: "stuck.bin", errno: EBUSY))
+            ),
             (XCTUnwrap(DestinationPath("mine.bin")), .kept("modified since haul wrote it")),
             (XCTUnwrap(DestinationPath("vanished.bin")), .forgotten),
         ]
@@ -140,14 +150,18 @@ final class StateUpdateTests: XCTestCase {
         try directory.write("served.bin", "served")
         var later = FileTime.now
         later.seconds += 3600
-        var times = [timespec(tv_sec: Int(later.seconds), tv_nsec: 0), timespec(tv_sec: Int(later.seconds), tv_nsec: 0)]
+        var times = [
+            timespec(tv_sec: Int(later.seconds), tv_nsec: 0), timespec(tv_sec: Int(later.seconds), tv_nsec: 0),
+        ]
         XCTAssertEqual(utimensat(AT_FDCWD, directory.path("pinned.bin"), &times, 0), 0)
         let identity = try XCTUnwrap(FileIdentity.of(path: directory.path("pinned.bin")))
         let servedIdentity = try XCTUnwrap(FileIdentity.of(path: directory.path("served.bin")))
         FileClock.waitForATick()
         try StateCache(records: [
-            DestinationKey("pinned.bin"): StateRecord(identity: identity, digest: digest("pinned"), origin: Origin(manifestKey: "haul.yaml")),
-            DestinationKey("served.bin"): StateRecord(identity: servedIdentity, digest: digest("served"), origin: servedOrigin),
+            DestinationKey("pinned.bin"): StateRecord(
+                identity: identity, digest: digest("pinned"), origin: Origin(manifestKey: "haul.yaml")),
+            DestinationKey("served.bin"): StateRecord(
+                identity: servedIdentity, digest: digest("served"), origin: servedOrigin),
         ]).save(in: PrivateArea.create(root: directory.path))
         var options = SyncOptions()
         options.wallClock = clock

@@ -11,24 +11,33 @@ import XCTest
 /// command line overrides; the sync proper and the head start build requests through it alone), who shares a
 /// download (`Sync.shareGroups`), and which fetches the content cache serves (`Sync.cacheHits`).
 final class SyncRulesTests: XCTestCase {
-    private let token = TemplatedString(template: "Bearer ${TOKEN}", expanded: "Bearer s3cret", environmentValues: ["s3cret"])
+    private let token = TemplatedString(
+        template: "Bearer ${TOKEN}", expanded: "Bearer s3cret", environmentValues: ["s3cret"])
 
     private func entry(headers: [HeaderField] = [], mirrorHeaders: [[HeaderField]] = []) -> FileEntry {
-        var entry = FileEntry(index: 4, url: TemplatedString(literal: "https://origin.example/a.bin"),
-                              mirrors: [TemplatedString(literal: "https://m1.example/a.bin"), TemplatedString(literal: "https://m2.example/a.bin")],
-                              destination: DestinationPath("a.bin")!, checksum: nil, size: 12, mode: FileMode(0o640),
-                              retries: 2, timeout: Seconds(30), headers: headers, location: SourceLocation(line: 1, column: 1))
+        var entry = FileEntry(
+            index: 4, url: TemplatedString(literal: "https://origin.example/a.bin"),
+            mirrors: [
+                TemplatedString(literal: "https://m1.example/a.bin"),
+                TemplatedString(literal: "https://m2.example/a.bin"),
+            ],
+            destination: DestinationPath("a.bin")!, checksum: nil, size: 12, mode: FileMode(0o640),
+            retries: 2, timeout: Seconds(30), headers: headers, location: SourceLocation(line: 1, column: 1))
         entry.mirrorHeaders = mirrorHeaders
         return entry
     }
 
     func testTheEntrysHeadersGoToItsURLAloneAndAMirrorGetsOnlyItsOwn() {
         let own = HeaderField(name: "X-Mirror", value: TemplatedString(literal: "two"))
-        let request = SyncOptions().request(for: entry(headers: [HeaderField(name: "Authorization", value: token)],
-                                                       mirrorHeaders: [[], [own]]),
-                                            id: 4, conditionalOn: nil)
+        let request = SyncOptions().request(
+            for: entry(
+                headers: [HeaderField(name: "Authorization", value: token)],
+                mirrorHeaders: [[], [own]]),
+            id: 4, conditionalOn: nil)
         XCTAssertEqual(request.id, 4)
-        XCTAssertEqual(request.sources.map(\.url), ["https://origin.example/a.bin", "https://m1.example/a.bin", "https://m2.example/a.bin"])
+        XCTAssertEqual(
+            request.sources.map(\.url),
+            ["https://origin.example/a.bin", "https://m1.example/a.bin", "https://m2.example/a.bin"])
         XCTAssertEqual(request.sources[0].headers, [HTTPHeader(name: "Authorization", value: "Bearer s3cret")])
         XCTAssertTrue(request.sources[0].secrets.contains("s3cret"), "a value from the environment is never shown")
         XCTAssertEqual(request.sources[1].headers, [])
@@ -58,10 +67,12 @@ final class SyncRulesTests: XCTestCase {
     }
 
     func testOnlyTheSourceThatDeliveredTheCopyIsAskedConditionally() {
-        let origin = Origin(manifestKey: "haul.yaml", sourceKey: TransferSource.key("https://m1.example/a.bin"), etag: "\"v1\"")
+        let origin = Origin(
+            manifestKey: "haul.yaml", sourceKey: TransferSource.key("https://m1.example/a.bin"), etag: "\"v1\"")
         let request = SyncOptions().request(for: entry(), id: 0, conditionalOn: origin)
         XCTAssertEqual(request.sources.map { $0.conditional?.etag }, [nil, "\"v1\"", nil])
-        XCTAssertEqual(SyncOptions().request(for: entry(), id: 0, conditionalOn: nil).sources.compactMap(\.conditional), [])
+        XCTAssertEqual(
+            SyncOptions().request(for: entry(), id: 0, conditionalOn: nil).sources.compactMap(\.conditional), [])
     }
 
     /// Who shares a download (`Sync.shareGroups`): entries whose first request would be the same (URL, headers, hash
@@ -69,17 +80,21 @@ final class SyncRulesTests: XCTestCase {
     func testEntriesShareARequestOnlyWhenItWouldBeTheSameOne() {
         let header = [HeaderField(name: "X-A", value: TemplatedString(literal: "1"))]
         func pinned(_ index: Int, _ url: String, headers: [HeaderField] = [], extract: Bool = false) -> FileEntry {
-            var file = FileEntry(index: index, url: TemplatedString(literal: url), mirrors: [],
-                                 destination: DestinationPath("f\(index)")!,
-                                 checksum: Checksum(digest: StreamingHasher.digest(Array(url.utf8), algorithm: .sha256), notation: .hexKey),
-                                 size: nil, mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: headers,
-                                 location: SourceLocation(line: index + 1, column: 1))
+            var file = FileEntry(
+                index: index, url: TemplatedString(literal: url), mirrors: [],
+                destination: DestinationPath("f\(index)")!,
+                checksum: Checksum(
+                    digest: StreamingHasher.digest(Array(url.utf8), algorithm: .sha256), notation: .hexKey),
+                size: nil, mode: FileMode(0o644), retries: 0, timeout: Seconds(30), headers: headers,
+                location: SourceLocation(line: index + 1, column: 1))
             if extract { file.extract = ExtractRule() }
             return file
         }
-        let files = [pinned(0, "https://h/a"), pinned(1, "https://h/a"), pinned(2, "https://h/a", headers: header),
-                     pinned(3, "https://h/a"), pinned(4, "https://h/a", extract: true), pinned(5, "https://h/b"),
-                     pinned(6, "https://h/a", headers: header), pinned(7, "https://h/a")]
+        let files = [
+            pinned(0, "https://h/a"), pinned(1, "https://h/a"), pinned(2, "https://h/a", headers: header),
+            pinned(3, "https://h/a"), pinned(4, "https://h/a", extract: true), pinned(5, "https://h/b"),
+            pinned(6, "https://h/a", headers: header), pinned(7, "https://h/a"),
+        ]
         var actions = [Action](repeating: .fetch(.missing), count: files.count)
         actions[3] = .revalidate
         let plan = Plan(files: files, actions: actions)
@@ -93,17 +108,26 @@ final class SyncRulesTests: XCTestCase {
     /// a revalidation, an unpinned entry and a weak digest are never asked about.
     func testTheCacheIsAskedOnlyAboutFetchesItCouldServe() {
         func file(_ index: Int, _ checksum: Checksum?) -> FileEntry {
-            FileEntry(index: index, url: TemplatedString(literal: "https://h/\(index)"), mirrors: [],
-                      destination: DestinationPath("f\(index)")!, checksum: checksum, size: nil, mode: FileMode(0o644),
-                      retries: 0, timeout: Seconds(30), headers: [], location: SourceLocation(line: index + 1, column: 1))
+            FileEntry(
+                index: index, url: TemplatedString(literal: "https://h/\(index)"), mirrors: [],
+                destination: DestinationPath("f\(index)")!, checksum: checksum, size: nil, mode: FileMode(0o644),
+                retries: 0, timeout: Seconds(30), headers: [], location: SourceLocation(line: index + 1, column: 1))
         }
         let digests = (0..<6).map { StreamingHasher.digest([UInt8(truncatingIfNeeded: $0)], algorithm: .sha256) }
         let weak = Digest(algorithm: .md5, bytes: [UInt8](repeating: 1, count: 16))
-        let files = [file(0, Checksum(digest: digests[0], notation: .hexKey)), file(1, Checksum(digest: digests[1], notation: .hexKey)),
-                     file(2, nil), file(3, Checksum(digest: digests[3], notation: .hexKey)),
-                     file(4, Checksum(digest: weak, notation: .prefixedHex)), file(5, Checksum(digest: digests[5], notation: .hexKey))]
-        let plan = Plan(files: files, actions: [.fetch(.missing), .keep, .fetch(.missing), .revalidate, .fetch(.missing),
-                                                .fetch(.sizeMismatch(local: 1, expected: 2))])
+        let files = [
+            file(0, Checksum(digest: digests[0], notation: .hexKey)),
+            file(1, Checksum(digest: digests[1], notation: .hexKey)),
+            file(2, nil), file(3, Checksum(digest: digests[3], notation: .hexKey)),
+            file(4, Checksum(digest: weak, notation: .prefixedHex)),
+            file(5, Checksum(digest: digests[5], notation: .hexKey)),
+        ]
+        let plan = Plan(
+            files: files,
+            actions: [
+                .fetch(.missing), .keep, .fetch(.missing), .revalidate, .fetch(.missing),
+                .fetch(.sizeMismatch(local: 1, expected: 2)),
+            ])
         var asked: [[Digest]] = []
         let hits = Sync.cacheHits(plan) { asking in
             asked.append(asking)
