@@ -23,9 +23,11 @@ enum FailureWording {
         case .sizeMismatch(let expected, let actual, let encoding):
             "size mismatch: expected \(expected) bytes, got \(actual)" + servedWith(encoding)
         case .tooLarge(let limit): "more than the expected \(limit) bytes"
-        case .redirectRefused(let why): "redirect refused: \(why)"
-        case .resumeRejected(let why): "resume refused: \(why)"
-        case .protocolViolation(let what): "protocol error: \(what)"
+        case .redirectRefused(let why): "redirect refused: \(words(why))"
+        case .resumeRejected(let offset, let range):
+            "resume refused: asked for the bytes from \(offset), the server answered with "
+                + (range.map { "Content-Range: \($0)" } ?? "no Content-Range")
+        case .protocolViolation(let what): "protocol error: \(words(what))"
         case .proxyAuthenticationRequired(let variable, let proxy):
             if let variable, let proxy {
                 // Credentials in the proxy's URL show as `***@`: a 407 to them is a refusal, not a request for some.
@@ -41,7 +43,7 @@ enum FailureWording {
                 "HTTP 407: a proxy wants credentials; give them in the proxy variable as curl reads it: "
                     + "https_proxy=http://user:pass@host:port (http_proxy for http URLs)"
             }
-        case .proxyFailed(let variable, let proxy, let what, _): "the proxy \(proxy) (from \(variable)) \(what)"
+        case .proxyFailed(let variable, let proxy, let how, _): "the proxy \(proxy) (from \(variable)) \(words(how))"
         case .clientCertificateRefused(let given):
             given
                 ? "the server refused the client certificate it was given (--cert, or the manifest's cert:)"
@@ -49,6 +51,40 @@ enum FailureWording {
         case .local(let operation, let path, let code): "cannot \(words(operation)) \(path): \(Errno(code).description)"
         case .interrupted: "interrupted"
         case .timeLimitReached(let limit): "stopped: the run's time limit (\(limit)) was reached"
+        }
+    }
+
+    static func words(_ refusal: RedirectRefusal) -> String {
+        switch refusal {
+        case .tooMany(let limit): "more than \(limit) redirects"
+        case .unparsableTarget: "unparsable redirect target"
+        case .unsupportedScheme(let scheme): "redirect to unsupported scheme \"\(scheme)\""
+        case .downgrade: "redirect from https to http"
+        case .noHost: "redirect target has no host"
+        case .loop: "redirect loop"
+        }
+    }
+
+    static func words(_ violation: ProtocolViolation) -> String {
+        switch violation {
+        case .headersTooLarge(let kibibytes): "response headers over \(kibibytes) KiB"
+        case .statusOutOfRange(let status): "status \(status) is outside 100-599"
+        case .conflictingContentLength(let first, let second):
+            "conflicting Content-Length values: \(first) and \(second)"
+        case .malformedContentLength(let field): "malformed Content-Length: \(field)"
+        case .contentLengthTooLarge(let text): "Content-Length above 2^63-1: \(text)"
+        case .unaskedPartialContent: "partial content (206) that haul did not ask for"
+        case .headerLineTooLong: "a response header line over 100 KiB"
+        case .unreadableAnswer(let message): message
+        }
+    }
+
+    /// Follows the proxy's name: "the proxy … (from …) could not be resolved".
+    static func words(_ trouble: ProxyTrouble) -> String {
+        switch trouble {
+        case .refusedTunnel(let status): "answered \(status) to CONNECT"
+        case .unresolved: "could not be resolved"
+        case .unreachable: "could not be reached (refused, or no route to it)"
         }
     }
 

@@ -6,7 +6,7 @@ struct RedirectPolicy {
     enum Decision: Equatable {
         /// Follow; `sendHeaders` says whether the source's headers may go to the new URL (same origin only).
         case follow(url: String, sendHeaders: Bool)
-        case refuse(String)
+        case refuse(RedirectRefusal)
     }
 
     /// - Parameters:
@@ -15,16 +15,16 @@ struct RedirectPolicy {
     ///   - source: the URL the source's headers were written for
     ///   - visited: URLs already requested in this attempt (a repeat is a loop)
     func decide(current: String, target: String, source: String, visited: Set<String>) -> Decision {
-        guard visited.count <= maxRedirects else { return .refuse("more than \(maxRedirects) redirects") }
+        guard visited.count <= maxRedirects else { return .refuse(.tooMany(limit: maxRedirects)) }
         guard let from = URLOrigin(current), let to = URLOrigin(target) else {
-            return .refuse("unparsable redirect target")
+            return .refuse(.unparsableTarget)
         }
         guard to.scheme == "http" || to.scheme == "https" else {
-            return .refuse("redirect to unsupported scheme \"\(to.scheme)\"")
+            return .refuse(.unsupportedScheme(ServerText.quoted(to.scheme)))
         }
-        if from.scheme == "https" && to.scheme == "http" { return .refuse("redirect from https to http") }
-        guard !to.host.isEmpty else { return .refuse("redirect target has no host") }
-        if visited.contains(target) { return .refuse("redirect loop") }
+        if from.scheme == "https" && to.scheme == "http" { return .refuse(.downgrade) }
+        guard !to.host.isEmpty else { return .refuse(.noHost) }
+        if visited.contains(target) { return .refuse(.loop) }
         return .follow(url: target, sendHeaders: URLOrigin(source) == to)
     }
 }

@@ -28,7 +28,7 @@ struct ResponseHeaders {
         case absent
         case value(Int64)
         /// Malformed, out of range, or several values that disagree: the body's end cannot be known.
-        case invalid(String)
+        case invalid(ProtocolViolation)
     }
 
     /// The body length the response announced, when it announced a believable one.
@@ -100,7 +100,7 @@ struct ResponseHeaders {
         switch length {
         case .invalid: return
         case .value(let earlier) where earlier != value:
-            length = .invalid("conflicting Content-Length values: \(earlier) and \(value)")
+            length = .invalid(.conflictingContentLength(earlier, value))
         default:
             length = .value(value)
         }
@@ -113,11 +113,11 @@ struct ResponseHeaders {
             if case .invalid = length { return }
             let text = String(element).trimmingWhitespace
             guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-                length = .invalid("malformed Content-Length: \(ServerText.quoted(field))")
+                length = .invalid(.malformedContentLength(ServerText.quoted(field)))
                 return
             }
             guard let value = Int64(text) else {
-                length = .invalid("Content-Length above 2^63-1: \(ServerText.quoted(text))")
+                length = .invalid(.contentLengthTooLarge(ServerText.quoted(text)))
                 return
             }
             addContentLength(value)
@@ -167,10 +167,10 @@ extension ResponseHeaders {
     /// line, the rest when the block ends (the blank line). Interim (1xx) answers are followed by the real one.
     func refusal(afterLineOf lineLength: Int, resumeOffset: Int64, bodyLimit: Int64) -> FailureReason? {
         if headerBytes > Self.maxHeaderBytes {
-            return .protocolViolation("response headers over \(Self.maxHeaderBytes >> 10) KiB")
+            return .protocolViolation(.headersTooLarge(kibibytes: Self.maxHeaderBytes >> 10))
         }
         guard lineLength <= 2, !(100..<200).contains(status) else { return nil }
-        guard (200...599).contains(status) else { return .protocolViolation("status \(status) is outside 100-599") }
+        guard (200...599).contains(status) else { return .protocolViolation(.statusOutOfRange(status)) }
         guard (200..<300).contains(status) else { return nil }
         // RFC 9112 6.3: a Content-Length that is malformed, or several that disagree, make the framing unknowable.
         switch length {
@@ -191,12 +191,11 @@ extension ResponseHeaders {
         var start: Int64 = 0
         if let resumeOffset, status == 206 {
             guard let begins = contentRange.flatMap(contentRangeStart), begins == resumeOffset else {
-                let range = contentRange.map { "Content-Range: \(ServerText.quoted($0))" } ?? "no Content-Range"
-                throw .resumeRejected("asked for the bytes from \(resumeOffset), the server answered with \(range)")
+                throw .resumeRejected(askedFrom: resumeOffset, contentRange: contentRange.map { ServerText.quoted($0) })
             }
             start = resumeOffset
         } else if status == 206 {
-            throw .protocolViolation("partial content (206) that haul did not ask for")
+            throw .protocolViolation(.unaskedPartialContent)
         }
         if let length = contentLength, start.addingReportingOverflow(length).overflow || start + length > bodyLimit {
             throw .tooLarge(limit: bodyLimit)

@@ -527,10 +527,10 @@ package final class TransferEngine: Sendable {
             switch result {
             case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
                 // Invalid Content-Length, a status line libcurl cannot read, an unsupported status code.
-                return .protocolViolation(ServerText.quoted(message, limit: 200))
+                return .protocolViolation(.unreadableAnswer(ServerText.quoted(message, limit: 200)))
             case CURLE_OUT_OF_MEMORY where transfer.state.headers.headerBytes > 0 && transfer.bytesWritten == 0:
                 // libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
-                return .protocolViolation("a response header line over 100 KiB")
+                return .protocolViolation(.headerLineTooLong)
             case CURLE_OPERATION_TIMEDOUT:
                 // The only timeout libcurl is given is the connect timeout: `--connect-timeout`, else the stall window
                 // (see `attach`). Stalls and the speed floor are judged by the transfer-info callback, which ends
@@ -549,16 +549,16 @@ package final class TransferEngine: Sendable {
             _ settings: ConnectionSettings
         ) -> FailureReason? {
             guard let proxy = ProxySettings.proxy(for: url, settings: settings) else { return nil }
-            let failed = { (what: String, transient: Bool) in
+            let failed = { (how: ProxyTrouble, transient: Bool) in
                 FailureReason.proxyFailed(
-                    variable: proxy.variable, proxy: proxy.redactedURL, what: what, transient: transient)
+                    variable: proxy.variable, proxy: proxy.redactedURL, how: how, transient: transient)
             }
             if connectCode >= 300 {
-                return failed("answered \(connectCode) to CONNECT", connectCode >= 500 || connectCode == 429)
+                return failed(.refusedTunnel(status: connectCode), connectCode >= 500 || connectCode == 429)
             }
             switch result {
-            case CURLE_COULDNT_RESOLVE_PROXY: return failed("could not be resolved", true)
-            case CURLE_COULDNT_CONNECT: return failed("could not be reached (refused, or no route to it)", true)
+            case CURLE_COULDNT_RESOLVE_PROXY: return failed(.unresolved, true)
+            case CURLE_COULDNT_CONNECT: return failed(.unreachable, true)
             default: return nil
             }
         }

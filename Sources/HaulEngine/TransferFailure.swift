@@ -13,20 +13,22 @@ package enum FailureReason: Error, Sendable, Equatable {
     /// More bytes than the pinned size arrived; the transfer was cut.
     case tooLarge(limit: Int64)
     /// A redirect haul refuses to follow (scheme, downgrade, loop, too many hops).
-    case redirectRefused(String)
+    case redirectRefused(RedirectRefusal)
     /// The server's answer to a resume cannot be spliced onto the bytes we have.
-    case resumeRejected(String)
+    /// `askedFrom`: the offset the resume asked for; `contentRange`: the server's answer (quoted safely), nil when it
+    /// sent none.
+    case resumeRejected(askedFrom: Int64, contentRange: String?)
     /// The answer breaks HTTP's rules (conflicting or malformed `Content-Length`, a status outside 100-599, a
     /// header block too large, a 206 nobody asked for): nothing it says can be believed, so that URL is not
     /// retried.
-    case protocolViolation(String)
+    case protocolViolation(ProtocolViolation)
     /// A proxy answered 407: it wants credentials. `variable` is the environment variable the proxy came from
     /// and `proxy` its URL with any userinfo shown as `***` (nil when haul cannot tell which proxy answered).
     case proxyAuthenticationRequired(variable: String?, proxy: String?)
     /// The proxy (`proxy`, shown redacted, set by `variable`: `--proxy` or an environment variable) failed the
     /// request before any origin was reached: `what` says how ("refused the connection", "answered 403 to
     /// CONNECT"). `transient`: whether asking again may help (a 502, a proxy restarting), not for a 403.
-    case proxyFailed(variable: String, proxy: String, what: String, transient: Bool)
+    case proxyFailed(variable: String, proxy: String, how: ProxyTrouble, transient: Bool)
     /// The server ended the TLS handshake for want of a client certificate (`given`: false), or refused the one
     /// `--cert` gave (`given`: true): asking again with the same settings cannot help.
     case clientCertificateRefused(given: Bool)
@@ -90,6 +92,42 @@ package enum FailureReason: Error, Sendable, Equatable {
         .sslCipher, .peerFailedVerification, .useSSLFailed, .sslEngineInitFailed, .sslCACertificateBadFile,
         .sslShutdownFailed, .sslCRLBadFile, .sslIssuerError, .sslPinnedPublicKeyMismatch, .sslInvalidCertificateStatus,
     ]
+}
+
+/// Why a redirect was not followed.
+package enum RedirectRefusal: Sendable, Equatable {
+    case tooMany(limit: Int)
+    case unparsableTarget
+    /// To a scheme other than http and https (shown safely).
+    case unsupportedScheme(String)
+    /// From https to http.
+    case downgrade
+    case noHost
+    case loop
+}
+
+/// How an answer broke HTTP's rules. Server text in it is already made safe (`ServerText.quoted`).
+package enum ProtocolViolation: Sendable, Equatable {
+    case headersTooLarge(kibibytes: Int)
+    /// A status line libcurl read, outside 100-599.
+    case statusOutOfRange(Int)
+    case conflictingContentLength(Int64, Int64)
+    case malformedContentLength(String)
+    case contentLengthTooLarge(String)
+    /// A 206 to a request without `Range`.
+    case unaskedPartialContent
+    /// libcurl 7.88 reports a header line over its 100 KiB limit as out of memory.
+    case headerLineTooLong
+    /// What libcurl found malformed (an invalid Content-Length, a status line it cannot read), in its words.
+    case unreadableAnswer(String)
+}
+
+/// How a proxy failed a request before any origin was reached.
+package enum ProxyTrouble: Sendable, Equatable {
+    /// It answered a tunnel's CONNECT with this status.
+    case refusedTunnel(status: Int)
+    case unresolved
+    case unreachable
 }
 
 /// What the engine was doing on the local side when a transfer failed there.

@@ -43,7 +43,7 @@ final class BoundaryTests: XCTestCase {
         guard case .failure(let failure) = recorder.results[0] else {
             return XCTFail("\(String(describing: recorder.results[0]))")
         }
-        XCTAssertEqual(failure.attempts.map(\.reason), [.redirectRefused("more than 10 redirects")])
+        XCTAssertEqual(failure.attempts.map(\.reason), [.redirectRefused(.tooMany(limit: 10))])
         XCTAssertEqual(server.requests.map(\.path), (0...10).map { "/\($0)" })
     }
 

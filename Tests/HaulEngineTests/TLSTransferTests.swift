@@ -160,7 +160,7 @@ final class TLSTransferTests: XCTestCase {
         guard case .failure(let failure) = recorder.results[0] else {
             return XCTFail("a downgrade must fail: \(String(describing: recorder.results[0]))")
         }
-        XCTAssertEqual(failure.attempts.map(\.reason), [.redirectRefused("redirect from https to http")])
+        XCTAssertEqual(failure.attempts.map(\.reason), [.redirectRefused(.downgrade)])
         let log = fixture.server.accessLog(atLeast: 1)
         XCTAssertEqual(log.map(\.uri), ["/down"])
         XCTAssertEqual(log.first?.status, 302)

@@ -241,8 +241,8 @@ final class TransferEngineTests: XCTestCase {
         guard case .failure(let loop) = recorder.results[0], case .failure(let file) = recorder.results[1] else {
             return XCTFail("both must fail")
         }
-        XCTAssertEqual(loop.attempts.map(\.reason), [.redirectRefused("redirect loop")])
-        XCTAssertEqual(file.attempts.map(\.reason), [.redirectRefused("redirect to unsupported scheme \"file\"")])
+        XCTAssertEqual(loop.attempts.map(\.reason), [.redirectRefused(.loop)])
+        XCTAssertEqual(file.attempts.map(\.reason), [.redirectRefused(.unsupportedScheme("file"))])
     }
 
     func testConnectionRefusedIsAClientSideError() throws {
