@@ -66,7 +66,7 @@ final class CacheSession: Sendable {
             {
                 return CacheSession(cache: cache, observer: observer, copiers: descriptors.cacheCopiers)
             }
-            observer?.warning("the cache cannot be used (\(error)); syncing without it")
+            observer?.warning(.cacheUnavailable(error))
             return nil
         }
     }
@@ -134,19 +134,16 @@ final class CacheSession: Sendable {
             case .missing:
                 return false
             case .corrupt(let why):
-                observer?.warning("\(why); \(plan.files[index].destination) is downloaded")
+                observer?.warning(.cacheEntryCorrupt(why: why, destination: plan.files[index].destination))
                 return false
             case .tooLarge(let path, let limit):
                 observer?.warning(
-                    "the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); "
-                        + "\(plan.files[index].destination) is downloaded")
+                    .cacheEntryTooLarge(path: path, limit: limit, destination: plan.files[index].destination))
                 return false
             case .unusable(let error):
                 // Said once: a cache that cannot be read fails every entry the same way.
                 if !unusable.exchange(true, ordering: .relaxed) {
-                    observer?.warning(
-                        "the cache could not serve \(plan.files[index].destination) (\(error)); "
-                            + "such entries are downloaded")
+                    observer?.warning(.cacheUnreadable(error, destination: plan.files[index].destination))
                 }
                 return false
             }
@@ -192,7 +189,7 @@ final class CacheSession: Sendable {
                 return true
             }
             if !insertionStopped.exchange(true, ordering: .relaxed) {
-                observer?.warning("files are not added to the cache \(cache.path) in this run (\(failure))")
+                observer?.warning(.cacheInsertionStopped(cachePath: cache.path, failure))
             }
             return false
         }

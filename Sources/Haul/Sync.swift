@@ -83,14 +83,35 @@ package protocol SyncObserver: AnyObject, Sendable {
     func entry(_ entry: FileEntry, finished outcome: EntryOutcome)
     func pruned(_ destination: DestinationPath, outcome: PruneOutcome)
     /// A problem that does not fail the run (the state could not be saved, say).
-    func warning(_ text: String)
+    func warning(_ warning: SyncWarning)
+}
+
+/// What a sync says without failing: the run goes on. Values, worded by the CLI.
+package enum SyncWarning: Sendable {
+    /// The content cache cannot be opened at all: the sync goes without it.
+    case cacheUnavailable(ContentCache.OpenFailure)
+    /// A cache entry is not the content its name says (`why`, the cache's finding): the destination is downloaded.
+    case cacheEntryCorrupt(why: String, destination: DestinationPath)
+    /// A cache entry over the size limit is not used: the destination is downloaded.
+    case cacheEntryTooLarge(path: String, limit: Int64, destination: DestinationPath)
+    /// The cache cannot be read (said once, for the first entry it failed): such entries are downloaded.
+    case cacheUnreadable(StoreError, destination: DestinationPath)
+    /// Files can no longer be added to the cache at `cachePath` in this run (said once).
+    case cacheInsertionStopped(cachePath: String, StoreError)
+    /// Files the state says `manifest` wrote, without haul's proof: not pruned (`Plan.unproven`).
+    case unproven(manifest: String, files: Int)
+    /// The root's key cannot be used: what this sync wrote is not pruned until `--adopt manifestKey` vouches for it.
+    case ownerKeyUnusable(StoreError, manifestKey: String)
+    /// The state is saved, but not yet durable: its journal is kept for the next sync to retire.
+    case stateNotDurable(StoreError)
+    /// The state could not be saved: the next sync hashes the files again.
+    case stateNotSaved(StoreError)
 }
 
 extension SyncObserver {
     package var wantsProgress: Bool { false }
     package func entry(_ entry: FileEntry, started source: String) {}
     package func entry(_ entry: FileEntry, progress: TransferProgress) {}
-    package func warning(_ text: String) {}
 }
 
 /// `haul sync` as one straight pipeline, each step a value the next one takes: the manifest (`ManifestLoader`) →
@@ -209,7 +230,9 @@ package struct Sync: Sendable {
     )
         -> [(DestinationPath, PruneOutcome)]
     {
-        for unproven in plan.unproven { observer?.warning(Self.unprovenNote(unproven)) }
+        for unproven in plan.unproven {
+            observer?.warning(.unproven(manifest: unproven.manifest, files: unproven.files))
+        }
         let pruner = Pruner(root: manifest.root)
         return zip(plan.prunes, observation.pruneIdentities).map { planned, identity in
             let outcome: PruneOutcome =
@@ -238,9 +261,7 @@ package struct Sync: Sendable {
             wallClock: options.wallClock)
         let update = Self.stateUpdate(observation, result, authorship: authorship, now: FileTime.now)
         if result.counts.fetched + result.counts.cached > 0, let failure = observation.ownerKeyFailure {
-            observer?.warning(
-                "the root's key is not usable (\(failure)); the files this sync wrote are not pruned "
-                    + "until --adopt \(observation.manifestKey) vouches for them")
+            observer?.warning(.ownerKeyUnusable(failure, manifestKey: observation.manifestKey))
         }
         // A journal left by an earlier run is retired by a save, even one with nothing new to record.
         guard !update.changes.records.isEmpty || update.settles || observation.cache.hasJournal,
@@ -248,14 +269,12 @@ package struct Sync: Sendable {
         else { return }
         do {
             if case .notDurable(let error) = try observation.saveState(update.changes, in: area) {
-                observer?.warning(
-                    "the state is saved but not yet durable (\(error)); the journal is kept, and the next "
-                        + "sync retires it")
+                observer?.warning(.stateNotDurable(error))
             }
         } catch {
             // The files are in place all the same; the next run re-hashes what it cannot find recorded.
             if !update.changes.records.isEmpty {
-                observer?.warning("the state could not be saved (\(error)); the next sync hashes the files again")
+                observer?.warning(.stateNotSaved(error))
             }
         }
     }
@@ -369,13 +388,6 @@ package struct Sync: Sendable {
         default:
             return []
         }
-    }
-
-    /// Why files a manifest is said to have written are not pruned: their records carry no proof that haul wrote
-    /// them (`Plan.unproven`). One sentence for the plan's line and the sync's warning.
-    package static func unprovenNote(_ unproven: (manifest: String, files: Int)) -> String {
-        "\(unproven.files == 1 ? "1 file" : "\(unproven.files) files") recorded as written by \(unproven.manifest) without "
-            + "haul's proof (a state an older haul wrote, or one edited): not pruned (--adopt \(unproven.manifest) vouches for them)"
     }
 
     /// Records this manifest owns under another name (an older haul's, or a manifest `--adopt` names), recorded

@@ -8,6 +8,35 @@ import HaulStore
 /// Text for people: the plan, per-entry failures, `verify` and the summary. Pure functions of results, so the
 /// exact wording is tested from values (`HumanReportTests`).
 package enum HumanReport {
+    /// A sync's warning, without the `warning: ` its reporter puts before it.
+    package static func sentence(_ warning: SyncWarning) -> String {
+        switch warning {
+        case .cacheUnavailable(let failure): "the cache cannot be used (\(failure)); syncing without it"
+        case .cacheEntryCorrupt(let why, let destination): "\(why); \(destination) is downloaded"
+        case .cacheEntryTooLarge(let path, let limit, let destination):
+            "the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); \(destination) is downloaded"
+        case .cacheUnreadable(let error, let destination):
+            "the cache could not serve \(destination) (\(error)); such entries are downloaded"
+        case .cacheInsertionStopped(let path, let error):
+            "files are not added to the cache \(path) in this run (\(error))"
+        case .unproven(let manifest, let files): unprovenNote((manifest, files))
+        case .ownerKeyUnusable(let error, let manifestKey):
+            "the root's key is not usable (\(error)); the files this sync wrote are not pruned until --adopt "
+                + "\(manifestKey) vouches for them"
+        case .stateNotDurable(let error):
+            "the state is saved but not yet durable (\(error)); the journal is kept, and the next sync retires it"
+        case .stateNotSaved(let error): "the state could not be saved (\(error)); the next sync hashes the files again"
+        }
+    }
+
+    /// Why files a manifest is said to have written are not pruned: their records carry no proof that haul wrote
+    /// them (`Plan.unproven`). One sentence for the plan's line and the sync's warning.
+    static func unprovenNote(_ unproven: (manifest: String, files: Int)) -> String {
+        "\(unproven.files == 1 ? "1 file" : "\(unproven.files) files") recorded as written by \(unproven.manifest) "
+            + "without haul's proof (a state an older haul wrote, or one edited): not pruned (--adopt "
+            + "\(unproven.manifest) vouches for them)"
+    }
+
     /// One line per change, then a summary line. Kept files are counted, not listed.
     /// `sources`: lines shown under each entry to fetch (`plan --verbose`: where its URLs were rewritten to).
     /// `members`: under a tree unpacked again, a line per member found changed (`plan --verbose`).
@@ -22,7 +51,7 @@ package enum HumanReport {
     /// The same lines, handed to `emit` one at a time: a plan of a million changes is written as it is worded,
     /// not first held as a million strings and then as one text.
     /// `unproven`: whether the records without proof get their line; a sync says them as a warning instead
-    /// (`Sync.unprovenNote`), with or without changes.
+    /// (`unprovenNote`), with or without changes.
     package static func planLines(
         _ plan: Plan, sources: ((FileEntry) -> [String])? = nil, members: Bool = false,
         unproven: Bool = true, emit: (String) -> Void
@@ -59,7 +88,7 @@ package enum HumanReport {
                 "! \(count(orphan.files, "file")) written by \(orphan.manifest), which is gone: not pruned "
                     + "(--adopt \(orphan.manifest) makes this manifest their owner)")
         }
-        for record in plan.unproven where unproven { emit("! " + Sync.unprovenNote(record)) }
+        for record in plan.unproven where unproven { emit("! " + unprovenNote(record)) }
         for prune in plan.prunes {
             switch prune.action {
             case .delete: emit("- \(prune.destination) (no longer in the manifest)")

@@ -15,6 +15,11 @@ protocol RunReporter: SyncObserver {
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?)
 }
 
+extension RunReporter {
+    /// The sync's warnings, in the words every reporter shows.
+    func warning(_ warning: SyncWarning) { self.warning(HumanReport.sentence(warning)) }
+}
+
 /// `--progress`: what a person or a log sees while files arrive.
 enum ProgressStyle: String, ExpressibleByArgument, CaseIterable, Sendable {
     /// `bar` on a terminal, `plain` elsewhere (a pipe, a CI log, `TERM=dumb`).

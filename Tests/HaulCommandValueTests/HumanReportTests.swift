@@ -4,6 +4,7 @@ import HaulDigest
 import HaulEngine
 import HaulManifest
 import HaulPlanner
+import HaulStore
 import XCTest
 
 /// The text people read, from values: the plan, failures and their hints, in the notation the manifest used.
@@ -118,5 +119,22 @@ final class HumanReportTests: XCTestCase {
         XCTAssertEqual(
             HumanReport.failureLines(entry: entry("x"), failure: .transfer(one)),
             ["error: x: https://a.example/x: HTTP 404"])
+    }
+
+    /// The sync hands its warnings over as values; the reporter says them.
+    func testTheSyncsWarningsAreSaidWithWhatCausedThem() throws {
+        let readOnly = StoreError(operation: "write", path: ".haul/state", errno: EROFS)
+        XCTAssertEqual(
+            HumanReport.sentence(.stateNotSaved(readOnly)),
+            "the state could not be saved (cannot write \".haul/state\": Read-only file system); the next sync hashes "
+                + "the files again")
+        XCTAssertEqual(
+            HumanReport.sentence(.unproven(manifest: "old.yaml", files: 1)),
+            "1 file recorded as written by old.yaml without haul's proof (a state an older haul wrote, or one edited): "
+                + "not pruned (--adopt old.yaml vouches for them)")
+        XCTAssertEqual(
+            HumanReport.sentence(
+                .cacheEntryTooLarge(path: "/c/ab/cd", limit: 10, destination: try XCTUnwrap(DestinationPath("a.bin")))),
+            "the cache entry /c/ab/cd is not used: \(SizeLimit.exceeded(10, pinned: false)); a.bin is downloaded")
     }
 }
