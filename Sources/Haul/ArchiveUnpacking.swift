@@ -85,7 +85,11 @@ final class ArchiveUnpacking: BodyReading {
                 return .failure(UnpackFailure(archive: archive, member: nil, rule: .writeFailed(failure)))
             }
         }
-        return pass.take()
+        let taken = pass.take()
+        // A tree not taken goes now, not when the pass is released: the reader thread that held it may let go only
+        // after the run has ended, and its folder would be left for the next run to sweep.
+        if case .success? = taken {} else { pass.removeFolder() }
+        return taken
     }
 }
 
