@@ -85,11 +85,7 @@ final class ArchiveUnpacking: BodyReading {
                 return .failure(UnpackFailure(archive: archive, member: nil, rule: .writeFailed(failure)))
             }
         }
-        let taken = pass.take()
-        // A tree not taken goes now, not when the pass is released: the reader thread that held it may let go only
-        // after the run has ended, and its folder would be left for the next run to sweep.
-        if case .success? = taken {} else { pass.removeFolder() }
-        return taken
+        return pass.take()
     }
 }
 
@@ -171,8 +167,18 @@ final class UnpackPass: BodyReader {
         state.withLock { $0.outcome = result }
     }
 
-    /// The tree, once; a failure is said and the folder goes with the pass.
+    /// The tree, once. Anything else is said, and the folder goes now, not when the pass is released: the reader
+    /// thread that held it may let go only after the run has ended, leaving the folder for the next run to sweep.
     func take() -> Result<StagedUnpack, UnpackFailure>? {
+        let taken = takeOutcome()
+        guard case .success? = taken else {
+            removeFolder()
+            return taken
+        }
+        return taken
+    }
+
+    private func takeOutcome() -> Result<StagedUnpack, UnpackFailure>? {
         state.withLock { state in
             switch state.outcome {
             case nil: return nil

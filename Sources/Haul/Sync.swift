@@ -260,8 +260,12 @@ package struct Sync: Sendable {
             manifestKey: observation.manifestKey, key: observation.ownerKey, rewrites: options.rewrites,
             wallClock: options.wallClock)
         let update = Self.stateUpdate(observation, result, authorship: authorship, now: FileTime.now)
-        if result.counts.fetched + result.counts.cached > 0, let failure = observation.ownerKeyFailure {
-            observer?.warning(.ownerKeyUnusable(failure, manifestKey: observation.manifestKey))
+        // Counting walks every outcome: only when the key failed.
+        if let failure = observation.ownerKeyFailure {
+            let counts = result.counts
+            if counts.fetched + counts.cached > 0 {
+                observer?.warning(.ownerKeyUnusable(failure, manifestKey: observation.manifestKey))
+            }
         }
         // A journal left by an earlier run is retired by a save, even one with nothing new to record.
         guard !update.changes.records.isEmpty || update.settles || observation.cache.hasJournal,
@@ -299,9 +303,8 @@ package struct Sync: Sendable {
     ) -> StateUpdate {
         var update = StateUpdate()
         let cache = observation.cache
-        let counts = result.counts
-        let fetched = counts.fetched + counts.cached
-        if fetched > 0 { update.changes.records.reserveCapacity(fetched) }
+        // One record per file put in place: the count of those is known without walking the outcomes.
+        update.changes.records.reserveCapacity(result.committedRecords.count)
         for index in result.plan.actions.indices {
             if let tree = observation.trees[index] {
                 update.changes.records += treeChanges(

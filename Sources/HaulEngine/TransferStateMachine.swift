@@ -116,7 +116,7 @@ struct TransferStateMachine: Sendable {
     /// The attempt could not start: no file, no handle, libcurl refused it. Out of descriptors is a matter of
     /// waiting, not of the source; anything else ends the transfer.
     mutating func attemptCouldNotStart(_ reason: FailureReason) -> Action {
-        leaving(reason.isOutOfDescriptors ? .waitForDescriptors : stop(because: reason))
+        reason.isOutOfDescriptors ? leaving(.waitForDescriptors) : stop(because: reason)
     }
 
     /// The attempt (or a redirect hop) goes to libcurl: the URL and the header lines it sends.
