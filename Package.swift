@@ -22,26 +22,32 @@ let package = Package(
 
         // Libraries, in the order data flows through them.
         .target(name: "HaulThreads"),
-        .target(name: "HaulFileSystem", dependencies: ["CLinuxShims"]),
+        .target(name: "HaulFailures"),
+        .target(name: "HaulFileSystem", dependencies: ["HaulFailures", "CLinuxShims"]),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CLibYAML"]),
-        .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest"]),
+        .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest", "HaulFailures"]),
         .target(
             name: "HaulStore",
-            dependencies: ["HaulManifest", "HaulDigest", "HaulThreads", "HaulFileSystem", "CLinuxShims"]),
-        .target(name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CCurl"]),
-        .target(name: "HaulArchive", dependencies: ["HaulManifest", "HaulFileSystem", "HaulDigest", "CLibArchive"]),
+            dependencies: [
+                "HaulManifest", "HaulDigest", "HaulThreads", "HaulFailures", "HaulFileSystem", "CLinuxShims",
+            ]),
+        .target(
+            name: "HaulEngine", dependencies: ["HaulDigest", "HaulThreads", "HaulFailures", "HaulFileSystem", "CCurl"]),
+        .target(
+            name: "HaulArchive",
+            dependencies: ["HaulManifest", "HaulFailures", "HaulFileSystem", "HaulDigest", "CLibArchive"]),
         .target(
             name: "Haul",
             dependencies: [
                 "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulDigest",
-                "HaulThreads", "HaulFileSystem",
+                "HaulThreads", "HaulFailures", "HaulFileSystem",
             ]),
         .executableTarget(
             name: "HaulCommand",
             dependencies: [
-                "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulFileSystem", "HaulDigest",
-                "HaulThreads",
+                "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulFailures",
+                "HaulFileSystem", "HaulDigest", "HaulThreads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
@@ -50,23 +56,24 @@ let package = Package(
         .target(name: "HaulTestSupport", dependencies: ["CPageCacheProbe"], path: "Tests/HaulTestSupport"),
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest", "HaulTestSupport"]),
-        .testTarget(name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest"]),
+        .testTarget(
+            name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest", "HaulFailures"]),
         .testTarget(
             name: "HaulTests",
             dependencies: [
-                "Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest", "HaulStore",
+                "Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest", "HaulStore", "HaulFailures",
                 "HaulTestSupport",
             ]),
         .testTarget(
             name: "HaulStoreTests",
             dependencies: [
-                "HaulStore", "HaulManifest", "HaulDigest", "HaulFileSystem",
+                "HaulStore", "HaulCommand", "HaulManifest", "HaulDigest", "HaulFailures", "HaulFileSystem",
                 "HaulTestSupport",
             ]),
         .testTarget(
             name: "HaulArchiveTests",
             dependencies: [
-                "HaulArchive", "HaulManifest", "HaulDigest", "HaulFileSystem",
+                "HaulArchive", "HaulCommand", "HaulManifest", "HaulDigest", "HaulFileSystem",
                 "HaulTestSupport",
             ]),
         .testTarget(
@@ -77,8 +84,8 @@ let package = Package(
         .testTarget(
             name: "HaulCommandValueTests",
             dependencies: [
-                "HaulCommand", "Haul", "HaulDigest", "HaulEngine", "HaulManifest",
-                "HaulPlanner",
+                "HaulCommand", "Haul", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem", "HaulManifest",
+                "HaulPlanner", "HaulStore",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -2,6 +2,7 @@ import Glibc
 import HaulArchive
 import HaulDigest
 import HaulEngine
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulStore
@@ -50,14 +51,14 @@ extension Pinner {
         switch workspace.folder.subdirectory(treeName, creatingWithMode: 0o700) {
         case .success(let made): folder = made
         case .failure(let failure):
-            return .failure(.workspace(StoreError(operation: "create", path: treePath, errno: failure.errno)))
+            return .failure(.workspace(StoreError(operation: .create, path: treePath, errno: failure.errno)))
         }
         defer { _ = workspace.folder.removeTree(treeName) }
         let archive: Int32
         switch file.folder(in: workspace.folder).openRegularFileForReading(file.temporaryName) {
         case .success(let descriptor): archive = descriptor
         case .failure(let failure):
-            return .failure(.workspace(StoreError(operation: "open", path: file.temporaryPath, errno: failure.errno)))
+            return .failure(.workspace(StoreError(operation: .open, path: file.temporaryPath, errno: failure.errno)))
         }
         defer { close(archive) }
         // The rules sync unpacks the entry by, so that the tree hashed here is the tree sync stages.

@@ -1,6 +1,7 @@
 import Glibc
 import HaulDigest
 import HaulEngine
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulPlanner
@@ -115,7 +116,7 @@ final class CacheSession: Sendable {
                         digest, size: plan.files[index].size, maxSize: maxFileSize, to: staging.temporary, name: name,
                         mode: plan.files[index].mode.bits, umask: umask, buffer: buffer,
                         startsWriteback: startsWriteback)
-                } ?? .unusable(StoreError(operation: "read", path: cache.path, errno: ENOMEM))
+                } ?? .unusable(StoreError(operation: .read, path: cache.path, errno: ENOMEM))
             switch hit {
             case .copied(let size, let hasMode):
                 let path = staging.temporary.displayPath(of: name)
@@ -133,8 +134,8 @@ final class CacheSession: Sendable {
                 return true
             case .missing:
                 return false
-            case .corrupt(let why):
-                observer?.warning(.cacheEntryCorrupt(why: why, destination: plan.files[index].destination))
+            case .corrupt(let entry):
+                observer?.warning(.cacheEntryCorrupt(entry, destination: plan.files[index].destination))
                 return false
             case .tooLarge(let path, let limit):
                 observer?.warning(

@@ -1,4 +1,7 @@
+import Glibc
 import HaulEngine
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 import HaulStore
 
@@ -29,8 +32,12 @@ package final class KeptDownloads: Sendable {
         case .success(let cache): return KeptDownloads(folder: folder, cache: cache)
         case .failure(let failure):
             folder.remove()
-            if case .failed(let error) = failure { throw error }
-            throw StoreError(operation: "use as a cache", path: folder.path, errno: 0, detail: failure.description)
+            switch failure {
+            case .failed(let error): throw error
+            case .missing(let path): throw StoreError(operation: .useAsCache, path: path, errno: ENOENT)
+            case .notACache(let path, let stranger):
+                throw StoreError(operation: .useAsCache, path: path, errno: 0, problem: .notACache(stranger: stranger))
+            }
         }
     }
 

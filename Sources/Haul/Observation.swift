@@ -1,5 +1,7 @@
 import Glibc
 import HaulDigest
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -39,8 +41,8 @@ package struct Observation: Sendable {
     /// would look at). 0 when pruning (they are candidates then).
     package let unlistedCount: Int
     let cache: StateCache
-    /// Set when the state existed but could not be used.
-    package let cacheWarning: String?
+    /// Why the state (or its journal) existed but could not be used, or only in part.
+    package let stateProblems: [StateProblem]
     /// Names this manifest in the state: pruning deletes only what it wrote.
     let manifestKey: String
     /// Other names whose files are this manifest's too: its name before haul named manifests relative to root,
@@ -89,11 +91,11 @@ package struct Observation: Sendable {
         // Reading a 100,000-file state and looking at as many files each take a few hundred milliseconds: the
         // state is read on a thread of its own meanwhile. (With --rehash, every pinned file is read anyway.)
         let area = self.area
-        let ((cache, warning), looks) = concurrently({ StateCache.load(area: area) }) {
+        let ((cache, problems), looks) = concurrently({ StateCache.load(area: area) }) {
             rehash ? nil : observer.look(at: files.map(\.destination), concurrency: concurrency)
         }
         self.cache = cache
-        cacheWarning = warning
+        stateProblems = problems
         var keepsIdentities = false
         if case .exclusive = access { keepsIdentities = true }
         var judged = Self.judge(
@@ -202,12 +204,12 @@ package struct Observation: Sendable {
                 vouched.append(false)
                 continue
             }
-            states.append(localState(settled.file, at: files[index].destination))
+            states.append(localState(settled.file))
             vouched.append(settled.record != nil)
         }
         let read = observer.observeAllRecording(unsettled.map(\.request), concurrency: concurrency)
         for ((index, request), (file, record)) in zip(unsettled, read) {
-            states[index] = localState(file, at: request.destination)
+            states[index] = localState(file)
             if keepingIdentities { identities[index] = record?.identity }
             guard let record else { continue }
             // A record too recent to be proof is kept, but the state is rewritten so that it can be next time.
@@ -348,7 +350,7 @@ package struct Observation: Sendable {
             }
             return (
                 PruneCandidate(
-                    destination: owned.0, written: owned.1.digest, local: localState(observed.file, at: owned.0)),
+                    destination: owned.0, written: owned.1.digest, local: localState(observed.file)),
                 observed.record?.identity
             )
         } + trees.keptFolders.map { (candidate: $0, identity: nil) }
@@ -397,10 +399,10 @@ package struct Observation: Sendable {
             switch TreeWalk.look(at: destination, root: root) {
             case .missing:
                 state = .missing
-            case .notAFolder(let what):
-                state = .obstructed("\(what) is in the way of the folder the archive is unpacked into")
+            case .notAFolder(let kind):
+                state = .obstructed(.inTheWayOfTree(kind))
             case .inaccessible(let failure):
-                state = .inaccessible(failure.description(about: destination.description))
+                state = .inaccessible(failure)
             case .folder(let nodes):
                 var judged = TreeJudgement.judge(nodes: nodes, members: recorded) { record, identity in
                     !rehash && cache.trusts(record, for: identity)
@@ -460,17 +462,16 @@ package struct Observation: Sendable {
         return members
     }
 
-    /// What the planner needs of what was found at `destination`; a store error's message does not name it again.
-    static func localState(_ observed: ObservedFile, at destination: DestinationPath) -> LocalState {
+    /// What the planner needs of what was found at a destination.
+    static func localState(_ observed: ObservedFile) -> LocalState {
         switch observed {
         case .missing: .missing
         case .regularFile(let size, let digest): .file(size: size, digest: digest)
         case .symlink: .symlink
-        case .directory: .obstructed("a directory is in the way")
-        case .otherKind: .obstructed("something that is not a regular file is in the way")
-        case .escapesRoot(let why): .inaccessible(why)
-        case .unreadable(let error): .inaccessible(error.description(about: destination.description))
-        case .unreadableContent(let error): .unreadable(error.description(about: destination.description))
+        case .directory: .obstructed(.inTheWay(.directory))
+        case .otherKind(let kind): .obstructed(.inTheWay(kind))
+        case .escapesRoot(let error), .unreadable(let error): .inaccessible(error)
+        case .unreadableContent(let error): .unreadable(error)
         }
     }
 }
@@ -509,13 +510,8 @@ struct PrunedTrees {
                 if cache.records[key] == nil { usersFiles.append(folder + "/" + node.path) }
             }
             guard !usersFiles.isEmpty else { continue }
-            let named = Quoted.firstFew(usersFiles) { Quoted.text($0) }
-            let files = usersFiles.count == 1 ? "1 file" : "\(usersFiles.count) files"
             keptFolders.append(
-                PruneCandidate(
-                    destination: path, written: anyDigest,
-                    local: .obstructed(
-                        "it holds \(files) the archive did not put there (\(named)), kept with the folder")))
+                PruneCandidate(destination: path, written: anyDigest, local: .obstructed(.holdsUsersFiles(usersFiles))))
         }
     }
 }
@@ -526,16 +522,9 @@ struct StateChanges {
 }
 
 /// Why root could not be observed. Nothing was changed.
-package enum ObservationFailure: Error, Sendable, CustomStringConvertible {
+package enum ObservationFailure: Error, Sendable {
     /// Root's private folder is not what haul made (a symlink, the wrong kind of file), or cannot be made.
     case privateArea(PrivateAreaError)
     /// Another run holds root, or the lock could not be taken.
     case lock(RunLock.Failure)
-
-    package var description: String {
-        switch self {
-        case .privateArea(let error): error.description
-        case .lock(let error): error.description
-        }
-    }
 }

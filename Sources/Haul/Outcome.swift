@@ -1,4 +1,6 @@
 import HaulEngine
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -54,7 +56,7 @@ package enum EntryOutcome: Sendable {
 package enum PruneOutcome: Sendable {
     case deleted
     /// Not what haul wrote any more: left in place, and no longer managed by haul.
-    case kept(String)
+    case kept(KeepReason)
     /// Already gone; the record of it is dropped.
     case forgotten
     case failed(StoreError)
@@ -63,7 +65,11 @@ package enum PruneOutcome: Sendable {
 /// Why an entry could not be brought to its desired state. Its destination keeps its old content.
 package enum EntryFailure: Error, Sendable {
     /// The plan refused it (a directory in the way, a parent symlink leading outside root, …).
-    case refused(String)
+    case refused(Obstacle)
+    /// Its tree was not unpacked or not the pinned one: nothing was put in place.
+    case tree(TreeFailure)
+    /// Planned for a fetch that never ran (a caller that did not open root's private folder, say).
+    case notAttempted
     /// Every source failed to deliver the right bytes.
     case transfer(TransferFailure)
     /// The bytes were right but could not be moved into place.

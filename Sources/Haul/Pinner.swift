@@ -2,6 +2,7 @@ import Glibc
 import HaulArchive
 import HaulDigest
 import HaulEngine
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulStore
@@ -106,7 +107,7 @@ package enum Pinner {
         switch read {
         case .success(let bytes): return bytes
         case .failure(let failure):
-            throw .workspace(StoreError(operation: "read", path: failure.path, errno: failure.errno))
+            throw .workspace(StoreError(operation: .read, path: failure.path, errno: failure.errno))
         }
     }
 

@@ -1,4 +1,6 @@
 import HaulEngine
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -90,8 +92,8 @@ package protocol SyncObserver: AnyObject, Sendable {
 package enum SyncWarning: Sendable {
     /// The content cache cannot be opened at all: the sync goes without it.
     case cacheUnavailable(ContentCache.OpenFailure)
-    /// A cache entry is not the content its name says (`why`, the cache's finding): the destination is downloaded.
-    case cacheEntryCorrupt(why: String, destination: DestinationPath)
+    /// A cache entry is not the content its name says: the destination is downloaded.
+    case cacheEntryCorrupt(CorruptEntry, destination: DestinationPath)
     /// A cache entry over the size limit is not used: the destination is downloaded.
     case cacheEntryTooLarge(path: String, limit: Int64, destination: DestinationPath)
     /// The cache cannot be read (said once, for the first entry it failed): such entries are downloaded.
@@ -246,7 +248,7 @@ package struct Sync: Sendable {
                         case .failure(let error): .failed(error)
                         }
                     } else {
-                        .kept("could not be identified")
+                        .kept(.unidentified)
                     }
                 }
             observer?.pruned(planned.destination, outcome: outcome)

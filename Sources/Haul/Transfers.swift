@@ -2,6 +2,7 @@ import Glibc
 import HaulArchive
 import HaulDigest
 import HaulEngine
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulPlanner
@@ -31,13 +32,13 @@ extension Sync {
                 observer?.entry(plan.files[index], finished: outcomes[index])
             case .fetch, .revalidate:
                 // Replaced by the transfer's outcome below; an entry the engine never reports stays failed.
-                outcomes.append(.failed(.refused("not attempted")))
+                outcomes.append(.failed(.notAttempted))
                 fetches.append(index)
             }
         }
         guard let area = observation.area else {
             // Reached only by a caller that did not open root's private folder for a sync: nothing is fetched.
-            for index in fetches { outcomes[index] = .failed(.refused("root's private folder is not open")) }
+            for index in fetches { outcomes[index] = .failed(.notAttempted) }
             return SyncResult(plan: plan, outcomes: outcomes, seconds: MonotonicClock.seconds() - started)
         }
         if fetches.isEmpty {
@@ -367,7 +368,7 @@ private final class Execution: TransferDelegate, Sendable {
                 requests.append(request)
             case .failure(let failure):
                 discard(file)
-                record(id, .failed(.refused(failure.message)))
+                record(id, .failed(.tree(failure)))
             }
         }
         for ((id, file, tree), (request, result)) in zip(ready, zip(requests, committer.commit(requests))) {
@@ -426,13 +427,12 @@ private final class Execution: TransferDelegate, Sendable {
                 archiveNamed: file.temporaryName,
                 in: file.folder(in: staging.temporary), size: file.size)
         else {
-            return .failure(
-                TreeFailure("cannot unpack \(Quoted.text(entry.destination.description)): the archive was not read"))
+            return .failure(.archiveNotRead(entry.destination))
         }
         let staged: StagedUnpack
         switch result {
         case .success(let unpacked): staged = unpacked
-        case .failure(let failure): return .failure(TreeFailure(failure.description))
+        case .failure(let failure): return .failure(.unpack(failure))
         }
         var tree: Digest?
         if let pinned = rule.tree {
@@ -441,20 +441,17 @@ private final class Execution: TransferDelegate, Sendable {
                 switch staging.temporary.subdirectory(staged.folderName) {
                 case .success(let folder): TreeDigest.of(folder: folder, shownAs: entry.destination.description)
                 case .failure(let failure):
-                    .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
+                    .failure(StoreError(operation: .open, path: failure.path, errno: failure.errno))
                 }
             switch computed {
             case .success(let digest) where digest == pinned:
                 tree = digest
             case .success(let digest):
                 staging.discardTree(staged.folderName)
-                return .failure(
-                    TreeFailure(
-                        "the unpacked tree's digest is \(digest.subresourceIntegrity), not the pinned "
-                            + "\(pinned.subresourceIntegrity)"))
+                return .failure(.treeMismatch(unpacked: digest, pinned: pinned))
             case .failure(let failure):
                 staging.discardTree(staged.folderName)
-                return .failure(TreeFailure(failure.description))
+                return .failure(.digest(failure))
             }
         }
         let origin = authorship.origin(of: entry, delivered: file)
@@ -550,9 +547,15 @@ private final class Execution: TransferDelegate, Sendable {
 }
 
 /// Why an archive's tree cannot be put in place, in the words the entry's failure shows.
-private struct TreeFailure: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
+/// Why an archive's tree was not put in place.
+package enum TreeFailure: Error, Sendable {
+    /// The unpacking never delivered (the archive's bytes were not read).
+    case archiveNotRead(DestinationPath)
+    case unpack(UnpackFailure)
+    /// The unpacked tree is not the one the entry pins.
+    case treeMismatch(unpacked: Digest, pinned: Digest)
+    /// The tree's digest could not be computed.
+    case digest(StoreError)
 }
 
 /// Who wrote a file, as the state records it: this manifest, and for an unpinned file the source that delivered

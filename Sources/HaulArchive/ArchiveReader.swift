@@ -1,5 +1,6 @@
 import CLibArchive
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -199,7 +200,7 @@ final class ArchiveReader {
             case S_IFREG: kind = .file
             case S_IFDIR: kind = .directory
             case S_IFLNK: kind = .symlink(target: archive_entry_symlink(entry).map(Self.bytes) ?? [])
-            default: kind = .special(FileKindName.of(mode: type))
+            default: kind = .special(FileKind(mode: type))
             }
         }
         return .success(

@@ -1,3 +1,4 @@
+import HaulFailures
 import HaulManifest
 
 /// One member's header as the archive gives it, as a value: everything the rules judge.
@@ -9,8 +10,8 @@ struct MemberHeader: Sendable, Equatable {
         case symlink(target: [UInt8])
         /// A second name for an earlier member (tar); `target` is that member's name as the archive spells it.
         case hardLink(target: [UInt8])
-        /// A device node, FIFO, socket or unknown type, in words (`FileKindName`).
-        case special(String)
+        /// A device node, FIFO, socket or unknown type.
+        case special(FileKind)
     }
 
     /// The name's bytes as the archive holds them.
@@ -182,12 +183,12 @@ struct MemberRules: Sendable {
     /// the link's own folder, which is a real folder of the tree (no member goes through a symlink), and every
     /// symlink followed on the way down is held to the same rule.
     static func symlinkTarget(_ target: [UInt8], of path: DestinationPath) -> Result<String, UnpackFailure.Rule> {
-        guard !target.isEmpty else { return .failure(.symlinkTargetInvalid("empty")) }
+        guard !target.isEmpty else { return .failure(.symlinkTargetInvalid(.empty)) }
         guard !target.contains(0), let text = String(validating: target, as: UTF8.self) else {
-            return .failure(.symlinkTargetInvalid("not valid UTF-8"))
+            return .failure(.symlinkTargetInvalid(.notUTF8))
         }
         guard target.count <= DestinationPath.maximumBytes else {
-            return .failure(.symlinkTargetInvalid("\(target.count) bytes long, over \(DestinationPath.maximumBytes)"))
+            return .failure(.symlinkTargetInvalid(.tooLong(bytes: target.count)))
         }
         if target.first == UInt8(ascii: "/") { return .failure(.symlinkTargetAbsolute(text)) }
         var climbs = 0, namesSeen = false

@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 

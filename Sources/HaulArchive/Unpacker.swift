@@ -232,7 +232,7 @@ private struct Unpacking {
     /// Why reading stopped: a 7z that cannot be streamed, bytes that ended first, or libarchive's reason.
     private func readingRule(_ failure: ArchiveReader.Failure) -> UnpackFailure.Rule {
         if failure.errno == ENOMEM { return .outOfMemory }
-        if !reader.input.canSeek && reader.foundSevenZip { return .cannotStream(ArchiveFormat.sevenZip.rawValue) }
+        if !reader.input.canSeek && reader.foundSevenZip { return .cannotStream(.sevenZip) }
         return reader.input.isExhausted ? .truncated(failure.message) : .unreadable(failure.message)
     }
 

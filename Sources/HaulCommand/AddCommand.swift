@@ -224,9 +224,11 @@ struct AddCommand: ParsableCommand {
     /// `--wait`, `--wait-timeout`: as sync waits for another run holding root, announced unless quiet or JSON.
     func waiting(root: String) -> RunLock.Waiting {
         let quietly = quiet || json
-        let notice: @Sendable (String) -> Void = { holder in
+        let notice: @Sendable (String?) -> Void = { holder in
             guard !quietly else { return }
-            Output.errors([TerminalText("haul: waiting for another haul syncing \"\(root)\" (\(holder))")])
+            Output.errors([
+                TerminalText("haul: waiting for another haul syncing \"\(root)\" (\(StoreWording.holder(holder)))")
+            ])
         }
         if let waitTimeout { return .upTo(waitTimeout.seconds, notice: notice) }
         return wait ? .forever(notice: notice) : .no
@@ -475,7 +477,7 @@ struct AddCommand: ParsableCommand {
     func replaceManifest(_ original: [UInt8]?, with bytes: [UInt8], interrupts: InterruptWatcher) throws {
         let current: [UInt8]?
         do { current = try ManifestFile.read(manifest) } catch {
-            Output.errors(["error: \(error)"])
+            Output.errors(["error: \(StoreWording.sentence(error))"])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
         guard current == original else {
@@ -489,7 +491,7 @@ struct AddCommand: ParsableCommand {
             throw ExitCode(status)
         }
         do { try ManifestFile.replace(manifest, with: bytes) } catch {
-            Output.errors(["error: \(error); \(manifest) was not modified"])
+            Output.errors(["error: \(StoreWording.sentence(error)); \(manifest) was not modified"])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }
@@ -499,7 +501,7 @@ struct AddCommand: ParsableCommand {
         do {
             return try KeptDownloads.make()
         } catch {
-            Output.errors(["error: \(error)"])
+            Output.errors(["error: \(StoreWording.sentence(error))"])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }
@@ -525,7 +527,7 @@ struct AddCommand: ParsableCommand {
                 Set(destinations), of: loaded, options: options, wait: waiting(root: loaded.root),
                 holder: "pid \(getpid()), haul add", cancellation: interrupts.cancellation)
         } catch {
-            Output.errors(["warning: \(error); \(pending)"])
+            Output.errors(["warning: \(StoreWording.sentence(error)); \(pending)"])
             throw ExitCode(error.exitStatus.rawValue)
         }
         let failures = zip(result.plan.files, result.outcomes).flatMap { entry, outcome -> [String] in
@@ -566,7 +568,7 @@ struct AddCommand: ParsableCommand {
         do {
             return try ManifestFile.read(manifest)
         } catch {
-            Output.errors(["error: \(error)"])
+            Output.errors(["error: \(StoreWording.sentence(error))"])
             throw ExitCode(ExitStatus.invalidManifest.rawValue)
         }
     }
@@ -597,8 +599,8 @@ struct AddCommand: ParsableCommand {
                 throw ExitCode(status)
             }
             switch error {
-            case .workspace(let error): Output.errors(["error: \(error)"])
-            case .unpack(let failure): Output.errors(["error: \(failure)"])
+            case .workspace(let error): Output.errors(["error: \(StoreWording.sentence(error))"])
+            case .unpack(let failure): Output.errors(["error: \(UnpackWording.sentence(failure))"])
             case .unfinished(let url): Output.errors(["error: \(url): the transfer did not finish"])
             case .transfer(let failure):
                 Output.errors(

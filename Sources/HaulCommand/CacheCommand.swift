@@ -71,10 +71,10 @@ struct CacheLocation: ParsableArguments {
         case .failure(.missing): return (path, nil)
         case .failure(let failure):
             if case .notACache = failure {
-                Output.errors([TerminalText("error: \(failure); nothing was read or removed")])
+                Output.errors([TerminalText("error: \(StoreWording.sentence(failure)); nothing was read or removed")])
                 throw ExitCode(ExitStatus.usage.rawValue)
             }
-            Output.errors([TerminalText("error: \(failure)")])
+            Output.errors([TerminalText("error: \(StoreWording.sentence(failure))")])
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }
@@ -154,7 +154,9 @@ struct CacheGCCommand: ParsableCommand {
         Output.lines(lines)
         if !collection.failed.isEmpty {
             Output.errors(
-                collection.failed.map { TerminalText("error: cannot remove \($0.0.relativePath): \($0.1.reason)") })
+                collection.failed.map {
+                    TerminalText("error: cannot remove \($0.0.relativePath): \(StoreWording.reason($0.1))")
+                })
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }

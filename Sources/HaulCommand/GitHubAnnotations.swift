@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Haul
 import HaulEngine
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulPlanner
@@ -191,7 +192,9 @@ struct GitHubAnnotations: Sendable {
         return file.failure.map { Errno($0).description }
     }
 
-    private static func notRegularFile(_ info: stat) -> String { "it is \(FileKindName.of(info)), not a regular file" }
+    private static func notRegularFile(_ info: stat) -> String {
+        "it is \(StoreWording.kind(FileKind(info))), not a regular file"
+    }
 
     private func emit(_ lines: [String]) {
         guard !lines.isEmpty else { return }

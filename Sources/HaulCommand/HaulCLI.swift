@@ -256,9 +256,11 @@ struct SyncFlags {
     /// the output is JSON or `--quiet`.
     func waiting(root: String) -> RunLock.Waiting {
         let quietly = quiet || reporting.json
-        let notice: @Sendable (String) -> Void = { holder in
+        let notice: @Sendable (String?) -> Void = { holder in
             guard !quietly else { return }
-            Output.errors([TerminalText("haul: waiting for another haul syncing \"\(root)\" (\(holder))")])
+            Output.errors([
+                TerminalText("haul: waiting for another haul syncing \"\(root)\" (\(StoreWording.holder(holder)))")
+            ])
         }
         if let waitTimeout = run.waitTimeout { return .upTo(waitTimeout.seconds, notice: notice) }
         return run.wait ? .forever(notice: notice) : .no
@@ -303,7 +305,7 @@ extension SyncFlags {
         do {
             return try sync.observe(access, rehash: rehash)
         } catch {
-            Output.errors(["error: \(error)"])
+            Output.errors(["error: \(StoreWording.sentence(error))"])
             throw ExitCode(error.exitStatus.rawValue)
         }
     }
@@ -485,7 +487,7 @@ struct SyncCommand: ManifestCommand {
         let observation = try flags.observe(
             sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
             rehash: flags.run.rehash)
-        if let warning = observation.cacheWarning, !dryRun { reporter.warning(warning) }
+        if !dryRun { for problem in observation.stateProblems { reporter.warning(StoreWording.sentence(problem)) } }
         let plan = sync.plan(observation)
         let prefetched = headStart?.finish()
         reporter.plan(plan, acting: !dryRun)
@@ -585,7 +587,7 @@ struct Verify: ManifestCommand {
         do {
             result = try VerificationResult(manifest: manifest, concurrency: limits.descriptors.observers)
         } catch {
-            Output.errors(["error: \(error)"])
+            Output.errors(["error: \(StoreWording.sentence(error))"])
             throw ExitCode(error.exitStatus.rawValue)
         }
         let lines = HumanReport.verifyLines(result)

@@ -1,6 +1,8 @@
 import Haul
 import HaulDigest
 import HaulEngine
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -11,21 +13,26 @@ package enum HumanReport {
     /// A sync's warning, without the `warning: ` its reporter puts before it.
     package static func sentence(_ warning: SyncWarning) -> String {
         switch warning {
-        case .cacheUnavailable(let failure): "the cache cannot be used (\(failure)); syncing without it"
-        case .cacheEntryCorrupt(let why, let destination): "\(why); \(destination) is downloaded"
+        case .cacheUnavailable(let failure):
+            "the cache cannot be used (\(StoreWording.sentence(failure))); syncing without it"
+        case .cacheEntryCorrupt(let entry, let destination):
+            "\(StoreWording.sentence(entry)); \(destination) is downloaded"
         case .cacheEntryTooLarge(let path, let limit, let destination):
             "the cache entry \(path) is not used: \(SizeLimit.exceeded(limit, pinned: false)); \(destination) is downloaded"
         case .cacheUnreadable(let error, let destination):
-            "the cache could not serve \(destination) (\(error)); such entries are downloaded"
+            "the cache could not serve \(destination) (\(StoreWording.sentence(error))); such entries are downloaded"
         case .cacheInsertionStopped(let path, let error):
-            "files are not added to the cache \(path) in this run (\(error))"
+            "files are not added to the cache \(path) in this run (\(StoreWording.sentence(error)))"
         case .unproven(let manifest, let files): unprovenNote((manifest, files))
         case .ownerKeyUnusable(let error, let manifestKey):
-            "the root's key is not usable (\(error)); the files this sync wrote are not pruned until --adopt "
+            "the root's key is not usable (\(StoreWording.sentence(error))); the files this sync wrote are not pruned "
+                + "until --adopt "
                 + "\(manifestKey) vouches for them"
         case .stateNotDurable(let error):
-            "the state is saved but not yet durable (\(error)); the journal is kept, and the next sync retires it"
-        case .stateNotSaved(let error): "the state could not be saved (\(error)); the next sync hashes the files again"
+            "the state is saved but not yet durable (\(StoreWording.sentence(error))); the journal is kept, and the "
+                + "next sync retires it"
+        case .stateNotSaved(let error):
+            "the state could not be saved (\(StoreWording.sentence(error))); the next sync hashes the files again"
         }
     }
 
@@ -67,7 +74,7 @@ package enum HumanReport {
                 emit("+ \(destination) (\(archive)missing\(cached))")
                 if let sources { sources(planned.entry).forEach(emit) }
             case .fetch(let reason):
-                emit("~ \(destination) (\(archive)\(describe(reason, checksum: planned.entry.checksum))\(cached))")
+                emit("~ \(destination) (\(archive)\(describe(reason, of: planned.entry))\(cached))")
                 if members, case .treeChanged(.membersChanged(let changes)) = reason {
                     changes.map(memberLine).forEach(emit)
                 }
@@ -79,8 +86,8 @@ package enum HumanReport {
                 emit(
                     "= \(destination) (unpinned; fresh for \(ProgressFormatting.duration(remaining)), no request; --refresh asks now)"
                 )
-            case .refuse(let why):
-                emit("! \(destination) (\(why))")
+            case .refuse(let obstacle):
+                emit("! \(destination) (\(StoreWording.obstacle(obstacle, about: planned.entry.destination)))")
             }
         }
         for orphan in plan.orphans {
@@ -92,7 +99,8 @@ package enum HumanReport {
         for prune in plan.prunes {
             switch prune.action {
             case .delete: emit("- \(prune.destination) (no longer in the manifest)")
-            case .keep(let why): emit("! \(prune.destination) (not pruned: \(why))")
+            case .keep(let why):
+                emit("! \(prune.destination) (not pruned: \(StoreWording.kept(why, about: prune.destination)))")
             case .forget: continue
             }
         }
@@ -136,12 +144,12 @@ package enum HumanReport {
         return fetches.sized == fetches.count ? " (\(total))" : " (at least \(total))"
     }
 
-    static func describe(_ reason: FetchReason, checksum: Checksum?) -> String {
+    static func describe(_ reason: FetchReason, of entry: FileEntry) -> String {
         switch reason {
         case .missing:
             "missing"
         case .digestMismatch(let local):
-            if let checksum {
+            if let checksum = entry.checksum {
                 "checksum differs: have \(abbreviated(checksum.render(local))), want \(abbreviated(checksum.rendered))"
             } else {
                 "checksum differs"
@@ -152,8 +160,8 @@ package enum HumanReport {
             "a symlink is in the way; it will be replaced"
         case .unverified:
             "local copy not verified"
-        case .unreadable(let why):
-            "\(why); it will be replaced"
+        case .unreadable(let error):
+            "\(StoreWording.sentence(error, about: entry.destination.description)); it will be replaced"
         case .notWrittenByHaul:
             "not written by haul; the server's copy replaces it"
         case .treeChanged(.membersChanged(let changes)):
@@ -182,13 +190,16 @@ package enum HumanReport {
         switch planned.action {
         case .keep, .fresh, .revalidate: return "ok \(destination)"
         case .fetch(.missing): return "missing \(destination)"
-        case .fetch(.unreadable(let why)): return "unreadable \(destination) (\(why))"
+        case .fetch(.unreadable(let error)):
+            return
+                "unreadable \(destination) (\(StoreWording.sentence(error, about: planned.entry.destination.description)))"
         case .fetch(.treeChanged(.membersChanged(let changes))):
             return "differs \(destination) (\(count(changes.count, "file")) in it changed since haul unpacked it: "
                 + Quoted.firstFew(changes) { "\(Quoted.text($0.path)) \(memberChangeWord($0.kind))" } + ")"
         case .fetch(.treeChanged(.notUnpackedByHaul)): return "differs \(destination) (not unpacked by haul)"
-        case .fetch(let reason): return "differs \(destination) (\(describe(reason, checksum: planned.entry.checksum)))"
-        case .refuse(let why): return "unreadable \(destination) (\(why))"
+        case .fetch(let reason): return "differs \(destination) (\(describe(reason, of: planned.entry)))"
+        case .refuse(let obstacle):
+            return "unreadable \(destination) (\(StoreWording.obstacle(obstacle, about: planned.entry.destination)))"
         }
     }
 
@@ -218,10 +229,14 @@ package enum HumanReport {
         manifest: String
     ) -> (summary: String, sources: [String]) {
         switch failure {
-        case .refused(let why):
-            return (why, [])
+        case .refused(let obstacle):
+            return (StoreWording.obstacle(obstacle, about: entry.destination), [])
         case .commit(let error):
-            return (error.description(about: entry.destination.description), [])
+            return (StoreWording.sentence(error, about: entry.destination.description), [])
+        case .tree(let failure):
+            return (UnpackWording.sentence(failure), [])
+        case .notAttempted:
+            return ("not attempted", [])
         case .transfer(let transfer):
             let last = transfer.lastFailurePerSource
             if let changed = changedUpstream(entry: entry, last, manifest: manifest) { return changed }
@@ -297,7 +312,7 @@ package enum HumanReport {
 
     /// The same without `error: ` and the destination, as a JSON `done` event carries it.
     package static func notDurableMessage(_ error: StoreError, about destination: DestinationPath) -> String {
-        "in place, but not yet durable: \(error.description(about: destination.description))"
+        "in place, but not yet durable: \(StoreWording.sentence(error, about: destination.description))"
     }
 
     /// A checksum mismatch is shown in the notation the manifest used for it; a certificate haul could not verify
@@ -436,8 +451,10 @@ package enum HumanReport {
     package static func pruneLine(_ destination: DestinationPath, _ outcome: PruneOutcome) -> String? {
         switch outcome {
         case .deleted, .forgotten: nil
-        case .kept(let why): "warning: \(destination): not pruned: \(why); haul no longer manages it"
-        case .failed(let error): "error: \(destination): \(error.description(about: destination.description))"
+        case .kept(let why):
+            "warning: \(destination): not pruned: \(StoreWording.kept(why, about: destination)); haul no longer manages it"
+        case .failed(let error):
+            "error: \(destination): \(StoreWording.sentence(error, about: destination.description))"
         }
     }
 

@@ -192,11 +192,11 @@ package enum JSONEvents {
             case .fetch(.missing): action = "download"
             case .fetch(let why):
                 action = "replace"
-                reason = HumanReport.describe(why, checksum: planned.entry.checksum)
+                reason = HumanReport.describe(why, of: planned.entry)
             case .revalidate: action = "revalidate"
-            case .refuse(let why):
+            case .refuse(let obstacle):
                 action = "blocked"
-                reason = why
+                reason = StoreWording.obstacle(obstacle, about: planned.entry.destination)
             }
             var fields: [(String, JSONValue)] = [
                 ("dest", .string(planned.entry.destination.description)),
@@ -216,7 +216,7 @@ package enum JSONEvents {
             case .keep(let why):
                 .object([
                     ("dest", .string(prune.destination.description)), ("action", .string("keep")),
-                    ("reason", .string(why)), ("size", .null),
+                    ("reason", .string(StoreWording.kept(why, about: prune.destination))), ("size", .null),
                 ])
             case .forget: nil
             }
@@ -351,12 +351,15 @@ package enum JSONEvents {
         case .deleted:
             return .object([("event", .string("pruned")), dest, ("result", .string("deleted")), ("reason", .null)])
         case .kept(let why):
-            return .object([("event", .string("pruned")), dest, ("result", .string("kept")), ("reason", .string(why))])
+            let reason = StoreWording.kept(why, about: destination)
+            return .object([
+                ("event", .string("pruned")), dest, ("result", .string("kept")), ("reason", .string(reason)),
+            ])
         case .forgotten: return nil
         case .failed(let error):
             return .object([
                 ("event", .string("failed")), dest,
-                ("error", .string(error.description(about: destination.description))),
+                ("error", .string(StoreWording.sentence(error, about: destination.description))),
                 ("sources", .array([])),
             ])
         }
@@ -368,9 +371,11 @@ package enum JSONEvents {
             let (problem, detail): (String, String?) =
                 switch planned.action {
                 case .fetch(.missing): ("missing", nil)
-                case .fetch(.unreadable(let why)): ("unreadable", why)
-                case .fetch(let reason): ("differs", HumanReport.describe(reason, checksum: planned.entry.checksum))
-                case .refuse(let why): ("unreadable", why)
+                case .fetch(.unreadable(let error)):
+                    ("unreadable", StoreWording.sentence(error, about: planned.entry.destination.description))
+                case .fetch(let reason): ("differs", HumanReport.describe(reason, of: planned.entry))
+                case .refuse(let obstacle):
+                    ("unreadable", StoreWording.obstacle(obstacle, about: planned.entry.destination))
                 case .keep, .fresh, .revalidate: ("ok", nil)
                 }
             return .object([

@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 
 /// A file the engine writes, by its name in a staging folder held open: every operation on it is relative to

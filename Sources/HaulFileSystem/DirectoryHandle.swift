@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulFailures
 
 /// An open directory that names are resolved in, one at a time, with the `*at` system calls.
 ///
@@ -112,7 +113,7 @@ package final class DirectoryHandle: Sendable {
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
             close(opened)
-            return .failure(SystemError(errno: EINVAL, path: displayPath(of: name), detail: "not a regular file"))
+            return .failure(SystemError(errno: EINVAL, path: displayPath(of: name), problem: .notARegularFile))
         }
         return .success(opened)
     }
@@ -290,40 +291,20 @@ extension DirectoryHandle: Equatable {
     package static func == (lhs: DirectoryHandle, rhs: DirectoryHandle) -> Bool { lhs === rhs }
 }
 
-/// A failed system call on a path: the errno and the path (as shown to the user), and, when haul rather than
-/// the system refused, why.
-package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
-    package let errno: Int32
-    package let path: String
-    package let detail: String?
+extension FileKind {
+    package init(_ info: stat) { self.init(mode: info.st_mode) }
 
-    package init(errno: Int32, path: String, detail: String? = nil) {
-        self.errno = errno
-        self.path = path
-        self.detail = detail
-    }
-
-    package var description: String { "\(path): \(reason)" }
-
-    /// `detail`, or the system's text for `errno`.
-    package var reason: String { detail ?? Errno(errno).description }
-}
-
-/// What kind of file a `stat` describes, in words for messages ("a symlink", "a FIFO").
-package enum FileKindName {
-    package static func of(_ info: stat) -> String { of(mode: info.st_mode) }
-
-    /// The same from a mode's file-type bits (`S_IFMT`), as an archive's header gives them.
-    package static func of(mode: mode_t) -> String {
+    /// From a mode's file-type bits (`S_IFMT`), as `stat` or an archive's header gives them.
+    package init(mode: mode_t) {
         switch mode & S_IFMT {
-        case S_IFREG: "a regular file"
-        case S_IFDIR: "a directory"
-        case S_IFLNK: "a symlink"
-        case S_IFIFO: "a FIFO"
-        case S_IFSOCK: "a socket"
-        case S_IFCHR: "a character device"
-        case S_IFBLK: "a block device"
-        default: "a file of unknown type"
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symlink
+        case S_IFIFO: self = .fifo
+        case S_IFSOCK: self = .socket
+        case S_IFCHR: self = .characterDevice
+        case S_IFBLK: self = .blockDevice
+        default: self = .unknown
         }
     }
 }

@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulFailures
 
 extension DirectoryHandle {
     /// Removes `name` and, when it is a folder, everything in it (`TreeRemoval`), holding at most `heldLimit`
@@ -103,7 +104,7 @@ package struct TreeRemoval {
             return
         }
         guard info.st_dev == device else {
-            record(EXDEV, display(name), detail: "another file system is mounted there; it is left as it is")
+            record(EXDEV, display(name), problem: .anotherMount)
             return
         }
         enter(name, from: folder)
@@ -164,7 +165,7 @@ package struct TreeRemoval {
             var info = stat()
             guard fstat(opened, &info) == 0, info.st_dev == path[index].device, info.st_ino == path[index].inode else {
                 close(opened)
-                record(ESTALE, display(depth: index), detail: "it was replaced while it was being removed")
+                record(ESTALE, display(depth: index), problem: .replacedWhileRemoved)
                 return nil
             }
             path[index].descriptor = opened
@@ -200,8 +201,8 @@ package struct TreeRemoval {
         return chmod("/proc/self/fd/\(reference)", (info.st_mode & 0o7777) | 0o700) == 0
     }
 
-    private mutating func record(_ code: Int32, _ shown: String, detail: String? = nil) {
-        if firstFailure == nil { firstFailure = SystemError(errno: code, path: shown, detail: detail) }
+    private mutating func record(_ code: Int32, _ shown: String, problem: FileProblem? = nil) {
+        if firstFailure == nil { firstFailure = SystemError(errno: code, path: shown, problem: problem) }
     }
 
     /// For messages: the path of `name` in the folder on top of `path` (of that folder itself when nil), as the

@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulFailures
 import HaulManifest
 
 /// What is on disk at one destination, as far as planning needs to know. The store observes it; the planner
@@ -10,17 +11,41 @@ package enum LocalState: Sendable, Equatable {
     /// A symlink sits at the destination; it is replaced by a regular file, never written through.
     case symlink
     /// Something haul must not delete is in the way (a directory, a fifo, a device).
-    case obstructed(String)
+    case obstructed(Obstacle)
     /// The destination cannot be reached safely (a parent symlink leading outside root, EACCES on a folder, …).
-    case inaccessible(String)
+    case inaccessible(StoreError)
     /// A regular file whose content cannot be read (EIO, EACCES): whatever it holds, it is not what was pinned.
-    case unreadable(String)
+    case unreadable(StoreError)
     /// An `extract` entry's folder, judged against the records of what haul unpacked there: what produced it (nil
     /// when no record says: a folder haul did not unpack), and the members not as recorded (none: intact).
     ///
     /// Indirect: held inline, its payload made every entry's state 136 bytes (56 without it), 80 MB of a
     /// million-entry plan, for the few entries that unpack an archive.
     indirect case tree(UnpackedFrom?, changed: [MemberChange])
+}
+
+/// Why a destination cannot be synced as it stands, or why a path that is no longer listed is kept. Values, so
+/// that every decision is compared in tests; the command words them.
+package enum Obstacle: Sendable, Equatable {
+    /// Something haul does not replace is at the destination (a directory, a FIFO, a device).
+    case inTheWay(FileKind)
+    /// Something that is not a folder is where an archive's tree is unpacked.
+    case inTheWayOfTree(FileKind)
+    /// A tree's folder holds files the archive did not put there (the user's, these, sorted): it is kept with them.
+    case holdsUsersFiles([String])
+    /// The destination cannot be reached or read (a parent symlink leading outside root, EACCES, …).
+    case failed(StoreError)
+}
+
+/// Why a prune keeps a file haul wrote.
+package enum KeepReason: Sendable, Equatable {
+    case modified
+    /// A tree's symlink points elsewhere than where haul unpacked it.
+    case pointsElsewhere
+    case replacedBySymlink
+    /// Its identity could not be read, so it is not known to be haul's.
+    case unidentified
+    case obstacle(Obstacle)
 }
 
 /// Why a file must be fetched.
@@ -33,7 +58,7 @@ package enum FetchReason: Sendable, Equatable {
     /// The local copy could not be checked against the pin; it is not trusted.
     case unverified
     /// The local copy cannot be read at all; replacing it is the way to make it right.
-    case unreadable(String)
+    case unreadable(StoreError)
     /// An unpinned entry's file that haul did not write: there are no validators to ask with, so the server's copy
     /// replaces whatever is there.
     case notWrittenByHaul
@@ -84,8 +109,8 @@ package enum Action: Sendable, Equatable {
     /// An unpinned file its server confirmed recently and said stays fresh (or the entry's `refresh` interval has
     /// not passed): kept without a request, for this many more seconds.
     case fresh(for: Double)
-    /// The entry cannot be synced as things stand; the message says why. Nothing is touched.
-    case refuse(String)
+    /// The entry cannot be synced as things stand. Nothing is touched.
+    case refuse(Obstacle)
 
     package var isChange: Bool {
         switch self {
@@ -151,7 +176,7 @@ package enum PruneAction: Sendable, Equatable {
     /// Still exactly what haul wrote: deleted.
     case delete
     /// No longer what haul wrote (the user changed or replaced it): kept, with a warning saying why.
-    case keep(String)
+    case keep(KeepReason)
     /// Already gone: only haul's record of it is dropped.
     case forget
 }
@@ -358,18 +383,18 @@ package enum Planner {
         case .missing:
             return .forget
         case .file(_, let digest):
-            return digest == candidate.written ? .delete : .keep("modified since haul wrote it")
+            return digest == candidate.written ? .delete : .keep(.modified)
         case .symlink where candidate.linkTarget != nil:
             return candidate.linkTarget == candidate.written
-                ? .delete : .keep("it points elsewhere since haul unpacked it")
+                ? .delete : .keep(.pointsElsewhere)
         case .symlink:
-            return .keep("replaced by a symlink since haul wrote it")
-        case .obstructed(let what):
-            return .keep(what)
-        case .inaccessible(let why), .unreadable(let why):
-            return .keep(why)
+            return .keep(.replacedBySymlink)
+        case .obstructed(let obstacle):
+            return .keep(.obstacle(obstacle))
+        case .inaccessible(let failure), .unreadable(let failure):
+            return .keep(.obstacle(.failed(failure)))
         case .tree:
-            return .keep("a folder is in the way")
+            return .keep(.obstacle(.inTheWay(.directory)))
         }
     }
 
@@ -378,17 +403,17 @@ package enum Planner {
         if let rule = entry.extract { return decide(entry, rule, local) }
         switch local {
         case .tree:
-            return .refuse("a directory is in the way")
+            return .refuse(.inTheWay(.directory))
         case .missing:
             return .fetch(.missing)
         case .symlink:
             return .fetch(.replacesSymlink)
-        case .obstructed(let what):
-            return .refuse(what)
-        case .inaccessible(let why):
-            return .refuse(why)
-        case .unreadable(let why):
-            return .fetch(.unreadable(why))
+        case .obstructed(let obstacle):
+            return .refuse(obstacle)
+        case .inaccessible(let failure):
+            return .refuse(.failed(failure))
+        case .unreadable(let failure):
+            return .fetch(.unreadable(failure))
         case .file(let size, let digest):
             if let expected = entry.size, expected != size {
                 return .fetch(.sizeMismatch(local: size, expected: expected))
@@ -406,12 +431,14 @@ package enum Planner {
         switch local {
         case .missing:
             return .fetch(.missing)
-        case .file, .symlink:
-            return .refuse("a file is in the way of the folder the archive is unpacked into")
-        case .obstructed(let what), .inaccessible(let what):
-            return .refuse(what)
-        case .unreadable(let why):
-            return .refuse(why)
+        case .file:
+            return .refuse(.inTheWayOfTree(.regular))
+        case .symlink:
+            return .refuse(.inTheWayOfTree(.symlink))
+        case .obstructed(let obstacle):
+            return .refuse(obstacle)
+        case .inaccessible(let failure), .unreadable(let failure):
+            return .refuse(.failed(failure))
         case .tree(nil, _):
             return .fetch(.treeChanged(.notUnpackedByHaul))
         case .tree(_, let changed) where !changed.isEmpty:

@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulThreads
@@ -113,7 +114,7 @@ package final class Committer: Sendable {
     private func commitSerially(_ batch: [CommitRequest]) -> [Result<Committed, StoreError>] {
         var results = [Result<Committed, StoreError>](repeating: .success(Committed(identity: nil)), count: batch.count)
         if let code = FileSystem.makeDirectories(root, mode: 0o755) {
-            return results.map { _ in .failure(StoreError(operation: "create directory", path: root, errno: code)) }
+            return results.map { _ in .failure(StoreError(operation: .createDirectory, path: root, errno: code)) }
         }
         var walk: ContainedWalk
         switch ContainedWalk.start(root: root, keeping: heldFolders) {
@@ -137,8 +138,7 @@ package final class Committer: Sendable {
             // never prune. Its destinations stay as they were; the next run fetches them again.
             if let failure = appended {
                 let error = StoreError(
-                    operation: "record its ownership in", path: failure.path, errno: failure.errno,
-                    detail: failure.detail)
+                    operation: .recordOwnership, path: failure.path, errno: failure.errno, problem: failure.problem)
                 for index in ready { results[index] = .failure(error) }
                 return results
             }
@@ -164,8 +164,7 @@ package final class Committer: Sendable {
                 for index in group {
                     results[index] = .failure(
                         Self.failure(
-                            other, destination: batch[index].destination,
-                            changed: "its folder changed since it was prepared"))
+                            other, destination: batch[index].destination, changed: .folderChangedSincePrepared))
                 }
                 continue
             }
@@ -225,19 +224,20 @@ package final class Committer: Sendable {
     /// The folder a request's file was staged in.
     private func stagedIn(_ request: CommitRequest) -> DirectoryHandle { request.folder ?? staging }
 
-    /// `detail`, or the words a few errnos need beyond strerror's.
-    private func renameFailure(_ code: Int32, _ destination: DestinationPath, detail: String? = nil) -> StoreError {
-        let known: String? =
+    /// `problem`, or what a few errnos mean beyond strerror's words.
+    private func renameFailure(
+        _ code: Int32, _ destination: DestinationPath, problem: FileProblem? = nil
+    ) -> StoreError {
+        let known: FileProblem? =
             switch code {
-            case EISDIR: "a directory is in the way"
+            case EISDIR: .inTheWay(.directory)
             // strerror's "Invalid cross-device link" does not tell the user that a folder under root is another
             // mount (a bind mount, a volume) and that haul's staging area cannot reach it with rename(2).
-            case EXDEV:
-                "its folder is on another mount than haul's staging area \(staging.path) "
-                    + "(rename(2) cannot cross mounts)"
+            case EXDEV: .stagingOnAnotherMount(staging: staging.path)
             default: nil
             }
-        return StoreError(operation: "rename into", path: destination.description, errno: code, detail: detail ?? known)
+        return StoreError(
+            operation: .renameInto, path: destination.description, errno: code, problem: problem ?? known)
     }
 
     /// Puts a staged tree in place of the folder its destination names (`replacing`: there was one when it was
@@ -278,10 +278,7 @@ package final class Committer: Sendable {
         case EEXIST:
             return (
                 .failure(
-                    renameFailure(
-                        EEXIST, destination,
-                        detail: "something was put there since the commit began; "
-                            + "it is left as it is")), nil
+                    renameFailure(EEXIST, destination, problem: .appearedDuringCommit)), nil
             )
         default:
             return (.failure(renameFailure(failed.errno, destination)), nil)
@@ -297,10 +294,7 @@ package final class Committer: Sendable {
         guard case .success(let info) = staging.status(of: staged), info.st_mode & S_IFMT != S_IFDIR else { return nil }
         let back = staging.exchange(staged, with: name, in: parent)
         return renameFailure(
-            ENOTDIR, destination,
-            detail: "\(FileKindName.of(info)) is in the way"
-                + (back.map { "; it could not be put back, and is at \(staging.displayPath(of: staged)): \($0.reason)" }
-                    ?? ""))
+            ENOTDIR, destination, problem: Self.inTheWay(info, back: back, aside: staging.displayPath(of: staged)))
     }
 
     /// The switch where the file system has no `RENAME_EXCHANGE`: the old tree into the staging area, then the new
@@ -316,27 +310,16 @@ package final class Committer: Sendable {
         }
         if case .success(let info) = staging.status(of: aside), info.st_mode & S_IFMT != S_IFDIR {
             let back = staging.rename(aside, to: name, in: parent)
-            return (
-                .failure(
-                    renameFailure(
-                        ENOTDIR, destination,
-                        detail: "\(FileKindName.of(info)) is in the way"
-                            + (back.map {
-                                "; it could not be put back, and is at \(staging.displayPath(of: aside)): \($0.reason)"
-                            } ?? ""))), nil
-            )
+            let problem = Self.inTheWay(info, back: back, aside: staging.displayPath(of: aside))
+            return (.failure(renameFailure(ENOTDIR, destination, problem: problem)), nil)
         }
         guard let failed = staging.rename(tree.folderName, to: name, in: parent) else {
             return (.success(Committed(identity: nil)), aside)
         }
         if let back = staging.rename(aside, to: name, in: parent) {
-            return (
-                .failure(
-                    renameFailure(
-                        failed.errno, destination,
-                        detail: "\(failed.reason); the old tree could not be put "
-                            + "back either (\(back.reason)): it is at \(staging.displayPath(of: aside))")), nil
-            )
+            let problem = FileProblem.oldTreeNotPutBack(
+                failed: failed.errno, back: back.errno, aside: staging.displayPath(of: aside))
+            return (.failure(renameFailure(failed.errno, destination, problem: problem)), nil)
         }
         return (.failure(renameFailure(failed.errno, destination)), nil)
     }
@@ -375,9 +358,7 @@ package final class Committer: Sendable {
             let destination = request.destination
             if destination.firstComponent == PrivateArea.name {
                 results[index] = .failure(
-                    StoreError(
-                        operation: "write", path: destination.description, errno: 0,
-                        detail: "\".haul\" under root is haul's own area"))
+                    StoreError(operation: .write, path: destination.description, errno: 0, problem: .privateArea))
                 continue
             }
             // The folder a tree replaces is gone from its place once it is switched: nothing of the same batch may
@@ -385,8 +366,8 @@ package final class Committer: Sendable {
             if !trees.isEmpty, let tree = Self.enclosingTree(of: destination, among: trees) {
                 results[index] = .failure(
                     StoreError(
-                        operation: "write", path: destination.description, errno: 0,
-                        detail: "it is inside \"\(tree)\", which the same commit replaces whole"))
+                        operation: .write, path: destination.description, errno: 0,
+                        problem: .insideReplacedTree(tree.description)))
                 continue
             }
             let parent: DirectoryHandle
@@ -395,9 +376,7 @@ package final class Committer: Sendable {
                 parent = reached
             case let other:
                 results[index] = .failure(
-                    Self.failure(
-                        other, destination: destination,
-                        changed: "its parent could not be created"))
+                    Self.failure(other, destination: destination, changed: .parentNotCreated))
                 continue
             }
             if let tree = request.tree {
@@ -419,7 +398,7 @@ package final class Committer: Sendable {
             {
                 results[index] = .failure(
                     StoreError(
-                        operation: "set mode \(request.mode) on", path: failure.path,
+                        operation: .setMode(request.mode.bits), path: failure.path,
                         errno: failure.errno))
                 continue
             }
@@ -445,28 +424,28 @@ package final class Committer: Sendable {
         if let stray = tree.members.first(where: { !$0.destination.description.utf8.starts(with: prefix.utf8) }) {
             return .failure(
                 StoreError(
-                    operation: "record its ownership in", path: destination.description, errno: EINVAL,
-                    detail: "its member \"\(stray.destination)\" is not inside it"))
+                    operation: .recordOwnership, path: destination.description, errno: EINVAL,
+                    problem: .memberOutsideTree(stray.destination.description)))
         }
         let staged: DirectoryHandle
         switch staging.subdirectory(tree.folderName) {
         case .success(let opened): staged = opened
         case .failure(let failure):
-            return .failure(StoreError(operation: "open", path: failure.path, errno: failure.errno))
+            return .failure(StoreError(operation: .open, path: failure.path, errno: failure.errno))
         }
         // The staging folder was made private while it filled; the tree's own folder is an ordinary folder.
         if let failure = staged.setOwnMode(0o755) {
             return .failure(
-                StoreError(operation: "set mode 0755 on", path: destination.description, errno: failure.errno))
+                StoreError(operation: .setMode(0o755), path: destination.description, errno: failure.errno))
         }
         let name = destination.fileName
         switch parent.status(of: name) {
         case .failure(let failure) where failure.errno == ENOENT:
             return .success(false)
         case .failure(let failure):
-            return .failure(StoreError(operation: "inspect", path: destination.description, errno: failure.errno))
+            return .failure(StoreError(operation: .inspect, path: destination.description, errno: failure.errno))
         case .success(let info) where info.st_mode & S_IFMT != S_IFDIR:
-            return .failure(renameFailure(ENOTDIR, destination, detail: "\(FileKindName.of(info)) is in the way"))
+            return .failure(renameFailure(ENOTDIR, destination, problem: .inTheWay(FileKind(info))))
         case .success:
             break
         }
@@ -474,7 +453,7 @@ package final class Committer: Sendable {
         switch parent.subdirectory(name) {
         case .success(let opened): old = opened
         case .failure(let failure):
-            return .failure(StoreError(operation: "open", path: destination.description, errno: failure.errno))
+            return .failure(StoreError(operation: .open, path: destination.description, errno: failure.errno))
         }
         for path in tree.carried {
             if let failure = CarriedFile.carry(path, from: old, into: staged, shown: prefix + path) {
@@ -486,18 +465,25 @@ package final class Committer: Sendable {
 
     /// Why a destination's folder could not be used, as the entry's failure.
     private static func failure(
-        _ reach: ContainedWalk.Reach, destination: DestinationPath, changed: String
+        _ reach: ContainedWalk.Reach, destination: DestinationPath, changed: FileProblem
     ) -> StoreError {
         switch reach {
-        case .escapes(let message):
-            return StoreError(operation: "write", path: destination.description, errno: 0, detail: message)
-        case .blocked(let code, let message):
-            return StoreError(operation: "write", path: destination.description, errno: code, detail: message)
+        case .escapes(let problem):
+            return StoreError(operation: .write, path: destination.description, errno: 0, problem: problem)
+        case .blocked(let code, let problem):
+            return StoreError(operation: .write, path: destination.description, errno: code, problem: problem)
         case .failed(let failure):
             return failure
         case .missing, .folder:
-            return StoreError(operation: "write", path: destination.description, errno: ENOENT, detail: changed)
+            return StoreError(operation: .write, path: destination.description, errno: ENOENT, problem: changed)
         }
+    }
+
+    /// Something not a folder came out where a tree was switched in: the failure says what, and, when it could not
+    /// be put back, where it is.
+    private static func inTheWay(_ info: stat, back: SystemError?, aside: String) -> FileProblem {
+        guard let back else { return .inTheWay(FileKind(info)) }
+        return .inTheWayNotPutBack(FileKind(info), aside: aside, back)
     }
 
     /// syncfs rather than fsync per file: one call writes back every temporary file of the batch (and the
@@ -505,7 +491,7 @@ package final class Committer: Sendable {
     private func syncFilesystem() -> StoreError? {
         // The staging folder is on the destinations' file system (rename(2) needs that): its descriptor names it.
         guard syncfs(staging.descriptor) == 0 else {
-            return StoreError(operation: "sync the filesystem of", path: root, errno: errno)
+            return StoreError(operation: .syncFilesystem, path: root, errno: errno)
         }
         return nil
     }
@@ -524,8 +510,8 @@ package final class Committer: Sendable {
             guard case .folder(let folder) = walk.folder(destinations[group[0]].parent, create: false) else {
                 for index in group {
                     results[index] = StoreError(
-                        operation: "sync", path: destinations[index].description, errno: ENOENT,
-                        detail: "its folder cannot be reached")
+                        operation: .sync, path: destinations[index].description, errno: ENOENT,
+                        problem: .folderUnreachable)
                 }
                 continue
             }
@@ -534,17 +520,17 @@ package final class Committer: Sendable {
                 switch folder.openRegularFileForReading(destination.fileName) {
                 case .success(let descriptor):
                     if fsync(descriptor) != 0 {
-                        results[index] = StoreError(operation: "sync", path: destination.description, errno: errno)
+                        results[index] = StoreError(operation: .sync, path: destination.description, errno: errno)
                     }
                     close(descriptor)
                 case .failure(let failure):
-                    results[index] = StoreError(operation: "sync", path: destination.description, errno: failure.errno)
+                    results[index] = StoreError(operation: .sync, path: destination.description, errno: failure.errno)
                 }
             }
             if let failure = folder.synchronize() {
                 for index in group where results[index] == nil {
                     results[index] = StoreError(
-                        operation: "sync the directory of", path: destinations[index].description,
+                        operation: .syncDirectoryOf, path: destinations[index].description,
                         errno: failure.errno)
                 }
             }
@@ -563,7 +549,7 @@ package final class Committer: Sendable {
         for index in renamed {
             guard case .success(var committed) = results[index] else { continue }
             committed.notDurable = StoreError(
-                operation: "sync the directory of", path: batch[index].destination.description,
+                operation: .syncDirectoryOf, path: batch[index].destination.description,
                 errno: failure.errno)
             results[index] = .success(committed)
         }

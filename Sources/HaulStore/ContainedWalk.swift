@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulThreads
@@ -32,12 +33,12 @@ struct ContainedWalk {
         let handle: DirectoryHandle
         switch DescriptorShortage.waiting({ DirectoryHandle.open(root) }, isShortage: Self.isShortage) {
         case .success(let opened): handle = opened
-        case .failure(let failure): return .failure(StoreError(operation: "open", path: root, errno: failure.errno))
+        case .failure(let failure): return .failure(StoreError(operation: .open, path: root, errno: failure.errno))
         }
         switch FileSystem.realPath(root) {
         case .success(let real): return .success(ContainedWalk(root: handle, realRoot: real, keeping: recentLimit))
         case .failure(let failure):
-            return .failure(StoreError(operation: "resolve root", path: root, errno: failure.code))
+            return .failure(StoreError(operation: .resolveRoot, path: root, errno: failure.code))
         }
     }
 
@@ -56,10 +57,10 @@ struct ContainedWalk {
         case folder(DirectoryHandle)
         /// Some component does not exist (only when not creating).
         case missing
-        /// A symlink component leads outside root; the message names it.
-        case escapes(String)
-        /// A component cannot serve as a folder (a file, a dangling symlink, a loop); `reason` names it.
-        case blocked(errno: Int32, reason: String)
+        /// A symlink component leads outside root (`FileProblem.parentEscapesRoot`).
+        case escapes(FileProblem)
+        /// A component cannot serve as a folder (a file, a dangling symlink, a loop).
+        case blocked(errno: Int32, problem: FileProblem)
         case failed(StoreError)
 
         var isOutOfDescriptors: Bool {
@@ -109,13 +110,13 @@ struct ContainedWalk {
             if name.isEmpty || name == "." { continue }
             if name == ".." {
                 guard !names.isEmpty else {
-                    return .escapes("parent \"\(shown)\" is a symlink to \(fromLink ?? ".."), outside root")
+                    return .escapes(.parentEscapesRoot(parent: shown, target: fromLink ?? ".."))
                 }
                 names.removeLast()
                 switch reach(names) {
                 case .success(let parent): here = parent
                 case .failure(let failure):
-                    return .failed(StoreError(operation: "inspect", path: shown, errno: failure.errno))
+                    return .failed(StoreError(operation: .inspect, path: shown, errno: failure.errno))
                 }
                 continue
             }
@@ -126,24 +127,23 @@ struct ContainedWalk {
                 continue
             case .failure(let failure) where failure.errno == ENOENT:
                 if let fromLink {
-                    return .blocked(
-                        errno: ENOENT, reason: "parent \"\(shown)\" is a symlink to \(fromLink), which does not exist")
+                    return .blocked(errno: ENOENT, problem: .parentLinkDangles(parent: shown, target: fromLink))
                 }
                 return .missing
             case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
                 break  // a symlink, or not a folder at all: looked at below
             case .failure(let failure):
                 return .failed(
-                    StoreError(operation: create ? "create directory" : "inspect", path: shown, errno: failure.errno))
+                    StoreError(operation: create ? .createDirectory : .inspect, path: shown, errno: failure.errno))
             }
             guard case .success(let info) = here.status(of: name), info.st_mode & S_IFMT == S_IFLNK,
                 let target = here.linkTarget(name)
             else {
-                return .blocked(errno: ENOTDIR, reason: "parent \"\(shown)\" is not a directory")
+                return .blocked(errno: ENOTDIR, problem: .parentNotADirectory(shown))
             }
             hops += 1
             guard hops <= Self.maximumHops else {
-                return .blocked(errno: ELOOP, reason: "parent \"\(shown)\" is a symlink loop")
+                return .blocked(errno: ELOOP, problem: .parentLinkLoop(shown))
             }
             let link = fromLink ?? target
             var rest = target.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
@@ -151,14 +151,14 @@ struct ContainedWalk {
                 // An absolute target is followed from root, if it lies under root's real path at all.
                 let absolute = PathRules.normalizeAbsolute(target)
                 guard let inside = PathText.relative(absolute, to: realRoot) else {
-                    return .escapes("parent \"\(shown)\" is a symlink to \(absolute), outside root")
+                    return .escapes(.parentEscapesRoot(parent: shown, target: absolute))
                 }
                 rest = inside
                 here = root
                 names = []
             } else if PathText.climbsAbove(rest, depth: names.count) {
                 let absolute = PathRules.normalizeAbsolute(([realRoot] + names + rest).joined(separator: "/"))
-                return .escapes("parent \"\(shown)\" is a symlink to \(absolute), outside root")
+                return .escapes(.parentEscapesRoot(parent: shown, target: absolute))
             }
             pending.append(contentsOf: rest.reversed().map { ($0, link) })
         }

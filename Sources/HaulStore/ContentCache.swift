@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import Synchronization
@@ -78,23 +79,13 @@ package final class ContentCache: Sendable {
     }
 
     /// Why a folder could not be opened as a cache.
-    package enum OpenFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum OpenFailure: Error, Sendable, Equatable {
         /// The folder does not exist (only when not creating it).
         case missing(path: String)
         /// The folder exists and is not a cache (see `Recognition`): nothing in it is touched.
         case notACache(path: String, stranger: String)
         /// It could not be made, opened or listed.
         case failed(StoreError)
-
-        package var description: String {
-            switch self {
-            case .missing(let path): "cannot open the cache \"\(path)\": \(Errno(ENOENT).description)"
-            case .notACache(let path, let stranger):
-                "\"\(path)\" is not a haul content cache: it has no \(ContentCache.markerName) file and holds "
-                    + "\"\(stranger)\", which a cache does not"
-            case .failed(let error): error.description
-            }
-        }
     }
 
     /// Opens the cache at `path`. The path is the user's to choose: symlinks along it are followed; inside it
@@ -110,7 +101,7 @@ package final class ContentCache: Sendable {
             for component in path.split(separator: "/") {
                 prefix += component
                 if prefix.withCString({ mkdir($0, 0o755) }) != 0, errno != EEXIST {
-                    return .failure(.failed(StoreError(operation: "create directory", path: prefix, errno: errno)))
+                    return .failure(.failed(StoreError(operation: .createDirectory, path: prefix, errno: errno)))
                 }
                 prefix += "/"
             }
@@ -120,12 +111,12 @@ package final class ContentCache: Sendable {
         case .success(let handle): directory = handle
         case .failure(let failure) where failure.errno == ENOENT: return .failure(.missing(path: path))
         case .failure(let failure):
-            return .failure(.failed(StoreError(operation: "open the cache", path: path, errno: failure.errno)))
+            return .failure(.failed(StoreError(operation: .openCache, path: path, errno: failure.errno)))
         }
         if !hasMarker(directory) {
             guard let names = directory.names() else {
                 return .failure(
-                    .failed(StoreError(operation: "list the cache", path: path, errno: errno == 0 ? EIO : errno)))
+                    .failed(StoreError(operation: .listCache, path: path, errno: errno == 0 ? EIO : errno)))
             }
             switch Recognition.of(names: names) {
             case .stranger(let name): return .failure(.notACache(path: path, stranger: name))
@@ -210,9 +201,9 @@ package final class ContentCache: Sendable {
         case copied(size: Int64, hasMode: Bool)
         /// Nothing under that digest (or an algorithm the cache does not hold).
         case missing
-        /// An entry was there but its bytes were not the digest's (or of the wrong size): it was removed.
-        /// The text says what was found, for a warning.
-        case corrupt(String)
+        /// An entry was there but its bytes were not the digest's (or of the wrong size): it was removed, or
+        /// could not be.
+        case corrupt(CorruptEntry)
         /// The entry at `path` is larger than `limit`, the most the entry may take when it pins no size: not
         /// copied (and not removed: it may be right, for a run allowed more).
         case tooLarge(path: String, limit: Int64)
@@ -303,19 +294,18 @@ package final class ContentCache: Sendable {
         case .failure(let failure):
             if failure.errno == ENOENT { return .missing }
             return .unusable(
-                StoreError(operation: "open cache entry", path: displayPath(of: digest), errno: failure.errno))
+                StoreError(operation: .openCacheEntry, path: displayPath(of: digest), errno: failure.errno))
         }
         defer { close(input) }
         var info = stat()
         guard fstat(input, &info) == 0 else {
-            return .unusable(StoreError(operation: "inspect cache entry", path: displayPath(of: digest), errno: errno))
+            return .unusable(StoreError(operation: .inspectCacheEntry, path: displayPath(of: digest), errno: errno))
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            return removeCorrupt(digest, in: folder, why: "\(FileKindName.of(info)), not a regular file")
+            return removeCorrupt(digest, in: folder, found: .notARegularFile(FileKind(info)))
         }
         if let expectedSize, Int64(info.st_size) != expectedSize {
-            return removeCorrupt(
-                digest, in: folder, why: "\(info.st_size) bytes, not the \(expectedSize) the manifest pins")
+            return removeCorrupt(digest, in: folder, found: .size(Int64(info.st_size), pinned: expectedSize))
         }
         if expectedSize == nil, Int64(info.st_size) > maxSize {
             return .tooLarge(path: displayPath(of: digest), limit: maxSize)
@@ -324,7 +314,7 @@ package final class ContentCache: Sendable {
         switch target.createFile(name, mode: mode, umask: umask) {
         case .success(let created): (output, hasMode) = created
         case .failure(let failure):
-            return .unusable(StoreError(operation: "create", path: failure.path, errno: failure.errno))
+            return .unusable(StoreError(operation: .create, path: failure.path, errno: failure.errno))
         }
         let copied = copyHashing(
             from: input, to: output, size: Int64(info.st_size), algorithm: digest.algorithm, buffer: buffer,
@@ -335,19 +325,19 @@ package final class ContentCache: Sendable {
             target.remove(name)
             return .unusable(
                 StoreError(
-                    operation: failure.writing ? "write" : "read cache entry",
+                    operation: failure.writing ? .write : .readCacheEntry,
                     path: failure.writing ? target.displayPath(of: name) : displayPath(of: digest),
                     errno: failure.errno))
         case .success(let (count, actual)):
             if let closed {
                 target.remove(name)
-                return .unusable(StoreError(operation: "write", path: target.displayPath(of: name), errno: closed))
+                return .unusable(StoreError(operation: .write, path: target.displayPath(of: name), errno: closed))
             }
             guard count == Int64(info.st_size), actual == digest else {
                 target.remove(name)
-                let found =
-                    count == Int64(info.st_size) ? "digest \(actual)" : "\(count) bytes where it had \(info.st_size)"
-                return removeCorrupt(digest, in: folder, why: found)
+                let found: CorruptEntry.Found =
+                    count == Int64(info.st_size) ? .digest(actual) : .shortRead(count, of: Int64(info.st_size))
+                return removeCorrupt(digest, in: folder, found: found)
             }
             // Least recently used is what `collect` evicts: a hit makes the entry young again, unless it already
             // is (used within the hour: a finer order is worth nothing to eviction, and skipping the write saves a
@@ -436,11 +426,8 @@ package final class ContentCache: Sendable {
         return .success(total)
     }
 
-    private func removeCorrupt(_ digest: Digest, in folder: DirectoryHandle, why: String) -> Hit {
-        let removed = folder.remove(digest.hex)
-        var text = "the cache entry \(displayPath(of: digest)) is not the file of its digest (\(why))"
-        text += removed.map { removal in "; it could not be removed (\(removal.reason))" } ?? ": removed"
-        return .corrupt(text)
+    private func removeCorrupt(_ digest: Digest, in folder: DirectoryHandle, found: CorruptEntry.Found) -> Hit {
+        .corrupt(CorruptEntry(path: displayPath(of: digest), found: found, removal: folder.remove(digest.hex)))
     }
 
     // MARK: - Inserting
@@ -452,9 +439,9 @@ package final class ContentCache: Sendable {
         switch reach(digest, create: true) {
         case .success(let folder):
             guard let failure = source.rename(name, to: digest.hex, in: folder) else { return nil }
-            return StoreError(operation: "move", path: failure.path, errno: failure.errno)
+            return StoreError(operation: .move, path: failure.path, errno: failure.errno)
         case .failure(let failure):
-            return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+            return StoreError(operation: .createDirectory, path: failure.path, errno: failure.errno)
         }
     }
 
@@ -475,12 +462,12 @@ package final class ContentCache: Sendable {
         switch directory.subdirectory(Self.temporaryFolder, creatingWithMode: 0o755) {
         case .success(let folder): temporary = folder
         case .failure(let failure):
-            return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+            return StoreError(operation: .createDirectory, path: failure.path, errno: failure.errno)
         }
         let input: Int32
         switch source.openFile(name, flags: O_RDONLY) {
         case .success(let opened): input = opened
-        case .failure(let failure): return StoreError(operation: "open", path: failure.path, errno: failure.errno)
+        case .failure(let failure): return StoreError(operation: .open, path: failure.path, errno: failure.errno)
         }
         defer { close(input) }
         let unique = Self.insertionName(
@@ -488,24 +475,24 @@ package final class ContentCache: Sendable {
         let output: Int32
         switch temporary.openFile(unique, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) {
         case .success(let opened): output = opened
-        case .failure(let failure): return StoreError(operation: "create", path: failure.path, errno: failure.errno)
+        case .failure(let failure): return StoreError(operation: .create, path: failure.path, errno: failure.errno)
         }
         var failure = clone(from: input, to: output, size: size)
         if close(output) != 0, failure == nil { failure = errno }
         if let failure {
             temporary.remove(unique)
-            return StoreError(operation: "write", path: temporary.displayPath(of: unique), errno: failure)
+            return StoreError(operation: .write, path: temporary.displayPath(of: unique), errno: failure)
         }
         let folder: DirectoryHandle
         switch reach(digest, create: true) {
         case .success(let reached): folder = reached
         case .failure(let failure):
             temporary.remove(unique)
-            return StoreError(operation: "create directory", path: failure.path, errno: failure.errno)
+            return StoreError(operation: .createDirectory, path: failure.path, errno: failure.errno)
         }
         if let renamed = temporary.rename(unique, to: hex, in: folder) {
             temporary.remove(unique)
-            return StoreError(operation: "rename into", path: renamed.path, errno: renamed.errno)
+            return StoreError(operation: .renameInto, path: renamed.path, errno: renamed.errno)
         }
         return nil
     }
@@ -679,5 +666,29 @@ package final class ContentCache: Sendable {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         return time
+    }
+}
+
+/// A cache entry whose bytes are not its digest's, as a cache hit found it: what was there instead, and whether it
+/// could be removed.
+package struct CorruptEntry: Sendable, Equatable {
+    package enum Found: Sendable, Equatable {
+        case notARegularFile(FileKind)
+        /// Its size is not the one the manifest pins.
+        case size(Int64, pinned: Int64)
+        case digest(Digest)
+        /// Fewer bytes read than its size said.
+        case shortRead(Int64, of: Int64)
+    }
+
+    package let path: String
+    package let found: Found
+    /// nil: it was removed; else why it could not be.
+    package let removal: SystemError?
+
+    package init(path: String, found: Found, removal: SystemError?) {
+        self.path = path
+        self.found = found
+        self.removal = removal
     }
 }

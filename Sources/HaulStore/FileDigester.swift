@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 
 /// Hashes files already on disk, for the observer (is the destination already right?) and for callers that
@@ -14,7 +15,7 @@ package enum FileDigester {
         path: String, algorithm: DigestAlgorithm
     ) throws(StoreError) -> (size: Int64, digest: Digest) {
         guard let buffer = ReadBuffer.allocate(chunkSize) else {
-            throw StoreError(operation: "read", path: path, errno: ENOMEM)
+            throw StoreError(operation: .read, path: path, errno: ENOMEM)
         }
         defer { ReadBuffer.free(buffer) }
         return try digest(path: path, algorithm: algorithm, buffer: buffer, displayPath: path)
@@ -28,22 +29,22 @@ package enum FileDigester {
     ) throws(StoreError) -> (size: Int64, digest: Digest) {
         // O_NONBLOCK: a FIFO swapped in after lstat must not hang the observer in open(2); no effect on files.
         let fd = path.withCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) }
-        guard fd >= 0 else { throw StoreError(operation: "open", path: displayPath(), errno: errno) }
+        guard fd >= 0 else { throw StoreError(operation: .open, path: displayPath(), errno: errno) }
         defer { close(fd) }
 
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw StoreError(operation: "inspect", path: displayPath(), errno: errno) }
-        let kind = FileKind(mode: info.st_mode)
+        guard fstat(fd, &info) == 0 else { throw StoreError(operation: .inspect, path: displayPath(), errno: errno) }
+        let kind = FileKind(info)
         guard kind == .regular else {
             throw StoreError(
-                operation: "read", path: displayPath(), errno: kind == .directory ? EISDIR : EINVAL,
-                detail: "not a regular file")
+                operation: .read, path: displayPath(), errno: kind == .directory ? EISDIR : EINVAL,
+                problem: .notARegularFile)
         }
         // One more syscall per file is pure cost when a single read covers it (the common small-file case).
         if info.st_size > Int64(buffer.count) { _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL) }
 
         guard let hasher = StreamingHasher(algorithm) else {
-            throw StoreError(operation: "hash", path: displayPath(), errno: ENOMEM)
+            throw StoreError(operation: .hash, path: displayPath(), errno: ENOMEM)
         }
         var total: Int64 = 0
         while true {
@@ -56,7 +57,7 @@ package enum FileDigester {
             } else {
                 let code = errno
                 if code == EINTR { continue }
-                throw StoreError(operation: "read", path: displayPath(), errno: code)
+                throw StoreError(operation: .read, path: displayPath(), errno: code)
             }
         }
         return (total, hasher.finalize())

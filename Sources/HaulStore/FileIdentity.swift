@@ -1,4 +1,6 @@
 import Glibc
+import HaulFailures
+import HaulFileSystem
 
 /// A file's identity as the kernel reports it. If all of it is unchanged, the content is the content haul saw:
 /// writing a file changes its mtime and ctime, and ctime cannot be set back from user space. (Unless the

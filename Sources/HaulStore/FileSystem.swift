@@ -1,21 +1,7 @@
 import CLinuxShims
 import Glibc
+import HaulFailures
 import HaulFileSystem
-
-/// The few file kinds the store distinguishes; everything that is not a file, directory or symlink is
-/// something haul never reads or replaces.
-enum FileKind {
-    case regular, directory, symlink, other
-
-    init(mode: mode_t) {
-        switch mode & S_IFMT {
-        case S_IFREG: self = .regular
-        case S_IFDIR: self = .directory
-        case S_IFLNK: self = .symlink
-        default: self = .other
-        }
-    }
-}
 
 /// Thin, allocation-light wrappers over the system calls the store uses. They exist so that errno is read
 /// right after the call that set it, before any Swift code that might allocate and clobber it.

@@ -1,9 +1,10 @@
 import CLinuxShims
 import Glibc
-import HaulThreads
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
+import HaulThreads
 
 /// What is at a destination now, as the planner needs it to decide whether to fetch.
 package enum ObservedFile: Sendable, Equatable {
@@ -16,11 +17,11 @@ package enum ObservedFile: Sendable, Equatable {
     /// A symlink at the destination itself. Never followed: the committer replaces the link, not its target.
     case symlink
     /// FIFO, socket or device.
-    case otherKind
+    case otherKind(FileKind)
     /// A regular file whose content could not be read (EIO, EACCES).
     case unreadableContent(StoreError)
-    /// A parent directory is a symlink leading outside root; the message names it.
-    case escapesRoot(String)
+    /// A parent directory is a symlink leading outside root (`FileProblem.parentEscapesRoot`).
+    case escapesRoot(StoreError)
     case unreadable(StoreError)
 }
 
@@ -222,7 +223,7 @@ private struct Worker {
             guard let directory else { return (.missing, nil) }
             guard let buffer = self.buffer ?? ReadBuffer.allocate(FileDigester.chunkSize) else {
                 return (
-                    .unreadable(StoreError(operation: "read", path: request.destination.description, errno: ENOMEM)),
+                    .unreadable(StoreError(operation: .read, path: request.destination.description, errno: ENOMEM)),
                     nil
                 )
             }
@@ -239,15 +240,12 @@ private struct Worker {
         switch parent {
         case .directory(let path): directory = path
         case .missing: return (.settled(.missing), nil)
-        case .escapes(let message): return (.settled(.escapesRoot(message)), nil)
-        case .blocked(let code, let reason):
-            return (
-                .settled(
-                    .unreadable(
-                        StoreError(
-                            operation: "inspect", path: destination.description, errno: code,
-                            detail: reason))), nil
-            )
+        case .escapes(let problem):
+            let failure = StoreError(operation: .inspect, path: destination.description, errno: 0, problem: problem)
+            return (.settled(.escapesRoot(failure)), nil)
+        case .blocked(let code, let problem):
+            let failure = StoreError(operation: .inspect, path: destination.description, errno: code, problem: problem)
+            return (.settled(.unreadable(failure)), nil)
         case .failed(let failure): return (.settled(.unreadable(failure)), nil)
         }
         let info: stat
@@ -257,15 +255,15 @@ private struct Worker {
         case .failure(let failure):
             return (
                 .settled(
-                    .unreadable(StoreError(operation: "inspect", path: destination.description, errno: failure.code))),
+                    .unreadable(StoreError(operation: .inspect, path: destination.description, errno: failure.code))),
                 nil
             )
         }
-        switch FileKind(mode: info.st_mode) {
+        switch FileKind(info) {
         case .directory: return (.settled(.directory), nil)
         case .symlink: return (.settled(.symlink), nil)
-        case .other: return (.settled(.otherKind), nil)
         case .regular: return (.regularFile(FileIdentity(info)), directory)
+        case let other: return (.settled(.otherKind(other)), nil)
         }
     }
 }
@@ -288,8 +286,7 @@ private struct ParentWalker {
         case .success(let resolved):
             // A file where root should be would otherwise make top-level destinations look merely missing.
             if case .success(let info) = FileSystem.status(resolved), FileKind(mode: info.st_mode) != .directory {
-                let failure = StoreError(
-                    operation: "use", path: root, errno: ENOTDIR, detail: "root is not a directory")
+                let failure = StoreError(operation: .use, path: root, errno: ENOTDIR, problem: .rootNotADirectory)
                 return .everything(.unreadable(failure))
             }
             // Nothing there yet (a first sync): no destination exists, whatever its path.
@@ -302,12 +299,12 @@ private struct ParentWalker {
                 let walk = ContainedWalk(root: handle, realRoot: resolved, keeping: 0)
                 return .walking(ParentWalker(resolver: ParentResolver(root: root, walk: walk)))
             case .failure(let failure):
-                return .everything(.unreadable(StoreError(operation: "open", path: root, errno: failure.errno)))
+                return .everything(.unreadable(StoreError(operation: .open, path: root, errno: failure.errno)))
             }
         case .failure(Errno(ENOENT)), .failure(Errno(ENOTDIR)):
             return .everything(.missing)
         case .failure(let failure):
-            return .everything(.unreadable(StoreError(operation: "resolve root", path: root, errno: failure.code)))
+            return .everything(.unreadable(StoreError(operation: .resolveRoot, path: root, errno: failure.code)))
         }
     }
 

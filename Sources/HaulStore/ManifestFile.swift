@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -15,32 +16,29 @@ package enum ManifestFile {
         switch FileSystem.status(path) {
         case .success(let info): try requireRegular(info, path: path)
         case .failure(Errno(ENOENT)): return nil
-        case .failure(let failure): throw StoreError(operation: "read", path: path, errno: failure.code)
+        case .failure(let failure): throw StoreError(operation: .read, path: path, errno: failure.code)
         }
         let descriptor = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT { return nil }
-            throw StoreError(operation: "read", path: path, errno: code)
+            throw StoreError(operation: .read, path: path, errno: code)
         }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw StoreError(operation: "read", path: path, errno: errno) }
+        guard fstat(descriptor, &info) == 0 else { throw StoreError(operation: .read, path: path, errno: errno) }
         try requireRegular(info, path: path)  // it may have been replaced since it was looked at
         switch BoundedRead.all(descriptor, limit: ManifestLoader.maximumBytes, sizeHint: Int(info.st_size)) {
         case .success(let bytes): return bytes
         case .failure(.tooLarge):
-            throw StoreError(operation: "read", path: path, errno: EFBIG, detail: ManifestLoader.tooLarge)
-        case .failure(.system(let code)): throw StoreError(operation: "read", path: path, errno: code)
+            throw StoreError(operation: .read, path: path, errno: EFBIG, problem: .manifestTooLarge)
+        case .failure(.system(let code)): throw StoreError(operation: .read, path: path, errno: code)
         }
     }
 
     private static func requireRegular(_ info: stat, path: String) throws(StoreError) {
         guard info.st_mode & S_IFMT != S_IFREG else { return }
-        throw StoreError(
-            operation: "edit", path: path, errno: EINVAL,
-            detail:
-                "it is \(FileKindName.of(info)), not a regular file (haul add edits a regular file or makes a new one)")
+        throw StoreError(operation: .edit, path: path, errno: EINVAL, problem: .notEditable(FileKind(info)))
     }
 
     /// Writes a temporary file beside the target, flushes it, gives it the target's mode (a new file gets
@@ -55,14 +53,14 @@ package enum ManifestFile {
             switch FileSystem.realPath(path) {
             case .success(let resolved): target = resolved
             case .failure(let failure):
-                throw StoreError(operation: "resolve the symlink", path: path, errno: failure.code)
+                throw StoreError(operation: .resolveSymlink, path: path, errno: failure.code)
             }
         }
         var existing: stat?
         switch FileSystem.status(target) {
         case .success(let info): existing = info
         case .failure(Errno(ENOENT)): existing = nil
-        case .failure(let failure): throw StoreError(operation: "inspect", path: path, errno: failure.code)
+        case .failure(let failure): throw StoreError(operation: .inspect, path: path, errno: failure.code)
         }
         if let existing { try requireRegular(existing, path: path) }
 
@@ -72,7 +70,7 @@ package enum ManifestFile {
             ?? target
         let directory: DirectoryHandle
         do { directory = try DirectoryHandle.opening(directoryPath) } catch {
-            throw StoreError(operation: "create a temporary file beside", path: path, errno: error.errno)
+            throw StoreError(operation: .createTemporaryFileBeside, path: path, errno: error.errno)
         }
         removeAbandonedTemporaries(beside: name, in: directory)
         let (temporary, alive) = try createTemporary(in: directory, beside: name, path: path)
@@ -82,15 +80,15 @@ package enum ManifestFile {
             // Ownership is kept when allowed (root editing someone's file); failing that, the file is ours.
             _ = fchown(alive.descriptor, existing.st_uid, existing.st_gid)
             guard fchmod(alive.descriptor, existing.st_mode & 0o7777) == 0 else {
-                throw StoreError(operation: "set the mode of", path: directory.displayPath(of: temporary), errno: errno)
+                throw StoreError(operation: .setModeOf, path: directory.displayPath(of: temporary), errno: errno)
             }
         }
         try writeAll(bytes, to: alive.descriptor, path: directory.displayPath(of: temporary))
         guard fsync(alive.descriptor) == 0 else {
-            throw StoreError(operation: "flush", path: directory.displayPath(of: temporary), errno: errno)
+            throw StoreError(operation: .flush, path: directory.displayPath(of: temporary), errno: errno)
         }
         if let failure = directory.rename(temporary, to: name) {
-            throw StoreError(operation: "replace", path: path, errno: failure.errno)
+            throw StoreError(operation: .replace, path: path, errno: failure.errno)
         }
         renamed = true
         // The new text is in place; a failed directory flush only weakens durability across a power cut.
@@ -129,10 +127,10 @@ package enum ManifestFile {
             case .failure(let failure) where failure.errno == EEXIST:
                 continue
             case .failure(let failure):
-                throw StoreError(operation: "create a temporary file beside", path: path, errno: failure.errno)
+                throw StoreError(operation: .createTemporaryFileBeside, path: path, errno: failure.errno)
             }
         }
-        throw StoreError(operation: "create a temporary file beside", path: path, errno: EEXIST)
+        throw StoreError(operation: .createTemporaryFileBeside, path: path, errno: EEXIST)
     }
 
     private static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws(StoreError) {
@@ -143,7 +141,7 @@ package enum ManifestFile {
             }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw StoreError(operation: "write", path: path, errno: errno)
+                throw StoreError(operation: .write, path: path, errno: errno)
             }
             offset += count
         }

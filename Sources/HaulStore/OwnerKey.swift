@@ -1,5 +1,7 @@
 import Glibc
 import HaulDigest
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 
 /// Proof that haul wrote a file: the first 16 bytes of an HMAC-SHA-256, under the root's key (`OwnerKey`), of
@@ -90,7 +92,7 @@ package struct OwnerKey: Sendable {
         case .bytes(let key, _): return .success(key.count == byteCount ? OwnerKey(key) : nil)
         case .missing, .tooLarge: return .success(nil)
         case .unreadable(let failure):
-            return .failure(StoreError(operation: "read", path: failure.path, errno: failure.errno))
+            return .failure(StoreError(operation: .read, path: failure.path, errno: failure.errno))
         }
     }
 
@@ -114,27 +116,27 @@ package struct OwnerKey: Sendable {
         guard let key = MessageAuthenticator.randomKey(count: byteCount) else {
             return .failure(
                 StoreError(
-                    operation: "make", path: folder.displayPath(of: fileName), errno: EIO,
-                    detail: "the system gave no random bytes"))
+                    operation: .make, path: folder.displayPath(of: fileName), errno: EIO,
+                    problem: .noRandomBytes))
         }
         if let failure = folder.remove(temporary), failure.errno != ENOENT {
-            return .failure(StoreError(operation: "replace", path: failure.path, errno: failure.errno))
+            return .failure(StoreError(operation: .replace, path: failure.path, errno: failure.errno))
         }
         let descriptor: Int32
         switch folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) {
         case .success(let opened): descriptor = opened
         case .failure(let failure):
-            return .failure(StoreError(operation: "write", path: failure.path, errno: failure.errno))
+            return .failure(StoreError(operation: .write, path: failure.path, errno: failure.errno))
         }
         let failed = PrivateFile.write(key, to: descriptor) ?? (fsync(descriptor) == 0 ? nil : errno)
         close(descriptor)
         if let failed {
             folder.remove(temporary)
-            return .failure(StoreError(operation: "write", path: folder.displayPath(of: temporary), errno: failed))
+            return .failure(StoreError(operation: .write, path: folder.displayPath(of: temporary), errno: failed))
         }
         if let failure = folder.rename(temporary, to: fileName) {
             folder.remove(temporary)
-            return .failure(StoreError(operation: "rename into", path: failure.path, errno: failure.errno))
+            return .failure(StoreError(operation: .renameInto, path: failure.path, errno: failure.errno))
         }
         // Not durable yet costs nothing to correctness: a key lost in a crash proves nothing it tagged, and those
         // files are kept rather than pruned.

@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -57,20 +58,20 @@ package struct OwnershipJournal: Sendable {
         let descriptor: Int32
         switch area.folder.openFile(Self.fileName, flags: O_RDWR | O_CREAT | O_APPEND, mode: 0o600) {
         case .success(let opened): descriptor = opened
-        case .failure(let failure): return StoreError(operation: "write", path: failure.path, errno: failure.errno)
+        case .failure(let failure): return StoreError(operation: .write, path: failure.path, errno: failure.errno)
         }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return StoreError(operation: "inspect", path: path, errno: errno) }
+        guard fstat(descriptor, &info) == 0 else { return StoreError(operation: .inspect, path: path, errno: errno) }
         // What a crash cut short (a power loss mid-append) is dropped first: these lines would be glued to it.
         let start = Self.endOfLastLine(descriptor, size: Int64(info.st_size))
         if start < info.st_size, ftruncate(descriptor, off_t(start)) != 0 {
-            return StoreError(operation: "write", path: path, errno: errno)
+            return StoreError(operation: .write, path: path, errno: errno)
         }
         guard let code = PrivateFile.write(bytes, to: descriptor) else { return nil }
         // Whatever part was written goes again; if even that fails, the next append drops it (see above).
         _ = ftruncate(descriptor, off_t(start))
-        return StoreError(operation: "write", path: path, errno: code)
+        return StoreError(operation: .write, path: path, errno: code)
     }
 
     /// Where the journal's last complete line ends: `size` when it ends in a newline (or is empty), else just
@@ -96,20 +97,17 @@ package struct OwnershipJournal: Sendable {
     /// What the journal holds: the records journaled by runs whose state was not saved (nil when there is none, or
     /// it cannot be read: those files are then not pruned, never wrongly), whether it exists, and why it could not
     /// be used. A line a crash cut short (no newline after it) is not read: its batch was not renamed either.
-    static func read(in area: PrivateArea) -> (records: [DestinationKey: StateRecord]?, exists: Bool, warning: String?)
-    {
+    static func read(
+        in area: PrivateArea
+    ) -> (records: [DestinationKey: StateRecord]?, exists: Bool, problem: StateProblem?) {
         let path = area.folder.displayPath(of: fileName)
         switch PrivateFile.read(fileName, in: area.folder, limit: StateCache.maximumBytes) {
         case .missing:
             return (nil, false, nil)
         case .unreadable(let failure):
-            return (nil, true, "cannot read \(path): \(failure.reason); the files it names are not pruned")
+            return (nil, true, .journalUnreadable(failure))
         case .tooLarge(let size):
-            return (
-                nil, true,
-                "\(path) is \(size) bytes, more than the \(StateCache.maximumSizeText) haul reads of its "
-                    + "journal; the files it names are not pruned"
-            )
+            return (nil, true, .journalTooLarge(path: path, size: size, limit: StateCache.maximumBytes))
         case .bytes(let bytes, _):
             let complete = bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
             let records = StateFile.parse(lines: Array((StateFile.header + "\n").utf8) + complete)?.records

@@ -1,4 +1,6 @@
 import Glibc
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 
 /// Where a destination's parent directory stands, as far as haul is allowed to go.
@@ -8,10 +10,10 @@ enum ParentState: Sendable {
     case directory(String)
     /// Some component does not exist.
     case missing
-    /// A symlink component resolves outside root; the message names it.
-    case escapes(String)
-    /// A component cannot serve as a directory (a file, a dangling symlink); `reason` names it.
-    case blocked(errno: Int32, reason: String)
+    /// A symlink component resolves outside root (`FileProblem.parentEscapesRoot`).
+    case escapes(FileProblem)
+    /// A component cannot serve as a directory (a file, a dangling symlink).
+    case blocked(errno: Int32, problem: FileProblem)
     /// A system call on a component failed.
     case failed(StoreError)
 }
@@ -39,8 +41,8 @@ struct ParentResolver {
             switch walk.folder(parent, create: false) {
             case .folder: .directory(FileSystem.join(root, relative))
             case .missing: .missing
-            case .escapes(let message): .escapes(message)
-            case .blocked(let code, let reason): .blocked(errno: code, reason: reason)
+            case .escapes(let problem): .escapes(problem)
+            case .blocked(let code, let problem): .blocked(errno: code, problem: problem)
             case .failed(let failure): .failed(failure)
             }
         known[DestinationKey(relative)] = state

@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 
 /// `<root>/.haul`, haul's own folder: the run lock, the state and its journal, the key that proves which records
@@ -34,13 +35,13 @@ package final class PrivateArea: Sendable {
 
         var isDirectory: Bool { self == .temporary || self == .partial || self == .settled }
 
-        var role: String {
+        var role: PrivateRole {
             switch self {
-            case .temporary, .partial, .settled: "haul's folder must be a real directory inside root"
-            case .state: "haul's state must be a regular file"
-            case .lock: "haul's lock must be a regular file"
-            case .journal: "haul's journal must be a regular file"
-            case .key: "haul's key must be a regular file"
+            case .temporary, .partial, .settled: .folder
+            case .state: .state
+            case .lock: .lock
+            case .journal: .journal
+            case .key: .key
             }
         }
     }
@@ -48,7 +49,7 @@ package final class PrivateArea: Sendable {
     /// Opens `<root>/.haul` after checking it and everything haul keeps in it, making root and `.haul` as needed.
     package static func create(root: String) throws(PrivateAreaError) -> PrivateArea {
         guard let area = try open(root: root, creating: true) else {
-            throw .system(StoreError(operation: "create directory", path: FileSystem.join(root, name), errno: ENOENT))
+            throw .system(StoreError(operation: .createDirectory, path: FileSystem.join(root, name), errno: ENOENT))
         }
         return area
     }
@@ -61,36 +62,33 @@ package final class PrivateArea: Sendable {
     private static func open(root: String, creating: Bool) throws(PrivateAreaError) -> PrivateArea? {
         let root = FileSystem.normalizedRoot(root)
         if creating, let code = FileSystem.makeDirectories(root, mode: 0o755) {
-            throw .system(StoreError(operation: "create directory", path: root, errno: code))
+            throw .system(StoreError(operation: .createDirectory, path: root, errno: code))
         }
         let rootFolder: DirectoryHandle
         switch DirectoryHandle.open(root) {
         case .success(let opened): rootFolder = opened
         case .failure(let failure) where !creating && (failure.errno == ENOENT || failure.errno == ENOTDIR): return nil
-        case .failure(let failure): throw .system(StoreError(operation: "open", path: root, errno: failure.errno))
+        case .failure(let failure): throw .system(StoreError(operation: .open, path: root, errno: failure.errno))
         }
         let path = FileSystem.join(root, name)
         switch rootFolder.status(of: name) {
         case .success(let info):
             guard info.st_mode & S_IFMT == S_IFDIR else {
-                throw .unsafe(
-                    path: path, found: describe(info, name: name, in: rootFolder),
-                    rule: "haul's folder must be a real directory inside root")
+                throw .unsafe(path: path, found: describe(info, name: name, in: rootFolder), rule: .folder)
             }
         case .failure(let failure) where failure.errno == ENOENT:
             if !creating { return nil }
         case .failure(let failure):
-            throw .system(StoreError(operation: "inspect", path: path, errno: failure.errno))
+            throw .system(StoreError(operation: .inspect, path: path, errno: failure.errno))
         }
         let folder: DirectoryHandle
         switch rootFolder.subdirectory(name, creatingWithMode: creating ? 0o700 : nil) {
         case .success(let opened): folder = opened
         case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
             // Swapped for something else since it was looked at: refused all the same.
-            throw .unsafe(
-                path: path, found: "no longer a directory", rule: "haul's folder must be a real directory inside root")
+            throw .unsafe(path: path, found: .noLongerADirectory, rule: .folder)
         case .failure(let failure):
-            throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
+            throw .system(StoreError(operation: .open, path: path, errno: failure.errno))
         }
         let area = PrivateArea(root: root, folder: folder)
         try area.checkMembers()
@@ -112,16 +110,16 @@ package final class PrivateArea: Sendable {
             case .failure(let failure) where failure.errno == ENOENT:
                 continue
             case .failure(let failure):
-                throw .system(StoreError(operation: "inspect", path: failure.path, errno: failure.errno))
+                throw .system(StoreError(operation: .inspect, path: failure.path, errno: failure.errno))
             }
         }
     }
 
-    /// "a symlink to /elsewhere", "a FIFO", …
-    private static func describe(_ info: stat, name: String, in folder: DirectoryHandle) -> String {
-        let kind = FileKindName.of(info)
-        guard info.st_mode & S_IFMT == S_IFLNK else { return kind }
-        return folder.linkTarget(name).map { "\(kind) to \($0)" } ?? kind
+    /// A symlink with its target when it can be read ("a symlink to /elsewhere"), else the kind ("a FIFO").
+    private static func describe(_ info: stat, name: String, in folder: DirectoryHandle) -> PrivateAreaError.Found {
+        let kind = FileKind(info)
+        guard kind == .symlink, let target = folder.linkTarget(name) else { return .kind(kind) }
+        return .symlink(to: target)
     }
 
     /// `tmp` or `partial`, made (0700) if missing, and closed to others if found open: temporary files carry
@@ -133,13 +131,13 @@ package final class PrivateArea: Sendable {
         case .success(let handle): opened = handle
         case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
             throw StoreError(
-                operation: "use", path: path, errno: failure.errno, detail: "not a real directory; \(member.role)")
+                operation: .use, path: path, errno: failure.errno, problem: .privateMemberNotReal(member.role))
         case .failure(let failure):
-            throw StoreError(operation: "create directory", path: path, errno: failure.errno)
+            throw StoreError(operation: .createDirectory, path: path, errno: failure.errno)
         }
         var info = stat()
         if fstat(opened.descriptor, &info) == 0, info.st_mode & 0o077 != 0, let failure = opened.setOwnMode(0o700) {
-            throw StoreError(operation: "make private", path: path, errno: failure.errno)
+            throw StoreError(operation: .makePrivate, path: path, errno: failure.errno)
         }
         return opened
     }
@@ -148,22 +146,23 @@ package final class PrivateArea: Sendable {
     func makePrivate() throws(StoreError) {
         var info = stat()
         if fstat(folder.descriptor, &info) == 0, info.st_mode & 0o077 != 0, let failure = folder.setOwnMode(0o700) {
-            throw StoreError(operation: "make private", path: folder.path, errno: failure.errno)
+            throw StoreError(operation: .makePrivate, path: folder.path, errno: failure.errno)
         }
     }
 }
 
 /// Why haul will not use a root's private folder.
-package enum PrivateAreaError: Error, Sendable, CustomStringConvertible {
-    /// Something in haul's folder is not what haul made there: the root is refused before anything is touched.
-    case unsafe(path: String, found: String, rule: String)
+package enum PrivateAreaError: Error, Sendable {
+    /// Something in haul's folder is not what haul made there (`found`, where `rule` wants a real directory or a
+    /// regular file): the root is refused before anything is touched.
+    case unsafe(path: String, found: Found, rule: PrivateRole)
     /// A system call failed (permission, I/O).
     case system(StoreError)
 
-    package var description: String {
-        switch self {
-        case .unsafe(let path, let found, let rule): "\(path) is \(found); \(rule)"
-        case .system(let error): error.description
-        }
+    package enum Found: Sendable, Equatable {
+        case kind(FileKind)
+        case symlink(to: String)
+        /// Swapped for something else since it was looked at.
+        case noLongerADirectory
     }
 }

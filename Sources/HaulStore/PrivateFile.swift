@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 

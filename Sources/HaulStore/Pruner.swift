@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -23,9 +24,7 @@ package struct Pruner: Sendable {
         }
         guard case .folder(let folder) = walk.folder(destination.parent, create: false) else {
             return .failure(
-                StoreError(
-                    operation: "delete", path: destination.description, errno: 0,
-                    detail: "its parent directory changed since it was observed"))
+                StoreError(operation: .delete, path: destination.description, errno: 0, problem: .parentChanged))
         }
         // A symlink is deleted only as a tree's member, which the planner judged by its target.
         guard case .success(let info) = folder.status(of: destination.fileName),
@@ -33,12 +32,10 @@ package struct Pruner: Sendable {
             FileIdentity(info) == expected
         else {
             return .failure(
-                StoreError(
-                    operation: "delete", path: destination.description, errno: 0,
-                    detail: "it changed since it was observed; kept"))
+                StoreError(operation: .delete, path: destination.description, errno: 0, problem: .changedSinceObserved))
         }
         if let failure = folder.remove(destination.fileName) {
-            return .failure(StoreError(operation: "delete", path: destination.description, errno: failure.errno))
+            return .failure(StoreError(operation: .delete, path: destination.description, errno: failure.errno))
         }
         for emptied in destination.ancestors where emptied.firstComponent != PrivateArea.name {
             guard case .folder(let parent) = walk.folder(emptied.parent, create: false),
@@ -47,7 +44,7 @@ package struct Pruner: Sendable {
         }
         if let failure = folder.synchronize(), failure.errno != ENOENT {
             return .failure(
-                StoreError(operation: "sync the directory of", path: destination.description, errno: failure.errno))
+                StoreError(operation: .syncDirectoryOf, path: destination.description, errno: failure.errno))
         }
         return .success(())
     }

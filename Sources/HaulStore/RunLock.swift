@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulThreads
@@ -18,38 +19,22 @@ import HaulThreads
 package final class RunLock: Sendable {
     private let descriptor: Int32
 
-    package enum Failure: Error, Sendable, CustomStringConvertible {
-        /// Another process holds the lock; `holder` is what it wrote about itself. `waited`: for how long this run
-        /// waited for it (`--wait-timeout`), nil when it did not.
-        case busy(root: String, holder: String, shard: Shard?, waited: Double? = nil)
+    package enum Failure: Error, Sendable {
+        /// Another process holds the lock; `holder` is what it wrote about itself (nil: unknown). `waited`: for how
+        /// long this run waited for it (`--wait-timeout`), nil when it did not.
+        case busy(root: String, holder: String?, shard: Shard?, waited: Double? = nil)
         case system(StoreError)
-
-        package var description: String {
-            switch self {
-            case .busy(let root, let holder, let shard, let waited):
-                let overlapping = shard.map { " or a shard of it overlapping shard \($0)" } ?? ""
-                let advice =
-                    waited.map { "; waited \(Self.seconds($0)) (--wait-timeout)" }
-                    ?? "; wait for it, or run with --wait"
-                return "another haul is syncing \"\(root)\"\(overlapping) (\(holder))\(advice)"
-            case .system(let error):
-                return error.description
-            }
-        }
-
-        private static func seconds(_ value: Double) -> String {
-            value == value.rounded() ? "\(Int(value)) s" : "\((value * 10).rounded() / 10) s"
-        }
     }
 
     /// What to do when another run holds the lock.
     package enum Waiting: Sendable {
         /// Fail at once (`busy`).
         case no
-        /// Wait until it is free; `notice` is told once, with the holder's line, before the wait begins.
-        case forever(notice: @Sendable (String) -> Void)
+        /// Wait until it is free; `notice` is told once, with the holder's line (nil: unknown), before the wait
+        /// begins.
+        case forever(notice: @Sendable (String?) -> Void)
         /// The same, for at most this many seconds, then `busy`.
-        case upTo(Double, notice: @Sendable (String) -> Void)
+        case upTo(Double, notice: @Sendable (String?) -> Void)
     }
 
     /// - Parameters:
@@ -69,15 +54,15 @@ package final class RunLock: Sendable {
             // files through a writable mount; only the holder line is left out.
             switch area.folder.openFile(name, flags: O_RDONLY | O_NONBLOCK) {
             case .success(let opened): descriptor = opened
-            case .failure(let failure): throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
+            case .failure(let failure): throw .system(StoreError(operation: .open, path: path, errno: failure.errno))
             }
             writable = false
-        case .failure(let failure): throw .system(StoreError(operation: "open", path: path, errno: failure.errno))
+        case .failure(let failure): throw .system(StoreError(operation: .open, path: path, errno: failure.errno))
         }
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
             close(descriptor)
-            throw .system(StoreError(operation: "use", path: path, errno: EINVAL, detail: "not a regular file"))
+            throw .system(StoreError(operation: .use, path: path, errno: EINVAL, problem: .notARegularFile))
         }
         let range = shard?.lockRange ?? 0..<Shard.lockSpace
         if let code = Self.acquire(descriptor, range, exclusive: writable, wait: wait) {
@@ -86,7 +71,7 @@ package final class RunLock: Sendable {
                 let waited: Double? = if case .upTo(let limit, _) = wait { limit } else { nil }
                 throw .busy(root: area.root, holder: Self.holder(in: range, descriptor), shard: shard, waited: waited)
             }
-            throw .system(StoreError(operation: "lock", path: path, errno: code))
+            throw .system(StoreError(operation: .lock, path: path, errno: code))
         }
         self.descriptor = descriptor
         guard writable else { return }
@@ -176,20 +161,20 @@ package final class RunLock: Sendable {
         return haul_fcntl_lock(descriptor, haul_F_OFD_SETLK, &request) == 0 ? nil : errno
     }
 
-    /// The line of whoever holds a lock in the way of `range`.
-    private static func holder(in range: Range<Int64>, _ descriptor: Int32) -> String {
+    /// The line of whoever holds a lock in the way of `range`; nil when it cannot be known.
+    private static func holder(in range: Range<Int64>, _ descriptor: Int32) -> String? {
         var request = Self.request(F_WRLCK, range)
         guard haul_fcntl_lock(descriptor, haul_F_OFD_GETLK, &request) == 0, request.l_type != Int16(F_UNLCK) else {
-            return "holder unknown"
+            return nil
         }
         let key = "\(request.l_start) \(request.l_len) "
         var buffer = [UInt8](repeating: 0, count: slotSize * 256)
         let count = pread(descriptor, &buffer, buffer.count, 0)
-        guard count > 0 else { return "holder unknown" }
+        guard count > 0 else { return nil }
         for line in buffer[..<count].split(whereSeparator: { $0 == 0x0A || $0 == 0 }) {
             let text = String(decoding: line, as: UTF8.self)
             if text.hasPrefix(key) { return String(text.dropFirst(key.count)) }
         }
-        return "holder unknown"
+        return nil
     }
 }

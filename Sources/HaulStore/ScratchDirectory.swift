@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 
 /// A private directory outside any root, for what `haul add` downloads until it is measured and thrown away or put
@@ -30,14 +31,14 @@ package struct ScratchDirectory: Sendable {
             let made = template.withUnsafeMutableBufferPointer { buffer in
                 buffer.baseAddress.flatMap { mkdtemp($0) } != nil
             }
-            guard made else { throw StoreError(operation: "create a temporary directory in", path: base, errno: errno) }
+            guard made else { throw StoreError(operation: .createTemporaryDirectory, path: base, errno: errno) }
             let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let folder: DirectoryHandle
             switch DirectoryHandle.open(path) {
             case .success(let opened): folder = opened
             case .failure(let failure):
                 _ = rmdir(path)
-                throw StoreError(operation: "open", path: path, errno: failure.errno)
+                throw StoreError(operation: .open, path: path, errno: failure.errno)
             }
             switch folder.openFile(lockName, flags: O_RDWR | O_CREAT | O_EXCL) {
             case .success(let descriptor):
@@ -46,14 +47,14 @@ package struct ScratchDirectory: Sendable {
                 }
             case .failure(let failure) where failure.errno != ENOENT:
                 _ = rmdir(path)
-                throw StoreError(operation: "create", path: failure.path, errno: failure.errno)
+                throw StoreError(operation: .create, path: failure.path, errno: failure.errno)
             case .failure:
                 break  // the folder was swept before its lock existed
             }
             empty(folder)
             _ = rmdir(path)
         }
-        throw StoreError(operation: "create a temporary directory in", path: base, errno: EAGAIN)
+        throw StoreError(operation: .createTemporaryDirectory, path: base, errno: EAGAIN)
     }
 
     /// Whatever was left in it (a measured file, a partial one after a failure, folders of kept files), then the

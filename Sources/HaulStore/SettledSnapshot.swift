@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -273,17 +274,17 @@ package struct SettledSnapshot: Sendable {
         let descriptor: Int32
         switch folder.openFile(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW) {
         case .success(let opened): descriptor = opened
-        case .failure(let failure): return StoreError(operation: "write", path: failure.path, errno: failure.errno)
+        case .failure(let failure): return StoreError(operation: .write, path: failure.path, errno: failure.errno)
         }
         let code = PrivateFile.write(serialized(beside: state), to: descriptor)
         close(descriptor)
         if let code {
             _ = folder.remove(temporary)
-            return StoreError(operation: "write", path: folder.displayPath(of: temporary), errno: code)
+            return StoreError(operation: .write, path: folder.displayPath(of: temporary), errno: code)
         }
         if let failure = folder.rename(temporary, to: name) {
             _ = folder.remove(temporary)
-            return StoreError(operation: "rename", path: failure.path, errno: failure.errno)
+            return StoreError(operation: .rename, path: failure.path, errno: failure.errno)
         }
         return nil
     }

@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -96,8 +97,7 @@ enum CarriedFile {
         let components = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             .map { String(decoding: $0, as: UTF8.self) }
         guard components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
-            return StoreError(
-                operation: "carry into the new tree", path: shown, errno: EINVAL, detail: "not a path inside the tree")
+            return StoreError(operation: .carryIntoNewTree, path: shown, errno: EINVAL, problem: .notInsideTree)
         }
         var from = old
         var into = new
@@ -108,19 +108,20 @@ enum CarriedFile {
             case .failure(let failure) where failure.errno == ENOENT: return nil
             case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
                 return StoreError(
-                    operation: "carry into the new tree", path: shown, errno: failure.errno,
-                    detail: "\"\(folder)\" in the old tree is no longer a folder; the old tree is left as it was")
+                    operation: .carryIntoNewTree, path: shown, errno: failure.errno,
+                    problem: .oldTreeFolderReplaced(folder))
             case .failure(let failure):
-                return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno)
+                return StoreError(operation: .carryIntoNewTree, path: shown, errno: failure.errno)
             }
             var info = stat()
             let mode = fstat(from.descriptor, &info) == 0 ? info.st_mode & 0o777 : 0o755
             switch into.subdirectory(name, creatingWithMode: mode) {
             case .success(let next): into = next
             case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR:
-                return collision(shown, failure.errno, "the new tree has \"\(folder)\", which is not a folder")
+                return StoreError(
+                    operation: .carryIntoNewTree, path: shown, errno: failure.errno, problem: .newTreeHasFile(folder))
             case .failure(let failure):
-                return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno)
+                return StoreError(operation: .carryIntoNewTree, path: shown, errno: failure.errno)
             }
         }
         let name = components[components.count - 1]
@@ -129,7 +130,7 @@ enum CarriedFile {
         case .success(let found): info = found
         case .failure(let failure) where failure.errno == ENOENT: return nil
         case .failure(let failure):
-            return StoreError(operation: "carry into the new tree", path: shown, errno: failure.errno)
+            return StoreError(operation: .carryIntoNewTree, path: shown, errno: failure.errno)
         }
         let failed: SystemError?
         switch info.st_mode & S_IFMT {
@@ -141,15 +142,10 @@ enum CarriedFile {
         if failed.errno == EEXIST
             || (info.st_mode & S_IFMT == S_IFDIR && (failed.errno == ELOOP || failed.errno == ENOTDIR))
         {
-            return collision(shown, failed.errno, "the new tree has a member of that name")
+            return StoreError(
+                operation: .carryIntoNewTree, path: shown, errno: failed.errno, problem: .newTreeHasMember)
         }
-        return StoreError(operation: "carry into the new tree", path: shown, errno: failed.errno)
-    }
-
-    private static func collision(_ shown: String, _ code: Int32, _ why: String) -> StoreError {
-        StoreError(
-            operation: "carry into the new tree", path: shown, errno: code,
-            detail: why + "; the old tree is left as it was")
+        return StoreError(operation: .carryIntoNewTree, path: shown, errno: failed.errno)
     }
 }
 

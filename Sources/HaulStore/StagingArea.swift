@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulThreads
@@ -51,7 +52,7 @@ package final class StagingArea: Sendable {
         switch parent.subdirectory(name, creatingWithMode: 0o700) {
         case .success(let handle): return handle
         case .failure(let failure):
-            throw StoreError(operation: "create directory", path: parent.displayPath(of: name), errno: failure.errno)
+            throw StoreError(operation: .createDirectory, path: parent.displayPath(of: name), errno: failure.errno)
         }
     }
 

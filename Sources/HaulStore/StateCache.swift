@@ -1,5 +1,7 @@
 import Glibc
 import HaulDigest
+import HaulFailures
+import HaulFileSystem
 import HaulManifest
 
 /// What haul knows about one file it wrote or hashed: its identity then, and its digest.
@@ -127,48 +129,39 @@ package struct StateCache: Sendable, Equatable {
     /// manifest (the most haul reads) lists in practice, fit. A larger file is not one haul wrote: it costs a warning
     /// and a re-hash, never the memory to hold it.
     package static let maximumBytes = 2 << 30
-    static let maximumSizeText = "2 GiB"
 
     /// The journal was there when the state was read: the next save must happen, even with nothing new to record,
     /// so that the journal is retired.
     package var hasJournal = false
 
-    /// The cache and, when the file existed but could not be used (or only in part), a warning saying why.
+    /// The cache and, when the file (or the journal) existed but could not be used, or only in part, why.
     /// No private folder (a root never synced): an empty cache.
-    package static func load(area: PrivateArea?) -> (cache: StateCache, warning: String?) {
-        guard let area else { return (StateCache(), nil) }
+    package static func load(area: PrivateArea?) -> (cache: StateCache, problems: [StateProblem]) {
+        guard let area else { return (StateCache(), []) }
         let path = area.folder.displayPath(of: fileName)
         let journal = OwnershipJournal.read(in: area)
         var read = StateCache()
-        var warning: String?
+        var problems: [StateProblem] = []
         switch PrivateFile.read(fileName, in: area.folder, limit: maximumBytes) {
         case .missing:
             break
         case .unreadable(let failure):
-            warning = "cannot read \(path): \(failure.reason); hashing every file"
+            problems.append(.unreadable(failure))
         case .tooLarge(let size):
-            warning =
-                "\(path) is \(size) bytes, more than the \(maximumSizeText) haul reads of a state; "
-                + "hashing every file to rebuild it"
+            problems.append(.tooLarge(path: path, size: size, limit: maximumBytes))
         case .bytes(let bytes, let identity):
             guard let (records, unreadable) = StateFile.parse(lines: bytes) else {
-                warning = "\(path) is corrupt or from another haul version; hashing every file to rebuild it"
+                problems.append(.corrupt(path: path))
                 break
             }
             read = StateCache(records: records)
             read.writtenAt = identity?.modified
-            if unreadable > 0 {
-                let lines = unreadable == 1 ? "1 line" : "\(unreadable) lines"
-                warning =
-                    "\(path): \(lines) could not be read and \(unreadable == 1 ? "was" : "were") dropped; "
-                    + "\(unreadable == 1 ? "that file is" : "those files are") hashed again"
-            }
+            if unreadable > 0 { problems.append(.linesDropped(path: path, count: unreadable)) }
         }
         if let records = journal.records { read.fold(records) }
         read.hasJournal = journal.exists
-        // Both at once is rare: one line says both.
-        let warnings = [warning, journal.warning].compactMap { $0 }
-        return (read, warnings.isEmpty ? nil : warnings.joined(separator: "; "))
+        if let problem = journal.problem { problems.append(problem) }
+        return (read, problems)
     }
 
     /// Records a run journaled and could not save (see `OwnershipJournal`): each replaces what the state says of
@@ -231,19 +224,19 @@ package struct StateCache: Sendable, Equatable {
         let folder = area.folder
         let temporary = Self.fileName + ".new"
         if let failure = folder.remove(temporary), failure.errno != ENOENT {
-            throw StoreError(operation: "replace", path: failure.path, errno: failure.errno)
+            throw StoreError(operation: .replace, path: failure.path, errno: failure.errno)
         }
         let descriptor: Int32
         // Read and write: `FileSystemClock.stamp` rewrites its last byte.
         switch folder.openFile(temporary, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) {
         case .success(let opened): descriptor = opened
-        case .failure(let failure): throw StoreError(operation: "write", path: failure.path, errno: failure.errno)
+        case .failure(let failure): throw StoreError(operation: .write, path: failure.path, errno: failure.errno)
         }
         for bytes in StateFile.serializedParts(records, threads: 2) {
             if let code = PrivateFile.write(bytes, to: descriptor) {
                 close(descriptor)
                 folder.remove(temporary)
-                throw StoreError(operation: "write", path: folder.displayPath(of: temporary), errno: code)
+                throw StoreError(operation: .write, path: folder.displayPath(of: temporary), errno: code)
             }
         }
         // The state's mtime is the moment its records are trusted against: later than every file's times, so the
@@ -258,19 +251,33 @@ package struct StateCache: Sendable, Equatable {
             let code = errno
             close(descriptor)
             folder.remove(temporary)
-            throw StoreError(operation: "sync", path: folder.displayPath(of: temporary), errno: code)
+            throw StoreError(operation: .sync, path: folder.displayPath(of: temporary), errno: code)
         }
         close(descriptor)
         if let failure = folder.rename(temporary, to: Self.fileName) {
             folder.remove(temporary)
-            throw StoreError(operation: "rename into", path: failure.path, errno: failure.errno)
+            throw StoreError(operation: .renameInto, path: failure.path, errno: failure.errno)
         }
         guard retiresJournal else { return .durable }
         // The rename is durable only once the folder is: until then the journal still insures what it holds.
         if let failure = folder.synchronize() {
-            return .notDurable(StoreError(operation: "sync the directory", path: failure.path, errno: failure.errno))
+            return .notDurable(StoreError(operation: .syncDirectory, path: failure.path, errno: failure.errno))
         }
         OwnershipJournal.remove(in: area)
         return .durable
     }
+}
+
+/// Why the state or its journal could not be used, or only in part: a warning, never a failure. The state costs a
+/// re-hash of the files it would have spared; the journal, that the files it names are not pruned this run.
+package enum StateProblem: Sendable, Equatable {
+    case unreadable(SystemError)
+    /// Larger than `limit`, the most haul reads of its state: not a state haul wrote.
+    case tooLarge(path: String, size: Int64, limit: Int)
+    /// Corrupt, or written by another version of haul.
+    case corrupt(path: String)
+    /// `count` lines could not be read and were dropped: those files are hashed again.
+    case linesDropped(path: String, count: Int)
+    case journalUnreadable(SystemError)
+    case journalTooLarge(path: String, size: Int64, limit: Int)
 }

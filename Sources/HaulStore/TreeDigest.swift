@@ -1,5 +1,6 @@
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 
 /// A tree's digest: Nix's NAR hash, the SHA-256 of the tree serialized as a Nix archive, so that a pinned
@@ -13,7 +14,7 @@ package enum TreeDigest {
     /// holds only regular files, folders and symlinks: anything else fails, naming it, as does any read.
     package static func of(folder: DirectoryHandle, shownAs path: String) -> Result<Digest, StoreError> {
         guard let hasher = StreamingHasher(.sha256), let buffer = ReadBuffer.allocate(FileDigester.chunkSize) else {
-            return .failure(StoreError(operation: "hash", path: path, errno: ENOMEM))
+            return .failure(StoreError(operation: .hash, path: path, errno: ENOMEM))
         }
         defer { ReadBuffer.free(buffer) }
         var archive = NixArchive(hasher: hasher, buffer: buffer)
@@ -96,9 +97,9 @@ private struct NixArchive {
         let info: stat
         switch folder.status(of: name) {
         case .success(let found): info = found
-        case .failure(let failure): return StoreError(operation: "inspect", path: shown, errno: failure.errno)
+        case .failure(let failure): return StoreError(operation: .inspect, path: shown, errno: failure.errno)
         }
-        switch FileKind(mode: info.st_mode) {
+        switch FileKind(info) {
         case .regular:
             return file(name, in: folder, shownAs: shown)
         case .directory:
@@ -114,10 +115,8 @@ private struct NixArchive {
             case .failure(let failure):
                 return failure
             }
-        case .other:
-            return StoreError(
-                operation: "hash", path: shown, errno: EINVAL,
-                detail: "it is \(FileKindName.of(info)); a tree holds only files, folders and symlinks")
+        case let other:
+            return StoreError(operation: .hash, path: shown, errno: EINVAL, problem: .notInATree(other))
         }
     }
 
@@ -128,11 +127,11 @@ private struct NixArchive {
         switch folder.openRegularFileForReading(name) {
         case .success(let opened): descriptor = opened
         case .failure(let failure):
-            return StoreError(operation: "open", path: shown, errno: failure.errno, detail: failure.detail)
+            return StoreError(operation: .open, path: shown, errno: failure.errno, problem: failure.problem)
         }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return StoreError(operation: "inspect", path: shown, errno: errno) }
+        guard fstat(descriptor, &info) == 0 else { return StoreError(operation: .inspect, path: shown, errno: errno) }
         let size = Int64(info.st_size)
         string("(")
         string("type")
@@ -151,14 +150,14 @@ private struct NixArchive {
             if count == 0 { break }
             if count < 0 {
                 if errno == EINTR { continue }
-                return StoreError(operation: "read", path: shown, errno: errno)
+                return StoreError(operation: .read, path: shown, errno: errno)
             }
             total += Int64(count)
             guard total <= size else { break }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }
         guard total == size else {
-            return StoreError(operation: "read", path: shown, errno: 0, detail: "it changed while it was read")
+            return StoreError(operation: .read, path: shown, errno: 0, problem: .changedWhileRead)
         }
         padding(after: Int(size % 8))
         string(")")

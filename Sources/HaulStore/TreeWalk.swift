@@ -1,4 +1,5 @@
 import Glibc
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 
@@ -55,9 +56,9 @@ package enum TreeWalk {
             case .success(let found): info = found
             case .failure(let failure) where failure.errno == ENOENT: continue
             case .failure(let failure):
-                return StoreError(operation: "inspect", path: TreeFolder.join(shown, name), errno: failure.errno)
+                return StoreError(operation: .inspect, path: TreeFolder.join(shown, name), errno: failure.errno)
             }
-            switch FileKind(mode: info.st_mode) {
+            switch FileKind(info) {
             case .regular:
                 nodes.append(TreeNode(path: path, kind: .file(FileIdentity(info))))
             case .symlink:
@@ -66,8 +67,6 @@ package enum TreeWalk {
                     nodes.append(TreeNode(path: path, kind: .symlink(target: target, identity: FileIdentity(info))))
                 case .failure(let failure): return failure
                 }
-            case .other:
-                nodes.append(TreeNode(path: path, kind: .other))
             case .directory:
                 nodes.append(TreeNode(path: path, kind: .folder(FileIdentity(info))))
                 let shownPath = TreeFolder.join(shown, name)
@@ -77,6 +76,8 @@ package enum TreeWalk {
                 case .failure(let failure):
                     return failure
                 }
+            default:
+                nodes.append(TreeNode(path: path, kind: .other))
             }
         }
         return nil
@@ -98,12 +99,10 @@ enum TreeFolder {
                 undecodable = String(decoding: bytes, as: UTF8.self)
             }
         }
-        if let failure { return .failure(StoreError(operation: "read the folder", path: path, errno: failure.errno)) }
+        if let failure { return .failure(StoreError(operation: .readFolder, path: path, errno: failure.errno)) }
         if let undecodable {
             return .failure(
-                StoreError(
-                    operation: "read", path: join(path, undecodable), errno: EILSEQ,
-                    detail: "its name is not UTF-8"))
+                StoreError(operation: .read, path: join(path, undecodable), errno: EILSEQ, problem: .nameNotUTF8))
         }
         names.sort { $0.bytesPrecede($1) }
         return .success(names)
@@ -117,13 +116,11 @@ enum TreeFolder {
         case .success(let bytes):
             guard let target = String(validating: bytes, as: UTF8.self) else {
                 return .failure(
-                    StoreError(
-                        operation: "read the symlink", path: path, errno: EILSEQ,
-                        detail: "its target is not UTF-8"))
+                    StoreError(operation: .readSymlink, path: path, errno: EILSEQ, problem: .targetNotUTF8))
             }
             return .success(target)
         case .failure(let failure):
-            return .failure(StoreError(operation: "read the symlink", path: path, errno: failure.errno))
+            return .failure(StoreError(operation: .readSymlink, path: path, errno: failure.errno))
         }
     }
 
@@ -134,20 +131,18 @@ enum TreeFolder {
     )
         -> Result<DirectoryHandle, StoreError>
     {
-        let replaced = StoreError(
-            operation: "read the folder", path: path, errno: 0,
-            detail: "it was replaced while the tree was read")
+        let replaced = StoreError(operation: .readFolder, path: path, errno: 0, problem: .replacedWhileTreeRead)
         let child: DirectoryHandle
         switch folder.subdirectory(name) {
         case .success(let opened): child = opened
         case .failure(let failure) where failure.errno == ELOOP || failure.errno == ENOTDIR || failure.errno == ENOENT:
             return .failure(replaced)
         case .failure(let failure):
-            return .failure(StoreError(operation: "read the folder", path: path, errno: failure.errno))
+            return .failure(StoreError(operation: .readFolder, path: path, errno: failure.errno))
         }
         var opened = stat()
         guard fstat(child.descriptor, &opened) == 0 else {
-            return .failure(StoreError(operation: "inspect", path: path, errno: errno))
+            return .failure(StoreError(operation: .inspect, path: path, errno: errno))
         }
         guard opened.st_dev == seen.st_dev, opened.st_ino == seen.st_ino else { return .failure(replaced) }
         return .success(child)
@@ -163,8 +158,8 @@ enum TreeFolder {
 /// leading outside root), and, when it is a folder, its walk.
 package enum TreeLook: Sendable {
     case missing
-    /// Something that is not a folder is where the tree belongs; the text says what (`a regular file`).
-    case notAFolder(String)
+    /// Something that is not a folder is where the tree belongs.
+    case notAFolder(FileKind)
     /// The destination cannot be reached or read safely (a parent leading outside root, EACCES, a folder
     /// replaced while it was read).
     case inaccessible(StoreError)
@@ -183,12 +178,12 @@ extension TreeWalk {
         switch walk.folder(destination.parent, create: false) {
         case .folder(let reached): parent = reached
         case .missing: return .missing
-        case .escapes(let message):
+        case .escapes(let problem):
             return .inaccessible(
-                StoreError(operation: "inspect", path: destination.description, errno: 0, detail: message))
-        case .blocked(let code, let reason):
+                StoreError(operation: .inspect, path: destination.description, errno: 0, problem: problem))
+        case .blocked(let code, let problem):
             return .inaccessible(
-                StoreError(operation: "inspect", path: destination.description, errno: code, detail: reason))
+                StoreError(operation: .inspect, path: destination.description, errno: code, problem: problem))
         case .failed(let failure):
             return .inaccessible(failure)
         }
@@ -196,9 +191,9 @@ extension TreeWalk {
         case .failure(let failure) where failure.errno == ENOENT:
             return .missing
         case .failure(let failure):
-            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: failure.errno))
+            return .inaccessible(StoreError(operation: .inspect, path: destination.description, errno: failure.errno))
         case .success(let info) where FileKind(mode: info.st_mode) != .directory:
-            return .notAFolder(FileKindName.of(info))
+            return .notAFolder(FileKind(info))
         case .success:
             break
         }
@@ -209,7 +204,7 @@ extension TreeWalk {
             case .failure(let failure): return .inaccessible(failure)
             }
         case .failure(let failure):
-            return .inaccessible(StoreError(operation: "inspect", path: destination.description, errno: failure.errno))
+            return .inaccessible(StoreError(operation: .inspect, path: destination.description, errno: failure.errno))
         }
     }
 }

@@ -1,4 +1,5 @@
 @testable import HaulArchive
+import HaulFailures
 import HaulManifest
 import Synchronization
 import XCTest
@@ -77,7 +78,7 @@ final class MemberRulesTests: XCTestCase {
         XCTAssertEqual(
             keepAll.judge(header("data", permissions: 0o6666), in: TreeLedger()),
             .write(PlannedMember(path: try path("data"), kind: .file(executable: false), newFolders: [])))
-        for what in ["a socket", "a FIFO", "a character device", "a block device"] {
+        for what: FileKind in [.socket, .fifo, .characterDevice, .blockDevice] {
             XCTAssertEqual(keepAll.judge(header("node", .special(what)), in: TreeLedger()), .refuse(.special(what)))
         }
         XCTAssertEqual(keepAll.judge(header(".", .file), in: TreeLedger()), .refuse(.namesTheRoot))
@@ -121,8 +122,8 @@ final class MemberRulesTests: XCTestCase {
             ("a/l", "../../x", .failure(.symlinkTargetOutside("../../x"))),
             ("l", "/etc", .failure(.symlinkTargetAbsolute("/etc"))),
             ("l", "a/../b", .failure(.symlinkTargetClimbsAfterName("a/../b"))),
-            ("l", "", .failure(.symlinkTargetInvalid("empty"))),
-            ("l", String(repeating: "x", count: 4096), .failure(.symlinkTargetInvalid("4096 bytes long, over 4095"))),
+            ("l", "", .failure(.symlinkTargetInvalid(.empty))),
+            ("l", String(repeating: "x", count: 4096), .failure(.symlinkTargetInvalid(.tooLong(bytes: 4096)))),
         ]
         for (link, target, expected) in cases {
             XCTAssertEqual(
@@ -130,7 +131,7 @@ final class MemberRulesTests: XCTestCase {
         }
         XCTAssertEqual(
             MemberRules.symlinkTarget([0x61, 0xff], of: try path("l")),
-            .failure(.symlinkTargetInvalid("not valid UTF-8")))
+            .failure(.symlinkTargetInvalid(.notUTF8)))
         XCTAssertEqual(
             keepAll.judge(header("l", .symlink(target: Array("/".utf8))), in: TreeLedger()),
             .refuse(.symlinkTargetAbsolute("/")))
@@ -165,7 +166,7 @@ final class MemberRulesTests: XCTestCase {
             .write(
                 PlannedMember(path: try path("bin/tool"), kind: .file(executable: false), newFolders: [try path("bin")])
             ))
-        XCTAssertEqual(rules.judge(header("pkg/share/doc", .special("a FIFO")), in: TreeLedger()), .skip)
+        XCTAssertEqual(rules.judge(header("pkg/share/doc", .special(.fifo)), in: TreeLedger()), .skip)
         XCTAssertEqual(rules.judge(header("pkg/", .directory), in: TreeLedger()), .skip)
         XCTAssertEqual(seen.paths, ["bin/tool", "share/doc"])
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HaulArchive
+import HaulCommand
 import HaulFileSystem
 import HaulTestSupport
 import XCTest
@@ -89,7 +90,7 @@ final class UnpackBench {
         case .success(let tree):
             XCTFail("unpacked although it should not have: \(tree.members)", file: file, line: line)
             return nil
-        case .failure(let failure): return failure.description
+        case .failure(let failure): return UnpackWording.sentence(failure)
         }
     }
 

@@ -1,11 +1,12 @@
-@testable import HaulCommand
 import Haul
 import HaulDigest
 import HaulEngine
+import HaulFailures
 import HaulManifest
 import HaulPlanner
 import HaulStore
 import XCTest
+@testable import HaulCommand
 
 /// The text people read, from values: the plan, failures and their hints, in the notation the manifest used.
 final class HumanReportTests: XCTestCase {
@@ -123,7 +124,7 @@ final class HumanReportTests: XCTestCase {
 
     /// The sync hands its warnings over as values; the reporter says them.
     func testTheSyncsWarningsAreSaidWithWhatCausedThem() throws {
-        let readOnly = StoreError(operation: "write", path: ".haul/state", errno: EROFS)
+        let readOnly = StoreError(operation: .write, path: ".haul/state", errno: EROFS)
         XCTAssertEqual(
             HumanReport.sentence(.stateNotSaved(readOnly)),
             "the state could not be saved (cannot write \".haul/state\": Read-only file system); the next sync hashes "

@@ -3,7 +3,7 @@ import XCTest
 
 /// The module map is a rule, not a habit: each C library has one door (only `HaulEngine` knows libcurl, only
 /// `HaulManifest` knows libyaml, only `HaulDigest` knows libcrypto, only `HaulArchive` knows libarchive), the
-/// planner stays pure (no I/O module, no Glibc), no module imports Foundation (the installed binary carries none of
+/// planner stays pure (no I/O module, no Glibc: the failures it carries are `HaulFailures`' plain values), no module imports Foundation (the installed binary carries none of
 /// it but what the argument parser uses), threads and waiting go through `HaulThreads` (the only module that sees
 /// Dispatch), and data flows one way (no module imports one that comes after it in manifest → observe → plan →
 /// transfer → commit → report). A new `import` that breaks this fails here, naming the file and the line.
@@ -14,23 +14,27 @@ final class LayeringTests: XCTestCase {
         "CCurl": [], "CLibArchive": [], "CLibCrypto": [], "CLibYAML": [], "CLinuxShims": [],
         "HaulDigest": ["CLibCrypto"],
         "HaulThreads": ["Glibc", "Dispatch", "Synchronization"],
-        "HaulFileSystem": ["CLinuxShims", "Glibc"],
+        "HaulFailures": [],
+        "HaulFileSystem": ["CLinuxShims", "HaulFailures", "Glibc"],
         "HaulManifest": [
             "CLibYAML", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Darwin", "Synchronization",
         ],
-        "HaulPlanner": ["HaulManifest", "HaulDigest"],
-        "HaulEngine": ["CCurl", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization"],
-        "HaulArchive": ["CLibArchive", "HaulDigest", "HaulFileSystem", "HaulManifest", "Glibc"],
+        "HaulPlanner": ["HaulManifest", "HaulDigest", "HaulFailures"],
+        "HaulEngine": [
+            "CCurl", "HaulDigest", "HaulFailures", "HaulFileSystem", "HaulThreads", "Glibc", "Synchronization",
+        ],
+        "HaulArchive": ["CLibArchive", "HaulDigest", "HaulFailures", "HaulFileSystem", "HaulManifest", "Glibc"],
         "HaulStore": [
-            "CLinuxShims", "HaulDigest", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc", "Synchronization",
+            "CLinuxShims", "HaulDigest", "HaulFailures", "HaulFileSystem", "HaulManifest", "HaulThreads", "Glibc",
+            "Synchronization",
         ],
         "Haul": [
-            "HaulArchive", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest", "HaulPlanner", "HaulStore",
-            "HaulThreads",
-            "Glibc", "Synchronization",
+            "HaulArchive", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem", "HaulManifest", "HaulPlanner",
+            "HaulStore", "HaulThreads", "Glibc", "Synchronization",
         ],
         "HaulCommand": [
-            "ArgumentParser", "Haul", "HaulDigest", "HaulEngine", "HaulFileSystem", "HaulManifest",
+            "ArgumentParser", "Haul", "HaulArchive", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem",
+            "HaulManifest",
             "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
         ],
     ]

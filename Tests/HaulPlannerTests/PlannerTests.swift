@@ -1,4 +1,5 @@
 import HaulDigest
+import HaulFailures
 import HaulManifest
 import HaulPlanner
 import XCTest
@@ -48,13 +49,12 @@ final class PlannerTests: XCTestCase {
     /// pruning it is kept, since nothing proves it is what haul wrote.
     func testAnUnreadableFileIsReplacedButNeverPruned() {
         XCTAssertEqual(
-            Planner.decide(entry("a", checksum: pinned), .unreadable("cannot read \"a\": Input/output error")),
-            .fetch(.unreadable("cannot read \"a\": Input/output error")))
+            Planner.decide(entry("a", checksum: pinned), .unreadable(ioError)), .fetch(.unreadable(ioError)))
         XCTAssertEqual(
             Planner.decide(
                 PruneCandidate(
                     destination: DestinationPath("a")!, written: digest,
-                    local: .unreadable("EIO"))), .keep("EIO"))
+                    local: .unreadable(ioError))), .keep(.obstacle(.failed(ioError))))
     }
 
     func testSizeMismatchIsReplacedWithoutNeedingADigest() {
@@ -83,11 +83,9 @@ final class PlannerTests: XCTestCase {
 
     func testObstructionsAndInaccessibleDestinationsAreRefused() {
         XCTAssertEqual(
-            Planner.decide(entry("a", checksum: pinned), .obstructed("a directory is in the way")),
-            .refuse("a directory is in the way"))
-        XCTAssertEqual(
-            Planner.decide(entry("a"), .inaccessible("parent \"x\" leads outside root")),
-            .refuse("parent \"x\" leads outside root"))
+            Planner.decide(entry("a", checksum: pinned), .obstructed(.inTheWay(.directory))),
+            .refuse(.inTheWay(.directory)))
+        XCTAssertEqual(Planner.decide(entry("a"), .inaccessible(escapes)), .refuse(.failed(escapes)))
     }
 
     func testPinnedFileThatWasNotHashedIsReplacedRatherThanTrusted() {
@@ -107,7 +105,7 @@ final class PlannerTests: XCTestCase {
             files,
             observed: [
                 .file(size: 15, digest: digest), .missing, .file(size: 15, digest: otherDigest),
-                .obstructed("a directory is in the way"), .missing, .file(size: 1, digest: nil),
+                .obstructed(.inTheWay(.directory)), .missing, .file(size: 1, digest: nil),
             ])
         XCTAssertEqual(
             plan.entries.map(\.entry.destination.description),
@@ -148,6 +146,10 @@ final class PlannerTests: XCTestCase {
 
     // MARK: Pruning
 
+    private let ioError = StoreError(operation: .read, path: "a", errno: EIO)
+    private let escapes = StoreError(
+        operation: .inspect, path: "x/a", errno: 0, problem: .parentEscapesRoot(parent: "x", target: "/elsewhere"))
+
     private func candidate(_ dest: String, _ local: LocalState) -> PruneCandidate {
         PruneCandidate(destination: DestinationPath(dest)!, written: digest, local: local)
     }
@@ -155,17 +157,17 @@ final class PlannerTests: XCTestCase {
     func testPruneDeletesOnlyWhatIsStillExactlyWhatHaulWrote() {
         XCTAssertEqual(Planner.decide(candidate("a", .file(size: 15, digest: digest))), .delete)
         XCTAssertEqual(
-            Planner.decide(candidate("a", .file(size: 15, digest: otherDigest))), .keep("modified since haul wrote it"))
+            Planner.decide(candidate("a", .file(size: 15, digest: otherDigest))), .keep(.modified))
         XCTAssertEqual(
-            Planner.decide(candidate("a", .file(size: 3, digest: nil))), .keep("modified since haul wrote it"),
+            Planner.decide(candidate("a", .file(size: 3, digest: nil))), .keep(.modified),
             "a size that differs is a modification, even unhashed")
-        XCTAssertEqual(Planner.decide(candidate("a", .symlink)), .keep("replaced by a symlink since haul wrote it"))
+        XCTAssertEqual(Planner.decide(candidate("a", .symlink)), .keep(.replacedBySymlink))
         XCTAssertEqual(
-            Planner.decide(candidate("a", .obstructed("a directory is in the way"))), .keep("a directory is in the way")
-        )
+            Planner.decide(candidate("a", .obstructed(.inTheWay(.fifo)))), .keep(.obstacle(.inTheWay(.fifo))))
         XCTAssertEqual(
-            Planner.decide(candidate("a", .inaccessible("parent \"x\" leads outside root"))),
-            .keep("parent \"x\" leads outside root"))
+            Planner.decide(candidate("a", .inaccessible(escapes))), .keep(.obstacle(.failed(escapes))))
+        XCTAssertEqual(
+            Planner.decide(candidate("a", .tree(nil, changed: []))), .keep(.obstacle(.inTheWay(.directory))))
         XCTAssertEqual(Planner.decide(candidate("a", .missing)), .forget)
     }
 
@@ -181,7 +183,7 @@ final class PlannerTests: XCTestCase {
                 PruneCandidate(
                     destination: destination, written: digest, local: .symlink,
                     linkTarget: otherDigest)),
-            .keep("it points elsewhere since haul unpacked it"))
+            .keep(.pointsElsewhere))
     }
 
     func testOnlyDeletionsCountAsPruneChanges() {

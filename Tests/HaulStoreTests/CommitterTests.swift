@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
+import HaulCommand
 import HaulDigest
+import HaulFailures
 import HaulManifest
 import HaulStore
 import HaulTestSupport
@@ -49,7 +51,7 @@ final class CommitterTests: XCTestCase {
         try scratch.symlink("root/.haul", to: scratch.at("elsewhere"))
         XCTAssertThrowsError(try StagingArea(root: scratch.at("root"))) { error in
             XCTAssertEqual(
-                "\(error)",
+                (error as? PrivateAreaError).map(StoreWording.sentence),
                 "\(scratch.at("root/.haul")) is a symlink to \(scratch.at("elsewhere")); "
                     + "haul's folder must be a real directory inside root")
         }
@@ -342,7 +344,7 @@ final class CommitterTests: XCTestCase {
 
     func testStoreErrorDescription() {
         XCTAssertEqual(
-            StoreError(operation: "rename into", path: "data/a.csv", errno: EACCES).description,
+            StoreError(operation: .renameInto, path: "data/a.csv", errno: EACCES).description,
             "cannot rename into \"data/a.csv\": Permission denied")
     }
 }

@@ -136,12 +136,13 @@ final class ContentCacheTests: XCTestCase {
         damaged[8999] ^= 1
         try scratch.write("cache/nested/" + ContentCache.relativePath(of: digest), damaged)
         guard
-            case .corrupt(let why) = cache.copyVerified(
+            case .corrupt(let entry) = cache.copyVerified(
                 digest, size: 9000, to: staging, name: "hit.part", buffer: buffer)
         else {
             return XCTFail("expected a corrupt entry")
         }
-        XCTAssertTrue(why.contains("removed"), why)
+        XCTAssertEqual(entry.found, .digest(self.digest(damaged)))
+        XCTAssertNil(entry.removal, "removed")
         XCTAssertNil(scratch.read("cache/nested/" + ContentCache.relativePath(of: digest)), "the bad entry is gone")
         XCTAssertNil(scratch.read("staging/hit.part"), "nothing staged")
 
@@ -152,7 +153,7 @@ final class ContentCacheTests: XCTestCase {
         else {
             return XCTFail("a size other than the pinned one is corrupt")
         }
-        XCTAssertTrue(sized.contains("9000 bytes"), sized)
+        XCTAssertEqual(sized.found, .size(9000, pinned: 8999))
         XCTAssertFalse(cache.contains(again))
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HaulFailures
 @testable import HaulStore
 import XCTest
 
@@ -50,7 +51,7 @@ final class ManifestFileTests: XCTestCase {
         XCTAssertThrowsError(try ManifestFile.replace(scratch.at("missing/m.yaml"), with: Array("new\n".utf8))) {
             error in
             XCTAssertEqual(
-                "\(error)",
+                (error as? StoreError)?.description,
                 "cannot create a temporary file beside \"\(scratch.at("missing/m.yaml"))\": No such file or directory")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path), [])
@@ -65,9 +66,11 @@ final class ManifestFileTests: XCTestCase {
             let expected =
                 "cannot edit \"\(scratch.at(name))\": it is \(kind), not a regular file (haul add edits a regular "
                 + "file or makes a new one)"
-            XCTAssertThrowsError(try ManifestFile.read(scratch.at(name))) { XCTAssertEqual("\($0)", expected) }
+            XCTAssertThrowsError(try ManifestFile.read(scratch.at(name))) {
+                XCTAssertEqual(($0 as? StoreError)?.description, expected)
+            }
             XCTAssertThrowsError(try ManifestFile.replace(scratch.at(name), with: Array("x\n".utf8))) {
-                XCTAssertEqual("\($0)", expected)
+                XCTAssertEqual(($0 as? StoreError)?.description, expected)
             }
         }
         var info = stat()

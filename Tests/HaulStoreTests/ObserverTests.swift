@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulManifest
 import HaulStore
 import XCTest
@@ -88,7 +89,7 @@ final class ObserverTests: XCTestCase {
             observer.observe(ObservationRequest(destination: try dest("link"), algorithm: .sha256)), .symlink)
         // Opening a FIFO would block; the observer must classify it from lstat alone.
         XCTAssertEqual(
-            observer.observe(ObservationRequest(destination: try dest("fifo"), algorithm: .sha256)), .otherKind)
+            observer.observe(ObservationRequest(destination: try dest("fifo"), algorithm: .sha256)), .otherKind(.fifo))
     }
 
     func testDigesterMatchesStreamingHasherAcrossChunks() throws {
@@ -185,10 +186,17 @@ final class ObserverTests: XCTestCase {
                 ObservationRequest(destination: try dest("up/outside/a.txt"), algorithm: .sha256),
                 ObservationRequest(destination: try dest("in/out/deeper/b.txt"), algorithm: .sha256),
             ], concurrency: 2)
-        XCTAssertEqual(results[0], .escapesRoot("parent \"in/out\" is a symlink to \(outsideReal), outside root"))
-        guard case .escapesRoot(let message) = results[1] else { return XCTFail("\(results[1])") }
-        XCTAssertTrue(message.hasPrefix("parent \"up\" is a symlink to "), message)
-        XCTAssertEqual(results[2], results[0])
+        XCTAssertEqual(
+            results[0],
+            .escapesRoot(
+                StoreError(
+                    operation: .inspect, path: "in/out/a.txt", errno: 0,
+                    problem: .parentEscapesRoot(parent: "in/out", target: outsideReal))))
+        guard case .escapesRoot(let failure) = results[1], case .parentEscapesRoot("up", _) = failure.problem else {
+            return XCTFail("\(results[1])")
+        }
+        guard case .escapesRoot(let deeper) = results[2] else { return XCTFail("\(results[2])") }
+        XCTAssertEqual(deeper.problem, .parentEscapesRoot(parent: "in/out", target: outsideReal), "the same parent")
     }
 
     func testParentThatIsAFileIsUnreadable() throws {

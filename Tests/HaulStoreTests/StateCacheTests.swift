@@ -179,12 +179,13 @@ final class StateCacheTests: XCTestCase {
         try directory.makeDirectory(".haul")
         let cache = StateCache(records: ["a.bin": record(7, origin: Origin(manifestKey: "m", sourceKey: "s"))])
         try cache.save(root: directory.path)
-        let (loaded, warning) = StateCache.load(root: directory.path)
-        XCTAssertNil(warning)
+        let (loaded, problems) = StateCache.load(root: directory.path)
+        XCTAssertEqual(problems, [])
         XCTAssertEqual(loaded, cache)
         try directory.write(".haul/state", "haul-state\t1\n")
         XCTAssertEqual(StateCache.load(root: directory.path).cache, StateCache())
-        XCTAssertNotNil(StateCache.load(root: directory.path).warning)
+        XCTAssertEqual(
+            StateCache.load(root: directory.path).problems, [.corrupt(path: directory.path(".haul/state"))])
     }
 
     /// A state saved right after its files were written is still later than each of them, so the next run trusts
@@ -310,23 +311,21 @@ final class StateCacheTests: XCTestCase {
         let directory = try TemporaryDirectory()
         try StateCache(records: ["a.bin": record(1)]).save(root: directory.path)
         XCTAssertEqual(truncate(directory.path(".haul/state"), off_t(StateCache.maximumBytes) + 1), 0)
-        let (cache, warning) = StateCache.load(root: directory.path)
+        let (cache, problems) = StateCache.load(root: directory.path)
         XCTAssertEqual(cache, StateCache())
         XCTAssertEqual(
-            warning,
-            "\(directory.path(".haul/state")) is 2147483649 bytes, more than the 2 GiB haul reads of a state; "
-                + "hashing every file to rebuild it")
+            problems,
+            [.tooLarge(path: directory.path(".haul/state"), size: 2_147_483_649, limit: StateCache.maximumBytes)])
 
         try StateCache(records: ["a.bin": record(1)]).save(root: directory.path)
         try directory.write(".haul/journal", "")
         XCTAssertEqual(truncate(directory.path(".haul/journal"), 64 << 30), 0)
-        let (withJournal, journalWarning) = StateCache.load(root: directory.path)
+        let (withJournal, journalProblems) = StateCache.load(root: directory.path)
         XCTAssertEqual(withJournal.records.count, 1, "the state is read; the journal is not")
         XCTAssertTrue(withJournal.hasJournal, "so that the next save retires it")
         XCTAssertEqual(
-            journalWarning,
-            "\(directory.path(".haul/journal")) is 68719476736 bytes, more than the 2 GiB haul reads "
-                + "of its journal; the files it names are not pruned")
+            journalProblems,
+            [.journalTooLarge(path: directory.path(".haul/journal"), size: 64 << 30, limit: StateCache.maximumBytes)])
     }
 
     /// On a file system that fills up mid-append (a tmpfs: the lines that fit the last page are written, then

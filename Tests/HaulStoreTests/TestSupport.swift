@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+import HaulCommand
+import HaulFailures
 import HaulFileSystem
 import HaulManifest
 import HaulStore
@@ -120,6 +122,15 @@ extension CommitRequest {
     }
 }
 
+/// The store's failures as the command words them: these tests pin the message a user reads, as well as the value.
+extension StoreError {
+    var description: String { StoreWording.sentence(self) }
+}
+
+extension SystemError {
+    var description: String { StoreWording.sentence(self) }
+}
+
 /// The store's entry points by root path, for tests that do not care about the private folder's handle: each
 /// opens (or makes) `<root>/.haul` exactly as a sync would.
 extension StateCache {
@@ -127,7 +138,7 @@ extension StateCache {
         try save(in: PrivateArea.create(root: root))
     }
 
-    static func load(root: String) -> (cache: StateCache, warning: String?) {
+    static func load(root: String) -> (cache: StateCache, problems: [StateProblem]) {
         load(area: try? PrivateArea.existing(root: root))
     }
 }

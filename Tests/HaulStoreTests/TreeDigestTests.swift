@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HaulDigest
+import HaulFailures
 import HaulFileSystem
 import HaulStore
 import HaulTestSupport

@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
+import HaulFailures
 import HaulFileSystem
-@testable import HaulStore
 import HaulTestSupport
 import XCTest
+@testable import HaulStore
 
 /// The walk lists what `find -printf '%P %y'` lists, in the byte order of the paths, with the identities `stat`
 /// shows, and follows no symlink.

@@ -1,6 +1,7 @@
 import Glibc
 @testable import Haul
 import HaulDigest
+import HaulFailures
 import HaulManifest
 import HaulPlanner
 import HaulStore
@@ -58,7 +59,7 @@ final class ObservationTests: XCTestCase {
                 .file(size: size, digest: digest("recorded same.bin")),
                 .file(size: Int64("content of touched.bin".utf8.count), digest: digest("content of touched.bin")),
                 .missing,
-                .obstructed("a directory is in the way"),
+                .obstructed(.inTheWay(.directory)),
                 .file(size: Int64("content of unpinned.bin".utf8.count), digest: nil),
                 .file(size: Int64("content of new.bin".utf8.count), digest: digest("content of new.bin")),
             ])

@@ -1,11 +1,12 @@
 import Glibc
-@testable import Haul
 import HaulDigest
+import HaulFailures
 import HaulManifest
 import HaulPlanner
 import HaulStore
 import HaulTestSupport
 import XCTest
+@testable import Haul
 
 /// What the state records after a run (`Sync.stateUpdate`), from the run's outcomes as values: real files and a
 /// real state under a temporary root, no server, the time given.
@@ -105,7 +106,7 @@ final class StateUpdateTests: XCTestCase {
 
     func testAFailedEntryRecordsWhatIsOnDiskNotWhatWasWanted() throws {
         let (sync, observation) = try recordedRoot()
-        let failure = EntryFailure.commit(StoreError(operation: "rename into", path: "pinned.bin", errno: EACCES))
+        let failure = EntryFailure.commit(StoreError(operation: .renameInto, path: "pinned.bin", errno: EACCES))
         let unchanged = update(sync, observation, [.failed(failure), .upToDate])
         XCTAssertTrue(unchanged.changes.records.isEmpty, "the old file is still there, as recorded")
 
@@ -133,9 +134,9 @@ final class StateUpdateTests: XCTestCase {
             (XCTUnwrap(DestinationPath("old.bin")), .deleted),
             (
                 XCTUnwrap(DestinationPath("stuck.bin")),
-                .failed(StoreError(operation: "remove", path: "stuck.bin", errno: EBUSY))
+                .failed(StoreError(operation: .delete, path: "stuck.bin", errno: EBUSY))
             ),
-            (XCTUnwrap(DestinationPath("mine.bin")), .kept("modified since haul wrote it")),
+            (XCTUnwrap(DestinationPath("mine.bin")), .kept(.modified)),
             (XCTUnwrap(DestinationPath("vanished.bin")), .forgotten),
         ]
         let changes = changed(update(sync, observation, [.upToDate, .upToDate], prunes: prunes))

@@ -1,5 +1,6 @@
 @testable import Haul
 import HaulDigest
+import HaulFailures
 import HaulManifest
 import HaulPlanner
 @testable import HaulStore
@@ -152,13 +153,13 @@ final class TreeJudgementTests: XCTestCase {
         let rule = ExtractRule()
         XCTAssertEqual(Planner.decide(entry(rule: rule), .missing), .fetch(.missing))
         XCTAssertEqual(
-            Planner.decide(entry(rule: rule), .file(size: 3, digest: nil)),
-            .refuse("a file is in the way of the folder the archive is unpacked into"))
+            Planner.decide(entry(rule: rule), .file(size: 3, digest: nil)), .refuse(.inTheWayOfTree(.regular)))
+        XCTAssertEqual(Planner.decide(entry(rule: rule), .symlink), .refuse(.inTheWayOfTree(.symlink)))
+        let escapes = StoreError(
+            operation: .inspect, path: "x/sdk", errno: 0, problem: .parentEscapesRoot(parent: "x", target: "/elsewhere")
+        )
+        XCTAssertEqual(Planner.decide(entry(rule: rule), .inaccessible(escapes)), .refuse(.failed(escapes)))
         XCTAssertEqual(
-            Planner.decide(entry(rule: rule), .symlink),
-            .refuse("a file is in the way of the folder the archive is unpacked into"))
-        XCTAssertEqual(
-            Planner.decide(entry(rule: rule), .inaccessible("parent \"x\" leads outside root")),
-            .refuse("parent \"x\" leads outside root"))
+            Planner.decide(entry(rule: rule), .obstructed(.inTheWayOfTree(.fifo))), .refuse(.inTheWayOfTree(.fifo)))
     }
 }
