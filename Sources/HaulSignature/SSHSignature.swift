@@ -118,8 +118,10 @@ package enum SSHSignature {
         case "sha512": hash = .sha512
         case let other: return .failure(.unsupportedAlgorithm(other))
         }
+        // The statement names the namespace asked for, not the one read: were the check above lost, a signature of
+        // another would still not verify.
         var statement = magic
-        for field in [Array(signedNamespace), Array(reserved), Array(hashName)] {
+        for field in [Array(namespace.utf8), Array(reserved), Array(hashName)] {
             SSHWireReader.append(field, to: &statement)
         }
         SSHWireReader.append(StreamingHasher.digest(message, algorithm: hash).bytes, to: &statement)
