@@ -104,6 +104,22 @@ final class SSHSignatureTests: XCTestCase {
             .unreadableSignature(.notBase64(line: 2)))
     }
 
+    /// A point that is not on the key's curve is the key's fault, not the signature's: libcrypto refuses it. The
+    /// signature is made to name the same altered key, so that only the point is wrong.
+    func testECDSAKeyOffItsCurveIsRefused() throws {
+        let fields = try makeKey("ec", "ecdsa", bits: 256).split(separator: " ")
+        var blob = try XCTUnwrap(Base64.decode(fields[1]))
+        blob[blob.count - 1] ^= 1
+        let key = try SSHPublicKey("\(fields[0]) \(Base64.encode(blob))")
+        let armor = lines(String(decoding: try sign("ec"), as: UTF8.self))
+        var signature = try XCTUnwrap(Base64.decode(armor.dropFirst().dropLast().joined()))
+        signature[6 + 4 + 4 + blob.count - 1] ^= 1  // magic, version, the key's length, then the key
+        let altered = [armor[0], Base64.encode(signature), armor[armor.count - 1]].joined(separator: "\n")
+        XCTAssertEqual(
+            SSHSignature.verify(Array(altered.utf8), of: message, by: key, namespace: "file").failure,
+            .unreadableKey(.invalidPoint))
+    }
+
     func testKeyLinesOfOtherTypesOrGarbledAreRefused() throws {
         let line = try makeKey("a", "ed25519")
         XCTAssertThrowsError(try SSHPublicKey(line.replacingOccurrences(of: "ssh-ed25519", with: "ssh-rsa"))) {
