@@ -21,10 +21,12 @@ package struct OpenPGPVerifier: Sendable, Hashable {
     }
 
     /// The verifier to use: `sqv` if found, else `gpgv`; only `gpgv` when `clearSigned`. `searchPath`: a `PATH`
-    /// value, the process's own when nil.
+    /// value, the process's own when nil; its relative entries are skipped.
     package static func find(clearSigned: Bool = false, searchPath: String? = nil) -> OpenPGPVerifier? {
         let path = searchPath ?? getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
-        let folders = path.split(separator: ":", omittingEmptySubsequences: false).map { $0.isEmpty ? "." : $0 }
+        // Absolute folders only: an empty or relative entry would find a `gpgv` in the current folder, which may be
+        // the very folder the files being checked were downloaded to.
+        let folders = path.split(separator: ":").filter { $0.hasPrefix("/") }
         for tool in clearSigned ? [Tool.gpgv] : [.sqv, .gpgv] {
             for folder in folders {
                 let candidate = "\(folder)/\(tool.rawValue)"

@@ -82,6 +82,13 @@ final class OpenPGPVerifierTests: XCTestCase {
 
     func testNoVerifierOnThePathIsItsOwnFailure() throws {
         XCTAssertEqual(detached("list.sig", path: try searchPath([])).failure, .verifierMissing)
+        // Nor is one in a relative folder of the search path (the download folder, say): here one that leads from the
+        // current folder up to the root and down to a folder with gpgv.
+        let absolute = try searchPath(["gpgv"])
+        let depth = FileManager.default.currentDirectoryPath.split(separator: "/").count
+        let relative = String(repeating: "../", count: depth) + absolute.dropFirst()
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: relative + "/gpgv"))
+        XCTAssertNil(OpenPGPVerifier.find(searchPath: relative))
         let sqvOnly = try searchPath(["sqv"])
         XCTAssertEqual(
             OpenPGPVerifier.verifyClearSigned(
