@@ -3,7 +3,8 @@ import PackageDescription
 
 /// The folder tree is the architecture: manifest -> planner -> engine / store -> Haul (orchestration) -> CLI.
 /// C libraries come from the system through small system-library targets; only `HaulEngine` sees libcurl,
-/// only the manifest reader sees libyaml, only `HaulDigest` sees libcrypto, only `HaulArchive` sees libarchive.
+/// only the manifest reader sees libyaml, only `HaulDigest` sees libcrypto (`HaulSignature` checks signatures through
+/// it), only `HaulArchive` sees libarchive.
 let package = Package(
     name: "haul",
     products: [
@@ -25,6 +26,7 @@ let package = Package(
         .target(name: "HaulFailures"),
         .target(name: "HaulFileSystem", dependencies: ["HaulFailures", "CLinuxShims"]),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
+        .target(name: "HaulSignature", dependencies: ["HaulDigest"]),
         .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CLibYAML"]),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest", "HaulFailures"]),
         .target(
@@ -55,6 +57,7 @@ let package = Package(
         .target(name: "CPageCacheProbe", path: "Tests/CPageCacheProbe"),
         .target(name: "HaulTestSupport", dependencies: ["CPageCacheProbe"], path: "Tests/HaulTestSupport"),
         .testTarget(name: "HaulDigestTests", dependencies: ["HaulDigest"]),
+        .testTarget(name: "HaulSignatureTests", dependencies: ["HaulSignature", "HaulDigest", "HaulTestSupport"]),
         .testTarget(name: "HaulManifestTests", dependencies: ["HaulManifest", "HaulTestSupport"]),
         .testTarget(
             name: "HaulPlannerTests", dependencies: ["HaulPlanner", "HaulManifest", "HaulDigest", "HaulFailures"]),

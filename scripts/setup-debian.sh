@@ -17,12 +17,13 @@ set -euo pipefail
 # the .deb that the package test installs, bzip2, xz-utils, zstd, zip and p7zip-full make the archives the
 # unpacking tests read, zsh and fish (with bash) load the completion scripts the completion tests try, and
 # mmdebstrap and umoci build the container image that podman (with runc: crun refuses hybrid cgroups) runs in the
-# image test.
+# image test; minisign, signify-openbsd, openssh-client (ssh-keygen) and gnupg make the signatures the signature
+# tests check, and sqv and gpgv check the OpenPGP ones as haul will.
 packages=(pkg-config libcurl4-openssl-dev libyaml-dev libssl-dev libarchive-dev python3)
 if [ "${1:-test}" != build ]; then
   packages+=(python3-jsonschema python3-yaml ca-certificates openssl nginx-light gcc libc6-dev e2fsprogs util-linux mount
              tmux faketime fuse python3-fusepy nix-bin dpkg-dev fakeroot lintian man-db bzip2 xz-utils zstd zip p7zip-full
-             zsh fish mmdebstrap umoci podman runc)
+             zsh fish mmdebstrap umoci podman runc minisign signify-openbsd openssh-client gnupg gpgv sqv)
 fi
 
 missing=()

@@ -47,7 +47,7 @@ package final class StreamingHasher: @unchecked Sendable {
         return hasher.finalize()
     }
 
-    private static func evpType(_ algorithm: DigestAlgorithm) -> OpaquePointer? {
+    static func evpType(_ algorithm: DigestAlgorithm) -> OpaquePointer? {
         switch algorithm {
         case .sha256: EVP_sha256()
         case .sha384: EVP_sha384()
