@@ -40,6 +40,9 @@ package struct Manifest: Sendable {
     /// The warnings as printed, one line each, then how many more there were.
     package var warningLines: [String] { Diagnostic.lines(warnings, omitted: omittedWarnings) }
 
+    /// `lists:`: the signed checksum lists entries take their digests from, by name.
+    package var lists: [SignedListSource] = []
+
     /// Manifest format versions this build of haul reads.
     package static let supportedVersions: [Int] = [1]
 }
@@ -97,6 +100,12 @@ package struct FileEntry: Sendable {
     package var refresh: Seconds? {
         get { rare.values.refresh }
         set { rare.values.refresh = newValue }
+    }
+    /// `from:`: the digest is the one a signed checksum list (`lists:`) gives for this name, read at each sync
+    /// once the list's signature checks out. `checksum` is nil in the manifest, and set by the sync from the list.
+    package var listPin: ListPin? {
+        get { rare.values.listPin }
+        set { rare.values.listPin = newValue }
     }
     /// Sent only to the origin of `url` (not to mirrors, not across origins on redirect): the entry's own, over
     /// those of `defaults:` with the same name.
@@ -187,10 +196,11 @@ private struct RareSettings: Sendable {
         var clientCertificate: CertificateFiles?
         var mirrorCertificates: [CertificateFiles?] = []
         var refresh: Seconds?
+        var listPin: ListPin?
 
         var areDefaults: Bool {
             mirrorHeaders.isEmpty && retryOn.isEmpty && clientCertificate == nil && mirrorCertificates.isEmpty
-                && refresh == nil
+                && refresh == nil && listPin == nil
         }
     }
 
@@ -205,6 +215,72 @@ private struct RareSettings: Sendable {
     var values: Values {
         get { box?.values ?? Values() }
         set { box = newValue.areDefaults ? nil : Box(newValue) }
+    }
+}
+
+/// Where an entry's digest comes from when a signed list gives it (`from:`).
+package struct ListPin: Sendable, Hashable {
+    /// The list's name under `lists:`.
+    package var list: String
+    /// The file's name in the list: the entry's own (`from: {list: L, name: N}`), or the last segment of its URL's
+    /// path.
+    package var name: String
+
+    package init(list: String, name: String) {
+        self.list = list
+        self.name = name
+    }
+}
+
+/// A checksum list trusted for its signature (`lists:`): the entries that name it take their digests from it at each
+/// sync, and only once its signature checks out against one of `keys`. A list whose signature fails leaves every
+/// such entry as it is.
+package struct SignedListSource: Sendable, Hashable {
+    package enum Signature: Sendable, Hashable {
+        /// Beside the list: the first of its URL with `.minisig`, `.sig`, `.asc` or `.gpg` that the server has.
+        case auto
+        case url(TemplatedString)
+        /// The list is signed inside itself (`gpg --clearsign`); only the signed text is read.
+        case clearSigned
+    }
+
+    /// Its key under `lists:`.
+    package var name: String
+    package var url: TemplatedString
+    package var signature: Signature
+    package var keys: [ListKey]
+    /// How long a copy the server confirmed stays fresh without asking again (as an entry's `refresh:`); nil: as
+    /// long as the server says.
+    package var refresh: Seconds?
+    package var location: SourceLocation
+
+    package init(
+        name: String, url: TemplatedString, signature: Signature, keys: [ListKey], refresh: Seconds? = nil,
+        location: SourceLocation
+    ) {
+        self.name = name
+        self.url = url
+        self.signature = signature
+        self.keys = keys
+        self.refresh = refresh
+        self.location = location
+    }
+}
+
+/// A key a signed list is trusted for.
+package struct ListKey: Sendable, Hashable {
+    /// An inline key (`RW…`, or an SSH public key line), or the absolute path of a key file (a minisign, signify or
+    /// SSH public key, or an OpenPGP keyring), resolved against the manifest's folder.
+    package var key: String
+    package var isFile: Bool
+    /// `retired: YYYY-MM-DD`: the key is trusted until the end of that day (UTC), and refused after it; seconds
+    /// since the epoch.
+    package var retiredAfter: Double?
+
+    package init(key: String, isFile: Bool, retiredAfter: Double? = nil) {
+        self.key = key
+        self.isFile = isFile
+        self.retiredAfter = retiredAfter
     }
 }
 

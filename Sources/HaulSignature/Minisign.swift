@@ -12,6 +12,11 @@ package struct MinisignPublicKey: Sendable, Hashable {
         case .failure(let malformation): throw .unreadableKey(malformation)
         }
     }
+
+    /// The same key, from bytes already decoded (a `TrustedKey`).
+    init(keyID: [UInt8], key: [UInt8]) {
+        (self.keyID, self.key) = (keyID, key)
+    }
 }
 
 /// minisign's signatures (https://jedisct1.github.io/minisign/): an Ed25519 signature of the message (`Ed`, made by

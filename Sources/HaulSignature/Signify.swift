@@ -12,6 +12,11 @@ package struct SignifyPublicKey: Sendable, Hashable {
         case .failure(let malformation): throw .unreadableKey(malformation)
         }
     }
+
+    /// The same key, from bytes already decoded (a `TrustedKey`).
+    init(keyID: [UInt8], key: [UInt8]) {
+        (self.keyID, self.key) = (keyID, key)
+    }
 }
 
 /// signify's signatures: an `untrusted comment:` line, then the Ed25519 signature of the message itself with the
