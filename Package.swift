@@ -43,13 +43,13 @@ let package = Package(
             name: "Haul",
             dependencies: [
                 "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulDigest",
-                "HaulThreads", "HaulFailures", "HaulFileSystem",
+                "HaulThreads", "HaulFailures", "HaulFileSystem", "HaulSignature",
             ]),
         .executableTarget(
             name: "HaulCommand",
             dependencies: [
                 "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulFailures",
-                "HaulFileSystem", "HaulDigest", "HaulThreads",
+                "HaulFileSystem", "HaulDigest", "HaulSignature", "HaulThreads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
@@ -65,6 +65,7 @@ let package = Package(
             name: "HaulTests",
             dependencies: [
                 "Haul", "HaulPlanner", "HaulManifest", "HaulEngine", "HaulDigest", "HaulStore", "HaulFailures",
+                "HaulSignature",
                 "HaulTestSupport",
             ]),
         .testTarget(

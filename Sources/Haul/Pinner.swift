@@ -111,12 +111,48 @@ package enum Pinner {
         }
     }
 
+    /// A small file's bytes unless the server says the copy haul has (`validators`) is still current: what a
+    /// signed list's fetch needs, each run.
+    package static func fetch(
+        _ url: TemplatedString, ifChangedSince validators: HTTPValidators?, options: SyncOptions,
+        cancellation: Cancellation? = nil,
+        attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void = { _, _ in }
+    ) throws(PinFailure) -> Refetch {
+        let read = try download(
+            url, options: options, into: nil, conditional: validators, cancellation: cancellation,
+            attemptFailed: attemptFailed,
+            notModified: { .success(.notModified(freshFor: $0)) }
+        ) { file, workspace in
+            file.folder(in: workspace.folder).openFile(file.temporaryName, flags: O_RDONLY).flatMap { descriptor in
+                defer { close(descriptor) }
+                return BoundedRead.all(descriptor, limit: Int(options.maxFileSize)).mapError { failure in
+                    SystemError(errno: failure.errno, path: file.temporaryPath)
+                }
+            }.map { Refetch.fetched($0, validators: file.validators, freshFor: file.freshFor) }
+        }
+        switch read {
+        case .success(let refetch): return refetch
+        case .failure(let failure):
+            throw .workspace(StoreError(operation: .read, path: failure.path, errno: failure.errno))
+        }
+    }
+
+    /// What a conditional fetch gave.
+    package enum Refetch: Sendable {
+        /// The server confirmed the copy haul has; `freshFor`: for how long it says it stays current.
+        case notModified(freshFor: Double?)
+        case fetched([UInt8], validators: HTTPValidators?, freshFor: Double?)
+    }
+
     /// One download into `folder`, or into a private folder that is removed afterwards; `use` sees the verified
-    /// file first.
+    /// file first. `conditional`: the request asks only for a version other than that one, and a 304 answers
+    /// `notModified` with how long the server says the copy stays fresh.
     static func download<Result>(
         _ url: TemplatedString, options: SyncOptions, into folder: ScratchDirectory?,
-        algorithm: DigestAlgorithm = .sha256, headOnly: Bool = false, cancellation: Cancellation?,
+        algorithm: DigestAlgorithm = .sha256, headOnly: Bool = false, conditional: HTTPValidators? = nil,
+        cancellation: Cancellation?,
         attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void,
+        notModified: (Double?) -> Result = { _ in preconditionFailure("a 304 to a request that was not conditional") },
         use: (DownloadedFile, ScratchDirectory) -> Result
     ) throws(PinFailure) -> Result {
         let workspace: ScratchDirectory
@@ -152,10 +188,13 @@ package enum Pinner {
             retries: options.retries ?? BuiltInDefaults.retries,
             stallTimeout: options.stallTimeout ?? BuiltInDefaults.timeout.value)
         request.headOnly = headOnly
+        // Rewrites give the same file's other addresses: each may answer 304 for the copy haul has.
+        if let conditional { for index in request.sources.indices { request.sources[index].conditional = conditional } }
         request.transientStatuses = options.transientStatuses
         request.unpinnedAlgorithm = algorithm
         let collector = Collector(attemptFailed: attemptFailed)
         engine.run([request], delegate: collector, cancellation: cancellation)
+        if let freshFor = collector.notModifiedFreshFor { return notModified(freshFor) }
         switch collector.result {
         case .success(let file):
             return use(file, workspace)
@@ -170,6 +209,8 @@ package enum Pinner {
     /// Receives the engine's events for the one request.
     private final class Collector: TransferDelegate {
         private let outcome = Mutex<Result<DownloadedFile, TransferFailure>?>(nil)
+        /// Set on a 304: the freshness it announced (nil inside: none).
+        private let confirmed = Mutex<Double??>(nil)
         let attemptFailed: @Sendable (AttemptFailure, NextAttempt?) -> Void
 
         init(attemptFailed: @escaping @Sendable (AttemptFailure, NextAttempt?) -> Void) {
@@ -177,13 +218,14 @@ package enum Pinner {
         }
 
         var result: Result<DownloadedFile, TransferFailure>? { outcome.withLock { $0 } }
+        var notModifiedFreshFor: Double?? { confirmed.withLock { $0 } }
 
         func transfer(_ id: Int, didProduce event: TransferEvent) {
             switch event {
             case .started, .progress: break
             case .attemptFailed(let failure, let next): attemptFailed(failure, next)
             case .finished(let result): outcome.withLock { $0 = result }
-            case .notModified: break  // never asked conditionally
+            case .notModified(_, let freshFor): confirmed.withLock { $0 = .some(freshFor) }
             }
         }
     }

@@ -96,7 +96,8 @@ package enum SettledRun {
     ) {
         let manifest = sync.manifest
         guard let fingerprint = manifest.fingerprint, let area = observation.area, result.exitStatus == .success,
-            !sync.prunes, manifest.warnings.isEmpty, manifest.omittedWarnings == 0, observation.stateProblems.isEmpty,
+            !sync.prunes, manifest.lists.isEmpty, manifest.warnings.isEmpty, manifest.omittedWarnings == 0,
+            observation.stateProblems.isEmpty,
             plan.unlistedCount == 0, plan.orphans.isEmpty, plan.unproven.isEmpty, result.prunes.isEmpty
         else { return }
         // What the state now records of each file, without looking records up by name: a file this run committed

@@ -122,11 +122,18 @@ extension SyncObserver {
 package struct Sync: Sendable {
     package let manifest: Manifest
     package let options: SyncOptions
+    /// The signed lists that pinned nothing this run, and the entries whose digest a list changed (`SignedLists`).
+    private let unverifiedLists: Set<String>
+    private let changedByList: Set<DestinationPath>
 
-    /// With `options.shard`, the sync manages only that shard's entries (`Manifest.restricted(to:)`).
-    package init(manifest: Manifest, options: SyncOptions) {
-        self.manifest = options.shard.map { manifest.restricted(to: $0) } ?? manifest
+    /// With `options.shard`, the sync manages only that shard's entries (`Manifest.restricted(to:)`). `lists`: the
+    /// manifest as its signed lists pinned it (then `manifest` is its `manifest`).
+    package init(manifest: Manifest, options: SyncOptions, lists: SignedLists.Pins? = nil) {
+        let pinned = lists?.manifest ?? manifest
+        self.manifest = options.shard.map { pinned.restricted(to: $0) } ?? pinned
         self.options = options
+        unverifiedLists = lists?.unverified ?? []
+        changedByList = lists?.changed ?? []
     }
 
     package var prunes: Bool { options.prune || manifest.prune }
@@ -143,9 +150,17 @@ package struct Sync: Sendable {
     /// Decides from values (`Planner`), then says which fetches the content cache holds: one look at the cache
     /// (`cacheLookup`, nothing read or made), judged by `cacheHits`.
     package func plan(_ observation: Observation) -> Plan {
+        let changed =
+            changedByList.isEmpty
+            ? []
+            : Set(
+                manifest.files.indices.filter {
+                    changedByList.contains(manifest.files[$0].destination)
+                })
         let context = PlanContext(
             shardScope: manifest.shardScope, unlistedCount: observation.unlistedCount,
-            orphans: observation.orphans, unproven: observation.unproven)
+            orphans: observation.orphans, unproven: observation.unproven, unverifiedLists: unverifiedLists,
+            changedByList: changed)
         var plan = Planner.plan(
             manifest.files, observed: observation.states, pruning: observation.pruneCandidates,
             revalidation: revalidation(observation), context: context)

@@ -12,10 +12,13 @@ package struct VerificationResult: Sendable {
 
     /// Every pinned file is hashed, whatever the state says; root's private folder is only checked. `concurrency`:
     /// hashing threads (the run's `DescriptorBudget.observers`).
-    package init(manifest: Manifest, concurrency: Int = ProcessorCount.online) throws(ObservationFailure) {
+    /// `unverifiedLists`: the signed lists whose kept copy did not check out (their entries are problems).
+    package init(
+        manifest: Manifest, unverifiedLists: Set<String> = [], concurrency: Int = ProcessorCount.online
+    ) throws(ObservationFailure) {
         let observation = try Observation(of: manifest, access: .lookingOnly, rehash: true, concurrency: concurrency)
         plan = Planner.plan(
             manifest.files, observed: observation.states,
-            context: PlanContext(shardScope: manifest.shardScope))
+            context: PlanContext(shardScope: manifest.shardScope, unverifiedLists: unverifiedLists))
     }
 }

@@ -598,16 +598,7 @@ struct AddCommand: ParsableCommand {
                 Output.errors(["haul: interrupted by \(interrupts.signalName); nothing was written"])
                 throw ExitCode(status)
             }
-            switch error {
-            case .workspace(let error): Output.errors(["error: \(StoreWording.sentence(error))"])
-            case .unpack(let failure): Output.errors(["error: \(UnpackWording.sentence(failure))"])
-            case .unfinished(let url): Output.errors(["error: \(url): the transfer did not finish"])
-            case .transfer(let failure):
-                Output.errors(
-                    failure.lastFailurePerSource.map {
-                        "error: \($0.sourceDisplayURL): \(describing($0.reason))"
-                    })
-            }
+            Output.errors(PinWording.lines(error, describing: describing).map { "error: \($0)" })
             throw ExitCode(ExitStatus.entryFailed.rawValue)
         }
     }

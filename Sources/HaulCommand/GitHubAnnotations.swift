@@ -98,6 +98,15 @@ struct GitHubAnnotations: Sendable {
         ])
     }
 
+    /// A signed list that pinned nothing, at its place under `lists:`.
+    func list(_ outcome: SignedLists.Outcome, _ failure: SignedLists.ListFailure, manifest: String) {
+        emit([
+            Self.command(
+                "error", file: fileProperty(manifest), line: outcome.location.line, column: outcome.location.column,
+                message: ListWording.failure(outcome, failure))
+        ])
+    }
+
     /// The run, as a Markdown table, appended to the step's summary; a warning when it could not be (naming the
     /// file and why), nil otherwise. The run's exit status does not depend on it.
     func summary(_ result: SyncResult, manifest: String, exitStatus: Int32) -> String? {
@@ -262,6 +271,12 @@ final class AnnotatingReporter: RunReporter {
     var wantsProgress: Bool { inner.wantsProgress }
     func warning(_ text: String) { inner.warning(text) }
     func plan(_ plan: Plan, acting: Bool) { inner.plan(plan, acting: acting) }
+    func lists(_ outcomes: [SignedLists.Outcome], verbose: Bool) {
+        inner.lists(outcomes, verbose: verbose)
+        for outcome in outcomes {
+            if case .failure(let failure) = outcome.result { annotations.list(outcome, failure, manifest: manifest) }
+        }
+    }
     func entry(_ entry: FileEntry, started source: String) { inner.entry(entry, started: source) }
     func entry(_ entry: FileEntry, progress: TransferProgress) { inner.entry(entry, progress: progress) }
     func entry(_ entry: FileEntry, attemptFailed failure: AttemptFailure, next: NextAttempt?) {

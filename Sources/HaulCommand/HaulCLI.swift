@@ -252,6 +252,20 @@ struct SyncFlags {
     let requestOptions: RequestOptions
     let run: RunOptions
 
+    /// The manifest's `from:` entries pinned from their signed lists (nothing to do without `lists:`), each list's
+    /// outcome reported. `offline`: the copies kept by earlier syncs alone (`verify`).
+    func pinLists(
+        _ manifest: Manifest, options: SyncOptions, reporter: RunReporter, offline: Bool = false,
+        cancellation: Cancellation? = nil
+    ) -> SignedLists.Pins {
+        guard !manifest.lists.isEmpty else { return SignedLists.Pins(manifest: manifest) }
+        let area = try? PrivateArea.existing(root: manifest.root)
+        let pins = SignedLists.pin(
+            manifest, options: options, area: area, offline: offline, cancellation: cancellation)
+        reporter.lists(pins.outcomes, verbose: reporting.verbose)
+        return pins
+    }
+
     /// `--wait`, `--wait-timeout`: what to do when another run holds root; the wait is announced (who holds it) unless
     /// the output is JSON or `--quiet`.
     func waiting(root: String) -> RunLock.Waiting {
@@ -479,15 +493,19 @@ struct SyncCommand: ManifestCommand {
         options.revalidatesFreshFiles = flags.policy.refresh
         options.adopts = Set(flags.policy.adopt)
         try flags.requestOptions.apply(to: &options)
-        let sync = Sync(manifest: manifest, options: options)
         let cancellation = Cancellation()
         let interrupts = InterruptWatcher(
             cancelling: cancellation, timeLimit: flags.run.maxTime.map { ($0.seconds, $0.written) })
+        let lists = flags.pinLists(manifest, options: options, reporter: reporter, cancellation: cancellation)
+        let sync = Sync(manifest: manifest, options: options, lists: lists)
         // A dry run changes nothing, so it need not hold the lock to look.
         let observation = try flags.observe(
             sync, dryRun ? .lookingOnly : .exclusive(wait: flags.waiting(root: manifest.root), holder: holder),
             rehash: flags.run.rehash)
-        if !dryRun { for problem in observation.stateProblems { reporter.warning(StoreWording.sentence(problem)) } }
+        if !dryRun {
+            for problem in observation.stateProblems { reporter.warning(StoreWording.sentence(problem)) }
+            lists.save(beside: observation)
+        }
         let plan = sync.plan(observation)
         let prefetched = headStart?.finish()
         reporter.plan(plan, acting: !dryRun)
@@ -544,11 +562,23 @@ struct PlanCommand: ManifestCommand {
         try RunLimits.apply(to: &options, transfers: false, entries: manifest.files.count)
         options.revalidatesFreshFiles = flags.policy.refresh
         options.adopts = Set(flags.policy.adopt)
-        let sync = Sync(manifest: manifest, options: options)
+        let reporter = flags.makeReporter(rewrites: rewrites)
+        let lists = try flags.pinLists(manifest, options: listOptions(manifest, rewrites: rewrites), reporter: reporter)
+        let sync = Sync(manifest: manifest, options: options, lists: lists)
         let plan = sync.plan(try flags.observe(sync, .lookingOnly, rehash: flags.run.rehash))
-        flags.makeReporter(rewrites: rewrites).plan(plan, acting: false)
+        reporter.plan(plan, acting: false)
         keepUntilExit(plan)
         if plan.hasChanges { throw ExitCode(ExitStatus.changesPending.rawValue) }
+    }
+
+    /// How the lists are fetched: as a sync would fetch (its CA file, proxy, credentials and headers), no more.
+    private func listOptions(_ manifest: Manifest, rewrites: URLRewriter) throws -> SyncOptions {
+        guard !manifest.lists.isEmpty else { return SyncOptions(prune: false, rewrites: rewrites) }
+        var options = try flags.transferOptions.syncOptions(
+            prune: false, rewrites: rewrites, cacheDirectory: nil, entries: manifest.lists.count, warning: { _ in })
+        options.netrc = try flags.netrcOptions.credentials(manifestWants: manifest.netrc)
+        try flags.requestOptions.apply(to: &options)
+        return options
     }
 }
 
@@ -583,9 +613,12 @@ struct Verify: ManifestCommand {
         if let shard = try flags.sharding.resolved() { manifest = manifest.restricted(to: shard) }
         var limits = SyncOptions()
         try RunLimits.apply(to: &limits, transfers: false, entries: manifest.files.count)
+        // The pins of `from:` entries come from the lists' copies the last sync verified: no request.
+        let lists = flags.pinLists(manifest, options: limits, reporter: flags.makeReporter(), offline: true)
         let result: VerificationResult
         do {
-            result = try VerificationResult(manifest: manifest, concurrency: limits.descriptors.observers)
+            result = try VerificationResult(
+                manifest: lists.manifest, unverifiedLists: lists.unverified, concurrency: limits.descriptors.observers)
         } catch {
             Output.errors(["error: \(StoreWording.sentence(error))"])
             throw ExitCode(error.exitStatus.rawValue)

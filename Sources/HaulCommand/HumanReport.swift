@@ -74,7 +74,8 @@ package enum HumanReport {
                 emit("+ \(destination) (\(archive)missing\(cached))")
                 if let sources { sources(planned.entry).forEach(emit) }
             case .fetch(let reason):
-                emit("~ \(destination) (\(archive)\(describe(reason, of: planned.entry))\(cached))")
+                let listed = plan.context.changedByList.contains(index) ? "; its list pins a new version" : ""
+                emit("~ \(destination) (\(archive)\(describe(reason, of: planned.entry))\(listed)\(cached))")
                 if members, case .treeChanged(.membersChanged(let changes)) = reason {
                     changes.map(memberLine).forEach(emit)
                 }

@@ -86,6 +86,18 @@ final class HumanReporter: RunReporter, Sendable {
         Output.errors([paintDiagnostic("warning: \(text)")])
     }
 
+    func lists(_ outcomes: [SignedLists.Outcome], verbose: Bool) {
+        for outcome in outcomes {
+            switch outcome.result {
+            case .failure(let failure):
+                Output.errors([paintDiagnostic("error: \(ListWording.failure(outcome, failure))")])
+            case .success(let verified):
+                guard !quiet, let line = ListWording.verified(outcome, verified, verbose: verbose) else { continue }
+                Output.lines([TerminalText(line)])
+            }
+        }
+    }
+
     func plan(_ plan: Plan, acting: Bool) {
         if !quiet, plan.hasChanges || !acting {
             let sources: ((FileEntry) -> [String])? =

@@ -266,6 +266,25 @@ package enum JSONEvents {
         ])
     }
 
+    /// `list`: what one signed list gave: `verified` (with the key, whether it `changed` since the last verified copy,
+    /// and whether the server was `requested`), or the `error` that left its entries as they are.
+    package static func list(_ outcome: SignedLists.Outcome) -> JSONValue {
+        let head: [(String, JSONValue)] = [
+            ("event", .string("list")), ("name", .string(outcome.name)), ("url", .string(outcome.url)),
+        ]
+        switch outcome.result {
+        case .success(let verified):
+            return .object(
+                head + [
+                    ("verified", .bool(true)), ("key", .string(verified.list.key)),
+                    ("changed", .bool(verified.changed)), ("requested", .bool(verified.requested)),
+                    ("trusted_comment", .string(verified.list.trustedComment)),
+                ])
+        case .failure(let failure):
+            return .object(head + [("verified", .bool(false)), ("error", .string(ListWording.reason(failure)))])
+        }
+    }
+
     package static func warning(dest: String?, message: String) -> JSONValue {
         .object([("event", .string("warning")), ("dest", .string(dest)), ("message", .string(message))])
     }

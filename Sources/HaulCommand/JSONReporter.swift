@@ -31,6 +31,10 @@ final class JSONReporter: RunReporter, Sendable {
 
     func warning(_ text: String) { emit(JSONEvents.warning(dest: nil, message: text)) }
 
+    func lists(_ outcomes: [SignedLists.Outcome], verbose: Bool) {
+        for outcome in outcomes { emit(JSONEvents.list(outcome)) }
+    }
+
     /// Written as it is encoded (`Output.stream`): one line, never held whole.
     func plan(_ plan: Plan, acting: Bool) {
         Output.stream { emit in

@@ -13,6 +13,8 @@ protocol RunReporter: SyncObserver {
     func plan(_ plan: Plan, acting: Bool)
     /// The end of a sync. `interruptedBy` names the signal that stopped it, if one did.
     func summary(_ result: SyncResult, exitStatus: Int32, interruptedBy signal: String?)
+    /// What each signed list gave, before the plan: a list that pinned nothing is an error.
+    func lists(_ outcomes: [SignedLists.Outcome], verbose: Bool)
 }
 
 extension RunReporter {

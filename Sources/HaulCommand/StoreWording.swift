@@ -166,6 +166,10 @@ package enum StoreWording {
             "it holds \(files.count == 1 ? "1 file" : "\(files.count) files") the archive did not put there "
                 + "(\(Quoted.firstFew(files) { Quoted.text($0) })), kept with the folder"
         case .failed(let error): sentence(error, about: destination.description)
+        case .listUnverified(let list):
+            "its checksum list \(Quoted.text(list)) could not be verified this run; left as it is"
+        case .notInList(let list, let name):
+            "the checksum list \(Quoted.text(list)) names no \(Quoted.text(name)); left as it is"
         }
     }
 

@@ -35,6 +35,11 @@ package enum Obstacle: Sendable, Equatable {
     case holdsUsersFiles([String])
     /// The destination cannot be reached or read (a parent symlink leading outside root, EACCES, …).
     case failed(StoreError)
+    /// The entry takes its digest from a signed list (`from:`) whose signature did not check out this run, or that
+    /// could not be fetched: nothing it names is touched.
+    case listUnverified(String)
+    /// The signed list checked out but names no file `name`: there is no digest to pin it by.
+    case notInList(list: String, name: String)
 }
 
 /// Why a prune keeps a file haul wrote.
@@ -195,15 +200,22 @@ package struct PlanContext: Sendable {
     package var unlistedCount: Int
     package var orphans: [(manifest: String, files: Int)]
     package var unproven: [(manifest: String, files: Int)]
+    /// The signed lists (`lists:`) whose signature did not check out, or that could not be fetched, this run.
+    package var unverifiedLists: Set<String>
+    /// Entries (by index) whose digest the signed list changed since its last verified copy: the plan says so.
+    package var changedByList: Set<Int>
 
     package init(
         shardScope: ShardScope? = nil, unlistedCount: Int = 0, orphans: [(manifest: String, files: Int)] = [],
-        unproven: [(manifest: String, files: Int)] = []
+        unproven: [(manifest: String, files: Int)] = [], unverifiedLists: Set<String> = [],
+        changedByList: Set<Int> = []
     ) {
         self.shardScope = shardScope
         self.unlistedCount = unlistedCount
         self.orphans = orphans
         self.unproven = unproven
+        self.unverifiedLists = unverifiedLists
+        self.changedByList = changedByList
     }
 }
 
@@ -350,7 +362,7 @@ package enum Planner {
         var plan = Plan(
             files: files,
             actions: files.indices.map { index in
-                let action = decide(files[index], observed[index])
+                let action = decide(files[index], observed[index], unverifiedLists: context.unverifiedLists)
                 guard action == .revalidate, let revalidation else { return action }
                 if revalidation.written?[index] == false { return .fetch(.notWrittenByHaul) }
                 guard !revalidation.always,
@@ -401,7 +413,15 @@ package enum Planner {
     }
 
     /// Content is identity: a pinned file whose digest matches is kept whatever its URL says.
-    package static func decide(_ entry: FileEntry, _ local: LocalState) -> Action {
+    /// `unverifiedLists`: the signed lists (`lists:`) that did not check out this run.
+    package static func decide(
+        _ entry: FileEntry, _ local: LocalState, unverifiedLists: Set<String> = []
+    ) -> Action {
+        if let pin = entry.listPin, entry.checksum == nil {
+            // Never revalidated as an unpinned file would be: without its list's digest it is not to be trusted.
+            return unverifiedLists.contains(pin.list)
+                ? .refuse(.listUnverified(pin.list)) : .refuse(.notInList(list: pin.list, name: pin.name))
+        }
         if let rule = entry.extract { return decide(entry, rule, local) }
         switch local {
         case .tree:

@@ -32,12 +32,14 @@ package final class PrivateArea: Sendable {
         case journal = "journal"
         case key = "key"
         case settled = "settled"
+        /// The last verified copy of each signed checksum list (`ListCache`).
+        case lists = "lists"
 
-        var isDirectory: Bool { self == .temporary || self == .partial || self == .settled }
+        var isDirectory: Bool { self == .temporary || self == .partial || self == .settled || self == .lists }
 
         var role: PrivateRole {
             switch self {
-            case .temporary, .partial, .settled: .folder
+            case .temporary, .partial, .settled, .lists: .folder
             case .state: .state
             case .lock: .lock
             case .journal: .journal

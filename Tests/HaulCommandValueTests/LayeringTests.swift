@@ -33,11 +33,11 @@ final class LayeringTests: XCTestCase {
         ],
         "Haul": [
             "HaulArchive", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem", "HaulManifest", "HaulPlanner",
-            "HaulStore", "HaulThreads", "Glibc", "Synchronization",
+            "HaulSignature", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
         ],
         "HaulCommand": [
             "ArgumentParser", "Haul", "HaulArchive", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem",
-            "HaulManifest",
+            "HaulManifest", "HaulSignature",
             "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
         ],
     ]

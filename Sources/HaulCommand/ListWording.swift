@@ -1,0 +1,72 @@
+import Haul
+import HaulDigest
+import HaulEngine
+import HaulFailures
+import HaulManifest
+import HaulSignature
+
+/// What a run says of its signed checksum lists (`lists:`): one line per list that pinned nothing (an error: its
+/// entries are left as they are), and with `--verbose`, or when the list changed, which key verified it.
+package enum ListWording {
+    /// `error: list "nightly" (https://…/SHA256SUMS): …; its entries are left as they are`, without `error: `.
+    package static func failure(_ outcome: SignedLists.Outcome, _ failure: SignedLists.ListFailure) -> String {
+        "list \(Quoted.text(outcome.name)) (\(outcome.url)): \(reason(failure)); the entries that take their digest "
+            + "from it are left as they are"
+    }
+
+    /// A verified list worth a line: changed since the last run, or asked for with `--verbose`.
+    package static func verified(
+        _ outcome: SignedLists.Outcome, _ verified: SignedLists.Verified, verbose: Bool
+    )
+        -> String?
+    {
+        guard verified.changed || verbose else { return nil }
+        let what = verified.changed ? "a new version, verified" : "verified"
+        let comment = verbose ? verified.list.trustedComment.map { "; trusted comment: \(Quoted.text($0))" } ?? "" : ""
+        return "list \(Quoted.text(outcome.name)): \(what) (\(format(verified.list.format)), key "
+            + "\(Quoted.text(verified.list.key)))\(comment)"
+    }
+
+    package static func reason(_ failure: SignedLists.ListFailure) -> String {
+        switch failure {
+        case .fetch(_, let pinFailure): PinWording.lines(pinFailure).joined(separator: "; ")
+        case .noSignature(let tried): "no signature beside it (tried \(tried.joined(separator: ", ")))"
+        case .keyFile(let path, let failure):
+            "cannot read the key \(Quoted.text(path)): \(StoreWording.reason(failure))"
+        case .key(let key, let failure): "the key \(Quoted.text(key)) is not one: \(SignatureWording.sentence(failure))"
+        case .refused(let refusal, let signatureURL):
+            "its signature\(signatureURL.map { " (\($0))" } ?? "") does not check out: "
+                + SignatureWording.sentence(refusal)
+        case .unreadable(let error): "\(error)"
+        case .older(let signedAt, let lastVerified):
+            "it was signed at \(signedAt), before the copy verified last (signed at \(lastVerified)): an older list "
+                + "served again is not taken"
+        case .notKept: "no copy verified by an earlier sync is kept, and verify makes no request"
+        }
+    }
+
+    static func format(_ format: SignatureFormat) -> String {
+        switch format {
+        case .minisign: "minisign"
+        case .signify: "signify"
+        case .ssh: "SSH signature"
+        case .openPGP: "OpenPGP"
+        }
+    }
+}
+
+/// Why a single download of `haul add` or of a signed list failed: one line per URL tried (the last failure of
+/// each), or what stopped it.
+package enum PinWording {
+    package static func lines(
+        _ failure: PinFailure, describing: (FailureReason) -> String = { HumanReport.describe($0, checksum: nil) }
+    ) -> [String] {
+        switch failure {
+        case .workspace(let error): [StoreWording.sentence(error)]
+        case .unpack(let failure): [UnpackWording.sentence(failure)]
+        case .unfinished(let url): ["\(url): the transfer did not finish"]
+        case .transfer(let failure):
+            failure.lastFailurePerSource.map { "\($0.sourceDisplayURL): \(describing($0.reason))" }
+        }
+    }
+}
