@@ -69,9 +69,10 @@ package enum SignatureFormat: Sendable, Hashable {
         return lines.count > 2 && lines[2].starts(with: Array("trusted comment:".utf8)) ? .minisign : .signify
     }
 
-    /// A list signed inside itself (`gpg --clearsign`): no separate signature file.
+    /// A list signed inside itself (`gpg --clearsign`): no separate signature file. The armor may follow other
+    /// lines (anyone can add some): the verifier outputs the signed text alone, and only that is read.
     package static func isClearSigned(_ list: [UInt8]) -> Bool {
-        list.starts(with: Array("-----BEGIN PGP SIGNED MESSAGE-----".utf8))
+        TextLines.split(list).contains { $0.elementsEqual("-----BEGIN PGP SIGNED MESSAGE-----".utf8) }
     }
 }
 

@@ -197,6 +197,51 @@ final class SignedListsTests: XCTestCase {
         }
     }
 
+    /// OpenPGP through the system's verifier, the list written where it can read it: a detached `.asc` found by
+    /// `auto` after the others are missing, and a clear-signed list, of which only the signed text is read (a line
+    /// added outside it pins nothing).
+    func testOpenPGPListsDetachedAndClearSigned() throws {
+        let gpg = try Self.require("gpg")
+        _ = try Self.require("gpgv")
+        let home = folder.path("gnupg")
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+        chmod(home, 0o700)
+        defer { _ = try? ProcessRunner.run("gpgconf", ["--kill", "gpg-agent"], environment: ["GNUPGHOME": home]) }
+        func run(_ arguments: [String]) throws {
+            let result = try ProcessRunner.run(
+                gpg, ["--batch", "--quiet", "--yes", "--passphrase", ""] + arguments, environment: ["GNUPGHOME": home],
+                currentDirectory: folder.path, timeout: 60)
+            XCTAssertEqual(result.exitCode, 0, result.stderr)
+        }
+        try run(["--quick-gen-key", "release <release@haul.invalid>", "ed25519", "sign", "never"])
+        try run(["--output", "release.gpg", "--export", "release@haul.invalid"])
+        try run(["--armor", "--detach-sign", "--output", "SHA256SUMS.asc", "SHA256SUMS"])
+        files.remove("/SHA256SUMS.minisig")
+        files.set("/SHA256SUMS.asc", try XCTUnwrap(folder.read("SHA256SUMS.asc")))
+        var manifest = try manifest()
+        manifest.lists[0].keys = [ListKey(key: folder.path("release.gpg"), isFile: true)]
+        let detached = try pin(manifest)
+        guard case .success(let verified) = detached.outcomes.first?.result else {
+            return XCTFail("\(String(describing: detached.outcomes.first?.result))")
+        }
+        XCTAssertEqual(verified.list.format, .openPGP)
+        XCTAssertEqual(verified.signatureURL, server.url("/SHA256SUMS.asc"))
+        XCTAssertEqual(detached.manifest.files[0].checksum?.digest, StreamingHasher.digest(tool, algorithm: .sha256))
+
+        try run(["--clearsign", "--output", "SHA256SUMS.clear", "SHA256SUMS"])
+        let forged = "\(StreamingHasher.digest(toolV2, algorithm: .sha256).hex)  tool.tar.gz\n"
+        files.set("/SHA256SUMS", Array(forged.utf8) + (try XCTUnwrap(folder.read("SHA256SUMS.clear"))))
+        clock.now.withLock { $0 += 3600 }
+        let clear = try pin(manifest)
+        guard case .success(let clearSigned) = clear.outcomes.first?.result else {
+            return XCTFail("\(String(describing: clear.outcomes.first?.result))")
+        }
+        XCTAssertNil(clearSigned.signatureURL, "a clear-signed list has no signature file")
+        XCTAssertEqual(
+            clear.manifest.files[0].checksum?.digest, StreamingHasher.digest(tool, algorithm: .sha256),
+            "the line outside the signed text is not read")
+    }
+
     /// The project's other list, signed by the same key, swapped in at this URL: it names none of these files, so
     /// nothing is pinned from it (the planner refuses the entries as not in the list).
     func testAListSwappedForAnotherOfTheSameKeyPinsNothingItDoesNotName() throws {
