@@ -43,13 +43,13 @@ let package = Package(
             name: "Haul",
             dependencies: [
                 "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulDigest",
-                "HaulThreads", "HaulFailures", "HaulFileSystem",
+                "HaulThreads", "HaulFailures", "HaulFileSystem", "HaulSignature",
             ]),
         .executableTarget(
             name: "HaulCommand",
             dependencies: [
                 "Haul", "HaulManifest", "HaulPlanner", "HaulStore", "HaulEngine", "HaulArchive", "HaulFailures",
-                "HaulFileSystem", "HaulDigest", "HaulThreads",
+                "HaulFileSystem", "HaulDigest", "HaulThreads", "HaulSignature",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
@@ -88,7 +88,7 @@ let package = Package(
             name: "HaulCommandValueTests",
             dependencies: [
                 "HaulCommand", "Haul", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem", "HaulManifest",
-                "HaulPlanner", "HaulStore",
+                "HaulPlanner", "HaulStore", "HaulSignature",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -33,12 +33,12 @@ final class LayeringTests: XCTestCase {
         ],
         "Haul": [
             "HaulArchive", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem", "HaulManifest", "HaulPlanner",
-            "HaulStore", "HaulThreads", "Glibc", "Synchronization",
+            "HaulSignature", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
         ],
         "HaulCommand": [
             "ArgumentParser", "Haul", "HaulArchive", "HaulDigest", "HaulEngine", "HaulFailures", "HaulFileSystem",
             "HaulManifest",
-            "HaulPlanner", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
+            "HaulPlanner", "HaulSignature", "HaulStore", "HaulThreads", "Glibc", "Synchronization",
         ],
     ]
 
