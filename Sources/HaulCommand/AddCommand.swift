@@ -25,7 +25,7 @@ struct AddCommand: ParsableCommand {
         abstract: "Download URLs once and pin them in the manifest (url, dest, sha256, size).",
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
             + "haul add --extract <url>... [--strip <n>] [--format <format>] [<options>]\n"
-            + "haul add --from-sums <url> [--match <glob>]... [--key <key>]... [--signature <url>] [<options>]\n"
+            + "haul add --from-sums <url> [--match <glob>]... [--trusted-key <key>]... [--signature <url>] [<options>]\n"
             + "haul add --update <dest>... [<options>]\n"
             + "haul add --update-all [<options>]",
         discussion: """
@@ -61,7 +61,7 @@ struct AddCommand: ParsableCommand {
             the manifest lacks ("2 already pinned"); an entry whose digest the list now gives differently is refused \
             (exit 3) unless --update-all is given, which pins it anew.
 
-            --key KEY (repeatable: an inline minisign or signify key RW…, an SSH public key line, or a key file: \
+            --trusted-key KEY (repeatable: an inline minisign or signify key RW…, an SSH public key line, or a key file: \
             minisign or SSH .pub, an OpenPGP keyring) makes --from-sums check the list's signature before reading it: \
             --signature URL, or auto (the default), the first of the list's URL + .minisig, .sig, .asc, .gpg the \
             server has; a clear-signed list (gpg --clearsign) is read only as far as it is signed. A bad or missing \
@@ -79,7 +79,7 @@ struct AddCommand: ParsableCommand {
               haul add --update sdk-1.2              (an archive: its checksum and its tree anew)
               haul add --update-all                  (every pinned entry, rewritten once)
               haul add --from-sums https://example.com/v1.3/SHA256SUMS --dest vendor/
-              haul add --from-sums https://example.com/v1.3/SHA256SUMS --key RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3
+              haul add --from-sums https://example.com/v1.3/SHA256SUMS --trusted-key RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3
             """)
 
     @Argument(
@@ -143,7 +143,8 @@ struct AddCommand: ParsableCommand {
     var matches: [String] = []
 
     @Option(
-        name: .customLong("key"),
+        // Not `--key`: that is the client certificate's private key (`--cert`), which add shares with sync.
+        name: .customLong("trusted-key"),
         help: ArgumentHelp(
             "With --from-sums: a key the list must be signed by: a minisign or signify key (RW…), an SSH public key "
                 + "line (ssh-ed25519 AAAA…), or a key file (minisign or SSH .pub, an OpenPGP keyring); may be given "
@@ -153,13 +154,13 @@ struct AddCommand: ParsableCommand {
     @Option(
         name: .customLong("signature"),
         help: ArgumentHelp(
-            "With --key: the list's signature's URL, or auto (the default with --key): the first of the list's URL + "
+            "With --trusted-key: the list's signature's URL, or auto (the default with --trusted-key): the first of the list's URL + "
                 + ".minisig, .sig, .asc, .gpg the server has (a clear-signed list needs none).", valueName: "url"))
     var signature: String?
 
     @Flag(
         name: [.customShort("v"), .customLong("verbose")],
-        help: "With --key: also print the signature's trusted comment (minisign).")
+        help: "With --trusted-key: also print the signature's trusted comment (minisign).")
     var verbose = false
 
     @Option(
@@ -279,10 +280,11 @@ struct AddCommand: ParsableCommand {
         }
         guard !(json && quiet) else { throw ValidationError("--json and --quiet: give one of them") }
         guard fromSums != nil || (keys.isEmpty && signature == nil) else {
-            throw ValidationError("--key and --signature check the signature of a --from-sums list: give --from-sums")
+            throw ValidationError(
+                "--trusted-key and --signature check the signature of a --from-sums list: give --from-sums")
         }
         guard signature == nil || !keys.isEmpty else {
-            throw ValidationError("--signature names the list's signature: give the --key to check it by")
+            throw ValidationError("--signature names the list's signature: give the --trusted-key to check it by")
         }
         guard !(printOnly && (json || quiet)) else {
             throw ValidationError("--print prints the entries: give no --json or --quiet")
@@ -448,7 +450,7 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The URLs' entries, measured or pinned by the digest given, or the entries a checksum list names: exits 1
-    /// when a fetch fails (naming each URL tried) or the list's signature is refused (`signing`: `--key` given), 3
+    /// when a fetch fails (naming each URL tried) or the list's signature is refused (`signing`: `--trusted-key`), 3
     /// when a line of a list is not a checksum or names no destination, 64 when `--match` selects nothing or
     /// `--dest DIR/` makes a name no destination.
     private func measure(

@@ -3,10 +3,10 @@ import Haul
 import HaulManifest
 import HaulSignature
 
-/// `haul add --from-sums LIST --key KEY [--signature URL|auto]`: the list's signature is checked against the keys
+/// `haul add --from-sums LIST --trusted-key KEY [--signature URL|auto]`: the list's signature is checked against the keys
 /// before a digest of it is read, and the entries it brings are written below a comment saying where they came from.
 extension AddCommand {
-    /// What `--key` and `--signature` ask for: the keys, read, and the signature's URLs to try.
+    /// What `--trusted-key` and `--signature` ask for: the keys, read, and the signature's URLs to try.
     struct SignatureRequest {
         let keys: [TrustedKey]
         /// `--signature URL`: that one; `auto`: the list's URL with each of `ListVerification.signatureSuffixes`.
@@ -23,7 +23,7 @@ extension AddCommand {
         let signatureURL: String?
     }
 
-    /// The keys read and the signature's URLs made, before anything is fetched; nil without `--key`. A key that
+    /// The keys read and the signature's URLs made, before anything is fetched; nil without `--trusted-key`. A key that
     /// cannot be read, or a URL that is not one, exits 64.
     func signatureRequest() throws -> SignatureRequest? {
         guard let list = fromSums, !keys.isEmpty else { return nil }
@@ -32,7 +32,7 @@ extension AddCommand {
         for key in keys {
             switch ListVerification.trustedKey(key) {
             case .success(let read): trusted.append(read)
-            case .failure(let failure): problems.append("error: \(SignatureWording.sentence(failure))")
+            case .failure(let failure): problems.append("error: --trusted-key \(SignatureWording.sentence(failure))")
             }
         }
         let probing = signature == nil || signature == "auto"

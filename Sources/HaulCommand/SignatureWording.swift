@@ -6,9 +6,10 @@ import HaulSignature
 
 /// The words for a checksum list's refused signature (`ListRefusal`, and the `SignatureFailure`, `Malformation` and
 /// `OpenPGPFailure` it carries) and for a `--key` that is no key (`KeyFailure`). Each is a clause that follows "the
-/// signature is refused: ", so that `haul add` and a sync can say it after naming the list and the signature.
-enum SignatureWording {
-    static func sentence(_ refusal: ListRefusal) -> String {
+/// signature is refused: ", so that `haul add` and a sync can say it after naming the list and the signature; a
+/// key's follows the option or manifest key that named it.
+package enum SignatureWording {
+    package static func sentence(_ refusal: ListRefusal) -> String {
         switch refusal {
         case .unknownFormat:
             return "it is not a signature haul reads (minisign, signify, SSH or OpenPGP)"
@@ -24,7 +25,7 @@ enum SignatureWording {
         }
     }
 
-    static func sentence(_ failure: SignatureFailure) -> String {
+    package static func sentence(_ failure: SignatureFailure) -> String {
         switch failure {
         case .unreadableKey(let malformation):
             return "the key is not one of its format: \(sentence(malformation))"
@@ -44,7 +45,7 @@ enum SignatureWording {
         }
     }
 
-    static func sentence(_ malformation: Malformation) -> String {
+    package static func sentence(_ malformation: Malformation) -> String {
         switch malformation {
         case .missingLine(let line): "line \(line) is missing, or does not start as the format requires"
         case .unexpectedLine(let line): "line \(line) is one more than the format has"
@@ -59,7 +60,7 @@ enum SignatureWording {
         }
     }
 
-    static func sentence(_ failure: OpenPGPFailure) -> String {
+    package static func sentence(_ failure: OpenPGPFailure) -> String {
         switch failure {
         case .verifierMissing:
             "no OpenPGP verifier is installed: install the Debian package sqv or gpgv (a clear-signed list needs gpgv)"
@@ -73,18 +74,18 @@ enum SignatureWording {
         }
     }
 
-    static func sentence(_ failure: KeyFailure) -> String {
+    package static func sentence(_ failure: KeyFailure) -> String {
         switch failure {
         case .missing(let path):
-            "--key \(Quoted.text(path)): no such key file (an inline key starts with RW, ssh- or ecdsa-)"
-        case .unreadable(let path, let code): "--key \(Quoted.text(path)): \(Errno(code))"
-        case .notARegularFile(let path): "--key \(Quoted.text(path)): not a regular file"
-        case .malformed(let key, let failure): "--key \(Quoted.text(key)): \(sentence(failure))"
+            "\(Quoted.text(path)): no such key file (an inline key starts with RW, ssh- or ecdsa-)"
+        case .unreadable(let path, let code): "\(Quoted.text(path)): \(Errno(code))"
+        case .notARegularFile(let path): "\(Quoted.text(path)): not a regular file"
+        case .malformed(let key, let failure): "\(Quoted.text(key)): \(sentence(failure))"
         }
     }
 
     /// The format as its tool names it.
-    static func name(_ format: SignatureFormat) -> String {
+    package static func name(_ format: SignatureFormat) -> String {
         switch format {
         case .minisign: "minisign"
         case .signify: "signify"
@@ -97,14 +98,16 @@ enum SignatureWording {
         format == .openPGP || format == .ssh ? "an" : "a"
     }
 
-    /// A key's number or fingerprint, as hex.
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// A key's identity, as hex: minisign's and signify's 8-byte key number as minisign prints it (in its public
+    /// key's comment: the number read little-endian), an SSH key's SHA-256 fingerprint byte by byte.
+    package static func hex(_ keyID: [UInt8]) -> String {
         let digits = Array("0123456789ABCDEF".utf8)
-        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xf)]] }, as: UTF8.self)
+        let ordered = keyID.count == 8 ? keyID.reversed() : keyID
+        return String(decoding: ordered.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xf)]] }, as: UTF8.self)
     }
 
     /// The day (UTC) a key's last moment falls on: `retired: YYYY-MM-DD` as written.
-    static func day(_ after: Double) -> String {
+    package static func day(_ after: Double) -> String {
         var seconds = time_t(after.rounded(.down)) - 1
         var parts = tm()
         guard gmtime_r(&seconds, &parts) != nil else { return "\(after)" }
