@@ -25,7 +25,8 @@ struct AddCommand: ParsableCommand {
         abstract: "Download URLs once and pin them in the manifest (url, dest, sha256, size).",
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
             + "haul add --extract <url>... [--strip <n>] [--format <format>] [<options>]\n"
-            + "haul add --from-sums <url> [--match <glob>]... [--trusted-key <key>]... [--signature <url>] [<options>]\n"
+            + "haul add --from-sums <url> [--match <glob>]... [<options>]\n"
+            + "haul add --from-sums <url> --trusted-key <key>... [--signature <url>]\n"
             + "haul add --update <dest>... [<options>]\n"
             + "haul add --update-all [<options>]",
         discussion: """
@@ -79,7 +80,7 @@ struct AddCommand: ParsableCommand {
               haul add --update sdk-1.2              (an archive: its checksum and its tree anew)
               haul add --update-all                  (every pinned entry, rewritten once)
               haul add --from-sums https://example.com/v1.3/SHA256SUMS --dest vendor/
-              haul add --from-sums https://example.com/v1.3/SHA256SUMS --trusted-key RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3
+              haul add --from-sums https://example.com/SHA256SUMS --trusted-key key.pub
             """)
 
     @Argument(
