@@ -212,8 +212,11 @@ package struct Pinning: Sendable {
     }
 
     /// The manifest with the sorted entries: the changed ones pinned anew where they stand, the new ones appended
-    /// after the last entry of `files:`, in one edit loaded back.
-    package func adding(_ sorting: Sorting, to original: [UInt8]?) throws(PinningFailure) -> PinningOutcome {
+    /// after the last entry of `files:`, in one edit loaded back. `comment`: a line written as a YAML comment just
+    /// above the new entries (where a verified list came from), as `ManifestEditor.appending` writes it.
+    package func adding(
+        _ sorting: Sorting, to original: [UInt8]?, comment: String? = nil
+    ) throws(PinningFailure) -> PinningOutcome {
         guard !sorting.new.isEmpty || !sorting.changed.isEmpty else {
             return PinningOutcome(files: sorting.unchanged, manifest: .unchanged(nil), placing: [], created: false)
         }
@@ -239,7 +242,7 @@ package struct Pinning: Sendable {
             }
             firstIndex = loaded.files.count
         } else {
-            let edited = try edit(base, adding: sorting.new)
+            let edited = try edit(base, adding: sorting.new, comment: comment)
             (bytes, firstIndex, loaded) = (edited.edit.bytes, edited.edit.firstIndex, edited.loaded)
         }
         let updated = sorting.changed.map { changed in
@@ -264,11 +267,11 @@ package struct Pinning: Sendable {
     /// entries come from, to name them.
     private func edit(
         _ original: [UInt8]?, adding entries: [PinnedEntry],
-        from drafts: [EntryDraft] = []
+        from drafts: [EntryDraft] = [], comment: String? = nil
     ) throws(PinningFailure) -> (edit: ManifestEdit, loaded: Manifest) {
         let edit: ManifestEdit
         do {
-            edit = try ManifestEditor.appending(entries, to: original, fileName: reading.fileName)
+            edit = try ManifestEditor.appending(entries, to: original, fileName: reading.fileName, comment: comment)
         } catch {
             switch error.reason {
             case .destinationTaken(let index):

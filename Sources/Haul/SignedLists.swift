@@ -47,9 +47,8 @@ package enum SignedLists {
         case fetch(url: String, PinFailure)
         /// `signature: auto`, and none of these answered.
         case noSignature(tried: [String])
-        /// A key file named in `keys:` cannot be read.
-        case keyFile(path: String, SystemError)
-        case key(String, SignatureFailure)
+        /// A key named in `keys:` cannot be read, or is not a key.
+        case key(KeyFailure)
         case refused(ListRefusal, signatureURL: String?)
         /// The verified list is not a checksum list.
         case unreadable(ChecksumListError)
@@ -88,9 +87,6 @@ package enum SignedLists {
             }
         }
     }
-
-    /// The suffixes `signature: auto` tries, in order.
-    package static let signatureSuffixes = [".minisig", ".sig", ".asc", ".gpg"]
 
     /// `manifest` with its `from:` entries pinned from their lists. `area`: root's private folder, where the last
     /// verified copies are; `offline`: no request at all, the copies alone (`verify`).
@@ -164,7 +160,9 @@ package enum SignedLists {
         case .failure(let failure): return .failure(failure)
         }
         if let cached, offline || isFresh(cached, source, now: now) {
-            return verify(cached, keys: keys, now: now, requested: false, changed: false)
+            let kept = verify(cached, keys: keys, now: now, requested: false, changed: false)
+            // A fresh copy the keys no longer accept (a key retired, the manifest's keys changed) is asked for anew.
+            if offline || (try? kept.get()) != nil { return kept }
         }
         guard !offline else { return .failure(.notKept) }
         let refetch: Pinner.Refetch
@@ -252,55 +250,39 @@ package enum SignedLists {
     private static func fetchSignature(
         _ source: SignedListSource, list: [UInt8], options: SyncOptions, cancellation: Cancellation?
     ) -> Result<(bytes: [UInt8]?, url: String?), ListFailure> {
-        var signatureOptions = options
-        signatureOptions.maxFileSize = 1 << 20
+        let candidates: [TemplatedString]
         switch source.signature {
         case .clearSigned:
             return .success((nil, nil))
         case .url(let url):
-            do {
-                return .success(
-                    (try Pinner.fetch(url, options: signatureOptions, cancellation: cancellation), url.description))
-            } catch {
-                return .failure(.fetch(url: url.description, error))
-            }
+            candidates = [url]
         case .auto:
             if SignatureFormat.isClearSigned(list) { return .success((nil, nil)) }
-            var tried: [String] = []
-            for suffix in signatureSuffixes {
-                let url = TemplatedString(
+            candidates = ListVerification.signatureSuffixes.map { suffix in
+                TemplatedString(
                     template: source.url.template + suffix, expanded: source.url.expanded + suffix,
                     environmentValues: source.url.environmentValues)
-                tried.append(url.description)
-                do {
-                    return .success(
-                        (try Pinner.fetch(url, options: signatureOptions, cancellation: cancellation), url.description))
-                } catch {
-                    guard error.isAbsent else { return .failure(.fetch(url: url.description, error)) }
-                }
             }
-            return .failure(.noSignature(tried: tried))
+        }
+        do {
+            switch try ListVerification.fetchSignature(
+                candidates, probing: candidates.count > 1, options: options, cancellation: cancellation)
+            {
+            case .found(let url, let bytes): return .success((bytes, url))
+            case .noneFound(let tried): return .failure(.noSignature(tried: tried))
+            }
+        } catch {
+            return .failure(.fetch(url: candidates.map(\.description).joined(separator: ", "), error))
         }
     }
 
-    /// The list's keys: inline ones as written, files read (a key file is small; an OpenPGP keyring stays a path).
+    /// The list's keys: inline ones as written, files read (an OpenPGP keyring stays a path for its verifier).
     static func trustedKeys(_ source: SignedListSource) -> Result<[TrustedKey], ListFailure> {
         var keys: [TrustedKey] = []
         for listKey in source.keys {
-            let material: Result<TrustedKey.Material, SignatureFailure>
-            if listKey.isFile {
-                switch ListVerification.readKeyFile(listKey.key) {
-                case .success(let bytes): material = TrustedKey.file(bytes, path: listKey.key)
-                case .failure(let failure): return .failure(.keyFile(path: listKey.key, failure))
-                }
-            } else {
-                material = TrustedKey.inline(listKey.key) ?? .failure(.unreadableKey(.notOfFormat))
-            }
-            switch material {
-            case .success(let material):
-                keys.append(TrustedKey(material: material, retiredAfter: listKey.retiredAfter, name: listKey.key))
-            case .failure(let failure):
-                return .failure(.key(listKey.key, failure))
+            switch ListVerification.trustedKey(listKey.key, retiredAfter: listKey.retiredAfter) {
+            case .success(let key): keys.append(key)
+            case .failure(let failure): return .failure(.key(failure))
             }
         }
         return .success(keys)
@@ -309,14 +291,5 @@ package enum SignedLists {
     /// A header value fit for the cache file's `key\tvalue` lines.
     private static func storable(_ value: String) -> String? {
         value.utf8.contains { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\t") || $0 == 13 } ? nil : value
-    }
-}
-
-extension PinFailure {
-    /// The server has no such file (404, 410): `signature: auto` tries the next name.
-    fileprivate var isAbsent: Bool {
-        guard case .transfer(let failure) = self, let reason = failure.attempts.last?.reason else { return false }
-        if case .httpStatus(let status) = reason { return status == 404 || status == 410 }
-        return false
     }
 }

@@ -4,6 +4,7 @@ import Haul
 import HaulDigest
 import HaulEngine
 import HaulManifest
+import HaulSignature
 import HaulStore
 
 /// `haul add URL...`: download each once, pin what arrived (sha256 and size), append the entries to the manifest,
@@ -25,6 +26,7 @@ struct AddCommand: ParsableCommand {
         usage: "haul add <url>... [--dest <path>] [--manifest <file>] [<options>]\n"
             + "haul add --extract <url>... [--strip <n>] [--format <format>] [<options>]\n"
             + "haul add --from-sums <url> [--match <glob>]... [<options>]\n"
+            + "haul add --from-sums <url> --trusted-key <key>... [--signature <url>]\n"
             + "haul add --update <dest>... [<options>]\n"
             + "haul add --update-all [<options>]",
         discussion: """
@@ -60,6 +62,13 @@ struct AddCommand: ParsableCommand {
             the manifest lacks ("2 already pinned"); an entry whose digest the list now gives differently is refused \
             (exit 3) unless --update-all is given, which pins it anew.
 
+            --trusted-key KEY (repeatable: an inline minisign or signify key RW…, an SSH public key line, or a key file: \
+            minisign or SSH .pub, an OpenPGP keyring) makes --from-sums check the list's signature before reading it: \
+            --signature URL, or auto (the default), the first of the list's URL + .minisig, .sig, .asc, .gpg the \
+            server has; a clear-signed list (gpg --clearsign) is read only as far as it is signed. A bad or missing \
+            signature exits 1, the manifest untouched; the entries are written below a comment naming the list, the \
+            signature and the key. --verbose prints minisign's trusted comment.
+
             Examples:
               haul add https://example.com/v1.2/tool.tar.gz --dest bin/tool.tar.gz
               haul add https://example.com/a.csv https://example.com/b.csv
@@ -71,6 +80,7 @@ struct AddCommand: ParsableCommand {
               haul add --update sdk-1.2              (an archive: its checksum and its tree anew)
               haul add --update-all                  (every pinned entry, rewritten once)
               haul add --from-sums https://example.com/v1.3/SHA256SUMS --dest vendor/
+              haul add --from-sums https://example.com/SHA256SUMS --trusted-key key.pub
             """)
 
     @Argument(
@@ -132,6 +142,27 @@ struct AddCommand: ParsableCommand {
             "With --from-sums: only the files whose name matches this glob (as the shell matches: *, ?, [...]); may be "
                 + "given more than once.", valueName: "glob"))
     var matches: [String] = []
+
+    @Option(
+        // Not `--key`: that is the client certificate's private key (`--cert`), which add shares with sync.
+        name: .customLong("trusted-key"),
+        help: ArgumentHelp(
+            "With --from-sums: a key the list must be signed by: a minisign or signify key (RW…), an SSH public key "
+                + "line (ssh-ed25519 AAAA…), or a key file (minisign or SSH .pub, an OpenPGP keyring); may be given "
+                + "more than once.", valueName: "key"))
+    var keys: [String] = []
+
+    @Option(
+        name: .customLong("signature"),
+        help: ArgumentHelp(
+            "With --trusted-key: the list's signature's URL, or auto (the default with --trusted-key): the first of the list's URL + "
+                + ".minisig, .sig, .asc, .gpg the server has (a clear-signed list needs none).", valueName: "url"))
+    var signature: String?
+
+    @Flag(
+        name: [.customShort("v"), .customLong("verbose")],
+        help: "With --trusted-key: also print the signature's trusted comment (minisign).")
+    var verbose = false
 
     @Option(
         name: .customLong("update"),
@@ -249,6 +280,13 @@ struct AddCommand: ParsableCommand {
                     + "(standard input cannot be edited; --print shows the entries without a manifest)")
         }
         guard !(json && quiet) else { throw ValidationError("--json and --quiet: give one of them") }
+        guard fromSums != nil || (keys.isEmpty && signature == nil) else {
+            throw ValidationError(
+                "--trusted-key and --signature check the signature of a --from-sums list: give --from-sums")
+        }
+        guard signature == nil || !keys.isEmpty else {
+            throw ValidationError("--signature names the list's signature: give the --trusted-key to check it by")
+        }
         guard !(printOnly && (json || quiet)) else {
             throw ValidationError("--print prints the entries: give no --json or --quiet")
         }
@@ -343,9 +381,10 @@ struct AddCommand: ParsableCommand {
             throw ExitCode(ExitStatus.usage.rawValue)
         }
         let pinning = Pinning(request(drafts, given: try givenDigest()), reading: reading)
+        let signing = try signatureRequest()
         if printOnly {
             let netrc = try netrcOptions.credentials(manifestWants: false)
-            let entries = try measure(pinning, rewrites: rewrites, netrc: netrc).entries
+            let entries = try measure(pinning, rewrites: rewrites, netrc: netrc, signing: signing).entries
             Output.lines(
                 entries.flatMap { $0.yamlSnippet.dropLast().split(separator: "\n", omittingEmptySubsequences: false) }
                     .map { TerminalText(String($0)) })
@@ -361,14 +400,15 @@ struct AddCommand: ParsableCommand {
         // The downloads are kept until they are in place: the next sync then makes no request for them.
         let kept = fromSums == nil && pinning.request.given == nil ? try keptDownloads() : nil
         defer { kept?.remove() }
-        let (pinned, interrupts) = try measure(
+        let (pinned, interrupts, signed) = try measure(
             pinning, rewrites: rewrites, netrc: netrc, manifestHeaders: preparation.headers,
-            keepingIn: kept)
+            keepingIn: kept, signing: signing)
+        if let signed { report.say(lines(signed)) }
         let outcome: PinningOutcome
         do {
             let sorting = try pinning.sort(pinned, against: original)
             sorting.unchanged.forEach(report.pinned)
-            outcome = try pinning.adding(sorting, to: original)
+            outcome = try pinning.adding(sorting, to: original, comment: signed.map(provenance))
         } catch {
             throw fail(error)
         }
@@ -411,18 +451,21 @@ struct AddCommand: ParsableCommand {
     }
 
     /// The URLs' entries, measured or pinned by the digest given, or the entries a checksum list names: exits 1
-    /// when a fetch fails (naming each URL tried), 3 when a line of a list is not a checksum or names no destination,
-    /// 64 when `--match` selects nothing or `--dest DIR/` makes a name no destination.
+    /// when a fetch fails (naming each URL tried) or the list's signature is refused (`signing`: `--trusted-key`), 3
+    /// when a line of a list is not a checksum or names no destination, 64 when `--match` selects nothing or
+    /// `--dest DIR/` makes a name no destination.
     private func measure(
         _ pinning: Pinning, rewrites: URLRewriter, netrc: Netrc?, manifestHeaders: [HeaderField] = [],
-        keepingIn kept: KeptDownloads? = nil
-    ) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher) {
+        keepingIn kept: KeptDownloads? = nil, signing: SignatureRequest? = nil
+    ) throws -> (entries: [PinnedEntry], interrupts: InterruptWatcher, signed: SignedList?) {
         let warnings = self.warnings
         guard fromSums != nil else {
-            return try transferring(rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders) {
-                options, cancellation throws(PinFailure) in
+            let (entries, interrupts) = try transferring(
+                rewrites: rewrites, netrc: netrc, manifestHeaders: manifestHeaders
+            ) { options, cancellation throws(PinFailure) in
                 try pinning.measure(options: options, keepingIn: kept, cancellation: cancellation, notices: warnings)
             }
+            return (entries, interrupts, nil)
         }
         // The list's own cap, when it is the lower limit, is the one a message must name.
         let describe = { (reason: FailureReason) -> String in
@@ -432,11 +475,23 @@ struct AddCommand: ParsableCommand {
             }
             return "more than \(ByteCount.format(limit)), the most haul reads of a checksum list"
         }
-        let (bytes, interrupts) = try transferring(rewrites: rewrites, netrc: netrc, describing: describe) {
-            options, cancellation throws(PinFailure) in
-            try pinning.fetchList(options: options, cancellation: cancellation, notices: warnings)
+        let ((bytes, fetched), interrupts) = try transferring(rewrites: rewrites, netrc: netrc, describing: describe) {
+            options, cancellation throws(PinFailure) -> ([UInt8], SignatureFetch?) in
+            let list = try pinning.fetchList(options: options, cancellation: cancellation, notices: warnings)
+            // A clear-signed list carries its signature, unless one was named.
+            guard let signing, !(signing.probing && SignatureFormat.isClearSigned(list)) else { return (list, nil) }
+            let signature = try ListVerification.fetchSignature(
+                signing.candidates, probing: signing.probing, options: options, cancellation: cancellation
+            ) { failure, next in warnings(.attemptFailed(failure, next: next)) }
+            return (list, signature)
         }
-        do { return (try pinning.listedEntries(bytes), interrupts) } catch { throw fail(error) }
+        // Only what the signature covers is read: a clear-signed list's signed text, never the lines around it.
+        let signed = try signing.map { signing in try verify(bytes, signature: fetched, request: signing) }
+        do {
+            return (try pinning.listedEntries(signed?.verified.text ?? bytes), interrupts, signed)
+        } catch {
+            throw fail(error)
+        }
     }
 
     /// What `--extract`, `--strip` and `--format` ask, without the tree (pinned once the archive is unpacked); nil

@@ -23,7 +23,7 @@ package enum ListWording {
         guard verified.changed || verbose else { return nil }
         let what = verified.changed ? "a new version, verified" : "verified"
         let comment = verbose ? verified.list.trustedComment.map { "; trusted comment: \(Quoted.text($0))" } ?? "" : ""
-        return "list \(Quoted.text(outcome.name)): \(what) (\(format(verified.list.format)), key "
+        return "list \(Quoted.text(outcome.name)): \(what) (\(SignatureWording.name(verified.list.format)), key "
             + "\(Quoted.text(verified.list.key)))\(comment)"
     }
 
@@ -31,9 +31,7 @@ package enum ListWording {
         switch failure {
         case .fetch(_, let pinFailure): PinWording.lines(pinFailure).joined(separator: "; ")
         case .noSignature(let tried): "no signature beside it (tried \(tried.joined(separator: ", ")))"
-        case .keyFile(let path, let failure):
-            "cannot read the key \(Quoted.text(path)): \(StoreWording.reason(failure))"
-        case .key(let key, let failure): "the key \(Quoted.text(key)) is not one: \(SignatureWording.sentence(failure))"
+        case .key(let failure): SignatureWording.sentence(failure)
         case .refused(let refusal, let signatureURL):
             "its signature\(signatureURL.map { " (\($0))" } ?? "") does not check out: "
                 + SignatureWording.sentence(refusal)
@@ -45,14 +43,6 @@ package enum ListWording {
         }
     }
 
-    static func format(_ format: SignatureFormat) -> String {
-        switch format {
-        case .minisign: "minisign"
-        case .signify: "signify"
-        case .ssh: "SSH signature"
-        case .openPGP: "OpenPGP"
-        }
-    }
 }
 
 /// Why a single download of `haul add` or of a signed list failed: one line per URL tried (the last failure of

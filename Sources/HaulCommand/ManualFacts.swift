@@ -47,6 +47,7 @@ enum ManualFacts {
         Item(term: "HOME", meaning: "~/.config/haul and ~/.cache/haul when XDG_* is unset"),
         Item(term: "http_proxy, …", meaning: "https_proxy, all_proxy, no_proxy: proxies, as curl"),
         Item(term: "TMPDIR", meaning: "where haul add keeps its downloads until they are in place (default /tmp)"),
+        Item(term: "PATH", meaning: "where add --trusted-key finds sqv, gpgv (absolute only)"),
         Item(term: "NO_COLOR", meaning: "when set, no colour"),
         Item(term: "CI", meaning: "when set, no colour and plain progress (no bar)"),
         Item(term: "TERM", meaning: "dumb: no colour; dumb or unset: no progress bar"),

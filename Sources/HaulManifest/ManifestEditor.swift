@@ -12,15 +12,19 @@ import HaulDigest
 package enum ManifestEditor {
     /// `entries` after the last entry of `files:`, in that order, in one splice: the text is scanned once and
     /// copied once however many entries a checksum list brings. `original` nil: there is no manifest yet, and a
-    /// minimal valid one is made around them.
+    /// minimal valid one is made around them. `comment`: a line written as a YAML comment just above the new
+    /// entries, in the column of their `-` (where they come from); its line breaks and other control characters
+    /// become `?`. Entries added inside a flow sequence (`files: [{…}]`) get no comment: a flow's lines are not the
+    /// entries' own.
     package static func appending(
         _ entries: [PinnedEntry], to original: [UInt8]?,
-        fileName: String
+        fileName: String, comment: String? = nil
     ) throws(ManifestEditError) -> ManifestEdit {
         let positions = try positionsByDestination(entries, fileName: fileName)
+        let comment = comment.map(commentText)
         guard let original else {
             return ManifestEdit(
-                bytes: Array(newManifest(with: entries, lineBreak: "\n").utf8), firstIndex: 0,
+                bytes: Array(newManifest(with: entries, lineBreak: "\n", comment: comment).utf8), firstIndex: 0,
                 sameURL: entries.map { _ in [] })
         }
         let source = try SourceText(original, fileName: fileName)
@@ -51,7 +55,7 @@ package enum ManifestEditor {
         }
 
         var splice = Splice(source: source)
-        try plan(entries, layout: layout, source: source, fileName: fileName, into: &splice)
+        try plan(entries, layout: layout, source: source, fileName: fileName, comment: comment, into: &splice)
         return ManifestEdit(bytes: splice.apply(), firstIndex: layout.fileCount, sameURL: sameURL)
     }
 
@@ -175,18 +179,37 @@ package enum ManifestEditor {
         }
     }
 
-    /// The smallest manifest the loader accepts, holding `entries`.
-    static func newManifest(with entries: [PinnedEntry], lineBreak: String) -> String {
+    /// The smallest manifest the loader accepts, holding `entries` (below `comment`, when there is one).
+    static func newManifest(with entries: [PinnedEntry], lineBreak: String, comment: String? = nil) -> String {
         ([
             "\(TopLevelKey.version.rawValue): \(Manifest.supportedVersions[Manifest.supportedVersions.count - 1])",
             "\(TopLevelKey.files.rawValue):",
-        ] + blockLines(entries, dashColumn: 2, keyColumn: 4))
+        ] + blockLines(entries, dashColumn: 2, keyColumn: 4, comment: comment))
         .map { $0 + lineBreak }.joined()
     }
 
-    /// Every entry as block-style lines, one after the other.
-    private static func blockLines(_ entries: [PinnedEntry], dashColumn: Int, keyColumn: Int) -> [String] {
-        entries.flatMap { $0.blockLines(dashColumn: dashColumn, keyColumn: keyColumn) }
+    /// Every entry as block-style lines, one after the other, below `comment` (a `# ` line in the dash's column).
+    private static func blockLines(
+        _ entries: [PinnedEntry], dashColumn: Int, keyColumn: Int, comment: String? = nil
+    ) -> [String] {
+        commentLines(comment, column: dashColumn)
+            + entries.flatMap { $0.blockLines(dashColumn: dashColumn, keyColumn: keyColumn) }
+    }
+
+    private static func commentLines(_ comment: String?, column: Int) -> [String] {
+        comment.map { [String(repeating: " ", count: column) + "# " + $0] } ?? []
+    }
+
+    /// One line a YAML comment can hold: every character that libyaml takes as a line break (NEL, LS and PS
+    /// among them) or that a terminal would act on becomes `?`.
+    static func commentText(_ text: String) -> String {
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map { scalar in
+                    scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028
+                        || scalar.value == 0x2029 || scalar.value == 0xfeff
+                        ? "?" : scalar
+                }))
     }
 
     /// Every entry as a `{…}`, separated by `separator`.
@@ -196,7 +219,7 @@ package enum ManifestEditor {
 
     /// Decides the splice for each layout the manifest can have.
     private static func plan(
-        _ entries: [PinnedEntry], layout: ManifestLayout, source: SourceText, fileName: String,
+        _ entries: [PinnedEntry], layout: ManifestLayout, source: SourceText, fileName: String, comment: String?,
         into splice: inout Splice
     ) throws(ManifestEditError) {
         func notEditable(_ message: String, at mark: Mark?, keyPath: String?) -> ManifestEditError {
@@ -210,7 +233,8 @@ package enum ManifestEditor {
         switch layout.root {
         case .empty:
             // Only comments (or nothing): the manifest starts after them.
-            splice.insertLines(at: source.bytes.count, newManifest(with: entries, lineBreak: source.lineBreak))
+            splice.insertLines(
+                at: source.bytes.count, newManifest(with: entries, lineBreak: source.lineBreak, comment: comment))
             return
         case .other(let found, let mark):
             throw notEditable("expected a mapping at the top level, found \(found)", at: mark, keyPath: nil)
@@ -239,7 +263,8 @@ package enum ManifestEditor {
                 keepingCommentsDeeperThan: root.start.column)
             let keyLine = String(repeating: " ", count: root.start.column) + filesKey + ":"
             splice.insertLines(
-                at: point, [keyLine] + blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
+                at: point,
+                [keyLine] + blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2, comment: comment))
 
         case .null(let keyEnd, let start, let end):
             let hasText = end.index > start.index
@@ -263,13 +288,13 @@ package enum ManifestEditor {
             }
             splice.insertLines(
                 at: source.nextLineStart(from: lineEnd),
-                blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
+                blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2, comment: comment))
 
         case .sequence(let sequence):
             if sequence.flow {
                 try planFlowSequence(
                     entries, sequence, rootIsFlow: root.flow, dashColumn: dashColumn, source: source,
-                    into: &splice)
+                    comment: comment, into: &splice)
                 return
             }
             guard let last = sequence.last else {
@@ -280,10 +305,12 @@ package enum ManifestEditor {
             if last.isFlowMapping && last.start.line == last.contentEnd.line {
                 let pad = String(repeating: " ", count: max(1, last.start.column - sequence.start.column - 1))
                 let dash = String(repeating: " ", count: sequence.start.column) + "-" + pad
-                lines = entries.map { dash + $0.flowMapping }
+                lines =
+                    commentLines(comment, column: sequence.start.column) + entries.map { dash + $0.flowMapping }
             } else {
                 let keyColumn = last.isBlockMapping ? last.start.column : sequence.start.column + 2
-                lines = blockLines(entries, dashColumn: sequence.start.column, keyColumn: keyColumn)
+                lines = blockLines(
+                    entries, dashColumn: sequence.start.column, keyColumn: keyColumn, comment: comment)
             }
             splice.insertLines(at: point, lines)
         }
@@ -291,7 +318,7 @@ package enum ManifestEditor {
 
     private static func planFlowSequence(
         _ entries: [PinnedEntry], _ sequence: ManifestLayout.Sequence, rootIsFlow: Bool,
-        dashColumn: Int, source: SourceText, into splice: inout Splice
+        dashColumn: Int, source: SourceText, comment: String?, into splice: inout Splice
     ) throws(ManifestEditError) {
         guard let last = sequence.last else {
             let closing = source.offset(of: sequence.end) - 1
@@ -303,7 +330,7 @@ package enum ManifestEditor {
                 splice.replace(range, with: "")
                 splice.insertLines(
                     at: source.nextLineStart(from: range.upperBound),
-                    blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2))
+                    blockLines(entries, dashColumn: dashColumn, keyColumn: dashColumn + 2, comment: comment))
             }
             return
         }
