@@ -27,7 +27,10 @@ let package = Package(
         .target(name: "HaulFileSystem", dependencies: ["HaulFailures", "CLinuxShims"]),
         .target(name: "HaulDigest", dependencies: ["CLibCrypto"]),
         .target(name: "HaulSignature", dependencies: ["HaulDigest"]),
-        .target(name: "HaulManifest", dependencies: ["HaulDigest", "HaulThreads", "HaulFileSystem", "CLibYAML"]),
+        .target(
+            name: "HaulManifest",
+            dependencies: ["HaulDigest", "HaulSignature", "HaulThreads", "HaulFileSystem", "CLibYAML"]
+        ),
         .target(name: "HaulPlanner", dependencies: ["HaulManifest", "HaulDigest", "HaulFailures"]),
         .target(
             name: "HaulStore",

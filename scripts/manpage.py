@@ -119,7 +119,8 @@ def schema_keys(title, node, defs):
 
 
 def manifest_section(schema):
-    """MANIFEST: what the schema says of every key, at the top level, under defaults:, in an entry, under extract:."""
+    """MANIFEST: what the schema says of every key, at the top level, under defaults:, in an entry, under extract:,
+    in a list under lists:."""
     defs = schema["$defs"]
     out = [".SH MANIFEST", ".PP", roff("A manifest is a YAML file (version 1; the JSON Schema that editors and CI can check it against "
                        "is what haul schema prints). Unknown keys are errors. ${VAR} and ${VAR:-default} expand from "
@@ -128,6 +129,7 @@ def manifest_section(schema):
     out += schema_keys("defaults:", defs["defaults"], defs)
     out += schema_keys("files: (each entry)", defs["file"], defs)
     out += schema_keys("extract: (an entry's archive)", defs["extract"], defs)
+    out += schema_keys("lists: (each signed checksum list)", defs["list"], defs)
     return out
 
 

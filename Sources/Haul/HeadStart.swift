@@ -155,7 +155,9 @@ package final class HeadStart: Sendable {
             entries.filter { $0.checksum.map { !feed.requested.contains($0.digest) } ?? false }
         }
         let candidates = new.filter { entry in
-            guard let checksum = entry.checksum, entry.size != nil, entry.extract == nil,
+            // An entry whose digest a signed list gives (`from:`) has none here: the list is read and its signature
+            // checked by the sync. The validator refuses a checksum beside `from:`: this says so again.
+            guard let checksum = entry.checksum, entry.listPin == nil, entry.size != nil, entry.extract == nil,
                 ContentCache.holds(checksum.digest.algorithm), options.shard?.contains(entry.destination) ?? true
             else { return false }
             var info = stat()

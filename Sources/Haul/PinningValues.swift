@@ -205,11 +205,14 @@ package enum PinningFailure: Error, Sendable {
     case noSuchEntries([String])
     /// A digest was given for an archive entry, whose tree only a download can pin.
     case givenDigestForTree(ManifestEntryReference)
+    /// Entries named for update that take their digests from a signed list (`from:`): each sync reads the digest
+    /// from the list, and a checksum beside `from:` would not load. Each with its list's name.
+    case pinnedByList([(entry: ManifestEntryReference, list: String)])
 
     package var exitStatus: ExitStatus {
         switch self {
         case .entryDoesNotReadBack, .pinDoesNotReadBack: .entryFailed
-        case .notADestination, .nothingMatches, .noSuchEntries, .givenDigestForTree: .usage
+        case .notADestination, .nothingMatches, .noSuchEntries, .givenDigestForTree, .pinnedByList: .usage
         case .destinationTaken, .destinationRepeated, .notEditable, .editDoesNotLoad, .checksumList,
             .listedDigestsChanged,
             .listedEntriesPinSizes, .repinRefused, .repinDoesNotLoad, .noManifest, .invalidManifest:

@@ -38,7 +38,8 @@ extension Pinning {
     }
 
     /// The manifest's entries the request names (every one with a checksum when it names none), checked before
-    /// anything is downloaded: every name must be an entry's.
+    /// anything is downloaded: every name must be an entry's, and none may take its digest from a signed list
+    /// (`from:`; `--update-all` passes those by, as they have no checksum).
     package func targets(_ original: [UInt8]?) throws(PinningFailure) -> UpdateTargets {
         guard let original else { throw .noManifest }
         let loaded: Manifest
@@ -71,6 +72,10 @@ extension Pinning {
             if !indices.contains(index) { indices.append(index) }
         }
         guard missing.isEmpty else { throw .noSuchEntries(missing) }
+        let listed = indices.compactMap { index in
+            loaded.files[index].listPin.map { (entry: ManifestEntryReference(index, of: loaded), list: $0.list) }
+        }
+        guard listed.isEmpty else { throw .pinnedByList(listed) }
         return indices
     }
 

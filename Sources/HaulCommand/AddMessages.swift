@@ -111,6 +111,15 @@ extension AddCommand {
                 "error: \(subject(entry)) pins the tree its archive unpacks to; --update downloads the archive to pin both "
                     + "(give no --\(givenDigests.first?.0 ?? "sha256"))"
             ]
+        case .pinnedByList(let listed):
+            return listed.map { listed in
+                "error: \(position(listed.entry)): \(subject(listed.entry)) takes its digest from the signed list "
+                    + "\(Quoted.text(listed.list)) (from:), which each sync reads; it has no pin of its own to update"
+            } + [
+                unmodified,
+                "hint: --update pins only entries with a digest of their own; to pin one yourself instead of taking "
+                    + "the list's, replace its from: with sha256:",
+            ]
         }
     }
 

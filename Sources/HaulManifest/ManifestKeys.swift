@@ -33,7 +33,7 @@ struct KeyTable<Key: Sendable>: Sendable {
 }
 
 enum TopLevelKey: String, ManifestKey {
-    case version, root, defaults, prune, netrc, files
+    case version, root, defaults, prune, netrc, files, lists
     /// The schema an editor validates the manifest against (as `yaml-language-server` and JSON tools read it):
     /// accepted so that a manifest can name its schema, and otherwise ignored.
     case schema = "$schema"
@@ -48,8 +48,26 @@ enum DefaultsKey: String, ManifestKey {
 
 enum FileKey: String, ManifestKey {
     case url, dest, sha256, sha384, sha512, checksum, integrity, size, mirrors, mode, retries, timeout, refresh, headers
-    case extract, cert, key
+    case extract, cert, key, from
     case retryOn = "retry_on"
+    static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
+}
+
+/// The keys of one list under `lists:`.
+enum ListKeyName: String, ManifestKey {
+    case url, signature, keys, refresh
+    static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
+}
+
+/// The keys of a list's key written as a mapping, `{key: …, retired: YYYY-MM-DD}`.
+enum ListKeyEntryKey: String, ManifestKey {
+    case key, retired
+    static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
+}
+
+/// The keys of an entry's `from:` written as a mapping, `{list: …, name: …}`.
+enum ListPinKey: String, ManifestKey {
+    case list, name
     static let table = KeyTable(allCases.map { ($0.rawValue, $0) })
 }
 

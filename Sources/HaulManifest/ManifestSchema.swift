@@ -10,6 +10,12 @@ package enum ManifestSchema {
     package static let fileKeys: Set<String> = Set(FileKey.names)
     /// Keys accepted in an entry's `extract:` mapping.
     package static let extractKeys: Set<String> = Set(ExtractKey.names)
+    /// Keys accepted in a list under `lists:`.
+    package static let listKeys: Set<String> = Set(ListKeyName.names)
+    /// Keys accepted in a list's key written as a mapping.
+    package static let listKeyEntryKeys: Set<String> = Set(ListKeyEntryKey.names)
+    /// Keys accepted in an entry's `from:` written as a mapping.
+    package static let listPinKeys: Set<String> = Set(ListPinKey.names)
 
     /// Byte-identical to `schema/haul-manifest.schema.json`.
     package static let json: String = ##"""
@@ -57,6 +63,17 @@ package enum ManifestSchema {
               "items": {
                 "$ref": "#/$defs/file"
               }
+            },
+            "lists": {
+              "description": "Signed checksum lists, by name (not empty, no \"/\"): an entry that says from: NAME takes its digest from that list, read at each sync and trusted only once its signature checks out against one of the list's keys. A list no entry names is a warning.",
+              "type": "object",
+              "propertyNames": {
+                "minLength": 1,
+                "pattern": "^[^/\\u0000-\\u001f\\u007f]*$"
+              },
+              "additionalProperties": {
+                "$ref": "#/$defs/list"
+              }
             }
           },
           "$defs": {
@@ -88,7 +105,7 @@ package enum ManifestSchema {
               }
             },
             "file": {
-              "description": "One file to fetch, or with extract an archive to unpack into a folder. At most one of sha256, sha384, sha512, checksum and integrity; with none, the entry is unpinned (an archive may instead pin the tree it unpacks to).",
+              "description": "One file to fetch, or with extract an archive to unpack into a folder. At most one of sha256, sha384, sha512, checksum and integrity; or from: a signed list that gives it; with none, the entry is unpinned (an archive may instead pin the tree it unpacks to).",
               "type": "object",
               "additionalProperties": false,
               "required": [
@@ -219,6 +236,34 @@ package enum ManifestSchema {
                       "$ref": "#/$defs/extract"
                     }
                   ]
+                },
+                "from": {
+                  "description": "The entry's digest is the one the signed list of this name (lists:) gives for the file, read at each sync once the list's signature checks out; the file's name in the list is the last segment of url's path (before ? and #, percent-decoded), or the name a mapping gives. Not with sha256, sha384, sha512, checksum or integrity (the list gives the digest); with extract, the list pins the archive.",
+                  "oneOf": [
+                    {
+                      "type": "string",
+                      "minLength": 1
+                    },
+                    {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": [
+                        "list"
+                      ],
+                      "properties": {
+                        "list": {
+                          "type": "string",
+                          "minLength": 1,
+                          "description": "The list's name under lists:."
+                        },
+                        "name": {
+                          "type": "string",
+                          "minLength": 1,
+                          "description": "The file's name in the list, when it is not the last segment of url's path."
+                        }
+                      }
+                    }
+                  ]
                 }
               },
               "not": {
@@ -280,6 +325,36 @@ package enum ManifestSchema {
                   {
                     "required": [
                       "checksum",
+                      "integrity"
+                    ]
+                  },
+                  {
+                    "required": [
+                      "from",
+                      "sha256"
+                    ]
+                  },
+                  {
+                    "required": [
+                      "from",
+                      "sha384"
+                    ]
+                  },
+                  {
+                    "required": [
+                      "from",
+                      "sha512"
+                    ]
+                  },
+                  {
+                    "required": [
+                      "from",
+                      "checksum"
+                    ]
+                  },
+                  {
+                    "required": [
+                      "from",
                       "integrity"
                     ]
                   }
@@ -360,6 +435,80 @@ package enum ManifestSchema {
                       "pattern": "^[0-9]*[1-9][0-9]*[KkMmGgTt]?(?:[iI]?[bB])?$"
                     }
                   ]
+                }
+              }
+            },
+            "list": {
+              "description": "A checksum list (sha256sum's or BSD's format) and what its signature must be made by.",
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "url",
+                "keys"
+              ],
+              "properties": {
+                "url": {
+                  "$ref": "#/$defs/url",
+                  "description": "Where the list is fetched. ${VAR} references are replaced from the environment."
+                },
+                "signature": {
+                  "description": "auto (default): the first of the list's URL with .minisig, .sig, .asc or .gpg that the server has; clearsigned: the list is signed inside itself (gpg --clearsign), and only its signed text is read; or the signature's own URL.",
+                  "oneOf": [
+                    {
+                      "enum": [
+                        "auto",
+                        "clearsigned"
+                      ]
+                    },
+                    {
+                      "$ref": "#/$defs/url"
+                    }
+                  ]
+                },
+                "keys": {
+                  "description": "The keys the signature may be made by, one or more: a minisign or signify public key (RW…) or an SSH public key line written inline, or a key file's path relative to the manifest's folder (a minisign, signify or SSH public key, or an OpenPGP keyring); {key, retired: YYYY-MM-DD} trusts a key until the end of that day (UTC) and not after.",
+                  "type": "array",
+                  "minItems": 1,
+                  "items": {
+                    "oneOf": [
+                      {
+                        "type": "string",
+                        "minLength": 1
+                      },
+                      {
+                        "type": "object",
+                        "additionalProperties": false,
+                        "required": [
+                          "key"
+                        ],
+                        "properties": {
+                          "key": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "A key written inline, or a key file's path."
+                          },
+                          "retired": {
+                            "description": "The last day (UTC) a signature by this key is trusted, as YYYY-MM-DD. (Not typed as a string here: a YAML 1.1 reader makes an unquoted date a date.)",
+                            "not": {
+                              "type": [
+                                "integer",
+                                "number",
+                                "boolean",
+                                "null",
+                                "array",
+                                "object"
+                              ]
+                            },
+                            "pattern": "^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
+                          }
+                        }
+                      }
+                    ]
+                  }
+                },
+                "refresh": {
+                  "$ref": "#/$defs/timeout",
+                  "description": "After the list's server confirmed the copy, make no request for it for this long, instead of the freshness the server grants. Same form as timeout, at most 24h. Default: the server's."
                 }
               }
             },

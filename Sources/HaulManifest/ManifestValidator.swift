@@ -16,6 +16,12 @@ struct ManifestValidator: YAMLEntrySink {
         case mirror(Int, Int)
         /// An entry's `extract:` written as a mapping.
         case extract(Int)
+        /// An entry's `from:` written as a mapping.
+        case from(Int)
+        /// One list under `lists:`, by name.
+        case list(String)
+        /// A list's key written as a mapping, `{key: …, retired: …}`: list, then position in `keys:`.
+        case listKey(String, Int)
 
         func path(_ key: String) -> String {
             switch self {
@@ -24,6 +30,9 @@ struct ManifestValidator: YAMLEntrySink {
             case .file(let index): "files[\(index)].\(key)"
             case .mirror(let index, let position): "files[\(index)].mirrors[\(position)].\(key)"
             case .extract(let index): "files[\(index)].extract.\(key)"
+            case .from(let index): "files[\(index)].from.\(key)"
+            case .list(let name): "lists.\(name).\(key)"
+            case .listKey(let name, let position): "lists.\(name).keys[\(position)].\(key)"
             }
         }
 
@@ -35,6 +44,9 @@ struct ManifestValidator: YAMLEntrySink {
             case .file(let index): "files[\(index)]"
             case .mirror(let index, let position): "files[\(index)].mirrors[\(position)]"
             case .extract(let index): "files[\(index)].extract"
+            case .from(let index): "files[\(index)].from"
+            case .list(let name): "lists.\(name)"
+            case .listKey(let name, let position): "lists.\(name).keys[\(position)]"
             }
         }
     }
@@ -84,6 +96,8 @@ struct ManifestValidator: YAMLEntrySink {
     private var consultedVariables: Set<String> = []
     /// Told each streamed batch's entries that are valid on their own (see `EarlyEntries`); nil once it declines.
     var early: EarlyEntries.Handler?
+    /// Each `from:` of `files:`, checked against `lists:` once the whole top level is read (either may come first).
+    private var listReferences: [(list: String, location: SourceLocation, keyPath: String)] = []
 
     /// `expectedEntries` is a capacity hint: growing arrays and tables of 100,000 entries step by step costs
     /// more than reserving virtual memory that may go unused. `expansionBudget`: the bytes expansions may add.
@@ -140,6 +154,8 @@ struct ManifestValidator: YAMLEntrySink {
         var netrc = false
         var defaults = Defaults()
         var filesUsed = false
+        var lists: [SignedListSource] = []
+        var declaredLists: [(name: String, location: SourceLocation)] = []
         for (key, _, value) in pairs {
             switch key {
             case .version, .schema:
@@ -154,6 +170,8 @@ struct ManifestValidator: YAMLEntrySink {
                 defaults = parseDefaults(value)
             case .files:
                 filesUsed = parseFiles(value)
+            case .lists:
+                (lists, declaredLists) = parseLists(value)
             }
         }
         if !pairs.contains(where: { $0.key == .files }) {
@@ -165,7 +183,9 @@ struct ManifestValidator: YAMLEntrySink {
             // Streamed items belonged to a `files:` that turned out not to count (e.g. a duplicate key).
             entryDiagnostics = DiagnosticCollector(file: fileName)
             entries = []
+            listReferences = []
         }
+        checkListReferences(declared: declaredLists, valid: lists)
         guard !diagnostics.hasErrors, !entryDiagnostics.hasErrors else { return nil }
         applyDefaults(defaults)
         let warnings = allFindings
@@ -173,6 +193,7 @@ struct ManifestValidator: YAMLEntrySink {
             sourcePath: fileName, version: version, root: root, prune: prune, files: entries,
             warnings: warnings.inFileOrder, omittedWarnings: warnings.omittedCount)
         manifest.netrc = netrc
+        manifest.lists = lists
         manifest.environmentNames = consultedVariables.sorted()
         return manifest
     }
@@ -269,6 +290,7 @@ struct ManifestValidator: YAMLEntrySink {
         explicitSettings = []
         entryDiagnostics = DiagnosticCollector(file: fileName)
         registry = DestinationRegistry()
+        listReferences = []
         let whole = document
         for (index, item) in whole.childIDs(of: id).enumerated() {
             consume(item: item, index: index, in: whole)
@@ -316,6 +338,8 @@ struct ManifestValidator: YAMLEntrySink {
         // `extract`, which may come later in the entry.
         var destinationNode: NodeID?, modeKeyNode: NodeID?
         var extract: (unpacks: Bool, rule: ExtractRule?) = (false, nil)
+        // Read after the other keys too: the name in the list defaults to the one at the end of `url`.
+        var fromNodes: (key: NodeID, value: NodeID)?
 
         for (key, keyNode, value) in keyedPairs(of: id, scope: scope, as: FileKey.self) {
             switch key {
@@ -374,6 +398,8 @@ struct ManifestValidator: YAMLEntrySink {
                 headers = self.headers(value, scope: scope)
             case .extract:
                 extract = parseExtract(value, index: index)
+            case .from:
+                fromNodes = (keyNode, value)
             }
         }
         if !sawURL { diagnostics.error("missing required key \"url\"", at: location, keyPath: scope.mappingPath) }
@@ -397,6 +423,17 @@ struct ManifestValidator: YAMLEntrySink {
                 at: document.location(of: modeKeyNode), keyPath: scope.path(FileKey.mode.rawValue))
         }
 
+        var listPin: ListPin?
+        if let fromNodes {
+            if let first = firstChecksumKey {
+                diagnostics.error(
+                    "conflicts with \(first.key.rawValue) (line \(first.line)): an entry that takes its digest from a "
+                        + "list pins none of its own", at: document.location(of: fromNodes.key),
+                    keyPath: scope.path(FileKey.from.rawValue))
+            }
+            listPin = parseListPin(fromNodes.value, index: index, url: url)
+        }
+
         guard diagnostics.errorCount == errorsBefore, let url, let destination else { return nil }
         var explicit = ExplicitSettings()
         if mode != nil { explicit.insert(.mode) }
@@ -411,9 +448,248 @@ struct ManifestValidator: YAMLEntrySink {
         entry.retryOn = retryOn ?? []
         entry.clientCertificate = certificate.map { CertificateFiles(certificate: $0, key: certificateKey?.path) }
         entry.extract = extract.rule
+        entry.listPin = listPin
         if mirrorHeaders.contains(where: { !$0.isEmpty }) { entry.mirrorHeaders = mirrorHeaders }
         if mirrorCertificates.contains(where: { $0 != nil }) { entry.mirrorCertificates = mirrorCertificates }
         return (entry, explicit)
+    }
+
+    // MARK: lists
+
+    /// `lists:`: a mapping of names to lists. Returns the valid lists, and every name declared (valid or not), so that
+    /// `from:` is checked against what the manifest means to declare.
+    private mutating func parseLists(
+        _ id: NodeID
+    ) -> (lists: [SignedListSource], declared: [(name: String, location: SourceLocation)]) {
+        guard requireKind(.mapping, id, path: TopLevelKey.lists.rawValue) else { return ([], []) }
+        var lists: [SignedListSource] = []
+        var declared: [(name: String, location: SourceLocation)] = []
+        for (keyID, valueID) in document.pairs(of: id) {
+            guard let name = keyName(keyID, mappingPath: TopLevelKey.lists.rawValue) else { continue }
+            let location = document.location(of: keyID)
+            if let earlier = declared.first(where: { $0.name == name }) {
+                diagnostics.error(
+                    "duplicate key \(Quoted.text(name)) (first on line \(earlier.location.line))", at: location,
+                    keyPath: Scope.list(name).mappingPath)
+                continue
+            }
+            declared.append((name, location))
+            let problem =
+                if name.isEmpty {
+                    "a list's name must not be empty"
+                } else if name.utf8.contains(UInt8(ascii: "/")) {
+                    "a list's name must not contain \"/\", found \(Quoted.text(name))"
+                } else if name.unicodeScalars.contains(where: UnsafeScalar.contains) {
+                    "a list's name must not contain control characters, found \(Quoted.text(name))"
+                } else {
+                    nil as String?
+                }
+            if let problem {
+                diagnostics.error(problem, at: location, keyPath: TopLevelKey.lists.rawValue)
+                continue
+            }
+            if let list = parseList(valueID, name: name, location: location) { lists.append(list) }
+        }
+        return (lists, declared)
+    }
+
+    /// One list: `url` and `keys` required, `signature` and `refresh` optional.
+    private mutating func parseList(_ id: NodeID, name: String, location: SourceLocation) -> SignedListSource? {
+        let scope = Scope.list(name)
+        guard requireKind(.mapping, id, path: "lists.\(name)") else { return nil }
+        let errorsBefore = diagnostics.errorCount
+        var url: TemplatedString?, signature = SignedListSource.Signature.auto, keys: [ListKey] = []
+        var refresh: Seconds?, sawURL = false, sawKeys = false
+        for (key, _, value) in keyedPairs(of: id, scope: scope, as: ListKeyName.self) {
+            let path = scope.path(key.rawValue)
+            switch key {
+            case .url:
+                sawURL = true
+                url = sourceURL(value, path: path)
+            case .signature:
+                signature = listSignature(value, path: path) ?? .auto
+            case .keys:
+                sawKeys = true
+                keys = listKeys(value, list: name)
+            case .refresh:
+                refresh = duration(value, path: path)
+            }
+        }
+        if !sawURL { diagnostics.error("missing required key \"url\"", at: location, keyPath: scope.mappingPath) }
+        if !sawKeys {
+            diagnostics.error(
+                "missing required key \"keys\" (the keys the list's signature may be made by)", at: location,
+                keyPath: scope.mappingPath)
+        }
+        guard diagnostics.errorCount == errorsBefore, let url else { return nil }
+        return SignedListSource(
+            name: name, url: url, signature: signature, keys: keys, refresh: refresh, location: location)
+    }
+
+    /// `auto`, `clearsigned`, or the signature's URL.
+    private mutating func listSignature(
+        _ id: NodeID, path: @autoclosure () -> String
+    ) -> SignedListSource.Signature? {
+        let expected = "auto, clearsigned or the signature's URL"
+        guard let text = text(id, path: path(), expected: expected) else { return nil }
+        switch text {
+        case "auto": return .auto
+        case "clearsigned": return .clearSigned
+        default:
+            // A word that is no URL: a misspelt `auto` or `clearsigned` more likely than a URL's mistake.
+            guard text.contains("://") || text.hasPrefix("${") else {
+                let suggestion = KeySuggestion.closest(to: text, among: ["auto", "clearsigned"])
+                diagnostics.error(
+                    "expected \(expected), found \(Quoted.text(text))"
+                        + (suggestion.map { "; did you mean \(Quoted.text($0))?" } ?? ""),
+                    at: document.location(of: id), keyPath: path())
+                return nil
+            }
+            return sourceURL(id, path: path()).map { .url($0) }
+        }
+    }
+
+    /// `keys:`: one or more, each a key, a key file's path, or `{key: …, retired: YYYY-MM-DD}`.
+    private mutating func listKeys(_ id: NodeID, list: String) -> [ListKey] {
+        let path = Scope.list(list).path(ListKeyName.keys.rawValue)
+        guard document.kind(of: id) == .sequence else {
+            report(expected: "a list of keys (each a key, a key file's path or {key: …, retired: …})", id, path: path)
+            return []
+        }
+        let items = document.childIDs(of: id)
+        if items.isEmpty {
+            diagnostics.error(
+                "expected at least one key the list's signature may be made by", at: document.location(of: id),
+                keyPath: path)
+        }
+        var keys: [ListKey] = []
+        for (position, item) in items.enumerated() {
+            guard document.kind(of: item) == .mapping else {
+                if let key = listKey(
+                    item, path: "\(path)[\(position)]", expected: "a key, a key file's path or a mapping")
+                {
+                    keys.append(key)
+                }
+                continue
+            }
+            let scope = Scope.listKey(list, position)
+            var keyNode: NodeID?, retiredAfter: Double?
+            for (key, _, value) in keyedPairs(of: item, scope: scope, as: ListKeyEntryKey.self) {
+                switch key {
+                case .key:
+                    keyNode = value
+                case .retired:
+                    retiredAfter = checked(
+                        value, path: scope.path(key.rawValue), expected: "a date as YYYY-MM-DD",
+                        SignedListRules.retirementDate)
+                }
+            }
+            guard let keyNode else {
+                diagnostics.error(
+                    "missing required key \"key\"", at: document.location(of: item), keyPath: scope.mappingPath)
+                continue
+            }
+            if var key = listKey(
+                keyNode, path: scope.path(ListKeyEntryKey.key.rawValue), expected: "a key or a key file's path")
+            {
+                key.retiredAfter = retiredAfter
+                keys.append(key)
+            }
+        }
+        return keys
+    }
+
+    private mutating func listKey(_ id: NodeID, path: @autoclosure () -> String, expected: String) -> ListKey? {
+        let directory = manifestDirectory
+        return checked(id, path: path(), expected: expected) { text throws(RuleFailure) in
+            try SignedListRules.key(text, manifestDirectory: directory)
+        }
+    }
+
+    /// An entry's `from:`: a list's name, or `{list: …, name: …}`. Without a name, the file's name in the list is the
+    /// last segment of `url`'s path. Whether the list exists is checked once `lists:` is read.
+    private mutating func parseListPin(_ id: NodeID, index: Int, url: TemplatedString?) -> ListPin? {
+        let path = Scope.file(index).path(FileKey.from.rawValue)
+        var listNode: NodeID?, name: String?
+        if document.kind(of: id) == .mapping {
+            let scope = Scope.from(index)
+            let errorsBefore = diagnostics.errorCount
+            for (key, _, value) in keyedPairs(of: id, scope: scope, as: ListPinKey.self) {
+                switch key {
+                case .list:
+                    listNode = value
+                case .name:
+                    guard let text = text(value, path: scope.path(key.rawValue), expected: "a file's name in the list")
+                    else { continue }
+                    guard !text.isEmpty else {
+                        diagnostics.error(
+                            "expected a file's name in the list, found an empty string",
+                            at: document.location(of: value), keyPath: scope.path(key.rawValue))
+                        continue
+                    }
+                    name = text
+                }
+            }
+            if listNode == nil {
+                diagnostics.error(
+                    "missing required key \"list\"", at: document.location(of: id), keyPath: scope.mappingPath)
+            }
+            guard diagnostics.errorCount == errorsBefore else { return nil }
+        } else if document.kind(of: id) == .scalar, document.form(of: id) != .null {
+            listNode = id
+        } else {
+            report(expected: "a list's name, or a mapping of list and name", id, path: path)
+            return nil
+        }
+        guard let listNode else { return nil }
+        let listPath = listNode == id ? path : Scope.from(index).path(ListPinKey.list.rawValue)
+        guard let list = text(listNode, path: listPath, expected: "a list's name") else { return nil }
+        let location = document.location(of: listNode)
+        guard !list.isEmpty else {
+            diagnostics.error("expected a list's name, found an empty string", at: location, keyPath: listPath)
+            return nil
+        }
+        listReferences.append((list, location, listPath))
+        if let name { return ListPin(list: list, name: name) }
+        // Without a valid url, its own error says so.
+        guard let url else { return nil }
+        guard let derived = SignedListRules.fileName(inURL: url.expanded) else {
+            diagnostics.error(
+                "the URL \(Quoted.text(url.description)) ends in no file name: give the file's name in the list, as "
+                    + "from: {list: \(list), name: …}", at: location, keyPath: listPath)
+            return nil
+        }
+        return ListPin(list: list, name: derived)
+    }
+
+    /// Every `from:` names a declared list (an error otherwise), and every list is named by some `from:` (a warning
+    /// otherwise: its signature would be checked for nothing).
+    private mutating func checkListReferences(
+        declared: [(name: String, location: SourceLocation)], valid: [SignedListSource]
+    ) {
+        let names = declared.map(\.name)
+        var used: Set<String> = []
+        for reference in listReferences {
+            guard !names.contains(reference.list) else {
+                used.insert(reference.list)
+                continue
+            }
+            var message = "no list named \(Quoted.text(reference.list))"
+            if let suggestion = KeySuggestion.closest(to: reference.list, among: names) {
+                message += "; did you mean \(Quoted.text(suggestion))?"
+            } else if names.isEmpty {
+                message += " (the manifest has no lists:)"
+            } else {
+                message += " (lists: has \(Quoted.firstFew(names) { Quoted.text($0) }))"
+            }
+            entryDiagnostics.error(message, at: reference.location, keyPath: reference.keyPath)
+        }
+        // Only valid lists: an invalid one has its own errors.
+        for list in valid where !used.contains(list.name) {
+            diagnostics.warning(
+                "no entry takes its digests from this list (from: \(list.name))", at: list.location,
+                keyPath: Scope.list(list.name).mappingPath)
+        }
     }
 
     // MARK: extract

@@ -84,7 +84,7 @@ package struct ShardScope: Sendable {
 extension Manifest {
     /// Only the entries of `shard`, in manifest order (each keeps its `index`, so messages still name
     /// `files[i]` as the file does). The manifest was validated whole: a duplicate destination is refused in
-    /// every shard alike.
+    /// every shard alike. Every list of `lists:` is kept (the sync reads only those its entries name).
     package func restricted(to shard: Shard) -> Manifest {
         var restricted = self
         restricted.files = files.filter { shard.contains($0.destination) }

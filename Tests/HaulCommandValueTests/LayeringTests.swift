@@ -19,8 +19,10 @@ final class LayeringTests: XCTestCase {
         "HaulThreads": ["Glibc", "Dispatch", "Synchronization"],
         "HaulFailures": [],
         "HaulFileSystem": ["CLinuxShims", "HaulFailures", "Glibc"],
+        // HaulSignature to check a list's inline keys (`lists:`) when the manifest is read.
         "HaulManifest": [
-            "CLibYAML", "HaulDigest", "HaulFileSystem", "HaulThreads", "Glibc", "Darwin", "Synchronization",
+            "CLibYAML", "HaulDigest", "HaulFileSystem", "HaulSignature", "HaulThreads", "Glibc", "Darwin",
+            "Synchronization",
         ],
         "HaulPlanner": ["HaulManifest", "HaulDigest", "HaulFailures"],
         "HaulEngine": [

@@ -44,17 +44,28 @@ final class SchemaTests: XCTestCase {
         let extractForms = try XCTUnwrap(extract["oneOf"] as? [Any])
         XCTAssertEqual(extractForms.count, 2, "a boolean or a mapping")
         XCTAssertEqual(try propertyNames(resolve(extractForms[1])), ManifestSchema.extractKeys)
+        let list = try resolve(try XCTUnwrap(topProperties["lists"] as? [String: Any])["additionalProperties"])
+        XCTAssertEqual(try propertyNames(list), ManifestSchema.listKeys)
+        let keys = try XCTUnwrap((list["properties"] as? [String: Any])?["keys"] as? [String: Any])
+        let keyForms = try XCTUnwrap((keys["items"] as? [String: Any])?["oneOf"] as? [Any])
+        XCTAssertEqual(try propertyNames(resolve(keyForms[1])), ManifestSchema.listKeyEntryKeys)
+        let from = try XCTUnwrap((file["properties"] as? [String: Any])?["from"] as? [String: Any])
+        let fromForms = try XCTUnwrap(from["oneOf"] as? [Any])
+        XCTAssertEqual(try propertyNames(resolve(fromForms[1])), ManifestSchema.listPinKeys)
 
         XCTAssertEqual(
-            ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files", "$schema"])
+            ManifestSchema.topLevelKeys, ["version", "root", "defaults", "prune", "netrc", "files", "lists", "$schema"])
         XCTAssertEqual(ManifestSchema.defaultsKeys, ["retries", "timeout", "mode", "headers", "retry_on"])
         XCTAssertEqual(
             ManifestSchema.fileKeys,
             [
                 "url", "dest", "sha256", "sha384", "sha512", "checksum", "integrity",
                 "size", "mirrors", "mode", "retries", "timeout", "refresh", "headers",
-                "extract", "cert", "key", "retry_on",
+                "extract", "cert", "key", "from", "retry_on",
             ])
+        XCTAssertEqual(ManifestSchema.listKeys, ["url", "signature", "keys", "refresh"])
+        XCTAssertEqual(ManifestSchema.listKeyEntryKeys, ["key", "retired"])
+        XCTAssertEqual(ManifestSchema.listPinKeys, ["list", "name"])
         XCTAssertEqual(ManifestSchema.extractKeys, ["format", "strip", "include", "exclude", "tree", "max_unpacked"])
         XCTAssertEqual(schema["$schema"] as? String, "https://json-schema.org/draft/2020-12/schema")
         XCTAssertEqual(schema["$id"] as? String, "https://haul.dev/schema/manifest-v1.json")
@@ -199,6 +210,60 @@ final class SchemaTests: XCTestCase {
             (try write("extract-zero", entry("extract: {max_unpacked: 0}")), "files/0/extract"),
         ]
         try checkAgreement(valid: [full, minimal, named, forms], invalid: invalid)
+    }
+
+    /// `lists:` and `from:`: the loader and the schema accept the same valid manifest, and both refuse a list or a
+    /// `from:` the schema can judge (a digest beside `from:`, no keys, a misspelt signature, a bad day, a name with
+    /// `/`, `from:` under `defaults:`).
+    func testLoaderAndSchemaAgreeOnSignedLists() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "haul-schema-lists-\(UUID().uuidString)"
+        ).path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func write(_ name: String, _ text: String) throws -> String {
+            let path = directory + "/" + name + ".yaml"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        let valid = try write("lists", SignedListManifestTests.valid)
+        let list = { (body: String) in
+            "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: a, from: l}\nlists:\n  l: {\(body)}\n"
+        }
+        let keys = "url: \"https://e.com/SUMS\", keys: [k.pub]"
+        let invalid: [(path: String, schemaPath: String)] = [
+            (
+                try write(
+                    "from-and-sha256",
+                    list(keys).replacingOccurrences(of: "from: l}", with: "from: l, sha256: \(Fixture.sha256)}")),
+                "files/0"
+            ),
+            (try write("no-keys", list("url: \"https://e.com/SUMS\", keys: []")), "lists/l/keys"),
+            (try write("no-url", list("keys: [k.pub]")), "lists/l"),
+            (try write("signature", list(keys + ", signature: clearsign")), "lists/l/signature"),
+            (
+                try write("retired", list("url: \"https://e.com/SUMS\", keys: [{key: k.pub, retired: 30/06/2026}]")),
+                "lists/l/keys/0"
+            ),
+            (try write("list-key", list(keys + ", refesh: 1h")), "lists/l"),
+            (
+                try write(
+                    "slash-name",
+                    list(keys).replacingOccurrences(of: "  l: {", with: "  a/b: {").replacingOccurrences(
+                        of: "from: l}", with: "from: a/b}")), "lists"
+            ),
+            (
+                try write(
+                    "from-mapping",
+                    list(keys).replacingOccurrences(of: "from: l}", with: "from: {list: l, nmae: a}}")), "files/0/from"
+            ),
+            (
+                try write(
+                    "defaults-from", list(keys).replacingOccurrences(of: "files:", with: "defaults: {from: l}\nfiles:")),
+                "defaults"
+            ),
+        ]
+        try checkAgreement(valid: [valid], invalid: invalid)
     }
 
     // MARK: Helpers

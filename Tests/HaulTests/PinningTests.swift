@@ -335,6 +335,37 @@ final class PinningTests: XCTestCase {
                     with: "sha256: \(helloHex)   # keep this comment\n    size: 6\n"))
     }
 
+    /// An entry that takes its digest from a signed list (`from:`) has no pin of its own: naming it for update is
+    /// refused before anything is downloaded (a checksum written beside `from:` would not load), and `--update-all`
+    /// passes it by.
+    func testAnUpdateRefusesAnEntryWhoseDigestASignedListGives() throws {
+        let original = Array(
+            """
+            version: 1
+            lists:
+              nightly: {url: "\(unused)/SHA256SUMS", keys: [keys/release.pub]}
+            files:
+              - url: \(unused)/a.bin
+                dest: a.bin
+                sha256: \(oldHex)
+              - url: \(unused)/tool.tgz
+                dest: tool.tgz
+                from: nightly
+
+            """.utf8)
+        let refused = failure { _ = try self.pinning(.entries(["a.bin", "tool.tgz"])).targets(original) }
+        guard case .pinnedByList(let listed)? = refused else {
+            return XCTFail("expected tool.tgz refused: \(String(describing: refused))")
+        }
+        XCTAssertEqual(listed.map(\.entry.destination), ["tool.tgz"])
+        XCTAssertEqual(listed.map(\.entry.index), [1])
+        XCTAssertEqual(listed.map(\.entry.location.line), [8])
+        XCTAssertEqual(listed.map(\.list), ["nightly"])
+        XCTAssertEqual(refused?.exitStatus, .usage)
+        XCTAssertEqual(
+            try pinning(.entries(nil)).targets(original).indices, [0], "--update-all: the pinned entry alone")
+    }
+
     func testANamedUpdateAddsTheSizeItLacksAndUnknownNamesOrAFailedDownloadStopBeforeAnyEdit() throws {
         let server = try LoopbackHTTPServer(files: ["/b.bin": hello])
         defer { server.stop() }
