@@ -204,6 +204,7 @@ package enum JSONEvents {
                 ("size", .int(planned.entry.size)),
             ]
             if plan.fromCache?.contains(index) == true { fields.append(("from_cache", .bool(true))) }
+            if plan.context.changedByList.contains(index) { fields.append(("list_changed", .bool(true))) }
             return .object(fields)
         }
         let prunes = plan.prunes.lazy.compactMap { prune -> JSONValue? in

@@ -94,6 +94,9 @@ final class SignedListSyncTests: XCTestCase {
         XCTAssertTrue(plan.stdout.contains("~ tool.tar.gz ("), plan.stdout)
         XCTAssertTrue(plan.stdout.contains("its list pins a new version"), plan.stdout)
         XCTAssertFalse(plan.stdout.contains("notes.txt"), "an entry the new list did not change is kept")
+        let json = try directory.haul(["plan", "--json"])
+        XCTAssertTrue(json.stdout.contains("\"dest\":\"tool.tar.gz\",\"action\":\"replace\""), json.stdout)
+        XCTAssertTrue(json.stdout.contains("\"list_changed\":true"), json.stdout)
 
         let second = try directory.haul(["sync"])
         XCTAssertEqual(second.exitCode, 0, second.stderr)
