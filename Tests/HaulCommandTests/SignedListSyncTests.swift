@@ -134,6 +134,38 @@ final class SignedListSyncTests: XCTestCase {
         XCTAssertTrue(event.contains("\"verified\":false"), String(event))
     }
 
+    /// Pruning with a list that fails: its entries are still listed, so nothing of theirs is pruned; once the list
+    /// checks out again and drops a file from the manifest, that file is pruned as any pinned entry's would be.
+    func testAFailingListPrunesNothingOfItsEntries() throws {
+        try publish(["tool.tar.gz": "tool v1\n", "notes.txt": "notes\n"])
+        try writeManifest()
+        XCTAssertEqual(try directory.haul(["sync", "--prune"]).exitCode, 0)
+
+        // A new list (a new ETag: the kept copy no longer answers for it) whose signature is cut short.
+        let signature = try XCTUnwrap(files.contents("/dist/SHA256SUMS.minisig"))
+        files.set("/dist/SHA256SUMS", Array("\(sha256(Array("tool v2\n".utf8)))  tool.tar.gz\n".utf8))
+        files.set("/dist/SHA256SUMS.minisig", Array(signature.prefix(60)))
+        let refused = try directory.haul(["sync", "--prune", "--verbose"])
+        XCTAssertEqual(refused.exitCode, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("the signature is truncated or garbled"), refused.stderr)
+        XCTAssertEqual(mirrored("tool.tar.gz"), "tool v1\n")
+        XCTAssertEqual(mirrored("notes.txt"), "notes\n")
+
+        try publish(["tool.tar.gz": "tool v1\n", "notes.txt": "notes\n"])
+        let manifest = try XCTUnwrap(directory.read("haul.yaml"))
+        let shorter = String(decoding: manifest, as: UTF8.self).components(separatedBy: "  - url: ").dropLast()
+            .joined(separator: "  - url: ")
+        try directory.write("haul.yaml", shorter)
+        let pruned = try directory.haul(["sync", "--prune", "--verbose"])
+        XCTAssertEqual(pruned.exitCode, 0, pruned.stderr)
+        XCTAssertNil(mirrored("notes.txt"), "no longer listed: pruned")
+        XCTAssertEqual(mirrored("tool.tar.gz"), "tool v1\n")
+        XCTAssertTrue(
+            pruned.stdout.contains("list \"nightly\": verified (minisign, key ")
+                && pruned.stdout.contains("trusted comment:"),
+            "--verbose says which key verified the list, and minisign's trusted comment:\n\(pruned.stdout)")
+    }
+
     /// Signed by a key the manifest does not trust: the same refusal, naming the other key.
     func testAListSignedByAnotherKeyIsRefused() throws {
         try publish(["tool.tar.gz": "tool v1\n", "notes.txt": "notes\n"], signedBy: "keys/other.key")
