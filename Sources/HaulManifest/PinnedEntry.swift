@@ -89,8 +89,9 @@ package struct EntryDraft: Sendable {
         return name
     }
 
-    /// `%41` → `A`; a `%` not followed by two hex digits stays as it is.
-    private static func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
+    /// `%41` → `A`; a `%` not followed by two hex digits stays as it is. (A URL's file name, here and for the name
+    /// a `from:` entry has in its list.)
+    static func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
         func hexValue(_ byte: UInt8) -> UInt8? {
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")

@@ -94,35 +94,10 @@ enum SignedListRules {
         else { return nil }
         let segment = bytes[(bytes[pathStart...].lastIndex(of: UInt8(ascii: "/")) ?? pathStart) + 1..<bytes.count]
         guard !segment.isEmpty else { return nil }
-        let decoded = percentDecoded(segment)
+        let decoded = EntryDraft.percentDecoded(Array(segment))
         guard !decoded.isEmpty, !decoded.contains(0), !decoded.contains(UInt8(ascii: "/")),
             let name = String(validating: decoded, as: UTF8.self)
         else { return String(decoding: segment, as: UTF8.self) }
         return name
-    }
-
-    private static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        var index = bytes.startIndex
-        while index < bytes.endIndex {
-            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex, let high = hex(bytes[index + 1]),
-                let low = hex(bytes[index + 2])
-            {
-                out.append(high << 4 | low)
-                index += 3
-            } else {
-                out.append(bytes[index])
-                index += 1
-            }
-        }
-        return out
     }
 }

@@ -1,23 +1,7 @@
 import HaulDigest
 
-/// A minisign public key: the `RW…` line, alone or in its file. Its key number is stored as the key holds it;
-/// minisign prints it reversed, as a little-endian number in hex.
-package struct MinisignPublicKey: Sendable, Hashable {
-    package let keyID: [UInt8]
-    package let key: [UInt8]
-
-    package init(_ text: some StringProtocol) throws(SignatureFailure) {
-        switch NumberedEd25519Line.decodeKey(text) {
-        case .success(let line): (keyID, key) = (line.keyNumber, line.payload)
-        case .failure(let malformation): throw .unreadableKey(malformation)
-        }
-    }
-
-    /// The same key, from bytes already decoded (a `TrustedKey`).
-    init(keyID: [UInt8], key: [UInt8]) {
-        (self.keyID, self.key) = (keyID, key)
-    }
-}
+/// A minisign public key: the `RW…` line, alone or in its file (`NumberedEd25519Key`, which signify's keys are too).
+package typealias MinisignPublicKey = NumberedEd25519Key
 
 /// minisign's signatures (https://jedisct1.github.io/minisign/): an Ed25519 signature of the message (`Ed`, made by
 /// `minisign -l`) or of its BLAKE2b-512 (`ED`, the default), and a second one over the first and the trusted

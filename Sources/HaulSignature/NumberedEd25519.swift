@@ -1,5 +1,24 @@
 import HaulDigest
 
+/// A minisign or signify public key: the `RW…` line, alone or in its key file. Its key number is stored as the key
+/// holds it; minisign prints it reversed, as a little-endian number in hex.
+package struct NumberedEd25519Key: Sendable, Hashable {
+    package let keyID: [UInt8]
+    package let key: [UInt8]
+
+    package init(_ text: some StringProtocol) throws(SignatureFailure) {
+        switch NumberedEd25519Line.decodeKey(text) {
+        case .success(let line): (keyID, key) = (line.keyNumber, line.payload)
+        case .failure(let malformation): throw .unreadableKey(malformation)
+        }
+    }
+
+    /// The same key, from bytes already decoded (a `TrustedKey`).
+    init(keyID: [UInt8], key: [UInt8]) {
+        (self.keyID, self.key) = (keyID, key)
+    }
+}
+
 /// The shape minisign and signify share: an optional `untrusted comment:` line, then one line of base64 holding a
 /// 2-byte algorithm tag, an 8-byte key number and the payload (a 32-byte key or a 64-byte signature). The key
 /// number is how a signature names its key: both tools check it before the signature itself.

@@ -1,23 +1,9 @@
 import HaulDigest
 
 /// An OpenBSD signify public key: the key file (an `untrusted comment:` line, then the key), or its second line
-/// alone. The same bytes as a minisign key; kept apart so that a manifest says which tool's signatures it trusts.
-package struct SignifyPublicKey: Sendable, Hashable {
-    package let keyID: [UInt8]
-    package let key: [UInt8]
-
-    package init(_ text: some StringProtocol) throws(SignatureFailure) {
-        switch NumberedEd25519Line.decodeKey(text) {
-        case .success(let line): (keyID, key) = (line.keyNumber, line.payload)
-        case .failure(let malformation): throw .unreadableKey(malformation)
-        }
-    }
-
-    /// The same key, from bytes already decoded (a `TrustedKey`).
-    init(keyID: [UInt8], key: [UInt8]) {
-        (self.keyID, self.key) = (keyID, key)
-    }
-}
+/// alone: the same bytes as a minisign key (`NumberedEd25519Key`). The name says which tool's signatures a key is
+/// for.
+package typealias SignifyPublicKey = NumberedEd25519Key
 
 /// signify's signatures: an `untrusted comment:` line, then the Ed25519 signature of the message itself with the
 /// key's number. Nothing else is signed, so nothing else is returned.
