@@ -8,8 +8,9 @@ package enum RunPolicy {
     ) -> [Diagnostic] {
         var found: [Diagnostic] = []
         if requireChecksums {
-            // CI's guard: an unpinned entry is whatever its server sends today.
-            for entry in manifest.files where !entry.isPinned {
+            // CI's guard: an unpinned entry is whatever its server sends today. An entry a signed list pins
+            // (`from:`) is pinned: the sync refuses it whenever the list does not check out.
+            for entry in manifest.files where !entry.isPinned && entry.listPin == nil {
                 // `add --update` pins an unpinned entry too (an archive's checksum and its tree), in place.
                 let what = entry.extract == nil ? "its checksum" : "the archive's checksum and its tree"
                 let advice =

@@ -80,8 +80,9 @@ final class SignedListSyncTests: XCTestCase {
     func testAVerifiedListPinsItsEntriesAndANewOneReplacesThem() throws {
         try publish(["tool.tar.gz": "tool v1\n", "notes.txt": "notes\n"])
         try writeManifest()
-        let first = try directory.haul(["sync"])
-        XCTAssertEqual(first.exitCode, 0, first.stderr)
+        let first = try directory.haul(["sync", "--require-checksums"])
+        XCTAssertEqual(
+            first.exitCode, 0, "a signed list pins its entries, for --require-checksums too: \(first.stderr)")
         XCTAssertEqual(mirrored("tool.tar.gz"), "tool v1\n")
         XCTAssertEqual(mirrored("notes.txt"), "notes\n")
 
