@@ -128,6 +128,12 @@ final class SignedListSyncTests: XCTestCase {
             result.stderr.contains("tool.tar.gz: its checksum list \"nightly\" could not be verified this run"),
             result.stderr)
 
+        let annotated = try directory.haul(["sync", "--annotations", "github"])
+        XCTAssertEqual(annotated.exitCode, 1, annotated.stderr)
+        XCTAssertTrue(
+            (annotated.stdout + annotated.stderr).contains(",line=4,col=3::list \"nightly\" ("),
+            "an annotation on the list's line:\n\(annotated.stdout)\(annotated.stderr)")
+
         let json = try directory.haul(["plan", "--json"])
         XCTAssertEqual(json.exitCode, 2, json.stdout)
         let event = try XCTUnwrap(json.stdout.split(separator: "\n").first)
