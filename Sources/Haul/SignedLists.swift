@@ -103,19 +103,22 @@ package enum SignedLists {
             let result = resolve(
                 source, cached: cached, options: options, now: now, offline: offline, cancellation: cancellation
             )
-            .flatMap { fetched -> Result<(Verified, ChecksumList, ListCache.Copy), ListFailure> in
+            .flatMap { fetched -> Result<(Fetched, ChecksumList), ListFailure> in
                 do throws(ChecksumListError) {
-                    let list = try ChecksumList.parse(fetched.verified.list.text, file: source.url.description)
-                    return .success((fetched.verified, list, fetched.copy))
+                    return .success(
+                        (fetched, try ChecksumList.parse(fetched.verified.list.text, file: source.url.description)))
                 } catch {
                     return .failure(.unreadable(error))
                 }
             }
             switch result {
-            case .success(let (verified, list, copy)):
-                let digests = Dictionary(
-                    list.items.map { ($0.name, $0.digest) }, uniquingKeysWith: { first, _ in first })
-                let previous = verified.changed ? cached.flatMap { previousDigests($0, source) } : nil
+            case .success(let (fetched, list)):
+                let (verified, copy) = (fetched.verified, fetched.copy)
+                let digests = Self.digests(list)
+                let previous = fetched.previous.flatMap {
+                    try? ChecksumList.parse($0.text, file: source.url.description)
+                }
+                .map(Self.digests)
                 for index in pins.manifest.files.indices where pins.manifest.files[index].listPin?.list == source.name {
                     guard let name = pins.manifest.files[index].listPin?.name, let digest = digests[name] else {
                         continue
@@ -134,19 +137,17 @@ package enum SignedLists {
         return pins
     }
 
-    /// The digests the last verified copy gave; nil when it no longer checks out (it is not trusted then).
-    private static func previousDigests(_ copy: ListCache.Copy, _ source: SignedListSource) -> [String: Digest]? {
-        guard let keys = try? trustedKeys(source).get(),
-            case .success(let verified) = ListVerification.verify(
-                list: copy.list, signature: copy.signature, keys: keys, now: -.infinity),
-            let list = try? ChecksumList.parse(verified.text, file: source.url.description)
-        else { return nil }
-        return Dictionary(list.items.map { ($0.name, $0.digest) }, uniquingKeysWith: { first, _ in first })
+    /// A list's digests by name (the first line of a name, as `add --from-sums` reads it).
+    private static func digests(_ list: ChecksumList) -> [String: Digest] {
+        Dictionary(list.items.map { ($0.name, $0.digest) }, uniquingKeysWith: { first, _ in first })
     }
 
     private struct Fetched {
         var verified: Verified
         var copy: ListCache.Copy
+        /// The last verified copy, as it checks out now, when a new list replaces it (nil when it no longer does: it
+        /// is not trusted then): what the new one changed, and whether the new one is older.
+        var previous: VerifiedList?
     }
 
     /// The list as verified now, from the server or, while it is fresh or the server confirms it, from the copy.
@@ -193,12 +194,24 @@ package enum SignedLists {
                 list: bytes, signature: signature.bytes, signatureURL: signature.url,
                 etag: validators?.etag.flatMap(storable), lastModified: validators?.lastModified.flatMap(storable),
                 checkedAt: now, freshUntil: freshFor.map { now + $0 })
-            let result = verify(
+            // Retirement does not matter for the old copy: only its digests and its signing time are read.
+            let previous = cached.flatMap { cached in
+                cached.list == bytes
+                    ? nil
+                    : try? ListVerification.verify(
+                        list: cached.list, signature: cached.signature, keys: keys, now: -.infinity
+                    ).get()
+            }
+            var result = verify(
                 copy, keys: keys, now: now, requested: true, changed: cached.map { $0.list != bytes } ?? false)
-            if case .success = result, let cached, cached.list != bytes,
-                let signedAt = signingTime(result), let before = signingTime(of: cached, keys: keys), signedAt < before
+            if case .success(let fetched) = result, let signedAt = signingTime(fetched.verified.list),
+                let before = previous.flatMap(signingTime), signedAt < before
             {
                 return .failure(.older(signedAt: signedAt, lastVerified: before))
+            }
+            if case .success(var fetched) = result {
+                fetched.previous = previous
+                result = .success(fetched)
             }
             return result
         }
@@ -225,24 +238,9 @@ package enum SignedLists {
     }
 
     /// minisign's signing time, from its trusted comment (`timestamp:1732870000 file:SHA256SUMS`).
-    private static func signingTime(_ result: Result<Fetched, ListFailure>) -> Int? {
-        guard case .success(let fetched) = result, let comment = fetched.verified.list.trustedComment else {
-            return nil
-        }
-        return timestamp(in: comment)
-    }
-
-    private static func signingTime(of copy: ListCache.Copy, keys: [TrustedKey]) -> Int? {
-        guard
-            case .success(let list) = ListVerification.verify(
-                list: copy.list, signature: copy.signature, keys: keys, now: -.infinity),
-            let comment = list.trustedComment
-        else { return nil }
-        return timestamp(in: comment)
-    }
-
-    static func timestamp(in comment: String) -> Int? {
-        comment.split(separator: " ").first { $0.hasPrefix("timestamp:") }.flatMap { Int($0.dropFirst(10)) }
+    private static func signingTime(_ list: VerifiedList) -> Int? {
+        list.trustedComment?.split(separator: " ").first { $0.hasPrefix("timestamp:") }
+            .flatMap { Int($0.dropFirst(10)) }
     }
 
     /// The signature: none for a clear-signed list, the one `signature:` names, or the first of `signatureSuffixes`
