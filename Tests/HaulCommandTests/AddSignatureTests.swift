@@ -28,16 +28,6 @@ final class AddSignatureTests: XCTestCase {
 
     private var manifestText: String { directory.read("haul.yaml").map { String(decoding: $0, as: UTF8.self) } ?? "" }
 
-    /// The tool's path; the test skips (fails under HAUL_REQUIRE_ALL_TESTS=1) when it is not installed.
-    private func require(_ name: String) throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for folder in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)")
-        {
-            return "\(folder)/\(name)"
-        }
-        throw Capability.unavailable("\(name) is not installed")
-    }
-
     /// Runs a signing tool in the keys' folder; fails the test unless it exits 0.
     @discardableResult
     private func run(
@@ -46,7 +36,7 @@ final class AddSignatureTests: XCTestCase {
         -> ProcessResult
     {
         let result = try ProcessRunner.run(
-            try require(name), arguments, environment: environment, currentDirectory: keys.path, timeout: 60)
+            try Capability.tool(name), arguments, environment: environment, currentDirectory: keys.path, timeout: 60)
         guard result.exitCode == 0 else {
             XCTFail("\(name) \(arguments.joined(separator: " ")) exited \(result.exitCode): \(result.stderr)")
             throw CancellationError()
@@ -248,8 +238,8 @@ final class AddSignatureTests: XCTestCase {
     }
 
     func testAClearSignedListIsReadOnlyAsFarAsItIsSigned() throws {
-        _ = try require("gpg")
-        _ = try require("gpgv")
+        _ = try Capability.tool("gpg")
+        _ = try Capability.tool("gpgv")
         try FileManager.default.createDirectory(atPath: keys.path("gnupg"), withIntermediateDirectories: true)
         _ = chmod(keys.path("gnupg"), 0o700)
         gnupg = ["GNUPGHOME": keys.path("gnupg")]

@@ -12,7 +12,7 @@ final class SignedListSyncTests: XCTestCase {
     private var minisign = ""
 
     override func setUpWithError() throws {
-        minisign = try Self.require("minisign")
+        minisign = try Capability.tool("minisign")
         directory = try TemporaryDirectory()
         try sign(["-G", "-W", "-p", "keys/release.pub", "-s", "keys/release.key"], makingKeys: true)
         try sign(["-G", "-W", "-p", "keys/other.pub", "-s", "keys/other.key"])
@@ -23,13 +23,6 @@ final class SignedListSyncTests: XCTestCase {
     override func tearDown() {
         server?.stop()
         server = nil
-    }
-
-    private static func require(_ tool: String) throws -> String {
-        for folder in ["/usr/bin", "/usr/local/bin", "/bin"] where access("\(folder)/\(tool)", X_OK) == 0 {
-            return "\(folder)/\(tool)"
-        }
-        throw Capability.unavailable("\(tool) is not installed")
     }
 
     private func sign(_ arguments: [String], makingKeys: Bool = false) throws {

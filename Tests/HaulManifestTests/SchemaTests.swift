@@ -1,5 +1,6 @@
 import Foundation
 import HaulManifest
+import HaulTestSupport
 import XCTest
 
 /// The published JSON Schema agrees with the loader: same text as embedded, same keys, same verdict on examples.
@@ -85,16 +86,8 @@ final class SchemaTests: XCTestCase {
 
     /// The same pipeline on manifests written here, valid and invalid, so the check itself is known to work.
     func testLoaderAndSchemaAgree() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "haul-schema-\(UUID().uuidString)"
-        ).path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        func write(_ name: String, _ text: String) throws -> String {
-            let path = directory + "/" + name + ".yaml"
-            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-            return path
-        }
+        let directory = try TemporaryDirectory(prefix: "haul-schema")
+        let write = manifestWriter(in: directory)
         let full = try write("full", ValidManifestTests.yaml)
         let minimal = try write("minimal", "version: 1\nfiles: []\n")
         // As README sets a manifest up for an editor: the language server's comment, and the schema named by key.
@@ -212,20 +205,20 @@ final class SchemaTests: XCTestCase {
         try checkAgreement(valid: [full, minimal, named, forms], invalid: invalid)
     }
 
+    /// Writes `NAME.yaml` in `directory`; its path.
+    private func manifestWriter(in directory: TemporaryDirectory) -> (String, String) throws -> String {
+        { name, text in
+            try directory.write(name + ".yaml", text)
+            return directory.path(name + ".yaml")
+        }
+    }
+
     /// `lists:` and `from:`: the loader and the schema accept the same valid manifest, and both refuse a list or a
     /// `from:` the schema can judge (a digest beside `from:`, no keys, a misspelt signature, a bad day, a name with
     /// `/`, `from:` under `defaults:`).
     func testLoaderAndSchemaAgreeOnSignedLists() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "haul-schema-lists-\(UUID().uuidString)"
-        ).path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        func write(_ name: String, _ text: String) throws -> String {
-            let path = directory + "/" + name + ".yaml"
-            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-            return path
-        }
+        let directory = try TemporaryDirectory(prefix: "haul-schema")
+        let write = manifestWriter(in: directory)
         let valid = try write("lists", SignedListManifestTests.valid)
         let list = { (body: String) in
             "version: 1\nfiles:\n  - {url: \"https://e.com/a\", dest: a, from: l}\nlists:\n  l: {\(body)}\n"

@@ -1,5 +1,6 @@
 import Foundation
 import HaulSignature
+import HaulTestSupport
 import XCTest
 
 /// One list, signed by real tools, checked against sets of trusted keys: the format is read from the signature, a
@@ -10,8 +11,8 @@ final class ListSignatureTests: XCTestCase {
     private let now = 1_800_000_000.0
 
     override func setUpWithError() throws {
-        _ = try SigningTools.require("minisign")
-        _ = try SigningTools.require("ssh-keygen")
+        _ = try Capability.tool("minisign")
+        _ = try Capability.tool("ssh-keygen")
         tools = try SigningTools()
         try tools.write("SHA256SUMS", list)
         for name in ["old", "new"] {

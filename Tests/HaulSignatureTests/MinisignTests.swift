@@ -1,6 +1,7 @@
 import Foundation
 import HaulDigest
 import HaulSignature
+import HaulTestSupport
 import XCTest
 
 /// minisign signatures made here by minisign itself, both kinds (`ED`, prehashed, the default; `Ed`, legacy, `-l`),
@@ -10,7 +11,7 @@ final class MinisignTests: XCTestCase {
     private let message = Array("sha256  9f86d081884c7d659a2feaa0c55ad015  haul.tar.gz\n".utf8)
 
     override func setUpWithError() throws {
-        _ = try SigningTools.require("minisign")
+        _ = try Capability.tool("minisign")
         tools = try SigningTools()
         try tools.write("list", message)
         for name in ["a", "b"] { try tools.run("minisign", ["-G", "-W", "-p", "\(name).pub", "-s", "\(name).key"]) }

@@ -10,7 +10,7 @@ final class OpenPGPVerifierTests: XCTestCase {
     private let message = "sha256  9f86d081884c7d659a2feaa0c55ad015  haul.tar.gz\n"
 
     override func setUpWithError() throws {
-        _ = try SigningTools.require("gpg")
+        _ = try Capability.tool("gpg")
         tools = try SigningTools()
         try FileManager.default.createDirectory(atPath: tools.path("gnupg"), withIntermediateDirectories: false)
         chmod(tools.path("gnupg"), 0o700)
@@ -40,7 +40,7 @@ final class OpenPGPVerifierTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         for verifier in verifiers {
             try FileManager.default.createSymbolicLink(
-                atPath: "\(folder)/\(verifier)", withDestinationPath: SigningTools.require(verifier))
+                atPath: "\(folder)/\(verifier)", withDestinationPath: Capability.tool(verifier))
         }
         return folder
     }

@@ -1,6 +1,7 @@
 import Foundation
 import HaulDigest
 import HaulSignature
+import HaulTestSupport
 import XCTest
 
 /// `ssh-keygen -Y sign` signatures made here by ssh-keygen: Ed25519 and ECDSA keys, the `file` namespace haul
@@ -10,7 +11,7 @@ final class SSHSignatureTests: XCTestCase {
     private let message = Array("sha512  cf83e1357eefb8bdf1542850d66d8007  haul.tar.gz\n".utf8)
 
     override func setUpWithError() throws {
-        _ = try SigningTools.require("ssh-keygen")
+        _ = try Capability.tool("ssh-keygen")
         tools = try SigningTools()
         try tools.write("list", message)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HaulSignature
+import HaulTestSupport
 import XCTest
 
 /// OpenBSD signify signatures made here by signify itself: detached, and embedded (`-e`, OpenBSD's `SHA256.sig`).
@@ -9,7 +10,7 @@ final class SignifyTests: XCTestCase {
         "SHA256 (haul.tar.gz) = 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n".utf8)
 
     override func setUpWithError() throws {
-        _ = try SigningTools.require("signify-openbsd")
+        _ = try Capability.tool("signify-openbsd")
         tools = try SigningTools()
         try tools.write("SHA256", message)
         for name in ["a", "b"] {

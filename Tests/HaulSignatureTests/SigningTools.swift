@@ -9,21 +9,11 @@ struct SigningTools {
 
     init() throws { folder = try TemporaryDirectory(prefix: "haul-signature") }
 
-    /// The tool's path on PATH; unavailable when it is not there.
-    static func require(_ tool: String) throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for folder in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(folder)/\(tool)")
-        {
-            return "\(folder)/\(tool)"
-        }
-        throw Capability.unavailable("\(tool) is not installed")
-    }
-
     /// Runs `tool` in the folder; fails the test unless it exits 0.
     @discardableResult
     func run(_ tool: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
         let result = try ProcessRunner.run(
-            try Self.require(tool), arguments, environment: environment, currentDirectory: folder.path, timeout: 60)
+            try Capability.tool(tool), arguments, environment: environment, currentDirectory: folder.path, timeout: 60)
         guard result.exitCode == 0 else {
             XCTFail("\(tool) \(arguments.joined(separator: " ")) exited \(result.exitCode): \(result.stderr)")
             throw CancellationError()

@@ -23,6 +23,16 @@ public enum Capability {
         }
     }
 
+    /// An installed tool's path, found on `PATH` (a signing tool, a verifier); `unavailable` when it is not there.
+    public static func tool(_ name: String) throws -> String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for folder in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)")
+        {
+            return "\(folder)/\(name)"
+        }
+        throw unavailable("\(name) is not installed")
+    }
+
     public struct Missing: Error, CustomStringConvertible {
         public let reason: String
         public var description: String { "this test must run here (HAUL_REQUIRE_ALL_TESTS=1) but cannot: \(reason)" }

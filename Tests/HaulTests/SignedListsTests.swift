@@ -28,7 +28,7 @@ final class SignedListsTests: XCTestCase {
     private let toolV2 = Array("tool v2\n".utf8)
 
     override func setUpWithError() throws {
-        minisign = try Self.require("minisign")
+        minisign = try Capability.tool("minisign")
         folder = try TemporaryDirectory(prefix: "haul-lists")
         root = try TemporaryDirectory(prefix: "haul-lists-root")
         try run(["-G", "-W", "-p", "release.pub", "-s", "release.key"])
@@ -41,13 +41,6 @@ final class SignedListsTests: XCTestCase {
     override func tearDown() {
         server?.stop()
         server = nil
-    }
-
-    private static func require(_ tool: String) throws -> String {
-        for folder in ["/usr/bin", "/usr/local/bin", "/bin"] where access("\(folder)/\(tool)", X_OK) == 0 {
-            return "\(folder)/\(tool)"
-        }
-        throw Capability.unavailable("\(tool) is not installed")
     }
 
     private func run(_ arguments: [String]) throws {
@@ -201,8 +194,8 @@ final class SignedListsTests: XCTestCase {
     /// `auto` after the others are missing, and a clear-signed list, of which only the signed text is read (a line
     /// added outside it pins nothing).
     func testOpenPGPListsDetachedAndClearSigned() throws {
-        let gpg = try Self.require("gpg")
-        _ = try Self.require("gpgv")
+        let gpg = try Capability.tool("gpg")
+        _ = try Capability.tool("gpgv")
         let home = folder.path("gnupg")
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
         chmod(home, 0o700)
